@@ -1,0 +1,180 @@
+// Parsing and checking the sections the core owns. Every message starts with the file and the
+// JSON path, says what was expected and what was found, and suggests a key for a misspelling.
+#include "config/run_config.h"
+
+#include <keel_support/json_section.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "host/errors.h"
+
+namespace keel {
+namespace {
+
+using keel_support::ConfigError;
+using keel_support::JsonSection;
+
+PluginSection read_plugin_section(const nlohmann::json& config, const std::string& key, const std::string& path,
+                                  const std::string& default_plugin) {
+  PluginSection section;
+  section.json_path = path;
+  section.json = config.contains(key) ? config.at(key) : nlohmann::json::object();
+  if (!section.json.is_object())
+    throw ConfigError(path + ": expected an object, found " + keel_support::json_type_name(section.json));
+  if (!section.json.contains("plugin")) {
+    if (default_plugin.empty()) throw ConfigError(path + ".plugin: required key is missing (which " + key + " plugin to load)");
+    section.json["plugin"] = default_plugin;
+  }
+  if (!section.json.at("plugin").is_string())
+    throw ConfigError(path + ".plugin: expected a string, found " + keel_support::json_type_name(section.json.at("plugin")));
+  section.plugin = section.json.at("plugin").get<std::string>();
+  return section;
+}
+
+void read_lr_schedule(JsonSection s, LrScheduleConfig& out) {
+  out.warmup_steps = s.get_in_range<int64_t>("warmup_steps", out.warmup_steps, 0, INT64_MAX);
+  out.decay = s.get_choice("decay", out.decay, {"cosine", "linear", "constant"});
+  out.min_lr_ratio = s.get_in_range<double>("min_lr_ratio", out.min_lr_ratio, 0.0, 1.0);
+  out.decay_steps = s.get_in_range<int64_t>("decay_steps", out.decay_steps, 0, INT64_MAX);
+  s.finish();
+}
+
+void read_data(JsonSection s, DataConfig& out) {
+  out.source = s.get_choice("source", out.source, {"text", "shards"});
+  out.text_root = s.get<std::string>("text_root", out.text_root);
+  out.text_max_bytes = s.get_in_range<int64_t>("text_max_bytes", out.text_max_bytes, 1 << 12, INT64_MAX);
+  out.val_fraction = s.get_in_range<double>("val_fraction", out.val_fraction, 0.001, 0.5);
+  out.train_pattern = s.get<std::string>("train", out.train_pattern);
+  out.val_pattern = s.get<std::string>("val", out.val_pattern);
+  out.seq_len = s.get_in_range<int32_t>("seq_len", out.seq_len, 0, 1 << 20);
+  out.micro_batch = s.get_in_range<int32_t>("micro_batch", out.micro_batch, 1, 1 << 20);
+  out.global_batch = s.get_in_range<int32_t>("global_batch", out.global_batch, 0, 1 << 30);
+  out.val_batches = s.get_in_range<int32_t>("val_batches", out.val_batches, 1, 1 << 20);
+  if (out.source == "shards" && out.train_pattern.empty())
+    throw ConfigError(s.path_of("train") + ": required when source is \"shards\" (a glob of llm.c .bin token shards)");
+  if (out.global_batch == 0) out.global_batch = out.micro_batch;
+  if (out.global_batch % out.micro_batch != 0)
+    throw ConfigError(s.path_of("global_batch") + ": " + std::to_string(out.global_batch) +
+                      " sequences per step is not a multiple of micro_batch " + std::to_string(out.micro_batch) +
+                      " × data-parallel size 1");
+  s.finish();
+}
+
+void read_train(JsonSection s, TrainConfig& out) {
+  out.steps = s.get_in_range<int64_t>("steps", out.steps, 0, INT64_MAX);
+  out.seed = s.get<uint64_t>("seed", out.seed);
+  out.grad_clip = s.get_in_range<double>("grad_clip", out.grad_clip, 0.0, 1e30);
+  out.log_every = s.get_in_range<int64_t>("log_every", out.log_every, 1, INT64_MAX);
+  out.eval_every = s.get_in_range<int64_t>("eval_every", out.eval_every, 0, INT64_MAX);
+  out.metrics_path = s.get<std::string>("metrics_path", out.metrics_path);
+  out.sample_tokens = s.get_in_range<int32_t>("sample_tokens", out.sample_tokens, 0, 1 << 20);
+  out.sample_prompt = s.get<std::string>("sample_prompt", out.sample_prompt);
+  out.sample_temperature = s.get_in_range<double>("sample_temperature", out.sample_temperature, 0.0, 100.0);
+  s.finish();
+}
+
+void read_parallel(const nlohmann::json& config, RunConfig& out) {
+  JsonSection s(config.contains("parallel") ? config.at("parallel") : nlohmann::json::object(), "parallel");
+  s.allow("strategy");
+  out.tp = s.get<int32_t>("tp", 1);
+  out.pp = s.get<int32_t>("pp", 1);
+  if (out.tp != 1) throw ConfigError("parallel.tp: tensor parallelism is not available yet; expected 1, found " + std::to_string(out.tp));
+  if (out.pp != 1) throw ConfigError("parallel.pp: pipeline parallelism is not available yet; expected 1, found " + std::to_string(out.pp));
+  s.finish();
+  nlohmann::json parallel = config.contains("parallel") ? config.at("parallel") : nlohmann::json::object();
+  out.strategy = read_plugin_section(parallel, "strategy", "parallel.strategy", "ddp");
+}
+
+RunConfig parse(nlohmann::json json, const std::string& origin, const std::string& name,
+                const std::vector<std::string>& overrides) {
+  RunConfig config;
+  config.file = origin;
+  config.name = name;
+  try {
+    if (!json.is_object()) throw ConfigError("(top level): expected an object, found " + keel_support::json_type_name(json));
+    for (const auto& assignment : overrides) apply_override(json, assignment);
+    JsonSection top(json, "");
+    for (const char* key : {"model", "optimizer", "backend", "parallel", "lr_schedule", "data", "train"}) top.allow(key);
+    auto plugin_path = top.get<nlohmann::json>("plugin_path", nlohmann::json::array());
+    top.finish();
+    if (plugin_path.is_string()) config.plugin_path.push_back(plugin_path.get<std::string>());
+    else if (plugin_path.is_array() && std::all_of(plugin_path.begin(), plugin_path.end(), [](auto& v) { return v.is_string(); }))
+      config.plugin_path = plugin_path.get<std::vector<std::string>>();
+    else throw ConfigError("plugin_path: expected a folder or a list of folders, found " + plugin_path.dump());
+    // Relative plugin folders are taken from the config file's folder.
+    if (origin != "<json>")
+      for (auto& folder : config.plugin_path)
+        if (std::filesystem::path(folder).is_relative())
+          folder = (std::filesystem::path(origin).parent_path() / folder).lexically_normal().string();
+
+    config.model = read_plugin_section(json, "model", "model", "");
+    config.optimizer = read_plugin_section(json, "optimizer", "optimizer", "adamw");
+    config.backend = read_plugin_section(json, "backend", "backend", "cpu");
+    read_parallel(json, config);
+    auto section = [&](const char* key) {
+      return JsonSection(json.contains(key) ? json.at(key) : nlohmann::json::object(), key);
+    };
+    read_lr_schedule(section("lr_schedule"), config.lr_schedule);
+    read_data(section("data"), config.data);
+    read_train(section("train"), config.train);
+    if (config.train.metrics_path.empty()) config.train.metrics_path = "runs/" + name + "/metrics.jsonl";
+  } catch (const ConfigError& e) {
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, origin + ": " + e.what());
+  }
+  config.json = std::move(json);
+  return config;
+}
+
+}  // namespace
+
+void apply_override(nlohmann::json& config, const std::string& assignment) {
+  auto equals = assignment.find('=');
+  if (equals == std::string::npos || equals == 0)
+    throw ConfigError("--set " + assignment + ": expected path=value, e.g. train.steps=20");
+  const std::string path = assignment.substr(0, equals), text = assignment.substr(equals + 1);
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(text);
+  } catch (const std::exception&) {
+    value = text;  // a bare word is a string: --set backend.plugin=cpu
+  }
+  nlohmann::json* node = &config;
+  std::stringstream parts(path);
+  std::string part, walked;
+  std::vector<std::string> keys;
+  while (std::getline(parts, part, '.')) keys.push_back(part);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    walked += (walked.empty() ? "" : ".") + keys[i];
+    if (!node->is_object()) throw ConfigError("--set " + path + ": " + walked + " is not an object");
+    if (i + 1 == keys.size()) (*node)[keys[i]] = value;
+    else node = &(*node)[keys[i]];
+  }
+}
+
+RunConfig RunConfig::from_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw KeelError(KEEL_ERR_IO, path + ": cannot open the config file");
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, path + ": not valid JSON: " + e.what());
+  }
+  return parse(std::move(json), path, std::filesystem::path(path).stem().string(), overrides);
+}
+
+RunConfig RunConfig::from_json_text(const std::string& text, const std::string& origin,
+                                    const std::vector<std::string>& overrides) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, origin + ": not valid JSON: " + e.what());
+  }
+  return parse(std::move(json), origin, "run", overrides);
+}
+
+}  // namespace keel

@@ -1,0 +1,72 @@
+// One run's configuration: the JSON file, its --set overrides, and the core's typed view of
+// the sections it owns (data, train, lr_schedule, parallel). Plugin sections stay JSON and are
+// validated by their plugins.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace keel {
+
+struct PluginSection {
+  std::string plugin;     // the "plugin" value
+  nlohmann::json json;    // the whole section, "plugin" included
+  std::string json_path;  // "model", "parallel.strategy", ...
+};
+
+struct LrScheduleConfig {
+  int64_t warmup_steps = 0;
+  std::string decay = "cosine";  // cosine | linear | constant
+  double min_lr_ratio = 0.1;     // the floor, as a fraction of the peak
+  int64_t decay_steps = 0;       // 0: until train.steps
+};
+
+struct DataConfig {
+  std::string source = "text";   // text: the embedded byte-level corpus; shards: llm.c token files
+  std::string text_root;         // "" → the Python standard library of this machine
+  int64_t text_max_bytes = 8 << 20;
+  double val_fraction = 0.1;
+  std::string train_pattern, val_pattern;  // globs, for source "shards"
+  int32_t seq_len = 0;           // 0 → the model's max_seq_len
+  int32_t micro_batch = 4;
+  int32_t global_batch = 0;      // 0 → micro_batch (one micro-step per optimizer step)
+  int32_t val_batches = 8;
+};
+
+struct TrainConfig {
+  int64_t steps = 100;
+  uint64_t seed = 1337;
+  double grad_clip = 1.0;        // 0 disables clipping
+  int64_t log_every = 10;
+  int64_t eval_every = 0;        // 0: only at the end
+  std::string metrics_path;      // "" → runs/<config name>/metrics.jsonl
+  int32_t sample_tokens = 0;     // bytes generated after training (0: none)
+  std::string sample_prompt = "\n";
+  double sample_temperature = 0.8;
+};
+
+struct RunConfig {
+  std::string file;              // where it came from ("<json>" for text)
+  std::string name;              // the file's stem, for default output folders
+  nlohmann::json json;           // after overrides
+  PluginSection model, optimizer, backend, strategy;
+  LrScheduleConfig lr_schedule;
+  DataConfig data;
+  TrainConfig train;
+  std::vector<std::string> plugin_path;
+  int32_t tp = 1, pp = 1;
+
+  // Reads and checks everything the core owns; throws KeelError(KEEL_ERR_INVALID_CONFIG)
+  // with "<file>: <json path>: <problem>".
+  static RunConfig from_file(const std::string& path, const std::vector<std::string>& overrides = {});
+  static RunConfig from_json_text(const std::string& text, const std::string& origin = "<json>",
+                                  const std::vector<std::string>& overrides = {});
+};
+
+// Applies "a.b.c=value" (value parsed as JSON, else taken as a string) to a config object.
+void apply_override(nlohmann::json& config, const std::string& assignment);
+
+}  // namespace keel

@@ -1,0 +1,37 @@
+// Binds the host table's C slots to the core's logger, error store and initialiser.
+#include "host/host_table.h"
+
+#include <keel/version.h>
+
+#include "host/errors.h"
+#include "host/log.h"
+#include "host/param_init.h"
+
+namespace keel {
+namespace {
+
+keel_status host_set_error(keel_status code, const char* message) {
+  set_last_error(message ? message : "");
+  return code;
+}
+
+void host_log(int32_t level, const char* source, const char* message) { log_line(level, source, message ? message : ""); }
+
+keel_status host_init_param(const keel_param_spec* spec, uint64_t seed, int64_t begin, int64_t count, float* out) {
+  if (!spec || !out || begin < 0 || count < 0) {
+    set_last_error("host init_param: invalid arguments (NULL spec or output, or negative range)");
+    return KEEL_ERR_INVALID_ARGUMENT;
+  }
+  init_param_range(*spec, seed, begin, count, out);
+  return KEEL_OK;
+}
+
+}  // namespace
+
+const keel_host* host_table() {
+  static const keel_host table = {sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+                                  host_set_error, host_log, host_init_param};
+  return &table;
+}
+
+}  // namespace keel

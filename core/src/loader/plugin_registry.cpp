@@ -1,0 +1,193 @@
+// Loading and checking plugin libraries. A refused library is remembered with its reason, so
+// `keel plugins` can show it and a config that names it gets the reason instead of "not found".
+#include "loader/plugin_registry.h"
+
+#include <keel/version.h>
+#include <keel_support/json_section.hpp>
+
+#include <boost/dll/shared_library.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "host/errors.h"
+#include "host/log.h"
+#include "loader/discovery.h"
+#include "loader/table_check.h"
+
+namespace keel {
+namespace {
+
+struct RegistryState {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<boost::dll::shared_library>> libraries;  // never unloaded
+  std::vector<LoadedPlugin> plugins;
+  std::vector<RefusedLibrary> refused;
+  std::set<std::string> seen_files;
+  std::vector<std::string> config_folders;
+  std::vector<std::string> searched_folders;
+  bool discovered = false;
+};
+
+RegistryState& state() {
+  static RegistryState s;
+  return s;
+}
+
+std::string canonical_or_same(const std::string& path) {
+  std::error_code error;
+  auto canonical = std::filesystem::canonical(path, error);
+  return error ? path : canonical.string();
+}
+
+std::string abi_text(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
+
+}  // namespace
+
+const char* kind_name(int32_t kind) {
+  switch (kind) {
+    case KEEL_KIND_BACKEND: return "backend";
+    case KEEL_KIND_MODEL: return "model";
+    case KEEL_KIND_OPTIMIZER: return "optimizer";
+    case KEEL_KIND_STRATEGY: return "strategy";
+    default: return "unknown";
+  }
+}
+
+PluginRegistry& PluginRegistry::instance() {
+  static PluginRegistry registry;
+  return registry;
+}
+
+void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_succeed) {
+  RegistryState& s = state();
+  const std::string path = canonical_or_same(raw_path);
+  if (!s.seen_files.insert(path).second) return;
+  auto refuse = [&](const std::string& reason, const std::string& plugin_name = "") {
+    std::string message = "plugin library " + path + " was refused: " + reason;
+    if (must_succeed) throw KeelError(KEEL_ERR_ABI_MISMATCH, message);
+    log_line(KEEL_LOG_DEBUG, "loader", message);
+    s.refused.push_back({path, message, plugin_name});
+  };
+
+  auto library = std::make_unique<boost::dll::shared_library>();
+  boost::system::error_code error;
+  library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, error);
+  if (error) return refuse("it could not be loaded (" + error.message() + ")");
+  if (!library->has(KEEL_PLUGIN_ENTRY_SYMBOL))
+    return refuse("it exports no '" KEEL_PLUGIN_ENTRY_SYMBOL "' symbol, so it is not a Keel plugin "
+                  "(define it with extern \"C\" KEEL_EXPORT)");
+  auto entry = library->get<const keel_plugin_list*()>(KEEL_PLUGIN_ENTRY_SYMBOL);
+  const keel_plugin_list* list = entry();
+  if (!list || list->struct_size < sizeof(keel_plugin_list))
+    return refuse(std::string(KEEL_PLUGIN_ENTRY_SYMBOL) + " returned " + (list ? "a list smaller than ABI 0.1's" : "NULL"));
+  if (list->abi_major != KEEL_ABI_VERSION_MAJOR)
+    return refuse("it was built for Keel ABI " + abi_text(list->abi_major, list->abi_minor) + " but this core speaks ABI " +
+                  abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR) + "; rebuild it against this Keel's headers");
+
+  std::vector<LoadedPlugin> accepted;
+  for (size_t i = 0; i < list->count; ++i) {
+    const keel_plugin_info& info = list->plugins[i];
+    const std::string name = info.name ? info.name : "";
+    if (info.struct_size < sizeof(keel_plugin_info) || name.empty())
+      return refuse("plugin entry " + std::to_string(i) + " is malformed (struct_size too small or no name)");
+    if (info.abi_major != KEEL_ABI_VERSION_MAJOR)
+      return refuse("plugin '" + name + "' was built for Keel ABI " + abi_text(info.abi_major, info.abi_minor) +
+                        " but this core speaks ABI " + abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR),
+                    name);
+    if (info.abi_major == 0 && info.abi_minor != KEEL_ABI_VERSION_MINOR)
+      return refuse("plugin '" + name + "' was built for pre-1.0 ABI " + abi_text(info.abi_major, info.abi_minor) +
+                        "; before 1.0 every minor may break, so it must match " +
+                        abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR) + " exactly",
+                    name);
+    std::string table_problem = check_kind_table(info);
+    if (!table_problem.empty()) return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "': " + table_problem, name);
+    for (const auto& other : s.plugins)
+      if (other.info.kind == info.kind && name == other.info.name)
+        return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "' is already provided by " + other.path +
+                          " (found earlier in the search order)",
+                      name);
+    accepted.push_back({info, path});
+  }
+  for (auto& plugin : accepted) {
+    log_line(KEEL_LOG_DEBUG, "loader", std::string("loaded ") + kind_name(plugin.info.kind) + " plugin '" +
+                                           plugin.info.name + "' from " + path);
+    s.plugins.push_back(plugin);
+  }
+  s.libraries.push_back(std::move(library));
+}
+
+void PluginRegistry::register_library(const std::string& path) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (!std::filesystem::exists(path)) throw KeelError(KEEL_ERR_NOT_FOUND, "plugin library " + path + " does not exist");
+  load_library_locked(path, true);
+}
+
+void PluginRegistry::add_search_folders(const std::vector<std::string>& folders) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  RegistryState& s = state();
+  for (const auto& folder : folders) s.config_folders.push_back(folder);
+  if (s.discovered) {  // a late plugin_path: search those folders too, still ahead of none already loaded
+    for (const auto& folder : folders) {
+      s.searched_folders.push_back(folder);
+      for (const auto& file : plugin_files_in(folder)) load_library_locked(file, false);
+    }
+  }
+}
+
+void PluginRegistry::discover_locked() {
+  RegistryState& s = state();
+  if (s.discovered) return;
+  s.discovered = true;
+  s.searched_folders = plugin_search_folders(s.config_folders);
+  for (const auto& folder : s.searched_folders)
+    for (const auto& file : plugin_files_in(folder)) load_library_locked(file, false);
+}
+
+const LoadedPlugin& PluginRegistry::find(int32_t kind, const std::string& name) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  RegistryState& s = state();
+  discover_locked();
+  for (const auto& plugin : s.plugins)
+    if (plugin.info.kind == kind && name == plugin.info.name) return plugin;
+
+  for (const auto& refusal : s.refused)
+    if (refusal.plugin_name == name ||
+        std::filesystem::path(refusal.path).filename().string() == "libkeel-" + name + ".so")
+      throw KeelError(KEEL_ERR_ABI_MISMATCH, refusal.reason);
+
+  std::vector<std::string> same_kind;
+  for (const auto& plugin : s.plugins)
+    if (plugin.info.kind == kind) same_kind.push_back(plugin.info.name);
+  std::string hint = keel_support::closest_match(name, same_kind);
+  std::string available, folders;
+  for (const auto& n : same_kind) available += (available.empty() ? "" : ", ") + n;
+  for (const auto& f : s.searched_folders) folders += (folders.empty() ? "" : ", ") + f;
+  throw KeelError(KEEL_ERR_NOT_FOUND,
+                  std::string("no ") + kind_name(kind) + " plugin named '" + name + "'" +
+                      (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; available: " +
+                      (available.empty() ? "none" : available) + "; searched: " + folders +
+                      " (add folders with plugin_path or KEEL_PLUGIN_PATH)");
+}
+
+std::vector<LoadedPlugin> PluginRegistry::list() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  discover_locked();
+  return state().plugins;
+}
+
+std::vector<RefusedLibrary> PluginRegistry::refusals() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  discover_locked();
+  return state().refused;
+}
+
+std::vector<std::string> PluginRegistry::search_folders() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  discover_locked();
+  return state().searched_folders;
+}
+
+}  // namespace keel

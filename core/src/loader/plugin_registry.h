@@ -1,0 +1,52 @@
+// The plugin registry: finds libkeel-<name>.so files in the discovery order of DESIGN.md §3
+// rule 8, loads them with Boost.DLL, checks each entry (ABI major, table size, required slots,
+// duplicate names) and keeps every library loaded for the life of the process, so no object a
+// plugin made can outlive its code.
+#pragma once
+
+#include <keel/plugin.h>
+
+#include <string>
+#include <vector>
+
+namespace keel {
+
+struct LoadedPlugin {
+  keel_plugin_info info;  // copied from the library; strings and api point into it
+  std::string path;       // the library file
+};
+
+struct RefusedLibrary {
+  std::string path;
+  std::string reason;     // names the file and why
+  std::string plugin_name;  // when the refusal concerns one named plugin, else ""
+};
+
+const char* kind_name(int32_t kind);
+
+class PluginRegistry {
+ public:
+  // The process-wide registry. Thread-safe.
+  static PluginRegistry& instance();
+
+  // Loads one library now, ahead of folder discovery; throws KeelError if it is refused.
+  void register_library(const std::string& path);
+  // Adds folders (the config's plugin_path) searched after registered libraries.
+  void add_search_folders(const std::vector<std::string>& folders);
+
+  // The plugin of `kind` called `name`; throws KeelError naming what was searched and, when
+  // the name matches a refused library, why that library was refused.
+  const LoadedPlugin& find(int32_t kind, const std::string& name);
+
+  // Every accepted plugin and every refusal, after discovering all folders.
+  std::vector<LoadedPlugin> list();
+  std::vector<RefusedLibrary> refusals();
+  std::vector<std::string> search_folders();
+
+ private:
+  PluginRegistry() = default;
+  void discover_locked();
+  void load_library_locked(const std::string& path, bool must_succeed);
+};
+
+}  // namespace keel

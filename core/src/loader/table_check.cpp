@@ -1,0 +1,68 @@
+// Required slots per kind. Slots appended by later minors are optional and are checked with
+// KEEL_HAS_SLOT where they are called.
+#include "loader/table_check.h"
+
+#include <keel/keel.h>
+
+#include <utility>
+#include <vector>
+
+namespace keel {
+namespace {
+
+template <typename Table>
+std::string missing_slots(const void* api, const std::vector<std::pair<const char*, size_t>>& slots) {
+  const auto* table = static_cast<const Table*>(api);
+  if (table->struct_size < sizeof(Table))
+    return "its table is " + std::to_string(table->struct_size) + " bytes, smaller than the " +
+           std::to_string(sizeof(Table)) + " bytes of ABI 0.1's table";
+  std::string missing;
+  for (const auto& [name, offset] : slots) {
+    const void* slot = *reinterpret_cast<const void* const*>(reinterpret_cast<const char*>(table) + offset);
+    if (!slot) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  }
+  return missing.empty() ? "" : "required slot(s) not implemented: " + missing;
+}
+
+#define SLOT(T, s) std::pair<const char*, size_t>{#s, offsetof(T, s)}
+
+}  // namespace
+
+std::string check_kind_table(const keel_plugin_info& info) {
+  if (!info.api) return "its entry has no function table (api is NULL)";
+  switch (info.kind) {
+    case KEEL_KIND_BACKEND: {
+      using T = keel_backend_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, device),
+                                         SLOT(T, peak_flops), SLOT(T, alloc), SLOT(T, free_memory), SLOT(T, copy),
+                                         SLOT(T, fill_zero), SLOT(T, synchronize), SLOT(T, matmul_forward),
+                                         SLOT(T, matmul_backward), SLOT(T, layernorm_forward), SLOT(T, layernorm_backward),
+                                         SLOT(T, attention_saved_floats), SLOT(T, attention_forward),
+                                         SLOT(T, attention_backward), SLOT(T, gelu_forward), SLOT(T, gelu_backward),
+                                         SLOT(T, add), SLOT(T, accumulate), SLOT(T, scale), SLOT(T, embedding_forward),
+                                         SLOT(T, embedding_backward), SLOT(T, crossentropy_forward),
+                                         SLOT(T, crossentropy_backward), SLOT(T, sum_squares)});
+    }
+    case KEEL_KIND_MODEL: {
+      using T = keel_model_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, describe),
+                                         SLOT(T, flops_per_token), SLOT(T, forward), SLOT(T, backward)});
+    }
+    case KEEL_KIND_OPTIMIZER: {
+      using T = keel_optimizer_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy),
+                                         SLOT(T, describe), SLOT(T, step)});
+    }
+    case KEEL_KIND_STRATEGY: {
+      using T = keel_strategy_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy),
+                                         SLOT(T, param_access), SLOT(T, begin_microbatch), SLOT(T, zero_grads),
+                                         SLOT(T, grad_sq_norm), SLOT(T, step), SLOT(T, read_param), SLOT(T, write_param),
+                                         SLOT(T, read_grad)});
+    }
+    default:
+      return "unknown plugin kind " + std::to_string(info.kind) + " (this core knows backend, model, optimizer, strategy)";
+  }
+}
+
+}  // namespace keel

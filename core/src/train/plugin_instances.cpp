@@ -1,0 +1,79 @@
+// Resolving config sections to plugins and creating their objects.
+#include "train/plugin_instances.h"
+
+#include "host/errors.h"
+#include "host/host_table.h"
+#include "loader/plugin_registry.h"
+
+namespace keel {
+namespace {
+
+template <typename Table>
+const Table* table_for(int32_t kind, const PluginSection& section, const RunConfig& config) {
+  try {
+    return static_cast<const Table*>(PluginRegistry::instance().find(kind, section.plugin).info.api);
+  } catch (const KeelError& e) {
+    throw KeelError(e.code, config.file + ": " + section.json_path + ".plugin: " + e.what());
+  }
+}
+
+// Runs a plugin's validate_config and prefixes its message with the file.
+template <typename Table>
+void validate_section(const Table* table, const PluginSection& section, const RunConfig& config) {
+  const std::string text = section.json.dump();
+  keel_status status = table->validate_config(host_table(), text.c_str(), section.json_path.c_str());
+  if (status != KEEL_OK) throw KeelError(status, config.file + ": " + last_error());
+}
+
+}  // namespace
+
+void validate_plugin_sections(const RunConfig& config) {
+  PluginRegistry::instance().add_search_folders(config.plugin_path);
+  validate_section(table_for<keel_backend_api>(KEEL_KIND_BACKEND, config.backend, config), config.backend, config);
+  validate_section(table_for<keel_model_api>(KEEL_KIND_MODEL, config.model, config), config.model, config);
+  validate_section(table_for<keel_optimizer_api>(KEEL_KIND_OPTIMIZER, config.optimizer, config), config.optimizer, config);
+  validate_section(table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config), config.strategy, config);
+}
+
+void PluginInstances::create(const RunConfig& config) {
+  validate_plugin_sections(config);
+  backend = table_for<keel_backend_api>(KEEL_KIND_BACKEND, config.backend, config);
+  model = table_for<keel_model_api>(KEEL_KIND_MODEL, config.model, config);
+  optimizer = table_for<keel_optimizer_api>(KEEL_KIND_OPTIMIZER, config.optimizer, config);
+  strategy = table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config);
+  const keel_host* host = host_table();
+
+  const std::string backend_json = config.backend.json.dump();
+  keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
+  check_plugin(backend->create(host, &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
+
+  const std::string model_json = config.model.json.dump();
+  keel_model_create_args model_args{sizeof(model_args), model_json.c_str(), config.model.json_path.c_str(),
+                                    backend, backend_obj, 0, 1};
+  check_plugin(model->create(host, &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
+  model_info.struct_size = sizeof(model_info);
+  check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");
+
+  const std::string optimizer_json = config.optimizer.json.dump();
+  check_plugin(optimizer->create(host, optimizer_json.c_str(), config.optimizer.json_path.c_str(), &optimizer_obj),
+               "creating optimizer '" + config.optimizer.plugin + "'");
+  optimizer_info.struct_size = sizeof(optimizer_info);
+  check_plugin(optimizer->describe(optimizer_obj, &optimizer_info), "optimizer '" + config.optimizer.plugin + "' describe");
+
+  const std::string strategy_json = config.strategy.json.dump();
+  keel_strategy_create_args strategy_args{sizeof(strategy_args), strategy_json.c_str(), config.strategy.json_path.c_str(),
+                                          backend, backend_obj, optimizer, optimizer_obj, model_info.params,
+                                          model_info.n_params, model_info.n_layers, config.train.seed};
+  check_plugin(strategy->create(host, &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
+  access.struct_size = sizeof(access);
+  check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");
+}
+
+PluginInstances::~PluginInstances() {
+  if (strategy_obj) strategy->destroy(strategy_obj);
+  if (optimizer_obj) optimizer->destroy(optimizer_obj);
+  if (model_obj) model->destroy(model_obj);
+  if (backend_obj) backend->destroy(backend_obj);
+}
+
+}  // namespace keel

@@ -1,0 +1,36 @@
+// The plugin objects of one run, created in dependency order (backend, model, optimizer,
+// strategy) and destroyed in reverse through their own tables.
+#pragma once
+
+#include <keel/keel.h>
+
+#include "config/run_config.h"
+
+namespace keel {
+
+struct PluginInstances {
+  const keel_backend_api* backend = nullptr;
+  const keel_model_api* model = nullptr;
+  const keel_optimizer_api* optimizer = nullptr;
+  const keel_strategy_api* strategy = nullptr;
+  void* backend_obj = nullptr;
+  void* model_obj = nullptr;
+  void* optimizer_obj = nullptr;
+  void* strategy_obj = nullptr;
+  keel_model_info model_info{};
+  keel_optimizer_info optimizer_info{};
+  keel_param_access access{};
+
+  PluginInstances() = default;
+  PluginInstances(const PluginInstances&) = delete;
+  PluginInstances& operator=(const PluginInstances&) = delete;
+  ~PluginInstances();
+
+  // Loads and creates every plugin the config names; throws KeelError naming the section.
+  void create(const RunConfig& config);
+};
+
+// Asks each configured plugin to check its own section, without creating anything.
+void validate_plugin_sections(const RunConfig& config);
+
+}  // namespace keel

@@ -1,0 +1,207 @@
+// The training step of DESIGN.md §2 for one rank: for each micro-batch of the accumulation,
+// forward and backward through the strategy's access table; then the global gradient norm,
+// the clip factor, the scheduled learning rate and the strategy's step.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "host/errors.h"
+#include "host/log.h"
+#include "host/param_init.h"
+#include "train/lr_schedule.h"
+
+namespace keel {
+
+std::string shard_token_out_of_range(const TokenSource& source, int32_t vocabulary);  // data/token_shards.cpp
+
+Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
+  plugins_.create(config_);
+  const keel_model_info& info = plugins_.model_info;
+  seq_len_ = config_.data.seq_len > 0 ? config_.data.seq_len : info.max_seq_len;
+  if (seq_len_ > info.max_seq_len)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.seq_len: " + std::to_string(seq_len_) +
+                                                 " is longer than the model's maximum sequence length " +
+                                                 std::to_string(info.max_seq_len));
+  data_ = open_data(config_.data);
+  for (const auto& source : {data_.train, data_.val}) {
+    if (source->max_token() >= info.vocab_size) {
+      std::string where = shard_token_out_of_range(*source, info.vocab_size);
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, (where.empty() ? source->describe() : where) +
+                                                   ": token id is not below the model's vocabulary (model.vocab_size " +
+                                                   std::to_string(info.vocab_size) + ")");
+    }
+  }
+  train_sampler_ = std::make_unique<BatchSampler>(data_.train, config_.train.seed, false);
+  check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
+  check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
+}
+
+Trainer::~Trainer() {
+  if (device_tokens_) plugins_.backend->free_memory(plugins_.backend_obj, device_tokens_);
+  if (device_targets_) plugins_.backend->free_memory(plugins_.backend_obj, device_targets_);
+}
+
+void Trainer::upload(const Batch& batch) {
+  const size_t count = batch.tokens.size();
+  auto* backend = plugins_.backend;
+  void* be = plugins_.backend_obj;
+  if (count > device_capacity_) {
+    if (device_tokens_) backend->free_memory(be, device_tokens_);
+    if (device_targets_) backend->free_memory(be, device_targets_);
+    device_tokens_ = device_targets_ = nullptr;
+    check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device_tokens_)), "backend alloc");
+    check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device_targets_)), "backend alloc");
+    device_capacity_ = count;
+  }
+  check_plugin(backend->copy(be, device_tokens_, batch.tokens.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
+               "copying tokens to the backend");
+  if (!batch.targets.empty())
+    check_plugin(backend->copy(be, device_targets_, batch.targets.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
+                 "copying targets to the backend");
+}
+
+double Trainer::forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets) {
+  keel_forward_args args{};
+  args.struct_size = sizeof(args);
+  args.access = &plugins_.access;
+  args.microbatch = microbatch;
+  args.batch = batch;
+  args.seq_len = seq_len;
+  args.tokens = device_tokens_;
+  args.targets = with_targets ? device_targets_ : nullptr;
+  check_plugin(plugins_.model->forward(plugins_.model_obj, &args), "model '" + config_.model.plugin + "' forward");
+  return args.loss;
+}
+
+StepResult Trainer::train_step() {
+  std::vector<Batch> micro_batches;
+  for (int32_t m = 0; m < accumulation_steps(); ++m)
+    micro_batches.push_back(train_sampler_->next(config_.data.micro_batch, seq_len_));
+  return train_step_on(micro_batches);
+}
+
+StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
+  const auto start = std::chrono::steady_clock::now();
+  auto* strategy = plugins_.strategy;
+  void* s = plugins_.strategy_obj;
+  StepResult result;
+  check_plugin(strategy->zero_grads(s), "strategy zero_grads");
+  const int32_t n = int32_t(micro_batches.size());
+  for (int32_t m = 0; m < n; ++m) {
+    const Batch& batch = micro_batches[m];
+    check_plugin(strategy->begin_microbatch(s, m, m == n - 1), "strategy begin_microbatch");
+    upload(batch);
+    result.loss += forward(m, batch.batch, batch.seq_len, true) / n;
+    keel_backward_args backward{sizeof(backward), &plugins_.access, m, 1.0f / float(n)};
+    check_plugin(plugins_.model->backward(plugins_.model_obj, &backward), "model '" + config_.model.plugin + "' backward");
+    result.tokens += int64_t(batch.batch) * batch.seq_len;
+  }
+  double sum_squares = 0;
+  check_plugin(strategy->grad_sq_norm(s, &sum_squares), "strategy grad_sq_norm");
+  result.grad_norm = std::sqrt(sum_squares);
+  const double clip = config_.train.grad_clip;
+  const double grad_scale = clip > 0 && result.grad_norm > clip ? clip / (result.grad_norm + 1e-6) : 1.0;
+  result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_, config_.train.steps);
+  keel_strategy_step_args step_args{sizeof(step_args), float(result.lr), float(grad_scale), step_ + 1};
+  check_plugin(strategy->step(s, &step_args), "strategy step");
+  check_plugin(plugins_.backend->synchronize(plugins_.backend_obj), "backend synchronize");
+  result.step = ++step_;
+  result.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+double Trainer::evaluate() {
+  BatchSampler val_sampler(data_.val, config_.train.seed, true);
+  double total = 0;
+  const int32_t batches = config_.data.val_batches;
+  for (int32_t i = 0; i < batches; ++i) {
+    Batch batch = val_sampler.next(config_.data.micro_batch, seq_len_);
+    upload(batch);
+    total += forward(0, batch.batch, batch.seq_len, true);
+  }
+  return total / batches;
+}
+
+double Trainer::forward_backward(const Batch& batch) {
+  check_plugin(plugins_.strategy->zero_grads(plugins_.strategy_obj), "strategy zero_grads");
+  check_plugin(plugins_.strategy->begin_microbatch(plugins_.strategy_obj, 0, 1), "strategy begin_microbatch");
+  upload(batch);
+  double loss = forward(0, batch.batch, batch.seq_len, true);
+  keel_backward_args backward{sizeof(backward), &plugins_.access, 0, 1.0f};
+  check_plugin(plugins_.model->backward(plugins_.model_obj, &backward), "model backward");
+  return loss;
+}
+
+std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len) {
+  Batch input;
+  input.batch = batch;
+  input.seq_len = seq_len;
+  input.tokens = tokens;
+  upload(input);
+  keel_forward_args args{};
+  args.struct_size = sizeof(args);
+  args.access = &plugins_.access;
+  args.batch = batch;
+  args.seq_len = seq_len;
+  args.tokens = device_tokens_;
+  check_plugin(plugins_.model->forward(plugins_.model_obj, &args), "model inference forward");
+  std::vector<float> out(size_t(batch) * seq_len * plugins_.model_info.padded_vocab_size);
+  check_plugin(plugins_.backend->copy(plugins_.backend_obj, out.data(), args.logits, out.size() * sizeof(float),
+                                      KEEL_COPY_DEVICE_TO_HOST),
+               "copying logits");
+  return out;
+}
+
+std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed) {
+  // A fixed window of seq_len tokens, left-aligned and padded: causal attention makes the
+  // logits at the last real position independent of the padding after it.
+  std::vector<int32_t> context = prompt.empty() ? std::vector<int32_t>{0} : prompt;
+  std::vector<int32_t> generated;
+  const int32_t vocab = plugins_.model_info.vocab_size, padded = plugins_.model_info.padded_vocab_size;
+  const double temperature = std::max(config_.train.sample_temperature, 1e-6);
+  const uint64_t key = mix64(seed ^ 0x73616D706C65ull);
+  for (int32_t i = 0; i < count; ++i) {
+    const size_t keep = std::min<size_t>(context.size(), size_t(seq_len_));
+    std::vector<int32_t> window(context.end() - keep, context.end());
+    const size_t last = window.size() - 1;
+    window.resize(seq_len_, 0);
+    std::vector<float> all = logits(window, 1, seq_len_);
+    const float* row = all.data() + last * padded;
+    double max_logit = row[0];
+    for (int32_t v = 1; v < vocab; ++v) max_logit = std::max<double>(max_logit, row[v]);
+    std::vector<double> weights(vocab);
+    double total = 0;
+    for (int32_t v = 0; v < vocab; ++v) total += weights[v] = std::exp((row[v] - max_logit) / temperature);
+    double pick = uniform_open01(key, uint64_t(i)) * total;
+    int32_t token = vocab - 1;
+    for (int32_t v = 0; v < vocab; ++v)
+      if ((pick -= weights[v]) <= 0) { token = v; break; }
+    context.push_back(token);
+    generated.push_back(token);
+  }
+  return generated;
+}
+
+int64_t Trainer::numel(size_t index) const {
+  const keel_param_spec& spec = plugins_.model_info.params[index];
+  int64_t n = 1;
+  for (int32_t d = 0; d < spec.ndim; ++d) n *= spec.global_shape[d];
+  return n;
+}
+
+std::vector<float> Trainer::read_param(size_t index) {
+  std::vector<float> out(numel(index));
+  check_plugin(plugins_.strategy->read_param(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
+               "strategy read_param");
+  return out;
+}
+
+std::vector<float> Trainer::read_grad(size_t index) {
+  std::vector<float> out(numel(index));
+  check_plugin(plugins_.strategy->read_grad(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
+               "strategy read_grad");
+  return out;
+}
+
+}  // namespace keel

@@ -1,0 +1,74 @@
+// One training run: the plugins, the data, the step counter. The CLI, the embedding API and
+// the test probe all drive training through this class.
+#pragma once
+
+#include <keel/embed.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/run_config.h"
+#include "data/token_source.h"
+#include "train/plugin_instances.h"
+
+namespace keel {
+
+struct StepResult {
+  int64_t step = 0;          // optimizer steps done after this one
+  double loss = 0;           // mean over the accumulation's micro-batches
+  double lr = 0;
+  double grad_norm = 0;      // before clipping
+  double step_seconds = 0;
+  int64_t tokens = 0;        // tokens trained in this step
+};
+
+class Trainer {
+ public:
+  explicit Trainer(RunConfig config);
+  ~Trainer();
+
+  // One optimizer step on the next batches from the training data.
+  StepResult train_step();
+  // One optimizer step on the given micro-batches (each (B,T)); the probe and bindings use it.
+  StepResult train_step_on(const std::vector<Batch>& micro_batches);
+  // Mean loss over data.val_batches validation batches (the same batches every time).
+  double evaluate();
+  // Forward and backward of one batch with loss_scale 1 after zeroing gradients; returns the loss.
+  double forward_backward(const Batch& batch);
+  // Logits (B,T,Vp) of an inference forward, copied to the host.
+  std::vector<float> logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len);
+  // Generates `count` tokens after `prompt`, sampling at the configured temperature.
+  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed);
+
+  std::vector<float> read_param(size_t index);
+  std::vector<float> read_grad(size_t index);
+
+  const RunConfig& config() const { return config_; }
+  const keel_model_info& model_info() const { return plugins_.model_info; }
+  const keel_optimizer_info& optimizer_info() const { return plugins_.optimizer_info; }
+  int64_t step() const { return step_; }
+  int32_t seq_len() const { return seq_len_; }
+  int32_t accumulation_steps() const { return config_.data.global_batch / config_.data.micro_batch; }
+  double flops_per_token() const { return flops_per_token_; }
+  double peak_flops() const { return peak_flops_; }
+
+ private:
+  void upload(const Batch& batch);
+  double forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets);
+  int64_t numel(size_t index) const;
+
+  RunConfig config_;
+  PluginInstances plugins_;
+  DataSplits data_;
+  std::unique_ptr<BatchSampler> train_sampler_;
+  int32_t seq_len_ = 0;
+  int64_t step_ = 0;
+  double flops_per_token_ = 0, peak_flops_ = 0;
+  // Device copies of the current batch, sized for the largest batch seen.
+  int32_t* device_tokens_ = nullptr;
+  int32_t* device_targets_ = nullptr;
+  size_t device_capacity_ = 0;
+};
+
+}  // namespace keel

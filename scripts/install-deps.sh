@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what Keel builds and tests with, from Debian's packages. Safe to run again.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+packages=(
+  cmake ninja-build g++ pkg-config              # build
+  libboost-dev libboost-filesystem-dev          # Boost.DLL, the plugin loader
+  nlohmann-json3-dev                            # config
+  libopenblas-dev                               # CPU sgemm
+  libgtest-dev                                  # unit tests
+  python3 python3-numpy python3-torch python3-pytest  # the PyTorch oracle (Debian's own python3)
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

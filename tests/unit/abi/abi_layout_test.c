@@ -1,0 +1,231 @@
+/* The ABI promise, checked at compile time: every shipped field of every table and argument
+   struct stays at the offset it had in ABI 0.1 (x86-64, LP64). A change that moves a field
+   breaks this build; appending a field does not (sizes are checked as lower bounds).
+   The numbers were frozen from the 0.1 headers; when 1.0 is released they are frozen again
+   under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
+#include <keel/keel.h>
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define KEEL_ASSERT_OFFSET(type, field, offset) \
+  _Static_assert(offsetof(type, field) == (offset), #type "." #field " moved: the ABI only appends")
+#define KEEL_ASSERT_SIZE(type, size) \
+  _Static_assert(sizeof(type) >= (size), #type " shrank: the ABI only appends")
+
+KEEL_ASSERT_SIZE(keel_device, 8);
+KEEL_ASSERT_OFFSET(keel_device, device_type, 0);
+KEEL_ASSERT_OFFSET(keel_device, device_id, 4);
+KEEL_ASSERT_SIZE(keel_dtype, 4);
+KEEL_ASSERT_OFFSET(keel_dtype, code, 0);
+KEEL_ASSERT_OFFSET(keel_dtype, bits, 1);
+KEEL_ASSERT_OFFSET(keel_dtype, lanes, 2);
+KEEL_ASSERT_SIZE(keel_tensor, 64);
+KEEL_ASSERT_OFFSET(keel_tensor, data, 0);
+KEEL_ASSERT_OFFSET(keel_tensor, device, 8);
+KEEL_ASSERT_OFFSET(keel_tensor, ndim, 16);
+KEEL_ASSERT_OFFSET(keel_tensor, dtype, 20);
+KEEL_ASSERT_OFFSET(keel_tensor, shape, 24);
+KEEL_ASSERT_OFFSET(keel_tensor, byte_offset, 56);
+KEEL_ASSERT_SIZE(keel_param_spec, 120);
+KEEL_ASSERT_OFFSET(keel_param_spec, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_param_spec, name, 8);
+KEEL_ASSERT_OFFSET(keel_param_spec, layer, 16);
+KEEL_ASSERT_OFFSET(keel_param_spec, ndim, 20);
+KEEL_ASSERT_OFFSET(keel_param_spec, global_shape, 24);
+KEEL_ASSERT_OFFSET(keel_param_spec, tp_dim, 56);
+KEEL_ASSERT_OFFSET(keel_param_spec, local_shape, 64);
+KEEL_ASSERT_OFFSET(keel_param_spec, flags, 96);
+KEEL_ASSERT_OFFSET(keel_param_spec, init, 100);
+KEEL_ASSERT_OFFSET(keel_param_spec, init_std, 104);
+KEEL_ASSERT_OFFSET(keel_param_spec, init_rows, 112);
+KEEL_ASSERT_SIZE(keel_param_access, 32);
+KEEL_ASSERT_OFFSET(keel_param_access, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_param_access, ctx, 8);
+KEEL_ASSERT_OFFSET(keel_param_access, acquire, 16);
+KEEL_ASSERT_OFFSET(keel_param_access, release, 24);
+KEEL_ASSERT_SIZE(keel_host, 40);
+KEEL_ASSERT_OFFSET(keel_host, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_host, abi_major, 8);
+KEEL_ASSERT_OFFSET(keel_host, abi_minor, 12);
+KEEL_ASSERT_OFFSET(keel_host, set_error, 16);
+KEEL_ASSERT_OFFSET(keel_host, log, 24);
+KEEL_ASSERT_OFFSET(keel_host, init_param, 32);
+KEEL_ASSERT_SIZE(keel_backend_create_args, 24);
+KEEL_ASSERT_OFFSET(keel_backend_create_args, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_backend_create_args, config_json, 8);
+KEEL_ASSERT_OFFSET(keel_backend_create_args, json_path, 16);
+KEEL_ASSERT_SIZE(keel_backend_api, 224);
+KEEL_ASSERT_OFFSET(keel_backend_api, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_backend_api, validate_config, 8);
+KEEL_ASSERT_OFFSET(keel_backend_api, create, 16);
+KEEL_ASSERT_OFFSET(keel_backend_api, destroy, 24);
+KEEL_ASSERT_OFFSET(keel_backend_api, device, 32);
+KEEL_ASSERT_OFFSET(keel_backend_api, peak_flops, 40);
+KEEL_ASSERT_OFFSET(keel_backend_api, alloc, 48);
+KEEL_ASSERT_OFFSET(keel_backend_api, free_memory, 56);
+KEEL_ASSERT_OFFSET(keel_backend_api, copy, 64);
+KEEL_ASSERT_OFFSET(keel_backend_api, fill_zero, 72);
+KEEL_ASSERT_OFFSET(keel_backend_api, synchronize, 80);
+KEEL_ASSERT_OFFSET(keel_backend_api, matmul_forward, 88);
+KEEL_ASSERT_OFFSET(keel_backend_api, matmul_backward, 96);
+KEEL_ASSERT_OFFSET(keel_backend_api, layernorm_forward, 104);
+KEEL_ASSERT_OFFSET(keel_backend_api, layernorm_backward, 112);
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_saved_floats, 120);
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_forward, 128);
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_backward, 136);
+KEEL_ASSERT_OFFSET(keel_backend_api, gelu_forward, 144);
+KEEL_ASSERT_OFFSET(keel_backend_api, gelu_backward, 152);
+KEEL_ASSERT_OFFSET(keel_backend_api, add, 160);
+KEEL_ASSERT_OFFSET(keel_backend_api, accumulate, 168);
+KEEL_ASSERT_OFFSET(keel_backend_api, scale, 176);
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_forward, 184);
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_backward, 192);
+KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_forward, 200);
+KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_backward, 208);
+KEEL_ASSERT_OFFSET(keel_backend_api, sum_squares, 216);
+KEEL_ASSERT_SIZE(keel_model_create_args, 48);
+KEEL_ASSERT_OFFSET(keel_model_create_args, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_model_create_args, config_json, 8);
+KEEL_ASSERT_OFFSET(keel_model_create_args, json_path, 16);
+KEEL_ASSERT_OFFSET(keel_model_create_args, backend, 24);
+KEEL_ASSERT_OFFSET(keel_model_create_args, backend_obj, 32);
+KEEL_ASSERT_OFFSET(keel_model_create_args, tp_rank, 40);
+KEEL_ASSERT_OFFSET(keel_model_create_args, tp_size, 44);
+KEEL_ASSERT_SIZE(keel_model_info, 40);
+KEEL_ASSERT_OFFSET(keel_model_info, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_model_info, params, 8);
+KEEL_ASSERT_OFFSET(keel_model_info, n_params, 16);
+KEEL_ASSERT_OFFSET(keel_model_info, n_layers, 24);
+KEEL_ASSERT_OFFSET(keel_model_info, vocab_size, 28);
+KEEL_ASSERT_OFFSET(keel_model_info, padded_vocab_size, 32);
+KEEL_ASSERT_OFFSET(keel_model_info, max_seq_len, 36);
+KEEL_ASSERT_SIZE(keel_forward_args, 64);
+KEEL_ASSERT_OFFSET(keel_forward_args, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_forward_args, access, 8);
+KEEL_ASSERT_OFFSET(keel_forward_args, microbatch, 16);
+KEEL_ASSERT_OFFSET(keel_forward_args, batch, 20);
+KEEL_ASSERT_OFFSET(keel_forward_args, seq_len, 24);
+KEEL_ASSERT_OFFSET(keel_forward_args, tokens, 32);
+KEEL_ASSERT_OFFSET(keel_forward_args, targets, 40);
+KEEL_ASSERT_OFFSET(keel_forward_args, loss, 48);
+KEEL_ASSERT_OFFSET(keel_forward_args, logits, 56);
+KEEL_ASSERT_SIZE(keel_backward_args, 24);
+KEEL_ASSERT_OFFSET(keel_backward_args, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_backward_args, access, 8);
+KEEL_ASSERT_OFFSET(keel_backward_args, microbatch, 16);
+KEEL_ASSERT_OFFSET(keel_backward_args, loss_scale, 20);
+KEEL_ASSERT_SIZE(keel_model_api, 64);
+KEEL_ASSERT_OFFSET(keel_model_api, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_model_api, validate_config, 8);
+KEEL_ASSERT_OFFSET(keel_model_api, create, 16);
+KEEL_ASSERT_OFFSET(keel_model_api, destroy, 24);
+KEEL_ASSERT_OFFSET(keel_model_api, describe, 32);
+KEEL_ASSERT_OFFSET(keel_model_api, flops_per_token, 40);
+KEEL_ASSERT_OFFSET(keel_model_api, forward, 48);
+KEEL_ASSERT_OFFSET(keel_model_api, backward, 56);
+KEEL_ASSERT_SIZE(keel_optimizer_info, 24);
+KEEL_ASSERT_OFFSET(keel_optimizer_info, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_optimizer_info, n_state_slots, 8);
+KEEL_ASSERT_OFFSET(keel_optimizer_info, base_lr, 12);
+KEEL_ASSERT_OFFSET(keel_optimizer_info, decay_flags, 16);
+KEEL_ASSERT_SIZE(keel_optimizer_step_args, 72);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, device, 8);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, params, 16);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, grads, 24);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, state, 32);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, n, 40);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, lr, 48);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, grad_scale, 52);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, step, 56);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, apply_weight_decay, 64);
+KEEL_ASSERT_SIZE(keel_optimizer_api, 48);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, validate_config, 8);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, create, 16);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, destroy, 24);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, describe, 32);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, step, 40);
+KEEL_ASSERT_SIZE(keel_strategy_create_args, 88);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, config_json, 8);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, json_path, 16);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, backend, 24);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, backend_obj, 32);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, optimizer, 40);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, optimizer_obj, 48);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, params, 56);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, n_params, 64);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, n_layers, 72);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, seed, 80);
+KEEL_ASSERT_SIZE(keel_strategy_step_args, 24);
+KEEL_ASSERT_OFFSET(keel_strategy_step_args, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_strategy_step_args, lr, 8);
+KEEL_ASSERT_OFFSET(keel_strategy_step_args, grad_scale, 12);
+KEEL_ASSERT_OFFSET(keel_strategy_step_args, step, 16);
+KEEL_ASSERT_SIZE(keel_strategy_api, 96);
+KEEL_ASSERT_OFFSET(keel_strategy_api, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_strategy_api, validate_config, 8);
+KEEL_ASSERT_OFFSET(keel_strategy_api, create, 16);
+KEEL_ASSERT_OFFSET(keel_strategy_api, destroy, 24);
+KEEL_ASSERT_OFFSET(keel_strategy_api, param_access, 32);
+KEEL_ASSERT_OFFSET(keel_strategy_api, begin_microbatch, 40);
+KEEL_ASSERT_OFFSET(keel_strategy_api, zero_grads, 48);
+KEEL_ASSERT_OFFSET(keel_strategy_api, grad_sq_norm, 56);
+KEEL_ASSERT_OFFSET(keel_strategy_api, step, 64);
+KEEL_ASSERT_OFFSET(keel_strategy_api, read_param, 72);
+KEEL_ASSERT_OFFSET(keel_strategy_api, write_param, 80);
+KEEL_ASSERT_OFFSET(keel_strategy_api, read_grad, 88);
+KEEL_ASSERT_SIZE(keel_plugin_info, 56);
+KEEL_ASSERT_OFFSET(keel_plugin_info, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_plugin_info, kind, 8);
+KEEL_ASSERT_OFFSET(keel_plugin_info, name, 16);
+KEEL_ASSERT_OFFSET(keel_plugin_info, version, 24);
+KEEL_ASSERT_OFFSET(keel_plugin_info, abi_major, 32);
+KEEL_ASSERT_OFFSET(keel_plugin_info, abi_minor, 36);
+KEEL_ASSERT_OFFSET(keel_plugin_info, api, 40);
+KEEL_ASSERT_OFFSET(keel_plugin_info, description, 48);
+KEEL_ASSERT_SIZE(keel_plugin_list, 32);
+KEEL_ASSERT_OFFSET(keel_plugin_list, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_plugin_list, abi_major, 8);
+KEEL_ASSERT_OFFSET(keel_plugin_list, abi_minor, 12);
+KEEL_ASSERT_OFFSET(keel_plugin_list, count, 16);
+KEEL_ASSERT_OFFSET(keel_plugin_list, plugins, 24);
+KEEL_ASSERT_SIZE(keel_step_metrics, 56);
+KEEL_ASSERT_OFFSET(keel_step_metrics, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_step_metrics, step, 8);
+KEEL_ASSERT_OFFSET(keel_step_metrics, loss, 16);
+KEEL_ASSERT_OFFSET(keel_step_metrics, lr, 20);
+KEEL_ASSERT_OFFSET(keel_step_metrics, grad_norm, 24);
+KEEL_ASSERT_OFFSET(keel_step_metrics, tokens_per_s, 32);
+KEEL_ASSERT_OFFSET(keel_step_metrics, mfu, 40);
+KEEL_ASSERT_OFFSET(keel_step_metrics, step_ms, 48);
+
+/* struct_size comes first in every table and argument struct (rule 3). */
+#define KEEL_ASSERT_SIZE_FIRST(type) _Static_assert(offsetof(type, struct_size) == 0, #type ": struct_size must be first")
+KEEL_ASSERT_SIZE_FIRST(keel_param_spec);
+KEEL_ASSERT_SIZE_FIRST(keel_param_access);
+KEEL_ASSERT_SIZE_FIRST(keel_host);
+KEEL_ASSERT_SIZE_FIRST(keel_backend_create_args);
+KEEL_ASSERT_SIZE_FIRST(keel_backend_api);
+KEEL_ASSERT_SIZE_FIRST(keel_model_create_args);
+KEEL_ASSERT_SIZE_FIRST(keel_model_info);
+KEEL_ASSERT_SIZE_FIRST(keel_forward_args);
+KEEL_ASSERT_SIZE_FIRST(keel_backward_args);
+KEEL_ASSERT_SIZE_FIRST(keel_model_api);
+KEEL_ASSERT_SIZE_FIRST(keel_optimizer_info);
+KEEL_ASSERT_SIZE_FIRST(keel_optimizer_step_args);
+KEEL_ASSERT_SIZE_FIRST(keel_optimizer_api);
+KEEL_ASSERT_SIZE_FIRST(keel_strategy_create_args);
+KEEL_ASSERT_SIZE_FIRST(keel_strategy_step_args);
+KEEL_ASSERT_SIZE_FIRST(keel_strategy_api);
+KEEL_ASSERT_SIZE_FIRST(keel_plugin_info);
+KEEL_ASSERT_SIZE_FIRST(keel_plugin_list);
+KEEL_ASSERT_SIZE_FIRST(keel_step_metrics);
+
+int main(void) {
+  /* The checks above ran in the compiler; this line reports the version they cover. */
+  printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 1 ? 0 : 1;
+}
