@@ -147,8 +147,9 @@ void apply_override(nlohmann::json& config, const std::string& assignment) {
   std::vector<std::string> keys;
   while (std::getline(parts, part, '.')) keys.push_back(part);
   for (size_t i = 0; i < keys.size(); ++i) {
-    walked += (walked.empty() ? "" : ".") + keys[i];
+    if (node->is_null()) *node = nlohmann::json::object();  // --set creates missing sections
     if (!node->is_object()) throw ConfigError("--set " + path + ": " + walked + " is not an object");
+    walked += (walked.empty() ? "" : ".") + keys[i];
     if (i + 1 == keys.size()) (*node)[keys[i]] = value;
     else node = &(*node)[keys[i]];
   }
