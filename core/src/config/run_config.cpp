@@ -104,8 +104,12 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
     else if (plugin_path.is_array() && std::all_of(plugin_path.begin(), plugin_path.end(), [](auto& v) { return v.is_string(); }))
       config.plugin_path = plugin_path.get<std::vector<std::string>>();
     else throw ConfigError("plugin_path: expected a folder or a list of folders, found " + plugin_path.dump());
-    // Relative plugin folders are taken from the config file's folder.
-    if (origin != "<json>")
+    // Relative plugin folders written in a file are taken from the file's folder; one given
+    // with --set on the command line is taken from the current directory, as a shell user expects.
+    const bool plugin_path_from_command_line = std::any_of(overrides.begin(), overrides.end(), [](const std::string& o) {
+      return o.rfind("plugin_path=", 0) == 0;
+    });
+    if (origin != "<json>" && !plugin_path_from_command_line)
       for (auto& folder : config.plugin_path)
         if (std::filesystem::path(folder).is_relative())
           folder = (std::filesystem::path(origin).parent_path() / folder).lexically_normal().string();

@@ -165,11 +165,16 @@ const LoadedPlugin& PluginRegistry::find(int32_t kind, const std::string& name) 
   std::string available, folders;
   for (const auto& n : same_kind) available += (available.empty() ? "" : ", ") + n;
   for (const auto& f : s.searched_folders) folders += (folders.empty() ? "" : ", ") + f;
+  // A refused library may be the one the user meant (a wrong major is refused before its
+  // plugin names can be read safely), so every refusal is part of the answer.
+  std::string refused;
+  for (const auto& refusal : s.refused) refused += "\n  " + refusal.reason;
   throw KeelError(KEEL_ERR_NOT_FOUND,
                   std::string("no ") + kind_name(kind) + " plugin named '" + name + "'" +
                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; available: " +
                       (available.empty() ? "none" : available) + "; searched: " + folders +
-                      " (add folders with plugin_path or KEEL_PLUGIN_PATH)");
+                      " (add folders with plugin_path or KEEL_PLUGIN_PATH)" +
+                      (refused.empty() ? "" : "; refused:" + refused));
 }
 
 std::vector<LoadedPlugin> PluginRegistry::list() {

@@ -1,0 +1,121 @@
+// Causal attention forward/backward. Each (b, h) is independent, so OpenMP threads take whole
+// heads and issue their own single-threaded sgemm calls (BlasSingleThreaded); within a head,
+// rows are processed in blocks of kBlock so that a block of queries only meets the keys at or
+// before its last row (about half the work of the full T×T product for long sequences).
+#include "cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu/blas.h"
+#include "cpu/vecmath.h"
+
+namespace keel::cpu {
+namespace {
+
+constexpr int64_t kBlock = 64;
+
+int64_t head_size(int64_t C, int64_t NH) {
+  if (NH <= 0 || C % NH != 0)
+    throw std::invalid_argument("attention: C = " + std::to_string(C) + " is not divisible by NH = " +
+                                std::to_string(NH));
+  return C / NH;
+}
+
+// In place: row[0..t] = softmax(row[0..t]); row[t+1..T) = 0.
+void causal_softmax_row(float* row, int64_t t, int64_t T) {
+  float max = row[0];
+#pragma omp simd reduction(max : max)
+  for (int64_t s = 1; s <= t; ++s) max = std::max(max, row[s]);
+  const float inv = 1.0f / exp_shifted_sum(row, row, max, t + 1);
+#pragma omp simd
+  for (int64_t s = 0; s <= t; ++s) row[s] *= inv;
+  std::fill(row + t + 1, row + T, 0.0f);
+}
+
+// In place: dp[t, s] = scale * p[t, s] * (dp[t, s] - Σ_s' p[t, s'] dp[t, s']) for s ≤ t, else 0.
+// This is the softmax backward, folded with the score scaling.
+void causal_softmax_backward_row(float* dp, const float* p, int64_t t, int64_t T, float scale) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t s = 0; s <= t; ++s) dot += p[s] * dp[s];
+#pragma omp simd
+  for (int64_t s = 0; s <= t; ++s) dp[s] = scale * p[s] * (dp[s] - dot);
+  std::fill(dp + t + 1, dp + T, 0.0f);
+}
+
+}  // namespace
+
+int64_t attention_saved_floats(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  (void)C;
+  return B * NH * T * T;
+}
+
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const int64_t hs = head_size(C, NH), C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  BlasSingleThreaded single_threaded_blas;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < NH; ++h) {
+      const float* q = qkv + b * T * C3 + h * hs;  // (T,hs), row stride 3C
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* p = att + (b * NH + h) * T * T;  // (T,T)
+      float* o = out + b * T * C + h * hs;    // (T,hs), row stride C
+      for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+        const int64_t r1 = std::min(T, r0 + kBlock), rows = r1 - r0;
+        sgemm(false, true, rows, r1, hs, scale, q + r0 * C3, C3, k, C3, 0.0f, p + r0 * T, T);
+        for (int64_t t = r0; t < r1; ++t) causal_softmax_row(p + t * T, t, T);
+        sgemm(false, false, rows, hs, r1, 1.0f, p + r0 * T, T, v, C3, 0.0f, o + r0 * C, C);
+      }
+    }
+  }
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,
+                        int64_t T, int64_t C, int64_t NH) {
+  const int64_t hs = head_size(C, NH), C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  BlasSingleThreaded single_threaded_blas;
+#pragma omp parallel
+  {
+    std::vector<float> ds(T * T);  // per thread: dP, then dS in place
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < NH; ++h) {
+        const float* q = qkv + b * T * C3 + h * hs;
+        const float* k = q + C;
+        const float* v = q + 2 * C;
+        float* dq = dqkv + b * T * C3 + h * hs;
+        float* dk = dq + C;
+        float* dv = dq + 2 * C;
+        const float* p = att + (b * NH + h) * T * T;
+        const float* dO = dout + b * T * C + h * hs;
+        // dP = dO · vᵀ, then dS = softmax backward of dP, one row block at a time.
+        for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+          const int64_t r1 = std::min(T, r0 + kBlock);
+          sgemm(false, true, r1 - r0, r1, hs, 1.0f, dO + r0 * C, C, v, C3, 0.0f, ds.data() + r0 * T, T);
+          for (int64_t t = r0; t < r1; ++t) causal_softmax_backward_row(ds.data() + t * T, p + t * T, t, T, scale);
+        }
+        // dv += Pᵀ · dO and dk += dSᵀ · q; key block c0..c1 is only seen by queries t ≥ c0.
+        for (int64_t c0 = 0; c0 < T; c0 += kBlock) {
+          const int64_t cols = std::min(T, c0 + kBlock) - c0, rows = T - c0;
+          sgemm(true, false, cols, hs, rows, 1.0f, p + c0 * T + c0, T, dO + c0 * C, C, 1.0f, dv + c0 * C3, C3);
+          sgemm(true, false, cols, hs, rows, 1.0f, ds.data() + c0 * T + c0, T, q + c0 * C3, C3, 1.0f,
+                dk + c0 * C3, C3);
+        }
+        // dq += dS · k, where query block r0..r1 only meets keys before r1.
+        for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+          const int64_t r1 = std::min(T, r0 + kBlock);
+          sgemm(false, false, r1 - r0, hs, r1, 1.0f, ds.data() + r0 * T, T, k, C3, 1.0f, dq + r0 * C3, C3);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace keel::cpu

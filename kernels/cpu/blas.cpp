@@ -1,0 +1,175 @@
+// Run-time loading of OpenBLAS and the thin sgemm wrapper every kernel goes through.
+// See blas.h for why OpenBLAS is dlopen'ed instead of linked.
+#include "cpu/blas.h"
+
+#include <dlfcn.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+namespace keel::cpu {
+namespace {
+
+// cblas.h's enum values; the header is not included so nothing links OpenBLAS by accident.
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
+using sgemm_fn = void (*)(int order, int transa, int transb, int M, int N, int K, float alpha,
+                          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
+using set_threads_fn = void (*)(int);
+using corename_fn = char* (*)();
+
+struct Blas {
+  std::mutex mutex;
+  void* handle = nullptr;
+  sgemm_fn sgemm = nullptr;
+  set_threads_fn set_threads = nullptr;  // absent from BLAS libraries other than OpenBLAS
+  corename_fn corename = nullptr;
+  int default_threads = 0;  // OpenMP's maximum before we changed it
+  int threads = 0;
+};
+Blas& blas() {
+  static Blas instance;
+  return instance;
+}
+
+const char* const kLibraryNames[] = {"libopenblas.so.0", "libopenblas.so"};
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// OpenBLAS's names for cores with AVX-512 kernels; any other preset runs older kernels.
+bool names_avx512_core(const std::string& coretype) {
+  const std::string u = upper(coretype);
+  return u == "SKYLAKEX" || u == "COOPERLAKE" || u == "SAPPHIRERAPIDS";
+}
+
+// Sets OPENBLAS_CORETYPE as the policy says; returns a line worth logging, or "".
+std::string apply_coretype_policy(const std::string& policy) {
+  if (policy == "env") return "";
+  if (policy != "auto") {
+    setenv("OPENBLAS_CORETYPE", policy.c_str(), 1);
+    return "";
+  }
+  const char* preset = std::getenv("OPENBLAS_CORETYPE");
+  if (preset == nullptr || *preset == '\0') return "";
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || names_avx512_core(preset)) return "";
+  std::string line = std::string("OPENBLAS_CORETYPE=") + preset +
+                     " was preset but this CPU has AVX-512F, where those kernels run at about half "
+                     "speed: unsetting it so OpenBLAS detects the CPU (to keep the preset, set "
+                     "\"openblas_coretype\": \"env\" in the backend section)";
+  unsetenv("OPENBLAS_CORETYPE");
+  return line;
+}
+
+template <typename Fn>
+Fn symbol(void* handle, const char* name) {
+  return reinterpret_cast<Fn>(dlsym(handle, name));
+}
+
+int checked_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX)
+    throw std::invalid_argument(std::string("sgemm: ") + what + " = " + std::to_string(v) +
+                                " does not fit OpenBLAS's 32-bit integers");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+void load_blas(const std::string& coretype_policy, std::string* log_line) {
+  Blas& b = blas();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  if (log_line) log_line->clear();
+  if (b.handle) return;
+
+  void* handle = nullptr;
+  std::string note;
+  for (const char* name : kLibraryNames) {
+    handle = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (handle) break;
+  }
+  if (handle) {
+    if (coretype_policy != "env")
+      note = "OpenBLAS was already loaded in this process, so \"openblas_coretype\": \"" +
+             coretype_policy + "\" cannot apply";
+  } else {
+    note = apply_coretype_policy(coretype_policy);
+    std::string errors;
+    for (const char* name : kLibraryNames) {
+      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (handle) break;
+      errors += std::string(errors.empty() ? "" : "; ") + dlerror();
+    }
+    if (!handle)
+      throw std::runtime_error("cannot load OpenBLAS (libopenblas.so.0): " + errors +
+                               ". Install it: apt-get install libopenblas0 (or libopenblas-dev)");
+  }
+  auto sgemm = symbol<sgemm_fn>(handle, "cblas_sgemm");
+  if (!sgemm) throw std::runtime_error("the loaded OpenBLAS has no cblas_sgemm symbol");
+  b.sgemm = sgemm;
+  b.set_threads = symbol<set_threads_fn>(handle, "openblas_set_num_threads");
+  b.corename = symbol<corename_fn>(handle, "openblas_get_corename");
+  b.default_threads = omp_get_max_threads();
+  b.threads = b.default_threads;
+  b.handle = handle;
+  if (log_line) *log_line = note;
+}
+
+std::string blas_corename() {
+  Blas& b = blas();
+  if (!b.corename) return "unknown";
+  const char* name = b.corename();
+  return name ? name : "unknown";
+}
+
+void set_num_threads(int threads) {
+  Blas& b = blas();
+  if (!b.handle) throw std::logic_error("keel::cpu::set_num_threads before load_blas()");
+  const int n = threads > 0 ? threads : b.default_threads;
+  omp_set_num_threads(n);
+  if (b.set_threads) b.set_threads(n);
+  b.threads = n;
+}
+
+int num_threads() { return blas().handle ? blas().threads : omp_get_max_threads(); }
+
+void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, float alpha,
+           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  sgemm_fn fn = blas().sgemm;
+  if (!fn) throw std::logic_error("keel::cpu::sgemm before keel::cpu::load_blas()");
+  if (M == 0 || N == 0) return;
+  fn(kCblasRowMajor, transpose_a ? kCblasTrans : kCblasNoTrans, transpose_b ? kCblasTrans : kCblasNoTrans,
+     checked_int(M, "M"), checked_int(N, "N"), checked_int(K, "K"), alpha, A, checked_int(lda, "lda"), B,
+     checked_int(ldb, "ldb"), beta, C, checked_int(ldc, "ldc"));
+}
+
+double measure_sgemm_flops(int64_t n, int repeats) {
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  sgemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
+  double best_s = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    sgemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best_s = std::min(best_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return 2.0 * n * n * n / best_s;
+}
+
+BlasSingleThreaded::BlasSingleThreaded() {
+  // Checked here, before the caller's parallel region, where a throw would terminate.
+  if (!blas().sgemm) throw std::logic_error("keel::cpu::sgemm before keel::cpu::load_blas()");
+  if (blas().set_threads && blas().threads != 1) blas().set_threads(1);
+}
+BlasSingleThreaded::~BlasSingleThreaded() {
+  if (blas().set_threads && blas().threads != 1) blas().set_threads(blas().threads);
+}
+
+}  // namespace keel::cpu

@@ -1,0 +1,50 @@
+// OpenBLAS, loaded at run time. The library is dlopen'ed rather than linked because OpenBLAS
+// picks its kernels from OPENBLAS_CORETYPE in its library constructor, and the machines we
+// run on preset OPENBLAS_CORETYPE=Haswell, which halves sgemm throughput on AVX-512 CPUs.
+// Loading it ourselves lets load_blas() apply a policy to that variable first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace keel::cpu {
+
+// Loads OpenBLAS once per process (later calls return at once) after applying `coretype_policy`:
+//   "auto" - if OPENBLAS_CORETYPE names a pre-AVX-512 core while the CPU has AVX-512F, unset it
+//            so OpenBLAS detects the CPU itself (and say so in *log_line);
+//   "env"  - leave the environment alone;
+//   other  - set OPENBLAS_CORETYPE to that value (e.g. "SkylakeX").
+// If OpenBLAS was already loaded by someone else, the policy cannot apply; *log_line says so.
+// *log_line (may be NULL) receives one line worth logging, or "" when there is nothing to say.
+// Throws std::runtime_error naming the library and the package to install when loading fails.
+void load_blas(const std::string& coretype_policy, std::string* log_line);
+
+// The kernel set OpenBLAS picked ("SkylakeX", "Haswell", ...), or "unknown".
+std::string blas_corename();
+
+// Threads for both OpenMP regions and OpenBLAS (Debian's OpenBLAS is the pthread build, with
+// its own pool). 0 restores the default: OpenMP's initial maximum (OMP_NUM_THREADS or all cores).
+void set_num_threads(int threads);
+int num_threads();
+
+// Row-major single-precision GEMM: C(M,N) = alpha * op(A) · op(B) + beta * C, as cblas_sgemm
+// with CblasRowMajor. Throws std::logic_error if load_blas() has not been called.
+void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, float alpha,
+           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// Best sgemm throughput over `repeats` timed runs of an n×n×n product, in FLOP/s: the MFU
+// denominator when no peak is configured, and what the benchmarks compare against.
+double measure_sgemm_flops(int64_t n, int repeats);
+
+// While alive, OpenBLAS runs single-threaded, so each OpenMP thread can issue its own small
+// sgemm (attention per head) without the pool serialising them. Throws std::logic_error if
+// load_blas() has not been called, so callers learn it before entering a parallel region.
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded();
+  ~BlasSingleThreaded();
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+};
+
+}  // namespace keel::cpu

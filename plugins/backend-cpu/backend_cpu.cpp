@@ -1,0 +1,375 @@
+// The `cpu` backend plugin: the keel_backend_api table over kernels/cpu. This file only
+// parses the config section, checks arguments, and keeps C++ exceptions from crossing the ABI
+// (every slot runs under keel_support::guard); the math lives in the kernels.
+#include <keel/backend.h>
+#include <keel/plugin.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "cpu/attention.h"      // defines: attention_forward, attention_backward
+#include "cpu/blas.h"           // defines: load_blas, set_num_threads, measure_sgemm_flops
+#include "cpu/crossentropy.h"   // defines: crossentropy_forward, crossentropy_backward
+#include "cpu/elementwise.h"    // defines: add, accumulate, scale, zero_fill
+#include "cpu/embedding.h"      // defines: embedding_forward, embedding_backward
+#include "cpu/gelu.h"           // defines: gelu_forward, gelu_backward
+#include "cpu/layernorm.h"      // defines: layernorm_forward, layernorm_backward
+#include "cpu/matmul.h"         // defines: matmul_forward, matmul_backward
+#include "cpu/reduce.h"         // defines: sum_squares
+#include "keel_support/abi_guard.hpp"
+
+namespace {
+
+using keel_support::StatusError;
+constexpr const char* kSource = "backend cpu";
+
+struct Settings {
+  int threads = 0;           // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
+  double peak_tflops = 0.0;  // 0: measure sgemm at create
+  std::string openblas_coretype = "auto";
+};
+
+Settings parse_settings(const char* config_json, const char* json_path) {
+  auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "backend");
+  section.allow("plugin");
+  Settings s;
+  s.threads = section.get_in_range<int>("threads", 0, 0, 1 << 16);
+  s.peak_tflops = section.get_in_range<double>("peak_tflops", 0.0, 0.0, 1e6);
+  s.openblas_coretype = section.get<std::string>("openblas_coretype", "auto");
+  if (s.openblas_coretype.empty())
+    throw keel_support::ConfigError(section.path_of("openblas_coretype") +
+                                    ": expected \"auto\", \"env\" or an OpenBLAS core name such as "
+                                    "\"SkylakeX\", found \"\"");
+  const std::string precision = section.get<std::string>("precision", "fp32");
+  if (precision != "fp32")
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, section.path_of("precision") + ": the cpu backend computes in "
+                                              "\"fp32\" only, found \"" + precision +
+                                              "\" (use \"fp32\", or the cuda backend for \"" + precision + "\")");
+  section.finish();
+  return s;
+}
+
+struct CpuBackend {
+  const keel_host* host;
+  int threads;
+  double peak_flops_per_s;
+};
+
+// Measuring takes ~0.1 s; every backend with the same thread count shares one measurement.
+double measured_peak_flops(int threads) {
+  static std::mutex mutex;
+  static std::map<int, double> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(threads);
+  if (it != cache.end()) return it->second;
+  return cache[threads] = keel::cpu::measure_sgemm_flops(1024, 5);
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, what);
+}
+void require_sizes(std::initializer_list<int64_t> sizes, const char* op) {
+  for (int64_t s : sizes) require(s >= 0, std::string(op) + ": negative size " + std::to_string(s));
+}
+
+// Runs `body` for the backend object under the ABI guard.
+template <typename Body>
+keel_status run(void* backend, Body&& body) {
+  const keel_host* host = backend ? static_cast<CpuBackend*>(backend)->host : nullptr;
+  return keel_support::guard(host, kSource, [&] {
+    require(backend != nullptr, "backend handle is NULL");
+    body();
+  });
+}
+
+// --- lifetime and configuration ---
+
+keel_status validate_config(const keel_host* host, const char* config_json, const char* json_path) {
+  return keel_support::guard(host, kSource, [&] { parse_settings(config_json, json_path); });
+}
+
+keel_status create(const keel_host* host, const keel_backend_create_args* args, void** out_backend) {
+  return keel_support::guard(host, kSource, [&] {
+    require(host != nullptr && args != nullptr && out_backend != nullptr, "create: NULL argument");
+    const Settings s = parse_settings(args->config_json, args->json_path);
+    std::string note;
+    keel::cpu::load_blas(s.openblas_coretype, &note);
+    if (!note.empty()) host->log(KEEL_LOG_WARN, kSource, note.c_str());
+    keel::cpu::set_num_threads(s.threads);
+    const int threads = keel::cpu::num_threads();
+    double peak = s.peak_tflops * 1e12;
+    if (peak == 0.0) {
+      peak = measured_peak_flops(threads);
+      keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, measured sgemm peak %.1f GFLOP/s",
+                threads, keel::cpu::blas_corename().c_str(), peak / 1e9);
+    } else {
+      keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, configured peak %.1f GFLOP/s",
+                threads, keel::cpu::blas_corename().c_str(), peak / 1e9);
+    }
+    *out_backend = new CpuBackend{host, threads, peak};
+  });
+}
+
+void destroy(void* backend) {
+  run(backend, [&] { delete static_cast<CpuBackend*>(backend); });
+}
+
+keel_status device(void* backend, keel_device* out_device) {
+  return run(backend, [&] {
+    require(out_device != nullptr, "device: out_device is NULL");
+    *out_device = keel_device{KEEL_DEVICE_CPU, 0};
+  });
+}
+
+keel_status peak_flops(void* backend, double* out_flops_per_s) {
+  return run(backend, [&] {
+    require(out_flops_per_s != nullptr, "peak_flops: output is NULL");
+    *out_flops_per_s = static_cast<CpuBackend*>(backend)->peak_flops_per_s;
+  });
+}
+
+// --- memory ---
+
+keel_status alloc(void* backend, size_t bytes, void** out_ptr) {
+  return run(backend, [&] {
+    require(out_ptr != nullptr, "alloc: out_ptr is NULL");
+    const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);  // aligned_alloc wants a multiple
+    void* ptr = std::aligned_alloc(64, rounded);
+    if (!ptr) throw StatusError(KEEL_ERR_OUT_OF_MEMORY, "alloc: cannot allocate " + std::to_string(bytes) + " bytes");
+    keel::cpu::zero_fill(ptr, rounded);
+    *out_ptr = ptr;
+  });
+}
+
+void free_memory(void* backend, void* ptr) {
+  run(backend, [&] { std::free(ptr); });
+}
+
+keel_status copy(void* backend, void* dst, const void* src, size_t bytes, int32_t direction) {
+  return run(backend, [&] {
+    require(direction >= KEEL_COPY_HOST_TO_DEVICE && direction <= KEEL_COPY_DEVICE_TO_DEVICE,
+            "copy: unknown direction " + std::to_string(direction));
+    require(bytes == 0 || (dst && src), "copy: NULL pointer");
+    if (bytes) std::memmove(dst, src, bytes);  // memmove: a caller may copy within one buffer
+  });
+}
+
+keel_status fill_zero(void* backend, void* ptr, size_t bytes) {
+  return run(backend, [&] {
+    require(bytes == 0 || ptr, "fill_zero: NULL pointer");
+    if (bytes) keel::cpu::zero_fill(ptr, bytes);
+  });
+}
+
+keel_status synchronize(void* backend) {
+  return run(backend, [] {});  // every op has finished when it returns
+}
+
+// --- ops ---
+
+keel_status matmul_forward(void* backend, float* out, const float* inp, const float* weight, const float* bias,
+                           int64_t N, int64_t IC, int64_t OC) {
+  return run(backend, [&] {
+    require_sizes({N, IC, OC}, "matmul_forward");
+    keel::cpu::matmul_forward(out, inp, weight, bias, N, IC, OC);
+  });
+}
+
+keel_status matmul_backward(void* backend, float* dinp, float* dweight, float* dbias, const float* dout,
+                            const float* inp, const float* weight, int64_t N, int64_t IC, int64_t OC) {
+  return run(backend, [&] {
+    require_sizes({N, IC, OC}, "matmul_backward");
+    keel::cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  });
+}
+
+keel_status layernorm_forward(void* backend, float* out, float* mean, float* rstd, const float* inp,
+                              const float* weight, const float* bias, int64_t N, int64_t C) {
+  return run(backend, [&] {
+    require_sizes({N, C}, "layernorm_forward");
+    keel::cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  });
+}
+
+keel_status layernorm_backward(void* backend, float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, const float* mean, const float* rstd,
+                               int64_t N, int64_t C) {
+  return run(backend, [&] {
+    require_sizes({N, C}, "layernorm_backward");
+    keel::cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  });
+}
+
+void require_attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, const char* op) {
+  require_sizes({B, T, C}, op);
+  require(NH > 0 && C % NH == 0, std::string(op) + ": C = " + std::to_string(C) +
+                                     " must be a positive multiple of NH = " + std::to_string(NH));
+}
+
+// Returns -1 (with the error set) for an impossible shape: the slot has no status to return.
+int64_t attention_saved_floats(void* backend, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  int64_t floats = -1;
+  run(backend, [&] {
+    require_attention_shape(B, T, C, NH, "attention_saved_floats");
+    floats = keel::cpu::attention_saved_floats(B, T, C, NH);
+  });
+  return floats;
+}
+
+keel_status attention_forward(void* backend, float* out, float* saved, const float* qkv, int64_t B, int64_t T,
+                              int64_t C, int64_t NH) {
+  return run(backend, [&] {
+    require_attention_shape(B, T, C, NH, "attention_forward");
+    keel::cpu::attention_forward(out, saved, qkv, B, T, C, NH);
+  });
+}
+
+keel_status attention_backward(void* backend, float* dqkv, const float* dout, const float* qkv, const float* saved,
+                               int64_t B, int64_t T, int64_t C, int64_t NH) {
+  return run(backend, [&] {
+    require_attention_shape(B, T, C, NH, "attention_backward");
+    keel::cpu::attention_backward(dqkv, dout, qkv, saved, B, T, C, NH);
+  });
+}
+
+keel_status gelu_forward(void* backend, float* out, const float* inp, int64_t n) {
+  return run(backend, [&] {
+    require_sizes({n}, "gelu_forward");
+    keel::cpu::gelu_forward(out, inp, n);
+  });
+}
+
+keel_status gelu_backward(void* backend, float* dinp, const float* inp, const float* dout, int64_t n) {
+  return run(backend, [&] {
+    require_sizes({n}, "gelu_backward");
+    keel::cpu::gelu_backward(dinp, inp, dout, n);
+  });
+}
+
+keel_status add(void* backend, float* out, const float* a, const float* b, int64_t n) {
+  return run(backend, [&] {
+    require_sizes({n}, "add");
+    keel::cpu::add(out, a, b, n);
+  });
+}
+
+keel_status accumulate(void* backend, float* dst, const float* src, int64_t n) {
+  return run(backend, [&] {
+    require_sizes({n}, "accumulate");
+    keel::cpu::accumulate(dst, src, n);
+  });
+}
+
+keel_status scale(void* backend, float* x, float alpha, int64_t n) {
+  return run(backend, [&] {
+    require_sizes({n}, "scale");
+    keel::cpu::scale(x, alpha, n);
+  });
+}
+
+// Token ids index memory directly, so a negative one is refused before anything is written.
+// (The op has no vocabulary size, so ids past the table's end cannot be checked here.)
+void require_tokens(const int32_t* tokens, int64_t count, const char* op) {
+  for (int64_t i = 0; i < count; ++i)
+    require(tokens[i] >= 0, std::string(op) + ": token id " + std::to_string(tokens[i]) + " at position " +
+                                std::to_string(i) + " is negative");
+}
+
+keel_status embedding_forward(void* backend, float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                              int64_t B, int64_t T, int64_t C) {
+  return run(backend, [&] {
+    require_sizes({B, T, C}, "embedding_forward");
+    require_tokens(tokens, B * T, "embedding_forward");
+    keel::cpu::embedding_forward(out, tokens, wte, wpe, B, T, C);
+  });
+}
+
+keel_status embedding_backward(void* backend, float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                               int64_t B, int64_t T, int64_t C) {
+  return run(backend, [&] {
+    require_sizes({B, T, C}, "embedding_backward");
+    require_tokens(tokens, B * T, "embedding_backward");
+    keel::cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
+  });
+}
+
+void require_targets(const int32_t* targets, int64_t N, int64_t V, int64_t Vp, const char* op) {
+  require_sizes({N, V, Vp}, op);
+  require(V > 0 && V <= Vp, std::string(op) + ": need 0 < V <= Vp, found V = " + std::to_string(V) +
+                                ", Vp = " + std::to_string(Vp));
+  for (int64_t n = 0; n < N; ++n)
+    require(targets[n] < V, std::string(op) + ": target " + std::to_string(targets[n]) + " at row " +
+                                std::to_string(n) + " is not below V = " + std::to_string(V));
+}
+
+keel_status crossentropy_forward(void* backend, float* losses, float* probs, const float* logits,
+                                 const int32_t* targets, int64_t N, int64_t V, int64_t Vp) {
+  return run(backend, [&] {
+    require_targets(targets, N, V, Vp, "crossentropy_forward");
+    keel::cpu::crossentropy_forward(losses, probs, logits, targets, N, V, Vp);
+  });
+}
+
+keel_status crossentropy_backward(void* backend, float* dlogits, const float* probs, const int32_t* targets,
+                                  float dloss, int64_t N, int64_t V, int64_t Vp) {
+  return run(backend, [&] {
+    require_targets(targets, N, V, Vp, "crossentropy_backward");
+    keel::cpu::crossentropy_backward(dlogits, probs, targets, dloss, N, V, Vp);
+  });
+}
+
+keel_status sum_squares(void* backend, const float* x, int64_t n, double* out_host) {
+  return run(backend, [&] {
+    require_sizes({n}, "sum_squares");
+    require(out_host != nullptr, "sum_squares: out_host is NULL");
+    *out_host = keel::cpu::sum_squares(x, n);
+  });
+}
+
+keel_backend_api make_api() {
+  keel_backend_api api{};
+  api.struct_size = sizeof(keel_backend_api);
+  api.validate_config = validate_config;
+  api.create = create;
+  api.destroy = destroy;
+  api.device = device;
+  api.peak_flops = peak_flops;
+  api.alloc = alloc;
+  api.free_memory = free_memory;
+  api.copy = copy;
+  api.fill_zero = fill_zero;
+  api.synchronize = synchronize;
+  api.matmul_forward = matmul_forward;
+  api.matmul_backward = matmul_backward;
+  api.layernorm_forward = layernorm_forward;
+  api.layernorm_backward = layernorm_backward;
+  api.attention_saved_floats = attention_saved_floats;
+  api.attention_forward = attention_forward;
+  api.attention_backward = attention_backward;
+  api.gelu_forward = gelu_forward;
+  api.gelu_backward = gelu_backward;
+  api.add = add;
+  api.accumulate = accumulate;
+  api.scale = scale;
+  api.embedding_forward = embedding_forward;
+  api.embedding_backward = embedding_backward;
+  api.crossentropy_forward = crossentropy_forward;
+  api.crossentropy_backward = crossentropy_backward;
+  api.sum_squares = sum_squares;
+  return api;
+}
+
+}  // namespace
+
+extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) {
+  static const keel_backend_api api = make_api();
+  static const keel_plugin_info info = {
+      sizeof(keel_plugin_info), KEEL_KIND_BACKEND, "cpu", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+      &api, "CPU backend: OpenMP kernels, OpenBLAS sgemm, fp32"};
+  static const keel_plugin_list list = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+                                        1, &info};
+  return &list;
+}

@@ -1,0 +1,85 @@
+// The gpt plugin's C face: keel_plugin_entry and the keel_model_api table. Each slot turns the
+// C arguments into a GptModel call under run_guarded, so no exception crosses the ABI.
+#include <keel/model.h>
+#include <keel/plugin.h>
+
+#include "gpt_model.hpp"  // defines: GptModel, parse_gpt_config
+
+namespace {
+
+constexpr const char* kSource = "model gpt";
+
+keel_gpt::GptModel* as_model(void* model) { return static_cast<keel_gpt::GptModel*>(model); }
+
+// Models are created with a host; calls on a model report through that host.
+keel_status require_model(void* model) {
+  return model ? KEEL_OK : KEEL_ERR_INVALID_ARGUMENT;  // no host to set a message through
+}
+
+keel_status gpt_validate_config(const keel_host* host, const char* config_json, const char* json_path) {
+  return keel_model::run_guarded(host, kSource, [&] { keel_gpt::parse_gpt_config(config_json, json_path); });
+}
+
+keel_status gpt_create(const keel_host* host, const keel_model_create_args* args, void** out_model) {
+  return keel_model::run_guarded(host, kSource, [&] {
+    if (!args || args->struct_size < sizeof(keel_model_create_args) || !out_model)
+      throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and "
+                                                                 "out_model are required");
+    *out_model = new keel_gpt::GptModel(host, *args);
+  });
+}
+
+void gpt_destroy(void* model) {
+  if (!model) return;
+  const keel_host* host = as_model(model)->host();
+  keel_model::run_guarded(host, kSource, [&] { delete as_model(model); });
+}
+
+keel_status gpt_describe(void* model, keel_model_info* out_info) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!out_info) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
+    as_model(model)->describe(out_info);
+  });
+}
+
+keel_status gpt_flops_per_token(void* model, int32_t seq_len, double* out_flops) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!out_flops) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "flops_per_token: out_flops is NULL");
+    *out_flops = as_model(model)->flops_per_token(seq_len);
+  });
+}
+
+keel_status gpt_forward(void* model, keel_forward_args* args) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!args) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args is NULL");
+    as_model(model)->forward(args);
+  });
+}
+
+keel_status gpt_backward(void* model, const keel_backward_args* args) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!args) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args is NULL");
+    as_model(model)->backward(*args);
+  });
+}
+
+const keel_model_api kGptApi = {
+    sizeof(keel_model_api), gpt_validate_config, gpt_create, gpt_destroy, gpt_describe,
+    gpt_flops_per_token,    gpt_forward,         gpt_backward,
+};
+
+const keel_plugin_info kPlugins[] = {{
+    sizeof(keel_plugin_info), KEEL_KIND_MODEL, "gpt", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+    &kGptApi, "GPT-2 (llm.c's layout): tied embeddings, pre-norm blocks, GELU MLP",
+}};
+
+const keel_plugin_list kPluginList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+                                      sizeof kPlugins / sizeof kPlugins[0], kPlugins};
+
+}  // namespace
+
+extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) { return &kPluginList; }

@@ -1,0 +1,386 @@
+// The mlp model plugin: the smallest network that exercises everything a model does (layers
+// borrowed through the access table, activations per micro-batch, padded vocabulary,
+// cross-entropy), so strategy, optimizer and core tests run in milliseconds. Per token:
+//   x0 = wte[token];  x_{l+1} = x_l + W2·gelu(W1·x_l + b1) + b2;  logits = head·x_L
+// Layers: 0 = wte, 1..n_layer = residual blocks, n_layer+1 = head (untied, (Vp,C)).
+#include <keel/model.h>
+#include <keel/plugin.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model_support.hpp"  // defines: Backend, DeviceBuffer, LayerLease, KEEL_OP, run_guarded
+
+namespace {
+
+using keel_model::Carver;
+using keel_model::DeviceBuffer;
+using keel_model::LayerLease;
+using keel_support::ConfigError;
+using keel_support::StatusError;
+
+constexpr const char* kSource = "model mlp";
+
+struct MlpConfig {
+  int32_t vocab_size = 256;
+  int32_t padded_vocab_size = 256;
+  int32_t d_model = 64;
+  int32_t n_layer = 2;
+  int32_t max_seq_len = 64;
+};
+
+MlpConfig parse_mlp_config(const char* config_json, const char* json_path) {
+  auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "model");
+  section.allow("plugin");
+  MlpConfig c;
+  c.vocab_size = section.get_in_range<int32_t>("vocab_size", c.vocab_size, 1, 1 << 30);
+  c.d_model = section.get_in_range<int32_t>("d_model", c.d_model, 1, 1 << 20);
+  c.n_layer = section.get_in_range<int32_t>("n_layer", c.n_layer, 0, 4096);
+  c.max_seq_len = section.get_in_range<int32_t>("seq_len", c.max_seq_len, 1, 1 << 24);
+  section.finish();
+  c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
+  return c;
+}
+
+enum BlockTensor { FC_W, FC_B, PROJ_W, PROJ_B };
+
+// One micro-batch's saved forward state, one backend allocation.
+struct Activations {
+  int32_t B = 0, T = 0;
+  DeviceBuffer memory;
+  float* x;          // (L+1,B,T,C) the residual stream before each block and after the last
+  float* fc;         // (L,B,T,4C)
+  float* fc_gelu;    // (L,B,T,4C)
+  float* logits;     // (B,T,Vp) logits; probabilities after the cross-entropy forward
+  float* losses;     // (B,T)
+  int32_t* tokens;   // (B,T)
+  int32_t* targets;  // (B,T)
+  int64_t valid_targets = 0;
+  bool backward_pending = false;
+};
+
+class MlpModel {
+ public:
+  MlpModel(const keel_host* host, const keel_model_create_args& args)
+      : host_(host), config_(parse_mlp_config(args.config_json, args.json_path)) {
+    if (args.tp_size != 1 || args.tp_rank != 0)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "tensor parallelism is not implemented: tp_size must be 1 (found "
+                                                "tp_rank " + std::to_string(args.tp_rank) + ", tp_size " +
+                                                    std::to_string(args.tp_size) + ")");
+    if (!args.backend || !args.backend_obj)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
+#define KEEL_REQUIRE_OP(op)                                                              \
+  if (!KEEL_HAS_SLOT(args.backend, op))                                                  \
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op ", " \
+                                              "which the mlp model needs");
+    KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
+    KEEL_REQUIRE_OP(matmul_forward) KEEL_REQUIRE_OP(matmul_backward) KEEL_REQUIRE_OP(gelu_forward)
+    KEEL_REQUIRE_OP(gelu_backward) KEEL_REQUIRE_OP(add) KEEL_REQUIRE_OP(embedding_forward)
+    KEEL_REQUIRE_OP(embedding_backward) KEEL_REQUIRE_OP(crossentropy_forward)
+    KEEL_REQUIRE_OP(crossentropy_backward)
+#undef KEEL_REQUIRE_OP
+    backend_ = {args.backend, args.backend_obj};
+    // The backend's embedding op adds a position table; this model has none, so it passes a
+    // zero table, and a sink for that table's gradient.
+    const size_t position_bytes = static_cast<size_t>(config_.max_seq_len) * config_.d_model * sizeof(float);
+    zero_positions_ = DeviceBuffer(backend_, position_bytes);
+    position_grad_sink_ = DeviceBuffer(backend_, position_bytes);
+    build_param_specs();
+  }
+
+  const keel_host* host() const { return host_; }
+
+  void describe(keel_model_info* out) const {
+    keel_model_info info{};
+    info.struct_size = sizeof info;
+    info.params = specs_.data();
+    info.n_params = specs_.size();
+    info.n_layers = config_.n_layer + 2;
+    info.vocab_size = config_.vocab_size;
+    info.padded_vocab_size = config_.padded_vocab_size;
+    info.max_seq_len = config_.max_seq_len;
+    *out = info;
+  }
+
+  // 6·N per token (forward 2N, backward 4N for the matmuls); no attention term. The head's
+  // padded rows are not counted (they never reach the loss).
+  double flops_per_token(int32_t /*seq_len*/) const {
+    double n = 0;
+    for (const auto& spec : specs_)
+      n += std::string(spec.name) == "head.weight" ? static_cast<double>(config_.vocab_size) * config_.d_model
+                                                   : static_cast<double>(keel_model::element_count(spec));
+    return 6.0 * n;
+  }
+
+  void forward(keel_forward_args* args) {
+    if (args->struct_size < sizeof(keel_forward_args) || !args->access ||
+        args->access->struct_size < sizeof(keel_param_access) || !args->tokens)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args (with struct_size set), an access table "
+                                                   "and tokens are required");
+    const int32_t B = args->batch, T = args->seq_len;
+    if (B < 1 || T < 1 || T > config_.max_seq_len)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: need batch >= 1 and 1 <= seq_len <= " +
+                                                       std::to_string(config_.max_seq_len) + ", found batch " +
+                                                       std::to_string(B) + ", seq_len " + std::to_string(T));
+    const keel_param_access* access = args->access;
+    const keel_model::Backend& be = backend_;
+    const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
+    const int64_t Vp = config_.padded_vocab_size, N = static_cast<int64_t>(B) * T;
+
+    keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
+    int64_t valid_targets = 0;
+    if (args->targets)
+      valid_targets = keel_model::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
+    Activations& a = activations_for(args->microbatch, B, T);
+    a.backward_pending = false;
+    KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+    if (args->targets) KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+
+    {  // layer 0: token embedding
+      LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
+      KEEL_OP(be, embedding_forward, a.x, a.tokens, lease.param(0), static_cast<const float*>(zero_positions_.get()),
+              B, T, C);  // (B,T,C)
+      lease.release(false);
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      const int32_t layer = static_cast<int32_t>(1 + l);
+      LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
+      const float* x_in = a.x + l * N * C;      // (B,T,C)
+      float* x_out = a.x + (l + 1) * N * C;     // (B,T,C)
+      float* fc = a.fc + l * N * 4 * C;         // (B,T,4C)
+      float* fc_gelu = a.fc_gelu + l * N * 4 * C;  // (B,T,4C)
+      KEEL_OP(be, matmul_forward, fc, x_in, lease.param(FC_W), lease.param(FC_B), N, C, 4 * C);
+      KEEL_OP(be, gelu_forward, fc_gelu, fc, N * 4 * C);
+      KEEL_OP(be, matmul_forward, x_out, fc_gelu, lease.param(PROJ_W), lease.param(PROJ_B), N, 4 * C, C);
+      KEEL_OP(be, add, x_out, x_out, x_in, N * C);
+      lease.release(false);
+    }
+    {  // layer L+1: the head
+      const int32_t layer = static_cast<int32_t>(L + 1);
+      LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
+      KEEL_OP(be, matmul_forward, a.logits, a.x + L * N * C, lease.param(0), nullptr, N, C, Vp);  // (B,T,Vp)
+      lease.release(false);
+    }
+    if (!args->targets) {
+      args->logits = a.logits;
+      return;
+    }
+    KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
+    std::vector<float> losses(static_cast<size_t>(N));
+    KEEL_OP(be, copy, losses.data(), a.losses, losses.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
+    double sum = 0;  // ignored targets contribute 0
+    for (float x : losses) sum += x;
+    a.valid_targets = valid_targets;
+    a.backward_pending = true;
+    args->loss = valid_targets ? static_cast<float>(sum / static_cast<double>(valid_targets)) : 0.0f;
+  }
+
+  void backward(const keel_backward_args& args) {
+    if (args.struct_size < sizeof(keel_backward_args) || !args.access ||
+        args.access->struct_size < sizeof(keel_param_access))
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args (with struct_size set) and an access table "
+                                                   "are required");
+    auto found = activations_.find(args.microbatch);
+    if (found == activations_.end() || !found->second.backward_pending)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
+                                                       " has no forward with targets awaiting its backward");
+    Activations& a = found->second;
+    a.backward_pending = false;
+    const keel_param_access* access = args.access;
+    const keel_model::Backend& be = backend_;
+    const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
+    const int64_t Vp = config_.padded_vocab_size, B = a.B, T = a.T, N = B * T;
+    ensure_grad_scratch(N);
+    const float dloss = a.valid_targets ? args.loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
+
+    KEEL_OP(be, fill_zero, dlogits_, N * Vp * sizeof(float));
+    KEEL_OP(be, fill_zero, dx_, N * C * sizeof(float));
+    KEEL_OP(be, crossentropy_backward, dlogits_, a.logits, a.targets, dloss, N, V, Vp);  // (B,T,Vp)
+    {
+      const int32_t layer = static_cast<int32_t>(L + 1);
+      LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
+      KEEL_OP(be, matmul_backward, dx_, lease.grad(0), nullptr, dlogits_, a.x + L * N * C, lease.param(0), N, C, Vp);
+      lease.release(true);
+    }
+    for (int64_t l = L - 1; l >= 0; --l) {
+      const int32_t layer = static_cast<int32_t>(1 + l);
+      LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
+      const float* x_in = a.x + l * N * C;
+      const float* fc = a.fc + l * N * 4 * C;
+      const float* fc_gelu = a.fc_gelu + l * N * 4 * C;
+      KEEL_OP(be, fill_zero, dfc_gelu_, N * 4 * C * sizeof(float));
+      KEEL_OP(be, fill_zero, dfc_, N * 4 * C * sizeof(float));
+      // dx_ holds ∂/∂x_out: both the skip path's gradient and the projection's output gradient.
+      KEEL_OP(be, matmul_backward, dfc_gelu_, lease.grad(PROJ_W), lease.grad(PROJ_B), dx_, fc_gelu,
+              lease.param(PROJ_W), N, 4 * C, C);
+      KEEL_OP(be, gelu_backward, dfc_, fc, dfc_gelu_, N * 4 * C);
+      // adds the branch's gradient to the skip path's: dx_ becomes ∂/∂x_in
+      KEEL_OP(be, matmul_backward, dx_, lease.grad(FC_W), lease.grad(FC_B), dfc_, x_in, lease.param(FC_W), N, C,
+              4 * C);
+      lease.release(true);
+    }
+    {
+      LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
+      KEEL_OP(be, embedding_backward, lease.grad(0), static_cast<float*>(position_grad_sink_.get()), dx_, a.tokens,
+              B, T, C);
+      lease.release(true);
+    }
+  }
+
+ private:
+  void build_param_specs() {
+    const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
+    const int64_t Vp = config_.padded_vocab_size;
+    const float std = 0.02f, residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(L > 0 ? L : 1));
+    names_.push_back("wte");
+    specs_.push_back(keel_model::make_spec(nullptr, 0, {V, C}, 0, KEEL_INIT_NORMAL, std));
+    for (int64_t i = 0; i < L; ++i) {
+      const int32_t layer = static_cast<int32_t>(1 + i);
+      const std::string h = "h." + std::to_string(i) + ".";
+      names_.push_back(h + "fc.weight");
+      specs_.push_back(keel_model::make_spec(nullptr, layer, {4 * C, C}, 0, KEEL_INIT_NORMAL, std));
+      names_.push_back(h + "fc.bias");
+      specs_.push_back(keel_model::make_spec(nullptr, layer, {4 * C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
+      names_.push_back(h + "proj.weight");
+      specs_.push_back(keel_model::make_spec(nullptr, layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std));
+      names_.push_back(h + "proj.bias");
+      specs_.push_back(keel_model::make_spec(nullptr, layer, {C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
+    }
+    names_.push_back("head.weight");  // padded rows stay zero
+    specs_.push_back(keel_model::make_spec(nullptr, static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, std, V));
+    for (size_t i = 0; i < specs_.size(); ++i) specs_[i].name = names_[i].c_str();  // names_ is complete
+  }
+
+  // Layer 0 is spec 0, block l is specs 1+4(l-1) .. 4+4(l-1), the head is the last spec.
+  const keel_param_spec* layer_specs(int32_t layer) const {
+    return &specs_[layer == 0 ? 0 : 1 + 4 * static_cast<size_t>(layer - 1)];
+  }
+  size_t layer_size(int32_t layer) const { return layer == 0 || layer == config_.n_layer + 1 ? 1 : 4; }
+
+  Activations& activations_for(int32_t microbatch, int32_t B, int32_t T) {
+    Activations& a = activations_[microbatch];
+    if (a.B == B && a.T == T && a.memory.get()) return a;
+    a.memory = DeviceBuffer();
+    a.B = B, a.T = T;
+    const int64_t L = config_.n_layer, C = config_.d_model, Vp = config_.padded_vocab_size;
+    const int64_t N = static_cast<int64_t>(B) * T;
+    auto carve_all = [&](char* base) {
+      Carver carve(base);
+      a.x = carve.take<float>((L + 1) * N * C);
+      a.fc = carve.take<float>(L * N * 4 * C);
+      a.fc_gelu = carve.take<float>(L * N * 4 * C);
+      a.logits = carve.take<float>(N * Vp);
+      a.losses = carve.take<float>(N);
+      a.tokens = carve.take<int32_t>(N);
+      a.targets = carve.take<int32_t>(N);
+      return carve.used();
+    };
+    a.memory = DeviceBuffer(backend_, carve_all(nullptr));
+    carve_all(static_cast<char*>(a.memory.get()));
+    a.backward_pending = false;
+    return a;
+  }
+
+  // Activation gradients shared by all micro-batches, sized for the largest B*T seen.
+  void ensure_grad_scratch(int64_t rows) {
+    if (scratch_rows_ >= rows) return;
+    const int64_t C = config_.d_model, Vp = config_.padded_vocab_size;
+    auto carve_all = [&](char* base) {
+      Carver carve(base);
+      dlogits_ = carve.take<float>(rows * Vp);     // (B,T,Vp)
+      dx_ = carve.take<float>(rows * C);           // (B,T,C) gradient of the residual stream
+      dfc_gelu_ = carve.take<float>(rows * 4 * C);  // (B,T,4C)
+      dfc_ = carve.take<float>(rows * 4 * C);       // (B,T,4C)
+      return carve.used();
+    };
+    scratch_ = DeviceBuffer();
+    scratch_rows_ = 0;
+    scratch_ = DeviceBuffer(backend_, carve_all(nullptr));
+    carve_all(static_cast<char*>(scratch_.get()));
+    scratch_rows_ = rows;
+  }
+
+  const keel_host* host_;
+  keel_model::Backend backend_;
+  MlpConfig config_;
+  std::vector<std::string> names_;
+  std::vector<keel_param_spec> specs_;
+  DeviceBuffer zero_positions_;      // (maxT,C) zeros
+  DeviceBuffer position_grad_sink_;  // (maxT,C) never read
+  std::map<int32_t, Activations> activations_;
+  DeviceBuffer scratch_;
+  int64_t scratch_rows_ = 0;
+  float* dlogits_ = nullptr;
+  float* dx_ = nullptr;
+  float* dfc_gelu_ = nullptr;
+  float* dfc_ = nullptr;
+};
+
+MlpModel* as_model(void* model) { return static_cast<MlpModel*>(model); }
+
+keel_status mlp_validate_config(const keel_host* host, const char* config_json, const char* json_path) {
+  return keel_model::run_guarded(host, kSource, [&] { parse_mlp_config(config_json, json_path); });
+}
+
+keel_status mlp_create(const keel_host* host, const keel_model_create_args* args, void** out_model) {
+  return keel_model::run_guarded(host, kSource, [&] {
+    if (!args || args->struct_size < sizeof(keel_model_create_args) || !out_model)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and out_model are required");
+    *out_model = new MlpModel(host, *args);
+  });
+}
+
+void mlp_destroy(void* model) {
+  if (model) keel_model::run_guarded(as_model(model)->host(), kSource, [&] { delete as_model(model); });
+}
+
+keel_status mlp_describe(void* model, keel_model_info* out_info) {
+  if (!model) return KEEL_ERR_INVALID_ARGUMENT;  // no host to report through
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!out_info) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
+    as_model(model)->describe(out_info);
+  });
+}
+
+keel_status mlp_flops_per_token(void* model, int32_t seq_len, double* out_flops) {
+  if (!model) return KEEL_ERR_INVALID_ARGUMENT;
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!out_flops) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "flops_per_token: out_flops is NULL");
+    *out_flops = as_model(model)->flops_per_token(seq_len);
+  });
+}
+
+keel_status mlp_forward(void* model, keel_forward_args* args) {
+  if (!model) return KEEL_ERR_INVALID_ARGUMENT;
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!args) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args is NULL");
+    as_model(model)->forward(args);
+  });
+}
+
+keel_status mlp_backward(void* model, const keel_backward_args* args) {
+  if (!model) return KEEL_ERR_INVALID_ARGUMENT;
+  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+    if (!args) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args is NULL");
+    as_model(model)->backward(*args);
+  });
+}
+
+const keel_model_api kMlpApi = {
+    sizeof(keel_model_api), mlp_validate_config, mlp_create, mlp_destroy, mlp_describe,
+    mlp_flops_per_token,    mlp_forward,         mlp_backward,
+};
+
+const keel_plugin_info kPlugins[] = {{
+    sizeof(keel_plugin_info), KEEL_KIND_MODEL, "mlp", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+    &kMlpApi, "tiny residual GELU MLP language model, for tests",
+}};
+
+const keel_plugin_list kPluginList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+                                      sizeof kPlugins / sizeof kPlugins[0], kPlugins};
+
+}  // namespace
+
+extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) { return &kPluginList; }

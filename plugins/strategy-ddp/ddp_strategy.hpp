@@ -1,0 +1,64 @@
+// The ddp strategy object: parameters, gradients and optimizer state resident in backend
+// memory, one flat allocation each, laid out by param_layout. Single rank for now; the
+// data-parallel all-reduce hooks into release() (per-layer gradient regions) and step().
+// Methods throw (keel_support::StatusError, NestedCallFailed); ddp_plugin.cpp turns that into
+// status codes at the ABI.
+#pragma once
+
+#include <keel/backend.h>
+#include <keel/host.h>
+#include <keel/optimizer.h>
+#include <keel/params.h>
+#include <keel/strategy.h>
+
+#include <vector>
+
+#include "device_buffer.hpp"
+#include "param_layout.hpp"
+
+namespace keel_ddp {
+
+class DdpStrategy {
+ public:
+  // Allocates every buffer and initialises each parameter through host->init_param.
+  DdpStrategy(const keel_host* host, const keel_strategy_create_args& args);
+
+  const keel_host* host() const { return host_; }
+
+  // keel_param_access, see params.h.
+  void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const;
+  void release(int32_t layer, int32_t phase, int32_t grads_final);
+
+  void begin_microbatch(int32_t index, int32_t is_last);
+  void zero_grads();
+  double grad_sq_norm() const;
+  void step(const keel_strategy_step_args& args);
+
+  void read_param(size_t index, int64_t begin, int64_t count, float* dst_host) const;
+  void write_param(size_t index, int64_t begin, int64_t count, const float* src_host);
+  void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const;
+
+ private:
+  void initialise_params(uint64_t seed);
+  keel_tensor describe_tensor(size_t index, float* base) const;
+  bool applies_weight_decay(size_t index) const;
+  void run_optimizer(size_t first, size_t end, int32_t apply_weight_decay, const keel_strategy_step_args& args);
+  void check_layer(int32_t layer, int32_t phase) const;
+  void check_range(const char* what, size_t index, int64_t begin, int64_t count, const void* host_ptr) const;
+  void copy_to_host(const float* device_base, size_t index, int64_t begin, int64_t count, float* dst_host) const;
+
+  const keel_host* host_;
+  const keel_backend_api* backend_;
+  void* backend_obj_;
+  const keel_optimizer_api* optimizer_;
+  void* optimizer_obj_;
+  const keel_param_spec* specs_;  // the model's; outlives the strategy
+  keel_device device_{};
+  keel_optimizer_info optimizer_info_{};
+  ParamLayout layout_;
+  DeviceBuffer params_;
+  DeviceBuffer grads_;
+  std::vector<DeviceBuffer> optimizer_state_;  // one per optimizer state slot
+};
+
+}  // namespace keel_ddp

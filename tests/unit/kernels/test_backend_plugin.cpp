@@ -1,0 +1,222 @@
+// The `cpu` backend as the core sees it: libkeel-cpu.so loaded with dlopen, its entry checked
+// (kind, name, ABI, every slot filled), its config validation and error reporting, memory
+// slots, and ops driven through the table against naive loops.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <keel/backend.h>
+#include <keel/plugin.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+// A host that records the last error and the log, as the core's would.
+std::string g_last_error;
+std::vector<std::string> g_log;
+keel_status set_error(keel_status code, const char* message) {
+  g_last_error = message;
+  return code;
+}
+void log_line(int32_t, const char* source, const char* message) { g_log.push_back(std::string(source) + ": " + message); }
+const keel_host kHost = {sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, set_error, log_line, nullptr};
+
+const keel_plugin_info* load_entry() {
+  static void* library = dlopen(KEEL_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    ADD_FAILURE() << "dlopen " << KEEL_CPU_PLUGIN_PATH << ": " << dlerror();
+    return nullptr;
+  }
+  auto entry = reinterpret_cast<keel_plugin_entry_fn>(dlsym(library, KEEL_PLUGIN_ENTRY_SYMBOL));
+  if (!entry) {
+    ADD_FAILURE() << "no " << KEEL_PLUGIN_ENTRY_SYMBOL << " in " << KEEL_CPU_PLUGIN_PATH;
+    return nullptr;
+  }
+  const keel_plugin_list* list = entry();
+  if (!list || list->count != 1) {
+    ADD_FAILURE() << "expected one plugin in the list";
+    return nullptr;
+  }
+  return &list->plugins[0];
+}
+
+const keel_backend_api* api() {
+  const keel_plugin_info* info = load_entry();
+  return info ? static_cast<const keel_backend_api*>(info->api) : nullptr;
+}
+
+// A backend made from `config`, destroyed at scope exit.
+struct Backend {
+  explicit Backend(const char* config) {
+    keel_backend_create_args args{sizeof(args), config, "backend"};
+    status = api()->create(&kHost, &args, &handle);
+  }
+  ~Backend() {
+    if (handle) api()->destroy(handle);
+  }
+  keel_status status;
+  void* handle = nullptr;
+};
+
+TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
+  const keel_plugin_info* info = load_entry();
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->kind, KEEL_KIND_BACKEND);
+  EXPECT_STREQ(info->name, "cpu");
+  EXPECT_STREQ(info->version, "0.1.0");
+  EXPECT_EQ(info->abi_major, uint32_t{KEEL_ABI_VERSION_MAJOR});
+  EXPECT_EQ(info->abi_minor, uint32_t{KEEL_ABI_VERSION_MINOR});
+  const auto* table = static_cast<const keel_backend_api*>(info->api);
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->struct_size, sizeof(keel_backend_api));
+#define EXPECT_SLOT(slot) EXPECT_TRUE(KEEL_HAS_SLOT(table, slot)) << #slot " is missing"
+  EXPECT_SLOT(validate_config);
+  EXPECT_SLOT(create);
+  EXPECT_SLOT(destroy);
+  EXPECT_SLOT(device);
+  EXPECT_SLOT(peak_flops);
+  EXPECT_SLOT(alloc);
+  EXPECT_SLOT(free_memory);
+  EXPECT_SLOT(copy);
+  EXPECT_SLOT(fill_zero);
+  EXPECT_SLOT(synchronize);
+  EXPECT_SLOT(matmul_forward);
+  EXPECT_SLOT(matmul_backward);
+  EXPECT_SLOT(layernorm_forward);
+  EXPECT_SLOT(layernorm_backward);
+  EXPECT_SLOT(attention_saved_floats);
+  EXPECT_SLOT(attention_forward);
+  EXPECT_SLOT(attention_backward);
+  EXPECT_SLOT(gelu_forward);
+  EXPECT_SLOT(gelu_backward);
+  EXPECT_SLOT(add);
+  EXPECT_SLOT(accumulate);
+  EXPECT_SLOT(scale);
+  EXPECT_SLOT(embedding_forward);
+  EXPECT_SLOT(embedding_backward);
+  EXPECT_SLOT(crossentropy_forward);
+  EXPECT_SLOT(crossentropy_backward);
+  EXPECT_SLOT(sum_squares);
+#undef EXPECT_SLOT
+  // Every slot of this ABI minor is listed above: the table holds nothing after sum_squares.
+  EXPECT_EQ(offsetof(keel_backend_api, sum_squares) + sizeof(table->sum_squares), sizeof(keel_backend_api));
+}
+
+TEST(BackendCpuPlugin, ValidateConfigAcceptsItsKeysAndExplainsMistakes) {
+  ASSERT_NE(api(), nullptr);
+  EXPECT_EQ(api()->validate_config(&kHost, R"({"plugin": "cpu"})", "backend"), KEEL_OK);
+  EXPECT_EQ(api()->validate_config(&kHost,
+                                   R"({"plugin": "cpu", "threads": 2, "peak_tflops": 1.5,
+                                       "openblas_coretype": "env", "precision": "fp32"})",
+                                   "backend"),
+            KEEL_OK);
+
+  EXPECT_EQ(api()->validate_config(&kHost, R"({"plugin": "cpu", "thread": 2})", "backend"), KEEL_ERR_INVALID_CONFIG);
+  EXPECT_NE(g_last_error.find("backend.thread: unknown key (did you mean \"threads\"?)"), std::string::npos)
+      << g_last_error;
+  EXPECT_EQ(api()->validate_config(&kHost, R"({"threads": -1})", "backend"), KEEL_ERR_INVALID_CONFIG);
+  EXPECT_NE(g_last_error.find("backend.threads"), std::string::npos) << g_last_error;
+  EXPECT_EQ(api()->validate_config(&kHost, R"({"threads": "four"})", "backend"), KEEL_ERR_INVALID_CONFIG);
+  EXPECT_NE(g_last_error.find("expected an integer"), std::string::npos) << g_last_error;
+
+  EXPECT_EQ(api()->validate_config(&kHost, R"({"precision": "bf16"})", "backend"), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_NE(g_last_error.find("backend cpu: backend.precision: the cpu backend computes in \"fp32\" only, found \"bf16\""),
+            std::string::npos)
+      << g_last_error;
+  EXPECT_EQ(api()->validate_config(&kHost, "{not json", "backend"), KEEL_ERR_INVALID_CONFIG);
+}
+
+TEST(BackendCpuPlugin, CreateReportsDeviceAndConfiguredOrMeasuredPeak) {
+  ASSERT_NE(api(), nullptr);
+  {
+    Backend configured(R"({"plugin": "cpu", "peak_tflops": 1.5, "threads": 1})");
+    ASSERT_EQ(configured.status, KEEL_OK) << g_last_error;
+    double flops = 0;
+    ASSERT_EQ(api()->peak_flops(configured.handle, &flops), KEEL_OK);
+    EXPECT_EQ(flops, 1.5e12);
+    keel_device device{-1, -1};
+    ASSERT_EQ(api()->device(configured.handle, &device), KEEL_OK);
+    EXPECT_EQ(device.device_type, KEEL_DEVICE_CPU);
+    EXPECT_EQ(device.device_id, 0);
+    EXPECT_EQ(api()->synchronize(configured.handle), KEEL_OK);
+  }
+  g_log.clear();
+  Backend measured(R"({"plugin": "cpu"})");
+  ASSERT_EQ(measured.status, KEEL_OK) << g_last_error;
+  double flops = 0;
+  ASSERT_EQ(api()->peak_flops(measured.handle, &flops), KEEL_OK);
+  EXPECT_GT(flops, 1e9);  // any CPU this runs on does more than 1 GFLOP/s of sgemm
+  bool logged = false;
+  for (const auto& line : g_log) logged |= line.find("measured sgemm peak") != std::string::npos;
+  EXPECT_TRUE(logged) << "the measured peak should be logged";
+
+  void* handle = reinterpret_cast<void*>(1);
+  keel_backend_create_args bad{sizeof(bad), R"({"precision": "fp16"})", "backend"};
+  EXPECT_EQ(api()->create(&kHost, &bad, &handle), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_EQ(handle, reinterpret_cast<void*>(1)) << "outputs are untouched on error";
+}
+
+TEST(BackendCpuPlugin, MemoryIsAlignedZeroedAndCopies) {
+  Backend backend(R"({"peak_tflops": 1})");
+  ASSERT_EQ(backend.status, KEEL_OK) << g_last_error;
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{100}, size_t{5} << 20}) {
+    void* ptr = nullptr;
+    ASSERT_EQ(api()->alloc(backend.handle, bytes, &ptr), KEEL_OK);
+    ASSERT_NE(ptr, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(ptr) % 64, 0u) << bytes << " bytes";
+    const auto* p = static_cast<const unsigned char*>(ptr);
+    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(p[i], 0) << "byte " << i << " of " << bytes;
+    api()->free_memory(backend.handle, ptr);
+  }
+  std::vector<float> host = {1, 2, 3, 4, 5}, back(5, 0.0f);
+  void* dev = nullptr;
+  ASSERT_EQ(api()->alloc(backend.handle, 5 * sizeof(float), &dev), KEEL_OK);
+  ASSERT_EQ(api()->copy(backend.handle, dev, host.data(), 5 * sizeof(float), KEEL_COPY_HOST_TO_DEVICE), KEEL_OK);
+  ASSERT_EQ(api()->copy(backend.handle, back.data(), dev, 5 * sizeof(float), KEEL_COPY_DEVICE_TO_HOST), KEEL_OK);
+  EXPECT_EQ(back, host);
+  ASSERT_EQ(api()->fill_zero(backend.handle, dev, 2 * sizeof(float)), KEEL_OK);
+  ASSERT_EQ(api()->copy(backend.handle, back.data(), dev, 5 * sizeof(float), KEEL_COPY_DEVICE_TO_HOST), KEEL_OK);
+  EXPECT_EQ(back, (std::vector<float>{0, 0, 3, 4, 5}));
+  EXPECT_EQ(api()->copy(backend.handle, back.data(), dev, 4, 7), KEEL_ERR_INVALID_ARGUMENT);
+  api()->free_memory(backend.handle, dev);
+}
+
+TEST(BackendCpuPlugin, MatmulForwardThroughTheTableMatchesLoops) {
+  Backend backend(R"({"peak_tflops": 1})");
+  ASSERT_EQ(backend.status, KEEL_OK) << g_last_error;
+  const int64_t N = 7, IC = 13, OC = 11;
+  std::vector<float> inp(N * IC), weight(OC * IC), bias(OC), out(N * OC);
+  for (size_t i = 0; i < inp.size(); ++i) inp[i] = std::sin(0.37 * i);
+  for (size_t i = 0; i < weight.size(); ++i) weight[i] = std::cos(0.11 * i);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1f * i;
+  ASSERT_EQ(api()->matmul_forward(backend.handle, out.data(), inp.data(), weight.data(), bias.data(), N, IC, OC),
+            KEEL_OK);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o) {
+      double want = bias[o];
+      for (int64_t i = 0; i < IC; ++i) want += double(inp[n * IC + i]) * weight[o * IC + i];
+      EXPECT_NEAR(out[n * OC + o], want, 1e-5) << "out[" << n << "," << o << "]";
+    }
+}
+
+TEST(BackendCpuPlugin, BadArgumentsAreRefusedWithAMessageAndNoOutput) {
+  Backend backend(R"({"peak_tflops": 1})");
+  ASSERT_EQ(backend.status, KEEL_OK) << g_last_error;
+  const std::vector<int32_t> targets = {1, 37};  // 37 is not below V = 37
+  std::vector<float> logits(2 * 40, 0.5f), losses = {-1.0f, -1.0f};
+  EXPECT_EQ(api()->crossentropy_forward(backend.handle, losses.data(), logits.data(), logits.data(), targets.data(),
+                                        2, 37, 40),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("target 37 at row 1"), std::string::npos) << g_last_error;
+  EXPECT_EQ(losses, (std::vector<float>{-1.0f, -1.0f}));
+  EXPECT_EQ(logits[0], 0.5f);
+
+  EXPECT_EQ(api()->attention_saved_floats(backend.handle, 1, 4, 10, 3), -1);  // 10 channels, 3 heads
+  EXPECT_NE(g_last_error.find("NH = 3"), std::string::npos) << g_last_error;
+  EXPECT_EQ(api()->attention_saved_floats(backend.handle, 2, 5, 12, 3), 2 * 3 * 5 * 5);
+  EXPECT_EQ(api()->gelu_forward(backend.handle, nullptr, nullptr, -1), KEEL_ERR_INVALID_ARGUMENT);
+}
+
+}  // namespace

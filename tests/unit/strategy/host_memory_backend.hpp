@@ -1,0 +1,67 @@
+// The smallest backend a strategy needs, in host memory: alloc (aligned, zero-filled), free,
+// copy, fill_zero, sum_squares and device; every op slot is NULL. It counts live allocations so
+// tests can see that destroy returns everything, and can be told to fail an allocation.
+#pragma once
+
+#include <keel/backend.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace keel_test {
+
+struct HostMemoryBackend {
+  int live_allocations = 0;
+  int allocations_before_failure = -1;  // -1: never fail; 0: the next alloc fails
+  const keel_host* host = nullptr;      // for the failure's message
+
+  static keel_status device(void*, keel_device* out) {
+    *out = keel_device{KEEL_DEVICE_CPU, 0};
+    return KEEL_OK;
+  }
+  static keel_status alloc(void* self, size_t bytes, void** out_ptr) {
+    auto* backend = static_cast<HostMemoryBackend*>(self);
+    if (backend->allocations_before_failure == 0)
+      return backend->host->set_error(KEEL_ERR_OUT_OF_MEMORY, "backend test: out of memory (requested)");
+    if (backend->allocations_before_failure > 0) --backend->allocations_before_failure;
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    std::memset(data, 0, rounded == 0 ? 64 : rounded);
+    ++backend->live_allocations;
+    *out_ptr = data;
+    return KEEL_OK;
+  }
+  static void free_memory(void* self, void* ptr) {
+    if (!ptr) return;
+    --static_cast<HostMemoryBackend*>(self)->live_allocations;
+    std::free(ptr);
+  }
+  static keel_status copy(void*, void* dst, const void* src, size_t bytes, int32_t) {
+    std::memcpy(dst, src, bytes);
+    return KEEL_OK;
+  }
+  static keel_status fill_zero(void*, void* ptr, size_t bytes) {
+    std::memset(ptr, 0, bytes);
+    return KEEL_OK;
+  }
+  static keel_status sum_squares(void*, const float* x, int64_t n, double* out_host) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    *out_host = sum;
+    return KEEL_OK;
+  }
+
+  static keel_backend_api table() {
+    keel_backend_api api{};
+    api.struct_size = sizeof(api);
+    api.device = device;
+    api.alloc = alloc;
+    api.free_memory = free_memory;
+    api.copy = copy;
+    api.fill_zero = fill_zero;
+    api.sum_squares = sum_squares;
+    return api;
+  }
+};
+
+}  // namespace keel_test
