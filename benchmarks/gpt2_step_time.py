@@ -87,11 +87,13 @@ def torch_run(env):
 
 
 def main():
-    preset = os.environ.get("OPENBLAS_CORETYPE", "")
-    env_preset = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
+    # The machines this was written for preset OPENBLAS_CORETYPE=Haswell; set it explicitly so
+    # the comparison means the same wherever it runs.
+    preset = os.environ.get("OPENBLAS_CORETYPE") or "Haswell"
+    env_preset = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OPENBLAS_CORETYPE=preset)
     env_clean = {k: v for k, v in env_preset.items() if k != "OPENBLAS_CORETYPE"}
     print(f"GPT-2 124M, micro-batch {B} x {T} tokens, fp32 AdamW, {THREADS} threads; "
-          f"median of {STEPS - WARMUP} steps after {WARMUP} warm-up; OPENBLAS_CORETYPE preset: {preset or '(none)'}")
+          f"median of {STEPS - WARMUP} steps after {WARMUP} warm-up; OPENBLAS_CORETYPE preset: {preset}")
     rows = []
     for label, policy, env in (("keel, openblas_coretype=env (preset kept)", "env", env_preset),
                                ("keel, openblas_coretype=auto (default)", "auto", env_preset)):

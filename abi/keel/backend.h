@@ -3,7 +3,8 @@
    Vp padded vocabulary, N rows. All tensors are dense, row-major fp32 (int32 for token ids) in
    the backend's memory. Every backward op ACCUMULATES (+=) into the gradients it writes, so a
    caller zeroes a gradient buffer once and several ops may add to it.
-   Threading: one backend object is used from one thread at a time, except where noted. */
+   Threading: one backend object is used from one thread at a time, except where noted. The CPU
+   backend's thread count is process-wide (OpenMP and OpenBLAS): the last one created sets it. */
 #ifndef KEEL_BACKEND_H
 #define KEEL_BACKEND_H
 
@@ -43,6 +44,7 @@ typedef struct keel_backend_api {
   /* Allocates `bytes` of device memory, zero-filled, 64-byte aligned; freed with free_memory. */
   keel_status (*alloc)(void* backend, size_t bytes, void** out_ptr);
   void (*free_memory)(void* backend, void* ptr);
+  /* Synchronous: when it returns, dst holds the bytes and src may be reused. */
   keel_status (*copy)(void* backend, void* dst, const void* src, size_t bytes, int32_t direction);
   keel_status (*fill_zero)(void* backend, void* ptr, size_t bytes);
   /* Waits until every op issued so far has finished. */
@@ -65,7 +67,8 @@ typedef struct keel_backend_api {
                                     const float* dout, const float* inp, const float* weight,
                                     const float* mean, const float* rstd, int64_t N, int64_t C);
   /* Causal multi-head self-attention. qkv(B,T,3C) holds q, k, v side by side, each (NH, C/NH);
-     out(B,T,C). `saved` holds attention_saved_floats(B,T,C,NH) floats the backward needs. */
+     out(B,T,C). `saved` holds attention_saved_floats(B,T,C,NH) floats the backward needs;
+     that call returns -1 (and sets the error) for a shape the backend cannot run. */
   int64_t (*attention_saved_floats)(void* backend, int64_t B, int64_t T, int64_t C, int64_t NH);
   keel_status (*attention_forward)(void* backend, float* out, float* saved, const float* qkv,
                                    int64_t B, int64_t T, int64_t C, int64_t NH);

@@ -58,6 +58,7 @@ typedef struct keel_model_api {
   keel_status (*validate_config)(const keel_host* host, const char* config_json, const char* json_path);
   keel_status (*create)(const keel_host* host, const keel_model_create_args* args, void** out_model);
   void (*destroy)(void* model);
+  /* The caller sets out_info->struct_size; the model writes only the fields that fit in it. */
   keel_status (*describe)(void* model, keel_model_info* out_info);
   /* Model FLOPs per trained token (forward + backward) at sequence length seq_len, for MFU. */
   keel_status (*flops_per_token)(void* model, int32_t seq_len, double* out_flops);

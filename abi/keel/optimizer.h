@@ -38,6 +38,7 @@ typedef struct keel_optimizer_api {
   keel_status (*create)(const keel_host* host, const char* config_json, const char* json_path,
                         void** out_optimizer);
   void (*destroy)(void* optimizer);
+  /* The caller sets out_info->struct_size; the optimizer writes only the fields that fit in it. */
   keel_status (*describe)(void* optimizer, keel_optimizer_info* out_info);
   /* Threading: may be called concurrently on disjoint ranges. */
   keel_status (*step)(void* optimizer, const keel_optimizer_step_args* args);

@@ -41,7 +41,8 @@ typedef struct keel_param_access {
   void* ctx; /* the strategy's; valid as long as the strategy object */
   /* Layer `layer`'s parameters in param-spec order (n tensors, local shapes, backend memory)
      and, in KEEL_PHASE_BACKWARD, its gradient buffers to ACCUMULATE into (grads may be NULL
-     in the forward phase). The descriptors' memory stays valid until the matching release. */
+     in the forward phase: the model chooses, and a strategy must accept NULL there). The
+     descriptors' memory stays valid until the matching release. */
   keel_status (*acquire)(void* ctx, int32_t layer, int32_t phase,
                          keel_tensor* params, keel_tensor* grads, size_t n);
   /* Done with the layer. `grads_final` (backward only) says this was the layer's last use in

@@ -60,10 +60,14 @@ std::string apply_coretype_policy(const std::string& policy) {
   }
   const char* preset = std::getenv("OPENBLAS_CORETYPE");
   if (preset == nullptr || *preset == '\0') return "";
+  // Only Intel cores run AVX-512 at full width. AMD's Zen 4 splits it into two 256-bit halves,
+  // and there OpenBLAS's Haswell (AVX2) kernels measured as fast or faster than its AVX-512
+  // ones (sgemm, 2 threads: 220 vs 199 GFLOP/s; benchmarks/gpt2_step_time.py), so a preset
+  // is kept on AMD and dropped on Intel.
   __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f") || names_avx512_core(preset)) return "";
+  if (!__builtin_cpu_is("intel") || !__builtin_cpu_supports("avx512f") || names_avx512_core(preset)) return "";
   std::string line = std::string("OPENBLAS_CORETYPE=") + preset +
-                     " was preset but this CPU has AVX-512F, where those kernels run at about half "
+                     " was preset but this Intel CPU has AVX-512F, where those kernels run at about half "
                      "speed: unsetting it so OpenBLAS detects the CPU (to keep the preset, set "
                      "\"openblas_coretype\": \"env\" in the backend section)";
   unsetenv("OPENBLAS_CORETYPE");

@@ -174,14 +174,14 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
 Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T) {
   Activations& a = activations_[microbatch];
   if (a.B == B && a.T == T && a.memory.get()) return a;
-  a.memory = keel_model::DeviceBuffer();  // free the old size first: peak memory is one copy
+  a.memory = BackendBuffer();  // free the old size first: peak memory is one copy
   a.B = B, a.T = T;
   a.att_saved_per_layer = backend_.api->attention_saved_floats(backend_.obj, B, T, config_.d_model, config_.n_head);
   if (a.att_saved_per_layer < 0)
     throw StatusError(KEEL_ERR_INTERNAL, "the backend's attention_saved_floats returned a negative size");
   size_t bytes = 0;
   carve_activations(a, nullptr, &bytes);
-  a.memory = keel_model::DeviceBuffer(backend_, bytes);
+  a.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
   carve_activations(a, static_cast<char*>(a.memory.get()), &bytes);
   a.backward_pending = false;
   return a;
@@ -201,10 +201,10 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
     s.dfch = carve.take<float>(rows * 4 * C);
     return carve.used();
   };
-  scratch_.memory = keel_model::DeviceBuffer();
+  scratch_.memory = BackendBuffer();
   scratch_.rows = 0;
   size_t bytes = carve_all(scratch_, nullptr);
-  scratch_.memory = keel_model::DeviceBuffer(backend_, bytes);
+  scratch_.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
   carve_all(scratch_, static_cast<char*>(scratch_.memory.get()));
   scratch_.rows = rows;
 }

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "model_support.hpp"  // defines: Backend, DeviceBuffer, LayerLease, KEEL_OP
+#include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
 
 namespace keel_gpt {
 
 using keel_model::Backend;
-using keel_model::DeviceBuffer;
+using keel_model::BackendBuffer;
 
 struct GptConfig {
   int32_t n_layer = 12;
@@ -37,7 +37,7 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path);
 // their own: their backward only needs the gradient of the residual.
 struct Activations {
   int32_t B = 0, T = 0;
-  DeviceBuffer memory;
+  BackendBuffer memory;
   float* encoded;    // (B,T,C) token + position embedding
   float* ln1;        // (L,B,T,C)
   float* ln1_mean;   // (L,B,T)
@@ -68,7 +68,7 @@ struct Activations {
 // for the largest B*T seen. Every op accumulates into them, so each is zeroed before use.
 struct GradScratch {
   int64_t rows = 0;  // B*T it was sized for
-  DeviceBuffer memory;
+  BackendBuffer memory;
   float* dlogits;    // (B,T,Vp)
   float* dresidual;  // (B,T,C) gradient of the residual stream, carried down the blocks
   float* dln;        // (B,T,C) gradient of a layernorm's output (ln_f, ln_2, ln_1 in turn)

@@ -1,5 +1,5 @@
 // The gpt plugin's C face: keel_plugin_entry and the keel_model_api table. Each slot turns the
-// C arguments into a GptModel call under run_guarded, so no exception crosses the ABI.
+// C arguments into a GptModel call under keel_support::guard, so no exception crosses the ABI.
 #include <keel/model.h>
 #include <keel/plugin.h>
 
@@ -17,11 +17,11 @@ keel_status require_model(void* model) {
 }
 
 keel_status gpt_validate_config(const keel_host* host, const char* config_json, const char* json_path) {
-  return keel_model::run_guarded(host, kSource, [&] { keel_gpt::parse_gpt_config(config_json, json_path); });
+  return keel_support::guard(host, kSource, [&] { keel_gpt::parse_gpt_config(config_json, json_path); });
 }
 
 keel_status gpt_create(const keel_host* host, const keel_model_create_args* args, void** out_model) {
-  return keel_model::run_guarded(host, kSource, [&] {
+  return keel_support::guard(host, kSource, [&] {
     if (!args || args->struct_size < sizeof(keel_model_create_args) || !out_model)
       throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and "
                                                                  "out_model are required");
@@ -32,12 +32,12 @@ keel_status gpt_create(const keel_host* host, const keel_model_create_args* args
 void gpt_destroy(void* model) {
   if (!model) return;
   const keel_host* host = as_model(model)->host();
-  keel_model::run_guarded(host, kSource, [&] { delete as_model(model); });
+  keel_support::guard(host, kSource, [&] { delete as_model(model); });
 }
 
 keel_status gpt_describe(void* model, keel_model_info* out_info) {
   if (keel_status s = require_model(model)) return s;
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!out_info) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
     as_model(model)->describe(out_info);
   });
@@ -45,7 +45,7 @@ keel_status gpt_describe(void* model, keel_model_info* out_info) {
 
 keel_status gpt_flops_per_token(void* model, int32_t seq_len, double* out_flops) {
   if (keel_status s = require_model(model)) return s;
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!out_flops) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "flops_per_token: out_flops is NULL");
     *out_flops = as_model(model)->flops_per_token(seq_len);
   });
@@ -53,7 +53,7 @@ keel_status gpt_flops_per_token(void* model, int32_t seq_len, double* out_flops)
 
 keel_status gpt_forward(void* model, keel_forward_args* args) {
   if (keel_status s = require_model(model)) return s;
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!args) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args is NULL");
     as_model(model)->forward(args);
   });
@@ -61,7 +61,7 @@ keel_status gpt_forward(void* model, keel_forward_args* args) {
 
 keel_status gpt_backward(void* model, const keel_backward_args* args) {
   if (keel_status s = require_model(model)) return s;
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!args) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args is NULL");
     as_model(model)->backward(*args);
   });

@@ -1,6 +1,5 @@
-// What every hand-written model needs besides its math: calling the backend and the strategy
-// without losing their error messages, borrowing one layer's parameters at a time, and
-// backend memory that frees itself. Shared by the gpt and mlp plugins (the mlp plugin adds
+// What every hand-written model needs besides its math: calling backend ops, borrowing one
+// layer's parameters at a time, carving activations out of one allocation. Shared by the gpt and mlp plugins (the mlp plugin adds
 // this folder to its include path); it could move to keel_support once a third model uses it.
 #pragma once
 
@@ -15,35 +14,12 @@
 #include <vector>
 
 #include "keel_support/abi_guard.hpp"
+#include "keel_support/backend_buffer.hpp"
 
 namespace keel_model {
 
-// A call into another plugin (backend op, strategy acquire/release) failed. That plugin has
-// already set the thread's error message, so run_guarded() returns its status without
-// overwriting the message, and logs which call of the model failed.
-struct CalleeFailed : std::runtime_error {
-  CalleeFailed(keel_status status, const std::string& what) : std::runtime_error(what), status(status) {}
-  keel_status status;
-};
-
-inline void check_callee(keel_status status, const char* what) {
-  if (status != KEEL_OK) throw CalleeFailed(status, what);
-}
-
-// keel_support::guard, plus pass-through of a callee's status and message (see CalleeFailed).
-template <typename Body>
-keel_status run_guarded(const keel_host* host, const char* source, Body&& body) noexcept {
-  keel_status callee_status = KEEL_OK;
-  keel_status status = keel_support::guard(host, source, [&] {
-    try {
-      body();
-    } catch (const CalleeFailed& e) {
-      callee_status = e.status;
-      if (host) keel_logf(host, KEEL_LOG_ERROR, source, "%s failed with status %d", e.what(), e.status);
-    }
-  });
-  return callee_status != KEEL_OK ? callee_status : status;
-}
+using keel_support::BackendBuffer;
+using keel_support::check_callee;
 
 // The backend a model computes with: its table and object.
 struct Backend {
@@ -52,40 +28,10 @@ struct Backend {
 };
 
 // KEEL_OP(backend, matmul_forward, out, inp, ...) calls one backend op and throws CalleeFailed
+// (keel_support), which keeps the backend's own message,
 // naming the op when it fails.
 #define KEEL_OP(backend, op, ...) \
-  ::keel_model::check_callee((backend).api->op((backend).obj, __VA_ARGS__), "backend op " #op)
-
-// Backend memory owned by the model (activations, scratch); zero-filled by the backend's alloc.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const Backend& backend, size_t bytes) : backend_(backend), bytes_(bytes) {
-    check_callee(backend.api->alloc(backend.obj, bytes, &ptr_), "backend alloc");
-  }
-  DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    DeviceBuffer(std::move(other)).swap(*this);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_) backend_.api->free_memory(backend_.obj, ptr_);
-  }
-  void* get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void swap(DeviceBuffer& other) noexcept {
-    std::swap(backend_, other.backend_);
-    std::swap(ptr_, other.ptr_);
-    std::swap(bytes_, other.bytes_);
-  }
-  Backend backend_;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+  ::keel_support::check_callee((backend).api->op((backend).obj, __VA_ARGS__), "backend op " #op)
 
 // Carves one allocation into 64-byte-aligned pieces (llm.c's "one malloc, structs of pointers").
 // First pass: take() with base == nullptr counts the bytes; second pass hands out pointers.

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "model_support.hpp"  // defines: Backend, DeviceBuffer, LayerLease, KEEL_OP, run_guarded
+#include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
 
 namespace {
 
 using keel_model::Carver;
-using keel_model::DeviceBuffer;
+using keel_support::BackendBuffer;
 using keel_model::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
@@ -49,7 +49,7 @@ enum BlockTensor { FC_W, FC_B, PROJ_W, PROJ_B };
 // One micro-batch's saved forward state, one backend allocation.
 struct Activations {
   int32_t B = 0, T = 0;
-  DeviceBuffer memory;
+  BackendBuffer memory;
   float* x;          // (L+1,B,T,C) the residual stream before each block and after the last
   float* fc;         // (L,B,T,4C)
   float* fc_gelu;    // (L,B,T,4C)
@@ -85,8 +85,8 @@ class MlpModel {
     // The backend's embedding op adds a position table; this model has none, so it passes a
     // zero table, and a sink for that table's gradient.
     const size_t position_bytes = static_cast<size_t>(config_.max_seq_len) * config_.d_model * sizeof(float);
-    zero_positions_ = DeviceBuffer(backend_, position_bytes);
-    position_grad_sink_ = DeviceBuffer(backend_, position_bytes);
+    zero_positions_ = BackendBuffer(backend_.api, backend_.obj, position_bytes);
+    position_grad_sink_ = BackendBuffer(backend_.api, backend_.obj, position_bytes);
     build_param_specs();
   }
 
@@ -262,7 +262,7 @@ class MlpModel {
   Activations& activations_for(int32_t microbatch, int32_t B, int32_t T) {
     Activations& a = activations_[microbatch];
     if (a.B == B && a.T == T && a.memory.get()) return a;
-    a.memory = DeviceBuffer();
+    a.memory = BackendBuffer();
     a.B = B, a.T = T;
     const int64_t L = config_.n_layer, C = config_.d_model, Vp = config_.padded_vocab_size;
     const int64_t N = static_cast<int64_t>(B) * T;
@@ -277,7 +277,7 @@ class MlpModel {
       a.targets = carve.take<int32_t>(N);
       return carve.used();
     };
-    a.memory = DeviceBuffer(backend_, carve_all(nullptr));
+    a.memory = BackendBuffer(backend_.api, backend_.obj, carve_all(nullptr));
     carve_all(static_cast<char*>(a.memory.get()));
     a.backward_pending = false;
     return a;
@@ -295,9 +295,9 @@ class MlpModel {
       dfc_ = carve.take<float>(rows * 4 * C);       // (B,T,4C)
       return carve.used();
     };
-    scratch_ = DeviceBuffer();
+    scratch_ = BackendBuffer();
     scratch_rows_ = 0;
-    scratch_ = DeviceBuffer(backend_, carve_all(nullptr));
+    scratch_ = BackendBuffer(backend_.api, backend_.obj, carve_all(nullptr));
     carve_all(static_cast<char*>(scratch_.get()));
     scratch_rows_ = rows;
   }
@@ -307,10 +307,10 @@ class MlpModel {
   MlpConfig config_;
   std::vector<std::string> names_;
   std::vector<keel_param_spec> specs_;
-  DeviceBuffer zero_positions_;      // (maxT,C) zeros
-  DeviceBuffer position_grad_sink_;  // (maxT,C) never read
+  BackendBuffer zero_positions_;      // (maxT,C) zeros
+  BackendBuffer position_grad_sink_;  // (maxT,C) never read
   std::map<int32_t, Activations> activations_;
-  DeviceBuffer scratch_;
+  BackendBuffer scratch_;
   int64_t scratch_rows_ = 0;
   float* dlogits_ = nullptr;
   float* dx_ = nullptr;
@@ -321,11 +321,11 @@ class MlpModel {
 MlpModel* as_model(void* model) { return static_cast<MlpModel*>(model); }
 
 keel_status mlp_validate_config(const keel_host* host, const char* config_json, const char* json_path) {
-  return keel_model::run_guarded(host, kSource, [&] { parse_mlp_config(config_json, json_path); });
+  return keel_support::guard(host, kSource, [&] { parse_mlp_config(config_json, json_path); });
 }
 
 keel_status mlp_create(const keel_host* host, const keel_model_create_args* args, void** out_model) {
-  return keel_model::run_guarded(host, kSource, [&] {
+  return keel_support::guard(host, kSource, [&] {
     if (!args || args->struct_size < sizeof(keel_model_create_args) || !out_model)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and out_model are required");
     *out_model = new MlpModel(host, *args);
@@ -333,12 +333,12 @@ keel_status mlp_create(const keel_host* host, const keel_model_create_args* args
 }
 
 void mlp_destroy(void* model) {
-  if (model) keel_model::run_guarded(as_model(model)->host(), kSource, [&] { delete as_model(model); });
+  if (model) keel_support::guard(as_model(model)->host(), kSource, [&] { delete as_model(model); });
 }
 
 keel_status mlp_describe(void* model, keel_model_info* out_info) {
   if (!model) return KEEL_ERR_INVALID_ARGUMENT;  // no host to report through
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!out_info) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
     as_model(model)->describe(out_info);
   });
@@ -346,7 +346,7 @@ keel_status mlp_describe(void* model, keel_model_info* out_info) {
 
 keel_status mlp_flops_per_token(void* model, int32_t seq_len, double* out_flops) {
   if (!model) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!out_flops) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "flops_per_token: out_flops is NULL");
     *out_flops = as_model(model)->flops_per_token(seq_len);
   });
@@ -354,7 +354,7 @@ keel_status mlp_flops_per_token(void* model, int32_t seq_len, double* out_flops)
 
 keel_status mlp_forward(void* model, keel_forward_args* args) {
   if (!model) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!args) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args is NULL");
     as_model(model)->forward(args);
   });
@@ -362,7 +362,7 @@ keel_status mlp_forward(void* model, keel_forward_args* args) {
 
 keel_status mlp_backward(void* model, const keel_backward_args* args) {
   if (!model) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_model::run_guarded(as_model(model)->host(), kSource, [&] {
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
     if (!args) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args is NULL");
     as_model(model)->backward(*args);
   });

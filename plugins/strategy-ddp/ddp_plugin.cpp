@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "ddp_strategy.hpp"
-#include "nested_status.hpp"
+#include <keel_support/abi_guard.hpp>
 
 namespace keel_ddp {
 namespace {
@@ -31,7 +31,7 @@ template <typename Body>
 keel_status with_strategy(void* handle, Body&& body) noexcept {
   auto* strategy = static_cast<DdpStrategy*>(handle);
   if (!strategy) return KEEL_ERR_INVALID_ARGUMENT;
-  return guard_keeping_nested_errors(strategy->host(), kSource, [&] { body(*strategy); });
+  return keel_support::guard(strategy->host(), kSource, [&] { body(*strategy); });
 }
 
 // --- keel_param_access ---
@@ -51,7 +51,7 @@ keel_status validate_config(const keel_host* host, const char* config_json, cons
 }
 
 keel_status create(const keel_host* host, const keel_strategy_create_args* args, void** out_strategy) {
-  return guard_keeping_nested_errors(host, kSource, [&] {
+  return keel_support::guard(host, kSource, [&] {
     if (!host || !args || !out_strategy)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: host, args or out_strategy is NULL");
     parse_ddp_config(args->config_json, args->json_path);

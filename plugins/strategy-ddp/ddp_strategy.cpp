@@ -56,18 +56,18 @@ DdpStrategy::DdpStrategy(const keel_host* host, const keel_strategy_create_args&
       optimizer_obj_(args.optimizer_obj),
       specs_(args.params),
       layout_(build_param_layout(args.params, args.n_params, args.n_layers)) {
-  check_nested(backend_->device(backend_obj_, &device_));
+  keel_support::check_callee(backend_->device(backend_obj_, &device_), "backend device");
   optimizer_info_.struct_size = sizeof(optimizer_info_);
-  check_nested(optimizer_->describe(optimizer_obj_, &optimizer_info_));
+  keel_support::check_callee(optimizer_->describe(optimizer_obj_, &optimizer_info_), "optimizer describe");
   if (optimizer_info_.n_state_slots < 0 || optimizer_info_.n_state_slots > KEEL_OPTIMIZER_MAX_STATE_SLOTS)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "the optimizer asks for " +
                                                      std::to_string(optimizer_info_.n_state_slots) +
                                                      " state slots; at most " +
                                                      std::to_string(KEEL_OPTIMIZER_MAX_STATE_SLOTS) + " are allowed");
-  params_ = DeviceBuffer(backend_, backend_obj_, layout_.total_elements);
-  grads_ = DeviceBuffer(backend_, backend_obj_, layout_.total_elements);
+  params_ = keel_support::BackendBuffer(backend_, backend_obj_, size_t(layout_.total_elements) * sizeof(float));
+  grads_ = keel_support::BackendBuffer(backend_, backend_obj_, size_t(layout_.total_elements) * sizeof(float));
   for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
-    optimizer_state_.emplace_back(backend_, backend_obj_, layout_.total_elements);  // zero: "first step" state
+    optimizer_state_.emplace_back(backend_, backend_obj_, size_t(layout_.total_elements) * sizeof(float));  // zero: "first step" state
   initialise_params(args.seed);
 }
 
@@ -85,9 +85,9 @@ void DdpStrategy::initialise_params(uint64_t seed) {
                                                       "tensors only (tensor parallelism is not supported yet)");
     const int64_t numel = layout_.numel[i];
     if (numel == 0) continue;
-    check_nested(host_->init_param(&spec, seed, 0, numel, staging.data()));
-    check_nested(backend_->copy(backend_obj_, params_.data() + layout_.offset[i], staging.data(),
-                                static_cast<size_t>(numel) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE));
+    keel_support::check_callee(host_->init_param(&spec, seed, 0, numel, staging.data()), "host init_param");
+    keel_support::check_callee(backend_->copy(backend_obj_, params_.floats() + layout_.offset[i], staging.data(),
+                                static_cast<size_t>(numel) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
   }
 }
 
@@ -128,8 +128,8 @@ void DdpStrategy::acquire(int32_t layer, int32_t phase, keel_tensor* params, kee
   // Resident memory: nothing moves, the descriptors point straight into the flat buffers.
   for (size_t k = 0; k < n; ++k) {
     const size_t index = slots.param_indices[k];
-    params[k] = describe_tensor(index, params_.data());
-    if (grads) grads[k] = describe_tensor(index, grads_.data());
+    params[k] = describe_tensor(index, params_.floats());
+    if (grads) grads[k] = describe_tensor(index, grads_.floats());
   }
 }
 
@@ -151,14 +151,14 @@ void DdpStrategy::begin_microbatch(int32_t index, int32_t is_last) {
 
 void DdpStrategy::zero_grads() {
   if (layout_.total_elements == 0) return;
-  check_nested(backend_->fill_zero(backend_obj_, grads_.data(),
-                                   static_cast<size_t>(layout_.total_elements) * sizeof(float)));
+  keel_support::check_callee(backend_->fill_zero(backend_obj_, grads_.floats(),
+                                   static_cast<size_t>(layout_.total_elements) * sizeof(float)), "backend fill_zero");
 }
 
 double DdpStrategy::grad_sq_norm() const {
   double sum_squares = 0.0;
   if (layout_.total_elements > 0)
-    check_nested(backend_->sum_squares(backend_obj_, grads_.data(), layout_.total_elements, &sum_squares));
+    keel_support::check_callee(backend_->sum_squares(backend_obj_, grads_.floats(), layout_.total_elements, &sum_squares), "backend sum_squares");
   return sum_squares;
 }
 
@@ -187,19 +187,19 @@ void DdpStrategy::run_optimizer(size_t first, size_t end, int32_t apply_weight_d
   const int64_t count = layout_.offset[end - 1] + layout_.numel[end - 1] - begin;
   if (count == 0) return;
   float* state[KEEL_OPTIMIZER_MAX_STATE_SLOTS] = {};
-  for (size_t slot = 0; slot < optimizer_state_.size(); ++slot) state[slot] = optimizer_state_[slot].data() + begin;
+  for (size_t slot = 0; slot < optimizer_state_.size(); ++slot) state[slot] = optimizer_state_[slot].floats() + begin;
   keel_optimizer_step_args step_args{};
   step_args.struct_size = sizeof(step_args);
   step_args.device = device_;
-  step_args.params = params_.data() + begin;
-  step_args.grads = grads_.data() + begin;
+  step_args.params = params_.floats() + begin;
+  step_args.grads = grads_.floats() + begin;
   step_args.state = state;
   step_args.n = count;
   step_args.lr = args.lr;
   step_args.grad_scale = args.grad_scale;
   step_args.step = args.step;
   step_args.apply_weight_decay = apply_weight_decay;
-  check_nested(optimizer_->step(optimizer_obj_, &step_args));
+  keel_support::check_callee(optimizer_->step(optimizer_obj_, &step_args), "optimizer step");
 }
 
 // --- host access by flat range ---
@@ -222,25 +222,25 @@ void DdpStrategy::check_range(const char* what, size_t index, int64_t begin, int
 void DdpStrategy::copy_to_host(const float* device_base, size_t index, int64_t begin, int64_t count,
                                float* dst_host) const {
   if (count == 0) return;
-  check_nested(backend_->copy(backend_obj_, dst_host, device_base + layout_.offset[index] + begin,
-                              static_cast<size_t>(count) * sizeof(float), KEEL_COPY_DEVICE_TO_HOST));
+  keel_support::check_callee(backend_->copy(backend_obj_, dst_host, device_base + layout_.offset[index] + begin,
+                              static_cast<size_t>(count) * sizeof(float), KEEL_COPY_DEVICE_TO_HOST), "backend copy");
 }
 
 void DdpStrategy::read_param(size_t index, int64_t begin, int64_t count, float* dst_host) const {
   check_range("read_param", index, begin, count, dst_host);
-  copy_to_host(params_.data(), index, begin, count, dst_host);
+  copy_to_host(params_.floats(), index, begin, count, dst_host);
 }
 
 void DdpStrategy::read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const {
   check_range("read_grad", index, begin, count, dst_host);
-  copy_to_host(grads_.data(), index, begin, count, dst_host);
+  copy_to_host(grads_.floats(), index, begin, count, dst_host);
 }
 
 void DdpStrategy::write_param(size_t index, int64_t begin, int64_t count, const float* src_host) {
   check_range("write_param", index, begin, count, src_host);
   if (count == 0) return;
-  check_nested(backend_->copy(backend_obj_, params_.data() + layout_.offset[index] + begin, src_host,
-                              static_cast<size_t>(count) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE));
+  keel_support::check_callee(backend_->copy(backend_obj_, params_.floats() + layout_.offset[index] + begin, src_host,
+                              static_cast<size_t>(count) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
 }
 
 }  // namespace keel_ddp

@@ -1,7 +1,7 @@
 // The ddp strategy object: parameters, gradients and optimizer state resident in backend
 // memory, one flat allocation each, laid out by param_layout. Single rank for now; the
 // data-parallel all-reduce hooks into release() (per-layer gradient regions) and step().
-// Methods throw (keel_support::StatusError, NestedCallFailed); ddp_plugin.cpp turns that into
+// Methods throw (keel_support::StatusError, keel_support::CalleeFailed); ddp_plugin.cpp turns that into
 // status codes at the ABI.
 #pragma once
 
@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "device_buffer.hpp"
+#include <keel_support/backend_buffer.hpp>
 #include "param_layout.hpp"
 
 namespace keel_ddp {
@@ -56,9 +56,9 @@ class DdpStrategy {
   keel_device device_{};
   keel_optimizer_info optimizer_info_{};
   ParamLayout layout_;
-  DeviceBuffer params_;
-  DeviceBuffer grads_;
-  std::vector<DeviceBuffer> optimizer_state_;  // one per optimizer state slot
+  keel_support::BackendBuffer params_;
+  keel_support::BackendBuffer grads_;
+  std::vector<keel_support::BackendBuffer> optimizer_state_;  // one per optimizer state slot
 };
 
 }  // namespace keel_ddp

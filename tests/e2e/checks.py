@@ -58,6 +58,42 @@ def check_deterministic(keel, config, workdir):
     assert [r["loss"] for r in c] != la, "a different seed gave identical losses: the seed is ignored"
 
 
+def check_accumulation(keel, config, workdir):
+    """Two micro-batches of 8 accumulate to the same step as one batch of 16: the sampler hands
+    out the same 16 samples either way, so losses agree to float rounding."""
+    base = ["train.steps=5", "train.log_every=1", "train.sample_tokens=0", "data.val_batches=1"]
+    one, _ = train(keel, config, workdir, "one_batch", base + ["data.micro_batch=16", "data.global_batch=16"])
+    two, _ = train(keel, config, workdir, "two_micro", base + ["data.micro_batch=8", "data.global_batch=16"])
+    for a, b in zip(one, two):
+        print(f"step {a['step']}: batch 16 {a['loss']:.7f}, 2 x 8 {b['loss']:.7f}, "
+              f"grad_norm {a['grad_norm']:.6f} vs {b['grad_norm']:.6f}")
+        assert abs(a["loss"] - b["loss"]) <= 2e-5 * abs(a["loss"]), "accumulated loss differs"
+        assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-4 * a["grad_norm"], "accumulated gradient differs"
+
+
+def write_shard(path, tokens):
+    import struct
+    header = [20240520, 1, len(tokens)] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+
+
+def check_shards(keel, config, workdir):
+    """Training from llm.c token shards: two train shards and a val shard made here."""
+    text = open(os.path.join(os.path.dirname(os.__file__), "os.py"), "rb").read()
+    third = len(text) // 3
+    write_shard(os.path.join(workdir, "train_000.bin"), list(text[:third]))
+    write_shard(os.path.join(workdir, "train_001.bin"), list(text[third:2 * third]))
+    write_shard(os.path.join(workdir, "val_000.bin"), list(text[2 * third:]))
+    records, _ = train(keel, config, workdir, "shards", [
+        "data.source=\"shards\"", f"data.train=\"{workdir}/train_*.bin\"", f"data.val=\"{workdir}/val_*.bin\"",
+        "train.steps=20", "train.log_every=1", "train.sample_tokens=0", "data.val_batches=2"])
+    first, last = records[0]["loss"], sum(r["loss"] for r in records[-3:]) / 3
+    print(f"shards: loss {first:.4f} -> {last:.4f}, val {records[-1]['val_loss']:.4f}")
+    assert last < first - 0.5 and "val_loss" in records[-1]
+
+
 def check_error(keel, args, pattern):
     p = run([keel] + args)
     print(p.stderr.strip())
@@ -79,6 +115,10 @@ def main():
             check_loss_decreases(args.keel, args.config, workdir)
         elif args.check == "deterministic":
             check_deterministic(args.keel, args.config, workdir)
+        elif args.check == "accumulation":
+            check_accumulation(args.keel, args.config, workdir)
+        elif args.check == "shards":
+            check_shards(args.keel, args.config, workdir)
         elif args.check == "error":
             cmd = ["validate", args.config] + [a for s in args.set for a in ("--set", s)]
             check_error(args.keel, cmd, args.pattern)

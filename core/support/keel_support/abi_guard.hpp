@@ -1,5 +1,6 @@
 // Keeps C++ exceptions from crossing the C ABI: every plugin entry point runs its body through
-// guard(), which turns a thrown error into a status code and a message on the host.
+// guard(), which turns a thrown error into a status code and a message on the host — the one
+// error path of every built-in plugin.
 #pragma once
 
 #include <keel/host.h>
@@ -14,9 +15,22 @@ namespace keel_support {
 
 // An error with a chosen status code; the message should say what, where and what was expected.
 struct StatusError : std::runtime_error {
-  StatusError(keel_status code, const std::string& message) : std::runtime_error(message), code(code) {}
+  StatusError(keel_status status, const std::string& message) : std::runtime_error(message), code(status) {}
   keel_status code;
 };
+
+// A call into another plugin (a backend op, a strategy's acquire, an optimizer step) failed.
+// That plugin already set the thread's error message, which is more precise than anything the
+// caller could say, so guard() passes its status on and leaves the message in place.
+struct CalleeFailed : std::runtime_error {
+  CalleeFailed(keel_status status, const std::string& call) : std::runtime_error(call), code(status) {}
+  keel_status code;
+};
+
+// Throws CalleeFailed when a nested ABI call did not succeed; `call` names it for the debug log.
+inline void check_callee(keel_status status, const char* call) {
+  if (status != KEEL_OK) throw CalleeFailed(status, call);
+}
 
 // `source` prefixes the message with the plugin's name ("model gpt: ...").
 template <typename Body>
@@ -28,6 +42,9 @@ keel_status guard(const keel_host* host, const char* source, Body&& body) noexce
   try {
     body();
     return KEEL_OK;
+  } catch (const CalleeFailed& e) {
+    if (host) keel_logf(host, KEEL_LOG_DEBUG, source, "%s failed with status %d", e.what(), e.code);
+    return e.code;
   } catch (const StatusError& e) {
     return fail(e.code, e.what());
   } catch (const ConfigError& e) {

@@ -16,6 +16,11 @@ bool cpu_has_avx512f() {
   return __builtin_cpu_supports("avx512f");
 }
 
+bool cpu_is_intel() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+}
+
 // Loads OpenBLAS with OPENBLAS_CORETYPE preset to `preset` and the given policy, prints the
 // log line, the kernels picked and the variable afterwards to stderr, and exits 0.
 [[noreturn]] void load_and_report(const char* preset, const char* policy) {
@@ -28,10 +33,16 @@ bool cpu_has_avx512f() {
   std::exit(0);
 }
 
-TEST(BlasPolicy, AutoUnsetsAnOlderPresetOnAvx512) {
-  if (!cpu_has_avx512f()) GTEST_SKIP() << "this CPU has no AVX-512F: \"auto\" keeps the preset";
+TEST(BlasPolicy, AutoUnsetsAnOlderPresetOnIntelAvx512) {
+  if (!cpu_has_avx512f() || !cpu_is_intel()) GTEST_SKIP() << "not an Intel CPU with AVX-512F: \"auto\" keeps the preset";
   EXPECT_EXIT(load_and_report("Haswell", "auto"), ::testing::ExitedWithCode(0),
               "line=\\[OPENBLAS_CORETYPE=Haswell was preset.*\"env\".*\\] core=\\[.*\\] env=\\[\\(unset\\)\\]");
+}
+
+TEST(BlasPolicy, AutoKeepsAnOlderPresetOffIntel) {
+  if (cpu_is_intel() && cpu_has_avx512f()) GTEST_SKIP() << "an Intel AVX-512 CPU: \"auto\" drops the preset";
+  EXPECT_EXIT(load_and_report("Haswell", "auto"), ::testing::ExitedWithCode(0),
+              "line=\\[\\] core=\\[[Hh]aswell\\] env=\\[Haswell\\]");
 }
 
 TEST(BlasPolicy, AutoKeepsAnAvx512Preset) {
