@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev                               # CPU sgemm
   libgtest-dev                                  # unit tests
   python3 python3-numpy python3-torch python3-pytest  # the PyTorch oracle (Debian's own python3)
+  python3-venv                                  # scripts/hf-venv.sh: transformers over Debian's torch
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -53,6 +53,15 @@ typedef struct keel_backward_args {
   float loss_scale;         /* d(total objective)/d(this micro-batch's mean loss), e.g. 1/accum */
 } keel_backward_args;
 
+/* How one parameter appears in an external format (appended in 0.2), e.g. "huggingface". */
+typedef struct keel_external_tensor {
+  size_t struct_size;
+  const char* name;   /* the external name; owned by the model, valid for its life; NULL: not exported */
+  int32_t transpose;  /* 1: the external tensor is the 2-D transpose of Keel's (HF GPT-2's Conv1D) */
+  int64_t rows;       /* leading rows of Keel's global tensor that exist externally (a padded
+                         vocabulary is cut back); -1: all */
+} keel_external_tensor;
+
 typedef struct keel_model_api {
   size_t struct_size;
   keel_status (*validate_config)(const keel_host* host, const char* config_json, const char* json_path);
@@ -64,6 +73,13 @@ typedef struct keel_model_api {
   keel_status (*flops_per_token)(void* model, int32_t seq_len, double* out_flops);
   keel_status (*forward)(void* model, keel_forward_args* args);
   keel_status (*backward)(void* model, const keel_backward_args* args);
+
+  /* --- appended in 0.2; optional (NULL: the model has no external formats) --- */
+  /* Parameter `index` in `format`; KEEL_ERR_UNIMPLEMENTED for a format the model does not know.
+     The caller sets out->struct_size. */
+  keel_status (*external_name)(void* model, const char* format, size_t index, keel_external_tensor* out);
+  /* The format's model config as JSON text (HF's config.json); owned by the model, valid for its life. */
+  keel_status (*external_config)(void* model, const char* format, const char** out_json);
 } keel_model_api;
 
 #ifdef __cplusplus

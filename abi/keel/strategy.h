@@ -52,6 +52,13 @@ typedef struct keel_strategy_api {
   keel_status (*read_param)(void* strategy, size_t index, int64_t begin, int64_t count, float* dst_host);
   keel_status (*write_param)(void* strategy, size_t index, int64_t begin, int64_t count, const float* src_host);
   keel_status (*read_grad)(void* strategy, size_t index, int64_t begin, int64_t count, float* dst_host);
+
+  /* --- appended in 0.2 --- */
+  /* Optimizer state slot `slot` (0..n_state_slots-1) of parameter `index`, global flat range, to
+     or from host memory: what a checkpoint saves so a resumed run continues bit for bit. */
+  keel_status (*read_state)(void* strategy, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host);
+  keel_status (*write_state)(void* strategy, int32_t slot, size_t index, int64_t begin, int64_t count,
+                             const float* src_host);
 } keel_strategy_api;
 
 #ifdef __cplusplus

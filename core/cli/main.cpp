@@ -1,4 +1,4 @@
-// The keel command: run, validate, plugins. Every failure prints one message that says what,
+// The keel command: run, validate, plugins, inspect. Every failure prints one message that says what,
 // where and what was expected, and exits non-zero (2 for a misused command line).
 #include <keel/version.h>
 
@@ -8,9 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "config/run_config.h"
+#include "data/prepare_data.h"
 #include "host/errors.h"
+#include "interop/export_command.h"
 #include "loader/plugin_registry.h"
+#include "metrics/plot.h"
 #include "train/plugin_instances.h"
 #include "train/run_loop.h"
 #include "train/trainer.h"
@@ -18,9 +22,13 @@
 namespace {
 
 const char* kUsage =
-    "usage: keel run CONFIG [--set path=value ...]   train from a JSON config\n"
+    "usage: keel run CONFIG [--set path=value ...] [--resume latest|DIR]   train from a JSON config\n"
+    "       keel inspect CHECKPOINT                   verify a checkpoint (checksums) and summarise it\n"
     "       keel validate CONFIG [--set path=value ...]   check a config without training\n"
     "       keel plugins [--plugin-path DIR ...]      list plugins found, with versions and ABI\n"
+    "       keel prepare-data INPUT... --out DIR [--val-fraction F] [--shard-tokens N]   text → byte-level token shards\n"
+    "       keel export CHECKPOINT --out FILE.safetensors   a checkpoint in Hugging Face GPT-2 layout, with config.json\n"
+    "       keel plot METRICS.jsonl --out PLOT.svg|PLOT.png [--title T]   loss and val_loss against step\n"
     "       keel --version\n"
     "--set values are parsed as JSON (a bare word is a string): --set train.steps=20 --set optimizer.lr=1e-3\n"
     "Plugins are searched in the config's plugin_path, then KEEL_PLUGIN_PATH, then the install's plugin folder.\n";
@@ -32,6 +40,7 @@ struct UsageError : std::runtime_error {
 struct CommandLine {
   std::string command, config;
   std::vector<std::string> overrides, plugin_path;
+  std::string resume;  // "latest" or a checkpoint folder
 };
 
 CommandLine parse_command_line(int argc, char** argv) {
@@ -47,12 +56,15 @@ CommandLine parse_command_line(int argc, char** argv) {
     if (arg == "--set") line.overrides.push_back(value("--set"));
     else if (arg.rfind("--set=", 0) == 0) line.overrides.push_back(arg.substr(6));
     else if (arg == "--plugin-path") line.plugin_path.push_back(value("--plugin-path"));
+    else if (arg == "--resume") line.resume = value("--resume");
     else if (!arg.empty() && arg[0] == '-') throw UsageError("unknown option " + arg);
     else if (line.config.empty()) line.config = arg;
     else throw UsageError("unexpected argument " + arg);
   }
   if ((line.command == "run" || line.command == "validate") && line.config.empty())
     throw UsageError("keel " + line.command + " needs a CONFIG file");
+  if (line.command == "inspect" && line.config.empty()) throw UsageError("keel inspect needs a CHECKPOINT folder");
+  if (!line.resume.empty() && line.command != "run") throw UsageError("--resume belongs to keel run");
   return line;
 }
 
@@ -73,6 +85,24 @@ int list_plugins(const CommandLine& line) {
   return 0;
 }
 
+// Verifies every checksum of a checkpoint and prints what it holds.
+int inspect_checkpoint(const std::string& path) {
+  const std::string folder = keel::resolve_checkpoint(path);
+  const nlohmann::json manifest = keel::read_verified_manifest(folder);
+  int64_t elements = 0;
+  for (const auto& p : manifest.at("params")) {
+    int64_t n = 1;
+    for (int64_t d : p.at("shape").get<std::vector<int64_t>>()) n *= d;
+    elements += n;
+  }
+  std::cout << folder << ": step " << manifest.at("step") << ", " << manifest.at("tokens_seen") << " tokens seen, model "
+            << manifest.at("config").at("model").value("plugin", "?") << " with " << manifest.at("params").size()
+            << " tensors (" << elements << " parameters), optimizer " << manifest.at("optimizer").at("plugin")
+            << ", mesh " << manifest.at("mesh").dump() << "; " << manifest.at("files").size()
+            << " file(s), checksums verified" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,6 +116,12 @@ int main(int argc, char** argv) {
       std::cout << kUsage;
       return 0;
     }
+    if (argc >= 2 && !std::strcmp(argv[1], "prepare-data"))
+      return keel::prepare_data_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
+    if (argc >= 2 && !std::strcmp(argv[1], "export"))
+      return keel::export_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
+    if (argc >= 2 && !std::strcmp(argv[1], "plot"))
+      return keel::plot_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
     CommandLine line = parse_command_line(argc, argv);
     if (line.command == "plugins") return list_plugins(line);
     if (line.command == "validate") {
@@ -96,10 +132,21 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (line.command == "run") {
-      keel::Trainer trainer(keel::RunConfig::from_file(line.config, line.overrides));
-      keel::run_training(trainer, std::cout);
+      keel::RunConfig config = keel::RunConfig::from_file(line.config, line.overrides);
+      // A resumed run takes every weight from its checkpoint: model.init_from is not read again.
+      if (!line.resume.empty()) config.model_init_from.clear();
+      keel::Trainer trainer(std::move(config));
+      if (!line.resume.empty()) {
+        // "latest" is the newest checkpoint of this config's train.checkpoint.dir.
+        const std::string where = line.resume == "latest" ? trainer.config().train.checkpoint.dir : line.resume;
+        const std::string checkpoint = keel::resolve_checkpoint(where);
+        keel::load_checkpoint(trainer, checkpoint);
+        std::cout << "resuming from " << checkpoint << " at step " << trainer.step() << std::endl;
+      }
+      keel::run_training(trainer, std::cout, !line.resume.empty());
       return 0;
     }
+    if (line.command == "inspect") return inspect_checkpoint(line.config);
     throw UsageError("unknown command '" + line.command + "'");
   } catch (const UsageError& e) {
     std::cerr << "keel: " << e.what() << "\n" << kUsage;

@@ -64,6 +64,7 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   KEEL_REQUIRE_OP(crossentropy_backward)
 #undef KEEL_REQUIRE_OP
   build_param_specs();
+  external_ = std::make_unique<const GptExternalNames>(config_, names_);
 }
 
 void GptModel::build_param_specs() {

@@ -9,9 +9,11 @@
 #include <keel/plugin.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gpt_external_names.hpp"  // defines: GptExternalNames
 #include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
 
 namespace keel_gpt {
@@ -87,6 +89,8 @@ class GptModel {
   double flops_per_token(int32_t seq_len) const;
   void forward(keel_forward_args* args);
   void backward(const keel_backward_args& args);
+  // Names and layouts in external formats ("huggingface"), for export and import.
+  const GptExternalNames& external() const { return *external_; }
 
  private:
   void build_param_specs();
@@ -104,6 +108,7 @@ class GptModel {
   std::vector<size_t> layer_first_spec_;        // n_layer + 3 entries, the last is specs_.size()
   std::map<int32_t, Activations> activations_;  // by micro-batch id
   GradScratch scratch_;
+  std::unique_ptr<const GptExternalNames> external_;  // built from names_ once the specs exist
 };
 
 }  // namespace keel_gpt

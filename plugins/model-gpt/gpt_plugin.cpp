@@ -3,6 +3,10 @@
 #include <keel/model.h>
 #include <keel/plugin.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
 #include "gpt_model.hpp"  // defines: GptModel, parse_gpt_config
 
 namespace {
@@ -67,9 +71,32 @@ keel_status gpt_backward(void* model, const keel_backward_args* args) {
   });
 }
 
+keel_status gpt_external_name(void* model, const char* format, size_t index, keel_external_tensor* out) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
+    if (!format || !out || out->struct_size < offsetof(keel_external_tensor, name) + sizeof(out->name))
+      throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "external_name: format and out (with struct_size "
+                                                                 "set) are required");
+    keel_external_tensor t = as_model(model)->external().tensor(format, index);
+    // Only the fields that fit in the caller's struct: an older caller's is shorter.
+    const size_t caller_size = out->struct_size;
+    t.struct_size = caller_size;
+    std::memcpy(out, &t, std::min(caller_size, sizeof t));
+  });
+}
+
+keel_status gpt_external_config(void* model, const char* format, const char** out_json) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
+    if (!format || !out_json)
+      throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "external_config: format and out_json are required");
+    *out_json = as_model(model)->external().config_json(format);
+  });
+}
+
 const keel_model_api kGptApi = {
-    sizeof(keel_model_api), gpt_validate_config, gpt_create, gpt_destroy, gpt_describe,
-    gpt_flops_per_token,    gpt_forward,         gpt_backward,
+    sizeof(keel_model_api), gpt_validate_config, gpt_create,        gpt_destroy,         gpt_describe,
+    gpt_flops_per_token,    gpt_forward,         gpt_backward,      gpt_external_name,   gpt_external_config,
 };
 
 const keel_plugin_info kPlugins[] = {{

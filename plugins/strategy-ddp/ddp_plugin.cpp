@@ -104,9 +104,18 @@ keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, 
   return with_strategy(handle, [&](DdpStrategy& s) { s.read_grad(index, begin, count, dst_host); });
 }
 
+keel_status read_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) {
+  return with_strategy(handle, [&](DdpStrategy& s) { s.read_state(slot, index, begin, count, dst_host); });
+}
+
+keel_status write_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
+  return with_strategy(handle, [&](DdpStrategy& s) { s.write_state(slot, index, begin, count, src_host); });
+}
+
 const keel_strategy_api kApi = {
     sizeof(keel_strategy_api), validate_config, create,     destroy,     param_access, begin_microbatch,
     zero_grads,                grad_sq_norm,    step,       read_param,  write_param,  read_grad,
+    read_state,                write_state,
 };
 
 const keel_plugin_info kInfo = {

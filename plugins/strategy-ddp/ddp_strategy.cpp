@@ -219,6 +219,14 @@ void DdpStrategy::check_range(const char* what, size_t index, int64_t begin, int
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": the host buffer is NULL");
 }
 
+float* DdpStrategy::state_slot(const char* what, int32_t slot) const {
+  if (slot < 0 || size_t(slot) >= optimizer_state_.size())
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": state slot " + std::to_string(slot) +
+                                                     " is outside [0, " + std::to_string(optimizer_state_.size()) +
+                                                     ") (the optimizer's n_state_slots)");
+  return optimizer_state_[size_t(slot)].floats();
+}
+
 void DdpStrategy::copy_to_host(const float* device_base, size_t index, int64_t begin, int64_t count,
                                float* dst_host) const {
   if (count == 0) return;
@@ -236,11 +244,26 @@ void DdpStrategy::read_grad(size_t index, int64_t begin, int64_t count, float* d
   copy_to_host(grads_.floats(), index, begin, count, dst_host);
 }
 
+void DdpStrategy::copy_from_host(float* device_base, size_t index, int64_t begin, int64_t count,
+                                 const float* src_host) {
+  if (count == 0) return;
+  keel_support::check_callee(backend_->copy(backend_obj_, device_base + layout_.offset[index] + begin, src_host,
+                              static_cast<size_t>(count) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
+}
+
 void DdpStrategy::write_param(size_t index, int64_t begin, int64_t count, const float* src_host) {
   check_range("write_param", index, begin, count, src_host);
-  if (count == 0) return;
-  keel_support::check_callee(backend_->copy(backend_obj_, params_.floats() + layout_.offset[index] + begin, src_host,
-                              static_cast<size_t>(count) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
+  copy_from_host(params_.floats(), index, begin, count, src_host);
+}
+
+void DdpStrategy::read_state(int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) const {
+  check_range("read_state", index, begin, count, dst_host);
+  copy_to_host(state_slot("read_state", slot), index, begin, count, dst_host);
+}
+
+void DdpStrategy::write_state(int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
+  check_range("write_state", index, begin, count, src_host);
+  copy_from_host(state_slot("write_state", slot), index, begin, count, src_host);
 }
 
 }  // namespace keel_ddp

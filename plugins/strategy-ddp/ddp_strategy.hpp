@@ -37,6 +37,8 @@ class DdpStrategy {
   void read_param(size_t index, int64_t begin, int64_t count, float* dst_host) const;
   void write_param(size_t index, int64_t begin, int64_t count, const float* src_host);
   void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const;
+  void read_state(int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) const;
+  void write_state(int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host);
 
  private:
   void initialise_params(uint64_t seed);
@@ -46,6 +48,8 @@ class DdpStrategy {
   void check_layer(int32_t layer, int32_t phase) const;
   void check_range(const char* what, size_t index, int64_t begin, int64_t count, const void* host_ptr) const;
   void copy_to_host(const float* device_base, size_t index, int64_t begin, int64_t count, float* dst_host) const;
+  void copy_from_host(float* device_base, size_t index, int64_t begin, int64_t count, const float* src_host);
+  float* state_slot(const char* what, int32_t slot) const;
 
   const keel_host* host_;
   const keel_backend_api* backend_;

@@ -22,7 +22,10 @@ def losses(metrics_path):
 
 def train(keel, config, workdir, tag, extra):
     metrics = os.path.join(workdir, f"{tag}.jsonl")
-    cmd = [keel, "run", config, "--set", f"train.metrics_path=\"{metrics}\""] + [a for s in extra for a in ("--set", s)]
+    # Each run writes its own checkpoints and no TensorBoard events: ctest runs tests in parallel.
+    cmd = [keel, "run", config, "--set", f"train.metrics_path=\"{metrics}\"",
+           "--set", f"train.checkpoint.dir=\"{workdir}/ckpt-{tag}\"", "--set", "train.tensorboard_dir=\"none\""]
+    cmd += [a for s in extra for a in ("--set", s)]
     p = run(cmd)
     if p.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")

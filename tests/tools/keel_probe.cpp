@@ -11,20 +11,22 @@
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
-  std::string config_path, out_path;
+  std::string config_path, out_path, init_from;  // init_from: model.init_from, a Hugging Face-layout file
   int steps = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--out")) out_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--init-from")) init_from = argv[i + 1];
   }
   if (config_path.empty() || out_path.empty() || steps < 1) {
-    std::cerr << "usage: keel-probe --config CONFIG --out FILE.safetensors [--steps S]\n";
+    std::cerr << "usage: keel-probe --config CONFIG --out FILE.safetensors [--steps S] [--init-from HF.safetensors]\n";
     return 2;
   }
   try {
-    keel::Trainer trainer(keel::RunConfig::from_file(
-        config_path, {"lr_schedule.decay=\"constant\"", "lr_schedule.warmup_steps=0", "train.grad_clip=0"}));
+    std::vector<std::string> overrides = {"lr_schedule.decay=\"constant\"", "lr_schedule.warmup_steps=0", "train.grad_clip=0"};
+    if (!init_from.empty()) overrides.push_back("model.init_from=" + nlohmann::json(init_from).dump());
+    keel::Trainer trainer(keel::RunConfig::from_file(config_path, overrides));
     const keel_model_info& info = trainer.model_info();
     const int32_t B = trainer.config().data.micro_batch, T = trainer.seq_len();
 

@@ -73,6 +73,15 @@ void read_train(JsonSection s, TrainConfig& out) {
   out.sample_tokens = s.get_in_range<int32_t>("sample_tokens", out.sample_tokens, 0, 1 << 20);
   out.sample_prompt = s.get<std::string>("sample_prompt", out.sample_prompt);
   out.sample_temperature = s.get_in_range<double>("sample_temperature", out.sample_temperature, 0.0, 100.0);
+  out.tensorboard_dir = s.get<std::string>("tensorboard_dir", out.tensorboard_dir);
+  out.on_nonfinite = s.get_choice("on_nonfinite", out.on_nonfinite, {"stop", "skip"});
+  if (s.has("checkpoint")) {
+    JsonSection c(s.raw("checkpoint"), s.path_of("checkpoint"));
+    out.checkpoint.dir = c.get<std::string>("dir", out.checkpoint.dir);
+    out.checkpoint.every = c.get_in_range<int64_t>("every", out.checkpoint.every, 0, INT64_MAX);
+    out.checkpoint.keep = c.get_in_range<int32_t>("keep", out.checkpoint.keep, 1, 1 << 20);
+    c.finish();
+  }
   s.finish();
 }
 
@@ -115,6 +124,13 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
           folder = (std::filesystem::path(origin).parent_path() / folder).lexically_normal().string();
 
     config.model = read_plugin_section(json, "model", "model", "");
+    if (config.model.json.contains("init_from")) {
+      const auto& init_from = config.model.json.at("init_from");
+      if (!init_from.is_string())
+        throw ConfigError("model.init_from: expected a string (a safetensors file), found " + keel_support::json_type_name(init_from));
+      config.model_init_from = init_from.get<std::string>();
+      config.model.json.erase("init_from");
+    }
     config.optimizer = read_plugin_section(json, "optimizer", "optimizer", "adamw");
     config.backend = read_plugin_section(json, "backend", "backend", "cpu");
     read_parallel(json, config);
@@ -125,6 +141,9 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
     read_data(section("data"), config.data);
     read_train(section("train"), config.train);
     if (config.train.metrics_path.empty()) config.train.metrics_path = "runs/" + name + "/metrics.jsonl";
+    if (config.train.tensorboard_dir.empty()) config.train.tensorboard_dir = "runs/" + name + "/tb";
+    if (config.train.tensorboard_dir == "none") config.train.tensorboard_dir.clear();
+    if (config.train.checkpoint.dir.empty()) config.train.checkpoint.dir = "runs/" + name + "/checkpoints";
   } catch (const ConfigError& e) {
     throw KeelError(KEEL_ERR_INVALID_CONFIG, origin + ": " + e.what());
   }

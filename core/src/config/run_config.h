@@ -36,6 +36,12 @@ struct DataConfig {
   int32_t val_batches = 8;
 };
 
+struct CheckpointConfig {
+  std::string dir;               // "" → runs/<config name>/checkpoints
+  int64_t every = 0;             // steps between saves; 0: only at the end of the run
+  int32_t keep = 3;              // complete checkpoints kept; older ones are deleted
+};
+
 struct TrainConfig {
   int64_t steps = 100;
   uint64_t seed = 1337;
@@ -46,6 +52,9 @@ struct TrainConfig {
   int32_t sample_tokens = 0;     // bytes generated after training (0: none)
   std::string sample_prompt = "\n";
   double sample_temperature = 0.8;
+  std::string tensorboard_dir;   // "" → runs/<config name>/tb; "none" turns it off
+  std::string on_nonfinite = "stop";  // stop | skip: what a NaN/Inf loss or gradient norm does
+  CheckpointConfig checkpoint;
 };
 
 struct RunConfig {
@@ -53,6 +62,8 @@ struct RunConfig {
   std::string name;              // the file's stem, for default output folders
   nlohmann::json json;           // after overrides
   PluginSection model, optimizer, backend, strategy;
+  std::string model_init_from;   // model.init_from: a Hugging Face-layout safetensors file, read by
+                                 // the core (and removed from the section the model plugin sees)
   LrScheduleConfig lr_schedule;
   DataConfig data;
   TrainConfig train;

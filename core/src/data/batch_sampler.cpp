@@ -1,36 +1,177 @@
-// Sample windows for training (random offsets) and validation (consecutive windows, the same
-// ones at every evaluation so validation losses are comparable).
-#include "data/token_source.h"
+// Epochs of fixed windows: the order of epoch e is computed from (seed, e) alone, so a sampler
+// restored from {epoch, position} hands out exactly the batches an uninterrupted one would.
+// Shards are visited one after another (as llm.c does) so reads stay local to one file.
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
 
+#include "data/token_source.h"
 #include "host/errors.h"
 #include "host/param_init.h"
 
 namespace keel {
+namespace {
 
-BatchSampler::BatchSampler(std::shared_ptr<const TokenSource> source, uint64_t seed, bool sequential)
-    : source_(std::move(source)), seed_(mix64(seed ^ 0x6461746173616D70ull)), sequential_(sequential) {}
+constexpr int64_t kFingerprintTokens = 16;  // read at each end of each shard
 
-Batch BatchSampler::next(int32_t batch, int32_t seq_len) {
-  const int64_t window = int64_t(seq_len) + 1;
-  const int64_t n = source_->num_tokens();
-  if (n < window)
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, source_->describe() + " holds " + std::to_string(n) +
-                                                 " tokens, fewer than one sequence of " + std::to_string(window));
+// Fisher–Yates with a counter-based generator: the same (stream, n) always gives the same order.
+template <typename T>
+void shuffle_in_place(std::vector<T>& items, uint64_t stream) {
+  for (size_t i = items.size(); i > 1; --i) {
+    const size_t j = size_t(mix64(stream ^ mix64(uint64_t(i))) % uint64_t(i));
+    std::swap(items[i - 1], items[j]);
+  }
+}
+
+uint64_t epoch_stream(uint64_t seed, int64_t epoch) {
+  return mix64(mix64(seed ^ 0x6461746173616D70ull) ^ mix64(uint64_t(epoch)));
+}
+
+KeelError bad_state(const std::string& why) {
+  return KeelError(KEEL_ERR_INVALID_CONFIG, "data position in the checkpoint: " + why);
+}
+
+}  // namespace
+
+BatchSampler::BatchSampler(std::shared_ptr<const TokenSource> source, const SamplerOptions& options)
+    : source_(std::move(source)), options_(options) {
+  if (options_.seq_len < 1)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "BatchSampler: seq_len must be at least 1");
+  if (options_.dp_size < 1 || options_.dp_rank < 0 || options_.dp_rank >= options_.dp_size)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "BatchSampler: dp_rank " + std::to_string(options_.dp_rank) +
+                                                   " is not in [0, dp_size " + std::to_string(options_.dp_size) + ")");
+  const int64_t T = options_.seq_len;
+  int64_t first = 0;
+  for (int64_t count : source_->shard_token_counts()) {
+    const int64_t windows = count > T ? (count - 1) / T : 0;
+    if (windows > int64_t(UINT32_MAX))
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, source_->describe() + ": a shard of " + std::to_string(count) +
+                                                   " tokens holds more than 2^32 windows of seq_len " + std::to_string(T));
+    shard_first_token_.push_back(first);
+    shard_windows_.push_back(windows);
+    first += count;
+    samples_per_epoch_ += windows;
+  }
+  if (samples_per_epoch_ == 0)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, source_->describe() + " holds " + std::to_string(source_->num_tokens()) +
+                                                 " tokens in " + std::to_string(shard_windows_.size()) +
+                                                 " shard(s), and none holds one sequence of " + std::to_string(T + 1) +
+                                                 " tokens (seq_len + 1)");
+}
+
+Batch BatchSampler::next(int32_t batch) {
+  const int32_t T = options_.seq_len;
   Batch out;
   out.batch = batch;
-  out.seq_len = seq_len;
-  out.tokens.resize(size_t(batch) * seq_len);
-  out.targets.resize(size_t(batch) * seq_len);
-  std::vector<int32_t> buffer(window);
-  const int64_t windows = n - window + 1;
-  for (int32_t b = 0; b < batch; ++b, ++sample_index_) {
-    int64_t start = sequential_ ? (sample_index_ * seq_len) % windows
-                                : int64_t(mix64(seed_ ^ mix64(uint64_t(sample_index_))) % uint64_t(windows));
-    source_->read(start, window, buffer.data());
-    std::copy(buffer.begin(), buffer.end() - 1, out.tokens.begin() + size_t(b) * seq_len);
-    std::copy(buffer.begin() + 1, buffer.end(), out.targets.begin() + size_t(b) * seq_len);
+  out.seq_len = T;
+  out.tokens.resize(size_t(batch) * T);
+  out.targets.resize(size_t(batch) * T);
+  std::vector<int32_t> window(size_t(T) + 1);
+  for (int32_t b = 0; b < batch; ++b, ++taken_) {
+    const Sample s = sample_at(taken_ * options_.dp_size + options_.dp_rank);
+    source_->read(shard_first_token_[s.shard] + s.window * T, T + 1, window.data());
+    std::copy(window.begin(), window.end() - 1, out.tokens.begin() + size_t(b) * T);
+    std::copy(window.begin() + 1, window.end(), out.targets.begin() + size_t(b) * T);
   }
   return out;
+}
+
+BatchSampler::Sample BatchSampler::sample_at(int64_t global_index) {
+  Sample s;
+  s.epoch = global_index / samples_per_epoch_;
+  const int64_t in_epoch = global_index % samples_per_epoch_;
+  if (s.epoch != order_epoch_) {
+    shard_order_.resize(shard_windows_.size());
+    std::iota(shard_order_.begin(), shard_order_.end(), 0);
+    if (options_.shuffle) shuffle_in_place(shard_order_, epoch_stream(options_.seed, s.epoch));
+    windows_before_.assign(1, 0);
+    for (int64_t shard : shard_order_) windows_before_.push_back(windows_before_.back() + shard_windows_[shard]);
+    order_epoch_ = s.epoch;
+  }
+  // The last position whose running count is <= in_epoch is a shard with windows left.
+  const size_t slot = size_t(std::upper_bound(windows_before_.begin(), windows_before_.end(), in_epoch) -
+                             windows_before_.begin()) - 1;
+  s.shard = shard_order_[slot];
+  const int64_t local = in_epoch - windows_before_[slot];
+  s.window = options_.shuffle ? int64_t(window_order(s.epoch, s.shard)[size_t(local)]) : local;
+  return s;
+}
+
+const std::vector<uint32_t>& BatchSampler::window_order(int64_t epoch, int64_t shard) {
+  if (epoch != cached_epoch_ || shard != cached_shard_) {
+    cached_windows_.resize(size_t(shard_windows_[shard]));
+    std::iota(cached_windows_.begin(), cached_windows_.end(), 0u);
+    shuffle_in_place(cached_windows_, mix64(epoch_stream(options_.seed, epoch) ^ mix64(0x77696E646F77ull + shard)));
+    cached_epoch_ = epoch;
+    cached_shard_ = shard;
+  }
+  return cached_windows_;
+}
+
+// Shard sizes and the tokens at both ends of each shard: cheap to compute from memory-mapped
+// shards and enough to notice a different or re-tokenized dataset.
+std::string BatchSampler::fingerprint() const {
+  const std::vector<int64_t> counts = source_->shard_token_counts();
+  uint64_t h = mix64(counts.size());
+  std::vector<int32_t> ends(kFingerprintTokens);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    h = mix64(h ^ uint64_t(counts[i]));
+    const int64_t n = std::min(counts[i], kFingerprintTokens);
+    for (int64_t start : {shard_first_token_[i], shard_first_token_[i] + counts[i] - n}) {
+      source_->read(start, n, ends.data());
+      for (int64_t t = 0; t < n; ++t) h = mix64(h ^ uint64_t(uint32_t(ends[t])));
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+nlohmann::json BatchSampler::state() const {
+  const int64_t consumed = taken_ * options_.dp_size;  // by all ranks together: they stay in step
+  return {{"epoch", consumed / samples_per_epoch_},
+          {"position", consumed % samples_per_epoch_},
+          {"seed", options_.seed},
+          {"shuffle", options_.shuffle},
+          {"seq_len", options_.seq_len},
+          {"samples_per_epoch", samples_per_epoch_},
+          {"fingerprint", fingerprint()}};
+}
+
+void BatchSampler::restore(const nlohmann::json& state) {
+  for (const char* key : {"epoch", "position", "seed", "shuffle", "seq_len", "samples_per_epoch", "fingerprint"})
+    if (!state.is_object() || !state.contains(key)) throw bad_state(std::string("missing \"") + key + "\"");
+  try {
+    const int64_t saved_seq_len = state["seq_len"].get<int64_t>();
+    if (saved_seq_len != options_.seq_len)
+      throw bad_state("saved with seq_len " + std::to_string(saved_seq_len) + ", but this run has seq_len " +
+                      std::to_string(options_.seq_len));
+    const int64_t saved_samples = state["samples_per_epoch"].get<int64_t>();
+    const std::string saved_fingerprint = state["fingerprint"].get<std::string>();
+    if (saved_samples != samples_per_epoch_ || saved_fingerprint != fingerprint())
+      throw bad_state("saved for a dataset of " + std::to_string(saved_samples) + " samples per epoch (fingerprint " +
+                      saved_fingerprint + "), but " + source_->describe() + " gives " +
+                      std::to_string(samples_per_epoch_) + " (fingerprint " + fingerprint() +
+                      "): resume with the same data files");
+    const uint64_t saved_seed = state["seed"].get<uint64_t>();
+    if (saved_seed != options_.seed)
+      throw bad_state("saved with seed " + std::to_string(saved_seed) + ", but this run has seed " +
+                      std::to_string(options_.seed) + ": the sample order would differ");
+    if (state["shuffle"].get<bool>() != options_.shuffle)
+      throw bad_state("saved with shuffle " + state["shuffle"].dump() + ", but this sampler has shuffle " +
+                      (options_.shuffle ? "true" : "false"));
+    const int64_t epoch = state["epoch"].get<int64_t>(), position = state["position"].get<int64_t>();
+    if (epoch < 0 || position < 0 || position >= samples_per_epoch_)
+      throw bad_state("epoch " + std::to_string(epoch) + ", position " + std::to_string(position) +
+                      " is outside an epoch of " + std::to_string(samples_per_epoch_) + " samples");
+    const int64_t consumed = epoch * samples_per_epoch_ + position;
+    if (consumed % options_.dp_size != 0)
+      throw bad_state(std::to_string(consumed) + " samples consumed do not divide among " +
+                      std::to_string(options_.dp_size) + " data-parallel ranks");
+    taken_ = consumed / options_.dp_size;
+  } catch (const nlohmann::json::exception& e) {
+    throw bad_state(std::string("a field has the wrong type: ") + e.what());
+  }
 }
 
 }  // namespace keel

@@ -1,5 +1,6 @@
 // llm.c token shards: a header of 256 int32 (magic 20240520, version 1, token count) followed
-// by uint16 tokens, memory-mapped. Several shards matching a glob are read as one sequence.
+// by uint16 tokens, memory-mapped. The shards matching a glob, sorted, form one source whose
+// shard boundaries the sampler respects.
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/mman.h>
@@ -9,15 +10,14 @@
 #include <algorithm>
 
 #include "config/run_config.h"
+#include "data/shard_format.h"
 #include "data/token_source.h"
 #include "host/errors.h"
 
 namespace keel {
 namespace {
 
-constexpr int32_t kShardMagic = 20240520;
-constexpr int32_t kShardVersion = 1;
-constexpr size_t kHeaderBytes = 256 * sizeof(int32_t);
+constexpr size_t kHeaderBytes = kShardHeaderBytes;
 
 struct MappedShard {
   std::string path;
@@ -89,6 +89,11 @@ class ShardSource : public TokenSource {
     }
   }
   std::string describe() const override { return what_; }
+  std::vector<int64_t> shard_token_counts() const override {
+    std::vector<int64_t> counts;
+    for (const auto& shard : shards_) counts.push_back(shard.count);
+    return counts;
+  }
   // The file and byte offset of the first token >= vocabulary, or "" if none.
   std::string find_token_at_least(int32_t vocabulary) const {
     for (const auto& shard : shards_)

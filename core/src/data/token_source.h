@@ -1,7 +1,10 @@
-// A source of training or validation sequences: each sample is seq_len+1 consecutive tokens,
-// giving inputs and next-token targets. Sources are deterministic given (seed, sample index),
-// so a run is reproducible and its data position is one integer.
+// A source of training or validation tokens, made of one or more shards, and the sampler that
+// cuts it into fixed windows of seq_len+1 tokens (inputs and next-token targets). The sampler's
+// order is a pure function of (seed, epoch, position), so a run is reproducible, data-parallel
+// ranks read disjoint samples, and the data position of a checkpoint is a few integers.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -17,31 +20,72 @@ class TokenSource {
   virtual ~TokenSource() = default;
   virtual int64_t num_tokens() const = 0;
   virtual int32_t max_token() const = 0;  // the largest token id present, checked against the vocabulary
-  // Copies tokens [start, start+count) into out.
+  // Copies tokens [start, start+count) of the whole sequence (all shards, in order) into out.
   virtual void read(int64_t start, int64_t count, int32_t* out) const = 0;
   virtual std::string describe() const = 0;
+  // Tokens in each shard, in order; they sum to num_tokens(). Sample windows never cross a
+  // shard boundary. A source that is one piece of text is one shard.
+  virtual std::vector<int64_t> shard_token_counts() const { return {num_tokens()}; }
 };
 
-// Fills a (B,T) batch: row b holds the T tokens of sample windows chosen by `pick_start`.
 struct Batch {
   int32_t batch = 0, seq_len = 0;
   std::vector<int32_t> tokens;   // (B,T)
   std::vector<int32_t> targets;  // (B,T)
 };
 
-// Training batches: windows at pseudo-random offsets, a pure function of (seed, sample index).
+struct SamplerOptions {
+  int32_t seq_len = 0;    // T: each sample is T+1 tokens, windows start every T tokens of a shard
+  uint64_t seed = 0;
+  bool shuffle = true;    // false: shards and windows in file order (validation)
+  int32_t dp_rank = 0;    // this rank takes samples dp_rank, dp_rank + dp_size, ... of the global order
+  int32_t dp_size = 1;
+};
+
+// Hands out batches of samples, epoch after epoch. Epoch e visits every window of every shard
+// once: the shards in an order shuffled by (seed, e), and inside each shard the windows in an
+// order shuffled by (seed, e, shard). Samples form one global stream across epochs, of which
+// rank r takes every dp_size-th from offset r, so ranks stay in step, never overlap and
+// together cover each epoch.
 class BatchSampler {
  public:
-  BatchSampler(std::shared_ptr<const TokenSource> source, uint64_t seed, bool sequential);
-  Batch next(int32_t batch, int32_t seq_len);
-  int64_t samples_drawn() const { return sample_index_; }
-  void seek(int64_t samples_drawn) { sample_index_ = samples_drawn; }
+  BatchSampler(std::shared_ptr<const TokenSource> source, const SamplerOptions& options);
+  Batch next(int32_t batch);
+
+  int64_t samples_per_epoch() const { return samples_per_epoch_; }
+  // Where the global stream stands after the samples this rank has taken (the same on every
+  // rank), plus what restore() checks: {"epoch", "position", "seed", "shuffle", "seq_len",
+  // "samples_per_epoch", "fingerprint"}.
+  nlohmann::json state() const;
+  // Continues from a state(), possibly saved with another dp_size; throws KeelError naming the
+  // field when the dataset, seq_len, seed or shuffle differ, or the position does not divide
+  // among this sampler's ranks.
+  void restore(const nlohmann::json& state);
 
  private:
+  struct Sample {
+    int64_t epoch = 0;
+    int64_t shard = 0;
+    int64_t window = 0;  // index of the window inside its shard
+  };
+  Sample sample_at(int64_t global_index);
+  const std::vector<uint32_t>& window_order(int64_t epoch, int64_t shard);
+  std::string fingerprint() const;
+
   std::shared_ptr<const TokenSource> source_;
-  uint64_t seed_;
-  bool sequential_;
-  int64_t sample_index_ = 0;
+  SamplerOptions options_;
+  std::vector<int64_t> shard_first_token_;  // where each shard starts in source_->read()
+  std::vector<int64_t> shard_windows_;      // windows of T+1 tokens that fit in each shard
+  int64_t samples_per_epoch_ = 0;
+  int64_t taken_ = 0;  // samples this rank has taken; its next is global index taken_*dp_size + dp_rank
+
+  // The epoch's shard order and its running window counts, rebuilt when the epoch changes.
+  int64_t order_epoch_ = -1;
+  std::vector<int64_t> shard_order_;
+  std::vector<int64_t> windows_before_;  // windows of the shards earlier in shard_order_
+  // The window order of the last (epoch, shard) used: O(windows of one shard) memory.
+  int64_t cached_epoch_ = -1, cached_shard_ = -1;
+  std::vector<uint32_t> cached_windows_;
 };
 
 struct DataSplits {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,36 @@ struct SafetensorsEntry {
   size_t bytes = 0;
 };
 
-// Writes the file in one pass; metadata values must be strings.
+// Writes the file in one pass; metadata values must be strings. The file is fsync'ed before
+// returning, so a caller that renames it afterwards never exposes a partial file.
 void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
                        const nlohmann::json& metadata = nlohmann::json::object());
+
+// A whole safetensors file read into memory and checked: header length, JSON, dtypes, shapes
+// against byte ranges, ranges within the file. Every error names the file and what is wrong.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);
+  struct Tensor {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    const unsigned char* data = nullptr;
+    size_t bytes = 0;
+  };
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // Throws KeelError(KEEL_ERR_NOT_FOUND) naming the file when absent.
+  const Tensor& tensor(const std::string& name) const;
+  // Copies an F32 tensor (or elements [begin, begin+count) of it) into out.
+  void read_f32(const std::string& name, int64_t begin, int64_t count, float* out) const;
+  const nlohmann::json& metadata() const { return metadata_; }
+  std::vector<std::string> names() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<unsigned char> bytes_;
+  std::map<std::string, Tensor> tensors_;
+  nlohmann::json metadata_ = nlohmann::json::object();
+};
 
 }  // namespace keel

@@ -1,9 +1,10 @@
-// Required slots per kind. Slots appended by later minors are optional and are checked with
-// KEEL_HAS_SLOT where they are called.
+// Required slots per kind. Slots appended by later minors (model external_name, strategy
+// read_state) are optional and are checked with KEEL_HAS_SLOT where they are called.
 #include "loader/table_check.h"
 
 #include <keel/keel.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -13,9 +14,11 @@ namespace {
 template <typename Table>
 std::string missing_slots(const void* api, const std::vector<std::pair<const char*, size_t>>& slots) {
   const auto* table = static_cast<const Table*>(api);
-  if (table->struct_size < sizeof(Table))
-    return "its table is " + std::to_string(table->struct_size) + " bytes, smaller than the " +
-           std::to_string(sizeof(Table)) + " bytes of ABI 0.1's table";
+  size_t required_bytes = 0;
+  for (const auto& slot : slots) required_bytes = std::max(required_bytes, slot.second + sizeof(void*));
+  if (table->struct_size < required_bytes)
+    return "its table is " + std::to_string(table->struct_size) + " bytes, too short to hold the " +
+           std::to_string(slots.size()) + " required slots (" + std::to_string(required_bytes) + " bytes)";
   std::string missing;
   for (const auto& [name, offset] : slots) {
     const void* slot = *reinterpret_cast<const void* const*>(reinterpret_cast<const char*>(table) + offset);

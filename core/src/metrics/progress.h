@@ -1,5 +1,6 @@
-// Progress lines for people: step, loss, learning rate, gradient norm, tokens/s, MFU, elapsed
-// time and ETA, in one fixed-width line per logged step.
+// Progress for people: step, loss, learning rate, gradient norm, tokens/s, MFU, elapsed time
+// and ETA, as one fixed-width line per logged step (logs, pipes) or as one bar a terminal
+// redraws in place.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +17,9 @@ struct ProgressLine {
 
 std::string format_progress(const ProgressLine& line);
 std::string format_duration(double seconds);  // h:mm:ss
+// `[#######.....] 42% step 420/1000 loss 2.310 | 8.1k tok/s | MFU 27% | ETA 0:01:10`, at most
+// `columns` wide: the bar takes what the text leaves, between 10 and 30 cells.
+std::string format_progress_bar(const ProgressLine& line, int columns = 100);
+std::string format_count(double value);  // 950, 8.1k, 12.3M: three significant figures at most
 
 }  // namespace keel

@@ -1,5 +1,5 @@
-// `keel run`: train for train.steps with progress lines, JSONL metrics, periodic validation,
-// and a generated sample at the end.
+// `keel run`: train to train.steps with progress, metrics and TensorBoard events, periodic
+// validation, checkpoints on the configured cadence and at the end, and a generated sample.
 #pragma once
 
 #include <ostream>
@@ -8,6 +8,7 @@
 
 namespace keel {
 
-void run_training(Trainer& trainer, std::ostream& out);
+// `resumed`: the trainer was loaded from a checkpoint; its metrics file is appended to.
+void run_training(Trainer& trainer, std::ostream& out, bool resumed);
 
 }  // namespace keel

@@ -9,6 +9,7 @@
 #include "host/errors.h"
 #include "host/log.h"
 #include "host/param_init.h"
+#include "interop/huggingface.h"
 #include "train/lr_schedule.h"
 
 namespace keel {
@@ -17,6 +18,7 @@ std::string shard_token_out_of_range(const TokenSource& source, int32_t vocabula
 
 Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
   plugins_.create(config_);
+  if (!config_.model_init_from.empty()) import_huggingface(*this, config_.model_init_from);  // model.init_from
   const keel_model_info& info = plugins_.model_info;
   seq_len_ = config_.data.seq_len > 0 ? config_.data.seq_len : info.max_seq_len;
   if (seq_len_ > info.max_seq_len)
@@ -32,7 +34,7 @@ Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
                                                    std::to_string(info.vocab_size) + ")");
     }
   }
-  train_sampler_ = std::make_unique<BatchSampler>(data_.train, config_.train.seed, false);
+  train_sampler_ = std::make_unique<BatchSampler>(data_.train, SamplerOptions{seq_len_, config_.train.seed, true});
   check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
   check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
 }
@@ -75,14 +77,21 @@ double Trainer::forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool
 }
 
 StepResult Trainer::train_step() {
+  const auto start = std::chrono::steady_clock::now();
   std::vector<Batch> micro_batches;
   for (int32_t m = 0; m < accumulation_steps(); ++m)
-    micro_batches.push_back(train_sampler_->next(config_.data.micro_batch, seq_len_));
-  return train_step_on(micro_batches);
+    micro_batches.push_back(train_sampler_->next(config_.data.micro_batch));
+  const double data_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  StepResult result = train_step_on(micro_batches);
+  result.data_seconds += data_seconds;
+  result.step_seconds += data_seconds;
+  return result;
 }
 
 StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
-  const auto start = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  const auto start = clock::now();
   auto* strategy = plugins_.strategy;
   void* s = plugins_.strategy_obj;
   StepResult result;
@@ -91,32 +100,52 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   for (int32_t m = 0; m < n; ++m) {
     const Batch& batch = micro_batches[m];
     check_plugin(strategy->begin_microbatch(s, m, m == n - 1), "strategy begin_microbatch");
+    auto phase = clock::now();
     upload(batch);
     result.loss += forward(m, batch.batch, batch.seq_len, true) / n;
+    result.forward_seconds += seconds_since(phase);
+    phase = clock::now();
     keel_backward_args backward{sizeof(backward), &plugins_.access, m, 1.0f / float(n)};
     check_plugin(plugins_.model->backward(plugins_.model_obj, &backward), "model '" + config_.model.plugin + "' backward");
+    result.backward_seconds += seconds_since(phase);
     result.tokens += int64_t(batch.batch) * batch.seq_len;
   }
+  const auto optimizer_start = clock::now();
   double sum_squares = 0;
   check_plugin(strategy->grad_sq_norm(s, &sum_squares), "strategy grad_sq_norm");
   result.grad_norm = std::sqrt(sum_squares);
-  const double clip = config_.train.grad_clip;
-  const double grad_scale = clip > 0 && result.grad_norm > clip ? clip / (result.grad_norm + 1e-6) : 1.0;
   result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_, config_.train.steps);
-  keel_strategy_step_args step_args{sizeof(step_args), float(result.lr), float(grad_scale), step_ + 1};
-  check_plugin(strategy->step(s, &step_args), "strategy step");
+  if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
+    // The parameters are untouched: a skipped step leaves the model as it was, and a stopped run
+    // keeps its last checkpoint, which was written from finite state.
+    const std::string what = "step " + std::to_string(step_ + 1) + ": the " +
+                             (std::isfinite(result.loss) ? "gradient norm" : "loss") + " is not finite (loss " +
+                             std::to_string(result.loss) + ", grad_norm " + std::to_string(result.grad_norm) + ")";
+    if (config_.train.on_nonfinite == "stop")
+      throw KeelError(KEEL_ERR_NONFINITE, what + "; stopping (train.on_nonfinite = \"stop\"). Lower optimizer.lr, "
+                                               "set train.grad_clip, or resume from the last checkpoint");
+    log_warn(what + "; the update is skipped (train.on_nonfinite = \"skip\")");
+    result.skipped = true;
+  } else {
+    const double clip = config_.train.grad_clip;
+    const double grad_scale = clip > 0 && result.grad_norm > clip ? clip / (result.grad_norm + 1e-6) : 1.0;
+    keel_strategy_step_args step_args{sizeof(step_args), float(result.lr), float(grad_scale), step_ + 1};
+    check_plugin(strategy->step(s, &step_args), "strategy step");
+  }
   check_plugin(plugins_.backend->synchronize(plugins_.backend_obj), "backend synchronize");
+  result.optimizer_seconds = seconds_since(optimizer_start);
   result.step = ++step_;
-  result.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  tokens_seen_ += result.tokens;
+  result.step_seconds = seconds_since(start);
   return result;
 }
 
 double Trainer::evaluate() {
-  BatchSampler val_sampler(data_.val, config_.train.seed, true);
+  BatchSampler val_sampler(data_.val, SamplerOptions{seq_len_, config_.train.seed, false});
   double total = 0;
   const int32_t batches = config_.data.val_batches;
   for (int32_t i = 0; i < batches; ++i) {
-    Batch batch = val_sampler.next(config_.data.micro_batch, seq_len_);
+    Batch batch = val_sampler.next(config_.data.micro_batch);
     upload(batch);
     total += forward(0, batch.batch, batch.seq_len, true);
   }
@@ -195,6 +224,57 @@ std::vector<float> Trainer::read_param(size_t index) {
   check_plugin(plugins_.strategy->read_param(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
                "strategy read_param");
   return out;
+}
+
+void Trainer::write_param(size_t index, const std::vector<float>& values) {
+  if (int64_t(values.size()) != numel(index))
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + model_info().params[index].name + " has " +
+                                                   std::to_string(numel(index)) + " elements, not " + std::to_string(values.size()));
+  check_plugin(plugins_.strategy->write_param(plugins_.strategy_obj, index, 0, int64_t(values.size()), values.data()),
+               "strategy write_param");
+}
+
+std::vector<float> Trainer::read_state(int32_t slot, size_t index) {
+  if (!KEEL_HAS_SLOT(plugins_.strategy, read_state))
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, "strategy '" + config_.strategy.plugin +
+                                                "' does not implement read_state, so its optimizer state cannot be checkpointed");
+  std::vector<float> out(numel(index));
+  check_plugin(plugins_.strategy->read_state(plugins_.strategy_obj, slot, index, 0, int64_t(out.size()), out.data()),
+               "strategy read_state");
+  return out;
+}
+
+void Trainer::write_state(int32_t slot, size_t index, const std::vector<float>& values) {
+  if (!KEEL_HAS_SLOT(plugins_.strategy, write_state))
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, "strategy '" + config_.strategy.plugin +
+                                                "' does not implement write_state, so optimizer state cannot be restored");
+  check_plugin(plugins_.strategy->write_state(plugins_.strategy_obj, slot, index, 0, int64_t(values.size()), values.data()),
+               "strategy write_state");
+}
+
+keel_external_tensor Trainer::external_tensor(const std::string& format, size_t index) {
+  if (!KEEL_HAS_SLOT(plugins_.model, external_name))
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, "model '" + config_.model.plugin + "' has no external formats");
+  keel_external_tensor out{};
+  out.struct_size = sizeof(out);
+  check_plugin(plugins_.model->external_name(plugins_.model_obj, format.c_str(), index, &out),
+               "model '" + config_.model.plugin + "' external_name(" + format + ")");
+  return out;
+}
+
+std::string Trainer::external_config(const std::string& format) {
+  if (!KEEL_HAS_SLOT(plugins_.model, external_config))
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, "model '" + config_.model.plugin + "' has no external formats");
+  const char* json = nullptr;
+  check_plugin(plugins_.model->external_config(plugins_.model_obj, format.c_str(), &json),
+               "model '" + config_.model.plugin + "' external_config(" + format + ")");
+  return json ? json : "{}";
+}
+
+void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) {
+  step_ = step;
+  tokens_seen_ = tokens_seen;
+  train_sampler_->restore(data_state);
 }
 
 std::vector<float> Trainer::read_grad(size_t index) {

@@ -21,6 +21,9 @@ struct StepResult {
   double grad_norm = 0;      // before clipping
   double step_seconds = 0;
   int64_t tokens = 0;        // tokens trained in this step
+  // Wall time of each phase of this step, in seconds.
+  double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0;
+  bool skipped = false;      // non-finite loss or gradient norm with train.on_nonfinite = "skip"
 };
 
 class Trainer {
@@ -43,6 +46,20 @@ class Trainer {
 
   std::vector<float> read_param(size_t index);
   std::vector<float> read_grad(size_t index);
+  void write_param(size_t index, const std::vector<float>& values);
+  // Optimizer state slot `slot` of parameter `index` (whole tensor), for checkpoints.
+  std::vector<float> read_state(int32_t slot, size_t index);
+  void write_state(int32_t slot, size_t index, const std::vector<float>& values);
+  // How parameter `index` appears in an external format ("huggingface"); throws KeelError
+  // (KEEL_ERR_UNIMPLEMENTED) when the model does not know the format.
+  keel_external_tensor external_tensor(const std::string& format, size_t index);
+  std::string external_config(const std::string& format);
+  int64_t numel(size_t index) const;
+
+  // The resumable position of a run: optimizer steps, tokens trained, data position.
+  int64_t tokens_seen() const { return tokens_seen_; }
+  nlohmann::json data_state() const { return train_sampler_->state(); }
+  void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state);
 
   const RunConfig& config() const { return config_; }
   const keel_model_info& model_info() const { return plugins_.model_info; }
@@ -56,7 +73,6 @@ class Trainer {
  private:
   void upload(const Batch& batch);
   double forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets);
-  int64_t numel(size_t index) const;
 
   RunConfig config_;
   PluginInstances plugins_;
@@ -64,6 +80,7 @@ class Trainer {
   std::unique_ptr<BatchSampler> train_sampler_;
   int32_t seq_len_ = 0;
   int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;
   // Device copies of the current batch, sized for the largest batch seen.
   int32_t* device_tokens_ = nullptr;

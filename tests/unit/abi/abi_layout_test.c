@@ -1,8 +1,8 @@
 /* The ABI promise, checked at compile time: every shipped field of every table and argument
-   struct stays at the offset it had in ABI 0.1 (x86-64, LP64). A change that moves a field
+   struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
-   The numbers were frozen from the 0.1 headers; when 1.0 is released they are frozen again
-   under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
+   The numbers were frozen from the headers of each minor (0.1, then 0.2's appended fields);
+   when 1.0 is released they are frozen again under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
 #include <stddef.h>
@@ -115,7 +115,12 @@ KEEL_ASSERT_OFFSET(keel_backward_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_backward_args, access, 8);
 KEEL_ASSERT_OFFSET(keel_backward_args, microbatch, 16);
 KEEL_ASSERT_OFFSET(keel_backward_args, loss_scale, 20);
-KEEL_ASSERT_SIZE(keel_model_api, 64);
+KEEL_ASSERT_SIZE(keel_external_tensor, 32);
+KEEL_ASSERT_OFFSET(keel_external_tensor, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_external_tensor, name, 8);
+KEEL_ASSERT_OFFSET(keel_external_tensor, transpose, 16);
+KEEL_ASSERT_OFFSET(keel_external_tensor, rows, 24);
+KEEL_ASSERT_SIZE(keel_model_api, 80);
 KEEL_ASSERT_OFFSET(keel_model_api, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_model_api, validate_config, 8);
 KEEL_ASSERT_OFFSET(keel_model_api, create, 16);
@@ -124,6 +129,8 @@ KEEL_ASSERT_OFFSET(keel_model_api, describe, 32);
 KEEL_ASSERT_OFFSET(keel_model_api, flops_per_token, 40);
 KEEL_ASSERT_OFFSET(keel_model_api, forward, 48);
 KEEL_ASSERT_OFFSET(keel_model_api, backward, 56);
+KEEL_ASSERT_OFFSET(keel_model_api, external_name, 64);
+KEEL_ASSERT_OFFSET(keel_model_api, external_config, 72);
 KEEL_ASSERT_SIZE(keel_optimizer_info, 24);
 KEEL_ASSERT_OFFSET(keel_optimizer_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_optimizer_info, n_state_slots, 8);
@@ -164,7 +171,7 @@ KEEL_ASSERT_OFFSET(keel_strategy_step_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, lr, 8);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, grad_scale, 12);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, step, 16);
-KEEL_ASSERT_SIZE(keel_strategy_api, 96);
+KEEL_ASSERT_SIZE(keel_strategy_api, 112);
 KEEL_ASSERT_OFFSET(keel_strategy_api, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_api, validate_config, 8);
 KEEL_ASSERT_OFFSET(keel_strategy_api, create, 16);
@@ -177,6 +184,8 @@ KEEL_ASSERT_OFFSET(keel_strategy_api, step, 64);
 KEEL_ASSERT_OFFSET(keel_strategy_api, read_param, 72);
 KEEL_ASSERT_OFFSET(keel_strategy_api, write_param, 80);
 KEEL_ASSERT_OFFSET(keel_strategy_api, read_grad, 88);
+KEEL_ASSERT_OFFSET(keel_strategy_api, read_state, 96);
+KEEL_ASSERT_OFFSET(keel_strategy_api, write_state, 104);
 KEEL_ASSERT_SIZE(keel_plugin_info, 56);
 KEEL_ASSERT_OFFSET(keel_plugin_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_plugin_info, kind, 8);
@@ -223,9 +232,10 @@ KEEL_ASSERT_SIZE_FIRST(keel_strategy_api);
 KEEL_ASSERT_SIZE_FIRST(keel_plugin_info);
 KEEL_ASSERT_SIZE_FIRST(keel_plugin_list);
 KEEL_ASSERT_SIZE_FIRST(keel_step_metrics);
+KEEL_ASSERT_SIZE_FIRST(keel_external_tensor);
 
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 1 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 2 ? 0 : 1;
 }

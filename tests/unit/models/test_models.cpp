@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -643,3 +644,67 @@ TEST(GptModel, OutOfRangeTokensAreRejectedNotRead) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The "huggingface" external format (ABI 0.2): transformers' GPT2LMHeadModel names and layouts.
+
+TEST(GptModel, HuggingFaceNamesAndLayoutsOfGpt2Small) {
+  ModelRig rig("gpt", R"({"plugin":"gpt"})");
+  ASSERT_TRUE(rig.ok());
+  const keel_model_api* api = rig.api();
+  ASSERT_NE(api->external_name, nullptr);
+  ASSERT_NE(api->external_config, nullptr);
+  const keel_model_info& info = rig.info();
+  std::set<std::string> names;
+  auto external = [&](size_t index) {
+    keel_external_tensor t{};
+    t.struct_size = sizeof t;
+    EXPECT_EQ(api->external_name(rig.model(), "huggingface", index, &t), KEEL_OK) << g_last_error;
+    return t;
+  };
+  for (size_t i = 0; i < info.n_params; ++i) {
+    const keel_external_tensor t = external(i);
+    ASSERT_NE(t.name, nullptr) << info.params[i].name;
+    names.insert(t.name);
+    const std::string keel = info.params[i].name;
+    const bool conv1d_weight = info.params[i].ndim == 2 && keel != "wte" && keel != "wpe";
+    EXPECT_EQ(t.transpose, conv1d_weight ? 1 : 0) << keel;  // HF's Conv1D stores (in, out)
+    EXPECT_EQ(t.rows, keel == "wte" ? 50257 : -1) << keel;   // the padded vocabulary rows are cut
+  }
+  EXPECT_EQ(names.size(), info.n_params) << "two parameters share an external name";
+  EXPECT_STREQ(external(0).name, "transformer.wte.weight");
+  EXPECT_STREQ(external(1).name, "transformer.wpe.weight");
+  EXPECT_STREQ(external(4).name, "transformer.h.0.attn.c_attn.weight");
+  EXPECT_STREQ(external(info.n_params - 3).name, "transformer.h.11.mlp.c_proj.bias");
+  EXPECT_STREQ(external(info.n_params - 1).name, "transformer.ln_f.bias");
+
+  const char* config = nullptr;
+  ASSERT_EQ(api->external_config(rig.model(), "huggingface", &config), KEEL_OK) << g_last_error;
+  const std::string text = config;
+  for (const char* part : {"\"model_type\": \"gpt2\"", "\"n_layer\": 12", "\"n_embd\": 768", "\"vocab_size\": 50257",
+                           "\"n_positions\": 1024", "\"eos_token_id\": 50256", "\"activation_function\": \"gelu_new\""})
+    EXPECT_NE(text.find(part), std::string::npos) << "config.json lacks " << part << ":\n" << text;
+}
+
+TEST(GptModel, ExternalNamesRefuseUnknownFormatsAndIndices) {
+  ModelRig rig("gpt", kTinyGpt);
+  ASSERT_TRUE(rig.ok());
+  keel_external_tensor t{};
+  t.struct_size = sizeof t;
+  g_last_error.clear();
+  EXPECT_EQ(rig.api()->external_name(rig.model(), "onnx", 0, &t), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_NE(g_last_error.find("'onnx'"), std::string::npos) << g_last_error;
+  EXPECT_NE(g_last_error.find("huggingface"), std::string::npos) << g_last_error;  // lists the known ones
+  const char* config = nullptr;
+  EXPECT_EQ(rig.api()->external_config(rig.model(), "onnx", &config), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_EQ(config, nullptr);
+  EXPECT_EQ(rig.api()->external_name(rig.model(), "huggingface", rig.info().n_params, &t), KEEL_ERR_INVALID_ARGUMENT);
+  // A caller built before `rows` existed gets only the fields that fit in its struct.
+  keel_external_tensor old{};
+  old.struct_size = offsetof(keel_external_tensor, rows);
+  old.rows = 12345;
+  ASSERT_EQ(rig.api()->external_name(rig.model(), "huggingface", 0, &old), KEEL_OK) << g_last_error;
+  EXPECT_STREQ(old.name, "transformer.wte.weight");
+  EXPECT_EQ(old.rows, 12345);
+  EXPECT_EQ(old.struct_size, offsetof(keel_external_tensor, rows));
+}

@@ -1,0 +1,38 @@
+// Checkpoints (DESIGN.md §5): a directory per save, written under a temporary name, fsync'ed and
+// renamed into place; a `latest` pointer replaced atomically; the last N kept. Each rank writes
+// the pieces it owns as (tensor, flat range) slices, so a checkpoint loads into any layout; on
+// one rank every slice is whole. Optimizer state is stored the same way.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "config/run_config.h"
+
+namespace keel {
+
+class Trainer;
+
+constexpr int kCheckpointFormatVersion = 1;
+
+// Saves the trainer's state as <root>/step-NNNNNNNN and points <root>/latest at it; deletes the
+// oldest complete checkpoints beyond `keep`. Returns the new checkpoint's folder. Refuses (throws
+// KeelError, KEEL_ERR_NONFINITE) when a parameter or state value is not finite.
+std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t keep);
+
+// A checkpoint folder from what the user wrote: a step folder (it has manifest.json), or a root
+// folder whose `latest` names one. Throws KeelError naming the path when neither.
+std::string resolve_checkpoint(const std::string& path);
+
+// The manifest, after checking its format version and every file's size and checksum.
+nlohmann::json read_verified_manifest(const std::string& checkpoint_dir);
+
+// The run config stored in a checkpoint (with the saved overrides applied).
+RunConfig config_from_checkpoint(const std::string& checkpoint_dir);
+
+// Loads parameters, optimizer state, step, tokens seen and data position into a trainer built
+// from a compatible config. Refuses a model config that differs, naming the key.
+void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir);
+
+}  // namespace keel

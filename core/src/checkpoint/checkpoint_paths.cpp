@@ -1,0 +1,64 @@
+// Listing, naming and pruning checkpoint folders, and resolving what a user named.
+#include "checkpoint/checkpoint_paths.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/checkpoint.h"
+#include "host/errors.h"
+#include "host/log.h"
+
+namespace keel {
+namespace fs = std::filesystem;
+
+std::string step_folder_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+std::vector<std::string> complete_checkpoints(const std::string& root) {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && fs::exists(entry.path() / "manifest.json")) found.push_back(entry.path().string());
+  }
+  std::sort(found.begin(), found.end());  // zero-padded step numbers sort by step
+  return found;
+}
+
+void prune_checkpoints(const std::string& root, int32_t keep, const std::string& protect) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(root, error))
+    if (entry.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove_all(entry.path(), error);
+  std::vector<std::string> complete = complete_checkpoints(root);
+  for (size_t i = 0; i + size_t(keep) < complete.size(); ++i) {
+    if (fs::equivalent(complete[i], protect, error)) continue;
+    fs::remove_all(complete[i], error);
+    if (error) log_warn("could not delete old checkpoint " + complete[i] + ": " + error.message());
+  }
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  if (fs::exists(fs::path(path) / "manifest.json")) return path;
+  const fs::path pointer = fs::path(path) / "latest";
+  if (fs::exists(pointer)) {
+    std::ifstream in(pointer);
+    std::string name;
+    std::getline(in, name);
+    const fs::path target = fs::path(path) / name;
+    if (!name.empty() && fs::exists(target / "manifest.json")) return target.string();
+    // The pointer is replaced atomically after its target is complete, so this happens only if
+    // the target was removed by hand; the newest complete checkpoint is the honest answer.
+    log_warn(pointer.string() + " names '" + name + "', which is not a complete checkpoint; using the newest complete one");
+  }
+  std::vector<std::string> complete = complete_checkpoints(path);
+  if (!complete.empty()) return complete.back();
+  throw KeelError(KEEL_ERR_NOT_FOUND, path + ": no checkpoint here (expected a folder with manifest.json, or a "
+                                             "checkpoint root with a 'latest' pointer or step-* folders)");
+}
+
+}  // namespace keel

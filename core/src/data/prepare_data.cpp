@@ -1,0 +1,342 @@
+// Turns text into byte-level token shards. Documents are files: each goes whole to train or
+// to validation, chosen by a hash of its path relative to the input (so the choice does not
+// depend on where the folder lives), until about --val-fraction of the bytes are validation.
+// Files are read in sorted path order, so the same inputs always give the same shards.
+#include "data/prepare_data.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+
+#include "data/shard_format.h"
+#include "data/shard_writer.h"
+#include "host/errors.h"
+#include "host/param_init.h"
+
+namespace keel {
+namespace {
+namespace fs = std::filesystem;
+
+const char* kPrepareUsage =
+    "usage: keel prepare-data INPUT... --out DIR [--val-fraction F] [--shard-tokens N]\n"
+    "  INPUT          text files or folders (read recursively; hidden entries and binary files are skipped)\n"
+    "  --out DIR      where train_000000.bin, ... and val_000000.bin, ... are written\n"
+    "  --val-fraction about this fraction of the bytes, in whole files, goes to validation (default 0.05)\n"
+    "  --shard-tokens tokens per shard (default 100M; K, M and G suffixes allowed)\n"
+    "Tokens are bytes (vocabulary 256), in llm.c's shard format.\n";
+
+constexpr int64_t kMinShardTokens = 1024;
+constexpr size_t kBinaryProbeBytes = 8192;  // a NUL byte in the first 8 KiB marks a binary file
+constexpr size_t kReadChunkBytes = 1 << 20;
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;
+  std::string out_dir;
+  double val_fraction = 0.05;
+  int64_t shard_tokens = 100'000'000;
+  std::string shard_tokens_note;  // set when the requested size was clamped
+};
+
+struct Document {
+  std::string path;       // as found, for reading and messages
+  std::string name;       // relative to its input, for the validation choice
+  int64_t bytes = 0;
+};
+
+struct Listing {
+  std::vector<Document> documents;
+  std::vector<std::string> binary_files;
+  int64_t hidden_entries = 0, empty_files = 0;
+};
+
+int64_t parse_token_count(const std::string& text) {
+  size_t used = 0;
+  double value = std::stod(text, &used);
+  const std::string suffix = text.substr(used);
+  if (suffix == "K" || suffix == "k") value *= 1e3;
+  else if (suffix == "M" || suffix == "m") value *= 1e6;
+  else if (suffix == "G" || suffix == "g") value *= 1e9;
+  else if (!suffix.empty()) throw std::invalid_argument(text);
+  if (!std::isfinite(value) || value < 1) throw std::invalid_argument(text);
+  return int64_t(std::min(value, 9e18));
+}
+
+PrepareOptions parse_options(const std::vector<std::string>& args) {
+  PrepareOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i], value;
+    const size_t equals = arg.find('=');
+    const bool is_flag = arg.rfind("--", 0) == 0;
+    if (is_flag && equals != std::string::npos) value = arg.substr(equals + 1), arg = arg.substr(0, equals);
+    auto take_value = [&]() {
+      if (!value.empty()) return value;
+      if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
+      return args[++i];
+    };
+    if (arg == "--out") options.out_dir = take_value();
+    else if (arg == "--val-fraction") {
+      const std::string text = take_value();
+      try {
+        options.val_fraction = std::stod(text);
+      } catch (const std::exception&) {
+        throw UsageError("--val-fraction: expected a number in [0, 1), found '" + text + "'");
+      }
+      if (!(options.val_fraction >= 0 && options.val_fraction < 1))
+        throw UsageError("--val-fraction: expected a number in [0, 1), found '" + text + "'");
+    } else if (arg == "--shard-tokens") {
+      const std::string text = take_value();
+      try {
+        options.shard_tokens = parse_token_count(text);
+      } catch (const std::exception&) {
+        throw UsageError("--shard-tokens: expected a positive token count such as 100M, found '" + text + "'");
+      }
+    } else if (arg == "-h" || arg == "--help") throw UsageError("");
+    else if (is_flag) throw UsageError("unknown option " + arg);
+    else options.inputs.push_back(arg);
+  }
+  if (options.inputs.empty()) throw UsageError("no INPUT given: name text files or folders to tokenize");
+  if (options.out_dir.empty()) throw UsageError("--out DIR is required");
+  const int64_t clamped = std::clamp<int64_t>(options.shard_tokens, kMinShardTokens, kShardMaxTokens);
+  if (clamped != options.shard_tokens)
+    options.shard_tokens_note = "--shard-tokens " + std::to_string(options.shard_tokens) + " clamped to " +
+                                std::to_string(clamped) + " (shards hold " + std::to_string(kMinShardTokens) +
+                                " to 2^31-1 tokens)";
+  options.shard_tokens = clamped;
+  return options;
+}
+
+KeelError read_error(const std::string& path, const std::string& doing) {
+  return KeelError(KEEL_ERR_IO, path + ": cannot " + doing + " (" + std::strerror(errno) + ")");
+}
+
+// Reads up to kBinaryProbeBytes from the start of the file; throws naming the path if it cannot.
+bool looks_binary(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw read_error(path, "read");
+  char probe[kBinaryProbeBytes];
+  const ssize_t n = ::read(fd, probe, sizeof(probe));
+  const int saved = errno;
+  ::close(fd);
+  if (n < 0) {
+    errno = saved;
+    throw read_error(path, "read");
+  }
+  return std::memchr(probe, 0, size_t(n)) != nullptr;
+}
+
+void add_file(const fs::path& path, const std::string& name, Listing& listing) {
+  std::error_code error;
+  const auto bytes = fs::file_size(path, error);
+  if (error) throw KeelError(KEEL_ERR_IO, path.string() + ": cannot read (" + error.message() + ")");
+  if (bytes == 0) {
+    ++listing.empty_files;
+  } else if (looks_binary(path.string())) {
+    listing.binary_files.push_back(path.string());
+  } else {
+    listing.documents.push_back({path.string(), name, int64_t(bytes)});
+  }
+}
+
+void add_folder(const fs::path& root, Listing& listing) {
+  std::error_code error;
+  fs::recursive_directory_iterator it(root, error), end;
+  if (error) throw KeelError(KEEL_ERR_IO, root.string() + ": cannot list folder (" + error.message() + ")");
+  for (; it != end; it.increment(error)) {
+    if (error) throw KeelError(KEEL_ERR_IO, it->path().string() + ": cannot list folder (" + error.message() + ")");
+    if (it->path().filename().string().rfind('.', 0) == 0) {
+      ++listing.hidden_entries;
+      if (it->is_directory(error)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(error)) add_file(it->path(), it->path().lexically_relative(root).generic_string(), listing);
+  }
+}
+
+Listing list_documents(const std::vector<std::string>& inputs) {
+  Listing listing;
+  for (const auto& input : inputs) {
+    std::error_code error;
+    const fs::file_status status = fs::status(input, error);
+    if (status.type() == fs::file_type::not_found)
+      throw KeelError(KEEL_ERR_NOT_FOUND, input + ": no such file or folder");
+    if (error) throw KeelError(KEEL_ERR_IO, input + ": cannot read (" + error.message() + ")");
+    if (fs::is_directory(status)) add_folder(input, listing);
+    else if (fs::is_regular_file(status)) add_file(input, fs::path(input).filename().string(), listing);
+    else throw KeelError(KEEL_ERR_IO, input + ": not a regular file or folder");
+  }
+  auto& docs = listing.documents;
+  std::sort(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.path < b.path; });
+  std::sort(listing.binary_files.begin(), listing.binary_files.end());
+  docs.erase(std::unique(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.path == b.path; }),
+             docs.end());
+  return listing;
+}
+
+// Documents in the order of a hash of their relative names go to validation until about
+// `fraction` of the bytes are there; with two or more documents each split keeps at least one.
+std::vector<bool> choose_validation(const std::vector<Document>& docs, double fraction) {
+  std::vector<bool> is_val(docs.size(), false);
+  if (fraction <= 0 || docs.size() < 2) return is_val;
+  std::vector<size_t> order(docs.size());
+  std::vector<uint64_t> key(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) order[i] = i, key[i] = mix64(hash_name(docs[i].name.c_str()));
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return key[a] != key[b] ? key[a] < key[b] : docs[a].path < docs[b].path;
+  });
+  int64_t total = 0;
+  for (const auto& d : docs) total += d.bytes;
+  const double target = fraction * double(total);
+  int64_t val_bytes = 0;
+  size_t val_docs = 0;
+  for (size_t i : order) {
+    if (val_docs + 1 >= docs.size() || (val_docs > 0 && double(val_bytes) >= target)) break;
+    // Skip a document that would overshoot the target by more than it closes the gap.
+    if (double(val_bytes + docs[i].bytes) - target > target - double(val_bytes)) continue;
+    is_val[i] = true;
+    val_bytes += docs[i].bytes;
+    ++val_docs;
+  }
+  if (val_docs == 0) {  // every document is far larger than the target: take the smallest
+    const size_t smallest = *std::min_element(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return docs[a].bytes < docs[b].bytes;
+    });
+    is_val[smallest] = true;
+  }
+  return is_val;
+}
+
+void write_document(const Document& doc, ShardWriter& writer) {
+  const int fd = ::open(doc.path.c_str(), O_RDONLY);
+  if (fd < 0) throw read_error(doc.path, "read");
+  std::vector<unsigned char> bytes(kReadChunkBytes);
+  std::vector<uint16_t> tokens(kReadChunkBytes);
+  for (;;) {
+    const ssize_t n = ::read(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      throw read_error(doc.path, "read");
+    }
+    if (n == 0) break;
+    std::copy(bytes.begin(), bytes.begin() + n, tokens.begin());  // the byte-level tokenizer
+    writer.append(tokens.data(), n);
+  }
+  ::close(fd);
+}
+
+// Removes DIR/<split>_NNNNNN.bin left by an earlier run that wrote more shards, so a glob over
+// DIR sees only this run's data.
+int64_t remove_stale_shards(const std::string& dir, const std::string& split, int64_t shards_written) {
+  const std::regex shard_name(split + "_([0-9]{6})\\.bin");
+  int64_t removed = 0;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, match, shard_name) && std::stoll(match[1].str()) >= shards_written &&
+        fs::remove(entry.path(), error))
+      ++removed;
+  }
+  return removed;
+}
+
+struct SplitSummary {
+  size_t documents = 0;
+  int64_t tokens = 0;
+  std::vector<std::string> files;
+  int64_t stale_removed = 0;
+};
+
+SplitSummary write_split(const PrepareOptions& options, const std::string& split, const Listing& listing,
+                         const std::vector<bool>& is_val, bool want_val) {
+  ShardWriter writer(options.out_dir, split, options.shard_tokens);
+  SplitSummary summary;
+  for (size_t i = 0; i < listing.documents.size(); ++i) {
+    if (is_val[i] != want_val) continue;
+    write_document(listing.documents[i], writer);
+    ++summary.documents;
+  }
+  writer.finish();
+  summary.tokens = writer.tokens();
+  summary.files = writer.files();
+  summary.stale_removed = remove_stale_shards(options.out_dir, split, int64_t(summary.files.size()));
+  return summary;
+}
+
+void print_listing(const PrepareOptions& options, const Listing& listing, std::ostream& out) {
+  int64_t bytes = 0;
+  for (const auto& d : listing.documents) bytes += d.bytes;
+  out << "prepare-data: " << listing.documents.size() << " documents, " << bytes << " bytes, from "
+      << options.inputs.size() << " input(s); skipped " << listing.binary_files.size() << " binary file(s), "
+      << listing.empty_files << " empty file(s), " << listing.hidden_entries << " hidden file(s) or folder(s)\n";
+  const size_t shown = std::min<size_t>(listing.binary_files.size(), 10);
+  for (size_t i = 0; i < shown; ++i) out << "  skipped binary (contains a NUL byte): " << listing.binary_files[i] << "\n";
+  if (listing.binary_files.size() > shown)
+    out << "  ... and " << listing.binary_files.size() - shown << " more binary file(s)\n";
+  if (!options.shard_tokens_note.empty()) out << "  note: " << options.shard_tokens_note << "\n";
+}
+
+void print_split(const std::string& split, const SplitSummary& s, std::ostream& out) {
+  out << split << ": " << s.documents << " documents, " << s.tokens << " tokens in " << s.files.size() << " shard(s)";
+  if (!s.files.empty()) out << ": " << s.files.front() << (s.files.size() > 1 ? " ... " + s.files.back() : "");
+  out << "\n";
+  if (s.stale_removed) out << "  removed " << s.stale_removed << " stale " << split << " shard(s) of an earlier run\n";
+}
+
+int prepare(const PrepareOptions& options, std::ostream& out) {
+  const Listing listing = list_documents(options.inputs);
+  if (listing.documents.empty())
+    throw KeelError(KEEL_ERR_NOT_FOUND, "no text documents found in " + options.inputs.front() +
+                                            (options.inputs.size() > 1 ? " and the other inputs" : "") +
+                                            " (binary, empty and hidden files are skipped)");
+  std::error_code error;
+  fs::create_directories(options.out_dir, error);
+  if (error || !fs::is_directory(options.out_dir))
+    throw KeelError(KEEL_ERR_IO, options.out_dir + ": cannot create the output folder (" +
+                                     (error ? error.message() : "a file of that name exists") + ")");
+  print_listing(options, listing, out);
+  const std::vector<bool> is_val = choose_validation(listing.documents, options.val_fraction);
+  const SplitSummary train = write_split(options, "train", listing, is_val, false);
+  const SplitSummary val = write_split(options, "val", listing, is_val, true);
+  print_split("train", train, out);
+  print_split("val", val, out);
+  if (val.documents == 0) out << "  no validation split (" << listing.documents.size() << " document(s), --val-fraction "
+                              << options.val_fraction << "): data.val can point at the train shards\n";
+  out << "train with data.source \"shards\", data.train \"" << options.out_dir << "/train_*.bin\", data.val \""
+      << options.out_dir << "/val_*.bin\" and model.vocab_size >= 256" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int prepare_data_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  try {
+    return prepare(parse_options(args), out);
+  } catch (const UsageError& e) {
+    if (!*e.what()) {  // --help
+      out << kPrepareUsage;
+      return 0;
+    }
+    err << "keel prepare-data: " << e.what() << "\n" << kPrepareUsage;
+    return 2;
+  } catch (const KeelError& e) {
+    err << "keel prepare-data: error: " << e.what() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    err << "keel prepare-data: error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace keel

@@ -1,0 +1,77 @@
+// The export command: find the checkpoint, rebuild its trainer from the config it stores, load
+// the checkpoint, write the external files. Rebuilding the trainer (rather than reading the
+// checkpoint's tensors directly) lets the model plugin own every name and layout decision.
+#include "interop/export_command.h"
+
+#include <stdexcept>
+
+#include "checkpoint/checkpoint.h"
+#include "host/errors.h"
+#include "interop/huggingface.h"
+#include "train/trainer.h"
+
+namespace keel {
+
+const char* const kExportUsage =
+    "usage: keel export CHECKPOINT --out FILE.safetensors   a checkpoint (a step folder, or a root with 'latest')\n"
+    "       as one safetensors file with Hugging Face GPT-2 names, and config.json beside it\n";
+
+namespace {
+
+struct ExportArgs {
+  std::string checkpoint, out;
+};
+
+// Throws std::invalid_argument with what is wrong.
+ExportArgs parse_export_args(const std::vector<std::string>& args) {
+  ExportArgs parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--out") {
+      if (i + 1 >= args.size()) throw std::invalid_argument("--out needs a value");
+      parsed.out = args[++i];
+    } else if (arg.rfind("--out=", 0) == 0) {
+      parsed.out = arg.substr(6);
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw std::invalid_argument("unknown option " + arg);
+    } else if (parsed.checkpoint.empty()) {
+      parsed.checkpoint = arg;
+    } else {
+      throw std::invalid_argument("unexpected argument " + arg);
+    }
+  }
+  if (parsed.checkpoint.empty()) throw std::invalid_argument("keel export needs a CHECKPOINT folder");
+  if (parsed.out.empty()) throw std::invalid_argument("keel export needs --out FILE.safetensors");
+  return parsed;
+}
+
+}  // namespace
+
+int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ExportArgs parsed;
+  try {
+    parsed = parse_export_args(args);
+  } catch (const std::invalid_argument& e) {
+    err << "keel export: " << e.what() << "\n" << kExportUsage;
+    return 2;
+  }
+  try {
+    const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
+    RunConfig config = config_from_checkpoint(checkpoint);
+    config.model_init_from.clear();  // the checkpoint sets every parameter; the run's init file may be gone
+    Trainer trainer(std::move(config));
+    load_checkpoint(trainer, checkpoint);
+    export_huggingface(trainer, parsed.out);
+    out << "exported " << checkpoint << " (step " << trainer.step() << ", " << trainer.model_info().n_params
+        << " parameters) to " << parsed.out << " and config.json beside it" << std::endl;
+    return 0;
+  } catch (const KeelError& e) {
+    err << "keel export: error: " << e.what() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    err << "keel export: internal error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace keel

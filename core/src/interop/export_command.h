@@ -1,0 +1,17 @@
+// `keel export CHECKPOINT --out model.safetensors`: a checkpoint's parameters in Hugging Face's
+// GPT-2 layout (interop/huggingface.h), for transformers' from_pretrained on the output folder.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace keel {
+
+extern const char* const kExportUsage;  // the usage line for the CLI's help
+
+// args: what follows "export". Returns the process exit status: 0 done, 1 failed (the message
+// on err), 2 a misused command line (with the usage).
+int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace keel

@@ -1,0 +1,201 @@
+// Export to and import from Hugging Face's layout. The model plugin says, per parameter, the
+// external name, whether the 2-D tensor is stored transposed and how many leading rows exist
+// outside Keel (a padded vocabulary is cut); this file only moves bytes accordingly.
+#include "interop/huggingface.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "host/errors.h"
+#include "io/durable_files.h"
+#include "io/safetensors.h"
+#include "train/trainer.h"
+
+namespace keel {
+
+namespace {
+
+constexpr const char* kFormat = "huggingface";
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
+  return out + "]";
+}
+
+// One parameter as Keel holds it and as the external format stores it.
+struct ExternalLayout {
+  std::string keel_name, name;  // name empty: the model does not export this parameter
+  bool transpose = false;
+  std::vector<int64_t> keel_shape, external_shape;
+  int64_t external_rows = 0, cols = 0;  // the external tensor before transposing: (external_rows, cols)
+};
+
+ExternalLayout layout_of(Trainer& trainer, size_t index) {
+  const keel_param_spec& spec = trainer.model_info().params[index];
+  const keel_external_tensor ext = trainer.external_tensor(kFormat, index);
+  ExternalLayout out;
+  out.keel_name = spec.name;
+  out.keel_shape.assign(spec.global_shape, spec.global_shape + spec.ndim);
+  if (!ext.name) return out;
+  out.name = ext.name;
+  out.transpose = ext.transpose != 0;
+  const int64_t leading = spec.ndim > 0 ? spec.global_shape[0] : 1;
+  out.external_rows = ext.rows >= 0 ? ext.rows : leading;
+  out.cols = leading > 0 ? trainer.numel(index) / leading : 0;
+  if (out.external_rows > leading || (out.transpose && spec.ndim != 2) || (ext.rows >= 0 && spec.ndim == 0))
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': external layout of " + spec.name +
+                                           " (rows " + std::to_string(ext.rows) + ", transpose " +
+                                           std::to_string(ext.transpose) + ") does not fit its shape " +
+                                           shape_text(out.keel_shape));
+  out.external_shape = out.keel_shape;
+  if (spec.ndim > 0) out.external_shape[0] = out.external_rows;
+  if (out.transpose) std::swap(out.external_shape[0], out.external_shape[1]);
+  return out;
+}
+
+// (rows, cols) row-major into (cols, rows) row-major.
+std::vector<float> transposed(const float* in, int64_t rows, int64_t cols) {
+  std::vector<float> out(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[size_t(c * rows + r)] = in[r * cols + c];
+  return out;
+}
+
+// The file's name for `name`: as written, or without "transformer." (GPT2Model's names, which
+// the gpt2 download on the Hub uses). Empty when neither is there.
+std::string stored_name(const SafetensorsFile& file, const std::string& name) {
+  if (file.has(name)) return name;
+  const std::string prefix = "transformer.";
+  if (name.rfind(prefix, 0) == 0 && file.has(name.substr(prefix.size()))) return name.substr(prefix.size());
+  return "";
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Tensors transformers writes besides the parameters: the causal-mask buffers of older
+// versions, and the LM head, which GPT-2 ties to the token embedding.
+bool is_ignored_extra(const std::string& name) {
+  return name == "lm_head.weight" || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
+// A tied model's lm_head.weight must equal its embedding; one that differs is a model Keel's
+// tied GPT cannot represent.
+void check_tied_lm_head(const SafetensorsFile& file) {
+  if (!file.has("lm_head.weight")) return;
+  const std::string wte = stored_name(file, "transformer.wte.weight");
+  if (wte.empty()) return;
+  const auto& head = file.tensor("lm_head.weight");
+  const auto& embedding = file.tensor(wte);
+  if (head.dtype != embedding.dtype || head.shape != embedding.shape || std::memcmp(head.data, embedding.data, head.bytes) != 0)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, file.path() + ": lm_head.weight differs from " + wte +
+                                                   ": the file's model has an untied LM head, and Keel's gpt ties it "
+                                                   "to the token embedding");
+}
+
+}  // namespace
+
+void export_huggingface(Trainer& trainer, const std::string& out_safetensors_path) {
+  const size_t n = trainer.model_info().n_params;
+  std::vector<std::vector<float>> buffers;  // kept alive until the file is written
+  std::vector<SafetensorsEntry> entries;
+  std::set<std::string> names;
+  buffers.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const ExternalLayout layout = layout_of(trainer, i);
+    if (layout.name.empty()) continue;
+    if (!names.insert(layout.name).second)
+      throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "' gives two parameters the " +
+                                             kFormat + " name " + layout.name);
+    std::vector<float> values = trainer.read_param(i);
+    values.resize(size_t(layout.external_rows * layout.cols));  // cuts the padded rows
+    if (layout.transpose) values = transposed(values.data(), layout.external_rows, layout.cols);
+    buffers.push_back(std::move(values));
+    entries.push_back({layout.name, "F32", layout.external_shape, buffers.back().data(), buffers.back().size() * sizeof(float)});
+  }
+
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(trainer.external_config(kFormat));
+  } catch (const nlohmann::json::exception& e) {
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': its " + kFormat +
+                                           " config is not JSON: " + e.what());
+  }
+
+  const std::filesystem::path out(out_safetensors_path);
+  std::error_code error;
+  if (out.has_parent_path() && !std::filesystem::create_directories(out.parent_path(), error) && error)
+    throw KeelError(KEEL_ERR_IO, out.parent_path().string() + ": cannot create the folder: " + error.message());
+  const std::string temporary = out_safetensors_path + ".tmp-" + std::to_string(::getpid());
+  try {
+    write_safetensors(temporary, entries, {{"format", "pt"}});
+    rename_durably(temporary, out_safetensors_path);
+  } catch (...) {
+    std::remove(temporary.c_str());
+    throw;
+  }
+  write_file_atomically((out.parent_path() / "config.json").string(), config.dump(2) + "\n");
+}
+
+void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
+  const SafetensorsFile file(safetensors_path);
+  const size_t n = trainer.model_info().n_params;
+  // Check everything before writing anything, so a refused file leaves the parameters as they were.
+  std::vector<ExternalLayout> layouts;
+  std::vector<std::string> stored;
+  std::set<std::string> used;
+  for (size_t i = 0; i < n; ++i) {
+    layouts.push_back(layout_of(trainer, i));
+    const ExternalLayout& layout = layouts.back();
+    stored.push_back(layout.name.empty() ? "" : stored_name(file, layout.name));
+    if (layout.name.empty()) continue;
+    const std::string what = "tensor \"" + layout.name + "\" (Keel's " + layout.keel_name + ")";
+    if (stored.back().empty())
+      throw KeelError(KEEL_ERR_NOT_FOUND, safetensors_path + ": " + what + " is missing; expected shape " +
+                                              shape_text(layout.external_shape));
+    const auto& tensor = file.tensor(stored.back());
+    if (tensor.dtype != "F32")
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, safetensors_path + ": " + what + " is " + tensor.dtype +
+                                                     "; only F32 is read");
+    if (tensor.shape != layout.external_shape)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                      safetensors_path + ": " + what + ": expected shape " + shape_text(layout.external_shape) +
+                          (layout.transpose ? " (Keel's " + shape_text(layout.keel_shape) + ", transposed)" : "") +
+                          ", found " + shape_text(tensor.shape) + "; does the model config match the file's?");
+    used.insert(stored.back());
+  }
+  std::vector<std::string> unknown;
+  for (const auto& name : file.names())
+    if (!used.count(name) && !is_ignored_extra(name)) unknown.push_back(name);
+  if (!unknown.empty()) {
+    std::string list;
+    for (size_t k = 0; k < std::min<size_t>(unknown.size(), 5); ++k) list += (k ? ", " : "") + unknown[k];
+    if (unknown.size() > 5) list += ", ... (" + std::to_string(unknown.size()) + " in all)";
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, safetensors_path + ": holds tensors model '" +
+                                                   trainer.config().model.plugin + "' does not have: " + list +
+                                                   "; does the model config match the file's?");
+  }
+  check_tied_lm_head(file);
+
+  for (size_t i = 0; i < n; ++i) {
+    const ExternalLayout& layout = layouts[i];
+    if (layout.name.empty()) continue;
+    const int64_t count = layout.external_rows * layout.cols;
+    std::vector<float> external(static_cast<size_t>(count));
+    file.read_f32(stored[i], 0, count, external.data());
+    if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
+    std::vector<float> values(size_t(trainer.numel(i)), 0.0f);  // rows the format lacks stay zero
+    std::copy(external.begin(), external.end(), values.begin());
+    trainer.write_param(i, values);
+  }
+}
+
+}  // namespace keel

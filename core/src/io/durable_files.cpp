@@ -1,0 +1,46 @@
+// POSIX durability: open + fsync (O_DIRECTORY for folders), rename(2) is atomic within a
+// file system, and the parent folder is fsync'ed so the new name itself is on disk.
+#include "io/durable_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "host/errors.h"
+
+namespace keel {
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw KeelError(KEEL_ERR_IO, path + ": cannot open for fsync: " + std::strerror(errno));
+  int rc = ::fsync(fd);
+  int saved = errno;
+  ::close(fd);
+  if (rc != 0) throw KeelError(KEEL_ERR_IO, path + ": fsync failed: " + std::strerror(saved));
+}
+
+void rename_durably(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw KeelError(KEEL_ERR_IO, "cannot rename " + from + " to " + to + ": " + std::strerror(errno));
+  std::string parent = std::filesystem::path(to).parent_path().string();
+  fsync_path(parent.empty() ? "." : parent);
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) throw KeelError(KEEL_ERR_IO, temporary + ": write failed (disk full?)");
+  }
+  fsync_path(temporary);
+  rename_durably(temporary, path);
+}
+
+}  // namespace keel

@@ -1,0 +1,126 @@
+// The "huggingface" format: transformers' GPT2LMHeadModel names ("transformer.h.0.attn.c_attn.weight")
+// and layouts. HF's GPT-2 uses Conv1D, which stores a linear map as (in, out), the transpose of
+// Keel's (out, in); HF's wte has exactly vocab_size rows, so Keel's padded rows are cut. The
+// lm_head is tied to wte on both sides, so it has no entry of its own.
+#include "gpt_external_names.hpp"
+#include "gpt_model.hpp"  // defines: GptConfig
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+#include <utility>
+
+namespace keel_gpt {
+
+using keel_support::StatusError;
+
+namespace {
+
+constexpr const char* kHuggingFace = "huggingface";
+
+struct BlockName {
+  const char* keel;  // after "h.<i>."
+  const char* hf;    // after "transformer.h.<i>."
+  bool transpose;
+};
+
+// Every tensor of a transformer block; the weights of the four Conv1D layers are transposed.
+const BlockName kBlockNames[] = {
+    {"ln_1.weight", "ln_1.weight", false},          {"ln_1.bias", "ln_1.bias", false},
+    {"attn.qkv.weight", "attn.c_attn.weight", true}, {"attn.qkv.bias", "attn.c_attn.bias", false},
+    {"attn.proj.weight", "attn.c_proj.weight", true}, {"attn.proj.bias", "attn.c_proj.bias", false},
+    {"ln_2.weight", "ln_2.weight", false},          {"ln_2.bias", "ln_2.bias", false},
+    {"mlp.fc.weight", "mlp.c_fc.weight", true},     {"mlp.fc.bias", "mlp.c_fc.bias", false},
+    {"mlp.proj.weight", "mlp.c_proj.weight", true}, {"mlp.proj.bias", "mlp.c_proj.bias", false},
+};
+
+struct HfName {
+  std::string name;
+  bool transpose = false;
+  bool cut_to_vocab = false;
+};
+
+HfName huggingface_name(const std::string& keel) {
+  if (keel == "wte") return {"transformer.wte.weight", false, true};
+  if (keel == "wpe") return {"transformer.wpe.weight", false, false};
+  if (keel == "ln_f.weight" || keel == "ln_f.bias") return {"transformer." + keel, false, false};
+  if (keel.rfind("h.", 0) == 0) {
+    const size_t dot = keel.find('.', 2);
+    if (dot != std::string::npos) {
+      const std::string block = keel.substr(0, dot + 1), rest = keel.substr(dot + 1);  // "h.3.", "attn.qkv.weight"
+      for (const auto& n : kBlockNames)
+        if (rest == n.keel) return {"transformer." + block + n.hf, n.transpose, false};
+    }
+  }
+  throw std::logic_error("gpt external names: no Hugging Face name for parameter '" + keel + "'");
+}
+
+std::string huggingface_config(const GptConfig& c) {
+  // GPT2Config's fields (transformers/models/gpt2/configuration_gpt2.py). Keel trains without
+  // dropout, so the exported model has none either.
+  nlohmann::json j = {
+      {"model_type", "gpt2"},
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"vocab_size", c.vocab_size},
+      {"n_positions", c.max_seq_len},
+      {"n_ctx", c.max_seq_len},
+      {"n_embd", c.d_model},
+      {"n_layer", c.n_layer},
+      {"n_head", c.n_head},
+      {"n_inner", nullptr},  // 4 * n_embd
+      {"activation_function", "gelu_new"},  // the tanh approximation Keel's GELU uses
+      {"layer_norm_epsilon", 1e-5},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"scale_attn_weights", true},
+      {"scale_attn_by_inverse_layer_idx", false},
+      {"reorder_and_upcast_attn", false},
+      {"tie_word_embeddings", true},
+      {"initializer_range", 0.02},
+      {"use_cache", true},
+      {"torch_dtype", "float32"},
+  };
+  // <|endoftext|> exists only in GPT-2's own tokenizer; another vocabulary has no known id.
+  if (c.vocab_size == 50257) j["bos_token_id"] = j["eos_token_id"] = 50256;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+GptExternalNames::GptExternalNames(const GptConfig& config, const std::vector<std::string>& keel_names)
+    : hf_config_json_(huggingface_config(config)) {
+  std::vector<HfName> mapped;
+  for (const auto& name : keel_names) mapped.push_back(huggingface_name(name));
+  for (auto& m : mapped) hf_names_.push_back(std::move(m.name));
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    keel_external_tensor t{};
+    t.struct_size = sizeof t;
+    t.name = hf_names_[i].c_str();  // hf_names_ no longer grows, so the pointers stay valid
+    t.transpose = mapped[i].transpose ? 1 : 0;
+    t.rows = mapped[i].cut_to_vocab ? config.vocab_size : -1;
+    huggingface_.push_back(t);
+  }
+}
+
+void GptExternalNames::require_known(const std::string& format) const {
+  if (format != kHuggingFace)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format +
+                                                  "'; the gpt model knows: " + kHuggingFace);
+}
+
+keel_external_tensor GptExternalNames::tensor(const std::string& format, size_t index) const {
+  require_known(format);
+  if (index >= huggingface_.size())
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "external_name: parameter index " + std::to_string(index) +
+                                                     " is past the last parameter (" +
+                                                     std::to_string(huggingface_.size()) + " parameters)");
+  return huggingface_[index];
+}
+
+const char* GptExternalNames::config_json(const std::string& format) const {
+  require_known(format);
+  return hf_config_json_.c_str();
+}
+
+}  // namespace keel_gpt

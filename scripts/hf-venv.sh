@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Creates the venv the transformers oracle runs in (tests/python/test_hf_export.py loads Keel's
+# export with GPT2LMHeadModel.from_pretrained). It is built on Debian's python3 with its site
+# packages, so the venv sees Debian's torch; transformers is pinned to a release that still
+# supports torch 1.13. Safe to run again: does nothing once transformers imports.
+# Usage: scripts/hf-venv.sh VENV_DIR
+# Exits 0 when ready, 77 (ctest's skip code) when PyPI cannot be reached, 1 on other failures.
+set -uo pipefail
+venv="${1:?usage: scripts/hf-venv.sh VENV_DIR}"
+python=/usr/bin/python3
+package="transformers==4.38.2"
+imports="import torch, transformers; from transformers import GPT2LMHeadModel"
+
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$imports" 2>/dev/null; then
+  exit 0
+fi
+if ! "$python" -m venv --system-site-packages "$venv"; then
+  echo "hf-venv: $python could not create a venv at $venv (is python3-venv installed?)" >&2
+  exit 1
+fi
+if ! "$venv/bin/pip" install -q --disable-pip-version-check --retries 1 --timeout 20 "$package"; then
+  if ! "$venv/bin/pip" download -q --no-deps --retries 0 --timeout 10 -d "$venv/.probe" pip >/dev/null 2>&1; then
+    echo "hf-venv: SKIP: cannot reach PyPI to install $package into $venv (offline?)" >&2
+    exit 77
+  fi
+  echo "hf-venv: pip install $package into $venv failed" >&2
+  exit 1
+fi
+"$venv/bin/python" -c "$imports" || { echo "hf-venv: '$imports' fails after installing" >&2; exit 1; }

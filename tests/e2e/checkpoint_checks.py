@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Checkpoint end-to-end checks of the keel executable (stdlib only):
+- resume: 2N steps in one run equal N steps, save, resume, N steps — identical losses and
+  identical parameters and optimizer state, bit for bit;
+- a resume whose model config differs is refused, naming the key;
+- corrupted checkpoints (truncated file, wrong manifest version, checksum mismatch) are refused
+  with a clear error and nothing already saved is lost;
+- SIGKILL at random moments, saving every step: `latest` always names a complete, verified
+  checkpoint, the step never goes backwards, and the run resumes;
+- non-finite values stop the run or skip the step, and are never checkpointed."""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SMALL = ["data.micro_batch=4", "data.global_batch=4", "data.seq_len=64", "train.sample_tokens=0", "train.log_every=1",
+         "data.val_batches=1", "train.tensorboard_dir=\"none\"", "lr_schedule.warmup_steps=2"]
+
+
+def keel_run(keel, config, sets, resume=None, check=True):
+    cmd = [keel, "run", config] + [a for s in sets for a in ("--set", s)]
+    if resume:
+        cmd += ["--resume", resume]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def metrics(path):
+    return {r["step"]: r for r in (json.loads(line) for line in open(path) if line.strip())}
+
+
+def tensors(checkpoint_file):
+    """name -> raw bytes of every tensor in a safetensors file."""
+    with open(checkpoint_file, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items() if k != "__metadata__"}
+
+
+def run_dir(work, name):
+    return [f"train.checkpoint.dir=\"{work}/{name}\"", f"train.metrics_path=\"{work}/{name}.jsonl\""]
+
+
+def check_resume(keel, config, work):
+    n = 4
+    # The first half stops at n steps; decay_steps pins the schedule's horizon to 2n in both runs.
+    common = SMALL + [f"lr_schedule.decay_steps={2 * n}", f"train.checkpoint.every={n}"]
+    keel_run(keel, config, common + run_dir(work, "straight") + [f"train.steps={2 * n}"])
+    keel_run(keel, config, common + run_dir(work, "split") + [f"train.steps={n}"])
+    p = keel_run(keel, config, common + run_dir(work, "split") + [f"train.steps={2 * n}"], resume="latest")
+    assert f"at step {n}" in p.stdout, p.stdout
+    straight, split = metrics(f"{work}/straight.jsonl"), metrics(f"{work}/split.jsonl")
+    for step in range(1, 2 * n + 1):
+        a, b = straight[step]["loss"], split[step]["loss"]
+        print(f"step {step}: uninterrupted {a!r}  resumed {b!r}")
+        assert a == b, f"step {step}: losses differ ({a} vs {b})"
+    final = f"step-{2 * n:08d}/rank00000.safetensors"
+    ta, tb = tensors(f"{work}/straight/{final}"), tensors(f"{work}/split/{final}")
+    assert ta.keys() == tb.keys() and any(k.startswith("state1/") for k in ta), sorted(ta)[:5]
+    different = [k for k in ta if ta[k] != tb[k]]
+    assert not different, f"final tensors differ: {different[:5]}"
+    print(f"{len(ta)} tensors (parameters and both AdamW moments) identical bit for bit")
+
+
+def expect_failure(cmd, pattern):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    print(p.stderr.strip()[-400:])
+    assert p.returncode != 0, f"{' '.join(cmd)} exited 0"
+    assert re.search(pattern, p.stderr), f"stderr does not match {pattern!r}:\n{p.stderr}"
+
+
+def check_refusals(keel, config, work):
+    keel_run(keel, config, SMALL + run_dir(work, "base") + ["train.steps=3", "train.checkpoint.every=1", "train.checkpoint.keep=3"])
+    root = f"{work}/base"
+    sets = [a for s in SMALL + run_dir(work, "base") + ["train.steps=4"] for a in ("--set", s)]
+    expect_failure([keel, "run", config] + sets + ["--set", "model.n_layer=2", "--resume", "latest"],
+                   r"model\.n_layer is 4 in the checkpoint but 2 in this config")
+
+    # Damage copies of the newest checkpoint three ways; the originals must stay loadable.
+    def damaged(name, damage):
+        folder = f"{work}/{name}"
+        shutil.copytree(f"{root}/step-00000003", folder)
+        damage(folder)
+        return folder
+
+    def truncate(folder):
+        path = f"{folder}/rank00000.safetensors"
+        os.truncate(path, os.path.getsize(path) // 2)
+
+    def flip_byte(folder):
+        path = f"{folder}/rank00000.safetensors"
+        with open(path, "r+b") as f:
+            f.seek(os.path.getsize(path) - 10)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0xFF]))
+
+    def future_version(folder):
+        manifest = json.load(open(f"{folder}/manifest.json"))
+        manifest["format_version"] = 99
+        json.dump(manifest, open(f"{folder}/manifest.json", "w"))
+
+    for name, damage, pattern in (("truncated", truncate, r"truncated or altered"),
+                                  ("flipped", flip_byte, r"checksum mismatch"),
+                                  ("future", future_version, r"format_version 99 is not one this Keel reads")):
+        folder = damaged(name, damage)
+        expect_failure([keel, "run", config] + sets + ["--resume", folder], pattern)
+        expect_failure([keel, "inspect", folder], pattern)
+    for step in (1, 2, 3):  # keep=3: all three saved checkpoints are intact
+        p = subprocess.run([keel, "inspect", f"{root}/step-{step:08d}"], capture_output=True, text=True)
+        assert p.returncode == 0 and "checksums verified" in p.stdout, p.stderr
+
+
+def check_nonfinite(keel, config, work):
+    # lr 1e36 makes the first update finite but enormous (about 1e37), and the next loss overflow.
+    blowup = SMALL + ["optimizer.lr=1e36", "train.grad_clip=0", "lr_schedule.warmup_steps=0", "train.checkpoint.every=1",
+                      "train.steps=4"]
+    stop = subprocess.run([keel, "run", config] + [a for s in blowup + run_dir(work, "stop") for a in ("--set", s)],
+                          capture_output=True, text=True)
+    print(stop.stderr.strip()[-300:])
+    assert stop.returncode != 0 and re.search(r"step 2: the loss is not finite", stop.stderr), stop.stderr
+    assert not os.path.exists(f"{work}/stop/step-00000002"), "a checkpoint was written after the non-finite step"
+    skip = keel_run(keel, config, blowup + run_dir(work, "skip") + ["train.on_nonfinite=\"skip\""])
+    records = metrics(f"{work}/skip.jsonl")
+    skipped = [s for s, r in records.items() if r.get("skipped")]
+    print("skipped steps:", skipped)
+    assert skipped == [2, 3, 4], skipped
+    assert "update skipped" in skip.stdout
+
+
+def wait_for_save_to_start(root, proc, timeout_s=30):
+    # Skip a save already in progress when we start looking, so the kill lands at a random depth
+    # into a fresh one.
+    deadline = time.time() + timeout_s
+    seen_before = set(n for n in os.listdir(root) if n.startswith(".tmp-")) if os.path.isdir(root) else set()
+    while time.time() < deadline and proc.poll() is None:
+        current = set(n for n in os.listdir(root) if n.startswith(".tmp-")) if os.path.isdir(root) else set()
+        if current - seen_before:
+            return
+        seen_before &= current
+        time.sleep(0.001)
+
+
+def check_sigkill(keel, config, work, trials, seed):
+    rng = random.Random(seed)
+    root = f"{work}/crash"
+    # A wide model so that a save (parameters + two AdamW moments) takes a good share of each step.
+    sets = SMALL + run_dir(work, "crash") + ["model.d_model=384", "model.n_head=6", "model.n_layer=2",
+                                             "train.steps=100000", "train.checkpoint.every=1", "train.checkpoint.keep=2"]
+    args = [a for s in sets for a in ("--set", s)]
+    last_step, mid_save_kills = -1, 0
+    for trial in range(trials):
+        cmd = [keel, "run", config] + args + (["--resume", "latest"] if os.path.exists(f"{root}/latest") else [])
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if trial % 2 == 0:
+            time.sleep(rng.uniform(0.8, 3.0))  # anywhere: startup, a step, or a save
+        else:
+            wait_for_save_to_start(root, proc)  # aimed: inside a save, at a random depth
+            time.sleep(rng.uniform(0.0, 0.03))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        leftovers = [n for n in os.listdir(root) if n.startswith(".tmp-")] if os.path.isdir(root) else []
+        mid_save_kills += bool(leftovers)
+        if not os.path.exists(f"{root}/latest"):
+            assert not any(n.startswith("step-") for n in os.listdir(root)) if os.path.isdir(root) else True
+            print(f"trial {trial}: killed before the first save")
+            continue
+        p = subprocess.run([keel, "inspect", root], capture_output=True, text=True)
+        assert p.returncode == 0, f"trial {trial}: latest is not a complete checkpoint:\n{p.stderr}"
+        step = int(re.search(r"step (\d+),", p.stdout).group(1))
+        print(f"trial {trial}: killed {'during a save' if leftovers else 'between saves'}; latest = step {step}")
+        assert step >= last_step, f"latest went backwards: {last_step} -> {step}"
+        last_step = step
+    print(f"{mid_save_kills} of {trials} kills landed during a save (seed {seed})")
+    assert mid_save_kills >= trials // 4, "too few kills landed during a save: the test did not test crash safety"
+    final = subprocess.run([keel, "run", config] + args[:-6] + ["--set", f"train.steps={last_step + 2}", "--set",
+                                                                "train.checkpoint.every=1", "--resume", "latest"],
+                           capture_output=True, text=True)
+    assert final.returncode == 0 and f"at step {last_step}" in final.stdout, final.stdout + final.stderr
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check")
+    parser.add_argument("--keel", required=True)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        {"resume": lambda: check_resume(args.keel, args.config, work),
+         "refusals": lambda: check_refusals(args.keel, args.config, work),
+         "nonfinite": lambda: check_nonfinite(args.keel, args.config, work),
+         "sigkill": lambda: check_sigkill(args.keel, args.config, work, args.trials, args.seed)}[args.check]()
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+# What a run shows about itself (included by tests/e2e/CMakeLists.txt, whose ${keel},
+# ${quickstart} and ${KEEL_TEST_PYTHON} it uses): the progress bar under a terminal, `keel plot`,
+# and TensorBoard reading our event files. TensorBoard comes from PyPI into a venv made by
+# scripts/test-venv.sh; offline, that test is skipped (exit 77), not failed.
+set(observability_checks ${CMAKE_CURRENT_SOURCE_DIR}/observability_checks.py)
+set(KEEL_TEST_VENV ${PROJECT_SOURCE_DIR}/build/test-venv CACHE PATH "venv with PyPI packages for test oracles (tensorboard)")
+
+add_test(NAME e2e.observability.progress_bar
+  COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} progress_bar --keel ${keel} --config ${quickstart})
+add_test(NAME e2e.observability.plot COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} plot --keel ${keel})
+
+# sh -c 'SCRIPT VENV && VENV/bin/python CHECKS ...': the venv's exit 77 (no PyPI) ends the test as skipped.
+add_test(NAME e2e.observability.tensorboard_reads_events
+  COMMAND sh -c "\"$1\" \"$2\" && exec \"$2/bin/python\" \"$3\" tensorboard --keel \"$4\" --config \"$5\""
+          sh ${PROJECT_SOURCE_DIR}/scripts/test-venv.sh ${KEEL_TEST_VENV} ${observability_checks} ${keel} ${quickstart})
+set_tests_properties(e2e.observability.tensorboard_reads_events PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
