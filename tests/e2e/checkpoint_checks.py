@@ -121,6 +121,13 @@ def check_refusals(keel, config, work):
         p = subprocess.run([keel, "inspect", f"{root}/step-{step:08d}"], capture_output=True, text=True)
         assert p.returncode == 0 and "checksums verified" in p.stdout, p.stderr
 
+    # keep=2 on the next saves: only the two newest remain, and latest names the newest.
+    keel_run(keel, config, SMALL + run_dir(work, "base") + ["train.steps=5", "train.checkpoint.every=1",
+                                                            "train.checkpoint.keep=2"], resume="latest")
+    left = sorted(n for n in os.listdir(root) if n.startswith("step-"))
+    assert left == ["step-00000004", "step-00000005"], left
+    assert open(f"{root}/latest").read().strip() == "step-00000005"
+
 
 def check_nonfinite(keel, config, work):
     # lr 1e36 makes the first update finite but enormous (about 1e37), and the next loss overflow.

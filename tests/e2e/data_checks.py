@@ -62,8 +62,8 @@ def make_text_folder(workdir):
 
 def expected_documents(src):
     """What prepare-data should read: non-hidden, non-empty files without a NUL byte in their
-    first 8 KiB, sorted by path."""
-    docs = []
+    first 8 KiB, sorted by path; the binary files it should skip, sorted; the empty files."""
+    docs, binary, empty = [], [], []
     for root, dirs, files in os.walk(src):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in files:
@@ -73,7 +73,9 @@ def expected_documents(src):
             data = open(path, "rb").read()
             if data and b"\0" not in data[:8192]:
                 docs.append((path, data))
-    return sorted(docs)
+            else:
+                (binary if data else empty).append(path)
+    return sorted(docs), sorted(binary), empty
 
 
 def prepare(keel, src, out, *extra):
@@ -90,10 +92,14 @@ def check_prepare_shards(keel, workdir, **_):
     out = os.path.join(workdir, "shards")
     log = prepare(keel, src, out, "--val-fraction", "0.2", "--shard-tokens", "100000")
     print(log)
-    docs = expected_documents(src)
+    docs, binary, empty = expected_documents(src)
     total = sum(len(d) for _, d in docs)
     assert f"{len(docs)} documents, {total} bytes" in log, f"summary does not say {len(docs)} documents, {total} bytes"
-    assert "skipped binary (contains a NUL byte): " + os.path.join(src, "image.bin") in log
+    assert f"skipped {len(binary)} binary file(s), {len(empty)} empty file(s), 2 hidden" in log, \
+        f"the summary does not say {len(binary)} binary, {len(empty)} empty files"
+    assert os.path.join(src, "image.bin") in binary
+    for path in binary[:10]:
+        assert "skipped binary (contains a NUL byte): " + path in log, f"the log does not name {path}"
 
     train_files, train = split_bytes(out, "train")
     val_files, val = split_bytes(out, "val")
