@@ -10,5 +10,6 @@
 #include "keel/model.h"
 #include "keel/optimizer.h"
 #include "keel/strategy.h"
+#include "keel/data.h"
 #include "keel/embed.h"
 #endif

@@ -1,7 +1,7 @@
 /* The ABI promise, checked at compile time: every shipped field of every table and argument
    struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
-   The numbers were frozen from the headers of each minor (0.1, then 0.2's appended fields);
+   The numbers were frozen from the headers of each minor (0.1, then the fields 0.2 and 0.3 appended);
    when 1.0 is released they are frozen again under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
@@ -13,6 +13,13 @@
 #define KEEL_ASSERT_SIZE(type, size) \
   _Static_assert(sizeof(type) >= (size), #type " shrank: the ABI only appends")
 
+KEEL_ASSERT_SIZE(keel_data_api, 48);
+KEEL_ASSERT_OFFSET(keel_data_api, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_data_api, validate_config, 8);
+KEEL_ASSERT_OFFSET(keel_data_api, create, 16);
+KEEL_ASSERT_OFFSET(keel_data_api, destroy, 24);
+KEEL_ASSERT_OFFSET(keel_data_api, next_batch, 32);
+KEEL_ASSERT_OFFSET(keel_data_api, reset_split, 40);
 KEEL_ASSERT_SIZE(keel_device, 8);
 KEEL_ASSERT_OFFSET(keel_device, device_type, 0);
 KEEL_ASSERT_OFFSET(keel_device, device_id, 4);
@@ -210,6 +217,16 @@ KEEL_ASSERT_OFFSET(keel_step_metrics, grad_norm, 24);
 KEEL_ASSERT_OFFSET(keel_step_metrics, tokens_per_s, 32);
 KEEL_ASSERT_OFFSET(keel_step_metrics, mfu, 40);
 KEEL_ASSERT_OFFSET(keel_step_metrics, step_ms, 48);
+KEEL_ASSERT_SIZE(keel_param_info, 56);
+KEEL_ASSERT_OFFSET(keel_param_info, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_param_info, name, 8);
+KEEL_ASSERT_OFFSET(keel_param_info, ndim, 16);
+KEEL_ASSERT_OFFSET(keel_param_info, shape, 24);
+KEEL_ASSERT_SIZE(keel_plugin_description, 32);
+KEEL_ASSERT_OFFSET(keel_plugin_description, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_plugin_description, info, 8);
+KEEL_ASSERT_OFFSET(keel_plugin_description, kind_name, 16);
+KEEL_ASSERT_OFFSET(keel_plugin_description, path, 24);
 
 /* struct_size comes first in every table and argument struct (rule 3). */
 #define KEEL_ASSERT_SIZE_FIRST(type) _Static_assert(offsetof(type, struct_size) == 0, #type ": struct_size must be first")
@@ -233,9 +250,12 @@ KEEL_ASSERT_SIZE_FIRST(keel_plugin_info);
 KEEL_ASSERT_SIZE_FIRST(keel_plugin_list);
 KEEL_ASSERT_SIZE_FIRST(keel_step_metrics);
 KEEL_ASSERT_SIZE_FIRST(keel_external_tensor);
+KEEL_ASSERT_SIZE_FIRST(keel_data_api);
+KEEL_ASSERT_SIZE_FIRST(keel_param_info);
+KEEL_ASSERT_SIZE_FIRST(keel_plugin_description);
 
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 2 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 3 ? 0 : 1;
 }
