@@ -138,7 +138,20 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
       return JsonSection(json.contains(key) ? json.at(key) : nlohmann::json::object(), key);
     };
     read_lr_schedule(section("lr_schedule"), config.lr_schedule);
-    read_data(section("data"), config.data);
+    nlohmann::json data = json.contains("data") ? json.at("data") : nlohmann::json::object();
+    if (data.is_object() && data.contains("plugin")) {
+      // The core keeps the batch geometry; the plugin validates everything else.
+      config.data_plugin = read_plugin_section(json, "data", "data", "");
+      nlohmann::json core_keys = nlohmann::json::object();
+      for (const char* key : {"seq_len", "micro_batch", "global_batch", "val_batches"})
+        if (data.contains(key)) {
+          core_keys[key] = data.at(key);
+          config.data_plugin.json.erase(key);
+        }
+      read_data(JsonSection(core_keys, "data"), config.data);
+    } else {
+      read_data(section("data"), config.data);
+    }
     read_train(section("train"), config.train);
     if (config.train.metrics_path.empty()) config.train.metrics_path = "runs/" + name + "/metrics.jsonl";
     if (config.train.tensorboard_dir.empty()) config.train.tensorboard_dir = "runs/" + name + "/tb";

@@ -62,6 +62,9 @@ struct RunConfig {
   std::string name;              // the file's stem, for default output folders
   nlohmann::json json;           // after overrides
   PluginSection model, optimizer, backend, strategy;
+  PluginSection data_plugin;     // "data": {"plugin": ...}: a data-kind plugin instead of the
+                                 // built-in sources (plugin "" when absent); it gets the data
+                                 // section less the core's batch keys
   std::string model_init_from;   // model.init_from: a Hugging Face-layout safetensors file, read by
                                  // the core (and removed from the section the model plugin sees)
   LrScheduleConfig lr_schedule;

@@ -1,15 +1,19 @@
-// The embedding API (abi/keel/embed.h): C entry points over Trainer. Exceptions stop here and
-// become a status code plus the thread's last error.
+// The embedding API (abi/keel/embed.h): C entry points over Trainer and the plugin registry.
+// Exceptions stop here and become a status code plus the thread's last error; outputs are
+// written only after everything that can fail has succeeded.
 #include <keel/embed.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "checkpoint/checkpoint.h"
 #include "host/errors.h"
 #include "loader/plugin_registry.h"
 #include "train/trainer.h"
 
 struct keel_trainer {
   std::unique_ptr<keel::Trainer> trainer;
+  keel_step_metrics last{};
 };
 
 namespace {
@@ -32,6 +36,27 @@ keel_status embed_call(Body&& body) noexcept {
   }
 }
 
+void require(bool condition, const char* what) {
+  if (!condition) throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, what);
+}
+
+keel_step_metrics to_metrics(const keel::Trainer& t, const keel::StepResult& r) {
+  const double tokens_per_s = r.tokens / std::max(r.step_seconds, 1e-9);
+  return {sizeof(keel_step_metrics), r.step, float(r.loss), float(r.lr), float(r.grad_norm), tokens_per_s,
+          t.flops_per_token() * tokens_per_s / t.peak_flops(), 1e3 * r.step_seconds};
+}
+
+// Copies a struct into a caller's that may be older (shorter) than ours: the fields that fit
+// in the caller's struct_size, never its struct_size itself.
+template <typename T>
+void copy_versioned(const T& from, T* to) {
+  if (to->struct_size < sizeof(size_t))
+    throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "the output struct's struct_size is not set");
+  const size_t size = std::min(to->struct_size, sizeof(T));
+  std::memcpy(reinterpret_cast<char*>(to) + sizeof(size_t), reinterpret_cast<const char*>(&from) + sizeof(size_t),
+              size - sizeof(size_t));
+}
+
 }  // namespace
 
 extern "C" {
@@ -44,15 +69,17 @@ KEEL_API keel_status keel_register_plugin_library(const char* path) {
 
 KEEL_API keel_status keel_trainer_create_from_file(const char* path, keel_trainer** out_trainer) {
   return embed_call([&] {
-    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_file(path ? path : ""));
-    *out_trainer = new keel_trainer{std::move(trainer)};
+    require(path && out_trainer, "keel_trainer_create_from_file: path and out_trainer must not be NULL");
+    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_file(path));
+    *out_trainer = new keel_trainer{std::move(trainer), {}};
   });
 }
 
 KEEL_API keel_status keel_trainer_create_from_json(const char* json_text, keel_trainer** out_trainer) {
   return embed_call([&] {
-    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_json_text(json_text ? json_text : ""));
-    *out_trainer = new keel_trainer{std::move(trainer)};
+    require(json_text && out_trainer, "keel_trainer_create_from_json: json_text and out_trainer must not be NULL");
+    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_json_text(json_text));
+    *out_trainer = new keel_trainer{std::move(trainer), {}};
   });
 }
 
@@ -60,17 +87,131 @@ KEEL_API void keel_trainer_destroy(keel_trainer* trainer) { delete trainer; }
 
 KEEL_API keel_status keel_trainer_step(keel_trainer* trainer, keel_step_metrics* out) {
   return embed_call([&] {
-    keel::StepResult r = trainer->trainer->train_step();
-    if (out && out->struct_size >= sizeof(keel_step_metrics)) {
-      const double tokens_per_s = r.tokens / std::max(r.step_seconds, 1e-9);
-      *out = {sizeof(keel_step_metrics), r.step, float(r.loss), float(r.lr), float(r.grad_norm), tokens_per_s,
-              trainer->trainer->flops_per_token() * tokens_per_s / trainer->trainer->peak_flops(), 1e3 * r.step_seconds};
-    }
+    require(trainer, "keel_trainer_step: trainer is NULL");
+    trainer->last = to_metrics(*trainer->trainer, trainer->trainer->train_step());
+    if (out) copy_versioned(trainer->last, out);
   });
 }
 
 KEEL_API keel_status keel_trainer_evaluate(keel_trainer* trainer, float* out_val_loss) {
-  return embed_call([&] { *out_val_loss = float(trainer->trainer->evaluate()); });
+  return embed_call([&] {
+    require(trainer && out_val_loss, "keel_trainer_evaluate: trainer and out_val_loss must not be NULL");
+    *out_val_loss = float(trainer->trainer->evaluate());
+  });
+}
+
+KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, keel_step_callback callback,
+                                        void* user_data) {
+  return embed_call([&] {
+    require(trainer && steps >= 0, "keel_trainer_train: trainer is NULL or steps is negative");
+    for (int64_t i = 0; i < steps; ++i) {
+      trainer->last = to_metrics(*trainer->trainer, trainer->trainer->train_step());
+      if (callback && callback(&trainer->last, user_data) != 0) break;
+    }
+  });
+}
+
+KEEL_API keel_status keel_trainer_last_metrics(keel_trainer* trainer, keel_step_metrics* out) {
+  return embed_call([&] {
+    require(trainer && out, "keel_trainer_last_metrics: trainer and out must not be NULL");
+    copy_versioned(trainer->last, out);
+  });
+}
+
+KEEL_API keel_status keel_trainer_save(keel_trainer* trainer, const char* root_dir, int32_t keep) {
+  return embed_call([&] {
+    require(trainer && root_dir && keep > 0, "keel_trainer_save: trainer or root_dir is NULL, or keep < 1");
+    keel::save_checkpoint(*trainer->trainer, root_dir, keep);
+  });
+}
+
+KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkpoint_path) {
+  return embed_call([&] {
+    require(trainer && checkpoint_path, "keel_trainer_load: trainer and checkpoint_path must not be NULL");
+    keel::load_checkpoint(*trainer->trainer, keel::resolve_checkpoint(checkpoint_path));
+  });
+}
+
+KEEL_API keel_status keel_trainer_param_count(keel_trainer* trainer, size_t* out_count) {
+  return embed_call([&] {
+    require(trainer && out_count, "keel_trainer_param_count: trainer and out_count must not be NULL");
+    *out_count = trainer->trainer->model_info().n_params;
+  });
+}
+
+KEEL_API keel_status keel_trainer_param_info(keel_trainer* trainer, size_t index, keel_param_info* out) {
+  return embed_call([&] {
+    require(trainer && out, "keel_trainer_param_info: trainer and out must not be NULL");
+    const keel_model_info& info = trainer->trainer->model_info();
+    if (index >= info.n_params)
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_param_info: index " + std::to_string(index) +
+                                                           " is outside [0, " + std::to_string(info.n_params) + ")");
+    keel_param_info result{};
+    result.struct_size = sizeof(result);
+    result.name = info.params[index].name;
+    result.ndim = info.params[index].ndim;
+    for (int32_t d = 0; d < KEEL_MAX_DIMS; ++d) result.shape[d] = d < result.ndim ? info.params[index].global_shape[d] : 0;
+    copy_versioned(result, out);
+  });
+}
+
+KEEL_API keel_status keel_trainer_param_tensor(keel_trainer* trainer, const char* name, keel_tensor* out_tensor) {
+  return embed_call([&] {
+    require(trainer && name && out_tensor, "keel_trainer_param_tensor: trainer, name and out_tensor must not be NULL");
+    keel::Trainer& t = *trainer->trainer;
+    const size_t index = t.param_index(name);
+    keel_tensor tensor = t.param_tensor(index);
+    const keel_param_spec& spec = t.model_info().params[index];
+    for (int32_t d = 0; d < spec.ndim; ++d)
+      if (spec.local_shape[d] != spec.global_shape[d])
+        throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED, std::string("parameter ") + name +
+                                                          " is sharded on this rank: read it with keel_trainer_read_param");
+    *out_tensor = tensor;
+  });
+}
+
+KEEL_API keel_status keel_trainer_read_param(keel_trainer* trainer, const char* name, float* dst, size_t count) {
+  return embed_call([&] {
+    require(trainer && name && dst, "keel_trainer_read_param: trainer, name and dst must not be NULL");
+    keel::Trainer& t = *trainer->trainer;
+    const size_t index = t.param_index(name);
+    if (int64_t(count) != t.numel(index))
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + name + " has " +
+                                                           std::to_string(t.numel(index)) + " elements, not " + std::to_string(count));
+    std::vector<float> values = t.read_param(index);
+    std::memcpy(dst, values.data(), count * sizeof(float));
+  });
+}
+
+KEEL_API keel_status keel_trainer_write_param(keel_trainer* trainer, const char* name, const float* src, size_t count) {
+  return embed_call([&] {
+    require(trainer && name && src, "keel_trainer_write_param: trainer, name and src must not be NULL");
+    keel::Trainer& t = *trainer->trainer;
+    t.write_param(t.param_index(name), std::vector<float>(src, src + count));
+  });
+}
+
+KEEL_API keel_status keel_plugin_count(size_t* out_count) {
+  return embed_call([&] {
+    require(out_count, "keel_plugin_count: out_count is NULL");
+    *out_count = keel::PluginRegistry::instance().count();
+  });
+}
+
+KEEL_API keel_status keel_plugin_describe(size_t index, keel_plugin_description* out) {
+  return embed_call([&] {
+    require(out, "keel_plugin_describe: out is NULL");
+    const keel::LoadedPlugin& plugin = keel::PluginRegistry::instance().at(index);
+    keel_plugin_description result{sizeof(result), &plugin.info, keel::kind_name(plugin.info.kind), plugin.path.c_str()};
+    copy_versioned(result, out);
+  });
+}
+
+KEEL_API keel_status keel_register_plugin(const keel_plugin_info* info) {
+  return embed_call([&] {
+    require(info, "keel_register_plugin: info is NULL");
+    keel::PluginRegistry::instance().register_in_process(*info);
+  });
 }
 
 }  // extern "C"

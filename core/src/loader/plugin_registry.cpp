@@ -7,6 +7,7 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -23,7 +24,7 @@ namespace {
 struct RegistryState {
   std::mutex mutex;
   std::vector<std::unique_ptr<boost::dll::shared_library>> libraries;  // never unloaded
-  std::vector<LoadedPlugin> plugins;
+  std::deque<LoadedPlugin> plugins;  // a deque: entries never move, so their addresses can be handed out
   std::vector<RefusedLibrary> refused;
   std::set<std::string> seen_files;
   std::vector<std::string> config_folders;
@@ -52,6 +53,7 @@ const char* kind_name(int32_t kind) {
     case KEEL_KIND_MODEL: return "model";
     case KEEL_KIND_OPTIMIZER: return "optimizer";
     case KEEL_KIND_STRATEGY: return "strategy";
+    case KEEL_KIND_DATA: return "data";
     default: return "unknown";
   }
 }
@@ -125,6 +127,41 @@ void PluginRegistry::register_library(const std::string& path) {
   load_library_locked(path, true);
 }
 
+void PluginRegistry::register_in_process(const keel_plugin_info& info) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  RegistryState& s = state();
+  const std::string name = info.name ? info.name : "";
+  auto refuse = [&](const std::string& why) {
+    throw KeelError(KEEL_ERR_ABI_MISMATCH, "in-process plugin '" + name + "' was refused: " + why);
+  };
+  if (info.struct_size < sizeof(keel_plugin_info) || name.empty()) refuse("its info is malformed (struct_size or name)");
+  if (info.abi_major != KEEL_ABI_VERSION_MAJOR || (info.abi_major == 0 && info.abi_minor != KEEL_ABI_VERSION_MINOR))
+    refuse("it was built for Keel ABI " + abi_text(info.abi_major, info.abi_minor) + " but this core speaks ABI " +
+           abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR));
+  std::string table_problem = check_kind_table(info);
+  if (!table_problem.empty()) refuse(table_problem);
+  for (const auto& other : s.plugins)
+    if (other.info.kind == info.kind && name == other.info.name)
+      refuse(std::string("a ") + kind_name(info.kind) + " plugin with this name is already provided by " +
+             (other.path.empty() ? std::string("this process") : other.path));
+  s.plugins.push_back({info, ""});
+}
+
+size_t PluginRegistry::count() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  discover_locked();
+  return state().plugins.size();
+}
+
+const LoadedPlugin& PluginRegistry::at(size_t index) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  discover_locked();
+  if (index >= state().plugins.size())
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "plugin index " + std::to_string(index) + " is outside [0, " +
+                                                   std::to_string(state().plugins.size()) + ")");
+  return state().plugins[index];
+}
+
 void PluginRegistry::add_search_folders(const std::vector<std::string>& folders) {
   std::lock_guard<std::mutex> lock(state().mutex);
   RegistryState& s = state();
@@ -180,7 +217,7 @@ const LoadedPlugin& PluginRegistry::find(int32_t kind, const std::string& name) 
 std::vector<LoadedPlugin> PluginRegistry::list() {
   std::lock_guard<std::mutex> lock(state().mutex);
   discover_locked();
-  return state().plugins;
+  return {state().plugins.begin(), state().plugins.end()};
 }
 
 std::vector<RefusedLibrary> PluginRegistry::refusals() {

@@ -31,6 +31,11 @@ class PluginRegistry {
 
   // Loads one library now, ahead of folder discovery; throws KeelError if it is refused.
   void register_library(const std::string& path);
+  // Adds a plugin implemented in this process (a binding's); checked like a library's entry.
+  void register_in_process(const keel_plugin_info& info);
+  // Accepted plugins by position, after discovery; addresses stay valid for the process.
+  size_t count();
+  const LoadedPlugin& at(size_t index);
   // Adds folders (the config's plugin_path) searched after registered libraries.
   void add_search_folders(const std::vector<std::string>& folders);
 

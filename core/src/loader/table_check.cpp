@@ -63,8 +63,12 @@ std::string check_kind_table(const keel_plugin_info& info) {
                                          SLOT(T, grad_sq_norm), SLOT(T, step), SLOT(T, read_param), SLOT(T, write_param),
                                          SLOT(T, read_grad)});
     }
+    case KEEL_KIND_DATA: {
+      using T = keel_data_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, next_batch)});
+    }
     default:
-      return "unknown plugin kind " + std::to_string(info.kind) + " (this core knows backend, model, optimizer, strategy)";
+      return "unknown plugin kind " + std::to_string(info.kind) + " (this core knows backend, model, optimizer, strategy, data)";
   }
 }
 

@@ -33,6 +33,8 @@ void validate_plugin_sections(const RunConfig& config) {
   validate_section(table_for<keel_model_api>(KEEL_KIND_MODEL, config.model, config), config.model, config);
   validate_section(table_for<keel_optimizer_api>(KEEL_KIND_OPTIMIZER, config.optimizer, config), config.optimizer, config);
   validate_section(table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config), config.strategy, config);
+  if (!config.data_plugin.plugin.empty())
+    validate_section(table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config), config.data_plugin, config);
 }
 
 void PluginInstances::create(const RunConfig& config) {
@@ -67,9 +69,17 @@ void PluginInstances::create(const RunConfig& config) {
   check_plugin(strategy->create(host, &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
   access.struct_size = sizeof(access);
   check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");
+
+  if (!config.data_plugin.plugin.empty()) {
+    data = table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config);
+    const std::string data_json = config.data_plugin.json.dump();
+    check_plugin(data->create(host, data_json.c_str(), config.data_plugin.json_path.c_str(), &data_obj),
+                 "creating data source '" + config.data_plugin.plugin + "'");
+  }
 }
 
 PluginInstances::~PluginInstances() {
+  if (data_obj) data->destroy(data_obj);
   if (strategy_obj) strategy->destroy(strategy_obj);
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);

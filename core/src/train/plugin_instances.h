@@ -13,10 +13,12 @@ struct PluginInstances {
   const keel_model_api* model = nullptr;
   const keel_optimizer_api* optimizer = nullptr;
   const keel_strategy_api* strategy = nullptr;
+  const keel_data_api* data = nullptr;  // only with "data": {"plugin": ...}
   void* backend_obj = nullptr;
   void* model_obj = nullptr;
   void* optimizer_obj = nullptr;
   void* strategy_obj = nullptr;
+  void* data_obj = nullptr;
   keel_model_info model_info{};
   keel_optimizer_info optimizer_info{};
   keel_param_access access{};

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 
+#include <keel_support/json_section.hpp>
+
 #include "host/errors.h"
 #include "host/log.h"
 #include "host/param_init.h"
@@ -25,6 +27,13 @@ Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
     throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.seq_len: " + std::to_string(seq_len_) +
                                                  " is longer than the model's maximum sequence length " +
                                                  std::to_string(info.max_seq_len));
+  if (!plugins_.data) open_builtin_data();
+  check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
+  check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
+}
+
+void Trainer::open_builtin_data() {
+  const keel_model_info& info = plugins_.model_info;
   data_ = open_data(config_.data);
   for (const auto& source : {data_.train, data_.val}) {
     if (source->max_token() >= info.vocab_size) {
@@ -35,8 +44,24 @@ Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
     }
   }
   train_sampler_ = std::make_unique<BatchSampler>(data_.train, SamplerOptions{seq_len_, config_.train.seed, true});
-  check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
-  check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
+}
+
+Batch Trainer::plugin_batch(int32_t split) {
+  Batch batch;
+  batch.batch = config_.data.micro_batch;
+  batch.seq_len = seq_len_;
+  batch.tokens.resize(size_t(batch.batch) * seq_len_);
+  batch.targets.resize(batch.tokens.size());
+  check_plugin(plugins_.data->next_batch(plugins_.data_obj, split, batch.batch, seq_len_, batch.tokens.data(),
+                                         batch.targets.data()),
+               "data source '" + config_.data_plugin.plugin + "' next_batch");
+  return batch;
+}
+
+nlohmann::json Trainer::data_state() const {
+  // A plugin source's position is its own; such a run resumes with the source restarted.
+  if (plugins_.data) return {{"plugin", config_.data_plugin.plugin}, {"resumable", false}};
+  return train_sampler_->state();
 }
 
 Trainer::~Trainer() {
@@ -80,7 +105,7 @@ StepResult Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Batch> micro_batches;
   for (int32_t m = 0; m < accumulation_steps(); ++m)
-    micro_batches.push_back(train_sampler_->next(config_.data.micro_batch));
+    micro_batches.push_back(plugins_.data ? plugin_batch(KEEL_SPLIT_TRAIN) : train_sampler_->next(config_.data.micro_batch));
   const double data_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   StepResult result = train_step_on(micro_batches);
   result.data_seconds += data_seconds;
@@ -141,11 +166,14 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
 }
 
 double Trainer::evaluate() {
-  BatchSampler val_sampler(data_.val, SamplerOptions{seq_len_, config_.train.seed, false});
+  std::unique_ptr<BatchSampler> val_sampler;
+  if (!plugins_.data) val_sampler = std::make_unique<BatchSampler>(data_.val, SamplerOptions{seq_len_, config_.train.seed, false});
+  else if (plugins_.data->reset_split)
+    check_plugin(plugins_.data->reset_split(plugins_.data_obj, KEEL_SPLIT_VALIDATION), "data source reset_split");
   double total = 0;
   const int32_t batches = config_.data.val_batches;
   for (int32_t i = 0; i < batches; ++i) {
-    Batch batch = val_sampler.next(config_.data.micro_batch);
+    Batch batch = val_sampler ? val_sampler->next(config_.data.micro_batch) : plugin_batch(KEEL_SPLIT_VALIDATION);
     upload(batch);
     total += forward(0, batch.batch, batch.seq_len, true);
   }
@@ -271,9 +299,41 @@ std::string Trainer::external_config(const std::string& format) {
   return json ? json : "{}";
 }
 
+size_t Trainer::param_index(const std::string& name) const {
+  const keel_model_info& info = plugins_.model_info;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < info.n_params; ++i) {
+    if (name == info.params[i].name) return i;
+    names.push_back(info.params[i].name);
+  }
+  const std::string hint = keel_support::closest_match(name, names);
+  throw KeelError(KEEL_ERR_NOT_FOUND, "model '" + config_.model.plugin + "' has no parameter \"" + name + "\"" +
+                                          (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+}
+
+keel_tensor Trainer::param_tensor(size_t index) {
+  const keel_model_info& info = plugins_.model_info;
+  const int32_t layer = info.params[index].layer;
+  size_t first = index, count = 0;
+  while (first > 0 && info.params[first - 1].layer == layer) --first;
+  for (size_t i = first; i < info.n_params && info.params[i].layer == layer; ++i) ++count;
+  std::vector<keel_tensor> tensors(count);
+  check_plugin(plugins_.access.acquire(plugins_.access.ctx, layer, KEEL_PHASE_FORWARD, tensors.data(), nullptr, count),
+               "strategy acquire");
+  check_plugin(plugins_.access.release(plugins_.access.ctx, layer, KEEL_PHASE_FORWARD, 0), "strategy release");
+  return tensors[index - first];
+}
+
 void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) {
   step_ = step;
   tokens_seen_ = tokens_seen;
+  if (plugins_.data || data_state.contains("plugin")) {
+    if (!(plugins_.data && data_state.value("plugin", "") == config_.data_plugin.plugin))
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, "the checkpoint's data position belongs to another data source (" +
+                                                   data_state.dump() + ")");
+    log_warn("data source '" + config_.data_plugin.plugin + "' cannot resume mid-stream: it restarts from its beginning");
+    return;
+  }
   train_sampler_->restore(data_state);
 }
 

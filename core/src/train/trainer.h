@@ -55,10 +55,14 @@ class Trainer {
   keel_external_tensor external_tensor(const std::string& format, size_t index);
   std::string external_config(const std::string& format);
   int64_t numel(size_t index) const;
+  // The index of parameter `name`; throws KeelError (KEEL_ERR_NOT_FOUND) with a suggestion.
+  size_t param_index(const std::string& name) const;
+  // Parameter `index` in the strategy's own memory (zero-copy), as its forward acquire gives it.
+  keel_tensor param_tensor(size_t index);
 
   // The resumable position of a run: optimizer steps, tokens trained, data position.
   int64_t tokens_seen() const { return tokens_seen_; }
-  nlohmann::json data_state() const { return train_sampler_->state(); }
+  nlohmann::json data_state() const;
   void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state);
 
   const RunConfig& config() const { return config_; }
@@ -72,6 +76,8 @@ class Trainer {
 
  private:
   void upload(const Batch& batch);
+  void open_builtin_data();
+  Batch plugin_batch(int32_t split);
   double forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets);
 
   RunConfig config_;
