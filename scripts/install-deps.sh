@@ -11,6 +11,10 @@ packages=(
   libgtest-dev                                  # unit tests
   python3 python3-numpy python3-torch python3-pytest  # the PyTorch oracle (Debian's own python3)
   python3-venv                                  # scripts/hf-venv.sh: transformers over Debian's torch
+  bindgen                                       # bindings/rust/keel-sys/generate.sh: Rust FFI from abi/
+  python3-dev                                   # bindings/python: Python.h for the pybind11 extension
+  python3-clang-14 libclang1-14                 # bindings/julia: LibKeel.jl generator (libclang)
+  swig                                          # bindings/swig: the Java binding
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -290,14 +290,10 @@ void GptModel::forward(keel_forward_args* args) {
   }
   // The probabilities overwrite the logits: the backward needs only them.
   KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
-  std::vector<float> losses(static_cast<size_t>(N));
-  KEEL_OP(be, copy, losses.data(), a.losses, losses.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
-  double sum = 0;  // ignored targets contribute 0
-  for (float x : losses) sum += x;
   a.valid_targets = valid_targets;
   a.backward_pending = true;
-  // With no valid target the mean is empty: loss 0 and, in backward, zero gradients.
-  args->loss = valid_targets ? static_cast<float>(sum / static_cast<double>(valid_targets)) : 0.0f;
+  // With no valid target the loss is 0 and, in backward, the gradients are zero.
+  args->loss = keel_model::mean_loss(be, a.losses, N, valid_targets);
 }
 
 void GptModel::backward(const keel_backward_args& args) {

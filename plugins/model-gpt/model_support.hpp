@@ -109,6 +109,18 @@ class LayerLease {
   keel_tensor grads_[kMaxTensors] = {};
 };
 
+// The mean cross-entropy over the valid targets from the per-position losses in backend memory
+// (ignored targets hold 0); with no valid target the mean is empty and the loss is 0.
+inline float mean_loss(const Backend& backend, const float* device_losses, int64_t n, int64_t valid_targets) {
+  std::vector<float> losses(static_cast<size_t>(n));
+  check_callee(backend.api->copy(backend.obj, losses.data(), device_losses, losses.size() * sizeof(float),
+                                 KEEL_COPY_DEVICE_TO_HOST),
+               "backend copy");
+  double sum = 0;
+  for (float x : losses) sum += x;
+  return valid_targets ? static_cast<float>(sum / static_cast<double>(valid_targets)) : 0.0f;
+}
+
 // Fills a spec with the fields every model sets the same way (replicated, local = global).
 inline keel_param_spec make_spec(const char* name, int32_t layer, std::initializer_list<int64_t> shape,
                                  uint32_t flags, int32_t init, float init_std, int64_t init_rows = -1) {

@@ -168,13 +168,9 @@ class MlpModel {
       return;
     }
     KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
-    std::vector<float> losses(static_cast<size_t>(N));
-    KEEL_OP(be, copy, losses.data(), a.losses, losses.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
-    double sum = 0;  // ignored targets contribute 0
-    for (float x : losses) sum += x;
     a.valid_targets = valid_targets;
     a.backward_pending = true;
-    args->loss = valid_targets ? static_cast<float>(sum / static_cast<double>(valid_targets)) : 0.0f;
+    args->loss = keel_model::mean_loss(be, a.losses, N, valid_targets);
   }
 
   void backward(const keel_backward_args& args) {
