@@ -1,0 +1,35 @@
+"""Keel, a C++ trainer for GPT-style language models, from Python.
+
+The package is the compiled extension keel._keel (the embedding API of abi/keel/embed.h) plus
+the core library and plugins installed beside it, which the core finds on its own:
+
+    import keel
+    trainer = keel.Trainer({"model": {"plugin": "gpt", ...}, ...})   # or a config file path
+    trainer.train(100, callback=lambda m: print(m["step"], m["loss"]))
+    weights = trainer.parameters()   # name -> NumPy array sharing the trainer's memory
+
+Python plugins: keel.register_data_source(name, factory) and keel.register_optimizer(name,
+factory) make a name usable as "data": {"plugin": name} or "optimizer": {"plugin": name}.
+"""
+from keel._keel import (
+    ABI_VERSION,
+    Error,
+    Tensor,
+    Trainer,
+    plugins,
+    register_data_source,
+    register_optimizer,
+    register_plugin_library,
+)
+
+__version__ = "0.1.0"
+__all__ = [
+    "ABI_VERSION",
+    "Error",
+    "Tensor",
+    "Trainer",
+    "plugins",
+    "register_data_source",
+    "register_optimizer",
+    "register_plugin_library",
+]

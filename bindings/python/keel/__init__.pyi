@@ -1,0 +1,81 @@
+# Type stubs of the keel package (the compiled keel._keel re-exported by keel/__init__.py).
+import os
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+ABI_VERSION: str  # "major.minor" of the C ABI this build was compiled against
+
+Config = Union[Mapping[str, Any], str, os.PathLike[str]]
+Metrics = dict[str, Union[int, float]]  # step, loss, lr, grad_norm, tokens_per_s, mfu, step_ms
+
+class Error(RuntimeError):
+    """A Keel call failed; str(error) is the core's message, status the keel_status code."""
+    status: int
+
+class Tensor:
+    """A live parameter of a Trainer, shared (not copied) through DLPack or __array__."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> tuple[int, int]: ...  # (DLPack device type, device id); CPU is (1, 0)
+    @property
+    def data_ptr(self) -> int: ...
+    def __dlpack__(self, **kwargs: Any) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray: ...
+
+class Trainer:
+    def __init__(self, config: Config) -> None: ...
+    def step(self) -> Metrics: ...
+    def train(self, steps: int, callback: Optional[Callable[[Metrics], Any]] = None) -> None: ...
+    def evaluate(self) -> float: ...
+    def last_metrics(self) -> Metrics: ...
+    def save(self, root_dir: Union[str, os.PathLike[str]], keep: int = 3) -> None: ...
+    def load(self, checkpoint: Union[str, os.PathLike[str]]) -> None: ...
+    def param_shapes(self) -> dict[str, tuple[int, ...]]: ...
+    # Views of the trainer's memory: valid until the next step, train or load.
+    def parameters(self) -> dict[str, npt.NDArray[np.float32]]: ...
+    def tensor(self, name: str) -> Tensor: ...
+    def read_param(self, name: str) -> npt.NDArray[np.float32]: ...
+    def write_param(self, name: str, values: npt.ArrayLike) -> None: ...
+
+# Each: kind, name, version, abi, path ("" for Python plugins), description.
+def plugins() -> list[dict[str, str]]: ...
+def register_plugin_library(path: Union[str, os.PathLike[str]]) -> None: ...
+
+# factory(config) -> iterable of integer arrays (micro_batch, seq_len + 1); config holds the data
+# section's own keys plus "split", "micro_batch" and "seq_len".
+def register_data_source(
+    name: str,
+    factory: Callable[[dict[str, Any]], Iterable[npt.ArrayLike]],
+    version: str = "0.1.0",
+    description: str = "a data source written in Python",
+) -> None: ...
+
+class PythonOptimizer(Protocol):
+    n_state_slots: int
+    lr: float
+    def step(
+        self,
+        params: npt.NDArray[np.float32],
+        grads: npt.NDArray[np.float32],
+        states: list[npt.NDArray[np.float32]],
+        lr: float,
+        grad_scale: float,
+        step: int,
+        apply_weight_decay: bool,
+    ) -> None: ...
+
+def register_optimizer(
+    name: str,
+    factory: Callable[[dict[str, Any]], PythonOptimizer],
+    version: str = "0.1.0",
+    description: str = "an optimizer written in Python",
+) -> None: ...
