@@ -11,5 +11,6 @@
 #include "keel/optimizer.h"
 #include "keel/strategy.h"
 #include "keel/data.h"
+#include "keel/comm.h"
 #include "keel/embed.h"
 #endif

@@ -17,7 +17,8 @@ enum {
   KEEL_KIND_MODEL = 2,
   KEEL_KIND_OPTIMIZER = 3,
   KEEL_KIND_STRATEGY = 4,
-  KEEL_KIND_DATA = 5       /* 0.3: a source of token batches (data.h) */
+  KEEL_KIND_DATA = 5,      /* 0.3: a source of token batches (data.h) */
+  KEEL_KIND_COMM = 6       /* 0.4: collectives and point-to-point (comm.h) */
 };
 
 typedef struct keel_plugin_info {

@@ -3,11 +3,12 @@
    minor. Until 1.0 is frozen, every change bumps the minor and a 0.x plugin must match it exactly.
    0.1: backend, model, optimizer, strategy kinds.
    0.2: strategy read_state/write_state (checkpoints); model external_name/external_config (export).
-   0.3: the data kind (data.h); the embedding API completed for bindings (embed.h). */
+   0.3: the data kind (data.h); the embedding API completed for bindings (embed.h).
+   0.4: the comm kind (comm.h). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 3
+#define KEEL_ABI_VERSION_MINOR 4
 
 #endif

@@ -54,6 +54,7 @@ const char* kind_name(int32_t kind) {
     case KEEL_KIND_OPTIMIZER: return "optimizer";
     case KEEL_KIND_STRATEGY: return "strategy";
     case KEEL_KIND_DATA: return "data";
+    case KEEL_KIND_COMM: return "comm";
     default: return "unknown";
   }
 }

@@ -67,8 +67,16 @@ std::string check_kind_table(const keel_plugin_info& info) {
       using T = keel_data_api;
       return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, next_batch)});
     }
+    case KEEL_KIND_COMM: {
+      using T = keel_comm_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create_world), SLOT(T, destroy), SLOT(T, rank),
+                                         SLOT(T, size), SLOT(T, split), SLOT(T, all_reduce), SLOT(T, reduce_scatter),
+                                         SLOT(T, all_gather), SLOT(T, broadcast), SLOT(T, send), SLOT(T, recv),
+                                         SLOT(T, barrier), SLOT(T, wait), SLOT(T, counters), SLOT(T, abort_world)});
+    }
     default:
-      return "unknown plugin kind " + std::to_string(info.kind) + " (this core knows backend, model, optimizer, strategy, data)";
+      return "unknown plugin kind " + std::to_string(info.kind) +
+             " (this core knows backend, model, optimizer, strategy, data, comm)";
   }
 }
 

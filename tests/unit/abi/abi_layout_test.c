@@ -1,7 +1,7 @@
 /* The ABI promise, checked at compile time: every shipped field of every table and argument
    struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
-   The numbers were frozen from the headers of each minor (0.1, then the fields 0.2 and 0.3 appended);
+   The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2, 0.3 and 0.4 appended);
    when 1.0 is released they are frozen again under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
@@ -13,6 +13,28 @@
 #define KEEL_ASSERT_SIZE(type, size) \
   _Static_assert(sizeof(type) >= (size), #type " shrank: the ABI only appends")
 
+KEEL_ASSERT_SIZE(keel_comm_counters, 120);
+KEEL_ASSERT_OFFSET(keel_comm_counters, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_comm_counters, calls, 8);
+KEEL_ASSERT_OFFSET(keel_comm_counters, bytes, 64);
+KEEL_ASSERT_SIZE(keel_comm_api, 136);
+KEEL_ASSERT_OFFSET(keel_comm_api, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_comm_api, validate_config, 8);
+KEEL_ASSERT_OFFSET(keel_comm_api, create_world, 16);
+KEEL_ASSERT_OFFSET(keel_comm_api, destroy, 24);
+KEEL_ASSERT_OFFSET(keel_comm_api, rank, 32);
+KEEL_ASSERT_OFFSET(keel_comm_api, size, 40);
+KEEL_ASSERT_OFFSET(keel_comm_api, split, 48);
+KEEL_ASSERT_OFFSET(keel_comm_api, all_reduce, 56);
+KEEL_ASSERT_OFFSET(keel_comm_api, reduce_scatter, 64);
+KEEL_ASSERT_OFFSET(keel_comm_api, all_gather, 72);
+KEEL_ASSERT_OFFSET(keel_comm_api, broadcast, 80);
+KEEL_ASSERT_OFFSET(keel_comm_api, send, 88);
+KEEL_ASSERT_OFFSET(keel_comm_api, recv, 96);
+KEEL_ASSERT_OFFSET(keel_comm_api, barrier, 104);
+KEEL_ASSERT_OFFSET(keel_comm_api, wait, 112);
+KEEL_ASSERT_OFFSET(keel_comm_api, counters, 120);
+KEEL_ASSERT_OFFSET(keel_comm_api, abort_world, 128);
 KEEL_ASSERT_SIZE(keel_data_api, 48);
 KEEL_ASSERT_OFFSET(keel_data_api, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_data_api, validate_config, 8);
@@ -253,9 +275,11 @@ KEEL_ASSERT_SIZE_FIRST(keel_external_tensor);
 KEEL_ASSERT_SIZE_FIRST(keel_data_api);
 KEEL_ASSERT_SIZE_FIRST(keel_param_info);
 KEEL_ASSERT_SIZE_FIRST(keel_plugin_description);
+KEEL_ASSERT_SIZE_FIRST(keel_comm_api);
+KEEL_ASSERT_SIZE_FIRST(keel_comm_counters);
 
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 3 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 4 ? 0 : 1;
 }

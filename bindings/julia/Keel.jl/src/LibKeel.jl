@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 3
+const KEEL_ABI_VERSION_MINOR = 4
 
 const KEEL_MAX_DIMS = 4
 
@@ -116,6 +116,7 @@ const KEEL_KIND_MODEL = Cint(2)
 const KEEL_KIND_OPTIMIZER = Cint(3)
 const KEEL_KIND_STRATEGY = Cint(4)
 const KEEL_KIND_DATA = Cint(5)  # 0.3: a source of token batches (data.h)
+const KEEL_KIND_COMM = Cint(6)  # 0.4: collectives and point-to-point (comm.h)
 
 struct keel_plugin_info
     struct_size::Csize_t
@@ -318,6 +319,46 @@ struct keel_data_api
     destroy::Ptr{Cvoid}
     next_batch::Ptr{Cvoid}
     reset_split::Ptr{Cvoid}
+end
+
+const KEEL_REDUCE_SUM = Cint(0)
+const KEEL_REDUCE_MAX = Cint(1)
+
+const KEEL_COMM_ALL_REDUCE = Cint(0)
+const KEEL_COMM_REDUCE_SCATTER = Cint(1)
+const KEEL_COMM_ALL_GATHER = Cint(2)
+const KEEL_COMM_BROADCAST = Cint(3)
+const KEEL_COMM_SEND = Cint(4)
+const KEEL_COMM_RECV = Cint(5)
+const KEEL_COMM_BARRIER = Cint(6)
+const KEEL_COMM_OP_COUNT = Cint(7)
+
+mutable struct keel_comm_request end
+
+struct keel_comm_counters
+    struct_size::Csize_t
+    calls::NTuple{7, UInt64}
+    bytes::NTuple{7, UInt64}
+end
+
+struct keel_comm_api
+    struct_size::Csize_t
+    validate_config::Ptr{Cvoid}
+    create_world::Ptr{Cvoid}
+    destroy::Ptr{Cvoid}
+    rank::Ptr{Cvoid}
+    size::Ptr{Cvoid}
+    split::Ptr{Cvoid}
+    all_reduce::Ptr{Cvoid}
+    reduce_scatter::Ptr{Cvoid}
+    all_gather::Ptr{Cvoid}
+    broadcast::Ptr{Cvoid}
+    send::Ptr{Cvoid}
+    recv::Ptr{Cvoid}
+    barrier::Ptr{Cvoid}
+    wait::Ptr{Cvoid}
+    counters::Ptr{Cvoid}
+    abort_world::Ptr{Cvoid}
 end
 
 mutable struct keel_trainer end
