@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev                            # config
   libopenblas-dev                               # CPU sgemm
   libgtest-dev                                  # unit tests
+  openmpi-bin libopenmpi-dev                    # plugins/comm-mpi: the mpi comm plugin and mpirun for its tests
   python3 python3-numpy python3-torch python3-pytest  # the PyTorch oracle (Debian's own python3)
   python3-venv                                  # scripts/hf-venv.sh: transformers over Debian's torch
   bindgen                                       # bindings/rust/keel-sys/generate.sh: Rust FFI from abi/
