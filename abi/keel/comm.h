@@ -33,9 +33,10 @@ typedef struct keel_comm_request keel_comm_request;
 typedef struct keel_comm_counters {
   size_t struct_size;
   uint64_t calls[KEEL_COMM_OP_COUNT];
-  /* Bytes this rank sent for each operation, by the algorithm-independent convention of the
-     ZeRO paper: all_reduce of n bytes counts 2n(p-1)/p, reduce_scatter and all_gather of n
-     bytes in total count n(p-1)/p, broadcast counts n on the root, send counts n. */
+  /* Communication volume of each operation by the ZeRO paper's convention (independent of the
+     algorithm; a ring moves (p-1)/p of it): all_reduce of n bytes counts 2n, reduce_scatter
+     counts its n input bytes, all_gather its n output bytes, broadcast n on every rank, send n,
+     recv n. In a group of one nothing moves and nothing is counted. */
   uint64_t bytes[KEEL_COMM_OP_COUNT];
 } keel_comm_counters;
 

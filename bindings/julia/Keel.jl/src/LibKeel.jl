@@ -271,56 +271,6 @@ struct keel_optimizer_api
     step::Ptr{Cvoid}
 end
 
-struct keel_strategy_create_args
-    struct_size::Csize_t
-    config_json::Cstring
-    json_path::Cstring
-    backend::Ptr{keel_backend_api}
-    backend_obj::Ptr{Cvoid}
-    optimizer::Ptr{keel_optimizer_api}
-    optimizer_obj::Ptr{Cvoid}
-    params::Ptr{keel_param_spec}
-    n_params::Csize_t
-    n_layers::Int32
-    seed::UInt64
-end
-
-struct keel_strategy_step_args
-    struct_size::Csize_t
-    lr::Cfloat
-    grad_scale::Cfloat
-    step::Int64
-end
-
-struct keel_strategy_api
-    struct_size::Csize_t
-    validate_config::Ptr{Cvoid}
-    create::Ptr{Cvoid}
-    destroy::Ptr{Cvoid}
-    param_access::Ptr{Cvoid}
-    begin_microbatch::Ptr{Cvoid}
-    zero_grads::Ptr{Cvoid}
-    grad_sq_norm::Ptr{Cvoid}
-    step::Ptr{Cvoid}
-    read_param::Ptr{Cvoid}
-    write_param::Ptr{Cvoid}
-    read_grad::Ptr{Cvoid}
-    read_state::Ptr{Cvoid}
-    write_state::Ptr{Cvoid}
-end
-
-const KEEL_SPLIT_TRAIN = Cint(0)
-const KEEL_SPLIT_VALIDATION = Cint(1)
-
-struct keel_data_api
-    struct_size::Csize_t
-    validate_config::Ptr{Cvoid}
-    create::Ptr{Cvoid}
-    destroy::Ptr{Cvoid}
-    next_batch::Ptr{Cvoid}
-    reset_split::Ptr{Cvoid}
-end
-
 const KEEL_REDUCE_SUM = Cint(0)
 const KEEL_REDUCE_MAX = Cint(1)
 
@@ -359,6 +309,71 @@ struct keel_comm_api
     wait::Ptr{Cvoid}
     counters::Ptr{Cvoid}
     abort_world::Ptr{Cvoid}
+end
+
+struct keel_strategy_create_args
+    struct_size::Csize_t
+    config_json::Cstring
+    json_path::Cstring
+    backend::Ptr{keel_backend_api}
+    backend_obj::Ptr{Cvoid}
+    optimizer::Ptr{keel_optimizer_api}
+    optimizer_obj::Ptr{Cvoid}
+    params::Ptr{keel_param_spec}
+    n_params::Csize_t
+    n_layers::Int32
+    seed::UInt64
+    dp_comm::Ptr{keel_comm_api}
+    dp_comm_obj::Ptr{Cvoid}
+    dp_rank::Int32
+    dp_size::Int32
+end
+
+struct keel_strategy_info
+    struct_size::Csize_t
+    params_resident::Int32
+    reserved::Int32
+    param_bytes::UInt64
+    grad_bytes::UInt64
+    state_bytes::UInt64
+end
+
+struct keel_strategy_step_args
+    struct_size::Csize_t
+    lr::Cfloat
+    grad_scale::Cfloat
+    step::Int64
+end
+
+struct keel_strategy_api
+    struct_size::Csize_t
+    validate_config::Ptr{Cvoid}
+    create::Ptr{Cvoid}
+    destroy::Ptr{Cvoid}
+    param_access::Ptr{Cvoid}
+    begin_microbatch::Ptr{Cvoid}
+    zero_grads::Ptr{Cvoid}
+    grad_sq_norm::Ptr{Cvoid}
+    step::Ptr{Cvoid}
+    read_param::Ptr{Cvoid}
+    write_param::Ptr{Cvoid}
+    read_grad::Ptr{Cvoid}
+    read_state::Ptr{Cvoid}
+    write_state::Ptr{Cvoid}
+    owned_range::Ptr{Cvoid}
+    describe::Ptr{Cvoid}
+end
+
+const KEEL_SPLIT_TRAIN = Cint(0)
+const KEEL_SPLIT_VALIDATION = Cint(1)
+
+struct keel_data_api
+    struct_size::Csize_t
+    validate_config::Ptr{Cvoid}
+    create::Ptr{Cvoid}
+    destroy::Ptr{Cvoid}
+    next_batch::Ptr{Cvoid}
+    reset_split::Ptr{Cvoid}
 end
 
 mutable struct keel_trainer end
