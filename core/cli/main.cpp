@@ -136,14 +136,21 @@ int main(int argc, char** argv) {
       // A resumed run takes every weight from its checkpoint: model.init_from is not read again.
       if (!line.resume.empty()) config.model_init_from.clear();
       keel::Trainer trainer(std::move(config));
-      if (!line.resume.empty()) {
-        // "latest" is the newest checkpoint of this config's train.checkpoint.dir.
-        const std::string where = line.resume == "latest" ? trainer.config().train.checkpoint.dir : line.resume;
-        const std::string checkpoint = keel::resolve_checkpoint(where);
-        keel::load_checkpoint(trainer, checkpoint);
-        std::cout << "resuming from " << checkpoint << " at step " << trainer.step() << std::endl;
+      try {
+        if (!line.resume.empty()) {
+          // "latest" is the newest checkpoint of this config's train.checkpoint.dir.
+          const std::string where = line.resume == "latest" ? trainer.config().train.checkpoint.dir : line.resume;
+          const std::string checkpoint = keel::resolve_checkpoint(where);
+          keel::load_checkpoint(trainer, checkpoint);
+          if (trainer.world_rank() == 0)
+            std::cout << "resuming from " << checkpoint << " at step " << trainer.step() << std::endl;
+        }
+        keel::run_training(trainer, std::cout, !line.resume.empty());
+      } catch (const std::exception& e) {
+        // The other ranks may be waiting in a collective for this one: end them all, naming why.
+        trainer.abort_all_ranks(e.what());
+        throw;
       }
-      keel::run_training(trainer, std::cout, !line.resume.empty());
       return 0;
     }
     if (line.command == "inspect") return inspect_checkpoint(line.config);

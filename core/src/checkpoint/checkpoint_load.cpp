@@ -1,6 +1,7 @@
 // Loading: the manifest is checked (format version, every file's size and CRC-32C) before any
 // byte reaches the trainer; each parameter and state tensor is assembled from the slices that
 // cover it, so a checkpoint written by another layout loads the same way.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -121,31 +122,37 @@ void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
     return *slot;
   };
 
+  // Each rank fills the ranges it holds in this run's layout from whatever slices overlap them,
+  // so a checkpoint saved at one data-parallel size or ZeRO stage loads into any other.
   const keel_model_info& info = trainer.model_info();
   for (size_t i = 0; i < info.n_params; ++i) {
     const std::string name = info.params[i].name;
     const int64_t numel = trainer.numel(i);
     for (int32_t kind = -1; kind < slots; ++kind) {
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
+      const auto [want_begin, want_end] = trainer.owned_range(kind, i);
+      if (want_end <= want_begin) continue;
       auto found = slices.find({name, kind_name});
       if (found == slices.end())
         throw KeelError(KEEL_ERR_IO, where + ": no " + kind_name + " slices for parameter \"" + name + "\"");
-      std::vector<float> values(static_cast<size_t>(numel));
+      std::vector<float> values(static_cast<size_t>(want_end - want_begin));
       int64_t covered = 0;
       for (const auto& slice : found->second) {
         const int64_t begin = slice.at("begin").get<int64_t>(), end = slice.at("end").get<int64_t>();
         if (begin < 0 || end > numel || begin > end)
           throw KeelError(KEEL_ERR_IO, where + ": slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") of \"" +
                                            name + "\" lies outside its " + std::to_string(numel) + " elements");
-        file(slice.at("file").get<std::string>()).read_f32(slice.at("key").get<std::string>(), 0, end - begin,
-                                                            values.data() + begin);
-        covered += end - begin;
+        const int64_t from = std::max(begin, want_begin), to = std::min(end, want_end);
+        if (to <= from) continue;
+        file(slice.at("file").get<std::string>()).read_f32(slice.at("key").get<std::string>(), from - begin, to - from,
+                                                            values.data() + (from - want_begin));
+        covered += to - from;
       }
-      if (covered != numel)
+      if (covered != want_end - want_begin)
         throw KeelError(KEEL_ERR_IO, where + ": the " + kind_name + " slices of \"" + name + "\" cover " +
-                                         std::to_string(covered) + " of its " + std::to_string(numel) + " elements");
-      if (kind < 0) trainer.write_param(i, values);
-      else trainer.write_state(kind, i, values);
+                                         std::to_string(covered) + " of the " + std::to_string(want_end - want_begin) +
+                                         " elements this rank needs");
+      trainer.write_range(kind, i, want_begin, values);
     }
   }
   trainer.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),

@@ -1,7 +1,8 @@
-// Saving: every slice this rank owns (on one rank, each whole tensor) into one safetensors file
-// per rank, a manifest describing the run, the mesh, every parameter and every slice, and each
-// file's size and CRC-32C. The folder is built under .tmp-*, fsync'ed, renamed into place, and
-// only then does `latest` move: a crash at any moment leaves the previous checkpoint intact.
+// Saving: every slice this rank owns (on one rank, each whole tensor; a tensor every rank holds
+// whole is written by rank 0 only) into one safetensors file per rank; rank 0 writes a manifest
+// describing the run, the mesh, every parameter and every slice, and each file's size and
+// CRC-32C. The folder is built under .tmp-*, fsync'ed, renamed into place, and only then does
+// `latest` move: a crash at any moment leaves the previous checkpoint intact.
 #include <unistd.h>
 
 #include <cmath>
@@ -58,74 +59,106 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   const int64_t step = trainer.step();
   const keel_model_info& info = trainer.model_info();
   const int32_t slots = trainer.optimizer_info().n_state_slots;
-  const std::string rank_file = "rank00000.safetensors";
+  const int32_t rank = trainer.world_rank(), ranks = trainer.world_size();
+  char rank_file_name[32];
+  std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", rank);
+  const std::string rank_file = rank_file_name;
 
-  // Gather every slice first: a refusal (non-finite values) must not leave anything on disk.
+  // Gather this rank's slices first: the ranges it owns; a tensor every rank holds whole is
+  // written once, by rank 0. A refusal (non-finite values) on any rank must leave nothing on disk.
   std::vector<std::vector<float>> buffers;
   std::vector<SafetensorsEntry> entries;
   nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array();
   buffers.reserve(info.n_params * size_t(1 + slots));
+  std::string nonfinite;
   for (size_t i = 0; i < info.n_params; ++i) {
     const keel_param_spec& spec = info.params[i];
     const int64_t numel = trainer.numel(i);
     params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.global_shape, spec.global_shape + spec.ndim)},
                       {"dtype", "F32"}, {"layer", spec.layer}});
     for (int32_t kind = -1; kind < slots; ++kind) {
+      const auto [begin, end] = trainer.owned_range(kind, i);
+      const bool whole = begin == 0 && end == numel;
+      if (end <= begin || (whole && ranks > 1 && rank != 0)) continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
-      buffers.push_back(kind < 0 ? trainer.read_param(i) : trainer.read_state(kind, i));
-      require_finite(buffers.back(), kind_name + " of " + spec.name, step);
-      const std::string key = kind_name + "/" + spec.name + "/0";
-      entries.push_back({key, "F32", {numel}, buffers.back().data(), size_t(numel) * sizeof(float)});
-      slices.push_back({{"tensor", spec.name}, {"kind", kind_name}, {"begin", 0}, {"end", numel},
+      buffers.push_back(trainer.read_range(kind, i, begin, end));
+      try {
+        require_finite(buffers.back(), kind_name + " of " + spec.name, step);
+      } catch (const KeelError& e) {
+        if (nonfinite.empty()) nonfinite = e.what();
+      }
+      const std::string key = kind_name + "/" + spec.name + "/" + std::to_string(begin);
+      entries.push_back({key, "F32", {end - begin}, buffers.back().data(), size_t(end - begin) * sizeof(float)});
+      slices.push_back({{"tensor", spec.name}, {"kind", kind_name}, {"begin", begin}, {"end", end},
                         {"file", rank_file}, {"key", key}});
     }
   }
+  if (trainer.sum_over_ranks(nonfinite.empty() ? 0.0 : 1.0) > 0)
+    throw KeelError(KEEL_ERR_NONFINITE, nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
+                                                                " refused: another rank holds non-finite values"
+                                                          : nonfinite);
 
-  std::error_code error;
-  fs::create_directories(root, error);
-  if (error) throw KeelError(KEEL_ERR_IO, root + ": cannot create the checkpoint folder: " + error.message());
+  // One temporary folder for all ranks, named after rank 0's process.
+  const long run_id = long(trainer.sum_over_ranks(rank == 0 ? double(::getpid()) : 0.0));
   const std::string name = step_folder_name(step);
-  const std::string temporary = (fs::path(root) / (".tmp-" + name + "-" + std::to_string(::getpid()))).string();
-  fs::remove_all(temporary, error);
-  fs::create_directories(temporary, error);
-  if (error) throw KeelError(KEEL_ERR_IO, temporary + ": cannot create: " + error.message());
+  const std::string temporary = (fs::path(root) / (".tmp-" + name + "-" + std::to_string(run_id))).string();
+  std::error_code error;
+  if (rank == 0) {
+    fs::create_directories(root, error);
+    if (error) throw KeelError(KEEL_ERR_IO, root + ": cannot create the checkpoint folder: " + error.message());
+    fs::remove_all(temporary, error);
+    fs::create_directories(temporary, error);
+    if (error) throw KeelError(KEEL_ERR_IO, temporary + ": cannot create: " + error.message());
+  }
+  trainer.barrier();
 
   write_safetensors((fs::path(temporary) / rank_file).string(), entries);
   uint64_t bytes = 0;
   const uint32_t crc = file_crc32c((fs::path(temporary) / rank_file).string(), &bytes);
-
-  const RunConfig& config = trainer.config();
-  nlohmann::json manifest = {
-      {"format", "keel-checkpoint"},
-      {"format_version", kCheckpointFormatVersion},
-      {"keel_abi", std::to_string(KEEL_ABI_VERSION_MAJOR) + "." + std::to_string(KEEL_ABI_VERSION_MINOR)},
-      {"step", step},
-      {"tokens_seen", trainer.tokens_seen()},
-      {"data_state", trainer.data_state()},
-      {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
-      {"mesh", {{"dp", 1}, {"tp", 1}, {"pp", 1}, {"world_size", 1}}},
-      {"config", config.json},
-      {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", slots}}},
-      {"params", params},
-      {"slices", slices},
-      {"files", {{{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}}}};
-  write_file_atomically((fs::path(temporary) / "manifest.json").string(), manifest.dump(1));
-  fsync_path(temporary);
+  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}}, {"slices", slices}};
+  const std::vector<std::string> everyone = trainer.gather_strings(mine.dump());
 
   const std::string final_folder = (fs::path(root) / name).string();
-  if (fs::exists(final_folder)) {
-    // The same step saved by an earlier run (a resume that retrained it): move the old one aside
-    // first; `latest` keeps naming a complete folder except between these two renames, and
-    // resolve_checkpoint falls back to the newest complete one if a crash lands there.
-    const std::string old = (fs::path(root) / (".tmp-old-" + name + "-" + std::to_string(::getpid()))).string();
-    rename_durably(final_folder, old);
-    rename_durably(temporary, final_folder);
-    fs::remove_all(old, error);
-  } else {
-    rename_durably(temporary, final_folder);
+  if (rank == 0) {
+    nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array();
+    for (const auto& text : everyone) {
+      const nlohmann::json part = nlohmann::json::parse(text);
+      files.push_back(part.at("file"));
+      for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
+    }
+    const RunConfig& config = trainer.config();
+    nlohmann::json manifest = {
+        {"format", "keel-checkpoint"},
+        {"format_version", kCheckpointFormatVersion},
+        {"keel_abi", std::to_string(KEEL_ABI_VERSION_MAJOR) + "." + std::to_string(KEEL_ABI_VERSION_MINOR)},
+        {"step", step},
+        {"tokens_seen", trainer.tokens_seen()},
+        {"data_state", trainer.data_state()},
+        {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
+        {"mesh", {{"dp", trainer.dp_size()}, {"tp", config.tp}, {"pp", config.pp}, {"world_size", ranks}}},
+        {"strategy", config.strategy.json},
+        {"config", config.json},
+        {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", slots}}},
+        {"params", params},
+        {"slices", all_slices},
+        {"files", files}};
+    write_file_atomically((fs::path(temporary) / "manifest.json").string(), manifest.dump(1));
+    fsync_path(temporary);
+    if (fs::exists(final_folder)) {
+      // The same step saved by an earlier run (a resume that retrained it): move the old one aside
+      // first; `latest` keeps naming a complete folder except between these two renames, and
+      // resolve_checkpoint falls back to the newest complete one if a crash lands there.
+      const std::string old = (fs::path(root) / (".tmp-old-" + name + "-" + std::to_string(run_id))).string();
+      rename_durably(final_folder, old);
+      rename_durably(temporary, final_folder);
+      fs::remove_all(old, error);
+    } else {
+      rename_durably(temporary, final_folder);
+    }
+    write_file_atomically((fs::path(root) / "latest").string(), name + "\n");
+    prune_checkpoints(root, keep, final_folder);
   }
-  write_file_atomically((fs::path(root) / "latest").string(), name + "\n");
-  prune_checkpoints(root, keep, final_folder);
+  trainer.barrier();  // nobody goes on (or reads the checkpoint) before it is complete
   return final_folder;
 }
 

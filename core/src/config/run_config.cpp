@@ -56,10 +56,9 @@ void read_data(JsonSection s, DataConfig& out) {
   if (out.source == "shards" && out.train_pattern.empty())
     throw ConfigError(s.path_of("train") + ": required when source is \"shards\" (a glob of llm.c .bin token shards)");
   if (out.global_batch == 0) out.global_batch = out.micro_batch;
-  if (out.global_batch % out.micro_batch != 0)
+  if (out.global_batch % out.micro_batch != 0)  // the data-parallel size is checked when it is known
     throw ConfigError(s.path_of("global_batch") + ": " + std::to_string(out.global_batch) +
-                      " sequences per step is not a multiple of micro_batch " + std::to_string(out.micro_batch) +
-                      " × data-parallel size 1");
+                      " sequences per step is not a multiple of micro_batch " + std::to_string(out.micro_batch));
   s.finish();
 }
 
@@ -106,7 +105,7 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
     if (!json.is_object()) throw ConfigError("(top level): expected an object, found " + keel_support::json_type_name(json));
     for (const auto& assignment : overrides) apply_override(json, assignment);
     JsonSection top(json, "");
-    for (const char* key : {"model", "optimizer", "backend", "parallel", "lr_schedule", "data", "train"}) top.allow(key);
+    for (const char* key : {"model", "optimizer", "backend", "parallel", "lr_schedule", "data", "train", "comm"}) top.allow(key);
     auto plugin_path = top.get<nlohmann::json>("plugin_path", nlohmann::json::array());
     top.finish();
     if (plugin_path.is_string()) config.plugin_path.push_back(plugin_path.get<std::string>());
@@ -133,6 +132,8 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
     }
     config.optimizer = read_plugin_section(json, "optimizer", "optimizer", "adamw");
     config.backend = read_plugin_section(json, "backend", "backend", "cpu");
+    config.comm_explicit = json.contains("comm");
+    config.comm = read_plugin_section(json, "comm", "comm", "mpi");
     read_parallel(json, config);
     auto section = [&](const char* key) {
       return JsonSection(json.contains(key) ? json.at(key) : nlohmann::json::object(), key);

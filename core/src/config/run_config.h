@@ -62,6 +62,8 @@ struct RunConfig {
   std::string name;              // the file's stem, for default output folders
   nlohmann::json json;           // after overrides
   PluginSection model, optimizer, backend, strategy;
+  PluginSection comm;            // "comm": {"plugin": "mpi"}: how ranks talk (default mpi)
+  bool comm_explicit = false;    // the config named a comm section (else a missing plugin means one rank)
   PluginSection data_plugin;     // "data": {"plugin": ...}: a data-kind plugin instead of the
                                  // built-in sources (plugin "" when absent); it gets the data
                                  // section less the core's batch keys

@@ -43,7 +43,7 @@ void require(bool condition, const char* what) {
 keel_step_metrics to_metrics(const keel::Trainer& t, const keel::StepResult& r) {
   const double tokens_per_s = r.tokens / std::max(r.step_seconds, 1e-9);
   return {sizeof(keel_step_metrics), r.step, float(r.loss), float(r.lr), float(r.grad_norm), tokens_per_s,
-          t.flops_per_token() * tokens_per_s / t.peak_flops(), 1e3 * r.step_seconds};
+          t.mfu(tokens_per_s), 1e3 * r.step_seconds};
 }
 
 // Copies a struct into a caller's that may be older (shorter) than ours: the fields that fit

@@ -29,12 +29,22 @@ const char* level_name(int32_t level) {
 
 }  // namespace
 
+namespace {
+int32_t log_rank = 0, log_size = 1;
+}
+
+void set_log_rank(int32_t rank, int32_t size) { log_rank = rank, log_size = size; }
+
 void log_line(int32_t level, const char* source, const std::string& message) {
   static const int32_t threshold = threshold_from_environment();
   static std::mutex mutex;
-  if (level < threshold) return;
+  if (level < threshold || (log_rank != 0 && level < KEEL_LOG_WARN)) return;
   std::lock_guard<std::mutex> lock(mutex);
-  std::fprintf(stderr, "[%s] %s: %s\n", source ? source : "plugin", level_name(level), message.c_str());
+  if (log_size > 1)
+    std::fprintf(stderr, "[rank %d/%d] [%s] %s: %s\n", log_rank, log_size, source ? source : "plugin", level_name(level),
+                 message.c_str());
+  else
+    std::fprintf(stderr, "[%s] %s: %s\n", source ? source : "plugin", level_name(level), message.c_str());
   std::fflush(stderr);
 }
 

@@ -74,6 +74,7 @@ void RunReporter::step(const StepReport& r) {
   for (const auto& [phase, ms] : r.phase_ms) record["time_ms"][phase] = ms;
   if (r.val_loss) record["val_loss"] = *r.val_loss;
   if (r.skipped) record["skipped"] = true;
+  for (auto it = r.extra.begin(); it != r.extra.end(); ++it) record[it.key()] = it.value();
   metrics_.write(record);
   if (tensorboard_) write_tensorboard(r);
 }

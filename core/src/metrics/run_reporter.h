@@ -3,6 +3,8 @@
 // happened; the reporter decides how it is shown.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,6 +33,7 @@ struct StepReport {
   std::map<std::string, double> phase_ms;  // data, forward, backward, optimizer, checkpoint: this step's
   int64_t memory_bytes = 0;                // resident memory of the process
   bool skipped = false;                    // a non-finite step whose update was skipped
+  nlohmann::json extra = nlohmann::json::object();  // more fields for the JSONL record (memory, comm)
 };
 
 class TensorBoardWriter;

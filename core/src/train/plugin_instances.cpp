@@ -3,6 +3,7 @@
 
 #include "host/errors.h"
 #include "host/host_table.h"
+#include "host/log.h"
 #include "loader/plugin_registry.h"
 
 namespace keel {
@@ -44,6 +45,7 @@ void PluginInstances::create(const RunConfig& config) {
   optimizer = table_for<keel_optimizer_api>(KEEL_KIND_OPTIMIZER, config.optimizer, config);
   strategy = table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config);
   const keel_host* host = host_table();
+  create_mesh(config);
 
   const std::string backend_json = config.backend.json.dump();
   keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
@@ -65,7 +67,8 @@ void PluginInstances::create(const RunConfig& config) {
   const std::string strategy_json = config.strategy.json.dump();
   keel_strategy_create_args strategy_args{sizeof(strategy_args), strategy_json.c_str(), config.strategy.json_path.c_str(),
                                           backend, backend_obj, optimizer, optimizer_obj, model_info.params,
-                                          model_info.n_params, model_info.n_layers, config.train.seed};
+                                          model_info.n_params, model_info.n_layers, config.train.seed,
+                                          dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size};
   check_plugin(strategy->create(host, &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
   access.struct_size = sizeof(access);
   check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");
@@ -78,12 +81,46 @@ void PluginInstances::create(const RunConfig& config) {
   }
 }
 
+// The mesh of DESIGN.md §2 (pp × dp × tp, tp fastest): with tp = pp = 1 every rank is in one
+// data-parallel group, split from the world so the shape is already the general one.
+void PluginInstances::create_mesh(const RunConfig& config) {
+  PluginRegistry& registry = PluginRegistry::instance();
+  try {
+    comm = static_cast<const keel_comm_api*>(registry.find(KEEL_KIND_COMM, config.comm.plugin).info.api);
+  } catch (const KeelError& e) {
+    if (config.comm_explicit) throw KeelError(e.code, config.file + ": comm.plugin: " + e.what());
+    return;  // no comm plugin installed and none asked for: one process
+  }
+  const std::string comm_json = config.comm.json.dump();
+  check_plugin(comm->create_world(host_table(), comm_json.c_str(), config.comm.json_path.c_str(), &world_obj),
+               "comm '" + config.comm.plugin + "' create_world");
+  check_plugin(comm->rank(world_obj, &world_rank), "comm rank");
+  check_plugin(comm->size(world_obj, &world_size), "comm size");
+  set_log_rank(world_rank, world_size);
+  const int32_t tp = config.tp, pp = config.pp;
+  if (world_size % (tp * pp) != 0)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel: " + std::to_string(world_size) +
+                                                 " ranks do not divide into tp " + std::to_string(tp) + " × pp " +
+                                                 std::to_string(pp));
+  const int32_t tp_index = world_rank % tp, dp_index = (world_rank / tp) % (world_size / (tp * pp)),
+                pp_index = world_rank / (world_size / pp);
+  check_plugin(comm->split(world_obj, pp_index * tp + tp_index, dp_index, &dp_obj), "comm split (data-parallel group)");
+  check_plugin(comm->rank(dp_obj, &dp_rank), "comm rank");
+  check_plugin(comm->size(dp_obj, &dp_size), "comm size");
+}
+
+void PluginInstances::abort_all_ranks(const std::string& reason) {
+  if (comm && world_obj && world_size > 1) comm->abort_world(world_obj, 1, reason.c_str());
+}
+
 PluginInstances::~PluginInstances() {
   if (data_obj) data->destroy(data_obj);
   if (strategy_obj) strategy->destroy(strategy_obj);
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);
   if (backend_obj) backend->destroy(backend_obj);
+  if (dp_obj) comm->destroy(dp_obj);
+  if (world_obj) comm->destroy(world_obj);
 }
 
 }  // namespace keel

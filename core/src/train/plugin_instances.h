@@ -14,11 +14,15 @@ struct PluginInstances {
   const keel_optimizer_api* optimizer = nullptr;
   const keel_strategy_api* strategy = nullptr;
   const keel_data_api* data = nullptr;  // only with "data": {"plugin": ...}
+  const keel_comm_api* comm = nullptr;  // NULL: a single process without a comm plugin
   void* backend_obj = nullptr;
   void* model_obj = nullptr;
   void* optimizer_obj = nullptr;
   void* strategy_obj = nullptr;
   void* data_obj = nullptr;
+  void* world_obj = nullptr;            // every rank
+  void* dp_obj = nullptr;               // this rank's data-parallel group (the world while tp = pp = 1)
+  int32_t world_rank = 0, world_size = 1, dp_rank = 0, dp_size = 1;
   keel_model_info model_info{};
   keel_optimizer_info optimizer_info{};
   keel_param_access access{};
@@ -30,6 +34,11 @@ struct PluginInstances {
 
   // Loads and creates every plugin the config names; throws KeelError naming the section.
   void create(const RunConfig& config);
+  // A failing rank ends every rank with its reason rather than leaving them in a collective.
+  void abort_all_ranks(const std::string& reason);
+
+ private:
+  void create_mesh(const RunConfig& config);
 };
 
 // Asks each configured plugin to check its own section, without creating anything.

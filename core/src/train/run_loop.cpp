@@ -5,9 +5,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "host/errors.h"
 #include "metrics/run_reporter.h"
 
 namespace keel {
@@ -36,8 +40,9 @@ std::string describe_run(const Trainer& trainer) {
   text << "model " << config.model.plugin << ": " << parameter_count(info) << " parameters in " << info.n_params
        << " tensors, " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
        << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
-       << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s; metrics → "
-       << config.train.metrics_path;
+       << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
+  if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (data-parallel " << trainer.dp_size() << ")";
+  text << "; metrics → " << config.train.metrics_path;
   if (trainer.step() > 0) text << "; resumed at step " << trainer.step();
   return text.str();
 }
@@ -56,17 +61,35 @@ void print_sample(Trainer& trainer, std::ostream& out) {
   out << "\n---" << std::endl;
 }
 
+// KEEL_FAULT_INJECT="rank=R,step=S[,mode=error|kill]" makes rank R fail (or die by SIGKILL)
+// after step S: how the tests show that one failing rank ends every rank with its reason.
+void maybe_inject_fault(const Trainer& trainer, int64_t step) {
+  static const char* spec = std::getenv("KEEL_FAULT_INJECT");
+  if (!spec) return;
+  int rank = -1;
+  long long at_step = -1;
+  char mode[16] = "error";
+  std::sscanf(spec, "rank=%d,step=%lld,mode=%15s", &rank, &at_step, mode);
+  if (rank != trainer.world_rank() || at_step != step) return;
+  if (std::string(mode) == "kill") std::raise(SIGKILL);
+  throw KeelError(KEEL_ERR_INTERNAL, "injected fault after step " + std::to_string(step) + " (KEEL_FAULT_INJECT)");
+}
+
 }  // namespace
 
 void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
   using clock = std::chrono::steady_clock;
   const TrainConfig& train = trainer.config().train;
+  // Every rank trains, evaluates and checkpoints; rank 0 alone reports (progress, metrics,
+  // TensorBoard, the sample), so a run under mpirun prints one run's story.
+  const bool reporting = trainer.world_rank() == 0;
+  std::ostringstream silent;
   ReporterOptions options;
-  options.metrics_path = train.metrics_path;
+  options.metrics_path = reporting ? train.metrics_path : "/dev/null";
   options.append = resumed;
-  options.tensorboard_dir = train.tensorboard_dir;
-  options.progress_bar = ::isatty(STDOUT_FILENO) == 1;
-  RunReporter reporter(options, out);
+  options.tensorboard_dir = reporting ? train.tensorboard_dir : "";
+  options.progress_bar = reporting && ::isatty(STDOUT_FILENO) == 1;
+  RunReporter reporter(options, reporting ? out : silent);
   reporter.header(describe_run(trainer));
 
   double train_seconds = 0, interval_seconds = 0;
@@ -82,8 +105,14 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
     reporter.note("checkpoint saved: " + folder + " (" + std::to_string(int64_t(ms)) + " ms)");
   };
 
+  // Communication volume per step over each logging interval, by comm.h's convention.
+  static const char* const kOpNames[KEEL_COMM_OP_COUNT] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                                           "send", "recv", "barrier"};
+  keel_comm_counters interval_start = trainer.comm_counters();
+  int64_t interval_steps = 0;
   while (trainer.step() < train.steps) {
     StepResult result = trainer.train_step();
+    maybe_inject_fault(trainer, result.step);
     train_seconds += result.step_seconds;
     interval_seconds += result.step_seconds;
     interval_tokens += result.tokens;
@@ -96,6 +125,7 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
                        {"optimizer", 1e3 * result.optimizer_seconds}};
     const bool last = result.step == train.steps;
     if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0) save(&report);
+    ++interval_steps;
     const bool evaluate = last || (train.eval_every > 0 && result.step % train.eval_every == 0);
     if (!(evaluate || result.step == first_step + 1 || result.step % train.log_every == 0 || result.skipped)) continue;
 
@@ -106,11 +136,24 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
     report.grad_norm = result.grad_norm;
     report.step_ms = 1e3 * result.step_seconds;
     report.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
-    report.mfu = trainer.flops_per_token() * report.tokens_per_s / trainer.peak_flops();
+    report.mfu = trainer.mfu(report.tokens_per_s);
     report.elapsed_s = std::chrono::duration<double>(clock::now() - run_start).count();
     report.eta_s = train_seconds / double(result.step - first_step) * double(train.steps - result.step);
     report.memory_bytes = resident_memory_bytes();
     report.skipped = result.skipped;
+    const keel_strategy_info memory = trainer.strategy_info();
+    report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
+                                      {"optimizer_state", memory.state_bytes}};
+    if (trainer.world_size() > 1) {
+      const keel_comm_counters now = trainer.comm_counters();
+      nlohmann::json per_step = nlohmann::json::object();
+      for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
+        if (now.bytes[op] > interval_start.bytes[op])
+          per_step[kOpNames[op]] = double(now.bytes[op] - interval_start.bytes[op]) / double(interval_steps);
+      report.extra["comm_bytes_per_step"] = per_step;
+      interval_start = now;
+    }
+    interval_steps = 0;
     if (evaluate) report.val_loss = trainer.evaluate();
     reporter.step(report);
     interval_seconds = 0;
@@ -118,7 +161,7 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
   }
   if (trainer.step() > first_step && last_saved_step != trainer.step()) save(nullptr);
   reporter.finish();
-  if (train.sample_tokens > 0) print_sample(trainer, out);
+  if (train.sample_tokens > 0 && reporting) print_sample(trainer, out);
 }
 
 }  // namespace keel

@@ -3,7 +3,9 @@
 // the clip factor, the scheduled learning rate and the strategy's step.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 
 #include <keel_support/json_section.hpp>
@@ -27,6 +29,14 @@ Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
     throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.seq_len: " + std::to_string(seq_len_) +
                                                  " is longer than the model's maximum sequence length " +
                                                  std::to_string(info.max_seq_len));
+  const int32_t per_step = config_.data.micro_batch * plugins_.dp_size;
+  if (config_.data.global_batch % per_step != 0)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.global_batch: " +
+                                                 std::to_string(config_.data.global_batch) +
+                                                 " sequences per step do not divide into micro_batch " +
+                                                 std::to_string(config_.data.micro_batch) + " × data-parallel size " +
+                                                 std::to_string(plugins_.dp_size) + " (= " + std::to_string(per_step) +
+                                                 " per micro-step); use a multiple of " + std::to_string(per_step));
   if (!plugins_.data) open_builtin_data();
   check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
   check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
@@ -43,7 +53,10 @@ void Trainer::open_builtin_data() {
                                                    std::to_string(info.vocab_size) + ")");
     }
   }
-  train_sampler_ = std::make_unique<BatchSampler>(data_.train, SamplerOptions{seq_len_, config_.train.seed, true});
+  SamplerOptions options{seq_len_, config_.train.seed, true};
+  options.dp_rank = plugins_.dp_rank;  // ranks read disjoint samples
+  options.dp_size = plugins_.dp_size;
+  train_sampler_ = std::make_unique<BatchSampler>(data_.train, options);
 }
 
 Batch Trainer::plugin_batch(int32_t split) {
@@ -134,6 +147,11 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
     check_plugin(plugins_.model->backward(plugins_.model_obj, &backward), "model '" + config_.model.plugin + "' backward");
     result.backward_seconds += seconds_since(phase);
     result.tokens += int64_t(batch.batch) * batch.seq_len;
+  }
+  // Every rank reports the same loss: the mean over the data-parallel group's samples.
+  if (plugins_.dp_size > 1) {
+    result.loss = sum_over_ranks(result.loss) / plugins_.dp_size;
+    result.tokens *= plugins_.dp_size;
   }
   const auto optimizer_start = clock::now();
   double sum_squares = 0;
@@ -297,6 +315,83 @@ std::string Trainer::external_config(const std::string& format) {
   check_plugin(plugins_.model->external_config(plugins_.model_obj, format.c_str(), &json),
                "model '" + config_.model.plugin + "' external_config(" + format + ")");
   return json ? json : "{}";
+}
+
+void Trainer::barrier() {
+  if (plugins_.dp_obj && plugins_.dp_size > 1) check_plugin(plugins_.comm->barrier(plugins_.dp_obj), "comm barrier");
+}
+
+double Trainer::sum_over_ranks(double value) {
+  if (!plugins_.dp_obj || plugins_.dp_size == 1) return value;
+  // All-gather then add in rank order: the same bits on every rank whatever the reduction tree.
+  std::vector<double> all(size_t(plugins_.dp_size));
+  check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, &value, all.data(), 1, keel_dtype{KEEL_DTYPE_FLOAT, 64, 1}, nullptr),
+               "comm all_gather");
+  double total = 0;
+  for (double v : all) total += v;
+  return total;
+}
+
+std::vector<std::string> Trainer::gather_strings(const std::string& mine) {
+  if (!plugins_.dp_obj || plugins_.dp_size == 1) return {mine};
+  // Strings travel as int32 words, padded to the longest, so a comm plugin needs no byte type.
+  const keel_dtype i32{KEEL_DTYPE_INT, 32, 1};
+  const size_t n = size_t(plugins_.dp_size);
+  int32_t length = int32_t(mine.size());
+  std::vector<int32_t> lengths(n);
+  check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, &length, lengths.data(), 1, i32, nullptr), "comm all_gather");
+  const size_t words = (size_t(*std::max_element(lengths.begin(), lengths.end())) + 3) / 4;
+  std::vector<int32_t> padded(words, 0), all(words * n, 0);
+  std::memcpy(padded.data(), mine.data(), mine.size());
+  if (words > 0)
+    check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, padded.data(), all.data(), words, i32, nullptr),
+                 "comm all_gather");
+  std::vector<std::string> out;
+  for (size_t r = 0; r < n; ++r)
+    out.emplace_back(reinterpret_cast<const char*>(all.data() + r * words), size_t(lengths[r]));
+  return out;
+}
+
+keel_strategy_info Trainer::strategy_info() {
+  keel_strategy_info info{};
+  info.struct_size = sizeof(info);
+  if (KEEL_HAS_SLOT(plugins_.strategy, describe))
+    check_plugin(plugins_.strategy->describe(plugins_.strategy_obj, &info), "strategy describe");
+  return info;
+}
+
+keel_comm_counters Trainer::comm_counters() {
+  keel_comm_counters counters{};
+  counters.struct_size = sizeof(counters);
+  if (plugins_.dp_obj) check_plugin(plugins_.comm->counters(plugins_.dp_obj, &counters), "comm counters");
+  return counters;
+}
+
+std::pair<int64_t, int64_t> Trainer::owned_range(int32_t kind, size_t index) {
+  // A strategy without the 0.4 slot holds everything, as every single-rank strategy does.
+  if (!KEEL_HAS_SLOT(plugins_.strategy, owned_range)) return {0, numel(index)};
+  int64_t begin = 0, end = 0;
+  check_plugin(plugins_.strategy->owned_range(plugins_.strategy_obj, kind, index, &begin, &end), "strategy owned_range");
+  return {begin, end};
+}
+
+std::vector<float> Trainer::read_range(int32_t kind, size_t index, int64_t begin, int64_t end) {
+  std::vector<float> out(static_cast<size_t>(end - begin));
+  if (out.empty()) return out;
+  auto* s = plugins_.strategy;
+  check_plugin(kind < 0 ? s->read_param(plugins_.strategy_obj, index, begin, end - begin, out.data())
+                        : s->read_state(plugins_.strategy_obj, kind, index, begin, end - begin, out.data()),
+               kind < 0 ? "strategy read_param" : "strategy read_state");
+  return out;
+}
+
+void Trainer::write_range(int32_t kind, size_t index, int64_t begin, const std::vector<float>& values) {
+  if (values.empty()) return;
+  auto* s = plugins_.strategy;
+  const int64_t count = int64_t(values.size());
+  check_plugin(kind < 0 ? s->write_param(plugins_.strategy_obj, index, begin, count, values.data())
+                        : s->write_state(plugins_.strategy_obj, kind, index, begin, count, values.data()),
+               kind < 0 ? "strategy write_param" : "strategy write_state");
 }
 
 size_t Trainer::param_index(const std::string& name) const {

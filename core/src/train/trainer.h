@@ -70,9 +70,34 @@ class Trainer {
   const keel_optimizer_info& optimizer_info() const { return plugins_.optimizer_info; }
   int64_t step() const { return step_; }
   int32_t seq_len() const { return seq_len_; }
-  int32_t accumulation_steps() const { return config_.data.global_batch / config_.data.micro_batch; }
+  int32_t accumulation_steps() const {
+    return config_.data.global_batch / (config_.data.micro_batch * plugins_.dp_size);
+  }
+  // Where this process stands in the mesh.
+  int32_t world_rank() const { return plugins_.world_rank; }
+  int32_t world_size() const { return plugins_.world_size; }
+  int32_t dp_size() const { return plugins_.dp_size; }
+  // A failing rank ends every rank with its reason (no-op on one rank).
+  void abort_all_ranks(const std::string& reason) { plugins_.abort_all_ranks(reason); }
+  // Collective over the data-parallel group: waits for every rank (no-op on one rank).
+  void barrier();
+  // Sum over the data-parallel group of one double per rank, in rank order so every rank agrees.
+  double sum_over_ranks(double value);
+  // Every rank's string, in rank order (for checkpoint manifests).
+  std::vector<std::string> gather_strings(const std::string& mine);
+  // This rank's persistent strategy memory and the dp group's communication counters.
+  keel_strategy_info strategy_info();
+  keel_comm_counters comm_counters();
+  // The global flat range of parameter `index` (kind -1) or its state slot this rank holds.
+  std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index);
+  std::vector<float> read_range(int32_t kind, size_t index, int64_t begin, int64_t end);
+  void write_range(int32_t kind, size_t index, int64_t begin, const std::vector<float>& values);
   double flops_per_token() const { return flops_per_token_; }
-  double peak_flops() const { return peak_flops_; }
+  double peak_flops() const { return peak_flops_; }  // of this rank's backend
+  // MFU of the whole run: global tokens/s against the peak of every data-parallel rank.
+  double mfu(double global_tokens_per_s) const {
+    return flops_per_token_ * global_tokens_per_s / (peak_flops_ * plugins_.dp_size);
+  }
 
  private:
   void upload(const Batch& batch);

@@ -1,0 +1,18 @@
+// The "comm" section of an mpi run, parsed once and shared by validate_config and create_world,
+// so what validates is exactly what runs.
+#pragma once
+
+namespace keel_mpi {
+
+struct MpiCommConfig {
+  // How long a blocking call (or wait) may sit in one collective or transfer before this rank
+  // decides another rank died or stopped calling it, and ends the world. It must exceed the
+  // longest legitimate skew between ranks (a checkpoint written by one rank while the others
+  // wait at the next collective).
+  double timeout_s = 300.0;
+};
+
+// Throws keel_support::ConfigError naming the JSON path of the offending key.
+MpiCommConfig parse_mpi_comm_config(const char* config_json, const char* json_path);
+
+}  // namespace keel_mpi
