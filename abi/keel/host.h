@@ -29,6 +29,11 @@ typedef struct keel_host {
      layout and every shard of a parameter gets identical numbers. Thread-safe. */
   keel_status (*init_param)(const keel_param_spec* spec, uint64_t seed, int64_t begin,
                             int64_t count, float* out_host);
+  /* --- appended in 0.4 --- */
+  /* The calling thread's last error message ("" if none), as keel_last_error() gives it: lets a
+     plugin pass on the message another plugin set (a comm call failing on a plugin's own thread).
+     Valid until the thread's next call that sets an error. */
+  const char* (*last_error)(void);
 } keel_host;
 
 /* printf-style helpers for plugins, so every plugin reports errors the same way. */

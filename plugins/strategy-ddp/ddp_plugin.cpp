@@ -5,6 +5,7 @@
 #include <keel/strategy.h>
 #include <keel_support/json_section.hpp>
 
+#include <cstddef>
 #include <memory>
 
 #include "ddp_strategy.hpp"
@@ -17,12 +18,19 @@ using keel_support::StatusError;
 
 constexpr const char* kSource = "strategy ddp";
 
-// The "parallel.strategy" section. Only the selector for now; gradient bucketing
-// ("bucket_mb") is read here once data-parallel all-reduce lands.
-void parse_ddp_config(const char* config_json, const char* json_path) {
+// The "parallel.strategy" section: the selector and "bucket_mb", the size (MiB) at which
+// consecutive layers' gradients stop coalescing into one all-reduce (PyTorch DDP's bucket_cap_mb).
+DdpConfig parse_ddp_config(const char* config_json, const char* json_path) {
   auto section = keel_support::JsonSection::parse(config_json, json_path);
   section.allow("plugin");
+  const double bucket_mb = section.get<double>("bucket_mb", 25.0);
+  if (!(bucket_mb > 0.0) || bucket_mb > 1e6)
+    throw keel_support::ConfigError(section.path_of("bucket_mb") + ": expected a number of MiB in (0, 1e6], found " +
+                                    nlohmann::json(bucket_mb).dump());
   section.finish();
+  DdpConfig config;
+  config.bucket_bytes = static_cast<uint64_t>(bucket_mb * 1024.0 * 1024.0);
+  return config;
 }
 
 // Runs `body(strategy)` for a slot whose handle is a DdpStrategy; without one there is no
@@ -54,8 +62,8 @@ keel_status create(const keel_host* host, const keel_strategy_create_args* args,
   return keel_support::guard(host, kSource, [&] {
     if (!host || !args || !out_strategy)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: host, args or out_strategy is NULL");
-    parse_ddp_config(args->config_json, args->json_path);
-    auto strategy = std::make_unique<DdpStrategy>(host, *args);
+    const DdpConfig config = parse_ddp_config(args->config_json, args->json_path);
+    auto strategy = std::make_unique<DdpStrategy>(host, *args, config);
     *out_strategy = strategy.release();
   });
 }
@@ -112,15 +120,30 @@ keel_status write_state(void* handle, int32_t slot, size_t index, int64_t begin,
   return with_strategy(handle, [&](DdpStrategy& s) { s.write_state(slot, index, begin, count, src_host); });
 }
 
+keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
+  return with_strategy(handle, [&](DdpStrategy& s) { s.owned_range(kind, index, begin, end); });
+}
+
+keel_status describe(void* handle, keel_strategy_info* out) {
+  return with_strategy(handle, [&](DdpStrategy& s) {
+    if (!out || out->struct_size < offsetof(keel_strategy_info, state_bytes) + sizeof(uint64_t))
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out is NULL or its struct_size is too small");
+    const size_t caller_size = out->struct_size;
+    *out = s.describe();
+    out->struct_size = caller_size;
+  });
+}
+
 const keel_strategy_api kApi = {
     sizeof(keel_strategy_api), validate_config, create,     destroy,     param_access, begin_microbatch,
     zero_grads,                grad_sq_norm,    step,       read_param,  write_param,  read_grad,
-    read_state,                write_state,
+    read_state,                write_state,     owned_range, describe,
 };
 
 const keel_plugin_info kInfo = {
-    sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "ddp", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kApi, "Resident parameters, gradients and optimizer state in flat buffers (single rank; DDP all-reduce later)",
+    sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "ddp", "0.2.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
+    &kApi, "Replicated parameters, gradients and optimizer state in flat buffers; gradients averaged over the "
+    "data-parallel group by bucketed all-reduce overlapping the backward",
 };
 
 const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};

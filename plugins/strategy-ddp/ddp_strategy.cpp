@@ -1,5 +1,6 @@
-// The ddp strategy's behaviour (see ddp_strategy.hpp): resident flat buffers, per-layer
-// access for the model, and the optimizer run over contiguous weight-decay runs.
+// The ddp strategy's behaviour on one rank (see ddp_strategy.hpp): resident flat buffers,
+// per-layer access for the model, the optimizer run over contiguous weight-decay runs, and
+// host access by flat range. The data-parallel reduction lives in ddp_gradient_sync.cpp.
 #include "ddp_strategy.hpp"
 
 #include <keel/plugin.h>
@@ -48,7 +49,7 @@ const keel_strategy_create_args& checked_create_args(const keel_strategy_create_
 
 }  // namespace
 
-DdpStrategy::DdpStrategy(const keel_host* host, const keel_strategy_create_args& args)
+DdpStrategy::DdpStrategy(const keel_host* host, const keel_strategy_create_args& args, const DdpConfig& config)
     : host_(host),
       backend_(checked_create_args(args).backend),
       backend_obj_(args.backend_obj),
@@ -69,6 +70,7 @@ DdpStrategy::DdpStrategy(const keel_host* host, const keel_strategy_create_args&
   for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
     optimizer_state_.emplace_back(backend_, backend_obj_, size_t(layout_.total_elements) * sizeof(float));  // zero: "first step" state
   initialise_params(args.seed);
+  setup_data_parallel(args, config);
 }
 
 void DdpStrategy::initialise_params(uint64_t seed) {
@@ -135,27 +137,27 @@ void DdpStrategy::acquire(int32_t layer, int32_t phase, keel_tensor* params, kee
 
 void DdpStrategy::release(int32_t layer, int32_t phase, int32_t grads_final) {
   check_layer(layer, phase);
-  // Single rank: nothing to do. Data-parallel DDP starts the all-reduce of
-  // layout_.layers[layer].grad_regions here when phase == KEEL_PHASE_BACKWARD, grads_final is
-  // set and this is the last micro-batch of the accumulation (begin_microbatch's is_last);
-  // step() then waits for the outstanding reductions before running the optimizer.
-  (void)grads_final;
+  // Resident memory: nothing to free. A final release in the last micro-batch may complete a
+  // bucket, whose all-reduce then overlaps the rest of the backward.
+  if (phase == KEEL_PHASE_BACKWARD && grads_final) mark_layer_final(layer);
 }
 
 void DdpStrategy::begin_microbatch(int32_t index, int32_t is_last) {
   if (index < 0) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "begin_microbatch: index is negative");
-  (void)is_last;  // one rank: gradients need no reduction, so the last micro-batch is not special
+  start_accumulation(is_last != 0);
 }
 
 // --- gradients and the optimizer ---
 
 void DdpStrategy::zero_grads() {
+  start_accumulation(false);
   if (layout_.total_elements == 0) return;
   keel_support::check_callee(backend_->fill_zero(backend_obj_, grads_.floats(),
                                    static_cast<size_t>(layout_.total_elements) * sizeof(float)), "backend fill_zero");
 }
 
-double DdpStrategy::grad_sq_norm() const {
+double DdpStrategy::grad_sq_norm() {
+  finish_gradient_reduction();  // every rank now holds the same mean, so the same sum
   double sum_squares = 0.0;
   if (layout_.total_elements > 0)
     keel_support::check_callee(backend_->sum_squares(backend_obj_, grads_.floats(), layout_.total_elements, &sum_squares), "backend sum_squares");
@@ -169,6 +171,7 @@ bool DdpStrategy::applies_weight_decay(size_t index) const {
 void DdpStrategy::step(const keel_strategy_step_args& args) {
   if (args.step < 1) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: step is 1-based, found " +
                                                                      std::to_string(args.step));
+  finish_gradient_reduction();  // a no-op after grad_sq_norm
   // One optimizer call per maximal run of neighbouring parameters that agree on weight decay;
   // the layout has no padding, so each run is one contiguous range of every flat buffer.
   const size_t n_params = layout_.numel.size();
@@ -239,8 +242,9 @@ void DdpStrategy::read_param(size_t index, int64_t begin, int64_t count, float* 
   copy_to_host(params_.floats(), index, begin, count, dst_host);
 }
 
-void DdpStrategy::read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const {
+void DdpStrategy::read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) {
   check_range("read_grad", index, begin, count, dst_host);
+  if (reducer_) reducer_->wait_idle();  // no torn values; a collective is never started from here
   copy_to_host(grads_.floats(), index, begin, count, dst_host);
 }
 
@@ -264,6 +268,28 @@ void DdpStrategy::read_state(int32_t slot, size_t index, int64_t begin, int64_t 
 void DdpStrategy::write_state(int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
   check_range("write_state", index, begin, count, src_host);
   copy_from_host(state_slot("write_state", slot), index, begin, count, src_host);
+}
+
+// --- what this rank holds ---
+
+void DdpStrategy::owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* end) const {
+  if (!begin || !end) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "owned_range: begin or end is NULL");
+  if (kind != -1) state_slot("owned_range", kind);  // validates the slot
+  if (index >= layout_.numel.size())
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "owned_range: parameter index " + std::to_string(index) +
+                                                     " is outside [0, " + std::to_string(layout_.numel.size()) + ")");
+  *begin = 0;  // replicated: every rank holds (and may save) the whole tensor
+  *end = layout_.numel[index];
+}
+
+keel_strategy_info DdpStrategy::describe() const {
+  keel_strategy_info info{};
+  info.struct_size = sizeof(info);
+  info.params_resident = 1;
+  info.param_bytes = params_.bytes();
+  info.grad_bytes = grads_.bytes();
+  for (const auto& slot : optimizer_state_) info.state_bytes += slot.bytes();
+  return info;
 }
 
 }  // namespace keel_ddp

@@ -71,15 +71,27 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array();
   buffers.reserve(info.n_params * size_t(1 + slots));
   std::string nonfinite;
+  // A tensor is replicated when EVERY rank holds it whole (a ZeRO-3 shard may hold a small
+  // tensor whole on one rank only): one gather of per-tensor flags decides it.
+  std::string whole_here;
+  for (size_t i = 0; i < info.n_params; ++i)
+    for (int32_t kind = -1; kind < slots; ++kind) {
+      const auto [begin, end] = trainer.owned_range(kind, i);
+      whole_here += (begin == 0 && end == trainer.numel(i)) ? '1' : '0';
+    }
+  std::string replicated(whole_here.size(), '1');
+  for (const std::string& flags : trainer.gather_strings(whole_here))
+    for (size_t k = 0; k < flags.size() && k < replicated.size(); ++k)
+      if (flags[k] != '1') replicated[k] = '0';
+  size_t flag = 0;
   for (size_t i = 0; i < info.n_params; ++i) {
     const keel_param_spec& spec = info.params[i];
     const int64_t numel = trainer.numel(i);
     params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.global_shape, spec.global_shape + spec.ndim)},
                       {"dtype", "F32"}, {"layer", spec.layer}});
-    for (int32_t kind = -1; kind < slots; ++kind) {
+    for (int32_t kind = -1; kind < slots; ++kind, ++flag) {
       const auto [begin, end] = trainer.owned_range(kind, i);
-      const bool whole = begin == 0 && end == numel;
-      if (end <= begin || (whole && ranks > 1 && rank != 0)) continue;
+      if (end <= begin || (replicated[flag] == '1' && rank != 0)) continue;  // rank 0 saves replicated ones
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       buffers.push_back(trainer.read_range(kind, i, begin, end));
       try {

@@ -30,7 +30,7 @@ keel_status host_init_param(const keel_param_spec* spec, uint64_t seed, int64_t 
 
 const keel_host* host_table() {
   static const keel_host table = {sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                  host_set_error, host_log, host_init_param};
+                                  host_set_error, host_log, host_init_param, last_error};
   return &table;
 }
 

@@ -10,13 +10,15 @@ TEST_F(DdpTest, EntryIsCompleteAndVersioned) {
   EXPECT_EQ(info.struct_size, sizeof(keel_plugin_info));
   EXPECT_EQ(info.abi_major, static_cast<uint32_t>(KEEL_ABI_VERSION_MAJOR));
   EXPECT_EQ(info.abi_minor, static_cast<uint32_t>(KEEL_ABI_VERSION_MINOR));
-  EXPECT_STREQ(info.version, "0.1.0");
+  EXPECT_STREQ(info.version, "0.2.0");
   EXPECT_EQ(api.struct_size, sizeof(keel_strategy_api));
   const keel_strategy_api* table = &api;
   EXPECT_TRUE(KEEL_HAS_SLOT(table, validate_config) && KEEL_HAS_SLOT(table, create) && KEEL_HAS_SLOT(table, destroy) &&
               KEEL_HAS_SLOT(table, param_access) && KEEL_HAS_SLOT(table, begin_microbatch) &&
               KEEL_HAS_SLOT(table, zero_grads) && KEEL_HAS_SLOT(table, grad_sq_norm) && KEEL_HAS_SLOT(table, step) &&
-              KEEL_HAS_SLOT(table, read_param) && KEEL_HAS_SLOT(table, write_param) && KEEL_HAS_SLOT(table, read_grad));
+              KEEL_HAS_SLOT(table, read_param) && KEEL_HAS_SLOT(table, write_param) && KEEL_HAS_SLOT(table, read_grad) &&
+              KEEL_HAS_SLOT(table, read_state) && KEEL_HAS_SLOT(table, write_state) &&
+              KEEL_HAS_SLOT(table, owned_range) && KEEL_HAS_SLOT(table, describe));
 }
 
 TEST_F(DdpTest, InitialisesEveryParameterOnceWithTheSeed) {

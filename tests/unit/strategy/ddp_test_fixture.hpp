@@ -100,6 +100,8 @@ class DdpTest : public ::testing::Test {
     args.n_params = specs.size();
     args.n_layers = n_layers;
     args.seed = kSeed;
+    args.dp_rank = 0;  // a single rank: no communicator
+    args.dp_size = 1;
     keel_status status = api.create(&host, &args, &strategy);
     if (status == KEEL_OK) {
       EXPECT_EQ(api.param_access(strategy, &access), KEEL_OK) << last_error();

@@ -1,6 +1,7 @@
 // The smallest backend a strategy needs, in host memory: alloc (aligned, zero-filled), free,
-// copy, fill_zero, sum_squares and device; every op slot is NULL. It counts live allocations so
-// tests can see that destroy returns everything, and can be told to fail an allocation.
+// copy, fill_zero, sum_squares, scale (ddp's averaging) and device; every other op slot is
+// NULL. It counts live allocations so tests can see that destroy returns everything, and can
+// be told to fail an allocation.
 #pragma once
 
 #include <keel/backend.h>
@@ -51,6 +52,11 @@ struct HostMemoryBackend {
     return KEEL_OK;
   }
 
+  static keel_status scale(void*, float* x, float alpha, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+    return KEEL_OK;
+  }
+
   static keel_backend_api table() {
     keel_backend_api api{};
     api.struct_size = sizeof(api);
@@ -60,6 +66,7 @@ struct HostMemoryBackend {
     api.copy = copy;
     api.fill_zero = fill_zero;
     api.sum_squares = sum_squares;
+    api.scale = scale;
     return api;
   }
 };

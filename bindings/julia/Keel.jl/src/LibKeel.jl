@@ -109,6 +109,7 @@ struct keel_host
     set_error::Ptr{Cvoid}
     log::Ptr{Cvoid}
     init_param::Ptr{Cvoid}
+    last_error::Ptr{Cvoid}
 end
 
 const KEEL_KIND_BACKEND = Cint(1)

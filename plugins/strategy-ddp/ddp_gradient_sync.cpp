@@ -1,0 +1,97 @@
+// ddp across data-parallel ranks: which releases start a bucket's all-reduce, and the wait
+// that turns the summed gradients into the mean before anyone reads them (DESIGN.md §2,
+// step 3). Only the last micro-batch of an accumulation reduces; earlier ones just accumulate.
+#include <keel/plugin.h>
+#include <keel_support/abi_guard.hpp>
+
+#include <string>
+
+#include "ddp_strategy.hpp"
+
+namespace keel_ddp {
+
+using keel_support::StatusError;
+
+void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, const DdpConfig& config) {
+  if (args.dp_size < 1 || args.dp_rank < 0 || args.dp_rank >= args.dp_size)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_rank " + std::to_string(args.dp_rank) +
+                                                     " is outside a data-parallel group of " +
+                                                     std::to_string(args.dp_size));
+  dp_size_ = args.dp_size;
+  if (dp_size_ == 1) return;  // one rank: nothing to reduce, no thread
+  if (!args.dp_comm || !args.dp_comm_obj)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_size is " + std::to_string(dp_size_) +
+                                                     " but no data-parallel communicator was given");
+  if (!KEEL_HAS_SLOT(args.dp_comm, all_reduce) || !KEEL_HAS_SLOT(args.dp_comm, size))
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the comm plugin lacks the \"all_reduce\" or \"size\" slot ddp needs");
+  int32_t comm_size = 0;
+  keel_support::check_callee(args.dp_comm->size(args.dp_comm_obj, &comm_size), "comm size");
+  if (comm_size != dp_size_)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_size is " + std::to_string(dp_size_) +
+                                                     " but the data-parallel communicator has " +
+                                                     std::to_string(comm_size) + " ranks");
+  if (!KEEL_HAS_SLOT(backend_, scale))
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend lacks the \"scale\" slot ddp needs to average gradients");
+  buckets_ = plan_gradient_buckets(layout_, config.bucket_bytes);
+  reducer_ = std::make_unique<GradientReducer>(host_, args.dp_comm, args.dp_comm_obj);
+  start_accumulation(false);
+}
+
+// A new accumulation (zero_grads) or micro-batch: forget which layers were final, and start
+// collecting final releases when this is the last micro-batch.
+void DdpStrategy::start_accumulation(bool collecting) {
+  if (!reducer_) return;
+  reducer_->wait_idle();  // the gradients must not change under a running all_reduce
+  layer_final_.assign(layout_.layers.size(), 0);
+  bucket_layers_left_.clear();
+  for (const GradientBucket& bucket : buckets_.buckets)
+    bucket_layers_left_.push_back(static_cast<int32_t>(bucket.layers.size()));
+  bucket_submitted_.assign(buckets_.buckets.size(), 0);
+  collecting_ = collecting;
+  reduced_ = false;
+  reduction_failure_.reset();
+}
+
+void DdpStrategy::mark_layer_final(int32_t layer) {
+  if (!reducer_ || !collecting_ || layer_final_[size_t(layer)]) return;
+  const int32_t bucket = buckets_.bucket_of_layer[size_t(layer)];
+  if (bucket < 0) return;  // no parameters, nothing to reduce
+  layer_final_[size_t(layer)] = 1;
+  if (--bucket_layers_left_[size_t(bucket)] == 0) submit_bucket(size_t(bucket));
+}
+
+void DdpStrategy::submit_bucket(size_t index) {
+  if (bucket_submitted_[index]) return;
+  bucket_submitted_[index] = 1;
+  // The model's backward ops on this bucket must have finished before another thread reads it.
+  if (KEEL_HAS_SLOT(backend_, synchronize))
+    keel_support::check_callee(backend_->synchronize(backend_obj_), "backend synchronize");
+  const GradientBucket& bucket = buckets_.buckets[index];
+  const std::string what = "gradient bucket " + std::to_string(index) + " (layers " +
+                           std::to_string(bucket.layers.back()) + ".." + std::to_string(bucket.layers.front()) +
+                           ", " + std::to_string(bucket.elements) + " elements)";
+  for (const ElementRange& region : bucket.regions) reducer_->submit(grads_.floats() + region.begin, region.count, what);
+}
+
+// Called on the training thread before the gradients are read: starts the buckets that never
+// became final (a layer the model did not release final; the same on every rank), waits for
+// every all_reduce, and divides by dp_size. The backend is only used here, never from the
+// communication thread (backend.h: one thread at a time).
+void DdpStrategy::finish_gradient_reduction() {
+  if (!reducer_ || reduced_) return;
+  if (reduction_failure_) throw *reduction_failure_;
+  for (size_t b = 0; b < buckets_.buckets.size(); ++b) submit_bucket(b);
+  collecting_ = false;
+  try {
+    reducer_->wait_all();
+  } catch (const StatusError& e) {
+    reduction_failure_ = std::make_unique<StatusError>(e);  // the gradients are torn: every later read fails too
+    throw;
+  }
+  if (layout_.total_elements > 0)
+    keel_support::check_callee(backend_->scale(backend_obj_, grads_.floats(), 1.0f / static_cast<float>(dp_size_),
+                                               layout_.total_elements), "backend scale");
+  reduced_ = true;
+}
+
+}  // namespace keel_ddp

@@ -1,0 +1,41 @@
+// The backend slots the zero strategy runs on its flat fp32 buffers (copy, zero, scale,
+// accumulate, sum of squares, allocation), each checked so a failing backend's own message
+// reaches the caller. Shared by the gathering, reduction and strategy files.
+#pragma once
+
+#include <keel/backend.h>
+#include <keel_support/abi_guard.hpp>
+#include <keel_support/backend_buffer.hpp>
+
+#include <cstdint>
+
+namespace keel_zero {
+
+struct BackendCalls {
+  const keel_backend_api* api = nullptr;
+  void* obj = nullptr;
+
+  // Zero-filled (the backend's alloc contract); an empty buffer for n == 0.
+  keel_support::BackendBuffer alloc_floats(int64_t n) const {
+    return keel_support::BackendBuffer(api, obj, size_t(n) * sizeof(float));
+  }
+  void copy(float* dst, const float* src, int64_t n, int32_t direction = KEEL_COPY_DEVICE_TO_DEVICE) const {
+    if (n > 0) keel_support::check_callee(api->copy(obj, dst, src, size_t(n) * sizeof(float), direction), "backend copy");
+  }
+  void fill_zero(float* x, int64_t n) const {
+    if (n > 0) keel_support::check_callee(api->fill_zero(obj, x, size_t(n) * sizeof(float)), "backend fill_zero");
+  }
+  void scale(float* x, float alpha, int64_t n) const {
+    if (n > 0) keel_support::check_callee(api->scale(obj, x, alpha, n), "backend scale");
+  }
+  void accumulate(float* dst, const float* src, int64_t n) const {
+    if (n > 0) keel_support::check_callee(api->accumulate(obj, dst, src, n), "backend accumulate");
+  }
+  double sum_squares(const float* x, int64_t n) const {
+    double sum = 0.0;
+    if (n > 0) keel_support::check_callee(api->sum_squares(obj, x, n, &sum), "backend sum_squares");
+    return sum;
+  }
+};
+
+}  // namespace keel_zero

@@ -1,0 +1,98 @@
+// Per-layer collectives over the data-parallel group (see dp_group.hpp). sum_over_ranks
+// gathers each rank's double as raw bytes and adds them in rank order instead of an fp64
+// all_reduce: the result is bit-identical on every rank whatever algorithm the communicator
+// uses, and only 32-bit element types are needed (what every comm plugin moves).
+#include "dp_group.hpp"
+
+#include <keel/plugin.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace keel_zero {
+namespace {
+
+using keel_support::StatusError;
+
+constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
+constexpr keel_dtype kInt32 = {KEEL_DTYPE_INT, 32, 1};
+
+void check_comm_slots(const keel_comm_api* comm) {
+  const char* missing = !KEEL_HAS_SLOT(comm, rank)             ? "rank"
+                        : !KEEL_HAS_SLOT(comm, size)           ? "size"
+                        : !KEEL_HAS_SLOT(comm, reduce_scatter) ? "reduce_scatter"
+                        : !KEEL_HAS_SLOT(comm, all_gather)     ? "all_gather"
+                        : !KEEL_HAS_SLOT(comm, wait)           ? "wait"
+                                                               : nullptr;
+  if (missing)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("the data-parallel communicator lacks the \"") + missing +
+                                                  "\" slot this strategy needs");
+}
+
+}  // namespace
+
+DataParallelGroup::DataParallelGroup(const keel_comm_api* comm, void* comm_obj, int32_t rank, int32_t size,
+                                     BackendCalls backend, int64_t scratch_elements)
+    : comm_(comm), comm_obj_(comm_obj), rank_(rank), size_(size), backend_(backend) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_rank " + std::to_string(rank) + " is outside a group of " +
+                                                     std::to_string(size) + " (dp_size)");
+  if (!comm && size > 1)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_size is " + std::to_string(size) +
+                                                     " but dp_comm is NULL; a data-parallel group needs a communicator");
+  if (comm) {
+    check_comm_slots(comm);
+    int32_t comm_rank = -1, comm_size = -1;
+    keel_support::check_callee(comm->rank(comm_obj, &comm_rank), "comm rank");
+    keel_support::check_callee(comm->size(comm_obj, &comm_size), "comm size");
+    if (comm_rank != rank || comm_size != size)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_rank/dp_size say " + std::to_string(rank) + "/" +
+                                                       std::to_string(size) + " but dp_comm is rank " +
+                                                       std::to_string(comm_rank) + " of " + std::to_string(comm_size));
+  }
+  scratch_ = backend_.alloc_floats(scratch_elements);
+  if (size > 1) sum_words_ = backend_.alloc_floats(2 * (int64_t(size) + 1));
+}
+
+void DataParallelGroup::reduce_scatter_sum(const float* send, float* recv, int64_t chunk) {
+  if (chunk == 0) return;
+  if (size_ == 1) return backend_.copy(recv, send, chunk);
+  keel_support::check_callee(comm_->reduce_scatter(comm_obj_, send, recv, size_t(chunk), kFloat32, KEEL_REDUCE_SUM, nullptr),
+                             "comm reduce_scatter");
+}
+
+void DataParallelGroup::all_gather(const float* send, float* recv, int64_t chunk, keel_comm_request** out_request) {
+  if (out_request) *out_request = nullptr;
+  if (chunk == 0) return;
+  if (size_ == 1) return backend_.copy(recv, send, chunk);
+  keel_support::check_callee(comm_->all_gather(comm_obj_, send, recv, size_t(chunk), kFloat32, out_request),
+                             "comm all_gather");
+}
+
+void DataParallelGroup::wait(keel_comm_request* request) {
+  if (request) keel_support::check_callee(comm_->wait(comm_obj_, request), "comm wait");
+}
+
+void DataParallelGroup::all_gather_in_place(float* full, int64_t chunk) {
+  if (chunk == 0 || size_ == 1) return;  // one rank: its chunk is the whole layer already
+  backend_.copy(scratch(), full + rank_ * chunk, chunk);
+  all_gather(scratch(), full, chunk);
+}
+
+double DataParallelGroup::sum_over_ranks(double local) {
+  if (size_ == 1) return local;
+  static_assert(sizeof(double) == 2 * sizeof(float), "a double travels as two 32-bit words");
+  // Backend memory, like every other collective's buffers: word 0-1 this rank's value, then
+  // every rank's in rank order.
+  float* words = sum_words_.floats();
+  backend_.copy(words, reinterpret_cast<const float*>(&local), 2, KEEL_COPY_HOST_TO_DEVICE);
+  keel_support::check_callee(comm_->all_gather(comm_obj_, words, words + 2, 2, kInt32, nullptr), "comm all_gather");
+  std::vector<double> each(size_t(size_), 0.0);
+  backend_.copy(reinterpret_cast<float*>(each.data()), words + 2, 2 * int64_t(size_), KEEL_COPY_DEVICE_TO_HOST);
+  double sum = 0.0;
+  for (double value : each) sum += value;
+  return sum;
+}
+
+}  // namespace keel_zero

@@ -1,0 +1,50 @@
+// The data-parallel group as the zero strategy uses it: blocking and non-blocking per-layer
+// collectives on fp32 chunks, plus the sum of one double over ranks. A group of one (no
+// communicator, or dp_size 1) degenerates to local copies, so every stage runs single-rank
+// without communication. Buffers are backend memory, which the communicator must be able to
+// reach (host memory for the mpi comm plugin with the CPU backend).
+#pragma once
+
+#include <keel/comm.h>
+
+#include <cstdint>
+
+#include "backend_calls.hpp"
+
+namespace keel_zero {
+
+class DataParallelGroup {
+ public:
+  // Checks that the communicator agrees with rank and size; comm may be NULL only for size 1.
+  DataParallelGroup(const keel_comm_api* comm, void* comm_obj, int32_t rank, int32_t size, BackendCalls backend,
+                    int64_t scratch_elements);
+
+  int32_t rank() const { return rank_; }
+  int32_t size() const { return size_; }
+
+  // recv (chunk elements) = Σ over ranks of block `rank` of send (size * chunk elements).
+  void reduce_scatter_sum(const float* send, float* recv, int64_t chunk);
+  // recv (size * chunk elements) = every rank's chunk in rank order. Non-blocking when
+  // out_request is given (NULL comes back when nothing is in flight); send must not lie in recv.
+  void all_gather(const float* send, float* recv, int64_t chunk, keel_comm_request** out_request = nullptr);
+  void wait(keel_comm_request* request);
+  // all_gather where this rank's chunk already sits at its place in `full` (staged through
+  // the scratch buffer, since a collective's send and recv may not overlap).
+  void all_gather_in_place(float* full, int64_t chunk);
+  // Σ of `local` over ranks, added in rank order: the bit-identical double on every rank.
+  double sum_over_ranks(double local);
+
+  // A working buffer of scratch_elements for the callers' per-layer staging (one user at a time).
+  float* scratch() const { return scratch_.floats(); }
+
+ private:
+  const keel_comm_api* comm_;
+  void* comm_obj_;
+  int32_t rank_;
+  int32_t size_;
+  BackendCalls backend_;
+  keel_support::BackendBuffer scratch_;
+  keel_support::BackendBuffer sum_words_;  // sum_over_ranks' send and receive words
+};
+
+}  // namespace keel_zero

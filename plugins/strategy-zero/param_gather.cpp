@@ -1,0 +1,87 @@
+// Gathering stage 3's layers on demand and ahead of use (see param_gather.hpp). A buffer is
+// allocated per gather and freed at the last drop, so at most the layers in use plus one
+// prefetched layer are whole at any time.
+#include "param_gather.hpp"
+
+#include <string>
+
+namespace keel_zero {
+
+using keel_support::StatusError;
+
+ParamGather::ParamGather(const ShardLayout& layout, DataParallelGroup& group, BackendCalls backend, const float* shard)
+    : layout_(layout), group_(group), backend_(backend), shard_(shard), layers_(layout.layers.size()) {}
+
+ParamGather::~ParamGather() {
+  // A gather still in flight writes into its buffer: complete it before the buffer goes.
+  for (GatheredLayer& layer : layers_) {
+    if (!layer.pending) continue;
+    try {
+      group_.wait(layer.pending);
+    } catch (...) {
+      // Destruction cannot report; the communicator's own error path (abort) covers a failure.
+    }
+    layer.pending = nullptr;
+  }
+}
+
+void ParamGather::start_gather(int32_t layer, keel_comm_request** out_request) {
+  GatheredLayer& gathered = layers_[size_t(layer)];
+  const LayerShards& shards = layout_.layers[size_t(layer)];
+  gathered.full = backend_.alloc_floats(layout_.padded(layer));
+  group_.all_gather(shard_ + shards.shard_offset, gathered.full.floats(), shards.chunk, out_request);
+}
+
+float* ParamGather::hold(int32_t layer) {
+  GatheredLayer& gathered = layers_[size_t(layer)];
+  if (layout_.layers[size_t(layer)].chunk > 0) {
+    if (gathered.pending) {
+      keel_comm_request* request = gathered.pending;
+      gathered.pending = nullptr;
+      group_.wait(request);
+    } else if (!gathered.full.get()) {
+      start_gather(layer, nullptr);
+    }
+  }
+  ++gathered.holds;
+  return gathered.full.floats();
+}
+
+void ParamGather::drop(int32_t layer) {
+  GatheredLayer& gathered = layers_[size_t(layer)];
+  if (gathered.holds <= 0)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "release: layer " + std::to_string(layer) + " is not acquired");
+  if (--gathered.holds == 0) gathered.full = keel_support::BackendBuffer();
+}
+
+void ParamGather::prefetch(int32_t layer) {
+  if (layer < 0 || size_t(layer) >= layers_.size()) return;
+  GatheredLayer& gathered = layers_[size_t(layer)];
+  if (layout_.layers[size_t(layer)].chunk == 0 || gathered.full.get()) return;  // gathered or in flight
+  start_gather(layer, &gathered.pending);
+}
+
+void ParamGather::forget_unheld(int32_t layer) {
+  GatheredLayer& gathered = layers_[size_t(layer)];
+  if (gathered.holds > 0) return;
+  if (gathered.pending) {
+    keel_comm_request* request = gathered.pending;
+    gathered.pending = nullptr;
+    group_.wait(request);
+  }
+  gathered.full = keel_support::BackendBuffer();
+}
+
+void ParamGather::drop_all() {
+  for (GatheredLayer& gathered : layers_) {
+    if (gathered.pending) {
+      keel_comm_request* request = gathered.pending;
+      gathered.pending = nullptr;
+      group_.wait(request);
+    }
+    gathered.full = keel_support::BackendBuffer();
+    gathered.holds = 0;
+  }
+}
+
+}  // namespace keel_zero

@@ -1,0 +1,55 @@
+// Stage 3's parameters between acquire and release: each layer's chunks all_gathered from the
+// persistent parameter shard into a transient full-size buffer, held while the model uses it
+// and freed when the last hold drops. With prefetch, the strategy starts the non-blocking
+// gather of the next layer in the direction of travel at each acquire, and the next hold
+// waits on it instead of gathering.
+#pragma once
+
+#include <keel/comm.h>
+
+#include <vector>
+
+#include "backend_calls.hpp"
+#include "dp_group.hpp"
+#include "shard_layout.hpp"
+
+namespace keel_zero {
+
+class ParamGather {
+ public:
+  // `shard` is the strategy's parameter shard buffer; it outlives this object.
+  ParamGather(const ShardLayout& layout, DataParallelGroup& group, BackendCalls backend, const float* shard);
+  ~ParamGather();
+  ParamGather(const ParamGather&) = delete;
+  ParamGather& operator=(const ParamGather&) = delete;
+
+  // The layer's full padded region (NULL for a layer without elements), gathered now unless a
+  // prefetch already is; valid until the matching drop.
+  float* hold(int32_t layer);
+  void drop(int32_t layer);
+  int32_t holds(int32_t layer) const { return layers_[size_t(layer)].holds; }
+  // Starts gathering `layer` without waiting; nothing for a layer out of range, without
+  // elements, already gathered or in flight.
+  void prefetch(int32_t layer);
+  // Completes every gather in flight and frees every buffer (before the shard changes).
+  void drop_all();
+  // The layer's shard changed outside a step (write_param): a gathered copy nobody holds is
+  // stale, so it is completed and freed; the next hold gathers again.
+  void forget_unheld(int32_t layer);
+
+ private:
+  struct GatheredLayer {
+    keel_support::BackendBuffer full;      // empty while not gathered
+    keel_comm_request* pending = nullptr;  // a prefetch in flight into `full`
+    int32_t holds = 0;
+  };
+  void start_gather(int32_t layer, keel_comm_request** out_request);
+
+  const ShardLayout& layout_;
+  DataParallelGroup& group_;
+  BackendCalls backend_;
+  const float* shard_;
+  std::vector<GatheredLayer> layers_;
+};
+
+}  // namespace keel_zero

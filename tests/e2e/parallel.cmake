@@ -1,0 +1,16 @@
+# Data parallelism under mpirun: parity with one rank, bit-exact resume, checkpoints that load
+# into another layout, and failure of one rank. Skipped (exit 77) where mpirun is missing.
+set(parallel_checks ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/parallel_checks.py)
+set(parallel_strategies ddp)
+if(TARGET keel-zero)
+  set(parallel_strategies ddp,zero1,zero2,zero3)
+endif()
+foreach(check parity resume failure)
+  add_test(NAME e2e.parallel.${check}
+    COMMAND ${parallel_checks} ${check} --keel ${keel} --config ${quickstart} --strategies ${parallel_strategies})
+  set_tests_properties(e2e.parallel.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+endforeach()
+if(TARGET keel-zero)
+  add_test(NAME e2e.parallel.reshard COMMAND ${parallel_checks} reshard --keel ${keel} --config ${quickstart})
+  set_tests_properties(e2e.parallel.reshard PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+endif()
