@@ -37,6 +37,7 @@ def theory(name, psi, n):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--keel", default=os.path.join(ROOT, "build", "bin", "keel"))
     args = parser.parse_args()
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     rows = []
@@ -44,7 +45,7 @@ def main():
         for name, strategy in STRATEGIES.items():
             sets = MODEL + [f"parallel.strategy={strategy}", f"data.micro_batch=2", f"data.global_batch={2 * args.ranks}",
                             f"train.metrics_path=\"{work}/{name}.jsonl\"", f"train.checkpoint.dir=\"{work}/{name}\""]
-            cmd = ["mpirun", "--oversubscribe", "-np", str(args.ranks), os.path.join(ROOT, "build", "bin", "keel"), "run",
+            cmd = ["mpirun", "--oversubscribe", "-np", str(args.ranks), args.keel, "run",
                    os.path.join(ROOT, "examples", "quickstart.json")] + [a for s in sets for a in ("--set", s)]
             p = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if p.returncode != 0:
