@@ -3,31 +3,16 @@
 #include "param_layout.hpp"
 
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/param_specs.hpp>
 
 #include <string>
 
 namespace keel_ddp {
 namespace {
 
+using keel_support::spec_label;
 using keel_support::StatusError;
 
-std::string spec_label(const keel_param_spec& spec, size_t index) {
-  return "parameter " + std::to_string(index) + " (\"" + (spec.name ? spec.name : "<unnamed>") + "\")";
-}
-
-int64_t local_numel(const keel_param_spec& spec, size_t index) {
-  if (spec.ndim < 0 || spec.ndim > KEEL_MAX_DIMS)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, spec_label(spec, index) + ": ndim " + std::to_string(spec.ndim) +
-                                                     " is outside [0, " + std::to_string(KEEL_MAX_DIMS) + "]");
-  int64_t numel = 1;
-  for (int32_t d = 0; d < spec.ndim; ++d) {
-    if (spec.local_shape[d] < 0)
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, spec_label(spec, index) + ": local_shape[" + std::to_string(d) +
-                                                       "] is negative: " + std::to_string(spec.local_shape[d]));
-    numel *= spec.local_shape[d];
-  }
-  return numel;
-}
 
 void append_grad_region(std::vector<ElementRange>& regions, int64_t begin, int64_t count) {
   if (count == 0) return;
@@ -49,7 +34,7 @@ ParamLayout build_param_layout(const keel_param_spec* specs, size_t n_specs, int
     if (spec.layer < 0 || spec.layer >= n_layers)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, spec_label(spec, i) + ": layer " + std::to_string(spec.layer) +
                                                        " is outside [0, " + std::to_string(n_layers) + ")");
-    const int64_t numel = local_numel(spec, i);
+    const int64_t numel = keel_support::checked_local_numel(spec, i);
     layout.numel.push_back(numel);
     layout.offset.push_back(layout.total_elements);
     LayerSlots& layer = layout.layers[static_cast<size_t>(spec.layer)];

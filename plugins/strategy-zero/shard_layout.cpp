@@ -3,6 +3,7 @@
 #include "shard_layout.hpp"
 
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/param_specs.hpp>
 
 #include <algorithm>
 #include <string>
@@ -10,29 +11,18 @@
 namespace keel_zero {
 namespace {
 
+using keel_support::spec_label;
 using keel_support::StatusError;
 
-std::string spec_label(const keel_param_spec& spec, size_t index) {
-  return "parameter " + std::to_string(index) + " (\"" + (spec.name ? spec.name : "<unnamed>") + "\")";
-}
-
 int64_t checked_numel(const keel_param_spec& spec, size_t index) {
-  if (spec.ndim < 0 || spec.ndim > KEEL_MAX_DIMS)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, spec_label(spec, index) + ": ndim " + std::to_string(spec.ndim) +
-                                                     " is outside [0, " + std::to_string(KEEL_MAX_DIMS) + "]");
-  int64_t numel = 1;
-  for (int32_t d = 0; d < spec.ndim; ++d) {
-    if (spec.local_shape[d] < 0)
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, spec_label(spec, index) + ": local_shape[" + std::to_string(d) +
-                                                       "] is negative: " + std::to_string(spec.local_shape[d]));
-    // host->init_param counts elements of the GLOBAL tensor; a tensor-parallel shard is not a
-    // contiguous range of it, so whole tensors only until tensor parallelism lands.
+  const int64_t numel = keel_support::checked_local_numel(spec, index);
+  // host->init_param counts elements of the GLOBAL tensor; a tensor-parallel shard is not a
+  // contiguous range of it, so whole tensors only until tensor parallelism lands.
+  for (int32_t d = 0; d < spec.ndim; ++d)
     if (spec.local_shape[d] != spec.global_shape[d])
       throw StatusError(KEEL_ERR_UNIMPLEMENTED, spec_label(spec, index) +
                                                     ": local_shape differs from global_shape; zero holds whole "
                                                     "tensors only (tensor parallelism is not supported yet)");
-    numel *= spec.local_shape[d];
-  }
   return numel;
 }
 
