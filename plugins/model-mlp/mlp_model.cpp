@@ -367,6 +367,7 @@ keel_status mlp_backward(void* model, const keel_backward_args* args) {
 const keel_model_api kMlpApi = {
     sizeof(keel_model_api), mlp_validate_config, mlp_create, mlp_destroy, mlp_describe,
     mlp_flops_per_token,    mlp_forward,         mlp_backward,
+    nullptr,                nullptr,  // external_name, external_config: the test model has no external format
 };
 
 const keel_plugin_info kPlugins[] = {{

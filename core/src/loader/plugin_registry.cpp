@@ -45,6 +45,20 @@ std::string canonical_or_same(const std::string& path) {
 
 std::string abi_text(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
+// The handshake of DESIGN.md §3 rule 2: the same major, and a minor no newer than the core's
+// (minors only append, so an older plugin's shorter tables and structs still read correctly;
+// the core checks KEEL_HAS_SLOT before any slot a later minor appended). "" when acceptable.
+std::string abi_refusal(uint32_t major, uint32_t minor) {
+  const std::string core = abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
+  if (major != KEEL_ABI_VERSION_MAJOR)
+    return "it was built for Keel ABI " + abi_text(major, minor) + " but this core speaks ABI " + core +
+           "; rebuild it against this Keel's headers";
+  if (minor > KEEL_ABI_VERSION_MINOR)
+    return "it was built for Keel ABI " + abi_text(major, minor) + ", newer than this core's ABI " + core +
+           "; update Keel or rebuild the plugin against this Keel's headers";
+  return "";
+}
+
 }  // namespace
 
 const char* kind_name(int32_t kind) {
@@ -86,9 +100,7 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
   const keel_plugin_list* list = entry();
   if (!list || list->struct_size < sizeof(keel_plugin_list))
     return refuse(std::string(KEEL_PLUGIN_ENTRY_SYMBOL) + " returned " + (list ? "a list smaller than ABI 0.1's" : "NULL"));
-  if (list->abi_major != KEEL_ABI_VERSION_MAJOR)
-    return refuse("it was built for Keel ABI " + abi_text(list->abi_major, list->abi_minor) + " but this core speaks ABI " +
-                  abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR) + "; rebuild it against this Keel's headers");
+  if (std::string why = abi_refusal(list->abi_major, list->abi_minor); !why.empty()) return refuse(why);
 
   std::vector<LoadedPlugin> accepted;
   for (size_t i = 0; i < list->count; ++i) {
@@ -96,15 +108,8 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
     const std::string name = info.name ? info.name : "";
     if (info.struct_size < sizeof(keel_plugin_info) || name.empty())
       return refuse("plugin entry " + std::to_string(i) + " is malformed (struct_size too small or no name)");
-    if (info.abi_major != KEEL_ABI_VERSION_MAJOR)
-      return refuse("plugin '" + name + "' was built for Keel ABI " + abi_text(info.abi_major, info.abi_minor) +
-                        " but this core speaks ABI " + abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR),
-                    name);
-    if (info.abi_major == 0 && info.abi_minor != KEEL_ABI_VERSION_MINOR)
-      return refuse("plugin '" + name + "' was built for pre-1.0 ABI " + abi_text(info.abi_major, info.abi_minor) +
-                        "; before 1.0 every minor may break, so it must match " +
-                        abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR) + " exactly",
-                    name);
+    if (std::string why = abi_refusal(info.abi_major, info.abi_minor); !why.empty())
+      return refuse("plugin '" + name + "': " + why, name);
     std::string table_problem = check_kind_table(info);
     if (!table_problem.empty()) return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "': " + table_problem, name);
     for (const auto& other : s.plugins)
@@ -136,9 +141,7 @@ void PluginRegistry::register_in_process(const keel_plugin_info& info) {
     throw KeelError(KEEL_ERR_ABI_MISMATCH, "in-process plugin '" + name + "' was refused: " + why);
   };
   if (info.struct_size < sizeof(keel_plugin_info) || name.empty()) refuse("its info is malformed (struct_size or name)");
-  if (info.abi_major != KEEL_ABI_VERSION_MAJOR || (info.abi_major == 0 && info.abi_minor != KEEL_ABI_VERSION_MINOR))
-    refuse("it was built for Keel ABI " + abi_text(info.abi_major, info.abi_minor) + " but this core speaks ABI " +
-           abi_text(KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR));
+  if (std::string why = abi_refusal(info.abi_major, info.abi_minor); !why.empty()) refuse(why);
   std::string table_problem = check_kind_table(info);
   if (!table_problem.empty()) refuse(table_problem);
   for (const auto& other : s.plugins)

@@ -69,6 +69,10 @@ void PluginInstances::create(const RunConfig& config) {
                                           backend, backend_obj, optimizer, optimizer_obj, model_info.params,
                                           model_info.n_params, model_info.n_layers, config.train.seed,
                                           dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size};
+  if (dp_size > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
+                                                "' was built for an ABI older than 0.4 and knows nothing of data "
+                                                "parallelism; run it on one rank or rebuild it against this Keel");
   check_plugin(strategy->create(host, &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
   access.struct_size = sizeof(access);
   check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");
