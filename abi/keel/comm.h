@@ -1,8 +1,10 @@
 /* The comm kind (0.4): collectives and point-to-point on one group of ranks, and splitting it
    into groups (DESIGN.md §2: the core builds the pp × dp × tp mesh with split). The `mpi`
    plugin works on host memory; a device communicator (NCCL) works on its backend's memory.
-   Threading: one communicator is used from one thread at a time; a request may be waited on
-   from the thread that issued it only. */
+   Threading: one communicator is used from one thread at a time (the mpi plugin refuses a
+   second thread that enters while the first is inside a call); a request may be waited on from
+   the thread that issued it only. Two threads that both communicate, such as a strategy's
+   training thread and its communication thread, each need a communicator: split one off. */
 #ifndef KEEL_COMM_H
 #define KEEL_COMM_H
 
@@ -73,7 +75,9 @@ typedef struct keel_comm_api {
   keel_status (*barrier)(void* comm);
   /* Completes and frees a request. */
   keel_status (*wait)(void* comm, keel_comm_request* request);
-  /* Counters since creation of this communicator. The caller sets out->struct_size. */
+  /* Counters since creation of this communicator, including the traffic of every communicator
+     split from it (so a plugin that splits its group for a thread of its own still reports all
+     of its traffic through the group it was given). The caller sets out->struct_size. */
   keel_status (*counters)(void* comm, keel_comm_counters* out);
   /* Ends every rank of the world with `reason` (a rank that hit an error no collective can
      recover from): the others must not hang in a collective. Does not return on success. */

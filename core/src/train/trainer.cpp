@@ -318,14 +318,14 @@ std::string Trainer::external_config(const std::string& format) {
 }
 
 void Trainer::barrier() {
-  if (plugins_.dp_obj && plugins_.dp_size > 1) check_plugin(plugins_.comm->barrier(plugins_.dp_obj), "comm barrier");
+  if (plugins_.core_dp_obj && plugins_.dp_size > 1) check_plugin(plugins_.comm->barrier(plugins_.core_dp_obj), "comm barrier");
 }
 
 double Trainer::sum_over_ranks(double value) {
-  if (!plugins_.dp_obj || plugins_.dp_size == 1) return value;
+  if (!plugins_.core_dp_obj || plugins_.dp_size == 1) return value;
   // All-gather then add in rank order: the same bits on every rank whatever the reduction tree.
   std::vector<double> all(size_t(plugins_.dp_size));
-  check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, &value, all.data(), 1, keel_dtype{KEEL_DTYPE_FLOAT, 64, 1}, nullptr),
+  check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, &value, all.data(), 1, keel_dtype{KEEL_DTYPE_FLOAT, 64, 1}, nullptr),
                "comm all_gather");
   double total = 0;
   for (double v : all) total += v;
@@ -333,18 +333,18 @@ double Trainer::sum_over_ranks(double value) {
 }
 
 std::vector<std::string> Trainer::gather_strings(const std::string& mine) {
-  if (!plugins_.dp_obj || plugins_.dp_size == 1) return {mine};
+  if (!plugins_.core_dp_obj || plugins_.dp_size == 1) return {mine};
   // Strings travel as int32 words, padded to the longest, so a comm plugin needs no byte type.
   const keel_dtype i32{KEEL_DTYPE_INT, 32, 1};
   const size_t n = size_t(plugins_.dp_size);
   int32_t length = int32_t(mine.size());
   std::vector<int32_t> lengths(n);
-  check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, &length, lengths.data(), 1, i32, nullptr), "comm all_gather");
+  check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, &length, lengths.data(), 1, i32, nullptr), "comm all_gather");
   const size_t words = (size_t(*std::max_element(lengths.begin(), lengths.end())) + 3) / 4;
   std::vector<int32_t> padded(words, 0), all(words * n, 0);
   std::memcpy(padded.data(), mine.data(), mine.size());
   if (words > 0)
-    check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, padded.data(), all.data(), words, i32, nullptr),
+    check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, padded.data(), all.data(), words, i32, nullptr),
                  "comm all_gather");
   std::vector<std::string> out;
   for (size_t r = 0; r < n; ++r)
@@ -408,6 +408,16 @@ size_t Trainer::param_index(const std::string& name) const {
 
 keel_tensor Trainer::param_tensor(size_t index) {
   const keel_model_info& info = plugins_.model_info;
+  // The view outlives the acquire below, so it is only valid where acquire hands out resident
+  // memory. A strategy older than describe (ABI < 0.4) only ever ran on one rank, resident.
+  const bool resident = KEEL_HAS_SLOT(plugins_.strategy, describe) ? strategy_info().params_resident != 0
+                                                                     : plugins_.dp_size == 1;
+  if (!resident)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED,
+                    std::string("parameter ") + info.params[index].name + ": no zero-copy view under strategy '" +
+                        config_.strategy.plugin + "', which does not keep parameters resident (it gathers each "
+                        "layer on demand and frees it after use, so a view would point at freed memory); save a "
+                        "checkpoint and `keel export` it to read whole parameters");
   const int32_t layer = info.params[index].layer;
   size_t first = index, count = 0;
   while (first > 0 && info.params[first - 1].layer == layer) --first;
