@@ -6,7 +6,9 @@ reduce-scatter each finished layer on one. If the reduction blocked the training
 backward phase of ZeRO-2 would grow by the whole communication time; overlapped, it stays close
 to ddp's (both move 2Ψ per step). Measured in one run: the same model, batch and data at dp 2,
 the median backward time per step (rank 0's `time_ms.backward`, first steps dropped), and the
-ratio ZeRO-2 / ddp. A third row runs ZeRO-2 on one rank (no communication at all) as the floor.
+ratio to ddp. ZeRO-2 runs twice: reducing on its communication thread (the default) and with
+"overlap_comm": false (blocking, on the training thread). ZeRO-2 on one rank (no communication
+at all) is the floor.
 
 Run by hand after scripts/build.sh:  /usr/bin/python3 benchmarks/zero_backward_overlap.py
 Prints the table; no pass/fail (timings on a shared machine are noisy)."""
@@ -23,6 +25,7 @@ MODEL = ["model.n_layer=6", "model.n_head=6", "model.d_model=384", "model.vocab_
          "data.seq_len=128", "data.text_max_bytes=4194304", "data.val_batches=1", "train.sample_tokens=0",
          "train.tensorboard_dir=\"none\"", "train.log_every=1", "train.eval_every=0", "data.micro_batch=4"]
 RUNS = [("ddp", '{"plugin": "ddp"}', 2), ("ZeRO-2", '{"plugin": "zero", "stage": 2}', 2),
+        ("ZeRO-2, blocking", '{"plugin": "zero", "stage": 2, "overlap_comm": false}', 2),
         ("ZeRO-3", '{"plugin": "zero", "stage": 3}', 2), ("ZeRO-2, 1 rank", '{"plugin": "zero", "stage": 2}', 1)]
 
 

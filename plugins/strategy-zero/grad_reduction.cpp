@@ -9,9 +9,9 @@ namespace keel_zero {
 
 using keel_support::StatusError;
 
-GradReduction::GradReduction(const keel_host* host, int32_t stage, const ShardLayout& layout, DataParallelGroup& group,
-                             BackendCalls backend)
-    : host_(host), stage_(stage), layout_(layout), group_(group), backend_(backend), transient_(layout.layers.size()),
+GradReduction::GradReduction(const keel_host* host, int32_t stage, bool overlap, const ShardLayout& layout,
+                             DataParallelGroup& group, BackendCalls backend)
+    : host_(host), stage_(stage), overlap_(overlap), layout_(layout), group_(group), backend_(backend), transient_(layout.layers.size()),
       open_(layout.layers.size(), false) {
   persistent_ = backend_.alloc_floats(persistent_elements());
 }
@@ -49,6 +49,12 @@ void GradReduction::close_layer(int32_t layer) {
   if (chunk == 0) return;
   if (group_.size() == 1) {  // its own sum is the mean
     backend_.accumulate(owned_chunk(layer), buffer.floats() + layout_.owned_chunk(layer).begin, chunk);
+    return;
+  }
+  if (!overlap_) {
+    group_.reduce_scatter_sum(buffer.floats(), group_.scratch(), chunk);
+    backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
+    backend_.accumulate(owned_chunk(layer), group_.scratch(), chunk);
     return;
   }
   if (!worker_) start_worker();

@@ -30,7 +30,8 @@ namespace keel_zero {
 
 class GradReduction {
  public:
-  GradReduction(const keel_host* host, int32_t stage, const ShardLayout& layout, DataParallelGroup& group,
+  // overlap false: stages 2/3 reduce each layer on the calling thread at its final release.
+  GradReduction(const keel_host* host, int32_t stage, bool overlap, const ShardLayout& layout, DataParallelGroup& group,
                 BackendCalls backend);
   ~GradReduction();
   GradReduction(const GradReduction&) = delete;
@@ -65,6 +66,7 @@ class GradReduction {
  private:
   const keel_host* host_;
   const int32_t stage_;
+  const bool overlap_;
   const ShardLayout& layout_;
   DataParallelGroup& group_;
   BackendCalls backend_;

@@ -73,7 +73,7 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
       group_(dp_args(args).comm, dp_args(args).comm_obj, dp_args(args).rank, dp_args(args).size, backend_,
              std::max<int64_t>(layout_.max_chunk, 1)),
       params_(backend_.alloc_floats(config.stage < 3 ? layout_.full_elements : layout_.shard_elements)),
-      grads_(host, config.stage, layout_, group_, backend_) {
+      grads_(host, config.stage, config.overlap_comm, layout_, group_, backend_) {
   keel_support::check_callee(backend_.api->device(backend_.obj, &device_), "backend device");
   optimizer_info_.struct_size = sizeof(optimizer_info_);
   keel_support::check_callee(optimizer_->describe(optimizer_obj_, &optimizer_info_), "optimizer describe");

@@ -33,6 +33,8 @@ TINY = ["model.n_layer=2", "model.n_head=2", "model.d_model=64", "data.seq_len=3
 def strategy_sets(name):
     if name == "ddp":
         return ["parallel.strategy={\"plugin\": \"ddp\"}"]
+    if name == "zero2-blocking":  # reduce-scatter on the training thread (overlap_comm off)
+        return ["parallel.strategy={\"plugin\": \"zero\", \"stage\": 2, \"overlap_comm\": false}"]
     stage = int(name[-1])
     return [f"parallel.strategy={{\"plugin\": \"zero\", \"stage\": {stage}}}"]
 
