@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/sized_output.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -268,9 +269,7 @@ void ZeroStrategy::describe(keel_strategy_info* out) const {
   info.grad_bytes = uint64_t(grads_.persistent_elements()) * sizeof(float);
   for (const auto& slot : optimizer_state_) info.state_bytes += slot.bytes();
   // The per-layer gather and gradient buffers and the staging scratch are transient: not counted.
-  const size_t size = std::min(out->struct_size, sizeof(info));
-  std::copy_n(reinterpret_cast<const char*>(&info) + sizeof(size_t), size - sizeof(size_t),
-              reinterpret_cast<char*>(out) + sizeof(size_t));
+  keel_support::write_sized_output(out, info, sizeof info, "describe: out");
 }
 
 }  // namespace keel_zero

@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/sized_output.hpp>
 
 #include <algorithm>
 #include <string>
@@ -266,13 +267,14 @@ void LocalSgd::owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* 
 }
 
 void LocalSgd::describe(keel_strategy_info* out) const {
-  if (!out || out->struct_size < sizeof(keel_strategy_info)) invalid("describe: out is NULL or older than ABI 0.4");
   const uint64_t bytes = uint64_t(total_) * sizeof(float);
-  out->params_resident = 1;
-  out->reserved = 0;
-  out->param_bytes = bytes;
-  out->grad_bytes = bytes;
-  out->state_bytes = bytes * state_.size();
+  keel_strategy_info info{};
+  info.struct_size = sizeof(info);
+  info.params_resident = 1;
+  info.param_bytes = bytes;
+  info.grad_bytes = bytes;
+  info.state_bytes = bytes * state_.size();
+  keel_support::write_sized_output(out, info, sizeof info, "describe: out");
 }
 
 }  // namespace localsgd
