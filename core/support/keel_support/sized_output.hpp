@@ -1,4 +1,4 @@
-// Writing an ABI output struct the caller sized (DESIGN.md §3 rule 3): a caller built against
+// Writing an ABI output struct the caller sized (share/doc/keel/plugin-contract.md §2): a caller built against
 // an older minor passes a shorter struct, so only the prefix it declared in struct_size is
 // written, and struct_size comes back as the number of bytes filled. The one way every plugin
 // answers a describe-like call.
