@@ -123,6 +123,20 @@ typedef struct keel_strategy_api {
   keel_status (*owned_range)(void* strategy, int32_t kind, size_t index, int64_t* begin, int64_t* end);
   /* The caller sets out->struct_size. */
   keel_status (*describe)(void* strategy, keel_strategy_info* out);
+
+  /* --- appended in 0.5 --- */
+  /* The strategy's own per-rank state beyond parameters and optimizer state (an error-feedback
+     residual, local SGD's diverged parameters): `count` named fp32 arrays in host memory terms.
+     A checkpoint saves every rank's arrays in that rank's file. Resuming at the same
+     data-parallel size and with the same strategy hands each rank its own arrays back through
+     write_own_state, after parameters and optimizer state were written; at another size they
+     are not restored and the core says so. NULL slots: no own state. */
+  keel_status (*own_state_count)(void* strategy, int32_t* out_count);
+  /* Array `index`: its name (unique within the strategy; letters, digits, '_', '.', '-'; owned
+     by the strategy, valid for its life) and its element count. */
+  keel_status (*own_state_info)(void* strategy, int32_t index, const char** out_name, int64_t* out_count);
+  keel_status (*read_own_state)(void* strategy, int32_t index, float* dst_host);
+  keel_status (*write_own_state)(void* strategy, int32_t index, const float* src_host);
 } keel_strategy_api;
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
 #include "io/crc32c.h"
 #include "io/safetensors.h"
@@ -155,6 +156,7 @@ void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
       trainer.write_range(kind, i, want_begin, values);
     }
   }
+  restore_strategy_own_state(trainer, manifest, where, file);
   trainer.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),
                            manifest.at("data_state"));
 }

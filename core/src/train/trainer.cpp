@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <cmath>
@@ -358,6 +359,45 @@ keel_strategy_info Trainer::strategy_info() {
   if (KEEL_HAS_SLOT(plugins_.strategy, describe))
     check_plugin(plugins_.strategy->describe(plugins_.strategy_obj, &info), "strategy describe");
   return info;
+}
+
+std::vector<Trainer::OwnStateArray> Trainer::strategy_own_state() {
+  auto* s = plugins_.strategy;
+  if (!KEEL_HAS_SLOT(s, own_state_count) || !s->own_state_count) return {};
+  const std::string who = "strategy '" + config_.strategy.plugin + "' ";
+  if (!KEEL_HAS_SLOT(s, write_own_state) || !s->own_state_info || !s->read_own_state || !s->write_own_state)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, who + "implements own_state_count but not all of own_state_info, "
+                                                  "read_own_state and write_own_state");
+  int32_t count = 0;
+  check_plugin(s->own_state_count(plugins_.strategy_obj, &count), who + "own_state_count");
+  if (count < 0 || count > 1024)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "reports " + std::to_string(count) + " own state arrays (0..1024)");
+  std::vector<OwnStateArray> arrays;
+  for (int32_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    int64_t elements = -1;
+    check_plugin(s->own_state_info(plugins_.strategy_obj, i, &name, &elements), who + "own_state_info");
+    const std::string text = name ? name : "";
+    const bool plain = !text.empty() && text.size() <= 128 &&
+                       std::all_of(text.begin(), text.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-'; });
+    if (!plain || elements < 0 || elements > (int64_t(1) << 40))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "own state array " + std::to_string(i) + " is named \"" + text +
+                                                     "\" with " + std::to_string(elements) + " elements; expected a "
+                                                     "name of letters, digits, '_', '.', '-' and 0..2^40 elements");
+    arrays.push_back({text, elements});
+  }
+  return arrays;
+}
+
+std::vector<float> Trainer::read_own_state(int32_t index, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(count));
+  check_plugin(plugins_.strategy->read_own_state(plugins_.strategy_obj, index, out.data()), "strategy read_own_state");
+  return out;
+}
+
+void Trainer::write_own_state(int32_t index, const std::vector<float>& values) {
+  check_plugin(plugins_.strategy->write_own_state(plugins_.strategy_obj, index, values.data()),
+               "strategy write_own_state");
 }
 
 keel_comm_counters Trainer::comm_counters() {
