@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <keel_support/json_parse.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -124,8 +126,8 @@ void export_huggingface(Trainer& trainer, const std::string& out_safetensors_pat
 
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(trainer.external_config(kFormat));
-  } catch (const nlohmann::json::exception& e) {
+    config = keel_support::parse_json("config", trainer.external_config(kFormat));
+  } catch (const keel_support::ConfigError& e) {
     throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': its " + kFormat +
                                            " config is not JSON: " + e.what());
   }
