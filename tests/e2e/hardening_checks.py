@@ -36,6 +36,8 @@ def expect_refusal(p, pattern, what):
 
 
 def tiny_run(keel, config, workdir, extra, **kw):
+    # In workdir: a mutated path ("text") would otherwise land in the source tree.
+    kw.setdefault("cwd", workdir)
     outputs = [f"train.metrics_path=\"{workdir}/metrics.jsonl\"", f"train.checkpoint.dir=\"{workdir}/ckpt\"",
                "train.tensorboard_dir=\"none\""]
     return run([keel, "run", config] + sets(TINY + outputs + extra), **kw)
@@ -163,6 +165,7 @@ def main():
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
+    args.keel, args.config = os.path.abspath(args.keel), os.path.abspath(args.config)
     with tempfile.TemporaryDirectory() as workdir:
         CHECKS[args.check](args.keel, args.config, workdir)
     print("PASS")
