@@ -13,6 +13,7 @@
 #include "data/prepare_data.h"
 #include "host/errors.h"
 #include "interop/export_command.h"
+#include "io/writable_folder.h"
 #include "loader/plugin_registry.h"
 #include "metrics/plot.h"
 #include "train/plugin_instances.h"
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
     }
     if (line.command == "run") {
       keel::RunConfig config = keel::RunConfig::from_file(line.config, line.overrides);
+      keel::require_writable_folder(config.train.checkpoint.dir, "train.checkpoint.dir");
       // A resumed run takes every weight from its checkpoint: model.init_from is not read again.
       if (!line.resume.empty()) config.model_init_from.clear();
       keel::Trainer trainer(std::move(config));

@@ -36,7 +36,7 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "backend");
   section.allow("plugin");
   Settings s;
-  s.threads = section.get_in_range<int>("threads", 0, 0, 1 << 16);
+  s.threads = section.get_in_range<int>("threads", 0, 0, 1024);  // libgomp crashes creating ~65536
   s.peak_tflops = section.get_in_range<double>("peak_tflops", 0.0, 0.0, 1e6);
   s.openblas_coretype = section.get<std::string>("openblas_coretype", "auto");
   if (s.openblas_coretype.empty())

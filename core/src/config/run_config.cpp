@@ -174,15 +174,19 @@ void apply_override(nlohmann::json& config, const std::string& assignment) {
   const std::string path = assignment.substr(0, equals), text = assignment.substr(equals + 1);
   nlohmann::json value;
   try {
-    value = nlohmann::json::parse(text);
-  } catch (const std::exception&) {
-    value = text;  // a bare word is a string: --set backend.plugin=cpu
+    value = keel_support::parse_json("--set " + path, text);
+  } catch (const ConfigError& e) {
+    if (nlohmann::json::accept(text)) throw;  // valid JSON refused for its depth
+    value = text;                            // a bare word is a string: --set backend.plugin=cpu
   }
   nlohmann::json* node = &config;
   std::stringstream parts(path);
   std::string part, walked;
   std::vector<std::string> keys;
   while (std::getline(parts, part, '.')) keys.push_back(part);
+  if (keys.size() > size_t(keel_support::kMaxJsonDepth))
+    throw ConfigError("--set " + path.substr(0, 40) + "...: a path of " + std::to_string(keys.size()) +
+                      " keys is nested deeper than " + std::to_string(keel_support::kMaxJsonDepth) + " levels");
   for (size_t i = 0; i < keys.size(); ++i) {
     if (node->is_null()) *node = nlohmann::json::object();  // --set creates missing sections
     if (!node->is_object()) throw ConfigError("--set " + path + ": " + walked + " is not an object");
@@ -197,9 +201,9 @@ RunConfig RunConfig::from_file(const std::string& path, const std::vector<std::s
   if (!in) throw KeelError(KEEL_ERR_IO, path + ": cannot open the config file");
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, path + ": not valid JSON: " + e.what());
+    json = keel_support::parse_json(path, in);
+  } catch (const ConfigError& e) {
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, e.what());
   }
   return parse(std::move(json), path, std::filesystem::path(path).stem().string(), overrides);
 }
@@ -208,9 +212,9 @@ RunConfig RunConfig::from_json_text(const std::string& text, const std::string& 
                                     const std::vector<std::string>& overrides) {
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, origin + ": not valid JSON: " + e.what());
+    json = keel_support::parse_json(origin, text);
+  } catch (const ConfigError& e) {
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, e.what());
   }
   return parse(std::move(json), origin, "run", overrides);
 }

@@ -1,13 +1,16 @@
 // llm.c token shards: a header of 256 int32 (magic 20240520, version 1, token count) followed
-// by uint16 tokens, memory-mapped. The shards matching a glob, sorted, form one source whose
-// shard boundaries the sampler respects.
+// by uint16 tokens. The shards matching a glob, sorted, form one source whose shard boundaries
+// the sampler respects. Tokens are read with pread, not through a memory map: a shard cut
+// short while a run reads it (a copy still in progress, a full disk) then gives an error
+// naming the shard instead of a SIGBUS with no message.
 #include <fcntl.h>
 #include <glob.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "config/run_config.h"
 #include "data/shard_format.h"
@@ -18,34 +21,62 @@ namespace keel {
 namespace {
 
 constexpr size_t kHeaderBytes = kShardHeaderBytes;
+constexpr int64_t kScanChunkTokens = int64_t(1) << 20;  // tokens per pread while scanning a whole shard
 
-struct MappedShard {
+// One open shard file. Copies share the descriptor; the source closes it.
+struct ShardFile {
   std::string path;
-  const uint16_t* tokens = nullptr;
-  int64_t count = 0;
-  void* mapping = nullptr;
-  size_t mapping_bytes = 0;
+  int fd = -1;
+  int64_t count = 0;  // tokens the header promises (checked against the size at open)
+
+  // Tokens [first, first+n) of this shard. Throws KeelError naming the shard when the file no
+  // longer holds them.
+  void read_tokens(int64_t first, int64_t n, uint16_t* out) const {
+    const size_t want = size_t(n) * sizeof(uint16_t);
+    const off_t offset = off_t(kHeaderBytes + size_t(first) * sizeof(uint16_t));
+    size_t got = 0;
+    while (got < want) {
+      const ssize_t r = ::pread(fd, reinterpret_cast<char*>(out) + got, want - got, offset + off_t(got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw KeelError(KEEL_ERR_IO, path + ": reading tokens at offset " + std::to_string(offset) + " failed: " +
+                                                  std::strerror(errno));
+      if (r == 0)
+        throw KeelError(KEEL_ERR_IO, path + ": the token shard was truncated while the run was reading it: " +
+                                         std::to_string(want) + " bytes wanted at offset " + std::to_string(offset) +
+                                         ", the file ends after " + std::to_string(offset + off_t(got)) +
+                                         " (the header promised " + std::to_string(count) + " tokens)");
+      got += size_t(r);
+    }
+  }
+
+  // Calls visit(index, token) for every token, in chunks.
+  template <typename Visit>
+  void scan(Visit&& visit) const {
+    std::vector<uint16_t> chunk;
+    for (int64_t first = 0; first < count; first += kScanChunkTokens) {
+      const int64_t n = std::min(kScanChunkTokens, count - first);
+      chunk.resize(size_t(n));
+      read_tokens(first, n, chunk.data());
+      for (int64_t i = 0; i < n; ++i)
+        if (!visit(first + i, chunk[size_t(i)])) return;
+    }
+  }
 };
 
-MappedShard map_shard(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw KeelError(KEEL_ERR_IO, path + ": cannot open token shard");
-  struct stat st {};
-  ::fstat(fd, &st);
-  const size_t bytes = size_t(st.st_size);
-  if (bytes < kHeaderBytes) {
-    ::close(fd);
-    throw KeelError(KEEL_ERR_IO, path + ": truncated token shard: " + std::to_string(bytes) +
-                                     " bytes, smaller than the 1024-byte header");
-  }
-  void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (mapping == MAP_FAILED) throw KeelError(KEEL_ERR_IO, path + ": mmap failed");
-  const int32_t* header = static_cast<const int32_t*>(mapping);
+ShardFile open_shard(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw KeelError(KEEL_ERR_IO, path + ": cannot open token shard: " + std::strerror(errno));
   auto fail = [&](const std::string& why) {
-    ::munmap(mapping, bytes);
+    ::close(fd);
     throw KeelError(KEEL_ERR_IO, path + ": " + why);
   };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(std::string("cannot stat token shard: ") + std::strerror(errno));
+  const size_t bytes = size_t(st.st_size);
+  if (bytes < kHeaderBytes)
+    fail("truncated token shard: " + std::to_string(bytes) + " bytes, smaller than the 1024-byte header");
+  int32_t header[kShardHeaderInts];
+  if (::pread(fd, header, kHeaderBytes, 0) != ssize_t(kHeaderBytes)) fail("cannot read the 1024-byte header");
   if (header[0] != kShardMagic)
     fail("offset 0: bad magic " + std::to_string(header[0]) + ", expected " + std::to_string(kShardMagic) +
          " (an llm.c token shard)");
@@ -55,37 +86,41 @@ MappedShard map_shard(const std::string& path) {
   if (count < 0 || kHeaderBytes + size_t(count) * 2 > bytes)
     fail("truncated: the header promises " + std::to_string(count) + " tokens (" +
          std::to_string(kHeaderBytes + size_t(count) * 2) + " bytes) but the file has " + std::to_string(bytes) + " bytes");
-  MappedShard shard;
-  shard.path = path;
-  shard.tokens = reinterpret_cast<const uint16_t*>(static_cast<const char*>(mapping) + kHeaderBytes);
-  shard.count = count;
-  shard.mapping = mapping;
-  shard.mapping_bytes = bytes;
-  return shard;
+  return {path, fd, count};
 }
 
 class ShardSource : public TokenSource {
  public:
   explicit ShardSource(const std::vector<std::string>& paths, std::string what) : what_(std::move(what)) {
-    for (const auto& path : paths) {
-      shards_.push_back(map_shard(path));
-      starts_.push_back(total_);
-      total_ += shards_.back().count;
-      const MappedShard& shard = shards_.back();
-      for (int64_t i = 0; i < shard.count; ++i) max_token_ = std::max<int32_t>(max_token_, shard.tokens[i]);
+    try {
+      for (const auto& path : paths) {
+        shards_.push_back(open_shard(path));
+        starts_.push_back(total_);
+        total_ += shards_.back().count;
+        shards_.back().scan([&](int64_t, uint16_t token) {
+          max_token_ = std::max<int32_t>(max_token_, token);
+          return true;
+        });
+      }
+    } catch (...) {
+      close_all();
+      throw;
     }
   }
-  ~ShardSource() override {
-    for (auto& shard : shards_) ::munmap(shard.mapping, shard.mapping_bytes);
-  }
+  ~ShardSource() override { close_all(); }
   int64_t num_tokens() const override { return total_; }
   int32_t max_token() const override { return max_token_; }
   void read(int64_t start, int64_t count, int32_t* out) const override {
     size_t shard = size_t(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
     int64_t offset = start - starts_[shard];
-    for (int64_t i = 0; i < count; ++i, ++offset) {
+    std::vector<uint16_t> tokens;
+    while (count > 0) {
       while (offset >= shards_[shard].count) offset -= shards_[shard++].count;
-      out[i] = shards_[shard].tokens[offset];
+      const int64_t n = std::min(count, shards_[shard].count - offset);
+      tokens.resize(size_t(n));
+      shards_[shard].read_tokens(offset, n, tokens.data());
+      std::copy(tokens.begin(), tokens.end(), out);
+      out += n, count -= n, offset += n;
     }
   }
   std::string describe() const override { return what_; }
@@ -96,16 +131,25 @@ class ShardSource : public TokenSource {
   }
   // The file and byte offset of the first token >= vocabulary, or "" if none.
   std::string find_token_at_least(int32_t vocabulary) const {
-    for (const auto& shard : shards_)
-      for (int64_t i = 0; i < shard.count; ++i)
-        if (shard.tokens[i] >= vocabulary)
-          return shard.path + ": offset " + std::to_string(kHeaderBytes + size_t(i) * 2) + ": token " +
-                 std::to_string(shard.tokens[i]);
+    std::string found;
+    for (const auto& shard : shards_) {
+      shard.scan([&](int64_t i, uint16_t token) {
+        if (token < vocabulary) return true;
+        found = shard.path + ": offset " + std::to_string(kHeaderBytes + size_t(i) * 2) + ": token " + std::to_string(token);
+        return false;
+      });
+      if (!found.empty()) return found;
+    }
     return "";
   }
 
  private:
-  std::vector<MappedShard> shards_;
+  void close_all() {
+    for (auto& shard : shards_) ::close(shard.fd);
+    shards_.clear();
+  }
+
+  std::vector<ShardFile> shards_;
   std::vector<int64_t> starts_;
   int64_t total_ = 0;
   int32_t max_token_ = 0;

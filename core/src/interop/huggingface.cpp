@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <keel_support/json_parse.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -124,8 +126,8 @@ void export_huggingface(Trainer& trainer, const std::string& out_safetensors_pat
 
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(trainer.external_config(kFormat));
-  } catch (const nlohmann::json::exception& e) {
+    config = keel_support::parse_json("config", trainer.external_config(kFormat));
+  } catch (const keel_support::ConfigError& e) {
     throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': its " + kFormat +
                                            " config is not JSON: " + e.what());
   }
@@ -145,8 +147,21 @@ void export_huggingface(Trainer& trainer, const std::string& out_safetensors_pat
   write_file_atomically((out.parent_path() / "config.json").string(), config.dump(2) + "\n");
 }
 
+namespace {
+
+// Opening the file is where a mistyped model.init_from shows; the message says which key named it.
+SafetensorsFile open_init_file(const std::string& safetensors_path) {
+  try {
+    return SafetensorsFile(safetensors_path);
+  } catch (const KeelError& e) {
+    throw KeelError(e.code, std::string("model.init_from: ") + e.what());
+  }
+}
+
+}  // namespace
+
 void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
-  const SafetensorsFile file(safetensors_path);
+  const SafetensorsFile file = open_init_file(safetensors_path);
   const size_t n = trainer.model_info().n_params;
   // Check everything before writing anything, so a refused file leaves the parameters as they were.
   std::vector<ExternalLayout> layouts;

@@ -2,6 +2,8 @@
 // with spaces to a multiple of 8 bytes, as the format recommends for alignment.
 #include "io/safetensors.h"
 
+#include <keel_support/json_parse.hpp>
+
 #include <cstring>
 #include <fstream>
 
@@ -62,9 +64,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
               std::to_string(bytes_.size()));
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes_.begin() + 8, bytes_.begin() + 8 + long(header_bytes));
-  } catch (const std::exception& e) {
-    throw bad(std::string("the JSON header does not parse: ") + e.what());
+    header = keel_support::parse_json("the JSON header", bytes_.begin() + 8, bytes_.begin() + 8 + long(header_bytes));
+  } catch (const keel_support::ConfigError& e) {
+    throw bad(e.what());
   }
   if (!header.is_object()) throw bad("the header is not a JSON object");
   const size_t data_start = 8 + header_bytes, data_bytes = bytes_.size() - data_start;

@@ -5,7 +5,7 @@
 #include <keel/version.h>
 #include <keel_support/json_section.hpp>
 
-#include <boost/dll/shared_library.hpp>
+#include <dlfcn.h>
 
 #include <deque>
 #include <filesystem>
@@ -21,9 +21,22 @@
 namespace keel {
 namespace {
 
+// dlopen's handle; a refused library is closed again, an accepted one never is.
+struct LibraryCloser {
+  void operator()(void* handle) const { ::dlclose(handle); }
+};
+using LibraryHandle = std::unique_ptr<void, LibraryCloser>;
+
+// dlerror()'s text: the loader's own reason (no such file, wrong ELF class, a missing
+// dependency, an undefined symbol), which errno does not carry.
+std::string last_dl_error() {
+  const char* reason = ::dlerror();
+  return reason ? reason : "unknown reason";
+}
+
 struct RegistryState {
   std::mutex mutex;
-  std::vector<std::unique_ptr<boost::dll::shared_library>> libraries;  // never unloaded
+  std::vector<LibraryHandle> libraries;  // never unloaded
   std::deque<LoadedPlugin> plugins;  // a deque: entries never move, so their addresses can be handed out
   std::vector<RefusedLibrary> refused;
   std::set<std::string> seen_files;
@@ -89,14 +102,14 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
     s.refused.push_back({path, message, plugin_name});
   };
 
-  auto library = std::make_unique<boost::dll::shared_library>();
-  boost::system::error_code error;
-  library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, error);
-  if (error) return refuse("it could not be loaded (" + error.message() + ")");
-  if (!library->has(KEEL_PLUGIN_ENTRY_SYMBOL))
+  ::dlerror();  // clears an earlier, unrelated error
+  LibraryHandle library(::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
+  if (!library) return refuse("it could not be loaded (" + last_dl_error() + ")");
+  void* entry_symbol = ::dlsym(library.get(), KEEL_PLUGIN_ENTRY_SYMBOL);
+  if (!entry_symbol)
     return refuse("it exports no '" KEEL_PLUGIN_ENTRY_SYMBOL "' symbol, so it is not a Keel plugin "
                   "(define it with extern \"C\" KEEL_EXPORT)");
-  auto entry = library->get<const keel_plugin_list*()>(KEEL_PLUGIN_ENTRY_SYMBOL);
+  auto entry = reinterpret_cast<const keel_plugin_list* (*)()>(entry_symbol);
   const keel_plugin_list* list = entry();
   if (!list || list->struct_size < sizeof(keel_plugin_list))
     return refuse(std::string(KEEL_PLUGIN_ENTRY_SYMBOL) + " returned " + (list ? "a list smaller than ABI 0.1's" : "NULL"));

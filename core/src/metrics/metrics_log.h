@@ -1,5 +1,6 @@
 // The metrics file: one JSON object per logged step (JSONL), flushed as written so a crash
-// keeps every line before it. A fresh run starts the file anew; a resumed run appends.
+// keeps every line before it. A fresh run starts the file anew; a resumed run appends. A write
+// that does not reach the file (ENOSPC, EIO) throws KeelError naming the file and the reason.
 #pragma once
 
 #include <nlohmann/json.hpp>

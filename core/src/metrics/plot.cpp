@@ -3,6 +3,7 @@
 // appends to its metrics file, so a step logged twice keeps its later record.
 #include "metrics/plot.h"
 
+#include <keel_support/json_parse.hpp>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -65,8 +66,13 @@ Losses read_losses(const std::string& path) {
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
-    if (record.is_discarded() || !record.is_object())
+    nlohmann::json record;
+    try {
+      record = keel_support::parse_json(path + ":" + std::to_string(number), line);
+    } catch (const keel_support::ConfigError&) {
+      record = nullptr;  // refused below, with the line's number
+    }
+    if (!record.is_object())
       throw PlotError{1, path + ":" + std::to_string(number) + ": not a JSON object (expected one metrics record a line)"};
     if (!is_number(record, "step")) continue;
     const double step = record["step"].get<double>();

@@ -1,9 +1,12 @@
-// The file and its records; the encoding lives in tensorboard_event.cpp.
+// The file and its records; the encoding lives in tensorboard_event.cpp. A flush that does not
+// reach the file ends the run, as a metrics write does (metrics_log.cpp says why).
 #include "metrics/tensorboard_writer.h"
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "host/errors.h"
@@ -37,13 +40,22 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   out_.open(path_, std::ios::binary | std::ios::trunc);
   if (!out_) throw KeelError(KEEL_ERR_IO, "train.tensorboard_dir: cannot write " + path_);
   out_ << tfrecord_frame(encode_file_version_event(now));
-  out_.flush();
+  flush();
 }
 
 void TensorBoardWriter::scalar(int64_t step, const std::string& tag, double value) {
   out_ << tfrecord_frame(encode_scalar_event(unix_seconds_now(), step, tag, float(value)));
 }
 
-void TensorBoardWriter::flush() { out_.flush(); }
+void TensorBoardWriter::flush() {
+  errno = 0;
+  out_.flush();
+  if (!out_) {
+    const int reason = errno;
+    throw KeelError(KEEL_ERR_IO, "train.tensorboard_dir: writing " + path_ + " failed: " +
+                                     (reason ? std::strerror(reason) : "I/O error") +
+                                     " (set train.tensorboard_dir to \"none\" to write no events)");
+  }
+}
 
 }  // namespace keel

@@ -13,7 +13,7 @@ class TensorBoardWriter {
  public:
   // Creates `dir` and a new event file in it whose first record is the file version.
   explicit TensorBoardWriter(const std::string& dir);
-  // Buffers one scalar; written to disk by flush().
+  // Buffers one scalar; written to disk by flush(), which throws KeelError if the bytes do not get there.
   void scalar(int64_t step, const std::string& tag, double value);
   void flush();
   const std::string& path() const { return path_; }

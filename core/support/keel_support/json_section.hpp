@@ -7,16 +7,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
-#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-namespace keel_support {
+#include "keel_support/json_parse.hpp"  // defines: ConfigError, parse_json
 
-struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace keel_support {
 
 // Levenshtein distance, for suggestions.
 inline size_t edit_distance(const std::string& a, const std::string& b) {
@@ -55,6 +56,57 @@ inline std::string json_type_name(const nlohmann::json& v) {
   return "null";
 }
 
+// Whether the JSON number `v` is exactly an integer in [lo, hi]; if so, stores it in `out`.
+// Compares without passing through a double, so 2^64-1 and 2^31 are judged as written. A
+// number written with a fraction or exponent (1e3) counts when its value is a whole number.
+template <typename T>
+bool integer_in_range(const nlohmann::json& v, T lo, T hi, T& out) {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  bool negative = false;
+  uint64_t magnitude = 0;  // |value|
+  if (v.is_number_unsigned()) {
+    magnitude = v.get<uint64_t>();
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    negative = i < 0;
+    magnitude = negative ? uint64_t(0) - uint64_t(i) : uint64_t(i);
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) >= 18446744073709551616.0) return false;  // 2^64
+    negative = d < 0;
+    magnitude = uint64_t(std::fabs(d));
+  } else {
+    return false;
+  }
+  if (negative) {
+    if constexpr (std::is_unsigned_v<T>) return false;
+    else {
+      // lo and hi are >= INT64_MIN; compare magnitudes of negatives as unsigned.
+      const uint64_t lo_magnitude = lo < 0 ? uint64_t(0) - uint64_t(int64_t(lo)) : 0;
+      if (lo >= 0 || magnitude > lo_magnitude) return false;
+      if (hi < 0 && magnitude < uint64_t(0) - uint64_t(int64_t(hi))) return false;
+      out = T(int64_t(uint64_t(0) - magnitude));
+      return true;
+    }
+  }
+  if constexpr (std::is_signed_v<T>) {
+    if (hi < 0 || (lo > 0 && magnitude < uint64_t(lo))) return false;
+  } else if (magnitude < uint64_t(lo)) {
+    return false;
+  }
+  if (magnitude > uint64_t(hi)) return false;
+  out = T(magnitude);
+  return true;
+}
+
+// A bound as people write it: 4096, 0.001, 1e+30.
+template <typename T>
+std::string bound_text(T value) {
+  if constexpr (std::is_integral_v<T>) return std::to_string(value);
+  else if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  else return nlohmann::json(value).dump();
+}
+
 // Typed access to one object, remembering which keys were read so finish() can reject the rest.
 class JsonSection {
  public:
@@ -64,13 +116,7 @@ class JsonSection {
   }
 
   static JsonSection parse(const char* json_text, const char* path) {
-    nlohmann::json parsed;
-    try {
-      parsed = nlohmann::json::parse(json_text ? json_text : "{}");
-    } catch (const std::exception& e) {
-      throw ConfigError(std::string(path) + ": not valid JSON: " + e.what());
-    }
-    return JsonSection(parsed, path);
+    return JsonSection(parse_json(path, json_text ? json_text : "{}"), path);
   }
 
   const std::string& path() const { return path_; }
@@ -92,14 +138,23 @@ class JsonSection {
     return convert<T>(key, object_.at(key));
   }
 
-  // A number that must lie in [lo, hi].
+  // A number that must lie in [lo, hi]. For integer types the check is exact, on the number
+  // as written: "expected a value in [1, 4096], found 2147483648".
   template <typename T>
   T get_in_range(const std::string& key, const T& fallback, T lo, T hi) {
-    T value = get<T>(key, fallback);
-    if (value < lo || value > hi)
-      throw ConfigError(path_of(key) + ": expected a value in [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "], found " + nlohmann::json(value).dump());
-    return value;
+    known_.insert(key);
+    if (!object_.contains(key)) return fallback;
+    const nlohmann::json& v = object_.at(key);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      require_integer(key, v);
+      T value{};
+      if (!integer_in_range<T>(v, lo, hi, value)) throw out_of_range(key, v, lo, hi);
+      return value;
+    } else {
+      T value = convert<T>(key, v);
+      if (!(value >= lo && value <= hi)) throw out_of_range(key, v, lo, hi);
+      return value;
+    }
   }
 
   std::string get_choice(const std::string& key, const std::string& fallback,
@@ -133,15 +188,38 @@ class JsonSection {
  private:
   template <typename T>
   T convert(const std::string& key, const nlohmann::json& v) const {
-    bool ok;
-    if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
-    else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer() || (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<long long>(v.get<double>())));
-    else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
-    else if constexpr (std::is_same_v<T, std::string>) ok = v.is_string();
-    else ok = true;
-    if (!ok) throw ConfigError(path_of(key) + ": expected " + expected_name<T>() + ", found " + json_type_name(v) + " " + v.dump());
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return static_cast<T>(v.get<double>());
-    else return v.get<T>();
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      require_integer(key, v);
+      T value{};
+      if (!integer_in_range<T>(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), value))
+        throw out_of_range(key, v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+      return value;
+    } else {
+      bool ok;
+      if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
+      else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
+      else if constexpr (std::is_same_v<T, std::string>) ok = v.is_string();
+      else ok = true;
+      if (!ok) throw wrong_type(key, v, expected_name<T>());
+      return v.get<T>();
+    }
+  }
+
+  // Integers: a number with no fractional part; a fraction is a wrong type, not a range error.
+  void require_integer(const std::string& key, const nlohmann::json& v) const {
+    const bool whole = v.is_number_integer() ||
+                       (v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() == std::floor(v.get<double>()));
+    if (!whole) throw wrong_type(key, v, "an integer");
+  }
+
+  ConfigError wrong_type(const std::string& key, const nlohmann::json& v, const std::string& expected) const {
+    return ConfigError(path_of(key) + ": expected " + expected + ", found " + json_type_name(v) + " " + v.dump());
+  }
+
+  template <typename T>
+  ConfigError out_of_range(const std::string& key, const nlohmann::json& v, T lo, T hi) const {
+    return ConfigError(path_of(key) + ": expected a value in [" + bound_text(lo) + ", " + bound_text(hi) + "], found " +
+                       v.dump());
   }
 
   template <typename T>

@@ -115,6 +115,29 @@ TEST(TokenShards, BadShardsNameFileAndOffset) {
   EXPECT_NE(open_error(none).find("data.train: no token shard matches"), std::string::npos);
 }
 
+// A shard cut short after the run opened it (a copy in progress, a full disk): reading past
+// its new end is an error naming the shard, not a SIGBUS from a memory map.
+TEST(TokenShards, ShardTruncatedDuringTheRunNamesTheShard) {
+  TempDir dir;
+  std::vector<uint16_t> tokens(20000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint16_t(i % 256);
+  write_shard(dir.path / "train_000.bin", tokens);
+  auto splits = keel::open_data(shard_config(dir.path));
+  fs::resize_file(dir.path / "train_000.bin", 2048);  // the header and 512 tokens remain
+  std::vector<int32_t> got(4);
+  splits.train->read(100, 4, got.data());
+  EXPECT_EQ(got, (std::vector<int32_t>{100, 101, 102, 103}));
+  try {
+    splits.train->read(15000, 4, got.data());
+    FAIL() << "reading past the truncated end succeeded";
+  } catch (const keel::KeelError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("train_000.bin: the token shard was truncated while the run was reading it"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("the header promised 20000 tokens"), std::string::npos) << message;
+  }
+}
+
 TEST(BatchSampler, TargetsAreNextTokensAndSeedsReproduce) {
   TempDir dir;
   std::vector<uint16_t> tokens(1000);

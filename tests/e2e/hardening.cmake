@@ -1,0 +1,16 @@
+# Bad input at the edges of a run (included by tests/e2e/CMakeLists.txt, whose ${keel},
+# ${quickstart}, ${KEEL_TEST_PYTHON} and keel_error_test() it uses): deep JSON, wrong types,
+# numbers past their range, full disks, an unwritable checkpoint folder, broken plugin files.
+set(hardening_checks ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/hardening_checks.py)
+foreach(check deep_json wrong_types metrics_full_disk tensorboard_full_disk checkpoint_dir_unwritable
+              plugin_load_reason plugin_symlink_loop)
+  add_test(NAME e2e.hardening.${check} COMMAND ${hardening_checks} ${check} --keel ${keel} --config ${quickstart})
+  set_tests_properties(e2e.hardening.${check} PROPERTIES TIMEOUT 600)
+endforeach()
+
+keel_error_test(int32_past_range_reports_value "model\\.n_layer: expected a value in \\[1, 4096\\], found 2147483648"
+  "model.n_layer=2147483648")
+keel_error_test(seed_past_uint64 "train\\.seed: expected a value in \\[0, 18446744073709551615\\], found -1" "train.seed=-1")
+keel_error_test(seed_fraction "train\\.seed: expected an integer, found a number 0\\.5" "train.seed=0.5")
+keel_error_test(backend_threads_bounded "backend\\.threads: expected a value in \\[0, 1024\\], found 65536"
+  "backend.threads=65536")

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Bad input at the edges of a run, run by ctest (tests/e2e/hardening.cmake): JSON nested
+100k deep, config values of every wrong type, a full disk under the metrics and TensorBoard
+files, an unwritable checkpoint folder, a broken plugin library and a symlink loop in a plugin
+folder. Each must end with a message that names the file or JSON path and the reason, never
+with a crash, a hang or an exit status of 0 after losing output. Only the standard library."""
+import argparse
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+
+# A model small enough that a run of a few steps takes well under a second.
+TINY = ["model.n_layer=1", "model.d_model=16", "model.n_head=2", "model.seq_len=16", "data.seq_len=16",
+        "data.micro_batch=2", "data.global_batch=2", "data.val_batches=1", "train.sample_tokens=0",
+        "train.log_every=1", "train.steps=3"]
+
+
+def sets(assignments):
+    return [a for s in assignments for a in ("--set", s)]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def expect_refusal(p, pattern, what):
+    """A refusal: a normal non-zero exit (not a signal) whose stderr matches pattern."""
+    print(f"{what}: exit {p.returncode}\n{p.stderr.strip()[-600:]}")
+    assert p.returncode > 0, f"{what}: exit status {p.returncode} (a signal if negative), expected a refusal"
+    assert re.search(pattern, p.stderr), f"{what}: stderr does not match {pattern!r}"
+    assert "json.exception" not in p.stderr and "internal error" not in p.stderr, f"{what}: an internal message leaked"
+
+
+def tiny_run(keel, config, workdir, extra, **kw):
+    # In workdir: a mutated path ("text") would otherwise land in the source tree.
+    kw.setdefault("cwd", workdir)
+    outputs = [f"train.metrics_path=\"{workdir}/metrics.jsonl\"", f"train.checkpoint.dir=\"{workdir}/ckpt\"",
+               "train.tensorboard_dir=\"none\""]
+    return run([keel, "run", config] + sets(TINY + outputs + extra), **kw)
+
+
+def check_deep_json(keel, config, workdir):
+    depth = 100000
+    deep = os.path.join(workdir, "deep.json")
+    with open(deep, "w") as f:
+        f.write('{"model": {"plugin": "gpt", "x": ' + "[" * depth + "]" * depth + "}}")
+    expect_refusal(run([keel, "validate", deep]), re.escape(deep) + r": JSON nested deeper than 128 levels", "config file")
+    # One argument may hold 128 KiB: 50000 levels, enough to show the bound applies to --set.
+    value = "[" * 50000 + "]" * 50000
+    expect_refusal(run([keel, "validate", config, "--set", "model.x=" + value]),
+                   r"--set model\.x: JSON nested deeper than 128 levels", "--set value")
+    path = ".".join(["a"] * 50000)
+    expect_refusal(run([keel, "validate", config, "--set", path + "=1"]),
+                   r"a path of 50000 keys is nested deeper than 128 levels", "--set path")
+
+
+# Every value Keel's config reader or a plugin's reads, with values of each JSON type that is
+# wrong somewhere. A refusal must name the JSON path; acceptance must lead to a clean run.
+PATHS = {
+    "model": ["n_layer", "n_head", "d_model", "vocab_size", "seq_len", "init_from", "plugin"],
+    "optimizer": ["lr", "betas", "eps", "weight_decay", "decay_all_params", "plugin"],
+    "lr_schedule": ["warmup_steps", "decay", "min_lr_ratio", "decay_steps"],
+    "parallel": ["tp", "pp", "strategy"],
+    "parallel.strategy": ["bucket_mb", "plugin"],
+    "backend": ["threads", "peak_tflops", "openblas_coretype", "precision", "plugin"],
+    "data": ["source", "text_root", "text_max_bytes", "val_fraction", "train", "val", "seq_len", "micro_batch",
+             "global_batch", "val_batches"],
+    "train": ["steps", "seed", "grad_clip", "log_every", "eval_every", "metrics_path", "sample_tokens",
+              "sample_prompt", "sample_temperature", "tensorboard_dir", "on_nonfinite", "checkpoint"],
+    "train.checkpoint": ["dir", "every", "keep"],
+    "": ["model", "optimizer", "lr_schedule", "parallel", "backend", "data", "train", "plugin_path"],
+}
+# The other plugins' sections, each with the override that selects it.
+VARIANTS = [
+    ('parallel.strategy={"plugin": "zero", "stage": 1}', "parallel.strategy", ["stage", "prefetch"]),
+    ('optimizer={"plugin": "sgd"}', "optimizer", ["lr", "momentum", "dampening", "nesterov", "weight_decay"]),
+    ('model={"plugin": "mlp", "seq_len": 16}', "model", ["vocab_size", "d_model", "n_layer", "seq_len"]),
+    ('comm={"plugin": "mpi"}', "comm", ["timeout_s", "plugin"]),
+]
+WRONG = ['"text"', "-1", "2.5", "true", "null", "[1, \"a\"]", '{"a": 1}', "18446744073709551616", "4294967297"]
+
+
+def path_prefixes(path):
+    """train.checkpoint.every -> train.checkpoint.every, train.checkpoint: a refusal may
+    name the value, the section that holds it, or a key inside the value ("train.a: unknown key");
+    naming only the top-level section is too vague for a nested value."""
+    parts = path.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), min(2, len(parts)) - 1, -1)]
+
+
+def check_wrong_types(keel, config, workdir):
+    failures, refused, ran = [], 0, 0
+    cases = [([], section, keys) for section, keys in PATHS.items()] + [([v[0]], v[1], v[2]) for v in VARIANTS]
+    for selection, section, keys in cases:
+        for key in keys:
+            path = f"{section}.{key}" if section else key
+            for value in WRONG:
+                assignment = f"{path}={value}"
+                p = run([keel, "validate", config] + sets(TINY + selection + [assignment]))
+                sizes_the_run = any(t.split("=")[0] == path for t in TINY)  # valid, but may take hours
+                validated = p.returncode == 0
+                trained = False
+                if validated and not sizes_the_run:
+                    # It must train, or stop with Keel's own message: one naming the path if it stops
+                    # before the first step (model.init_from), any if later (a huge lr diverges).
+                    p = tiny_run(keel, config, workdir, selection + [assignment])
+                    trained = re.search(r"^step 1/", p.stdout, re.M) is not None
+                    if p.returncode > 0 and "keel: error: " not in p.stderr:
+                        failures.append(f"--set {assignment}: the run failed without Keel's message: {p.stderr.strip()}")
+                    ran += 1
+                elif not validated:
+                    refused += 1
+                said = p.stdout + p.stderr
+                if "json.exception" in said or "internal error" in said:
+                    failures.append(f"{' '.join(selection)} --set {assignment}: an internal message reached the user: {p.stderr.strip()}")
+                elif p.returncode < 0:
+                    failures.append(f"--set {assignment}: killed by signal {-p.returncode}")
+                elif p.returncode > 0 and not trained and not any(re.search(re.escape(prefix) + r"[:. []", p.stderr)
+                                                                   for prefix in path_prefixes(path)):
+                    failures.append(f"--set {assignment}: the message does not name {path}: {p.stderr.strip()}")
+    print(f"{refused} refused by name, {ran} accepted and run")
+    assert not failures, "\n".join(failures)
+
+
+def check_metrics_full_disk(keel, config, workdir):
+    # /dev/full takes the open and fails every write with ENOSPC, as a full disk does.
+    p = tiny_run(keel, config, workdir, ["train.metrics_path=\"/dev/full\""])
+    expect_refusal(p, r"train\.metrics_path: writing /dev/full failed: No space left on device", "metrics on a full disk")
+    assert "step 2/" not in p.stdout, "training went on after the metrics could not be written"
+
+
+def check_tensorboard_full_disk(keel, config, workdir):
+    # RLIMIT_FSIZE: writes past 200 bytes fail with EFBIG (SIGXFSZ ignored), as on a full disk.
+    # The event file's first record fits; the first step's scalars do not.
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+    p = tiny_run(keel, config, workdir, ["train.metrics_path=\"/dev/null\"", f"train.tensorboard_dir=\"{workdir}/tb\""],
+                 preexec_fn=limit_file_size)
+    expect_refusal(p, r"train\.tensorboard_dir: writing " + re.escape(workdir) + r"/tb/events\.out\.tfevents\.[^ ]+ failed: File too large",
+                   "TensorBoard events on a full disk")
+    assert "step 2/" not in p.stdout, "training went on after the events could not be written"
+
+
+def check_checkpoint_dir_unwritable(keel, config, workdir):
+    # A regular file where a folder must be: refused even for root, which ignores mode bits.
+    blocker = os.path.join(workdir, "a-file")
+    open(blocker, "w").close()
+    p = tiny_run(keel, config, workdir, [f"train.checkpoint.dir=\"{blocker}/checkpoints\""])
+    expect_refusal(p, r"train\.checkpoint\.dir: cannot write " + re.escape(blocker) + r"/checkpoints: Not a directory",
+                   "checkpoint folder under a file")
+    assert "step 1/" not in p.stdout, "the run trained before finding that it cannot save:\n" + p.stdout
+
+
+def check_plugin_load_reason(keel, config, workdir):
+    folder = os.path.join(workdir, "plugins")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "libkeel-broken.so"), "w") as f:
+        f.write("this is text, not a shared library\n" * 100)
+    p = run([keel, "validate", config] + sets([f"plugin_path=\"{folder}\"", "optimizer={\"plugin\": \"broken\"}"]))
+    expect_refusal(p, r"libkeel-broken\.so was refused: it could not be loaded \(.*invalid ELF header\)", "non-ELF plugin")
+    assert "Bad file descriptor" not in p.stderr
+
+
+def check_plugin_symlink_loop(keel, config, workdir):
+    folder = os.path.join(workdir, "plugins")
+    os.makedirs(folder)
+    loop = os.path.join(folder, "libkeel-loop.so")
+    os.symlink(loop, loop)
+    p = run([keel, "plugins", "--plugin-path", folder])
+    print(p.stdout, p.stderr)
+    assert p.returncode == 0, f"keel plugins exited {p.returncode} with a symlink loop in {folder}"
+    assert re.search(r"skipping " + re.escape(loop) + r": Too many levels of symbolic links", p.stderr), p.stderr
+    assert re.search(r"optimizer\s+adamw", p.stdout), "the other plugins were not listed"
+    p = run([keel, "validate", config, "--set", f"plugin_path=\"{folder}\""])
+    assert p.returncode == 0, f"keel validate failed with a symlink loop in the plugin folder:\n{p.stderr}"
+
+
+CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check", choices=sorted(CHECKS))
+    parser.add_argument("--keel", required=True)
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args()
+    args.keel, args.config = os.path.abspath(args.keel), os.path.abspath(args.config)
+    with tempfile.TemporaryDirectory() as workdir:
+        CHECKS[args.check](args.keel, args.config, workdir)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
