@@ -13,6 +13,7 @@
 #include "data/shard_format.h"
 #include "data/token_source.h"
 #include "host/errors.h"
+#include "io/regular_file.h"
 
 namespace keel {
 namespace {
@@ -28,8 +29,7 @@ struct MappedShard {
 };
 
 MappedShard map_shard(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw KeelError(KEEL_ERR_IO, path + ": cannot open token shard");
+  int fd = open_regular_file(path, "token shard");  // a FIFO or device would block or never end
   struct stat st {};
   ::fstat(fd, &st);
   const size_t bytes = size_t(st.st_size);
