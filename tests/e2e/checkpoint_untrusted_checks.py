@@ -11,7 +11,8 @@ half-loaded tensor, or code loaded from a folder the checkpoint names.
 - special_files: /dev/zero, symlinks to devices, FIFOs as manifest, rank file, `latest`, data
   shard or model.init_from;
 - plugin_path: a manifest whose config names a plugin folder shipped with the checkpoint: export
-  and resume must not load it (the fixture library writes a marker file when loaded).
+  and resume must not load it (the fixture library writes a marker file when loaded);
+- export_plugins: export needs only the model and backend plugins of the run.
 Standard library only."""
 import argparse
 import json
@@ -227,6 +228,29 @@ def check_plugin_path(work, marker_library):
     assert not os.path.exists(marker), "keel run --resume loaded a plugin library from the checkpoint's plugin_path"
 
 
+def check_export_plugins(work):
+    """Export needs the model and backend plugins only: a checkpoint whose optimizer, strategy
+    and comm plugins are not installed here exports the same bytes as before."""
+    reference = f"{work.folder}/reference/model.safetensors"
+    p = run([work.keel, "export", work.checkpoint, "--out", reference])
+    assert p.returncode == 0, p.stdout + p.stderr
+
+    def vanished(m):
+        m["config"]["optimizer"] = {"plugin": "vanished_optimizer", "lr": 0.1}
+        m["config"]["parallel"]["strategy"] = {"plugin": "vanished_strategy"}
+        m["config"]["comm"] = {"plugin": "vanished_comm"}
+    root, _ = work.copy(vanished)
+    out = f"{work.folder}/vanished/model.safetensors"
+    p = run([work.keel, "export", root, "--out", out])
+    print(p.stdout.strip(), p.stderr.strip()[-300:])
+    assert p.returncode == 0, f"export needed a plugin beyond the model and backend:\n{p.stdout}\n{p.stderr}"
+    assert open(out, "rb").read() == open(reference, "rb").read(), "the export differs from the reference export"
+    # The model plugin itself is still required, and its absence named.
+    root, _ = work.copy(lambda m: m["config"]["model"].update(plugin="vanished_model"))
+    expect_refusal([work.keel, "export", root, "--out", f"{work.folder}/none/model.safetensors"],
+                   r"no model plugin named 'vanished_model'")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -240,7 +264,8 @@ def main():
          "bypass": lambda: check_bypass(work),
          "overlap": lambda: check_overlap(work),
          "special_files": lambda: check_special_files(work),
-         "plugin_path": lambda: check_plugin_path(work, args.marker_library)}[args.check]()
+         "plugin_path": lambda: check_plugin_path(work, args.marker_library),
+         "export_plugins": lambda: check_export_plugins(work)}[args.check]()
     print("PASS")
 
 

@@ -120,6 +120,7 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
 
   // params: name -> elements.
   std::map<std::string, int64_t> elements_of;
+  int64_t total_elements = 0;
   const nlohmann::json& params = r.array(manifest, "params", "params");
   if (params.empty()) r.fail("params", "empty; a checkpoint lists every parameter of its model");
   for (size_t i = 0; i < params.size(); ++i) {
@@ -138,6 +139,9 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       elements *= size;
     }
     if (!elements_of.emplace(name, elements).second) r.fail(at + ".name", "\"" + name + "\" is listed twice");
+    total_elements += elements;
+    if (total_elements > kMaxTensorElements)
+      r.fail("params", "more than " + std::to_string(kMaxTensorElements) + " elements in all");
   }
 
   std::set<std::string> files;

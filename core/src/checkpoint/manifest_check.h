@@ -12,7 +12,7 @@ namespace keel {
 
 // Bounds on counts read from a manifest: far above any real run, far below int64 overflow.
 constexpr int64_t kMaxManifestCount = int64_t(1) << 62;   // step, tokens_seen, file bytes
-constexpr int64_t kMaxTensorElements = int64_t(1) << 48;  // one parameter's elements
+constexpr int64_t kMaxTensorElements = int64_t(1) << 48;  // one parameter's elements, and all of them
 constexpr int64_t kMaxStateSlots = 64;
 constexpr int kMaxTensorDims = 8;
 
