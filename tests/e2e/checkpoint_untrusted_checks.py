@@ -12,13 +12,15 @@ half-loaded tensor, or code loaded from a folder the checkpoint names.
   shard or model.init_from;
 - plugin_path: a manifest whose config names a plugin folder shipped with the checkpoint: export
   and resume must not load it (the fixture library writes a marker file when loaded);
-- export_plugins: export needs only the model and backend plugins of the run.
+- export_plugins: export needs only the model and backend plugins of the run;
+- export_without_data: export works, and writes the same bytes, after the run's data is deleted.
 Standard library only."""
 import argparse
 import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -251,6 +253,35 @@ def check_export_plugins(work):
                    r"no model plugin named 'vanished_model'")
 
 
+def write_shard(path, tokens):
+    """An llm.c token shard: 256 int32 of header (magic, version, count), then uint16 tokens."""
+    header = [20240520, 1, len(tokens)] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+
+
+def check_export_without_data(work):
+    """Export reads the checkpoint only: with the run's token shards deleted it still works and
+    writes the same bytes as before."""
+    data = f"{work.folder}/shards"
+    os.makedirs(data)
+    for k in range(2):
+        write_shard(f"{data}/train_{k}.bin", [(i * 7 + k) % 256 for i in range(4096)])
+    sets = SMALL + [f"train.checkpoint.dir=\"{work.folder}/on_shards\"", f"train.metrics_path=\"{work.folder}/s.jsonl\"",
+                    "data.source=\"shards\"", f"data.train=\"{data}/train_*.bin\"", "train.steps=2"]
+    p = run([work.keel, "run", work.config] + sets_of(sets))
+    assert p.returncode == 0, p.stdout + p.stderr
+    before, after = f"{work.folder}/before/model.safetensors", f"{work.folder}/after/model.safetensors"
+    p = run([work.keel, "export", f"{work.folder}/on_shards", "--out", before])
+    assert p.returncode == 0, p.stdout + p.stderr
+    shutil.rmtree(data)
+    p = run([work.keel, "export", f"{work.folder}/on_shards", "--out", after])
+    print(p.stdout.strip(), p.stderr.strip()[-300:])
+    assert p.returncode == 0, f"export needed the run's data:\n{p.stdout}\n{p.stderr}"
+    assert open(after, "rb").read() == open(before, "rb").read(), "the export differs from the one made with the data"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -265,7 +296,8 @@ def main():
          "overlap": lambda: check_overlap(work),
          "special_files": lambda: check_special_files(work),
          "plugin_path": lambda: check_plugin_path(work, args.marker_library),
-         "export_plugins": lambda: check_export_plugins(work)}[args.check]()
+         "export_plugins": lambda: check_export_plugins(work),
+         "export_without_data": lambda: check_export_without_data(work)}[args.check]()
     print("PASS")
 
 
