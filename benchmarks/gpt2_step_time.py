@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""GPT-2 124M training step on the CPU: Keel against PyTorch, in one run.
+"""GPT-2 124M training step on the CPU: Keel against PyTorch, in one run, in the environment a
+user's machine has.
 
 Keel: `keel run benchmarks/gpt2_124m.json` (micro-batch 4, sequence 64, fp32 AdamW,
 2 threads), median step time over 10 steps after one warm-up step; MFU against the OpenBLAS
-sgemm peak the cpu backend measures at start-up in that same run. Both OpenBLAS settings:
-the machine's preset OPENBLAS_CORETYPE kept ("env") and Keel's default ("auto").
+sgemm peak the cpu backend measures at start-up in that same run (2048² products, best of 5).
 PyTorch (Debian's python3-torch): the same model (tests/python/gpt_reference.py), batch,
-optimizer and thread count, timed the same way, under the same two environments.
+optimizer and thread count, timed the same way. NumPy's sgemm on the same product size gives
+an independent peak to hold Keel's against.
+
+Every measurement runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, as on a user's
+machine (these build machines preset both). When this shell presets them, a second table shows
+what the presets cost each side: Keel with its default policy ("auto", which unsets them) and
+with "env" (kept), PyTorch with them kept.
 
 Run by hand, after scripts/build.sh:  /usr/bin/python3 benchmarks/gpt2_step_time.py
-Prints a table; no pass/fail: these machines are noisy.
+Prints tables; no pass/fail: these machines are noisy.
 """
 import json
 import os
@@ -26,19 +32,40 @@ CONFIG = os.path.join(ROOT, "benchmarks", "gpt2_124m.json")
 STEPS, WARMUP, THREADS, B, T = 11, 1, 2, 4, 64
 
 
+PRESET_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
 def keel_run(coretype_policy, env):
     with tempfile.TemporaryDirectory() as work:
         metrics = os.path.join(work, "metrics.jsonl")
         cmd = [KEEL, "run", CONFIG, "--set", f'backend.openblas_coretype="{coretype_policy}"',
                "--set", f'train.metrics_path="{metrics}"', "--set", f"train.steps={STEPS}"]
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env)
         if p.returncode != 0:
             sys.exit(f"keel failed:\n{p.stdout}\n{p.stderr}")
         peak = float(re.search(r"peak ([0-9.e+]+) GFLOP/s", p.stdout).group(1))
+        kernels = re.search(r"OpenBLAS kernels (\S+)", p.stdout + p.stderr)
         records = [json.loads(line) for line in open(metrics)]
         step_ms = statistics.median(r["step_ms"] for r in records[WARMUP:])
         mfu = statistics.median(r["mfu"] for r in records[WARMUP:])
-        return step_ms / 1e3, peak, mfu
+        return step_ms / 1e3, peak, mfu, kernels.group(1) if kernels else "?"
+
+
+NUMPY_PEAK = r"""
+import time, numpy as np
+n = 2048
+a, b = np.full((n, n), 0.5, np.float32), np.full((n, n), 0.25, np.float32)
+for _ in range(2): a @ b.T
+best = min((lambda t: (a @ b.T, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(5))
+print(2 * n ** 3 / best / 1e9)
+"""
+
+
+def numpy_peak_gflops(env):
+    p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_PEAK], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"numpy failed:\n{p.stderr}")
+    return float(p.stdout.strip().splitlines()[-1])
 
 
 TORCH_CHILD = r"""
@@ -87,24 +114,31 @@ def torch_run(env):
 
 
 def main():
-    # The machines this was written for preset OPENBLAS_CORETYPE=Haswell; set it explicitly so
-    # the comparison means the same wherever it runs.
-    preset = os.environ.get("OPENBLAS_CORETYPE") or "Haswell"
-    env_preset = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OPENBLAS_CORETYPE=preset)
-    env_clean = {k: v for k, v in env_preset.items() if k != "OPENBLAS_CORETYPE"}
-    print(f"GPT-2 124M, micro-batch {B} x {T} tokens, fp32 AdamW, {THREADS} threads; "
-          f"median of {STEPS - WARMUP} steps after {WARMUP} warm-up; OPENBLAS_CORETYPE preset: {preset}")
-    rows = []
-    for label, policy, env in (("keel, openblas_coretype=env (preset kept)", "env", env_preset),
-                               ("keel, openblas_coretype=auto (default)", "auto", env_preset)):
-        step_s, peak, mfu = keel_run(policy, env)
-        rows.append((label, step_s, peak, mfu))
-    torch_preset = torch_run(env_preset)
-    torch_clean = torch_run(env_clean)
-    print(f"{'':44s} {'step s':>8s} {'sgemm peak GFLOP/s':>19s} {'MFU':>6s} {'torch s':>8s} {'keel/torch speed':>17s}")
-    for (label, step_s, peak, mfu), torch_s in zip(rows, (torch_preset, torch_clean)):
-        print(f"{label:44s} {step_s:8.3f} {peak:19.1f} {100 * mfu:5.1f}% {torch_s:8.3f} {torch_s / step_s:16.2f}x")
-    print("torch columns: the preset environment for the first row, OPENBLAS_CORETYPE unset for the second.")
+    presets = {k: os.environ[k] for k in PRESET_VARIABLES if os.environ.get(k)}
+    env_user = {k: v for k, v in os.environ.items() if k not in PRESET_VARIABLES}
+    env_user["OMP_NUM_THREADS"] = str(THREADS)
+    print(f"GPT-2 124M, micro-batch {B} x {T} tokens, fp32 AdamW, {THREADS} threads; median of "
+          f"{STEPS - WARMUP} steps after {WARMUP} warm-up; OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset")
+    step_s, peak, mfu, kernels = keel_run("auto", env_user)
+    torch_s = torch_run(env_user)
+    numpy_peak = numpy_peak_gflops(env_user)
+    print(f"{'':24s} {'step s':>8s} {'kernels':>10s} {'sgemm peak GFLOP/s':>19s} {'MFU':>6s} {'speed vs torch':>15s}")
+    print(f"{'keel (default policy)':24s} {step_s:8.3f} {kernels:>10s} {peak:19.1f} {100 * mfu:5.1f}% "
+          f"{torch_s / step_s:14.2f}x")
+    print(f"{'pytorch':24s} {torch_s:8.3f} {'':>10s} {'':>19s} {100 * mfu * step_s / torch_s:5.1f}% {1.0:14.2f}x")
+    print(f"numpy sgemm peak (2048², best of 5, same environment): {numpy_peak:.1f} GFLOP/s; "
+          f"keel's measured peak / numpy's: {peak / numpy_peak:.2f}")
+    if not presets:
+        print("(this shell presets neither variable: no second table)")
+        return
+    env_preset = dict(env_user, **presets)
+    described = " ".join(f"{k}={v}" for k, v in presets.items())
+    print(f"\nWith this machine's presets {described}:")
+    for label, policy in (("keel, auto (unsets them)", "auto"), ("keel, env (keeps them)", "env")):
+        s_, p_, m_, k_ = keel_run(policy, env_preset)
+        print(f"{label:24s} {s_:8.3f} {k_:>10s} {p_:19.1f} {100 * m_:5.1f}%  ({s_ / step_s:.2f}x the unset step)")
+    t_ = torch_run(env_preset)
+    print(f"{'pytorch, presets kept':24s} {t_:8.3f}  ({t_ / torch_s:.2f}x its unset step)")
 
 
 if __name__ == "__main__":

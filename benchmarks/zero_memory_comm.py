@@ -12,7 +12,8 @@ Measured in one run per strategy: the strategy's own count of its persistent all
 comm plugin's byte counters (comm.h's convention: the paper's), both from rank 0's metrics.
 Run by hand after scripts/build.sh:  /usr/bin/python3 benchmarks/zero_memory_comm.py [--ranks 4]
 Prints the table and whether each figure is within 5% of theory (padding of the shards and the
-core's few-byte loss exchange are the expected differences); no pass/fail."""
+strategy's few-byte gradient-norm exchange are the expected differences; the core's loss
+exchange runs on a communicator of its own and is not counted); no pass/fail."""
 import argparse
 import json
 import os

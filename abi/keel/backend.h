@@ -1,4 +1,4 @@
-/* The backend kind: device memory and the op set models are written against (DESIGN.md §1).
+/* The backend kind: device memory and the op set models are written against (share/doc/keel/plugin-contract.md §1).
    Shapes follow llm.c's naming: B batch, T time, C channels, NH heads, V true vocabulary,
    Vp padded vocabulary, N rows. All tensors are dense, row-major fp32 (int32 for token ids) in
    the backend's memory. Every backward op ACCUMULATES (+=) into the gradients it writes, so a

@@ -1,8 +1,10 @@
 /* The comm kind (0.4): collectives and point-to-point on one group of ranks, and splitting it
-   into groups (DESIGN.md §2: the core builds the pp × dp × tp mesh with split). The `mpi`
+   into groups (the core builds the pp × dp × tp mesh with split; share/doc/keel/plugin-contract.md §4, §6). The `mpi`
    plugin works on host memory; a device communicator (NCCL) works on its backend's memory.
-   Threading: one communicator is used from one thread at a time; a request may be waited on
-   from the thread that issued it only. */
+   Threading: one communicator is used from one thread at a time (the mpi plugin refuses a
+   second thread that enters while the first is inside a call); a request may be waited on from
+   the thread that issued it only. Two threads that both communicate, such as a strategy's
+   training thread and its communication thread, each need a communicator: split one off. */
 #ifndef KEEL_COMM_H
 #define KEEL_COMM_H
 
@@ -55,7 +57,12 @@ typedef struct keel_comm_api {
 
   /* Collectives: when out_request is NULL the call completes before returning; otherwise it
      starts the operation and *out_request must be passed to wait before the buffers are used.
-     count is in elements of dtype. send may equal recv (in place) for all_reduce. */
+     count is in elements of dtype. send may equal recv (in place) for all_reduce.
+     Element types a comm plugin must accept, because the core and the built-in strategies use
+     them: all_reduce and reduce_scatter: fp32 (SUM, MAX); all_gather, broadcast, send and
+     recv: fp32, int32 and fp64 (the core gathers one fp64 per rank). A type the plugin cannot
+     move is refused with KEEL_ERR_UNIMPLEMENTED naming it (the mpi plugin also takes int64;
+     bf16 is refused until a device communicator exists). */
   keel_status (*all_reduce)(void* comm, const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
                             keel_comm_request** out_request);
   /* send holds size*count elements; rank r receives the reduction of block r (count elements). */
@@ -73,7 +80,9 @@ typedef struct keel_comm_api {
   keel_status (*barrier)(void* comm);
   /* Completes and frees a request. */
   keel_status (*wait)(void* comm, keel_comm_request* request);
-  /* Counters since creation of this communicator. The caller sets out->struct_size. */
+  /* Counters since creation of this communicator, including the traffic of every communicator
+     split from it (so a plugin that splits its group for a thread of its own still reports all
+     of its traffic through the group it was given). The caller sets out->struct_size. */
   keel_status (*counters)(void* comm, keel_comm_counters* out);
   /* Ends every rank of the world with `reason` (a rank that hit an error no collective can
      recover from): the others must not hang in a collective. Does not return on success. */

@@ -22,7 +22,9 @@ typedef struct keel_host {
   uint32_t abi_minor;
   /* Sets the calling thread's last error (copied) and returns `code`. Thread-safe. */
   keel_status (*set_error)(keel_status code, const char* message);
-  /* One line to the core's logger; `source` names the plugin. Thread-safe. */
+  /* One line to the core's logger; `source` names the plugin. Thread-safe. The core prints
+     lines at or above KEEL_LOG_LEVEL (environment: debug, info (the default), warn, error) to
+     stderr; ranks other than 0 print warnings and errors only, prefixed with their rank. */
   void (*log)(int32_t level, const char* source, const char* message);
   /* Writes elements [begin, begin+count) of the row-major global tensor `spec` into out_host,
      following spec->init. Values depend only on (seed, spec->name, element index), so every

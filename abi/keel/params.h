@@ -1,4 +1,4 @@
-/* The contract where model, strategy, optimizer and checkpoint meet (DESIGN.md §2): the model
+/* The contract where model, strategy, optimizer and checkpoint meet (docs/plugin-contract.md, installed as share/doc/keel/plugin-contract.md): the model
    declares its parameters as a list of specs, and reaches their memory only through the
    strategy's access table, one layer at a time. */
 #ifndef KEEL_PARAMS_H

@@ -1,6 +1,42 @@
 /* The strategy kind: where parameters, gradients and optimizer state live, and when they
    move. It serves the model's acquire/release, runs the optimizer on what it owns, and reads
-   and writes parameters by global flat range for checkpoints and bindings. */
+   and writes parameters by global flat range for checkpoints and bindings.
+
+   The contract, as the core keeps it (a strategy may rely on each point):
+
+   Threads. Every slot is called from the core's training thread, one call at a time. The
+   communicator in create_args (dp_comm_obj) is the strategy's alone: the core reduces the loss
+   and its own values on a communicator of its own over the same ranks, so the strategy may use
+   dp_comm_obj from one thread of its choosing at a time (comm.h); a strategy that communicates
+   from two threads at once splits a second communicator off it (counters include it).
+
+   One optimizer step:
+     zero_grads
+     for each micro-batch m of the accumulation (0 .. n-1):
+       begin_microbatch(m, is_last = m == n-1)
+       model forward:  per layer acquire(FORWARD) ... release(FORWARD)
+       model backward: per layer, in reverse, acquire(BACKWARD) ... release(BACKWARD, grads_final)
+                       (a tied layer, such as GPT-2's embedding, is acquired twice; grads_final
+                       is 1 only at its last release)
+     grad_sq_norm      always called once per step, also when clipping is off (the core logs
+                       the norm and checks it is finite)
+     step              skipped when the loss or the norm is not finite and train.on_nonfinite
+                       is "skip": the strategy sees zero_grads next, as after any step; with
+                       "stop" the run ends and no further slot is called but destroy
+
+   Gradients. The model's backward ADDS into the gradient buffers acquire hands out, already
+   multiplied by 1/n (n micro-batches), so after the last micro-batch they hold this rank's
+   mean gradient over its own samples. Making it the mean over the data-parallel group is the
+   strategy's job: sum over the dp ranks and scale by 1/dp_size. The clip factor arrives in
+   step_args.grad_scale, computed by the core from grad_sq_norm; the strategy applies it (by
+   passing it to the optimizer).
+
+   Other forwards. Evaluation, sampling and the bindings' logits run the model's forward only
+   (acquire/release FORWARD), without zero_grads or begin_microbatch, between steps, on every
+   rank of the group at once, so a strategy that gathers on acquire may communicate there.
+   read_/write_ slots are called between steps (checkpoints, bindings); every rank calls
+   owned_range and the read slots for the ranges it reports, and no rank expects the others to
+   take part in a read or write. */
 #ifndef KEEL_STRATEGY_H
 #define KEEL_STRATEGY_H
 
@@ -28,8 +64,7 @@ typedef struct keel_strategy_create_args {
   uint64_t seed;                       /* for host->init_param */
   /* --- appended in 0.4 --- */
   const keel_comm_api* dp_comm;        /* the data-parallel group; NULL for a single rank */
-  void* dp_comm_obj;                   /* outlives the strategy; used only from the training thread
-                                          and threads the strategy itself starts */
+  void* dp_comm_obj;                   /* outlives the strategy; the strategy's alone (see the top) */
   int32_t dp_rank;
   int32_t dp_size;
 } keel_strategy_create_args;
@@ -88,6 +123,20 @@ typedef struct keel_strategy_api {
   keel_status (*owned_range)(void* strategy, int32_t kind, size_t index, int64_t* begin, int64_t* end);
   /* The caller sets out->struct_size. */
   keel_status (*describe)(void* strategy, keel_strategy_info* out);
+
+  /* --- appended in 0.5 --- */
+  /* The strategy's own per-rank state beyond parameters and optimizer state (an error-feedback
+     residual, local SGD's diverged parameters): `count` named fp32 arrays in host memory terms.
+     A checkpoint saves every rank's arrays in that rank's file. Resuming at the same
+     data-parallel size and with the same strategy hands each rank its own arrays back through
+     write_own_state, after parameters and optimizer state were written; at another size they
+     are not restored and the core says so. NULL slots: no own state. */
+  keel_status (*own_state_count)(void* strategy, int32_t* out_count);
+  /* Array `index`: its name (unique within the strategy; letters, digits, '_', '.', '-'; owned
+     by the strategy, valid for its life) and its element count. */
+  keel_status (*own_state_info)(void* strategy, int32_t index, const char** out_name, int64_t* out_count);
+  keel_status (*read_own_state)(void* strategy, int32_t index, float* dst_host);
+  keel_status (*write_own_state)(void* strategy, int32_t index, const float* src_host);
 } keel_strategy_api;
 
 #ifdef __cplusplus

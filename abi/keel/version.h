@@ -6,11 +6,12 @@
    0.1: backend, model, optimizer, strategy kinds.
    0.2: strategy read_state/write_state (checkpoints); model external_name/external_config (export).
    0.3: the data kind (data.h); the embedding API completed for bindings (embed.h).
-   0.4: the comm kind (comm.h). */
+   0.4: the comm kind (comm.h).
+   0.5: a strategy's own per-rank state in checkpoints (strategy.h own_state_*). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 4
+#define KEEL_ABI_VERSION_MINOR 5
 
 #endif

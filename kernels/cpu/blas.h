@@ -1,7 +1,8 @@
 // OpenBLAS, loaded at run time. The library is dlopen'ed rather than linked because OpenBLAS
-// picks its kernels from OPENBLAS_CORETYPE in its library constructor, and the machines we
-// run on preset OPENBLAS_CORETYPE=Haswell, which halves sgemm throughput on AVX-512 CPUs.
-// Loading it ourselves lets load_blas() apply a policy to that variable first.
+// picks its kernels (OPENBLAS_CORETYPE) and sizes its blocking (OPENBLAS_L2_SIZE) from the
+// environment in its library constructor, and the machines we run on preset both for another
+// CPU, which costs AVX-512 machines about 40% of a training step. Loading it ourselves lets
+// load_blas() apply a policy to those variables first.
 #pragma once
 
 #include <cstdint>
@@ -10,11 +11,12 @@
 namespace keel::cpu {
 
 // Loads OpenBLAS once per process (later calls return at once) after applying `coretype_policy`:
-//   "auto" - if OPENBLAS_CORETYPE names a pre-AVX-512 core while the CPU has AVX-512F, unset it
-//            so OpenBLAS detects the CPU itself (and say so in *log_line);
+//   "auto" - unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE so OpenBLAS detects the CPU itself
+//            (and say so in *log_line when either was preset);
 //   "env"  - leave the environment alone;
 //   other  - set OPENBLAS_CORETYPE to that value (e.g. "SkylakeX").
-// If OpenBLAS was already loaded by someone else, the policy cannot apply; *log_line says so.
+// If OpenBLAS was already loaded by someone else, the policy cannot apply; *log_line says so
+// when the environment holds presets, with what to do.
 // *log_line (may be NULL) receives one line worth logging, or "" when there is nothing to say.
 // Throws std::runtime_error naming the library and the package to install when loading fails.
 void load_blas(const std::string& coretype_policy, std::string* log_line);
@@ -32,8 +34,10 @@ int num_threads();
 void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Best sgemm throughput over `repeats` timed runs of an n×n×n product, in FLOP/s: the MFU
-// denominator when no peak is configured, and what the benchmarks compare against.
+// Best sgemm throughput over `repeats` timed runs of an n×n×n product after two warm-up runs,
+// in FLOP/s: the MFU denominator when no peak is configured, and what the benchmarks compare
+// against. A peak is measured on large square products (n = 2048 at start-up), where the
+// kernels run at their best; smaller ones understate it.
 double measure_sgemm_flops(int64_t n, int repeats);
 
 // While alive, OpenBLAS runs single-threaded, so each OpenMP thread can issue its own small

@@ -26,9 +26,16 @@ std::string mpi_error_string(int code) {
 
 }  // namespace
 
+Communicator::ExclusiveUse::ExclusiveUse(Communicator& c, const char* operation) : communicator_(c) {
+  if (c.in_use_.exchange(true, std::memory_order_acquire))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
+                      std::string(operation) + ": another thread is using this communicator: comm.h allows one "
+                      "thread per communicator at a time (give each thread its own communicator with split)");
+}
+
 Communicator::Communicator(const keel_host* host, const MpiCommConfig& config, MPI_Comm comm)
     : host_(host), config_(config), comm_(comm) {
-  counters_.struct_size = sizeof(counters_);
+  counted_in_.push_back(std::make_shared<CounterBlock>());
   if (is_local()) return;
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
@@ -41,6 +48,16 @@ Communicator::~Communicator() {
   if (is_local()) return;
   MPI_Comm_free(&comm_);
   release_mpi();
+}
+
+keel_comm_counters Communicator::counters() const {
+  keel_comm_counters out{};
+  out.struct_size = sizeof(out);
+  for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op) {
+    out.calls[op] = counted_in_.front()->calls[op].load();
+    out.bytes[op] = counted_in_.front()->bytes[op].load();
+  }
+  return out;
 }
 
 std::unique_ptr<Communicator> Communicator::create_world(const keel_host* host, const MpiCommConfig& config) {
@@ -72,7 +89,7 @@ std::unique_ptr<Communicator> Communicator::create_world(const keel_host* host, 
 std::unique_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
   if (color < 0)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "split: color must be >= 0, found " + std::to_string(color));
-  if (is_local()) return std::unique_ptr<Communicator>(new Communicator(host_, config_, MPI_COMM_NULL));
+  if (is_local()) return std::unique_ptr<Communicator>(new Communicator(host_, config_, MPI_COMM_NULL));  // counts nothing
   const auto names = new_collective("split");
   acquire_mpi(host_);
   try {
@@ -81,7 +98,9 @@ std::unique_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
       Armed armed(*this, config_.timeout_s, names->what, names->stalled_because);
       check_mpi(MPI_Comm_split(comm_, color, key, &part), "split");
     }
-    return std::unique_ptr<Communicator>(new Communicator(host_, config_, part));
+    auto child = std::unique_ptr<Communicator>(new Communicator(host_, config_, part));
+    child->counted_in_.insert(child->counted_in_.end(), counted_in_.begin(), counted_in_.end());
+    return child;
   } catch (...) {
     release_mpi();
     throw;

@@ -8,9 +8,11 @@
 #include <keel/comm.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "local_mailbox.hpp"
 #include "mpi_config.hpp"
@@ -49,7 +51,21 @@ class Communicator {
   void barrier();
   // Completes and frees `request`, also when completing it fails.
   void wait(keel_comm_request* request);
-  const keel_comm_counters& counters() const { return counters_; }
+  // What this communicator and every one split from it have moved (comm.h's rule).
+  keel_comm_counters counters() const;
+  // Marks the communicator in use for one operation; a second thread entering meanwhile is
+  // refused (comm.h: one thread per communicator at a time). MPI would call the two
+  // unordered collectives erroneous and NCCL would deadlock, so the mistake is caught here.
+  class ExclusiveUse {
+   public:
+    explicit ExclusiveUse(Communicator& c, const char* operation);
+    ~ExclusiveUse() { communicator_.in_use_.store(false, std::memory_order_release); }
+    ExclusiveUse(const ExclusiveUse&) = delete;
+    ExclusiveUse& operator=(const ExclusiveUse&) = delete;
+
+   private:
+    Communicator& communicator_;
+  };
   // Prints "keel: rank R of N: REASON" (R, N in the whole world) and ends every rank.
   [[noreturn]] void abort_world(int32_t exit_code, const std::string& reason) const {
     end_world(exit_code, reason, !is_local());
@@ -64,7 +80,10 @@ class Communicator {
   void check_mpi(int code, const char* operation) const;
   int checked_peer(int32_t peer, const char* operation) const;
   void check_tag(int32_t tag, const char* operation) const;
-  void count_call(int op, uint64_t bytes) { counters_.calls[op] += 1, counters_.bytes[op] += bytes; }
+  // Counted here and in every ancestor (a worker thread of the owner may count concurrently).
+  void count_call(int op, uint64_t bytes) {
+    for (const auto& block : counted_in_) block->calls[op] += 1, block->bytes[op] += bytes;
+  }
   // With an MPI communicator: `start` the non-blocking form into request.mpi, or run the
   // `blocking` one (MPI's own, faster than non-blocking plus wait) armed with the watchdog.
   void run_on_mpi(keel_comm_request& request, bool non_blocking, const char* name, const std::function<int()>& blocking,
@@ -79,8 +98,15 @@ class Communicator {
   MPI_Comm comm_;  // owned (freed on destruction); MPI_COMM_NULL in a world of one
   int rank_ = 0, size_ = 1;
   int world_rank_ = 0, world_size_ = 1;  // for abort messages: MPI_Abort ends the whole world
-  keel_comm_counters counters_{};
+  struct CounterBlock {
+    std::atomic<uint64_t> calls[KEEL_COMM_OP_COUNT]{};
+    std::atomic<uint64_t> bytes[KEEL_COMM_OP_COUNT]{};
+  };
+  // This communicator's block first, then its parent's list: a split one's traffic also counts
+  // for the communicator it was split from (shared, so a parent may be destroyed first).
+  std::vector<std::shared_ptr<CounterBlock>> counted_in_;
   LocalMailbox mailbox_;  // world of one only
+  std::atomic<bool> in_use_{false};
 };
 
 }  // namespace keel_mpi

@@ -24,6 +24,17 @@ void require_out(const void* out, const char* what) {
   if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + " is NULL");
 }
 
+// Runs an operation that talks to the other ranks, refused while another thread is in one.
+template <typename Body>
+keel_status exclusively(void* comm, const char* operation, Body&& body) {
+  Communicator* communicator = as_communicator(comm);
+  if (!communicator) return KEEL_ERR_INVALID_ARGUMENT;  // no host to carry a message
+  return keel_support::guard(communicator->host(), kSource, [&] {
+    Communicator::ExclusiveUse use(*communicator, operation);
+    body(*communicator);
+  });
+}
+
 // Runs `body` on a live communicator, with its host carrying any error message.
 template <typename Body>
 keel_status with_communicator(void* comm, Body&& body) {
@@ -60,7 +71,7 @@ keel_status size(void* comm, int32_t* out_size) {
 }
 
 keel_status split(void* comm, int32_t color, int32_t key, void** out_comm) {
-  return with_communicator(comm, [&](Communicator& c) {
+  return exclusively(comm, "split", [&](Communicator& c) {
     require_out(out_comm, "split: out_comm");
     *out_comm = c.split(color, key).release();
   });
@@ -68,41 +79,41 @@ keel_status split(void* comm, int32_t color, int32_t key, void** out_comm) {
 
 keel_status all_reduce(void* comm, const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
                        keel_comm_request** out_request) {
-  return with_communicator(comm, [&](Communicator& c) { c.all_reduce(send, recv, count, dtype, op, out_request); });
+  return exclusively(comm, "all_reduce", [&](Communicator& c) { c.all_reduce(send, recv, count, dtype, op, out_request); });
 }
 
 keel_status reduce_scatter(void* comm, const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
                            keel_comm_request** out_request) {
-  return with_communicator(comm,
+  return exclusively(comm, "reduce_scatter",
                            [&](Communicator& c) { c.reduce_scatter(send, recv, count, dtype, op, out_request); });
 }
 
 keel_status all_gather(void* comm, const void* send, void* recv, size_t count, keel_dtype dtype,
                        keel_comm_request** out_request) {
-  return with_communicator(comm, [&](Communicator& c) { c.all_gather(send, recv, count, dtype, out_request); });
+  return exclusively(comm, "all_gather", [&](Communicator& c) { c.all_gather(send, recv, count, dtype, out_request); });
 }
 
 keel_status broadcast(void* comm, void* buffer, size_t count, keel_dtype dtype, int32_t root,
                       keel_comm_request** out_request) {
-  return with_communicator(comm, [&](Communicator& c) { c.broadcast(buffer, count, dtype, root, out_request); });
+  return exclusively(comm, "broadcast", [&](Communicator& c) { c.broadcast(buffer, count, dtype, root, out_request); });
 }
 
 keel_status send(void* comm, const void* buffer, size_t count, keel_dtype dtype, int32_t peer, int32_t tag,
                  keel_comm_request** out_request) {
-  return with_communicator(comm, [&](Communicator& c) { c.send(buffer, count, dtype, peer, tag, out_request); });
+  return exclusively(comm, "send", [&](Communicator& c) { c.send(buffer, count, dtype, peer, tag, out_request); });
 }
 
 keel_status recv(void* comm, void* buffer, size_t count, keel_dtype dtype, int32_t peer, int32_t tag,
                  keel_comm_request** out_request) {
-  return with_communicator(comm, [&](Communicator& c) { c.recv(buffer, count, dtype, peer, tag, out_request); });
+  return exclusively(comm, "recv", [&](Communicator& c) { c.recv(buffer, count, dtype, peer, tag, out_request); });
 }
 
 keel_status barrier(void* comm) {
-  return with_communicator(comm, [&](Communicator& c) { c.barrier(); });
+  return exclusively(comm, "barrier", [&](Communicator& c) { c.barrier(); });
 }
 
 keel_status wait(void* comm, keel_comm_request* request) {
-  return with_communicator(comm, [&](Communicator& c) {
+  return exclusively(comm, "wait", [&](Communicator& c) {
     require_out(request, "wait: request");
     c.wait(request);
   });

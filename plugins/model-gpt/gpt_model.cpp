@@ -3,6 +3,8 @@
 // every parameter borrowed from the strategy for exactly as long as its layer runs.
 #include "gpt_model.hpp"
 
+#include <keel_support/sized_output.hpp>
+
 #include <cmath>
 
 namespace keel_gpt {
@@ -126,7 +128,7 @@ void GptModel::describe(keel_model_info* out) const {
   info.vocab_size = config_.vocab_size;
   info.padded_vocab_size = config_.padded_vocab_size;
   info.max_seq_len = config_.max_seq_len;
-  *out = info;
+  keel_support::write_sized_output(out, info, sizeof info, "describe: out_info");
 }
 
 // PaLM (Chowdhery et al. 2022), appendix B: 6·N per token for the matmuls of forward and

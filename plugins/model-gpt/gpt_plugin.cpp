@@ -42,7 +42,6 @@ void gpt_destroy(void* model) {
 keel_status gpt_describe(void* model, keel_model_info* out_info) {
   if (keel_status s = require_model(model)) return s;
   return keel_support::guard(as_model(model)->host(), kSource, [&] {
-    if (!out_info) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
     as_model(model)->describe(out_info);
   });
 }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <keel_support/sized_output.hpp>
+
 #include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
 
 namespace {
@@ -101,7 +103,7 @@ class MlpModel {
     info.vocab_size = config_.vocab_size;
     info.padded_vocab_size = config_.padded_vocab_size;
     info.max_seq_len = config_.max_seq_len;
-    *out = info;
+    keel_support::write_sized_output(out, info, sizeof info, "describe: out_info");
   }
 
   // 6·N per token (forward 2N, backward 4N for the matmuls); no attention term. The head's
@@ -335,7 +337,6 @@ void mlp_destroy(void* model) {
 keel_status mlp_describe(void* model, keel_model_info* out_info) {
   if (!model) return KEEL_ERR_INVALID_ARGUMENT;  // no host to report through
   return keel_support::guard(as_model(model)->host(), kSource, [&] {
-    if (!out_info) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
     as_model(model)->describe(out_info);
   });
 }

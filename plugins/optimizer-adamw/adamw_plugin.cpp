@@ -4,6 +4,7 @@
 #include <keel/params.h>
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/sized_output.hpp>
 
 #include <memory>
 #include <string>
@@ -57,13 +58,12 @@ keel_status describe(void* handle, keel_optimizer_info* out_info) {
   auto* optimizer = static_cast<AdamwOptimizer*>(handle);
   if (!optimizer) return KEEL_ERR_INVALID_ARGUMENT;  // no host to carry a message
   return keel_support::guard(optimizer->host, kSource, [&] {
-    if (!out_info) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
     keel_optimizer_info info{};
     info.struct_size = sizeof(info);
     info.n_state_slots = kStateSlots;
     info.base_lr = static_cast<float>(optimizer->config.lr);
     info.decay_flags = optimizer->config.decay_all_params ? 0u : static_cast<uint32_t>(KEEL_PARAM_NO_WEIGHT_DECAY);
-    *out_info = info;
+    keel_support::write_sized_output(out_info, info, sizeof info, "describe: out_info");
   });
 }
 

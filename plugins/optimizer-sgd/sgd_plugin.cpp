@@ -4,6 +4,7 @@
 #include <keel/params.h>
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/sized_output.hpp>
 
 #include <memory>
 #include <string>
@@ -56,14 +57,13 @@ keel_status describe(void* handle, keel_optimizer_info* out_info) {
   auto* optimizer = static_cast<SgdOptimizer*>(handle);
   if (!optimizer) return KEEL_ERR_INVALID_ARGUMENT;  // no host to carry a message
   return keel_support::guard(optimizer->host, kSource, [&] {
-    if (!out_info) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out_info is NULL");
     keel_optimizer_info info{};
     info.struct_size = sizeof(info);
     info.n_state_slots = optimizer->n_state_slots();
     info.base_lr = static_cast<float>(optimizer->config.lr);
     // Biases, norm gains and position embeddings take no L2 decay, as in GPT-2 recipes.
     info.decay_flags = KEEL_PARAM_NO_WEIGHT_DECAY;
-    *out_info = info;
+    keel_support::write_sized_output(out_info, info, sizeof info, "describe: out_info");
   });
 }
 

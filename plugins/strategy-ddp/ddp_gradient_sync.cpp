@@ -33,7 +33,7 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
   if (!KEEL_HAS_SLOT(backend_, scale))
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend lacks the \"scale\" slot ddp needs to average gradients");
   buckets_ = plan_gradient_buckets(layout_, config.bucket_bytes);
-  reducer_ = std::make_unique<GradientReducer>(host_, args.dp_comm, args.dp_comm_obj);
+  reducer_ = std::make_unique<keel_support::CommWorker>(host_, args.dp_comm, args.dp_comm_obj);
   start_accumulation(false);
 }
 
@@ -70,7 +70,16 @@ void DdpStrategy::submit_bucket(size_t index) {
   const std::string what = "gradient bucket " + std::to_string(index) + " (layers " +
                            std::to_string(bucket.layers.back()) + ".." + std::to_string(bucket.layers.front()) +
                            ", " + std::to_string(bucket.elements) + " elements)";
-  for (const ElementRange& region : bucket.regions) reducer_->submit(grads_.floats() + region.begin, region.count, what);
+  for (const ElementRange& region : bucket.regions) {
+    float* data = grads_.floats() + region.begin;
+    const size_t count = static_cast<size_t>(region.count);
+    reducer_->submit(
+        [data, count](const keel_comm_api* comm, void* comm_obj) {
+          return comm->all_reduce(comm_obj, data, data, count, keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, KEEL_REDUCE_SUM,
+                                  nullptr);
+        },
+        "data-parallel all_reduce of " + what);
+  }
 }
 
 // Called on the training thread before the gradients are read: starts the buckets that never

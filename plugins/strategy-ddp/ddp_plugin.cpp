@@ -10,6 +10,7 @@
 
 #include "ddp_strategy.hpp"
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/sized_output.hpp>
 
 namespace keel_ddp {
 namespace {
@@ -126,11 +127,7 @@ keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t* begin
 
 keel_status describe(void* handle, keel_strategy_info* out) {
   return with_strategy(handle, [&](DdpStrategy& s) {
-    if (!out || out->struct_size < offsetof(keel_strategy_info, state_bytes) + sizeof(uint64_t))
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out is NULL or its struct_size is too small");
-    const size_t caller_size = out->struct_size;
-    *out = s.describe();
-    out->struct_size = caller_size;
+    keel_support::write_sized_output(out, s.describe(), sizeof(keel_strategy_info), "describe: out");
   });
 }
 

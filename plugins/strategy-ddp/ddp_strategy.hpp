@@ -1,7 +1,7 @@
 // The ddp strategy object: parameters, gradients and optimizer state resident in backend
 // memory, one flat allocation each, laid out by param_layout, and replicated on every
 // data-parallel rank. With dp_size > 1 the last micro-batch's release(grads_final) hands each
-// completed bucket of layers to the communication thread (gradient_reducer), and
+// completed bucket of layers to the communication thread (keel_support::CommWorker), and
 // grad_sq_norm/step wait for it, so every rank then holds the same averaged gradients.
 // Methods throw (keel_support::StatusError, keel_support::CalleeFailed); ddp_plugin.cpp turns that into
 // status codes at the ABI.
@@ -19,7 +19,7 @@
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/backend_buffer.hpp>
 #include "gradient_buckets.hpp"
-#include "gradient_reducer.hpp"
+#include <keel_support/comm_worker.hpp>
 #include "param_layout.hpp"
 
 namespace keel_ddp {
@@ -92,7 +92,7 @@ class DdpStrategy {
   bool collecting_ = false;  // inside the last micro-batch: final releases start reductions
   bool reduced_ = false;     // the gradients hold the data-parallel mean of this accumulation
   std::unique_ptr<keel_support::StatusError> reduction_failure_;  // rethrown until the next accumulation
-  std::unique_ptr<GradientReducer> reducer_;  // after grads_: joined before the memory it reduces is freed
+  std::unique_ptr<keel_support::CommWorker> reducer_;  // after grads_: joined before the memory it reduces is freed
 };
 
 }  // namespace keel_ddp

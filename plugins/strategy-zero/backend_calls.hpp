@@ -4,6 +4,7 @@
 #pragma once
 
 #include <keel/backend.h>
+#include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/backend_buffer.hpp>
 
@@ -30,6 +31,10 @@ struct BackendCalls {
   }
   void accumulate(float* dst, const float* src, int64_t n) const {
     if (n > 0) keel_support::check_callee(api->accumulate(obj, dst, src, n), "backend accumulate");
+  }
+  // Orders the backend's queued work before another thread reads its memory (no-op on the CPU).
+  void synchronize() const {
+    if (KEEL_HAS_SLOT(api, synchronize)) keel_support::check_callee(api->synchronize(obj), "backend synchronize");
   }
   double sum_squares(const float* x, int64_t n) const {
     double sum = 0.0;

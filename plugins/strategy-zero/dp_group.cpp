@@ -55,6 +55,14 @@ DataParallelGroup::DataParallelGroup(const keel_comm_api* comm, void* comm_obj, 
   if (size > 1) sum_words_ = backend_.alloc_floats(2 * (int64_t(size) + 1));
 }
 
+void* DataParallelGroup::split_communicator() {
+  if (!KEEL_HAS_SLOT(comm_, split))
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the data-parallel communicator lacks the \"split\" slot this strategy needs");
+  void* part = nullptr;
+  keel_support::check_callee(comm_->split(comm_obj_, 0, rank_, &part), "comm split");
+  return part;
+}
+
 void DataParallelGroup::reduce_scatter_sum(const float* send, float* recv, int64_t chunk) {
   if (chunk == 0) return;
   if (size_ == 1) return backend_.copy(recv, send, chunk);

@@ -20,6 +20,10 @@ class DataParallelGroup {
                     int64_t scratch_elements);
 
   int32_t rank() const { return rank_; }
+  const keel_comm_api* comm_api() const { return comm_; }
+  // A new communicator over the same ranks (collective; the caller destroys it through
+  // comm_api()), for a thread of the caller's own.
+  void* split_communicator();
   int32_t size() const { return size_; }
 
   // recv (chunk elements) = Σ over ranks of block `rank` of send (size * chunk elements).

@@ -9,10 +9,24 @@ namespace keel_zero {
 
 using keel_support::StatusError;
 
-GradReduction::GradReduction(int32_t stage, const ShardLayout& layout, DataParallelGroup& group, BackendCalls backend)
-    : stage_(stage), layout_(layout), group_(group), backend_(backend), transient_(layout.layers.size()),
+GradReduction::GradReduction(const keel_host* host, int32_t stage, bool overlap, const ShardLayout& layout,
+                             DataParallelGroup& group, BackendCalls backend)
+    : host_(host), stage_(stage), overlap_(overlap), layout_(layout), group_(group), backend_(backend), transient_(layout.layers.size()),
       open_(layout.layers.size(), false) {
   persistent_ = backend_.alloc_floats(persistent_elements());
+}
+
+// At the first reduction, not in the constructor: creating a strategy does not communicate
+// (tests create every rank's on one thread), while every rank reaches its first final release.
+void GradReduction::start_worker() {
+  worker_comm_ = group_.split_communicator();
+  worker_ = std::make_unique<keel_support::CommWorker>(host_, group_.comm_api(), worker_comm_);
+}
+
+GradReduction::~GradReduction() {
+  worker_.reset();  // joined: nothing reads the buffers or the communicator any more
+  in_flight_.clear();
+  if (worker_comm_) group_.comm_api()->destroy(worker_comm_);
 }
 
 float* GradReduction::open_layer(int32_t layer) {
@@ -30,19 +44,50 @@ float* GradReduction::open_layer(int32_t layer) {
 void GradReduction::close_layer(int32_t layer) {
   open_[size_t(layer)] = false;
   if (stage_ == 1) return;
-  keel_support::BackendBuffer& buffer = transient_[size_t(layer)];
+  keel_support::BackendBuffer buffer = std::move(transient_[size_t(layer)]);
   const int64_t chunk = layout_.layers[size_t(layer)].chunk;
-  if (chunk > 0) {
-    const float* reduced = buffer.floats() + layout_.owned_chunk(layer).begin;  // one rank: its own sum
-    if (group_.size() > 1) {
-      group_.reduce_scatter_sum(buffer.floats(), group_.scratch(), chunk);
-      backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
-      reduced = group_.scratch();
-    }
-    backend_.accumulate(owned_chunk(layer), reduced, chunk);
+  if (chunk == 0) return;
+  if (group_.size() == 1) {  // its own sum is the mean
+    backend_.accumulate(owned_chunk(layer), buffer.floats() + layout_.owned_chunk(layer).begin, chunk);
+    return;
   }
-  buffer = keel_support::BackendBuffer();
+  if (!overlap_) {
+    group_.reduce_scatter_sum(buffer.floats(), group_.scratch(), chunk);
+    backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
+    backend_.accumulate(owned_chunk(layer), group_.scratch(), chunk);
+    return;
+  }
+  if (!worker_) start_worker();
+  backend_.synchronize();  // the backward's writes must land before another thread sends them
+  InFlight job{layer, std::move(buffer), backend_.alloc_floats(chunk), 0};
+  const float* send = job.full.floats();
+  float* recv = job.reduced.floats();
+  job.ticket = worker_->submit(
+      [send, recv, chunk](const keel_comm_api* comm, void* comm_obj) {
+        return comm->reduce_scatter(comm_obj, send, recv, size_t(chunk), keel_dtype{KEEL_DTYPE_FLOAT, 32, 1},
+                                    KEEL_REDUCE_SUM, nullptr);
+      },
+      "data-parallel reduce_scatter of layer " + std::to_string(layer) + "'s gradients");
+  in_flight_.push_back(std::move(job));
+  add_finished(false);  // frees what the worker is done with, so at most a few layers are held
 }
+
+// Scales each finished chunk by 1/dp_size and adds it, oldest first: the same order, and so
+// the same bits, as reducing each layer on the spot.
+void GradReduction::add_finished(bool wait) {
+  if (!worker_) return;
+  if (wait) worker_->wait_all();  // throws the worker's failure: the chunks are incomplete
+  const uint64_t finished = worker_->finished();
+  while (!in_flight_.empty() && in_flight_.front().ticket <= finished) {
+    InFlight& job = in_flight_.front();
+    const int64_t chunk = layout_.layers[size_t(job.layer)].chunk;
+    backend_.scale(job.reduced.floats(), 1.0f / float(group_.size()), chunk);
+    backend_.accumulate(owned_chunk(job.layer), job.reduced.floats(), chunk);
+    in_flight_.pop_front();
+  }
+}
+
+void GradReduction::settle() { add_finished(true); }
 
 bool GradReduction::has_open_layer(int32_t* out_layer) const {
   for (size_t l = 0; l < open_.size(); ++l)
@@ -65,6 +110,7 @@ void GradReduction::finish_reduction() {
                                                      " was acquired for backward but never released with "
                                                      "grads_final = 1; its gradients are incomplete");
   if (reduced_) return;
+  settle();
   reduced_ = true;
   if (stage_ != 1 || group_.size() == 1) return;  // stages 2/3 reduced at each final release
   for (size_t l = 0; l < layout_.layers.size(); ++l) {
@@ -92,6 +138,8 @@ double GradReduction::local_sum_squares() const {
 }
 
 void GradReduction::zero() {
+  if (worker_) worker_->wait_idle();  // nothing may still write into the chunks
+  in_flight_.clear();
   backend_.fill_zero(persistent_.floats(), persistent_elements());
   reduced_ = false;
 }

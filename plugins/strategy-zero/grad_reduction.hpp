@@ -8,8 +8,18 @@
 //            over ranks is scaled by 1/dp_size and ADDED to the chunk, then the buffer is freed.
 //            Every micro-batch reduces this way, so the chunk accumulates the mean of each
 //            micro-batch's sum: Σ_m (1/N) Σ_r g(r,m) = the mean of the accumulated gradients.
+//            On several ranks that reduce_scatter runs on a communication thread (CommWorker)
+//            while the backward goes on with the layers below (DESIGN.md §2, step 3); the
+//            training thread scales and adds each finished chunk in submission order, so the
+//            sums are the same bits as a blocking reduction. The worker has a communicator of
+//            its own, split from the group, because stage 3 gathers parameters on the training
+//            thread meanwhile (comm.h: one thread per communicator).
 #pragma once
 
+#include <keel_support/comm_worker.hpp>
+
+#include <deque>
+#include <memory>
 #include <vector>
 
 #include "backend_calls.hpp"
@@ -20,7 +30,12 @@ namespace keel_zero {
 
 class GradReduction {
  public:
-  GradReduction(int32_t stage, const ShardLayout& layout, DataParallelGroup& group, BackendCalls backend);
+  // overlap false: stages 2/3 reduce each layer on the calling thread at its final release.
+  GradReduction(const keel_host* host, int32_t stage, bool overlap, const ShardLayout& layout, DataParallelGroup& group,
+                BackendCalls backend);
+  ~GradReduction();
+  GradReduction(const GradReduction&) = delete;
+  GradReduction& operator=(const GradReduction&) = delete;
 
   // The layer's full padded gradient region for a backward pass to accumulate into.
   float* open_layer(int32_t layer);
@@ -34,6 +49,9 @@ class GradReduction {
   // Makes every owned chunk hold the mean gradient; only the first call per accumulation
   // communicates (stage 1), and no layer may be open.
   void finish_reduction();
+  // Waits for the layers in flight and adds them to their chunks (stages 2/3), so the chunks
+  // hold every released layer's reduction.
+  void settle();
   // This rank's chunk of the layer (in the full buffer for stage 1, else in the shard buffer).
   float* owned_chunk(int32_t layer) const;
   // Σ g² over this rank's chunks (padding is zero and adds nothing).
@@ -46,7 +64,9 @@ class GradReduction {
   int64_t persistent_elements() const { return stage_ == 1 ? layout_.full_elements : layout_.shard_elements; }
 
  private:
+  const keel_host* host_;
   const int32_t stage_;
+  const bool overlap_;
   const ShardLayout& layout_;
   DataParallelGroup& group_;
   BackendCalls backend_;
@@ -54,6 +74,20 @@ class GradReduction {
   std::vector<keel_support::BackendBuffer> transient_;  // stage 2/3: per open layer
   std::vector<bool> open_;
   bool reduced_ = false;
+
+  // A layer's reduce_scatter handed to the worker: its full buffer (read by the worker) and
+  // the chunk it receives, both kept alive until the training thread has added the chunk.
+  struct InFlight {
+    int32_t layer;
+    keel_support::BackendBuffer full;
+    keel_support::BackendBuffer reduced;
+    uint64_t ticket;
+  };
+  void add_finished(bool wait);
+  void start_worker();
+  void* worker_comm_ = nullptr;  // split from the group; destroyed last
+  std::deque<InFlight> in_flight_;
+  std::unique_ptr<keel_support::CommWorker> worker_;  // declared last: joined before the buffers it reads go
 };
 
 }  // namespace keel_zero

@@ -15,6 +15,7 @@ ZeroConfig parse_zero_config(const char* config_json, const char* json_path) {
     throw keel_support::ConfigError(section.path_of("stage") + ": expected 1 (optimizer state sharded), 2 (and "
                                     "gradients) or 3 (and parameters), found " + std::to_string(config.stage));
   config.prefetch = section.get<bool>("prefetch", config.prefetch);
+  config.overlap_comm = section.get<bool>("overlap_comm", config.overlap_comm);
   section.finish();
   return config;
 }

@@ -78,8 +78,9 @@ void ZeroStrategy::write_param(size_t index, int64_t begin, int64_t count, const
 
 // Stage 1: the full local buffer (this rank's own gradients; after the reduction its owned
 // part holds the mean). Stages 2/3: the owned part, the mean over ranks reduced so far.
-void ZeroStrategy::read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const {
+void ZeroStrategy::read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) {
   check_range("read_grad", index, begin, count, dst_host);
+  grads_.settle();
   if (count == 0) return;
   if (config_.stage == 1)
     return backend_.copy(dst_host, grads_.persistent() + layout_.full_position(index, begin), count,

@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/sized_output.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -73,7 +74,7 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
       group_(dp_args(args).comm, dp_args(args).comm_obj, dp_args(args).rank, dp_args(args).size, backend_,
              std::max<int64_t>(layout_.max_chunk, 1)),
       params_(backend_.alloc_floats(config.stage < 3 ? layout_.full_elements : layout_.shard_elements)),
-      grads_(config.stage, layout_, group_, backend_) {
+      grads_(host, config.stage, config.overlap_comm, layout_, group_, backend_) {
   keel_support::check_callee(backend_.api->device(backend_.obj, &device_), "backend device");
   optimizer_info_.struct_size = sizeof(optimizer_info_);
   keel_support::check_callee(optimizer_->describe(optimizer_obj_, &optimizer_info_), "optimizer describe");
@@ -268,9 +269,7 @@ void ZeroStrategy::describe(keel_strategy_info* out) const {
   info.grad_bytes = uint64_t(grads_.persistent_elements()) * sizeof(float);
   for (const auto& slot : optimizer_state_) info.state_bytes += slot.bytes();
   // The per-layer gather and gradient buffers and the staging scratch are transient: not counted.
-  const size_t size = std::min(out->struct_size, sizeof(info));
-  std::copy_n(reinterpret_cast<const char*>(&info) + sizeof(size_t), size - sizeof(size_t),
-              reinterpret_cast<char*>(out) + sizeof(size_t));
+  keel_support::write_sized_output(out, info, sizeof info, "describe: out");
 }
 
 }  // namespace keel_zero

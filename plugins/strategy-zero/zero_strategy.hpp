@@ -47,7 +47,7 @@ class ZeroStrategy {
   void owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* end) const;
   void read_param(size_t index, int64_t begin, int64_t count, float* dst_host) const;
   void write_param(size_t index, int64_t begin, int64_t count, const float* src_host);
-  void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const;
+  void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host);  // settles reductions first
   void read_state(int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) const;
   void write_state(int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host);
 

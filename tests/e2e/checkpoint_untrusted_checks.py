@@ -109,6 +109,10 @@ def check_numbers(work):
         (["files", 0, "bytes"], -1, r"manifest\.json: files\[0\]\.bytes: -1 is out of range"),
         (["optimizer", "n_state_slots"], 10 ** 9, r"manifest\.json: optimizer\.n_state_slots: 1000000000 is out of range"),
         (["data_state"], [], r"manifest\.json: data_state: expected an object"),
+        (["mesh", "dp"], "two", r"manifest\.json: mesh\.dp: expected an integer"),
+        (["strategy"], "ddp", r"manifest\.json: strategy: expected an object"),
+        (["strategy_own_state"], [{"rank": -1, "name": "x", "count": 1, "file": "rank00000.safetensors", "key": "k"}],
+         r"manifest\.json: strategy_own_state\[0\]\.rank: -1 is out of range"),
     ]
     for path, value, pattern in cases:
         root, _ = work.copy(setter(path, value))
@@ -142,6 +146,9 @@ def check_bypass(work):
     root, step = work.copy(setter(["slices", 0, "file"], "extra.safetensors"))
     shutil.copy(f"{step}/rank00000.safetensors", f"{step}/extra.safetensors")
     work.refused_everywhere(root, r"slices\[0\]\.file: \"extra\.safetensors\" is not listed")
+    # A strategy's own per-rank state read from an unlisted file.
+    root, _ = work.copy(setter(["strategy_own_state"], [{"rank": 0, "name": "x", "count": 1, "file": "/dev/zero", "key": "k"}]))
+    work.refused_everywhere(root, r"strategy_own_state\[0\]\.file: \"/dev/zero\" is not listed in \"files\"")
     # `latest` must name a step folder directly inside the root.
     for target in ("../elsewhere", other, "step-00000002/../../elsewhere"):
         root, _ = work.copy()

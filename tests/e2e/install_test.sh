@@ -10,6 +10,18 @@ cmake -S "$source_dir/tests/e2e/out_of_tree_plugin" -B "$work/plugin-build" -G N
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/plugin-build" >/dev/null
 plugin_dir="$work/plugin-build/lib/keel/plugins"
+# The author's contract and guide are installed, and every installed file a header or the guide
+# names (share/doc/keel/...) exists.
+doc="$work/prefix/share/doc/keel"
+for f in plugin-contract.md plugin-authors-guide.md example-localsgd/CMakeLists.txt example-localsgd/localsgd_strategy.cpp; do
+  test -f "$doc/$f" || { echo "FAIL: $doc/$f is not installed"; exit 1; }
+done
+for named in $(grep -rhoE "share/doc/keel/[A-Za-z0-9_./-]+[A-Za-z0-9_-]" "$work/prefix/include" "$doc" | sort -u); do
+  test -e "$work/prefix/$named" || { echo "FAIL: $named is named by an installed file but not installed"; exit 1; }
+done
+if grep -rn "DESIGN\.md" "$work/prefix/include"; then echo "FAIL: installed headers point at DESIGN.md, which is not installed"; exit 1; fi
+grep -q "find_dependency(nlohmann_json" "$(find "$work/prefix" -name KeelConfig.cmake | head -1)" ||
+  { echo "FAIL: KeelConfig.cmake does not declare Keel::support's nlohmann_json"; exit 1; }
 test -f "$plugin_dir/libkeel-signsgd.so"
 listing=$("$work/prefix/bin/keel" plugins --plugin-path "$plugin_dir")
 echo "$listing"

@@ -3,9 +3,9 @@
 set(parallel_checks ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/parallel_checks.py)
 set(parallel_strategies ddp)
 if(TARGET keel-zero)
-  set(parallel_strategies ddp,zero1,zero2,zero3)
+  set(parallel_strategies ddp,zero1,zero2,zero3,zero2-blocking)
 endif()
-foreach(check parity resume failure)
+foreach(check parity resume failure end_of_run)
   add_test(NAME e2e.parallel.${check}
     COMMAND ${parallel_checks} ${check} --keel ${keel} --config ${quickstart} --strategies ${parallel_strategies})
   set_tests_properties(e2e.parallel.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)

@@ -6,7 +6,11 @@
 - resume on the same layout is bit-exact (ddp, zero stage 3);
 - a checkpoint saved at one layout loads at another (dp 4 zero-3 -> dp 2 zero-1, dp 1, dp 3 ddp)
   and the following steps match a run that never stopped;
-- a rank that errors or dies ends every rank, non-zero, naming the rank, within a bounded time."""
+- a rank that errors or dies ends every rank, non-zero, naming the rank, within a bounded time;
+- the end of a run (evaluation, the final save, the sample) finishes on every strategy: no rank
+  runs the model alone while a sharding strategy needs the others;
+- the strategy's communicator carries only the strategy's traffic: the core reduces the loss on
+  its own (comm.h: one thread per communicator, and ddp reduces on a thread of its own)."""
 import argparse
 import json
 import os
@@ -29,6 +33,8 @@ TINY = ["model.n_layer=2", "model.n_head=2", "model.d_model=64", "data.seq_len=3
 def strategy_sets(name):
     if name == "ddp":
         return ["parallel.strategy={\"plugin\": \"ddp\"}"]
+    if name == "zero2-blocking":  # reduce-scatter on the training thread (overlap_comm off)
+        return ["parallel.strategy={\"plugin\": \"zero\", \"stage\": 2, \"overlap_comm\": false}"]
     stage = int(name[-1])
     return [f"parallel.strategy={{\"plugin\": \"zero\", \"stage\": {stage}}}"]
 
@@ -44,7 +50,7 @@ def run(args, ranks, strategy, work, tag, extra=(), resume=None, steps=20, check
     if ranks > 1:
         cmd = [args.mpirun, "--oversubscribe", "-np", str(ranks)] + cmd
     start = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=ENV, timeout=600)
     if check and p.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
     print(f"{tag}: {ranks} rank(s), {strategy}, {time.time() - start:.1f}s")
@@ -155,6 +161,28 @@ def check_failure(args, work):
         assert elapsed < 60, f"took {elapsed:.0f}s: the other ranks hung"
 
 
+def check_end_of_run(args, work):
+    for strategy in args.strategies:
+        tag = f"end-{strategy}"
+        extra = ["train.sample_tokens=24", "train.eval_every=2", "train.checkpoint.every=2", "comm.timeout_s=30"]
+        start = time.time()
+        p = run(args, 2, strategy, work, tag, extra, steps=3)
+        elapsed = time.time() - start
+        assert p.stdout.count("--- sample (24 tokens) ---") == 1, f"{strategy}: one sample expected:\n{p.stdout[-1500:]}"
+        assert os.path.isfile(f"{work}/{tag}/step-00000003/manifest.json"), f"{strategy}: no final checkpoint"
+        records = [json.loads(l) for l in open(f"{work}/{tag}.jsonl") if l.strip()]
+        assert any("val_loss" in r for r in records), f"{strategy}: no evaluation recorded"
+        assert elapsed < 25, f"{strategy}: took {elapsed:.0f}s: a rank waited for the others"
+        print(f"{strategy} x2: evaluation, save and sample on every rank, {elapsed:.1f}s")
+        # What each strategy itself sends: ddp all-reduces gradients, zero reduce-scatters them and
+        # all-gathers parameters. The core's loss all-gather must not appear on the strategy's comm.
+        expected = {"ddp": {"all_reduce"}}.get(strategy, {"reduce_scatter", "all_gather"})
+        for r in records:
+            ops = set(r.get("comm_bytes_per_step", {}))
+            assert ops == expected, f"{strategy} step {r['step']}: the strategy's communicator carried {sorted(ops)}, " \
+                                    f"expected only {sorted(expected)}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -169,7 +197,7 @@ def main():
         sys.exit(77)
     with tempfile.TemporaryDirectory() as work:
         {"parity": check_parity, "resume": check_resume, "reshard": check_reshard,
-         "failure": check_failure}[args.check](args, work)
+         "failure": check_failure, "end_of_run": check_end_of_run}[args.check](args, work)
     print("PASS")
 
 

@@ -2,7 +2,9 @@
 // world it runs in: `mpirun -np N comm_mpi_test N`, or without a launcher (a world of one).
 // Every rank contributes f(rank, i); sums and maxima over ranks have closed forms, so no rank
 // needs another's data to know the right answer.
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "comm_test_support.hpp"
@@ -249,6 +251,28 @@ void test_mpi_error_is_returned() {
 
 }  // namespace
 
+// comm.h: one thread per communicator at a time. Rank 0 blocks one thread in a receive that
+// rank 1 answers only after a second; meanwhile a second thread's barrier on the same
+// communicator must be refused with the rule, not enter MPI beside the first.
+void test_second_thread_refused() {
+  if (size_ < 2) return;
+  const keel_dtype i32{KEEL_DTYPE_INT, 32, 1};
+  int32_t word = 0;
+  if (rank_ == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    word = 42;
+    CHECK_OK(api->send(world, &word, 1, i32, 0, 7, nullptr));
+  } else if (rank_ == 0) {
+    std::thread receiver([&] { CHECK_OK(api->recv(world, &word, 1, i32, 1, 7, nullptr)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK_STATUS(api->barrier(world), KEEL_ERR_INVALID_ARGUMENT);
+    CHECK(g_last_error.find("another thread is using this communicator") != std::string::npos);
+    receiver.join();
+    CHECK(word == 42);
+  }
+  CHECK_OK(api->barrier(world));
+}
+
 int main(int argc, char** argv) {
   api = load_comm_plugin(KEEL_MPI_PLUGIN_PATH);
   test_config();
@@ -273,6 +297,7 @@ int main(int argc, char** argv) {
   test_split_even_odd();
   test_counters();
   test_refusals();
+  test_second_thread_refused();
   test_mpi_error_is_returned();
   CHECK_OK(api->barrier(world));
   api->destroy(world);

@@ -14,6 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest_check.h"
+#include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
 #include "host/log.h"
 #include "io/crc32c.h"
@@ -168,28 +169,44 @@ void check_same_model(Trainer& trainer, const nlohmann::json& manifest, const st
   }
 }
 
-// Fills the ranges this rank holds, for kinds -1 (parameters) up to last_kind, from whatever
-// slices overlap them, so a checkpoint saved at one data-parallel size or ZeRO stage loads into
-// any other. Each file is read once, and its bytes are checked against the manifest again as
-// they are parsed: what is loaded is exactly what was verified.
-void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::string& checkpoint_dir,
-                 const std::string& where, int32_t last_kind) {
-  std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> slices;
-  for (const auto& slice : manifest.at("slices"))
-    slices[{slice.at("tensor").get<std::string>(), slice.at("kind").get<std::string>()}].push_back(slice);
-  std::map<std::string, const nlohmann::json*> listed;
-  for (const auto& file : manifest.at("files")) listed[file.at("name").get<std::string>()] = &file;
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
-  auto file = [&](const std::string& name) -> const SafetensorsFile& {
-    auto& slot = files[name];
+// The checkpoint's safetensors files, each read once when first asked for, and checked against
+// its manifest entry again as it is parsed: what is loaded is exactly what was verified. Only
+// names listed in the manifest's files are opened.
+class VerifiedFiles {
+ public:
+  VerifiedFiles(const nlohmann::json& manifest, std::string checkpoint_dir, std::string where)
+      : checkpoint_dir_(std::move(checkpoint_dir)), where_(std::move(where)) {
+    for (const auto& file : manifest.at("files")) listed_[file.at("name").get<std::string>()] = &file;
+  }
+  const SafetensorsFile& open(const std::string& name) const {
+    auto& slot = opened_[name];
     if (!slot) {
-      const std::string path = (fs::path(checkpoint_dir) / name).string();
+      auto entry = listed_.find(name);
+      if (entry == listed_.end())
+        throw KeelError(KEEL_ERR_IO, where_ + ": \"" + name + "\" is not listed in \"files\"; only listed files are read");
+      const std::string path = (fs::path(checkpoint_dir_) / name).string();
       std::vector<unsigned char> bytes = read_regular_file(path, "checkpoint file", Symlinks::refuse);
-      check_file_matches(path, bytes.size(), hex32(crc32c(bytes.data(), bytes.size())), *listed.at(name));
+      check_file_matches(path, bytes.size(), hex32(crc32c(bytes.data(), bytes.size())), *entry->second);
       slot = std::make_unique<SafetensorsFile>(path, std::move(bytes));
     }
     return *slot;
-  };
+  }
+
+ private:
+  std::string checkpoint_dir_, where_;
+  std::map<std::string, const nlohmann::json*> listed_;
+  mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> opened_;
+};
+
+// Fills the ranges this rank holds, for kinds -1 (parameters) up to last_kind, from whatever
+// slices overlap them, so a checkpoint saved at one data-parallel size or ZeRO stage loads into
+// any other.
+void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::string& where, int32_t last_kind,
+                 const VerifiedFiles& files) {
+  std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> slices;
+  for (const auto& slice : manifest.at("slices"))
+    slices[{slice.at("tensor").get<std::string>(), slice.at("kind").get<std::string>()}].push_back(slice);
+  auto file = [&](const std::string& name) -> const SafetensorsFile& { return files.open(name); };
 
   const keel_model_info& info = trainer.model_info();
   for (size_t i = 0; i < info.n_params; ++i) {
@@ -235,7 +252,11 @@ void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
                                                  manifest.at("optimizer").at("plugin").get<std::string>() + "' kept " +
                                                  std::to_string(saved_slots) + " state slots, this run's '" +
                                                  trainer.config().optimizer.plugin + "' keeps " + std::to_string(slots));
-  load_ranges(trainer, manifest, checkpoint_dir, where, slots - 1);
+  const VerifiedFiles files(manifest, checkpoint_dir, where);
+  load_ranges(trainer, manifest, where, slots - 1, files);
+  restore_strategy_own_state(trainer, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
+    return files.open(name);
+  });
   try {
     trainer.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),
                              manifest.at("data_state"));
@@ -248,7 +269,7 @@ int64_t load_checkpoint_parameters(Trainer& trainer, const std::string& checkpoi
   const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
   const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
   check_same_model(trainer, manifest, checkpoint_dir, where);
-  load_ranges(trainer, manifest, checkpoint_dir, where, -1);
+  load_ranges(trainer, manifest, where, -1, VerifiedFiles(manifest, checkpoint_dir, where));
   return manifest.at("step").get<int64_t>();
 }
 

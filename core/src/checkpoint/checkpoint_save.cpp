@@ -14,6 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
 #include "io/crc32c.h"
 #include "io/durable_files.h"
@@ -105,6 +106,7 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
                         {"file", rank_file}, {"key", key}});
     }
   }
+  const nlohmann::json own_state = collect_strategy_own_state(trainer, rank_file, buffers, entries);
   if (trainer.sum_over_ranks(nonfinite.empty() ? 0.0 : 1.0) > 0)
     throw KeelError(KEEL_ERR_NONFINITE, nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
                                                                 " refused: another rank holds non-finite values"
@@ -127,16 +129,18 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   write_safetensors((fs::path(temporary) / rank_file).string(), entries);
   uint64_t bytes = 0;
   const uint32_t crc = file_crc32c((fs::path(temporary) / rank_file).string(), &bytes);
-  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}}, {"slices", slices}};
+  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}}, {"slices", slices}, {"own_state", own_state}};
   const std::vector<std::string> everyone = trainer.gather_strings(mine.dump());
 
   const std::string final_folder = (fs::path(root) / name).string();
   if (rank == 0) {
-    nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array();
+    nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
+                   all_own_state = nlohmann::json::array();
     for (const auto& text : everyone) {
       const nlohmann::json part = nlohmann::json::parse(text);
       files.push_back(part.at("file"));
       for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
+      for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
     }
     const RunConfig& config = trainer.config();
     nlohmann::json manifest = {
@@ -153,6 +157,7 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
         {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", slots}}},
         {"params", params},
         {"slices", all_slices},
+        {"strategy_own_state", all_own_state},
         {"files", files}};
     write_file_atomically((fs::path(temporary) / "manifest.json").string(), manifest.dump(1));
     fsync_path(temporary);

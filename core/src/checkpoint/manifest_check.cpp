@@ -113,6 +113,8 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
   r.integer(manifest, "step", 0, kMaxManifestCount, "step");
   r.integer(manifest, "tokens_seen", 0, kMaxManifestCount, "tokens_seen");
   r.object(manifest, "config", "config");
+  r.string(r.object(manifest, "strategy", "strategy"), "plugin", "strategy.plugin");
+  r.integer(r.object(manifest, "mesh", "mesh"), "dp", 1, INT32_MAX, "mesh.dp");
   r.object(manifest, "data_state", "data_state");
   const nlohmann::json& optimizer = r.object(manifest, "optimizer", "optimizer");
   r.string(optimizer, "plugin", "optimizer.plugin");
@@ -157,6 +159,23 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
     r.integer(file_list[i], "bytes", 0, kMaxManifestCount, at + ".bytes");
     const std::string crc = r.string(file_list[i], "crc32c", at + ".crc32c");
     if (!is_crc_text(crc)) r.fail(at + ".crc32c", "\"" + crc + "\" is not 8 lowercase hex digits");
+  }
+
+  // A strategy's own per-rank arrays (ABI 0.5; absent from older checkpoints).
+  if (manifest.contains("strategy_own_state")) {
+    const nlohmann::json& records = r.array(manifest, "strategy_own_state", "strategy_own_state");
+    for (size_t i = 0; i < records.size(); ++i) {
+      const std::string at = "strategy_own_state[" + std::to_string(i) + "]";
+      if (!records[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(records[i]));
+      r.integer(records[i], "rank", 0, INT32_MAX, at + ".rank");
+      r.string(records[i], "name", at + ".name");
+      r.integer(records[i], "count", 0, kMaxTensorElements, at + ".count");
+      r.string(records[i], "key", at + ".key");
+      const std::string file = r.string(records[i], "file", at + ".file");
+      if (!files.count(file))
+        r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file read must be listed there "
+                                           "with its size and checksum");
+    }
   }
 
   std::map<std::pair<std::string, int64_t>, std::vector<Piece>> pieces;

@@ -25,8 +25,9 @@ bool is_plain_file_name(const std::string& name);
 // objects; optimizer.n_state_slots; params (unique names, shapes of sizes >= 0 whose product
 // fits); files (unique plain names, byte counts, 8-digit hex CRC-32C); slices (a known tensor,
 // kind "param" or "stateK" below n_state_slots, 0 <= begin < end <= the tensor's elements, a
-// file listed in files); and that the slices of every (tensor, kind) cover it with no gap and
-// no overlap.
+// file listed in files); strategy.plugin and mesh.dp; strategy_own_state records (rank, name,
+// count, key, a listed file); and that the slices of every (tensor, kind) cover it with no gap
+// and no overlap.
 void check_manifest_structure(const nlohmann::json& manifest, const std::string& manifest_path);
 
 // The elements of a checked manifest's params[i].shape.

@@ -109,6 +109,10 @@ void PluginInstances::create_mesh(const RunConfig& config) {
   const int32_t tp_index = world_rank % tp, dp_index = (world_rank / tp) % (world_size / (tp * pp)),
                 pp_index = world_rank / (world_size / pp);
   check_plugin(comm->split(world_obj, pp_index * tp + tp_index, dp_index, &dp_obj), "comm split (data-parallel group)");
+  // A second communicator over the same ranks for the core: the strategy may be using dp_obj from
+  // its own thread (ddp's bucket reduction) while the core gathers the loss.
+  check_plugin(comm->split(world_obj, pp_index * tp + tp_index, dp_index, &core_dp_obj),
+               "comm split (the core's data-parallel communicator)");
   check_plugin(comm->rank(dp_obj, &dp_rank), "comm rank");
   check_plugin(comm->size(dp_obj, &dp_size), "comm size");
 }
@@ -123,6 +127,7 @@ PluginInstances::~PluginInstances() {
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);
   if (backend_obj) backend->destroy(backend_obj);
+  if (core_dp_obj) comm->destroy(core_dp_obj);
   if (dp_obj) comm->destroy(dp_obj);
   if (world_obj) comm->destroy(world_obj);
 }

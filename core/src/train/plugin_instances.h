@@ -21,7 +21,10 @@ struct PluginInstances {
   void* strategy_obj = nullptr;
   void* data_obj = nullptr;
   void* world_obj = nullptr;            // every rank
-  void* dp_obj = nullptr;               // this rank's data-parallel group (the world while tp = pp = 1)
+  void* dp_obj = nullptr;               // this rank's data-parallel group (the world while tp = pp = 1):
+                                        // the strategy's alone, used from its threads only
+  void* core_dp_obj = nullptr;          // the same ranks, the core's own communicator (loss, norm,
+                                        // checkpoint gathers): comm.h allows one thread per communicator
   int32_t world_rank = 0, world_size = 1, dp_rank = 0, dp_size = 1;
   keel_model_info model_info{};
   keel_optimizer_info optimizer_info{};

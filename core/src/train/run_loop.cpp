@@ -161,7 +161,9 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
   }
   if (trainer.step() > first_step && last_saved_step != trainer.step()) save(nullptr);
   reporter.finish();
-  if (train.sample_tokens > 0 && reporting) print_sample(trainer, out);
+  // Every rank samples (the same tokens, from the same seed): a sharding strategy gathers each
+  // layer over the whole group, so a forward on rank 0 alone would wait for the others forever.
+  if (train.sample_tokens > 0) print_sample(trainer, reporting ? out : silent);
 }
 
 }  // namespace keel

@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <cmath>
@@ -318,14 +319,14 @@ std::string Trainer::external_config(const std::string& format) {
 }
 
 void Trainer::barrier() {
-  if (plugins_.dp_obj && plugins_.dp_size > 1) check_plugin(plugins_.comm->barrier(plugins_.dp_obj), "comm barrier");
+  if (plugins_.core_dp_obj && plugins_.dp_size > 1) check_plugin(plugins_.comm->barrier(plugins_.core_dp_obj), "comm barrier");
 }
 
 double Trainer::sum_over_ranks(double value) {
-  if (!plugins_.dp_obj || plugins_.dp_size == 1) return value;
+  if (!plugins_.core_dp_obj || plugins_.dp_size == 1) return value;
   // All-gather then add in rank order: the same bits on every rank whatever the reduction tree.
   std::vector<double> all(size_t(plugins_.dp_size));
-  check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, &value, all.data(), 1, keel_dtype{KEEL_DTYPE_FLOAT, 64, 1}, nullptr),
+  check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, &value, all.data(), 1, keel_dtype{KEEL_DTYPE_FLOAT, 64, 1}, nullptr),
                "comm all_gather");
   double total = 0;
   for (double v : all) total += v;
@@ -333,18 +334,18 @@ double Trainer::sum_over_ranks(double value) {
 }
 
 std::vector<std::string> Trainer::gather_strings(const std::string& mine) {
-  if (!plugins_.dp_obj || plugins_.dp_size == 1) return {mine};
+  if (!plugins_.core_dp_obj || plugins_.dp_size == 1) return {mine};
   // Strings travel as int32 words, padded to the longest, so a comm plugin needs no byte type.
   const keel_dtype i32{KEEL_DTYPE_INT, 32, 1};
   const size_t n = size_t(plugins_.dp_size);
   int32_t length = int32_t(mine.size());
   std::vector<int32_t> lengths(n);
-  check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, &length, lengths.data(), 1, i32, nullptr), "comm all_gather");
+  check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, &length, lengths.data(), 1, i32, nullptr), "comm all_gather");
   const size_t words = (size_t(*std::max_element(lengths.begin(), lengths.end())) + 3) / 4;
   std::vector<int32_t> padded(words, 0), all(words * n, 0);
   std::memcpy(padded.data(), mine.data(), mine.size());
   if (words > 0)
-    check_plugin(plugins_.comm->all_gather(plugins_.dp_obj, padded.data(), all.data(), words, i32, nullptr),
+    check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, padded.data(), all.data(), words, i32, nullptr),
                  "comm all_gather");
   std::vector<std::string> out;
   for (size_t r = 0; r < n; ++r)
@@ -358,6 +359,45 @@ keel_strategy_info Trainer::strategy_info() {
   if (KEEL_HAS_SLOT(plugins_.strategy, describe))
     check_plugin(plugins_.strategy->describe(plugins_.strategy_obj, &info), "strategy describe");
   return info;
+}
+
+std::vector<Trainer::OwnStateArray> Trainer::strategy_own_state() {
+  auto* s = plugins_.strategy;
+  if (!KEEL_HAS_SLOT(s, own_state_count) || !s->own_state_count) return {};
+  const std::string who = "strategy '" + config_.strategy.plugin + "' ";
+  if (!KEEL_HAS_SLOT(s, write_own_state) || !s->own_state_info || !s->read_own_state || !s->write_own_state)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, who + "implements own_state_count but not all of own_state_info, "
+                                                  "read_own_state and write_own_state");
+  int32_t count = 0;
+  check_plugin(s->own_state_count(plugins_.strategy_obj, &count), who + "own_state_count");
+  if (count < 0 || count > 1024)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "reports " + std::to_string(count) + " own state arrays (0..1024)");
+  std::vector<OwnStateArray> arrays;
+  for (int32_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    int64_t elements = -1;
+    check_plugin(s->own_state_info(plugins_.strategy_obj, i, &name, &elements), who + "own_state_info");
+    const std::string text = name ? name : "";
+    const bool plain = !text.empty() && text.size() <= 128 &&
+                       std::all_of(text.begin(), text.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-'; });
+    if (!plain || elements < 0 || elements > (int64_t(1) << 40))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "own state array " + std::to_string(i) + " is named \"" + text +
+                                                     "\" with " + std::to_string(elements) + " elements; expected a "
+                                                     "name of letters, digits, '_', '.', '-' and 0..2^40 elements");
+    arrays.push_back({text, elements});
+  }
+  return arrays;
+}
+
+std::vector<float> Trainer::read_own_state(int32_t index, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(count));
+  check_plugin(plugins_.strategy->read_own_state(plugins_.strategy_obj, index, out.data()), "strategy read_own_state");
+  return out;
+}
+
+void Trainer::write_own_state(int32_t index, const std::vector<float>& values) {
+  check_plugin(plugins_.strategy->write_own_state(plugins_.strategy_obj, index, values.data()),
+               "strategy write_own_state");
 }
 
 keel_comm_counters Trainer::comm_counters() {
@@ -408,6 +448,16 @@ size_t Trainer::param_index(const std::string& name) const {
 
 keel_tensor Trainer::param_tensor(size_t index) {
   const keel_model_info& info = plugins_.model_info;
+  // The view outlives the acquire below, so it is only valid where acquire hands out resident
+  // memory. A strategy older than describe (ABI < 0.4) only ever ran on one rank, resident.
+  const bool resident = KEEL_HAS_SLOT(plugins_.strategy, describe) ? strategy_info().params_resident != 0
+                                                                     : plugins_.dp_size == 1;
+  if (!resident)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED,
+                    std::string("parameter ") + info.params[index].name + ": no zero-copy view under strategy '" +
+                        config_.strategy.plugin + "', which does not keep parameters resident (it gathers each "
+                        "layer on demand and frees it after use, so a view would point at freed memory); save a "
+                        "checkpoint and `keel export` it to read whole parameters");
   const int32_t layer = info.params[index].layer;
   size_t first = index, count = 0;
   while (first > 0 && info.params[first - 1].layer == layer) --first;

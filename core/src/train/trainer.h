@@ -77,6 +77,7 @@ class Trainer {
   int32_t world_rank() const { return plugins_.world_rank; }
   int32_t world_size() const { return plugins_.world_size; }
   int32_t dp_size() const { return plugins_.dp_size; }
+  int32_t dp_rank() const { return plugins_.dp_rank; }
   // A failing rank ends every rank with its reason (no-op on one rank).
   void abort_all_ranks(const std::string& reason) { plugins_.abort_all_ranks(reason); }
   // Collective over the data-parallel group: waits for every rank (no-op on one rank).
@@ -87,6 +88,14 @@ class Trainer {
   std::vector<std::string> gather_strings(const std::string& mine);
   // This rank's persistent strategy memory and the dp group's communication counters.
   keel_strategy_info strategy_info();
+  // The strategy's own per-rank arrays (strategy.h, ABI 0.5); none from an older strategy.
+  struct OwnStateArray {
+    std::string name;
+    int64_t count = 0;
+  };
+  std::vector<OwnStateArray> strategy_own_state();
+  std::vector<float> read_own_state(int32_t index, int64_t count);
+  void write_own_state(int32_t index, const std::vector<float>& values);
   keel_comm_counters comm_counters();
   // The global flat range of parameter `index` (kind -1) or its state slot this rank holds.
   std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index);

@@ -115,6 +115,27 @@ keel_status describe(void* handle, keel_strategy_info* out) {
   return with(handle, [&](LocalSgd& s) { s.describe(out); });
 }
 
+keel_status own_state_count(void* handle, int32_t* out) {
+  return with(handle, [&](LocalSgd& s) {
+    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own_state_count: out is NULL");
+    *out = s.own_state_count();
+  });
+}
+keel_status own_state_info(void* handle, int32_t index, const char** out_name, int64_t* out_count) {
+  return with(handle, [&](LocalSgd& s) {
+    if (!out_name || !out_count) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own_state_info: an output is NULL");
+    const std::string& name = s.own_state_name(index);
+    *out_name = name.c_str();
+    *out_count = s.own_state_elements();
+  });
+}
+keel_status read_own_state(void* handle, int32_t index, float* dst) {
+  return with(handle, [&](LocalSgd& s) { s.read_own_state(index, dst); });
+}
+keel_status write_own_state(void* handle, int32_t index, const float* src) {
+  return with(handle, [&](LocalSgd& s) { s.write_own_state(index, src); });
+}
+
 // The table's order is strategy.h's; struct_size tells the core how many slots it holds.
 const keel_strategy_api kTable = {
     sizeof(keel_strategy_api),
@@ -122,6 +143,7 @@ const keel_strategy_api kTable = {
     read_param, write_param, read_grad,
     read_state, write_state,  // 0.2
     owned_range, describe,    // 0.4
+    own_state_count, own_state_info, read_own_state, write_own_state,  // 0.5
 };
 
 // Built against these headers' ABI version: a 0.x core loads it only if the minor matches.

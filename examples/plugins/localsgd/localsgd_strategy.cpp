@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/sized_output.hpp>
 
 #include <algorithm>
 #include <string>
@@ -85,6 +86,8 @@ LocalSgd::LocalSgd(const keel_host* host, const keel_strategy_create_args& args,
   for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
     state_.emplace_back(backend_, backend_obj_, bytes);  // zero-filled: the optimizer's "first step" state
   norm_scalar_ = keel_support::BackendBuffer(backend_, backend_obj_, sizeof(double));
+  own_state_names_.push_back("params");
+  for (size_t slot = 0; slot < state_.size(); ++slot) own_state_names_.push_back("optimizer_state." + std::to_string(slot));
 
   // Every rank initialises from the same seed, so the replicas start identical without a broadcast.
   std::vector<float> staging;
@@ -266,13 +269,34 @@ void LocalSgd::owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* 
 }
 
 void LocalSgd::describe(keel_strategy_info* out) const {
-  if (!out || out->struct_size < sizeof(keel_strategy_info)) invalid("describe: out is NULL or older than ABI 0.4");
   const uint64_t bytes = uint64_t(total_) * sizeof(float);
-  out->params_resident = 1;
-  out->reserved = 0;
-  out->param_bytes = bytes;
-  out->grad_bytes = bytes;
-  out->state_bytes = bytes * state_.size();
+  keel_strategy_info info{};
+  info.struct_size = sizeof(info);
+  info.params_resident = 1;
+  info.param_bytes = bytes;
+  info.grad_bytes = bytes;
+  info.state_bytes = bytes * state_.size();
+  keel_support::write_sized_output(out, info, sizeof info, "describe: out");
+}
+
+const std::string& LocalSgd::own_state_name(int32_t index) const {
+  if (index < 0 || index >= own_state_count())
+    invalid("own state index " + std::to_string(index) + " is outside [0, " + std::to_string(own_state_count()) + ")");
+  return own_state_names_[size_t(index)];
+}
+
+void LocalSgd::read_own_state(int32_t index, float* dst_host) const {
+  own_state_name(index);  // checks index
+  if (total_ > 0 && !dst_host) invalid("read_own_state: dst_host is NULL");
+  check_callee(backend_->copy(backend_obj_, dst_host, buffer_of(index - 1), size_t(total_) * sizeof(float),
+                              KEEL_COPY_DEVICE_TO_HOST), "backend copy");
+}
+
+void LocalSgd::write_own_state(int32_t index, const float* src_host) {
+  own_state_name(index);
+  if (total_ > 0 && !src_host) invalid("write_own_state: src_host is NULL");
+  check_callee(backend_->copy(backend_obj_, buffer_of(index - 1), src_host, size_t(total_) * sizeof(float),
+                              KEEL_COPY_HOST_TO_DEVICE), "backend copy");
 }
 
 }  // namespace localsgd

@@ -11,6 +11,7 @@
 #include <keel_support/backend_buffer.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace localsgd {
@@ -45,6 +46,16 @@ class LocalSgd {
   void owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* end) const;
   void describe(keel_strategy_info* out) const;
 
+  // Own state (strategy.h, 0.5): between syncs every rank's parameters and optimizer state
+  // differ, while a checkpoint's replicated tensors are rank 0's. Array 0 is this rank's whole
+  // parameter buffer, array 1 + k its optimizer state slot k, so a resume at the same size
+  // continues every rank exactly where it was.
+  int32_t own_state_count() const { return int32_t(1 + state_.size()); }
+  const std::string& own_state_name(int32_t index) const;
+  int64_t own_state_elements() const { return total_; }
+  void read_own_state(int32_t index, float* dst_host) const;
+  void write_own_state(int32_t index, const float* src_host);
+
  private:
   void check_layer(int32_t layer, int32_t phase) const;
   void average_params_across_ranks();
@@ -74,6 +85,7 @@ class LocalSgd {
   keel_support::BackendBuffer params_, grads_;
   std::vector<keel_support::BackendBuffer> state_;  // one per optimizer state slot
   keel_support::BackendBuffer norm_scalar_;         // one double: grad_sq_norm's all_reduce
+  std::vector<std::string> own_state_names_;        // "params", "optimizer_state.0", ...
 };
 
 }  // namespace localsgd

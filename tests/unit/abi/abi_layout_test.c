@@ -212,7 +212,7 @@ KEEL_ASSERT_OFFSET(keel_strategy_step_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, lr, 8);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, grad_scale, 12);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, step, 16);
-KEEL_ASSERT_SIZE(keel_strategy_api, 128);
+KEEL_ASSERT_SIZE(keel_strategy_api, 160);
 KEEL_ASSERT_OFFSET(keel_strategy_api, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_api, validate_config, 8);
 KEEL_ASSERT_OFFSET(keel_strategy_api, create, 16);
@@ -229,6 +229,10 @@ KEEL_ASSERT_OFFSET(keel_strategy_api, read_state, 96);
 KEEL_ASSERT_OFFSET(keel_strategy_api, write_state, 104);
 KEEL_ASSERT_OFFSET(keel_strategy_api, owned_range, 112);
 KEEL_ASSERT_OFFSET(keel_strategy_api, describe, 120);
+KEEL_ASSERT_OFFSET(keel_strategy_api, own_state_count, 128);  /* 0.5 */
+KEEL_ASSERT_OFFSET(keel_strategy_api, own_state_info, 136);
+KEEL_ASSERT_OFFSET(keel_strategy_api, read_own_state, 144);
+KEEL_ASSERT_OFFSET(keel_strategy_api, write_own_state, 152);
 KEEL_ASSERT_SIZE(keel_plugin_info, 56);
 KEEL_ASSERT_OFFSET(keel_plugin_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_plugin_info, kind, 8);
@@ -296,5 +300,5 @@ KEEL_ASSERT_SIZE_FIRST(keel_strategy_info);
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 4 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 5 ? 0 : 1;
 }

@@ -92,6 +92,24 @@ TEST(EmbedApi, ParamTensorSharesTheStrategysMemory) {
   EXPECT_EQ(keel_trainer_read_param(trainer.t, "h.0.ln_1.weight", copy.data(), 31), KEEL_ERR_INVALID_ARGUMENT);
 }
 
+// ZeRO-3 gathers a layer on acquire and frees it on release: a zero-copy view would dangle,
+// so it is refused with the reason, while a copy still reads the right values.
+TEST(EmbedApi, ParamTensorIsRefusedWhereParametersAreNotResident) {
+  std::string json = config_json();
+  json.insert(json.rfind('}'), R"(, "parallel": {"strategy": {"plugin": "zero", "stage": 3}})");
+  TrainerHandle zero3(json), ddp(config_json());
+  ASSERT_NE(zero3.t, nullptr);
+  keel_tensor view{};
+  EXPECT_EQ(keel_trainer_param_tensor(zero3.t, "h.0.ln_1.weight", &view), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_NE(std::string(keel_last_error()).find("does not keep parameters resident"), std::string::npos)
+      << keel_last_error();
+  EXPECT_EQ(view.data, nullptr);  // outputs untouched on error
+  std::vector<float> a(32 * 32 * 3), b(a.size());
+  ASSERT_EQ(keel_trainer_read_param(zero3.t, "h.0.attn.qkv.weight", a.data(), a.size()), KEEL_OK) << keel_last_error();
+  ASSERT_EQ(keel_trainer_read_param(ddp.t, "h.0.attn.qkv.weight", b.data(), b.size()), KEEL_OK) << keel_last_error();
+  EXPECT_EQ(a, b);  // the same initialisation whatever the strategy
+}
+
 TEST(EmbedApi, SaveThenLoadRestoresParametersAndContinuesIdentically) {
   const std::string root = temp_dir("ckpt");
   TrainerHandle a(config_json()), b(config_json());

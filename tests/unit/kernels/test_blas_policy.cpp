@@ -1,6 +1,7 @@
-// The OPENBLAS_CORETYPE policy of keel::cpu::load_blas. OpenBLAS reads the variable once, when
-// it is loaded, so every case runs in a fresh child process (a gtest death test that exits 0)
-// and this binary never loads OpenBLAS in the parent.
+// The OpenBLAS environment policy of keel::cpu::load_blas. OpenBLAS reads OPENBLAS_CORETYPE and
+// OPENBLAS_L2_SIZE once, when it is loaded, so every case runs in a fresh child process (a gtest
+// death test that exits 0) and this binary never loads OpenBLAS in the parent.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,54 +12,64 @@
 
 namespace {
 
-bool cpu_has_avx512f() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
+const char* value_of(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "(unset)";
 }
 
-bool cpu_is_intel() {
-  __builtin_cpu_init();
-  return __builtin_cpu_is("intel");
-}
-
-// Loads OpenBLAS with OPENBLAS_CORETYPE preset to `preset` and the given policy, prints the
-// log line, the kernels picked and the variable afterwards to stderr, and exits 0.
-[[noreturn]] void load_and_report(const char* preset, const char* policy) {
-  setenv("OPENBLAS_CORETYPE", preset, 1);
+// Presets the environment as these machines do (either may be NULL: unset), optionally loads
+// OpenBLAS first as NumPy would, applies `policy`, prints the log line, the kernels picked and
+// both variables afterwards to stderr, and exits 0.
+[[noreturn]] void load_and_report(const char* coretype, const char* l2_size, const char* policy,
+                                  bool loaded_before = false) {
+  if (coretype) setenv("OPENBLAS_CORETYPE", coretype, 1); else unsetenv("OPENBLAS_CORETYPE");
+  if (l2_size) setenv("OPENBLAS_L2_SIZE", l2_size, 1); else unsetenv("OPENBLAS_L2_SIZE");
+  if (loaded_before && !dlopen("libopenblas.so.0", RTLD_NOW | RTLD_GLOBAL)) std::exit(3);
   std::string line;
   keel::cpu::load_blas(policy, &line);
-  const char* after = std::getenv("OPENBLAS_CORETYPE");
-  std::fprintf(stderr, "line=[%s] core=[%s] env=[%s]\n", line.c_str(), keel::cpu::blas_corename().c_str(),
-               after ? after : "(unset)");
+  std::fprintf(stderr, "line=[%s] core=[%s] coretype=[%s] l2=[%s]\n", line.c_str(),
+               keel::cpu::blas_corename().c_str(), value_of("OPENBLAS_CORETYPE"), value_of("OPENBLAS_L2_SIZE"));
   std::exit(0);
 }
 
-TEST(BlasPolicy, AutoUnsetsAnOlderPresetOnIntelAvx512) {
-  if (!cpu_has_avx512f() || !cpu_is_intel()) GTEST_SKIP() << "not an Intel CPU with AVX-512F: \"auto\" keeps the preset";
-  EXPECT_EXIT(load_and_report("Haswell", "auto"), ::testing::ExitedWithCode(0),
-              "line=\\[OPENBLAS_CORETYPE=Haswell was preset.*\"env\".*\\] core=\\[.*\\] env=\\[\\(unset\\)\\]");
+TEST(BlasPolicy, AutoUnsetsBothPresets) {
+  EXPECT_EXIT(load_and_report("Haswell", "262144", "auto"), ::testing::ExitedWithCode(0),
+              "line=\\[OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=262144 were preset: unsetting them.*\"env\".*\\] "
+              "core=\\[.*\\] coretype=\\[\\(unset\\)\\] l2=\\[\\(unset\\)\\]");
 }
 
-TEST(BlasPolicy, AutoKeepsAnOlderPresetOffIntel) {
-  if (cpu_is_intel() && cpu_has_avx512f()) GTEST_SKIP() << "an Intel AVX-512 CPU: \"auto\" drops the preset";
-  EXPECT_EXIT(load_and_report("Haswell", "auto"), ::testing::ExitedWithCode(0),
-              "line=\\[\\] core=\\[[Hh]aswell\\] env=\\[Haswell\\]");
+TEST(BlasPolicy, AutoUnsetsALoneL2Size) {
+  EXPECT_EXIT(load_and_report(nullptr, "131072", "auto"), ::testing::ExitedWithCode(0),
+              "line=\\[OPENBLAS_L2_SIZE=131072 were preset.*\\] core=\\[.*\\] coretype=\\[\\(unset\\)\\] "
+              "l2=\\[\\(unset\\)\\]");
 }
 
-TEST(BlasPolicy, AutoKeepsAnAvx512Preset) {
-  if (!cpu_has_avx512f()) GTEST_SKIP() << "this CPU has no AVX-512F";
-  EXPECT_EXIT(load_and_report("SkylakeX", "auto"), ::testing::ExitedWithCode(0),
-              "line=\\[\\] core=\\[[Ss]kylake[Xx]\\] env=\\[SkylakeX\\]");
+TEST(BlasPolicy, AutoWithoutPresetsSaysNothing) {
+  EXPECT_EXIT(load_and_report(nullptr, nullptr, "auto"), ::testing::ExitedWithCode(0),
+              "line=\\[\\] core=\\[.*\\] coretype=\\[\\(unset\\)\\]");
 }
 
-TEST(BlasPolicy, EnvKeepsThePreset) {
-  EXPECT_EXIT(load_and_report("Haswell", "env"), ::testing::ExitedWithCode(0),
-              "line=\\[\\] core=\\[[Hh]aswell\\] env=\\[Haswell\\]");
+TEST(BlasPolicy, EnvKeepsThePresets) {
+  EXPECT_EXIT(load_and_report("Haswell", "262144", "env"), ::testing::ExitedWithCode(0),
+              "line=\\[\\] core=\\[[Hh]aswell\\] coretype=\\[Haswell\\] l2=\\[262144\\]");
 }
 
 TEST(BlasPolicy, ANamedCoreIsSetBeforeLoading) {
-  EXPECT_EXIT(load_and_report("Haswell", "Sandybridge"), ::testing::ExitedWithCode(0),
-              "line=\\[\\] core=\\[[Ss]andybridge\\] env=\\[Sandybridge\\]");
+  EXPECT_EXIT(load_and_report("Haswell", nullptr, "Sandybridge"), ::testing::ExitedWithCode(0),
+              "line=\\[\\] core=\\[[Ss]andybridge\\] coretype=\\[Sandybridge\\]");
+}
+
+// NumPy (or torch) loaded OpenBLAS first with the presets: the policy cannot apply, and the
+// one line says so with what to do.
+TEST(BlasPolicy, AlreadyLoadedWithPresetsSaysWhatToDo) {
+  EXPECT_EXIT(load_and_report("Haswell", "262144", "auto", true), ::testing::ExitedWithCode(0),
+              "line=\\[OpenBLAS was already loaded in this process \\(in Python, by NumPy or torch\\) with "
+              "OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=262144, so \"openblas_coretype\": \"auto\" cannot "
+              "apply.*unset those variables before starting the process.*\\] core=\\[[Hh]aswell\\]");
+}
+
+TEST(BlasPolicy, AlreadyLoadedWithoutPresetsSaysNothing) {
+  EXPECT_EXIT(load_and_report(nullptr, nullptr, "auto", true), ::testing::ExitedWithCode(0), "line=\\[\\] core=");
 }
 
 }  // namespace

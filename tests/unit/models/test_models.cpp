@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -708,3 +709,33 @@ TEST(GptModel, ExternalNamesRefuseUnknownFormatsAndIndices) {
   EXPECT_EQ(old.rows, 12345);
   EXPECT_EQ(old.struct_size, offsetof(keel_external_tensor, rows));
 }
+
+// describe writes only the prefix the caller declared in struct_size (DESIGN.md §3 rule 3): a
+// caller too old for every field is refused and nothing past its struct is touched; a caller
+// newer than the plugin gets the plugin's size back and its extra bytes left alone.
+void check_describe_honours_struct_size(const char* model_name, const std::string& config) {
+  ModelRig rig(model_name, config);
+  ASSERT_TRUE(rig.ok());
+  struct Padded {
+    keel_model_info info;
+    unsigned char canary[32];
+  };
+  Padded small;
+  std::memset(&small, 0xAB, sizeof small);
+  small.info.struct_size = 16;  // struct_size and params only
+  EXPECT_EQ(rig.api()->describe(rig.model(), &small.info), KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("struct_size is 16"), std::string::npos) << g_last_error;
+  const unsigned char* after = reinterpret_cast<const unsigned char*>(&small.info) + 16;
+  for (size_t i = 0; i < sizeof(Padded) - 16; ++i) ASSERT_EQ(after[i], 0xAB) << "byte " << 16 + i << " was written";
+
+  Padded large;
+  std::memset(&large, 0xCD, sizeof large);
+  large.info.struct_size = sizeof large;
+  ASSERT_EQ(rig.api()->describe(rig.model(), &large.info), KEEL_OK) << g_last_error;
+  EXPECT_EQ(large.info.struct_size, sizeof(keel_model_info));
+  EXPECT_EQ(large.info.n_params, rig.info().n_params);
+  for (unsigned char c : large.canary) ASSERT_EQ(c, 0xCD);
+}
+
+TEST(GptModel, DescribeHonoursStructSize) { check_describe_honours_struct_size("gpt", kTinyGpt); }
+TEST(MlpModel, DescribeHonoursStructSize) { check_describe_honours_struct_size("mlp", kTinyMlp); }

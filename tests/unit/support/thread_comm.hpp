@@ -71,6 +71,7 @@ struct Communicator {
   std::shared_ptr<Group> group;
   int32_t rank;
   keel_comm_counters counters{};
+  Communicator* parent = nullptr;  // split from; its counters include this one's (comm.h)
 };
 
 // A request whose work (if any) runs at wait.
@@ -155,6 +156,7 @@ class ThreadWorld {
       t.barrier = barrier;
       t.wait = wait;
       t.counters = [](void* c, keel_comm_counters* out) -> keel_status {
+        std::lock_guard<std::mutex> lock(self(c)->world->state_mutex_);
         const size_t size = std::min(out->struct_size, sizeof(keel_comm_counters));
         std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
                     reinterpret_cast<const char*>(&self(c)->counters) + sizeof(size_t), size - sizeof(size_t));
@@ -270,8 +272,11 @@ class ThreadWorld {
 
   static void count_call(Communicator& c, int32_t kind, uint64_t bytes) {
     if (c.group->size == 1) return;  // comm.h: in a group of one nothing is counted
-    ++c.counters.calls[kind];
-    c.counters.bytes[kind] += bytes;
+    std::lock_guard<std::mutex> lock(c.world->state_mutex_);  // a strategy's worker thread counts into the parent
+    for (Communicator* counted = &c; counted; counted = counted->parent) {
+      ++counted->counters.calls[kind];
+      counted->counters.bytes[kind] += bytes;
+    }
   }
 
   template <typename T>
@@ -459,6 +464,7 @@ class ThreadWorld {
           },
           [&] { answer = c.group->slots[size_t(c.rank)]; });
       *out_comm = answer.new_group ? c.world->make_comm(answer.new_group, answer.new_rank) : nullptr;
+      if (*out_comm) self(*out_comm)->parent = &c;
     });
   }
 

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 4
+const KEEL_ABI_VERSION_MINOR = 5
 
 const KEEL_MAX_DIMS = 4
 
@@ -363,6 +363,10 @@ struct keel_strategy_api
     write_state::Ptr{Cvoid}
     owned_range::Ptr{Cvoid}
     describe::Ptr{Cvoid}
+    own_state_count::Ptr{Cvoid}
+    own_state_info::Ptr{Cvoid}
+    read_own_state::Ptr{Cvoid}
+    write_own_state::Ptr{Cvoid}
 end
 
 const KEEL_SPLIT_TRAIN = Cint(0)

@@ -1,0 +1,62 @@
+// Saving and restoring a strategy's own per-rank arrays (see strategy_own_state.h).
+#include "checkpoint/strategy_own_state.h"
+
+#include <cmath>
+
+#include "host/errors.h"
+#include "host/log.h"
+#include "train/trainer.h"
+
+namespace keel {
+
+nlohmann::json collect_strategy_own_state(Trainer& trainer, const std::string& rank_file,
+                                          std::vector<std::vector<float>>& buffers,
+                                          std::vector<SafetensorsEntry>& entries) {
+  nlohmann::json records = nlohmann::json::array();
+  const std::vector<Trainer::OwnStateArray> arrays = trainer.strategy_own_state();
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    buffers.push_back(trainer.read_own_state(int32_t(i), arrays[i].count));
+    const std::string key = "own/" + std::to_string(trainer.dp_rank()) + "/" + arrays[i].name;
+    entries.push_back({key, "F32", {arrays[i].count}, buffers.back().data(), size_t(arrays[i].count) * sizeof(float)});
+    records.push_back({{"rank", trainer.dp_rank()}, {"name", arrays[i].name}, {"count", arrays[i].count},
+                       {"file", rank_file}, {"key", key}});
+  }
+  return records;
+}
+
+void restore_strategy_own_state(Trainer& trainer, const nlohmann::json& manifest, const std::string& where,
+                                const std::function<const SafetensorsFile&(const std::string&)>& open) {
+  const std::vector<Trainer::OwnStateArray> arrays = trainer.strategy_own_state();
+  const nlohmann::json saved = manifest.value("strategy_own_state", nlohmann::json::array());
+  if (arrays.empty() && saved.empty()) return;
+  if (!saved.is_array()) throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state: expected an array");
+  const std::string saved_strategy = manifest.value("strategy", nlohmann::json::object()).value("plugin", "");
+  const int64_t saved_dp = manifest.value("mesh", nlohmann::json::object()).value("dp", int64_t(-1));
+  if (saved_strategy != trainer.config().strategy.plugin || saved_dp != trainer.dp_size()) {
+    // Per-rank state has no meaning on other ranks: the strategy starts it afresh.
+    log_warn("the checkpoint's per-rank state of strategy '" + saved_strategy + "' at data-parallel size " +
+             std::to_string(saved_dp) + " is not restored into strategy '" + trainer.config().strategy.plugin +
+             "' at size " + std::to_string(trainer.dp_size()) + "; it starts afresh");
+    return;
+  }
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const nlohmann::json* found = nullptr;
+    for (const auto& record : saved)
+      if (record.is_object() && record.value("rank", int64_t(-1)) == trainer.dp_rank() &&
+          record.value("name", "") == arrays[i].name)
+        found = &record;
+    if (!found)
+      throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state has no array \"" + arrays[i].name + "\" for rank " +
+                                       std::to_string(trainer.dp_rank()) + " that strategy '" +
+                                       trainer.config().strategy.plugin + "' needs");
+    if (found->value("count", int64_t(-1)) != arrays[i].count)
+      throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state \"" + arrays[i].name + "\" of rank " +
+                                       std::to_string(trainer.dp_rank()) + " holds " + found->at("count").dump() +
+                                       " elements; the strategy expects " + std::to_string(arrays[i].count));
+    std::vector<float> values(static_cast<size_t>(arrays[i].count));
+    open(found->value("file", "")).read_f32(found->value("key", ""), 0, arrays[i].count, values.data());
+    trainer.write_own_state(int32_t(i), values);
+  }
+}
+
+}  // namespace keel
