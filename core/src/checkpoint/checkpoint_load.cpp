@@ -1,6 +1,7 @@
-// Loading: the manifest is checked (format version, every file's size and CRC-32C) before any
-// byte reaches the trainer; each parameter and state tensor is assembled from the slices that
-// cover it, so a checkpoint written by another layout loads the same way.
+// Loading: the manifest is checked (format version, its whole structure, every file's size and
+// CRC-32C) before any byte reaches the trainer, and each file is re-verified as it is parsed;
+// each parameter and state tensor is assembled from the slices that cover it, so a checkpoint
+// written by another layout loads the same way. A checkpoint is untrusted input throughout.
 #include <unistd.h>
 
 #include <algorithm>
