@@ -25,14 +25,21 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
 // folder whose `latest` names one. Throws KeelError naming the path when neither.
 std::string resolve_checkpoint(const std::string& path);
 
-// The manifest, after checking its format version and every file's size and checksum.
+// The manifest, after checking its format version, its whole structure (checkpoint/
+// manifest_check.h) and every listed file's size and checksum; only regular files (no FIFOs,
+// devices or symlinks) directly inside the folder are ever opened.
 nlohmann::json read_verified_manifest(const std::string& checkpoint_dir);
 
-// The run config stored in a checkpoint (with the saved overrides applied).
+// The run config stored in a checkpoint (with the saved overrides applied), less its
+// plugin_path: a checkpoint never chooses which libraries get loaded.
 RunConfig config_from_checkpoint(const std::string& checkpoint_dir);
 
 // Loads parameters, optimizer state, step, tokens seen and data position into a trainer built
 // from a compatible config. Refuses a model config that differs, naming the key.
 void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir);
+
+// Loads the parameters alone (no optimizer state, no step or data position), for export.
+// Returns the checkpoint's step.
+int64_t load_checkpoint_parameters(Trainer& trainer, const std::string& checkpoint_dir);
 
 }  // namespace keel

@@ -1,18 +1,25 @@
-// Loading: the manifest is checked (format version, every file's size and CRC-32C) before any
-// byte reaches the trainer; each parameter and state tensor is assembled from the slices that
-// cover it, so a checkpoint written by another layout loads the same way.
+// Loading: the manifest is checked (format version, its whole structure, every file's size and
+// CRC-32C) before any byte reaches the trainer, and each file is re-verified as it is parsed;
+// each parameter and state tensor is assembled from the slices that cover it, so a checkpoint
+// written by another layout loads the same way. A checkpoint is untrusted input throughout.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/manifest_check.h"
 #include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
+#include "host/log.h"
 #include "io/crc32c.h"
+#include "io/regular_file.h"
 #include "io/safetensors.h"
 #include "train/trainer.h"
 
@@ -21,20 +28,63 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string crc_of_file(const std::string& path, uint64_t* bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw KeelError(KEEL_ERR_IO, path + ": listed in the manifest but missing");
-  std::vector<char> chunk(1 << 20);
-  uint32_t crc = 0;
-  *bytes = 0;
-  while (in) {
-    in.read(chunk.data(), std::streamsize(chunk.size()));
-    crc = crc32c(chunk.data(), size_t(in.gcount()), crc);
-    *bytes += uint64_t(in.gcount());
-  }
+constexpr size_t kMaxManifestBytes = size_t(256) << 20;
+constexpr int kMaxManifestDepth = 64;  // a real manifest nests about 6 deep
+
+std::string hex32(uint32_t crc) {
   char text[16];
   std::snprintf(text, sizeof text, "%08x", crc);
   return text;
+}
+
+// The CRC-32C and size of a checkpoint file, read in chunks (a rank file may be larger than
+// memory allows twice). Symlinks are refused: a checkpoint's files are its own.
+std::string crc_of_file(const std::string& path, uint64_t* bytes) {
+  const int fd = open_regular_file(path, "checkpoint file (listed in the manifest)", Symlinks::refuse);
+  std::vector<char> chunk(1 << 20);
+  uint32_t crc = 0;
+  *bytes = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw KeelError(KEEL_ERR_IO, path + ": read failed: " + std::strerror(error));
+    }
+    if (n == 0) break;
+    crc = crc32c(chunk.data(), size_t(n), crc);
+    *bytes += uint64_t(n);
+  }
+  ::close(fd);
+  return hex32(crc);
+}
+
+// Throws when a file's size or checksum differs from its manifest entry.
+void check_file_matches(const std::string& path, uint64_t bytes, const std::string& crc, const nlohmann::json& entry) {
+  const uint64_t listed_bytes = entry.at("bytes").get<uint64_t>();
+  const std::string listed_crc = entry.at("crc32c").get<std::string>();
+  if (bytes != listed_bytes)
+    throw KeelError(KEEL_ERR_IO, path + ": truncated or altered: " + std::to_string(bytes) + " bytes, the manifest says " +
+                                     std::to_string(listed_bytes));
+  if (crc != listed_crc)
+    throw KeelError(KEEL_ERR_IO, path + ": checksum mismatch: CRC-32C " + crc + ", the manifest says " + listed_crc +
+                                     " (the file is corrupted)");
+}
+
+nlohmann::json parse_manifest(const std::string& manifest_path) {
+  const std::vector<unsigned char> text =
+      read_regular_file(manifest_path, "checkpoint manifest", Symlinks::refuse, kMaxManifestBytes);
+  auto bounded_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxManifestDepth)
+      throw KeelError(KEEL_ERR_IO, manifest_path + ": JSON nested deeper than " + std::to_string(kMaxManifestDepth) + " levels");
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), bounded_depth);
+  } catch (const nlohmann::json::exception& e) {
+    throw KeelError(KEEL_ERR_IO, manifest_path + ": not valid JSON: " + e.what());
+  }
 }
 
 // "model.n_layer is 4 in the checkpoint but 6 in this config", for the first differing key.
@@ -59,77 +109,110 @@ std::string first_difference(const nlohmann::json& saved, const nlohmann::json& 
 
 nlohmann::json read_verified_manifest(const std::string& checkpoint_dir) {
   const std::string manifest_path = (fs::path(checkpoint_dir) / "manifest.json").string();
-  std::ifstream in(manifest_path);
-  if (!in) throw KeelError(KEEL_ERR_IO, manifest_path + ": missing: not a complete checkpoint");
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw KeelError(KEEL_ERR_IO, manifest_path + ": not valid JSON: " + e.what());
-  }
-  if (manifest.value("format", "") != "keel-checkpoint")
+  if (!fs::exists(fs::symlink_status(manifest_path)))
+    throw KeelError(KEEL_ERR_IO, manifest_path + ": missing: not a complete checkpoint");
+  nlohmann::json manifest = parse_manifest(manifest_path);
+  const auto format = manifest.is_object() ? manifest.find("format") : manifest.end();
+  if (format == manifest.end() || *format != "keel-checkpoint")
     throw KeelError(KEEL_ERR_IO, manifest_path + ": not a Keel checkpoint manifest (\"format\" is not \"keel-checkpoint\")");
-  const int version = manifest.value("format_version", -1);
-  if (version != kCheckpointFormatVersion)
-    throw KeelError(KEEL_ERR_IO, manifest_path + ": format_version " + std::to_string(version) +
+  const auto version = manifest.find("format_version");
+  if (version == manifest.end() || *version != kCheckpointFormatVersion)
+    throw KeelError(KEEL_ERR_IO, manifest_path + ": format_version " + (version == manifest.end() ? "(missing)" : version->dump()) +
                                      " is not one this Keel reads (it reads version " +
                                      std::to_string(kCheckpointFormatVersion) + ")");
+  check_manifest_structure(manifest, manifest_path);
   for (const auto& file : manifest.at("files")) {
     const std::string path = (fs::path(checkpoint_dir) / file.at("name").get<std::string>()).string();
     uint64_t bytes = 0;
     const std::string crc = crc_of_file(path, &bytes);
-    if (bytes != file.at("bytes").get<uint64_t>())
-      throw KeelError(KEEL_ERR_IO, path + ": truncated or altered: " + std::to_string(bytes) + " bytes, the manifest says " +
-                                       std::to_string(file.at("bytes").get<uint64_t>()));
-    if (crc != file.at("crc32c").get<std::string>())
-      throw KeelError(KEEL_ERR_IO, path + ": checksum mismatch: CRC-32C " + crc + ", the manifest says " +
-                                       file.at("crc32c").get<std::string>() + " (the file is corrupted)");
+    check_file_matches(path, bytes, crc, file);
   }
   return manifest;
 }
 
 RunConfig config_from_checkpoint(const std::string& checkpoint_dir) {
   nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
-  return RunConfig::from_json_text(manifest.at("config").dump(), (fs::path(checkpoint_dir) / "manifest.json").string());
+  nlohmann::json& config = manifest.at("config");
+  // Plugin folders named by a checkpoint would let the checkpoint ship a library whose
+  // constructor runs on load: plugins come from this process's own search path only.
+  if (config.contains("plugin_path")) {
+    log_warn(checkpoint_dir + "/manifest.json: config.plugin_path " + config.at("plugin_path").dump() +
+             " is ignored: a checkpoint never chooses where plugins are loaded from (use KEEL_PLUGIN_PATH)");
+    config.erase("plugin_path");
+  }
+  return RunConfig::from_json_text(config.dump(), (fs::path(checkpoint_dir) / "manifest.json").string());
 }
 
-void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
-  const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
-  const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
+namespace {
 
-  // The model must be the same network; everything else (steps, lr, data, strategy) may change.
-  nlohmann::json saved_model = manifest.at("config").at("model");
-  saved_model.erase("init_from");
+// Refuses a checkpoint of another network: the model config (less init_from) and every
+// parameter's element count must match this trainer's.
+void check_same_model(Trainer& trainer, const nlohmann::json& manifest, const std::string& checkpoint_dir,
+                      const std::string& where) {
+  nlohmann::json saved_model = manifest.at("config").contains("model") ? manifest.at("config").at("model") : nlohmann::json();
+  if (saved_model.is_object()) saved_model.erase("init_from");
   const std::string difference = first_difference(saved_model, trainer.config().model.json, "model");
   if (!difference.empty())
     throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": " + difference +
                                                  "; a checkpoint loads only into the model it was saved from");
-  const int32_t saved_slots = manifest.at("optimizer").at("n_state_slots").get<int32_t>();
-  const int32_t slots = trainer.optimizer_info().n_state_slots;
-  if (saved_slots != slots)
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": its optimizer '" +
-                                                 manifest.at("optimizer").at("plugin").get<std::string>() + "' kept " +
-                                                 std::to_string(saved_slots) + " state slots, this run's '" +
-                                                 trainer.config().optimizer.plugin + "' keeps " + std::to_string(slots));
+  std::map<std::string, int64_t> saved_elements;
+  for (const auto& param : manifest.at("params")) saved_elements[param.at("name").get<std::string>()] = manifest_param_elements(param);
+  const keel_model_info& info = trainer.model_info();
+  for (size_t i = 0; i < info.n_params; ++i) {
+    auto found = saved_elements.find(info.params[i].name);
+    if (found == saved_elements.end())
+      throw KeelError(KEEL_ERR_IO, where + ": params: no parameter \"" + std::string(info.params[i].name) +
+                                       "\", which model '" + trainer.config().model.plugin + "' has");
+    if (found->second != trainer.numel(i))
+      throw KeelError(KEEL_ERR_IO, where + ": params: \"" + found->first + "\" has " + std::to_string(found->second) +
+                                       " elements in the checkpoint, but " + std::to_string(trainer.numel(i)) +
+                                       " in model '" + trainer.config().model.plugin + "'");
+  }
+}
 
-  // Index slices by (tensor, kind); open each file once.
+// The checkpoint's safetensors files, each read once when first asked for, and checked against
+// its manifest entry again as it is parsed: what is loaded is exactly what was verified. Only
+// names listed in the manifest's files are opened.
+class VerifiedFiles {
+ public:
+  VerifiedFiles(const nlohmann::json& manifest, std::string checkpoint_dir, std::string where)
+      : checkpoint_dir_(std::move(checkpoint_dir)), where_(std::move(where)) {
+    for (const auto& file : manifest.at("files")) listed_[file.at("name").get<std::string>()] = &file;
+  }
+  const SafetensorsFile& open(const std::string& name) const {
+    auto& slot = opened_[name];
+    if (!slot) {
+      auto entry = listed_.find(name);
+      if (entry == listed_.end())
+        throw KeelError(KEEL_ERR_IO, where_ + ": \"" + name + "\" is not listed in \"files\"; only listed files are read");
+      const std::string path = (fs::path(checkpoint_dir_) / name).string();
+      std::vector<unsigned char> bytes = read_regular_file(path, "checkpoint file", Symlinks::refuse);
+      check_file_matches(path, bytes.size(), hex32(crc32c(bytes.data(), bytes.size())), *entry->second);
+      slot = std::make_unique<SafetensorsFile>(path, std::move(bytes));
+    }
+    return *slot;
+  }
+
+ private:
+  std::string checkpoint_dir_, where_;
+  std::map<std::string, const nlohmann::json*> listed_;
+  mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> opened_;
+};
+
+// Fills the ranges this rank holds, for kinds -1 (parameters) up to last_kind, from whatever
+// slices overlap them, so a checkpoint saved at one data-parallel size or ZeRO stage loads into
+// any other.
+void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::string& where, int32_t last_kind,
+                 const VerifiedFiles& files) {
   std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> slices;
   for (const auto& slice : manifest.at("slices"))
     slices[{slice.at("tensor").get<std::string>(), slice.at("kind").get<std::string>()}].push_back(slice);
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
-  auto file = [&](const std::string& name) -> const SafetensorsFile& {
-    auto& slot = files[name];
-    if (!slot) slot = std::make_unique<SafetensorsFile>((fs::path(checkpoint_dir) / name).string());
-    return *slot;
-  };
+  auto file = [&](const std::string& name) -> const SafetensorsFile& { return files.open(name); };
 
-  // Each rank fills the ranges it holds in this run's layout from whatever slices overlap them,
-  // so a checkpoint saved at one data-parallel size or ZeRO stage loads into any other.
   const keel_model_info& info = trainer.model_info();
   for (size_t i = 0; i < info.n_params; ++i) {
     const std::string name = info.params[i].name;
-    const int64_t numel = trainer.numel(i);
-    for (int32_t kind = -1; kind < slots; ++kind) {
+    for (int32_t kind = -1; kind <= last_kind; ++kind) {
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       const auto [want_begin, want_end] = trainer.owned_range(kind, i);
       if (want_end <= want_begin) continue;
@@ -139,10 +222,8 @@ void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
       std::vector<float> values(static_cast<size_t>(want_end - want_begin));
       int64_t covered = 0;
       for (const auto& slice : found->second) {
+        // In range and tiling the tensor exactly: check_manifest_structure saw to both.
         const int64_t begin = slice.at("begin").get<int64_t>(), end = slice.at("end").get<int64_t>();
-        if (begin < 0 || end > numel || begin > end)
-          throw KeelError(KEEL_ERR_IO, where + ": slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") of \"" +
-                                           name + "\" lies outside its " + std::to_string(numel) + " elements");
         const int64_t from = std::max(begin, want_begin), to = std::min(end, want_end);
         if (to <= from) continue;
         file(slice.at("file").get<std::string>()).read_f32(slice.at("key").get<std::string>(), from - begin, to - from,
@@ -156,9 +237,41 @@ void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
       trainer.write_range(kind, i, want_begin, values);
     }
   }
-  restore_strategy_own_state(trainer, manifest, where, file);
-  trainer.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),
-                           manifest.at("data_state"));
+}
+
+}  // namespace
+
+void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
+  const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
+  const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
+  // The model must be the same network; everything else (steps, lr, data, strategy) may change.
+  check_same_model(trainer, manifest, checkpoint_dir, where);
+  const int32_t saved_slots = manifest.at("optimizer").at("n_state_slots").get<int32_t>();
+  const int32_t slots = trainer.optimizer_info().n_state_slots;
+  if (saved_slots != slots)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": its optimizer '" +
+                                                 manifest.at("optimizer").at("plugin").get<std::string>() + "' kept " +
+                                                 std::to_string(saved_slots) + " state slots, this run's '" +
+                                                 trainer.config().optimizer.plugin + "' keeps " + std::to_string(slots));
+  const VerifiedFiles files(manifest, checkpoint_dir, where);
+  load_ranges(trainer, manifest, where, slots - 1, files);
+  restore_strategy_own_state(trainer, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
+    return files.open(name);
+  });
+  try {
+    trainer.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),
+                             manifest.at("data_state"));
+  } catch (const KeelError& e) {
+    throw KeelError(e.code, where + ": data_state: " + e.what());
+  }
+}
+
+int64_t load_checkpoint_parameters(Trainer& trainer, const std::string& checkpoint_dir) {
+  const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
+  const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
+  check_same_model(trainer, manifest, checkpoint_dir, where);
+  load_ranges(trainer, manifest, where, -1, VerifiedFiles(manifest, checkpoint_dir, where));
+  return manifest.at("step").get<int64_t>();
 }
 
 }  // namespace keel

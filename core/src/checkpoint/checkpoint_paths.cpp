@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
 #include "host/log.h"
+#include "io/regular_file.h"
 
 namespace keel {
 namespace fs = std::filesystem;
@@ -42,15 +42,34 @@ void prune_checkpoints(const std::string& root, int32_t keep, const std::string&
   }
 }
 
+namespace {
+
+// What `latest` names, checked: a step-<digits> folder directly inside the root. The pointer is
+// read only if it is a regular file (never a FIFO or device, which would block or never end).
+std::string read_latest_pointer(const fs::path& pointer) {
+  const std::vector<unsigned char> bytes = read_regular_file(pointer.string(), "the 'latest' pointer", Symlinks::refuse, 4096);
+  std::string name(bytes.begin(), bytes.end());
+  name = name.substr(0, name.find('\n'));
+  const std::string digits = name.rfind("step-", 0) == 0 ? name.substr(5) : "";
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    throw KeelError(KEEL_ERR_IO, pointer.string() + ": names '" + name + "'; expected the name of a step-NNNNNNNN folder "
+                                                    "directly inside " + pointer.parent_path().string());
+  return name;
+}
+
+}  // namespace
+
 std::string resolve_checkpoint(const std::string& path) {
-  if (fs::exists(fs::path(path) / "manifest.json")) return path;
+  std::error_code error;
+  if (fs::exists(fs::path(path) / "manifest.json", error)) return path;
   const fs::path pointer = fs::path(path) / "latest";
-  if (fs::exists(pointer)) {
-    std::ifstream in(pointer);
-    std::string name;
-    std::getline(in, name);
+  if (fs::exists(fs::symlink_status(pointer, error))) {
+    const std::string name = read_latest_pointer(pointer);
     const fs::path target = fs::path(path) / name;
-    if (!name.empty() && fs::exists(target / "manifest.json")) return target.string();
+    if (fs::is_symlink(target, error))
+      throw KeelError(KEEL_ERR_IO, pointer.string() + ": names '" + name + "', a symbolic link; expected a step folder "
+                                                      "directly inside " + path);
+    if (fs::exists(target / "manifest.json", error)) return target.string();
     // The pointer is replaced atomically after its target is complete, so this happens only if
     // the target was removed by hand; the newest complete checkpoint is the honest answer.
     log_warn(pointer.string() + " names '" + name + "', which is not a complete checkpoint; using the newest complete one");

@@ -2,6 +2,7 @@
 // restored from {epoch, position} hands out exactly the batches an uninterrupted one would.
 // Shards are visited one after another (as llm.c does) so reads stay local to one file.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <numeric>
 
@@ -29,6 +30,22 @@ uint64_t epoch_stream(uint64_t seed, int64_t epoch) {
 
 KeelError bad_state(const std::string& why) {
   return KeelError(KEEL_ERR_INVALID_CONFIG, "data position in the checkpoint: " + why);
+}
+
+// Samples one stream may count: far beyond any run, and with room left so that the index of
+// every later sample (taken * dp_size + dp_rank) stays inside int64.
+constexpr int64_t kMaxSamples = int64_t(1) << 60;
+
+// state[key] as an integer in [min, max], never converted before it is known to fit (a float
+// or an integer past int64 would otherwise wrap silently).
+int64_t state_integer(const nlohmann::json& state, const char* key, int64_t min, int64_t max) {
+  const nlohmann::json& value = state.at(key);
+  const std::string range = "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= uint64_t(max) && int64_t(value.get<uint64_t>()) >= min)
+    return int64_t(value.get<uint64_t>());
+  if (value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() >= min && value.get<int64_t>() <= max)
+    return value.get<int64_t>();
+  throw bad_state(std::string(key) + ": " + range + ", found " + value.dump());
 }
 
 }  // namespace
@@ -68,6 +85,9 @@ Batch BatchSampler::next(int32_t batch) {
   out.targets.resize(size_t(batch) * T);
   std::vector<int32_t> window(size_t(T) + 1);
   for (int32_t b = 0; b < batch; ++b, ++taken_) {
+    if (taken_ > kMaxSamples / options_.dp_size)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, source_->describe() + ": more than " + std::to_string(kMaxSamples) +
+                                                     " samples taken; the sample index would overflow");
     const Sample s = sample_at(taken_ * options_.dp_size + options_.dp_rank);
     source_->read(shard_first_token_[s.shard] + s.window * T, T + 1, window.data());
     std::copy(window.begin(), window.end() - 1, out.tokens.begin() + size_t(b) * T);
@@ -142,28 +162,35 @@ void BatchSampler::restore(const nlohmann::json& state) {
   for (const char* key : {"epoch", "position", "seed", "shuffle", "seq_len", "samples_per_epoch", "fingerprint"})
     if (!state.is_object() || !state.contains(key)) throw bad_state(std::string("missing \"") + key + "\"");
   try {
-    const int64_t saved_seq_len = state["seq_len"].get<int64_t>();
+    const int64_t saved_seq_len = state_integer(state, "seq_len", 1, INT32_MAX);
     if (saved_seq_len != options_.seq_len)
       throw bad_state("saved with seq_len " + std::to_string(saved_seq_len) + ", but this run has seq_len " +
                       std::to_string(options_.seq_len));
-    const int64_t saved_samples = state["samples_per_epoch"].get<int64_t>();
+    const int64_t saved_samples = state_integer(state, "samples_per_epoch", 1, kMaxSamples);
+    if (!state["fingerprint"].is_string()) throw bad_state("fingerprint: expected a string, found " + state["fingerprint"].dump());
     const std::string saved_fingerprint = state["fingerprint"].get<std::string>();
     if (saved_samples != samples_per_epoch_ || saved_fingerprint != fingerprint())
       throw bad_state("saved for a dataset of " + std::to_string(saved_samples) + " samples per epoch (fingerprint " +
                       saved_fingerprint + "), but " + source_->describe() + " gives " +
                       std::to_string(samples_per_epoch_) + " (fingerprint " + fingerprint() +
                       "): resume with the same data files");
+    if (!state["seed"].is_number_unsigned()) throw bad_state("seed: expected an integer >= 0, found " + state["seed"].dump());
     const uint64_t saved_seed = state["seed"].get<uint64_t>();
     if (saved_seed != options_.seed)
       throw bad_state("saved with seed " + std::to_string(saved_seed) + ", but this run has seed " +
                       std::to_string(options_.seed) + ": the sample order would differ");
+    if (!state["shuffle"].is_boolean()) throw bad_state("shuffle: expected true or false, found " + state["shuffle"].dump());
     if (state["shuffle"].get<bool>() != options_.shuffle)
       throw bad_state("saved with shuffle " + state["shuffle"].dump() + ", but this sampler has shuffle " +
                       (options_.shuffle ? "true" : "false"));
-    const int64_t epoch = state["epoch"].get<int64_t>(), position = state["position"].get<int64_t>();
+    const int64_t epoch = state_integer(state, "epoch", INT64_MIN, INT64_MAX);
+    const int64_t position = state_integer(state, "position", INT64_MIN, INT64_MAX);
     if (epoch < 0 || position < 0 || position >= samples_per_epoch_)
       throw bad_state("epoch " + std::to_string(epoch) + ", position " + std::to_string(position) +
                       " is outside an epoch of " + std::to_string(samples_per_epoch_) + " samples");
+    if (epoch > (kMaxSamples - position) / samples_per_epoch_)
+      throw bad_state("epoch " + std::to_string(epoch) + " of " + std::to_string(samples_per_epoch_) +
+                      " samples is more samples than a run can take (at most " + std::to_string(kMaxSamples) + ")");
     const int64_t consumed = epoch * samples_per_epoch_ + position;
     if (consumed % options_.dp_size != 0)
       throw bad_state(std::to_string(consumed) + " samples consumed do not divide among " +

@@ -16,6 +16,7 @@
 #include "data/shard_format.h"
 #include "data/token_source.h"
 #include "host/errors.h"
+#include "io/regular_file.h"
 
 namespace keel {
 namespace {
@@ -64,8 +65,7 @@ struct ShardFile {
 };
 
 ShardFile open_shard(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw KeelError(KEEL_ERR_IO, path + ": cannot open token shard: " + std::strerror(errno));
+  int fd = open_regular_file(path, "token shard");  // a FIFO or device would block or never end
   auto fail = [&](const std::string& why) {
     ::close(fd);
     throw KeelError(KEEL_ERR_IO, path + ": " + why);

@@ -1,5 +1,5 @@
-// The export command: find the checkpoint, rebuild its trainer from the config it stores, load
-// the checkpoint, write the external files. Rebuilding the trainer (rather than reading the
+// The export command: find the checkpoint, rebuild its trainer from the model and backend of the
+// config it stores, load the checkpoint's parameters, write the external files. Rebuilding the trainer (rather than reading the
 // checkpoint's tensors directly) lets the model plugin own every name and layout decision.
 #include "interop/export_command.h"
 
@@ -45,6 +45,19 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
   return parsed;
 }
 
+// The run's config narrowed to what export needs: its model and backend. The checkpoint sets
+// every parameter (the run's init file may be gone), and only parameters are loaded, so the
+// run's optimizer, strategy and comm plugins need not be installed: built-in sgd and ddp on one
+// process stand in for them. config_from_checkpoint has already dropped the plugin_path.
+RunConfig export_config(RunConfig config) {
+  config.model_init_from.clear();
+  config.optimizer = {"sgd", {{"plugin", "sgd"}}, "optimizer"};
+  config.strategy = {"ddp", {{"plugin", "ddp"}}, "parallel.strategy"};
+  config.comm = {"mpi", {{"plugin", "mpi"}}, "comm"};
+  config.comm_explicit = false;  // one process, with or without an MPI plugin installed
+  return config;
+}
+
 }  // namespace
 
 int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -57,12 +70,10 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
   }
   try {
     const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
-    RunConfig config = config_from_checkpoint(checkpoint);
-    config.model_init_from.clear();  // the checkpoint sets every parameter; the run's init file may be gone
-    Trainer trainer(std::move(config));
-    load_checkpoint(trainer, checkpoint);
+    Trainer trainer(export_config(config_from_checkpoint(checkpoint)));
+    const int64_t step = load_checkpoint_parameters(trainer, checkpoint);  // no optimizer state or data position
     export_huggingface(trainer, parsed.out);
-    out << "exported " << checkpoint << " (step " << trainer.step() << ", " << trainer.model_info().n_params
+    out << "exported " << checkpoint << " (step " << step << ", " << trainer.model_info().n_params
         << " parameters) to " << parsed.out << " and config.json beside it" << std::endl;
     return 0;
   } catch (const KeelError& e) {

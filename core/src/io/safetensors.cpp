@@ -1,4 +1,5 @@
-// safetensors writer. Offsets are relative to the end of the header; the header is padded
+// safetensors writer and reader. The reader takes its input as untrusted: every number of the
+// header is checked for type, sign and overflow before it is used. Offsets are relative to the end of the header; the header is padded
 // with spaces to a multiple of 8 bytes, as the format recommends for alignment.
 #include "io/safetensors.h"
 
@@ -8,6 +9,7 @@
 #include <fstream>
 
 #include "io/durable_files.h"
+#include "io/regular_file.h"
 
 #include "host/errors.h"
 
@@ -45,16 +47,21 @@ size_t dtype_bytes(const std::string& dtype) {
   return 0;
 }
 
+// entry[key], or a refusal naming the tensor and the missing key.
+template <typename Bad>
+const nlohmann::json& member(const nlohmann::json& entry, const char* key, const std::string& what, Bad bad) {
+  auto found = entry.find(key);
+  if (found == entry.end()) throw bad(what + ": \"" + key + "\" is missing");
+  return *found;
+}
+
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw KeelError(KEEL_ERR_IO, path + ": cannot open safetensors file");
-  const std::streamsize size = in.tellg();
-  in.seekg(0);
-  bytes_.resize(size_t(size));
-  in.read(reinterpret_cast<char*>(bytes_.data()), size);
-  if (!in) throw KeelError(KEEL_ERR_IO, path + ": read failed");
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : SafetensorsFile(path, read_regular_file(path, "safetensors file")) {}
+
+SafetensorsFile::SafetensorsFile(const std::string& path, std::vector<unsigned char> bytes)
+    : path_(path), bytes_(std::move(bytes)) {
   auto bad = [&](const std::string& why) { return KeelError(KEEL_ERR_IO, path + ": not a valid safetensors file: " + why); };
   if (bytes_.size() < 8) throw bad("truncated: " + std::to_string(bytes_.size()) + " bytes, smaller than the 8-byte header length");
   uint64_t header_bytes = 0;
@@ -69,32 +76,48 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     throw bad(e.what());
   }
   if (!header.is_object()) throw bad("the header is not a JSON object");
-  const size_t data_start = 8 + header_bytes, data_bytes = bytes_.size() - data_start;
+  const uint64_t data_start = 8 + header_bytes, data_bytes = bytes_.size() - data_start;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       metadata_ = it.value();
       continue;
     }
+    const std::string what = "tensor \"" + it.key() + "\"";
     const auto& entry = it.value();
+    if (!entry.is_object()) throw bad(what + ": expected an object with dtype, shape and data_offsets");
     Tensor t;
-    try {
-      t.dtype = entry.at("dtype").get<std::string>();
-      t.shape = entry.at("shape").get<std::vector<int64_t>>();
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1]) throw bad("tensor \"" + it.key() + "\": bad data_offsets");
-      if (offsets[1] > data_bytes)
-        throw bad("truncated: tensor \"" + it.key() + "\" ends at byte " + std::to_string(offsets[1]) +
-                  " of the data but the data has " + std::to_string(data_bytes) + " bytes");
-      t.data = bytes_.data() + data_start + offsets[0];
-      t.bytes = offsets[1] - offsets[0];
-    } catch (const nlohmann::json::exception& e) {
-      throw bad("tensor \"" + it.key() + "\": " + e.what());
+    const auto& dtype = member(entry, "dtype", what, bad);
+    if (!dtype.is_string()) throw bad(what + ": dtype: expected a string, found " + dtype.dump());
+    t.dtype = dtype.get<std::string>();
+    const size_t element_bytes = dtype_bytes(t.dtype);
+    if (element_bytes == 0) throw bad(what + ": unknown dtype " + t.dtype);
+    const auto& shape = member(entry, "shape", what, bad);
+    if (!shape.is_array()) throw bad(what + ": shape: expected a list of sizes, found " + shape.dump());
+    uint64_t elements = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
+        throw bad(what + ": shape: " + d.dump() + " is not a size (an integer >= 0)");
+      const uint64_t size = d.get<uint64_t>();
+      if (size > uint64_t(INT64_MAX) || (size != 0 && elements > data_bytes / size))
+        throw bad(what + ": shape " + shape.dump() + " holds more elements than the file's " + std::to_string(data_bytes) +
+                  " data bytes");
+      elements *= size;
+      t.shape.push_back(int64_t(size));
     }
-    size_t element_bytes = dtype_bytes(t.dtype), elements = 1;
-    for (int64_t d : t.shape) elements *= size_t(d);
-    if (element_bytes == 0) throw bad("tensor \"" + it.key() + "\": unknown dtype " + t.dtype);
-    if (elements * element_bytes != t.bytes)
-      throw bad("tensor \"" + it.key() + "\": shape and dtype need " + std::to_string(elements * element_bytes) +
+    const auto& offsets = member(entry, "data_offsets", what, bad);
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+      throw bad(what + ": data_offsets: expected [begin, end] (two integers >= 0), found " + offsets.dump());
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    if (begin > end) throw bad(what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");
+    if (end > data_bytes)
+      throw bad("truncated: " + what + " ends at byte " + std::to_string(end) + " of the data but the data has " +
+                std::to_string(data_bytes) + " bytes");
+    t.data = bytes_.data() + data_start + begin;
+    t.bytes = size_t(end - begin);
+    const bool too_many = elements > t.bytes / element_bytes;
+    if (too_many || elements * element_bytes != t.bytes)
+      throw bad(what + ": shape and dtype need " +
+                (too_many ? "more than " + std::to_string(t.bytes) : std::to_string(elements * element_bytes)) +
                 " bytes but its range holds " + std::to_string(t.bytes));
     tensors_.emplace(it.key(), t);
   }
@@ -110,10 +133,10 @@ void SafetensorsFile::read_f32(const std::string& name, int64_t begin, int64_t c
   const Tensor& t = tensor(name);
   if (t.dtype != "F32") throw KeelError(KEEL_ERR_IO, path_ + ": tensor \"" + name + "\" is " + t.dtype + ", expected F32");
   const int64_t elements = int64_t(t.bytes / 4);
-  if (begin < 0 || count < 0 || begin + count > elements)
+  if (begin < 0 || count < 0 || begin > elements || count > elements - begin)
     throw KeelError(KEEL_ERR_IO, path_ + ": tensor \"" + name + "\" has " + std::to_string(elements) +
-                                     " elements; elements [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
-                                     ") were asked for");
+                                     " elements; " + std::to_string(count) + " elements from element " +
+                                     std::to_string(begin) + " were asked for");
   std::memcpy(out, t.data + size_t(begin) * 4, size_t(count) * 4);
 }
 

@@ -28,7 +28,10 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 // against byte ranges, ranges within the file. Every error names the file and what is wrong.
 class SafetensorsFile {
  public:
+  // Reads `path` (a regular file only: a FIFO or device is refused, never waited on).
   explicit SafetensorsFile(const std::string& path);
+  // Parses bytes already read (and checksummed) by the caller; `path` names them in errors.
+  SafetensorsFile(const std::string& path, std::vector<unsigned char> bytes);
   struct Tensor {
     std::string dtype;
     std::vector<int64_t> shape;

@@ -1,0 +1,235 @@
+// One pass over the manifest, each rule with the JSON path it failed at. The coverage rule
+// sorts each (tensor, kind)'s slices by begin and walks them: the next must start exactly where
+// the previous ended, the first at 0 and the last end at the tensor's element count.
+#include "checkpoint/manifest_check.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "host/errors.h"
+
+namespace keel {
+namespace {
+
+class ManifestReader {
+ public:
+  explicit ManifestReader(std::string manifest_path) : manifest_path_(std::move(manifest_path)) {}
+
+  [[noreturn]] void fail(const std::string& json_path, const std::string& why) const {
+    throw KeelError(KEEL_ERR_IO, manifest_path_ + ": " + json_path + ": " + why);
+  }
+
+  const nlohmann::json& member(const nlohmann::json& object, const std::string& key, const std::string& json_path) const {
+    auto found = object.find(key);
+    if (found == object.end()) fail(json_path, "missing");
+    return *found;
+  }
+
+  const nlohmann::json& object(const nlohmann::json& parent, const std::string& key, const std::string& json_path) const {
+    const nlohmann::json& value = member(parent, key, json_path);
+    if (!value.is_object()) fail(json_path, "expected an object, found " + shown(value));
+    return value;
+  }
+
+  const nlohmann::json& array(const nlohmann::json& parent, const std::string& key, const std::string& json_path) const {
+    const nlohmann::json& value = member(parent, key, json_path);
+    if (!value.is_array()) fail(json_path, "expected a list, found " + shown(value));
+    return value;
+  }
+
+  std::string string(const nlohmann::json& parent, const std::string& key, const std::string& json_path) const {
+    const nlohmann::json& value = member(parent, key, json_path);
+    if (!value.is_string()) fail(json_path, "expected a string, found " + shown(value));
+    return value.get<std::string>();
+  }
+
+  // An integer in [min, max]: never a fraction, and never converted before it is known to fit.
+  int64_t integer(const nlohmann::json& value, int64_t min, int64_t max, const std::string& json_path) const {
+    const std::string range = "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    if (value.is_number_unsigned()) {
+      if (value.get<uint64_t>() > uint64_t(max)) fail(json_path, value.dump() + " is out of range; " + range);
+      return int64_t(value.get<uint64_t>());
+    }
+    if (!value.is_number_integer()) fail(json_path, range + ", found " + shown(value));
+    const int64_t v = value.get<int64_t>();
+    if (v < min || v > max) fail(json_path, std::to_string(v) + " is out of range; " + range);
+    return v;
+  }
+
+  int64_t integer(const nlohmann::json& parent, const std::string& key, int64_t min, int64_t max,
+                  const std::string& json_path) const {
+    return integer(member(parent, key, json_path), min, max, json_path);
+  }
+
+  static std::string shown(const nlohmann::json& value) {
+    std::string text = value.dump();
+    if (text.size() > 60) text = text.substr(0, 57) + "...";
+    return text;
+  }
+
+ private:
+  std::string manifest_path_;
+};
+
+bool is_crc_text(const std::string& text) {
+  return text.size() == 8 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// "param" → -1, "state3" → 3 (no sign, no leading zeros); -2 when neither.
+int64_t kind_index(const std::string& kind) {
+  if (kind == "param") return -1;
+  const std::string digits = kind.rfind("state", 0) == 0 ? kind.substr(5) : "";
+  if (digits.empty() || digits.size() > 6 || (digits.size() > 1 && digits[0] == '0') ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -2;
+  return std::stoll(digits);
+}
+
+struct Piece {
+  int64_t begin, end;
+  size_t slice;  // index in slices, for messages
+};
+
+}  // namespace
+
+bool is_plain_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+int64_t manifest_param_elements(const nlohmann::json& param) {
+  int64_t elements = 1;
+  for (const auto& size : param.at("shape")) elements *= size.get<int64_t>();
+  return elements;
+}
+
+void check_manifest_structure(const nlohmann::json& manifest, const std::string& manifest_path) {
+  const ManifestReader r(manifest_path);
+  if (!manifest.is_object()) r.fail("(top level)", "expected an object, found " + ManifestReader::shown(manifest));
+  r.integer(manifest, "step", 0, kMaxManifestCount, "step");
+  r.integer(manifest, "tokens_seen", 0, kMaxManifestCount, "tokens_seen");
+  r.object(manifest, "config", "config");
+  r.string(r.object(manifest, "strategy", "strategy"), "plugin", "strategy.plugin");
+  r.integer(r.object(manifest, "mesh", "mesh"), "dp", 1, INT32_MAX, "mesh.dp");
+  r.object(manifest, "data_state", "data_state");
+  const nlohmann::json& optimizer = r.object(manifest, "optimizer", "optimizer");
+  r.string(optimizer, "plugin", "optimizer.plugin");
+  const int64_t slots = r.integer(optimizer, "n_state_slots", 0, kMaxStateSlots, "optimizer.n_state_slots");
+
+  // params: name -> elements.
+  std::map<std::string, int64_t> elements_of;
+  int64_t total_elements = 0;
+  const nlohmann::json& params = r.array(manifest, "params", "params");
+  if (params.empty()) r.fail("params", "empty; a checkpoint lists every parameter of its model");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string at = "params[" + std::to_string(i) + "]";
+    if (!params[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(params[i]));
+    const std::string name = r.string(params[i], "name", at + ".name");
+    if (name.empty()) r.fail(at + ".name", "empty");
+    const nlohmann::json& shape = r.array(params[i], "shape", at + ".shape");
+    if (shape.size() > size_t(kMaxTensorDims))
+      r.fail(at + ".shape", std::to_string(shape.size()) + " dimensions; expected at most " + std::to_string(kMaxTensorDims));
+    int64_t elements = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const int64_t size = r.integer(shape[d], 0, kMaxTensorElements, at + ".shape[" + std::to_string(d) + "]");
+      if (size != 0 && elements > kMaxTensorElements / size)
+        r.fail(at + ".shape", shape.dump() + " holds more than " + std::to_string(kMaxTensorElements) + " elements");
+      elements *= size;
+    }
+    if (!elements_of.emplace(name, elements).second) r.fail(at + ".name", "\"" + name + "\" is listed twice");
+    total_elements += elements;
+    if (total_elements > kMaxTensorElements)
+      r.fail("params", "more than " + std::to_string(kMaxTensorElements) + " elements in all");
+  }
+
+  std::set<std::string> files;
+  const nlohmann::json& file_list = r.array(manifest, "files", "files");
+  for (size_t i = 0; i < file_list.size(); ++i) {
+    const std::string at = "files[" + std::to_string(i) + "]";
+    if (!file_list[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(file_list[i]));
+    const std::string name = r.string(file_list[i], "name", at + ".name");
+    if (!is_plain_file_name(name))
+      r.fail(at + ".name", "\"" + name + "\" is not a plain file name; expected a file directly inside the checkpoint "
+                                         "folder (no '/', not \".\" or \"..\")");
+    if (!files.insert(name).second) r.fail(at + ".name", "\"" + name + "\" is listed twice");
+    r.integer(file_list[i], "bytes", 0, kMaxManifestCount, at + ".bytes");
+    const std::string crc = r.string(file_list[i], "crc32c", at + ".crc32c");
+    if (!is_crc_text(crc)) r.fail(at + ".crc32c", "\"" + crc + "\" is not 8 lowercase hex digits");
+  }
+
+  // A strategy's own per-rank arrays (ABI 0.5; absent from older checkpoints).
+  if (manifest.contains("strategy_own_state")) {
+    const nlohmann::json& records = r.array(manifest, "strategy_own_state", "strategy_own_state");
+    for (size_t i = 0; i < records.size(); ++i) {
+      const std::string at = "strategy_own_state[" + std::to_string(i) + "]";
+      if (!records[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(records[i]));
+      r.integer(records[i], "rank", 0, INT32_MAX, at + ".rank");
+      r.string(records[i], "name", at + ".name");
+      r.integer(records[i], "count", 0, kMaxTensorElements, at + ".count");
+      r.string(records[i], "key", at + ".key");
+      const std::string file = r.string(records[i], "file", at + ".file");
+      if (!files.count(file))
+        r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file read must be listed there "
+                                           "with its size and checksum");
+    }
+  }
+
+  std::map<std::pair<std::string, int64_t>, std::vector<Piece>> pieces;
+  const nlohmann::json& slices = r.array(manifest, "slices", "slices");
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const std::string at = "slices[" + std::to_string(i) + "]";
+    const nlohmann::json& slice = slices[i];
+    if (!slice.is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(slice));
+    const std::string tensor = r.string(slice, "tensor", at + ".tensor");
+    auto param = elements_of.find(tensor);
+    if (param == elements_of.end()) r.fail(at + ".tensor", "\"" + tensor + "\" is not one of the manifest's params");
+    const std::string kind = r.string(slice, "kind", at + ".kind");
+    const int64_t kind_number = kind_index(kind);
+    if (kind_number < -1 || kind_number >= slots)
+      r.fail(at + ".kind", "\"" + kind + "\"; expected \"param\"" +
+                               (slots > 0 ? " or \"state0\" to \"state" + std::to_string(slots - 1) + "\"" : std::string()) +
+                               " (optimizer.n_state_slots is " + std::to_string(slots) + ")");
+    const int64_t begin = r.integer(slice, "begin", 0, param->second, at + ".begin");
+    const int64_t end = r.integer(slice, "end", 0, param->second, at + ".end");
+    if (end <= begin)
+      r.fail(at, "[begin " + std::to_string(begin) + ", end " + std::to_string(end) + ") is empty; expected begin < end");
+    const std::string file = r.string(slice, "file", at + ".file");
+    if (!files.count(file))
+      r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file a slice reads must be listed there "
+                                         "with its size and checksum");
+    r.string(slice, "key", at + ".key");
+    pieces[{tensor, kind_number}].push_back({begin, end, i});
+  }
+
+  for (const auto& [name, elements] : elements_of) {
+    if (elements == 0) continue;
+    for (int64_t kind = -1; kind < slots; ++kind) {
+      const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
+      const std::string what = "the " + kind_name + " slices of \"" + name + "\"";
+      auto found = pieces.find({name, kind});
+      if (found == pieces.end()) r.fail("slices", what + ": none; expected slices covering its " + std::to_string(elements) + " elements");
+      std::vector<Piece> sorted = found->second;
+      std::sort(sorted.begin(), sorted.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+      int64_t next = 0;
+      for (const Piece& piece : sorted) {
+        const std::string at = "slices[" + std::to_string(piece.slice) + "]";
+        if (piece.begin < next)
+          r.fail(at, what + " overlap: [" + std::to_string(piece.begin) + ", " + std::to_string(piece.end) +
+                         ") starts before element " + std::to_string(next) + ", where the previous slice ended");
+        if (piece.begin > next)
+          r.fail(at, what + " leave a gap: elements [" + std::to_string(next) + ", " + std::to_string(piece.begin) +
+                         ") are in no slice");
+        next = piece.end;
+      }
+      if (next != elements)
+        r.fail("slices", what + " leave a gap: elements [" + std::to_string(next) + ", " + std::to_string(elements) +
+                             ") are in no slice");
+    }
+  }
+}
+
+}  // namespace keel

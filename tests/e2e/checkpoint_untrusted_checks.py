@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Checkpoints (and the files a run opens) are input from elsewhere. Each check damages a copy
+of a real checkpoint the way an attacker or a broken copy would, and requires `keel inspect`,
+`keel run --resume` and `keel export` to end with exit status 1 and a message that names the
+file, the JSON path where it applies, and what was expected: never a crash, a hang, a silent
+half-loaded tensor, or code loaded from a folder the checkpoint names.
+- numbers: out-of-range or mistyped step, tokens_seen, data_state, shapes, slice bounds, bytes;
+- bypass: files the checksums do not cover (an empty list, absolute or ../ names), a `latest`
+  naming a folder outside the root;
+- overlap: slices that overlap or leave a gap, even when their lengths add up;
+- special_files: /dev/zero, symlinks to devices, FIFOs as manifest, rank file, `latest`, data
+  shard or model.init_from;
+- plugin_path: a manifest whose config names a plugin folder shipped with the checkpoint: export
+  and resume must not load it (the fixture library writes a marker file when loaded);
+- export_plugins: export needs only the model and backend plugins of the run;
+- export_without_data: export works, and writes the same bytes, after the run's data is deleted.
+Standard library only."""
+import argparse
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+SMALL = ["data.micro_batch=2", "data.global_batch=2", "data.seq_len=32", "train.sample_tokens=0", "train.log_every=1",
+         "data.val_batches=1", "train.tensorboard_dir=\"none\"", "model.n_layer=1", "model.d_model=32",
+         "model.n_head=2", "lr_schedule.warmup_steps=1", "train.eval_every=0"]
+HANG_S = 60  # a command still running after this long is hung (a FIFO open, /dev/zero read)
+
+
+def sets_of(assignments):
+    return [a for s in assignments for a in ("--set", s)]
+
+
+def run(cmd, env=None):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S, env=env)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"FAIL: hung (still running after {HANG_S} s): {' '.join(cmd)}")
+
+
+def expect_refusal(cmd, *patterns, env=None):
+    p = run(cmd, env)
+    print(f"$ {' '.join(cmd[:2])} ... -> {p.returncode}: {p.stderr.strip()[-300:]}")
+    assert p.returncode == 1, f"{' '.join(cmd)} exited {p.returncode} (expected 1, a refusal)\n{p.stdout}\n{p.stderr}"
+    assert "internal error" not in p.stderr, p.stderr
+    for pattern in patterns:
+        assert re.search(pattern, p.stderr), f"stderr does not match {pattern!r}:\n{p.stderr}"
+
+
+class Work:
+    def __init__(self, keel, config, folder):
+        self.keel, self.config, self.folder = keel, config, folder
+        self.base_sets = SMALL + [f"train.checkpoint.dir=\"{folder}/base\"", f"train.metrics_path=\"{folder}/m.jsonl\""]
+        p = run([keel, "run", config] + sets_of(self.base_sets + ["train.steps=2", "train.checkpoint.every=1"]))
+        assert p.returncode == 0, p.stdout + p.stderr
+        self.checkpoint = f"{folder}/base/step-00000002"
+        self.count = 0
+
+    def copy(self, edit_manifest=None):
+        """A copy of the checkpoint (as a root holding one step folder), its manifest edited."""
+        self.count += 1
+        root = f"{self.folder}/copy{self.count}"
+        step = f"{root}/step-00000002"
+        shutil.copytree(self.checkpoint, step)
+        with open(f"{root}/latest", "w") as f:
+            f.write("step-00000002\n")
+        if edit_manifest:
+            manifest = json.load(open(f"{step}/manifest.json"))
+            edit_manifest(manifest)
+            with open(f"{step}/manifest.json", "w") as f:
+                json.dump(manifest, f)
+        return root, step
+
+    def resume_cmd(self, where):
+        return [self.keel, "run", self.config] + sets_of(self.base_sets + ["train.steps=3"]) + ["--resume", where]
+
+    def refused_everywhere(self, where, *patterns):
+        expect_refusal([self.keel, "inspect", where], *patterns)
+        expect_refusal(self.resume_cmd(where), *patterns)
+
+
+def setter(path, value):
+    """manifest[path...] = value, the path a list of keys and indices."""
+    def edit(manifest):
+        node = manifest
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return edit
+
+
+def check_numbers(work):
+    manifest = json.load(open(f"{work.checkpoint}/manifest.json"))
+    first = manifest["slices"][0]
+    cases = [
+        (["step"], -1, r"manifest\.json: step: -1 is out of range"),
+        (["step"], 2 ** 63, r"manifest\.json: step: 9223372036854775808 is out of range"),
+        (["tokens_seen"], 1e300, r"manifest\.json: tokens_seen: expected an integer"),
+        (["tokens_seen"], "many", r"manifest\.json: tokens_seen: expected an integer"),
+        (["slices", 0, "end"], 2 ** 62, r"manifest\.json: slices\[0\]\.end: 4611686018427387904 is out of range"),
+        (["slices", 0, "begin"], -5, r"manifest\.json: slices\[0\]\.begin: -5 is out of range"),
+        (["slices", 0, "begin"], first["end"], r"manifest\.json: slices\[0\]: \[begin \d+, end \d+\) is empty"),
+        (["params", 0, "shape"], [2 ** 40, 2 ** 40], r"manifest\.json: params\[0\]\.shape: .* holds more than"),
+        (["params", 0, "shape", 0], -3, r"manifest\.json: params\[0\]\.shape\[0\]: -3 is out of range"),
+        (["files", 0, "bytes"], -1, r"manifest\.json: files\[0\]\.bytes: -1 is out of range"),
+        (["optimizer", "n_state_slots"], 10 ** 9, r"manifest\.json: optimizer\.n_state_slots: 1000000000 is out of range"),
+        (["data_state"], [], r"manifest\.json: data_state: expected an object"),
+        (["mesh", "dp"], "two", r"manifest\.json: mesh\.dp: expected an integer"),
+        (["strategy"], "ddp", r"manifest\.json: strategy: expected an object"),
+        (["strategy_own_state"], [{"rank": -1, "name": "x", "count": 1, "file": "rank00000.safetensors", "key": "k"}],
+         r"manifest\.json: strategy_own_state\[0\]\.rank: -1 is out of range"),
+    ]
+    for path, value, pattern in cases:
+        root, _ = work.copy(setter(path, value))
+        work.refused_everywhere(root, pattern)
+    # The data position is checked against the data (by the sampler) with the manifest named:
+    # an epoch of 2^62 overflowed the sample index and crashed in ByteSource::read.
+    for key, value, pattern in (("epoch", 2 ** 62, r"epoch 4611686018427387904 .* more samples than"),
+                                ("epoch", -1, r"epoch -1"),
+                                ("position", 2 ** 63, r"position: expected an integer"),
+                                ("seq_len", 1.5, r"seq_len: expected an integer")):
+        root, _ = work.copy(setter(["data_state", key], value))
+        expect_refusal(work.resume_cmd(root), r"manifest\.json: data_state: ", pattern)
+
+
+def check_bypass(work):
+    # No files: nothing is verified, so nothing may be read.
+    root, _ = work.copy(setter(["files"], []))
+    work.refused_everywhere(root, r"manifest\.json: slices\[0\]\.file: \"rank00000\.safetensors\" is not listed in \"files\"")
+    # A slice (and its listed file) outside the folder: an absolute name, or one that climbs out.
+    other = f"{work.folder}/elsewhere"
+    shutil.copytree(work.checkpoint, other)
+    for name in (f"{other}/rank00000.safetensors", "../../elsewhere/rank00000.safetensors", "sub/rank00000.safetensors"):
+        def outside(manifest, name=name):
+            for entry in manifest["files"]:
+                entry["name"] = name
+            for piece in manifest["slices"]:
+                piece["file"] = name
+        root, _ = work.copy(outside)
+        work.refused_everywhere(root, r"manifest\.json: files\[0\]\.name: \".*\" is not a plain file name")
+    # A slice naming an unlisted file while the listed one stays: unverified bytes.
+    root, step = work.copy(setter(["slices", 0, "file"], "extra.safetensors"))
+    shutil.copy(f"{step}/rank00000.safetensors", f"{step}/extra.safetensors")
+    work.refused_everywhere(root, r"slices\[0\]\.file: \"extra\.safetensors\" is not listed")
+    # A strategy's own per-rank state read from an unlisted file.
+    root, _ = work.copy(setter(["strategy_own_state"], [{"rank": 0, "name": "x", "count": 1, "file": "/dev/zero", "key": "k"}]))
+    work.refused_everywhere(root, r"strategy_own_state\[0\]\.file: \"/dev/zero\" is not listed in \"files\"")
+    # `latest` must name a step folder directly inside the root.
+    for target in ("../elsewhere", other, "step-00000002/../../elsewhere"):
+        root, _ = work.copy()
+        with open(f"{root}/latest", "w") as f:
+            f.write(target + "\n")
+        work.refused_everywhere(root, r"latest: names '.*'; expected the name of a step-NNNNNNNN folder directly inside")
+
+
+def check_overlap(work):
+    manifest = json.load(open(f"{work.checkpoint}/manifest.json"))
+    index, piece = next((i, s) for i, s in enumerate(manifest["slices"]) if s["kind"] == "param" and s["end"] >= 4)
+    half = piece["end"] // 2
+
+    def overlapping(m):
+        # [0, half) twice: the lengths add up to `end` only when it is even, so make it so.
+        m["slices"][index]["end"] = half
+        m["slices"].append(dict(m["slices"][index], end=piece["end"] - half))
+    root, _ = work.copy(overlapping)
+    work.refused_everywhere(root, rf"manifest\.json: slices\[\d+\]: the param slices of \"{re.escape(piece['tensor'])}\" overlap")
+
+    root, _ = work.copy(setter(["slices", index, "end"], half))
+    work.refused_everywhere(root, rf"the param slices of \"{re.escape(piece['tensor'])}\" leave a gap: elements \[{half}, ")
+
+    # Every optimizer state slot is checked the same way.
+    state = next(i for i, s in enumerate(manifest["slices"]) if s["kind"] == "state1")
+    root, _ = work.copy(lambda m: m["slices"].pop(state))
+    work.refused_everywhere(root, r"slices: the state1 slices of \".*\": none; expected slices covering")
+
+
+def check_special_files(work):
+    fifo = f"{work.folder}/fifo"
+    os.mkfifo(fifo)
+    # /dev/zero listed as a checkpoint file.
+    root, _ = work.copy(lambda m: m["files"].append({"name": "/dev/zero", "bytes": 1, "crc32c": "00000000"}))
+    work.refused_everywhere(root, r"files\[1\]\.name: \"/dev/zero\" is not a plain file name")
+    # The rank file a symlink to a device, then a FIFO.
+    for special, pattern in (("/dev/zero", r"rank00000\.safetensors: .*symbolic link"), (fifo, r"symbolic link")):
+        root, step = work.copy()
+        os.remove(f"{step}/rank00000.safetensors")
+        os.symlink(special, f"{step}/rank00000.safetensors")
+        work.refused_everywhere(root, pattern)
+    root, step = work.copy()
+    os.remove(f"{step}/rank00000.safetensors")
+    os.mkfifo(f"{step}/rank00000.safetensors")
+    work.refused_everywhere(root, r"rank00000\.safetensors: checkpoint file .* is a FIFO; expected a regular file")
+    # The manifest a FIFO.
+    root, step = work.copy()
+    os.remove(f"{step}/manifest.json")
+    os.mkfifo(f"{step}/manifest.json")
+    work.refused_everywhere(root, r"manifest\.json: checkpoint manifest is a FIFO; expected a regular file")
+    # `latest` a symlink to /dev/zero, or a FIFO.
+    for make in (lambda p: os.symlink("/dev/zero", p), os.mkfifo):
+        root, _ = work.copy()
+        os.remove(f"{root}/latest")
+        make(f"{root}/latest")
+        work.refused_everywhere(root, r"latest: the 'latest' pointer (is a symbolic link|is a FIFO)")
+    # A FIFO as a data shard and as model.init_from.
+    p_shard = [work.keel, "run", work.config] + sets_of(SMALL + ["train.steps=1", "data.source=\"shards\"",
+                                                                 f"data.train=\"{fifo}\""])
+    expect_refusal(p_shard, rf"{re.escape(fifo)}: token shard is a FIFO; expected a regular file")
+    p_init = [work.keel, "run", work.config] + sets_of(SMALL + ["train.steps=1", f"model.init_from=\"{fifo}\""])
+    expect_refusal(p_init, rf"{re.escape(fifo)}: safetensors file is a FIFO; expected a regular file")
+
+
+def check_plugin_path(work, marker_library):
+    marker = f"{work.folder}/marker-was-loaded"
+    env = dict(os.environ, KEEL_TEST_MARKER=marker)
+
+    def ship_plugin(m):
+        m["config"]["plugin_path"] = ["shipped_plugins"]
+    root, step = work.copy(ship_plugin)
+    os.makedirs(f"{step}/shipped_plugins")
+    shutil.copy(marker_library, f"{step}/shipped_plugins/{os.path.basename(marker_library)}")
+    # The fixture itself works: loading it from plugin_path writes the marker.
+    probe = run([work.keel, "validate", work.config, "--set", f"plugin_path=\"{step}/shipped_plugins\""], env)
+    assert os.path.exists(marker), f"the fixture library did not write its marker when loaded:\n{probe.stderr}"
+    os.remove(marker)
+
+    p = run([work.keel, "export", root, "--out", f"{work.folder}/export/model.safetensors"], env)
+    print(p.stdout.strip(), p.stderr.strip()[-300:])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not os.path.exists(marker), "keel export loaded a plugin library from the checkpoint's plugin_path"
+    assert "config.plugin_path [\"shipped_plugins\"] is ignored" in p.stderr, p.stderr
+    p = run(work.resume_cmd(root), env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not os.path.exists(marker), "keel run --resume loaded a plugin library from the checkpoint's plugin_path"
+
+
+def check_export_plugins(work):
+    """Export needs the model and backend plugins only: a checkpoint whose optimizer, strategy
+    and comm plugins are not installed here exports the same bytes as before."""
+    reference = f"{work.folder}/reference/model.safetensors"
+    p = run([work.keel, "export", work.checkpoint, "--out", reference])
+    assert p.returncode == 0, p.stdout + p.stderr
+
+    def vanished(m):
+        m["config"]["optimizer"] = {"plugin": "vanished_optimizer", "lr": 0.1}
+        m["config"]["parallel"]["strategy"] = {"plugin": "vanished_strategy"}
+        m["config"]["comm"] = {"plugin": "vanished_comm"}
+    root, _ = work.copy(vanished)
+    out = f"{work.folder}/vanished/model.safetensors"
+    p = run([work.keel, "export", root, "--out", out])
+    print(p.stdout.strip(), p.stderr.strip()[-300:])
+    assert p.returncode == 0, f"export needed a plugin beyond the model and backend:\n{p.stdout}\n{p.stderr}"
+    assert open(out, "rb").read() == open(reference, "rb").read(), "the export differs from the reference export"
+    # The model plugin itself is still required, and its absence named.
+    root, _ = work.copy(lambda m: m["config"]["model"].update(plugin="vanished_model"))
+    expect_refusal([work.keel, "export", root, "--out", f"{work.folder}/none/model.safetensors"],
+                   r"no model plugin named 'vanished_model'")
+
+
+def write_shard(path, tokens):
+    """An llm.c token shard: 256 int32 of header (magic, version, count), then uint16 tokens."""
+    header = [20240520, 1, len(tokens)] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+
+
+def check_export_without_data(work):
+    """Export reads the checkpoint only: with the run's token shards deleted it still works and
+    writes the same bytes as before."""
+    data = f"{work.folder}/shards"
+    os.makedirs(data)
+    for k in range(2):
+        write_shard(f"{data}/train_{k}.bin", [(i * 7 + k) % 256 for i in range(4096)])
+    sets = SMALL + [f"train.checkpoint.dir=\"{work.folder}/on_shards\"", f"train.metrics_path=\"{work.folder}/s.jsonl\"",
+                    "data.source=\"shards\"", f"data.train=\"{data}/train_*.bin\"", "train.steps=2"]
+    p = run([work.keel, "run", work.config] + sets_of(sets))
+    assert p.returncode == 0, p.stdout + p.stderr
+    before, after = f"{work.folder}/before/model.safetensors", f"{work.folder}/after/model.safetensors"
+    p = run([work.keel, "export", f"{work.folder}/on_shards", "--out", before])
+    assert p.returncode == 0, p.stdout + p.stderr
+    shutil.rmtree(data)
+    p = run([work.keel, "export", f"{work.folder}/on_shards", "--out", after])
+    print(p.stdout.strip(), p.stderr.strip()[-300:])
+    assert p.returncode == 0, f"export needed the run's data:\n{p.stdout}\n{p.stderr}"
+    assert open(after, "rb").read() == open(before, "rb").read(), "the export differs from the one made with the data"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check")
+    parser.add_argument("--keel", required=True)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--marker-library")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        work = Work(args.keel, args.config, folder)
+        {"numbers": lambda: check_numbers(work),
+         "bypass": lambda: check_bypass(work),
+         "overlap": lambda: check_overlap(work),
+         "special_files": lambda: check_special_files(work),
+         "plugin_path": lambda: check_plugin_path(work, args.marker_library),
+         "export_plugins": lambda: check_export_plugins(work),
+         "export_without_data": lambda: check_export_without_data(work)}[args.check]()
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+// A bounded, seeded mutation fuzzer (no libFuzzer) over the parsers that read input from
+// elsewhere: a checkpoint's manifest and its loader, the safetensors reader, and the run config.
+// Each mutated input must end in success or a KeelError with a message; any other exception
+// fails the run (the input is written beside the report), and a crash or hang fails the ctest
+// (which bounds it with TIMEOUT). The same --seed and --count always try the same inputs.
+//
+//   keel-fuzz manifest|safetensors|config --seed S --count N --work DIR
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "config/run_config.h"
+#include "host/errors.h"
+#include "io/safetensors.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny model whose checkpoint is a few hundred kilobytes, so one load takes milliseconds.
+const char* const kTinyConfig = R"({
+  "model": {"plugin": "gpt", "n_layer": 1, "n_head": 2, "d_model": 16, "vocab_size": 256, "seq_len": 16},
+  "optimizer": {"plugin": "adamw", "lr": 1e-3},
+  "parallel": {"strategy": {"plugin": "ddp"}},
+  "backend": {"plugin": "cpu"},
+  "data": {"source": "text", "text_max_bytes": 65536, "micro_batch": 2, "seq_len": 16, "val_batches": 1},
+  "lr_schedule": {"warmup_steps": 1, "decay": "cosine"},
+  "train": {"steps": 2, "seed": 7, "log_every": 1, "tensorboard_dir": "none", "sample_tokens": 0}
+})";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+class Mutator {
+ public:
+  explicit Mutator(uint64_t seed) : rng_(seed) {}
+
+  size_t below(size_t n) { return n ? size_t(rng_() % n) : 0; }
+
+  // Values that have broken parsers before: signs, int32/int64/uint64 edges, huge floats,
+  // fractions, path tricks, wrong types, and nesting deeper than any real file.
+  nlohmann::json interesting_value() {
+    switch (below(24)) {
+      case 0: return 0;
+      case 1: return -1;
+      case 2: return 1;
+      case 3: return INT32_MAX;
+      case 4: return int64_t(INT32_MAX) + 1;
+      case 5: return int64_t(1) << 53;
+      case 6: return int64_t(1) << 62;
+      case 7: return INT64_MAX;
+      case 8: return INT64_MIN;
+      case 9: return UINT64_MAX;
+      case 10: return 1e300;
+      case 11: return -1e300;
+      case 12: return 0.5;
+      case 13: return "";
+      case 14: return "../../outside";
+      case 15: return "/dev/zero";
+      case 16: return nlohmann::json::array();
+      case 17: return nlohmann::json::object();
+      case 18: return nullptr;
+      case 19: return true;
+      case 20: return std::string(4096, 'x');
+      case 21: return "state0";
+      case 22: {
+        nlohmann::json deep = nlohmann::json::array();
+        for (int d = 0; d < 200; ++d) deep = nlohmann::json::array({deep});
+        return deep;
+      }
+      default: return int64_t(rng_() >> below(64));
+    }
+  }
+
+  // One structural change to a random node: replace it, delete it, or duplicate an element.
+  void mutate_tree(nlohmann::json& root) {
+    std::vector<nlohmann::json::json_pointer> nodes;
+    collect(root, nlohmann::json::json_pointer(), nodes);
+    const nlohmann::json::json_pointer at = nodes[below(nodes.size())];
+    if (at.empty()) {
+      root = interesting_value();
+      return;
+    }
+    nlohmann::json& parent = root[at.parent_pointer()];
+    switch (below(4)) {
+      case 0:
+        if (parent.is_object()) parent.erase(at.back());
+        else if (parent.is_array()) parent.erase(size_t(std::stoul(at.back())));
+        break;
+      case 1:
+        if (parent.is_array()) parent.push_back(root[at]);
+        else parent[at.back() + "_extra"] = interesting_value();
+        break;
+      default:
+        root[at] = interesting_value();
+    }
+  }
+
+  // One to four byte-level changes.
+  void mutate_bytes(std::string& text) {
+    for (size_t n = 1 + below(4); n > 0; --n) {
+      const size_t pos = below(text.size() + 1);
+      switch (below(6)) {
+        case 0:
+          if (pos < text.size()) text[pos] = char(text[pos] ^ (1 << below(8)));
+          break;
+        case 1:
+          if (pos < text.size()) text[pos] = char(rng_());
+          break;
+        case 2: text.erase(pos, below(32)); break;
+        case 3: text.insert(pos, text.substr(below(text.size()), below(64))); break;
+        case 4: text.insert(pos, interesting_value().dump()); break;
+        default: text.resize(below(text.size() + 1)); break;
+      }
+    }
+  }
+
+  // A tree mutation when the text is JSON (most of the time), else bytes.
+  std::string mutate(const std::string& json_text) {
+    if (below(3) != 0) {
+      nlohmann::json tree = nlohmann::json::parse(json_text);
+      for (size_t n = 1 + below(3); n > 0; --n) mutate_tree(tree);
+      return tree.dump();
+    }
+    std::string text = json_text;
+    mutate_bytes(text);
+    return text;
+  }
+
+ private:
+  static void collect(const nlohmann::json& node, const nlohmann::json::json_pointer& at,
+                      std::vector<nlohmann::json::json_pointer>& out) {
+    out.push_back(at);
+    if (node.is_object())
+      for (auto it = node.begin(); it != node.end(); ++it) collect(it.value(), at / it.key(), out);
+    else if (node.is_array())
+      for (size_t i = 0; i < node.size(); ++i) collect(node[i], at / i, out);
+  }
+
+  std::mt19937_64 rng_;
+};
+
+struct Tally {
+  int64_t accepted = 0, refused = 0;
+};
+
+// Runs one input; false (after reporting) when it ended in anything but success or a KeelError.
+bool try_input(const std::string& target, int64_t index, const std::string& input, const std::string& work,
+               const std::function<void()>& body, Tally& tally) {
+  try {
+    body();
+    ++tally.accepted;
+    return true;
+  } catch (const keel::KeelError& e) {
+    if (std::strlen(e.what()) > 0) {
+      ++tally.refused;
+      return true;
+    }
+    std::cerr << "FAIL: " << target << " input " << index << ": a KeelError with an empty message\n";
+  } catch (const std::exception& e) {
+    std::cerr << "FAIL: " << target << " input " << index << ": escaped as " << typeid(e).name() << ": " << e.what() << "\n";
+  }
+  const std::string saved = work + "/failing-" + target + "-" + std::to_string(index);
+  write_text(saved, input);
+  std::cerr << "the input is in " << saved << "\n";
+  return false;
+}
+
+// A real checkpoint of the tiny model, saved once: its manifest and rank file are the seeds.
+struct Checkpoint {
+  std::unique_ptr<keel::Trainer> trainer;
+  std::string folder;
+};
+
+Checkpoint make_checkpoint(const std::string& work) {
+  Checkpoint c;
+  keel::RunConfig config = keel::RunConfig::from_json_text(kTinyConfig, "<fuzz>");
+  c.trainer = std::make_unique<keel::Trainer>(std::move(config));
+  c.trainer->train_step();
+  c.folder = keel::save_checkpoint(*c.trainer, work + "/root", 1);
+  return c;
+}
+
+int fuzz_manifest(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
+  Checkpoint c = make_checkpoint(work);
+  const std::string manifest_path = c.folder + "/manifest.json", original = read_text(manifest_path);
+  const std::string root = fs::path(c.folder).parent_path().string();
+  for (int64_t i = 0; i < count; ++i) {
+    const bool pointer = mutate.below(8) == 0;  // now and then the `latest` pointer instead
+    const std::string input = pointer ? std::string("step-00000001\n") : mutate.mutate(original);
+    std::string latest = input;
+    if (pointer) mutate.mutate_bytes(latest);
+    write_text(manifest_path, pointer ? original : input);
+    write_text(root + "/latest", pointer ? latest : "step-00000001\n");
+    if (!try_input("manifest", i, pointer ? latest : input, work,
+                   [&] {
+                     const std::string folder = keel::resolve_checkpoint(root);
+                     keel::config_from_checkpoint(folder);  // what export reads first
+                     keel::load_checkpoint(*c.trainer, folder);
+                   },
+                   tally))
+      return 1;
+  }
+  return 0;
+}
+
+int fuzz_safetensors(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
+  Checkpoint c = make_checkpoint(work);
+  const std::string original = read_text(c.folder + "/rank00000.safetensors");
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, original.data(), 8);
+  const std::string header = original.substr(8, header_bytes), data = original.substr(8 + header_bytes);
+  for (int64_t i = 0; i < count; ++i) {
+    std::string input;
+    if (mutate.below(2) == 0) {  // a new header (a mutated tree, or bytes), its length kept honest or not
+      const std::string new_header = mutate.mutate(header);
+      uint64_t length = new_header.size();
+      if (mutate.below(8) == 0) length = mutate.interesting_value().is_number_unsigned() ? UINT64_MAX : length + 1;
+      input.assign(reinterpret_cast<const char*>(&length), 8);
+      input += new_header + data;
+    } else {
+      input = original;
+      mutate.mutate_bytes(input);
+    }
+    auto body = [&] {
+      keel::SafetensorsFile file("<fuzz input>", std::vector<unsigned char>(input.begin(), input.end()));
+      for (const std::string& name : file.names()) {
+        const auto& tensor = file.tensor(name);
+        if (tensor.dtype != "F32") continue;
+        std::vector<float> values(tensor.bytes / 4 + 1);
+        file.read_f32(name, 0, int64_t(tensor.bytes / 4), values.data());
+        const int64_t begin = int64_t(mutate.below(values.size() + 2)) - 1, wanted = int64_t(mutate.below(values.size() + 2)) - 1;
+        try {
+          file.read_f32(name, begin, wanted, values.data());  // may ask past the end: must refuse
+        } catch (const keel::KeelError&) {
+        }
+      }
+    };
+    if (!try_input("safetensors", i, input, work, body, tally)) return 1;
+  }
+  return 0;
+}
+
+int fuzz_config(Mutator& mutate, int64_t count, const std::string& work, Tally& tally, const std::string& seed_config,
+                bool keep_going) {
+  const std::string original = seed_config.empty() ? std::string(kTinyConfig) : read_text(seed_config);
+  int status = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::string input = mutate.mutate(original);
+    if (!try_input("config", i, input, work, [&] { keel::RunConfig::from_json_text(input, "<fuzz>.json"); }, tally)) {
+      status = 1;
+      if (!keep_going) break;
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string target, work, seed_config;
+  bool keep_going = false;  // report every failing input, not only the first (config only)
+  uint64_t seed = 1;
+  int64_t count = 100;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
+    else if (arg == "--count" && i + 1 < argc) count = std::stoll(argv[++i]);
+    else if (arg == "--work" && i + 1 < argc) work = argv[++i];
+    else if (arg == "--config" && i + 1 < argc) seed_config = argv[++i];
+    else if (arg == "--keep-going") keep_going = true;
+    else if (target.empty() && arg[0] != '-') target = arg;
+    else {
+      std::cerr << "usage: keel-fuzz manifest|safetensors|config --seed S --count N --work DIR [--config SEED.json]\n";
+      return 2;
+    }
+  }
+  if (target.empty() || work.empty()) {
+    std::cerr << "usage: keel-fuzz manifest|safetensors|config --seed S --count N --work DIR [--config SEED.json]\n";
+    return 2;
+  }
+  work = (fs::path(work) / target).string();
+  fs::remove_all(work);
+  fs::create_directories(work);
+  Mutator mutate(seed);
+  Tally tally;
+  int status = 2;
+  try {
+    if (target == "manifest") status = fuzz_manifest(mutate, count, work, tally);
+    else if (target == "safetensors") status = fuzz_safetensors(mutate, count, work, tally);
+    else if (target == "config") status = fuzz_config(mutate, count, work, tally, seed_config, keep_going);
+    else std::cerr << "unknown target " << target << "\n";
+  } catch (const std::exception& e) {  // setting up the seed inputs failed: not a finding
+    std::cerr << "FAIL: " << target << ": could not prepare the seed input: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << target << ": seed " << seed << ", " << count << " inputs: " << tally.accepted << " accepted, "
+            << tally.refused << " refused with a KeelError" << (status == 0 ? "" : "; FAILED") << std::endl;
+  // Inputs that all parse (or all fail) mean the mutations did not reach the interesting paths.
+  if (status == 0 && count >= 100 && (tally.refused == 0 || (target != "manifest" && tally.accepted == 0))) {
+    std::cerr << "FAIL: " << target << ": the mutations never " << (tally.refused == 0 ? "failed" : "succeeded") << "\n";
+    return 1;
+  }
+  return status;
+}
