@@ -18,4 +18,4 @@ endforeach()
 add_test(NAME e2e.checkpoint.untrusted.export_without_data
   COMMAND ${untrusted_checks} export_without_data --keel $<TARGET_FILE:keel>
           --config ${PROJECT_SOURCE_DIR}/examples/quickstart.json)
-set_tests_properties(e2e.checkpoint.untrusted.export_without_data PROPERTIES TIMEOUT 600 DISABLED TRUE)
+set_tests_properties(e2e.checkpoint.untrusted.export_without_data PROPERTIES TIMEOUT 600)

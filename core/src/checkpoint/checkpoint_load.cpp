@@ -13,6 +13,8 @@
 #include <memory>
 #include <set>
 
+#include <keel_support/json_parse.hpp>
+
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest_check.h"
 #include "checkpoint/strategy_own_state.h"
@@ -29,7 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kMaxManifestBytes = size_t(256) << 20;
-constexpr int kMaxManifestDepth = 64;  // a real manifest nests about 6 deep
 
 std::string hex32(uint32_t crc) {
   char text[16];
@@ -75,15 +76,10 @@ void check_file_matches(const std::string& path, uint64_t bytes, const std::stri
 nlohmann::json parse_manifest(const std::string& manifest_path) {
   const std::vector<unsigned char> text =
       read_regular_file(manifest_path, "checkpoint manifest", Symlinks::refuse, kMaxManifestBytes);
-  auto bounded_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxManifestDepth)
-      throw KeelError(KEEL_ERR_IO, manifest_path + ": JSON nested deeper than " + std::to_string(kMaxManifestDepth) + " levels");
-    return true;
-  };
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), bounded_depth);
-  } catch (const nlohmann::json::exception& e) {
-    throw KeelError(KEEL_ERR_IO, manifest_path + ": not valid JSON: " + e.what());
+    return keel_support::parse_json(manifest_path, std::string(text.begin(), text.end()));  // depth-bounded
+  } catch (const keel_support::ConfigError& e) {
+    throw KeelError(KEEL_ERR_IO, e.what());
   }
 }
 

@@ -70,7 +70,7 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
   }
   try {
     const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
-    Trainer trainer(export_config(config_from_checkpoint(checkpoint)));
+    Trainer trainer(export_config(config_from_checkpoint(checkpoint)), TrainerData::none);
     const int64_t step = load_checkpoint_parameters(trainer, checkpoint);  // no optimizer state or data position
     export_huggingface(trainer, parsed.out);
     out << "exported " << checkpoint << " (step " << step << ", " << trainer.model_info().n_params

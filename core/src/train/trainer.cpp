@@ -21,7 +21,7 @@ namespace keel {
 
 std::string shard_token_out_of_range(const TokenSource& source, int32_t vocabulary);  // data/token_shards.cpp
 
-Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
+Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)) {
   plugins_.create(config_);
   if (!config_.model_init_from.empty()) import_huggingface(*this, config_.model_init_from);  // model.init_from
   const keel_model_info& info = plugins_.model_info;
@@ -38,7 +38,7 @@ Trainer::Trainer(RunConfig config) : config_(std::move(config)) {
                                                  std::to_string(config_.data.micro_batch) + " × data-parallel size " +
                                                  std::to_string(plugins_.dp_size) + " (= " + std::to_string(per_step) +
                                                  " per micro-step); use a multiple of " + std::to_string(per_step));
-  if (!plugins_.data) open_builtin_data();
+  if (!plugins_.data && data == TrainerData::open) open_builtin_data();
   check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
   check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
 }
@@ -60,6 +60,11 @@ void Trainer::open_builtin_data() {
   train_sampler_ = std::make_unique<BatchSampler>(data_.train, options);
 }
 
+void Trainer::require_data() const {
+  if (!train_sampler_)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "this trainer was built without data (TrainerData::none, as keel export does)");
+}
+
 Batch Trainer::plugin_batch(int32_t split) {
   Batch batch;
   batch.batch = config_.data.micro_batch;
@@ -75,6 +80,7 @@ Batch Trainer::plugin_batch(int32_t split) {
 nlohmann::json Trainer::data_state() const {
   // A plugin source's position is its own; such a run resumes with the source restarted.
   if (plugins_.data) return {{"plugin", config_.data_plugin.plugin}, {"resumable", false}};
+  require_data();
   return train_sampler_->state();
 }
 
@@ -118,6 +124,7 @@ double Trainer::forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool
 StepResult Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Batch> micro_batches;
+  if (!plugins_.data) require_data();
   for (int32_t m = 0; m < accumulation_steps(); ++m)
     micro_batches.push_back(plugins_.data ? plugin_batch(KEEL_SPLIT_TRAIN) : train_sampler_->next(config_.data.micro_batch));
   const double data_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -186,6 +193,7 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
 
 double Trainer::evaluate() {
   std::unique_ptr<BatchSampler> val_sampler;
+  if (!plugins_.data) require_data();
   if (!plugins_.data) val_sampler = std::make_unique<BatchSampler>(data_.val, SamplerOptions{seq_len_, config_.train.seed, false});
   else if (plugins_.data->reset_split)
     check_plugin(plugins_.data->reset_split(plugins_.data_obj, KEEL_SPLIT_VALIDATION), "data source reset_split");
@@ -479,6 +487,7 @@ void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann
     log_warn("data source '" + config_.data_plugin.plugin + "' cannot resume mid-stream: it restarts from its beginning");
     return;
   }
+  require_data();
   train_sampler_->restore(data_state);
 }
 

@@ -26,9 +26,13 @@ struct StepResult {
   bool skipped = false;      // non-finite loss or gradient norm with train.on_nonfinite = "skip"
 };
 
+// Whether a trainer opens the configured data: keel export reads a checkpoint only, and must
+// work after the run's data is gone.
+enum class TrainerData { open, none };
+
 class Trainer {
  public:
-  explicit Trainer(RunConfig config);
+  explicit Trainer(RunConfig config, TrainerData data = TrainerData::open);
   ~Trainer();
 
   // One optimizer step on the next batches from the training data.
@@ -111,6 +115,7 @@ class Trainer {
  private:
   void upload(const Batch& batch);
   void open_builtin_data();
+  void require_data() const;  // throws KeelError when built with TrainerData::none
   Batch plugin_batch(int32_t split);
   double forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets);
 
