@@ -44,7 +44,7 @@ def keel_run(coretype_policy, env):
         if p.returncode != 0:
             sys.exit(f"keel failed:\n{p.stdout}\n{p.stderr}")
         peak = float(re.search(r"peak ([0-9.e+]+) GFLOP/s", p.stdout).group(1))
-        kernels = re.search(r"OpenBLAS kernels (\S+)", p.stdout + p.stderr)
+        kernels = re.search(r"OpenBLAS kernels ([A-Za-z0-9_]+)", p.stdout + p.stderr)
         records = [json.loads(line) for line in open(metrics)]
         step_ms = statistics.median(r["step_ms"] for r in records[WARMUP:])
         mfu = statistics.median(r["mfu"] for r in records[WARMUP:])
