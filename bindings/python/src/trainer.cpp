@@ -149,6 +149,8 @@ void bind_trainer(py::module_& module) {
           "train",
           [](Trainer& t, int64_t steps, py::object callback) {
             ProgressCallback progress{std::move(callback), nullptr};
+            // The core prints progress to the process's stdout: what Python printed before goes first.
+            py::module_::import("sys").attr("stdout").attr("flush")();
             const keel_status status =
                 t.released([&] { return keel_trainer_train(t.handle(), steps, on_step, &progress); });
             if (progress.error) std::rethrow_exception(progress.error);
