@@ -114,8 +114,7 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
     if (!trainer->session) trainer->session = std::make_unique<keel::RunSession>(t, std::cout, t.step() > 0);
     keel::RunSlice slice;
     slice.until_step = t.step() + steps;
-    slice.checkpoint_at_end = false;  // the caller saves when it wants to (keel_trainer_save)
-    slice.sample_at_end = false;      // and generates when it wants to (keel_trainer_generate)
+    slice.ends_run = false;  // the caller saves (keel_trainer_save) and generates when it wants to
     slice.after_step = [&](const keel::StepResult& result) {
       trainer->last = to_metrics(t, result);
       return callback && callback(&trainer->last, user_data) != 0;

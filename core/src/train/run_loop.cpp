@@ -139,7 +139,7 @@ void RunSession::run(const RunSlice& slice) {
                        {"forward", 1e3 * result.forward_seconds},
                        {"backward", 1e3 * result.backward_seconds},
                        {"optimizer", 1e3 * result.optimizer_seconds}};
-    const bool last = result.step == train.steps || (slice.checkpoint_at_end && result.step == slice.until_step);
+    const bool last = result.step == train.steps || (slice.ends_run && result.step == slice.until_step);
     if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0) save(&report);
     ++interval_steps;
     const bool evaluate = last || (train.eval_every > 0 && result.step % train.eval_every == 0);
@@ -177,11 +177,11 @@ void RunSession::run(const RunSlice& slice) {
     }
     if (slice.after_step && slice.after_step(result)) break;
   }
-  if (slice.checkpoint_at_end && trainer.step() > first_step && last_saved_step != trainer.step()) save(nullptr);
+  if (slice.ends_run && trainer.step() > first_step && last_saved_step != trainer.step()) save(nullptr);
   reporter.finish();
   // Every rank samples (the same tokens, from the same seed): a sharding strategy gathers each
   // layer over the whole group, so a forward on rank 0 alone would wait for the others forever.
-  if (slice.sample_at_end && train.sample_tokens > 0) print_sample(trainer, out_);
+  if (slice.ends_run && train.sample_tokens > 0) print_sample(trainer, out_);
 }
 
 void run_training(Trainer& trainer, std::ostream& out, bool resumed) {

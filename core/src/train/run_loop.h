@@ -14,9 +14,10 @@
 namespace keel {
 
 struct RunSlice {
-  int64_t until_step = 0;        // train while trainer.step() is below this
-  bool checkpoint_at_end = true; // save once more after the slice's last step (keel run)
-  bool sample_at_end = true;     // print the generated sample of train.sample_tokens (keel run)
+  int64_t until_step = 0;  // train while trainer.step() is below this
+  // The slice ends the run (`keel run`): after its last step, evaluate, save a checkpoint and
+  // print the sample of train.sample_tokens. keel_trainer_train's slices leave that to the caller.
+  bool ends_run = true;
   // Called after each step (after its checkpoint and report); true stops after that step.
   std::function<bool(const StepResult&)> after_step;
 };
