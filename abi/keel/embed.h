@@ -95,6 +95,30 @@ KEEL_API keel_status keel_plugin_describe(size_t index, keel_plugin_description*
    checked like a library's entry and refused with a message on a duplicate name. */
 KEEL_API keel_status keel_register_plugin(const keel_plugin_info* info);
 
+/* --- appended in 0.5 --- */
+
+/* Like keel_register_plugin, but a plugin of the same kind and name that is already registered
+   (a library's, or an earlier in-process one) is replaced for trainers created afterwards;
+   trainers made before keep the plugin they were made with. keel_register_plugin refuses such
+   a name, naming who provides it. */
+KEEL_API keel_status keel_register_plugin_replace(const keel_plugin_info* info);
+/* The model's true vocabulary size (without padding): the last dimension of keel_trainer_logits. */
+KEEL_API keel_status keel_trainer_vocab_size(keel_trainer* trainer, int32_t* out_vocab_size);
+/* The longest sequence keel_trainer_logits takes: the run's data seq_len. */
+KEEL_API keel_status keel_trainer_context_length(keel_trainer* trainer, int32_t* out_seq_len);
+/* Logits of an inference forward of `tokens` ((batch, seq_len) row-major, each in [0, vocab),
+   1 <= seq_len <= the context length) into out_logits ((batch, seq_len, vocab) row-major with
+   the true vocabulary; `count` must be batch * seq_len * vocab). Under mpirun every rank must
+   call it with the same arguments: a sharding strategy gathers parameters over the group. */
+KEEL_API keel_status keel_trainer_logits(keel_trainer* trainer, const int32_t* tokens, int32_t batch, int32_t seq_len,
+                                         float* out_logits, size_t count);
+/* Generates `count` tokens after `prompt` (prompt_length tokens, may be 0) into out_tokens
+   (room for `count`), as `keel run` samples: softmax at `temperature` (negative: the config's
+   train.sample_temperature), seeded by `seed`, so the same seed gives the same tokens. Under
+   mpirun every rank must call it with the same arguments. */
+KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
+                                           int32_t count, double temperature, uint64_t seed, int32_t* out_tokens);
+
 #ifdef __cplusplus
 }
 #endif

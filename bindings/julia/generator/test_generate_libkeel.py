@@ -49,6 +49,13 @@ EMBED_SIGNATURES = {
     "keel_plugin_count": ("keel_status", ["Ptr{Csize_t}"]),
     "keel_plugin_describe": ("keel_status", ["Csize_t", "Ptr{keel_plugin_description}"]),
     "keel_register_plugin": ("keel_status", ["Ptr{keel_plugin_info}"]),
+    # appended in 0.5
+    "keel_register_plugin_replace": ("keel_status", ["Ptr{keel_plugin_info}"]),
+    "keel_trainer_vocab_size": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}"]),
+    "keel_trainer_context_length": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}"]),
+    "keel_trainer_logits": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Int32", "Int32", "Ptr{Cfloat}", "Csize_t"]),
+    "keel_trainer_generate": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Csize_t", "Int32", "Cdouble", "UInt64",
+                                              "Ptr{Int32}"]),
 }
 
 

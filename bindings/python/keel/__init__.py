@@ -4,12 +4,16 @@ The package is the compiled extension keel._keel (the embedding API of abi/keel/
 the core library and plugins installed beside it, which the core finds on its own:
 
     import keel
-    trainer = keel.Trainer({"model": {"plugin": "gpt", ...}, ...})   # or a config file path
-    trainer.train(100, callback=lambda m: print(m["step"], m["loss"]))
+    trainer = keel.Trainer({"model": {"plugin": "gpt", ...}, ...})   # or JSON text, or a file path
+    trainer.train(100, callback=lambda m: print(m["step"], m["loss"]))  # as `keel run` does
     weights = trainer.parameters()   # name -> NumPy array sharing the trainer's memory
+    logits = trainer.logits(tokens)  # (B, T) -> (B, T, vocab)
+    text = trainer.generate("def ", 100, seed=1)
 
 Python plugins: keel.register_data_source(name, factory) and keel.register_optimizer(name,
-factory) make a name usable as "data": {"plugin": name} or "optimizer": {"plugin": name}.
+factory) make a name usable as "data": {"plugin": name} or "optimizer": {"plugin": name}; a
+name already taken needs replace=True. An exception a plugin raises comes out of the Keel call
+that ran it as itself, traceback included. `pip install` also gives the `keel` command.
 """
 from keel._keel import (
     ABI_VERSION,

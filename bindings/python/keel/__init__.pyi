@@ -1,6 +1,6 @@
 # Type stubs of the keel package (the compiled keel._keel re-exported by keel/__init__.py).
 import os
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -32,9 +32,20 @@ class Tensor:
     def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray: ...
 
 class Trainer:
+    # config: a mapping (NumPy/PyTorch scalars become plain numbers), JSON text (a str whose first
+    # non-space character is '{'), or the path of a JSON file.
     def __init__(self, config: Config) -> None: ...
     def step(self) -> Metrics: ...
+    # As `keel run` per step (progress, metrics file, TensorBoard, eval_every, checkpoint.every);
+    # the learning-rate horizon is train.steps, not `steps`.
     def train(self, steps: int, callback: Optional[Callable[[Metrics], Any]] = None) -> None: ...
+    # Under mpirun every rank must call logits and generate with the same arguments.
+    def logits(self, tokens: npt.ArrayLike) -> npt.NDArray[np.float32]: ...  # (B, T) -> (B, T, vocab)
+    @overload
+    def generate(self, prompt: str, n: int, temperature: Optional[float] = None, seed: Optional[int] = None) -> str: ...
+    @overload
+    def generate(self, prompt: list[int], n: int, temperature: Optional[float] = None,
+                 seed: Optional[int] = None) -> list[int]: ...
     def evaluate(self) -> float: ...
     def last_metrics(self) -> Metrics: ...
     def save(self, root_dir: Union[str, os.PathLike[str]], keep: int = 3) -> None: ...
@@ -57,6 +68,7 @@ def register_data_source(
     factory: Callable[[dict[str, Any]], Iterable[npt.ArrayLike]],
     version: str = "0.1.0",
     description: str = "a data source written in Python",
+    replace: bool = False,  # a name already taken is keel.Error unless replace=True
 ) -> None: ...
 
 class PythonOptimizer(Protocol):
@@ -78,4 +90,5 @@ def register_optimizer(
     factory: Callable[[dict[str, Any]], PythonOptimizer],
     version: str = "0.1.0",
     description: str = "an optimizer written in Python",
+    replace: bool = False,  # a name already taken (e.g. "adamw") is keel.Error unless replace=True
 ) -> None: ...

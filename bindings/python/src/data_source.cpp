@@ -137,20 +137,24 @@ struct DataKind {
 void bind_data_sources(py::module_& module) {
   module.def(
       "register_data_source",
-      [](const std::string& name, py::object factory, const std::string& version, const std::string& description) {
+      [](const std::string& name, py::object factory, const std::string& version, const std::string& description,
+         bool replace) {
         if (!PyCallable_Check(factory.ptr())) throw py::type_error("register_data_source: factory must be callable");
         keel_data_api api{sizeof(keel_data_api), validate_config, nullptr, destroy, next_batch, reset_split};
         PythonPluginSlots<DataKind>::add(KEEL_KIND_DATA, "data source", name, std::move(factory), api, version,
-                                         description);
+                                         description, replace);
       },
       py::arg("name"), py::arg("factory"), py::arg("version") = "0.1.0",
-      py::arg("description") = "a data source written in Python",
+      py::arg("description") = "a data source written in Python", py::arg("replace") = false,
       "Registers a data source for configs with \"data\": {\"plugin\": name, ...}.\n\n"
       "factory(config) gets the data section's own keys as a dict, plus \"split\" (\"train\" or\n"
       "\"validation\"), \"micro_batch\" and \"seq_len\", at the split's first batch, and returns\n"
       "an iterable of integer arrays of shape (micro_batch, seq_len + 1):\n"
       "tokens are a[:, :-1], next-token targets a[:, 1:]. Before each evaluation the validation\n"
-      "split restarts by calling the factory again. Raises keel.Error on a duplicate name.");
+      "split restarts by calling the factory again.\n\n"
+      "A name already taken (by a built-in or library plugin, or one registered from Python\n"
+      "before) raises keel.Error naming who has it, unless replace=True: then this one serves\n"
+      "trainers created afterwards (re-running a notebook cell that registers a name needs it).");
 }
 
 }  // namespace keel_python

@@ -113,14 +113,15 @@ struct OptimizerKind {
 void bind_optimizers(py::module_& module) {
   module.def(
       "register_optimizer",
-      [](const std::string& name, py::object factory, const std::string& version, const std::string& description) {
+      [](const std::string& name, py::object factory, const std::string& version, const std::string& description,
+         bool replace) {
         if (!PyCallable_Check(factory.ptr())) throw py::type_error("register_optimizer: factory must be callable");
         keel_optimizer_api api{sizeof(keel_optimizer_api), validate_config, nullptr, destroy, describe, step};
         PythonPluginSlots<OptimizerKind>::add(KEEL_KIND_OPTIMIZER, "optimizer", name, std::move(factory), api,
-                                              version, description);
+                                              version, description, replace);
       },
       py::arg("name"), py::arg("factory"), py::arg("version") = "0.1.0",
-      py::arg("description") = "an optimizer written in Python",
+      py::arg("description") = "an optimizer written in Python", py::arg("replace") = false,
       "Registers an optimizer for configs with \"optimizer\": {\"plugin\": name, ...}.\n\n"
       "factory(config) gets the optimizer section as a dict and returns an object with\n"
       "n_state_slots (int, 0..4), lr (float: the peak learning rate), optionally no_decay_flags\n"
@@ -128,7 +129,10 @@ void bind_optimizers(py::module_& module) {
       "and step(params, grads, states, lr, grad_scale, step, apply_weight_decay), which updates\n"
       "the float32 arrays params and states[i] in place. grads is read-only and not yet\n"
       "multiplied by grad_scale; step counts from 1. The arrays are views of Keel's memory, valid\n"
-      "only during the call. Raises keel.Error on a duplicate name.");
+      "only during the call.\n\n"
+      "A name already taken (by a built-in or library plugin such as \"adamw\", or one registered\n"
+      "from Python before) raises keel.Error naming who has it, unless replace=True: then this one\n"
+      "serves trainers created afterwards (re-running a notebook cell that registers a name needs it).");
 }
 
 }  // namespace keel_python

@@ -1,7 +1,8 @@
 // How the core calls into Python through a plugin slot: take the GIL (the caller released it
 // around the long call that led here), run the Python code, and turn any exception into a
-// keel_status plus a message on the host, so it comes back out of the embedding API as
-// keel.Error carrying the Python exception's type and text. Nothing is thrown across the ABI.
+// keel_status plus a message on the host. The Python exception itself is kept (keep_python_error)
+// and re-raised, traceback and all, when the embedding-API call returns to Python (check() in
+// keel_python.hpp). Nothing is thrown across the ABI.
 #pragma once
 
 #include <keel/host.h>
@@ -36,7 +37,12 @@ keel_status call_python(const keel_host* host, const std::string& source, keel_s
     body();
     return KEEL_OK;
   } catch (py::error_already_set& e) {
-    return report(host, python_error_code, source + ": " + describe_python_error(e));
+    const std::string message = source + ": " + describe_python_error(e);
+    py::object exception = e.value();
+    if (!e.trace().is_none()) PyException_SetTraceback(exception.ptr(), e.trace().ptr());
+    keep_python_error(std::move(exception));
+    // A KeyboardInterrupt stops the run like any failure, and is re-raised as itself.
+    return report(host, python_error_code, message);
   } catch (const KeelError& e) {
     return report(host, e.status, source + ": " + e.what());
   } catch (const std::bad_alloc&) {

@@ -36,12 +36,21 @@ class PythonPluginSlots {
   using Plugin = PythonPlugin<typename Kind::Api>;
   static constexpr size_t kMaxPlugins = 32;
 
-  // `api` is the kind's table with every slot but `create` filled in. Throws KeelError when the
-  // core refuses the plugin (a duplicate name) or the pool is full.
+  // `api` is the kind's table with every slot but `create` filled in. A name already taken is
+  // refused with KeelError naming who has it, unless `replace`: then this plugin takes the
+  // name for trainers created afterwards (one registered here from Python keeps its pool slot,
+  // so re-running a notebook cell does not use the pool up). Throws KeelError when the pool is full.
   static const Plugin& add(int32_t kind, const std::string& kind_label, const std::string& name,
                            py::object factory, typename Kind::Api api, const std::string& version,
-                           const std::string& description) {
-    if (count_ == kMaxPlugins)
+                           const std::string& description, bool replace) {
+    size_t slot = count_;
+    for (size_t i = 0; i < count_; ++i)
+      if (plugins_[i]->name == name) slot = i;
+    if (slot < count_ && !replace)
+      throw KeelError(KEEL_ERR_ABI_MISMATCH, "cannot register " + kind_label + " '" + name +
+                                                 "': this process registered one of that name from Python already; "
+                                                 "pass replace=True to replace it");
+    if (slot == kMaxPlugins)
       throw KeelError(KEEL_ERR_OUT_OF_MEMORY, "cannot register " + kind_label + " '" + name + "': at most " +
                                                   std::to_string(kMaxPlugins) + " per process");
     auto plugin = std::make_unique<Plugin>();
@@ -51,12 +60,23 @@ class PythonPluginSlots {
     plugin->source = kind_label + " " + name;
     plugin->factory = std::move(factory);
     plugin->api = api;
-    plugin->api.create = create_slots()[count_];
+    plugin->api.create = create_slots()[slot];
     plugin->info = {sizeof(keel_plugin_info), kind, plugin->name.c_str(), plugin->version.c_str(),
                     KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &plugin->api, plugin->description.c_str()};
-    plugins_[count_] = plugin.get();  // before registering: the core may call create at once
-    check(keel_register_plugin(&plugin->info));
-    ++count_;
+    // The one replaced stays allocated: trainers made from it still call its table.
+    Plugin* previous = slot < count_ ? plugins_[slot] : nullptr;
+    plugins_[slot] = plugin.get();  // before registering: the core may call create at once
+    // With the GIL held throughout, so no other thread registers meanwhile (the pool has no lock).
+    const keel_status status = replace ? keel_register_plugin_replace(&plugin->info) : keel_register_plugin(&plugin->info);
+    if (status != KEEL_OK) {
+      plugins_[slot] = previous;
+      std::string message = keel_last_error();
+      if (status == KEEL_ERR_ABI_MISMATCH && message.find("already provided") != std::string::npos)
+        message = "cannot register " + kind_label + " '" + name + "': " + message + " (pass replace=True to use "
+                  "this one instead)";
+      throw KeelError(status, message);
+    }
+    if (slot == count_) ++count_;
     return *plugin.release();
   }
 

@@ -8,6 +8,7 @@
 
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@
 namespace keel_python {
 namespace {
 
+bool starts_with_brace(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text[first] == '{';
+}
+
 struct ParamShape {
   std::string name;
   std::vector<py::ssize_t> shape;
@@ -25,10 +31,15 @@ struct ParamShape {
 
 class Trainer {
  public:
+  // `config`: a mapping (its JSON, NumPy and PyTorch scalars as plain numbers), JSON text (a str
+  // whose first non-space character is '{'), or the path of a JSON file (str or os.PathLike).
   explicit Trainer(const py::object& config) {
     keel_trainer* handle = nullptr;
-    if (py::isinstance<py::dict>(config)) {
-      const std::string json = py::module_::import("json").attr("dumps")(config).cast<std::string>();
+    const bool is_text = py::isinstance<py::str>(config) && starts_with_brace(config.cast<std::string>());
+    if (is_text || py::isinstance(config, py::module_::import("collections.abc").attr("Mapping"))) {
+      const std::string json =
+          is_text ? config.cast<std::string>()
+                  : py::module_::import("keel._config").attr("to_json_text")(config).cast<std::string>();
       check(released([&] { return keel_trainer_create_from_json(json.c_str(), &handle); }));
     } else {
       const std::string path = py::module_::import("os").attr("fspath")(config).cast<std::string>();
@@ -42,9 +53,16 @@ class Trainer {
 
   keel_trainer* handle() const { return handle_; }
 
+  int32_t vocab_size() {
+    int32_t vocab = 0;
+    check(released([&] { return keel_trainer_vocab_size(handle_, &vocab); }));
+    return vocab;
+  }
+
   // Runs `call` (returning a keel_status) without the GIL and with this trainer locked.
   template <typename Call>
   keel_status released(Call&& call) {
+    take_python_error();  // none from an earlier call may pass for this one's
     py::gil_scoped_release no_gil;
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     return call();
@@ -131,14 +149,89 @@ void bind_trainer(py::module_& module) {
           "train",
           [](Trainer& t, int64_t steps, py::object callback) {
             ProgressCallback progress{std::move(callback), nullptr};
+            // The core prints progress to the process's stdout: what Python printed before goes first.
+            py::module_::import("sys").attr("stdout").attr("flush")();
             const keel_status status =
                 t.released([&] { return keel_trainer_train(t.handle(), steps, on_step, &progress); });
             if (progress.error) std::rethrow_exception(progress.error);
             check(status);
           },
           py::arg("steps"), py::arg("callback") = py::none(),
-          "Trains `steps` optimizer steps, calling callback(metrics) after each; a truthy return\n"
-          "stops after that step. An exception in the callback stops training and is re-raised.")
+          "Trains `steps` more optimizer steps the way `keel run` does, calling callback(metrics)\n"
+          "after each; a truthy return stops after that step, and an exception in the callback\n"
+          "stops training and is re-raised. Like `keel run` it prints progress (stdout), appends to\n"
+          "train.metrics_path (one metrics file across calls; a trainer that has stepped or was\n"
+          "loaded continues it), writes TensorBoard events to train.tensorboard_dir, evaluates at\n"
+          "every train.eval_every steps (the record gets val_loss) and at step train.steps, and saves\n"
+          "a checkpoint to train.checkpoint.dir at every train.checkpoint.every steps. Unlike `keel\n"
+          "run` it saves no checkpoint and prints no sample when it returns (call save(), generate()).\n"
+          "The learning-rate schedule's horizon is always train.steps, not `steps`: train(10) ten\n"
+          "times follows the same schedule as one train(100) or `keel run` with train.steps 100, and\n"
+          "steps past train.steps train at the schedule's final value.")
+      .def(
+          "logits",
+          [](Trainer& t, const py::object& tokens) {
+            py::array array = py::module_::import("numpy").attr("asarray")(tokens);
+            if (array.dtype().kind() != 'i' && array.dtype().kind() != 'u')
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "logits: tokens must be integers, found dtype " +
+                                                             std::string(py::str(array.dtype())));
+            const bool one_row = array.ndim() == 1;
+            if (array.ndim() != 1 && array.ndim() != 2)
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "logits: tokens must be (batch, seq_len) or (seq_len,), found " +
+                                                             std::to_string(array.ndim()) + " dimensions");
+            auto rows = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
+            const int32_t batch = one_row ? 1 : int32_t(rows.shape(0));
+            const int32_t seq_len = int32_t(rows.shape(one_row ? 0 : 1));
+            const int32_t vocab = t.vocab_size();
+            std::vector<py::ssize_t> shape{batch, seq_len, vocab};
+            if (one_row) shape.erase(shape.begin());
+            py::array_t<float> out(shape);
+            const int32_t* data = rows.data();
+            float* logits = out.mutable_data();
+            const size_t count = size_t(out.size());
+            check(t.released([&] { return keel_trainer_logits(t.handle(), data, batch, seq_len, logits, count); }));
+            return out;
+          },
+          py::arg("tokens"),
+          "Logits of an inference forward: tokens an integer array or nested list (batch, seq_len),\n"
+          "seq_len at most data.seq_len, gives a float32 array (batch, seq_len, vocab) over the true\n"
+          "vocabulary; a 1-D (seq_len,) gives (seq_len, vocab). Under mpirun every rank must call\n"
+          "it with the same tokens (a sharding strategy gathers parameters over the group).")
+      .def(
+          "generate",
+          [](Trainer& t, const py::object& prompt, int32_t count, std::optional<double> temperature,
+             std::optional<uint64_t> seed) {
+            const bool text = py::isinstance<py::str>(prompt);
+            if (text && t.vocab_size() != 256)
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "generate: a str prompt needs a byte-level model (vocab 256), "
+                                                         "this one has vocab " + std::to_string(t.vocab_size()) +
+                                                         "; pass a list of token ids");
+            std::vector<int32_t> tokens;
+            if (text) {
+              const std::string bytes = prompt.cast<std::string>();  // UTF-8
+              for (unsigned char c : bytes) tokens.push_back(c);
+            } else {
+              tokens = prompt.cast<std::vector<int32_t>>();
+            }
+            if (count < 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "generate: n must be >= 0, found " + std::to_string(count));
+            const uint64_t key = seed ? *seed : py::module_::import("random").attr("getrandbits")(64).cast<uint64_t>();
+            const double temp = temperature ? *temperature : -1.0;
+            if (temperature && !(*temperature >= 0))
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "generate: temperature must be >= 0");
+            std::vector<int32_t> generated(static_cast<size_t>(count), 0);
+            check(t.released([&] {
+              return keel_trainer_generate(t.handle(), tokens.data(), tokens.size(), count, temp, key, generated.data());
+            }));
+            if (!text) return py::object(py::cast(generated));
+            std::string bytes(generated.begin(), generated.end());
+            return py::object(py::bytes(bytes).attr("decode")("utf-8", "replace"));
+          },
+          py::arg("prompt"), py::arg("n"), py::arg("temperature") = py::none(), py::arg("seed") = py::none(),
+          "Generates n tokens after prompt, as `keel run` samples: prompt a list of token ids gives the\n"
+          "list of n generated ids; for a byte-level model (vocab 256) a str prompt gives the generated\n"
+          "text (its UTF-8 bytes; invalid sequences become U+FFFD). temperature None: the config's\n"
+          "train.sample_temperature. seed None: a fresh random seed; the same seed gives the same tokens.\n"
+          "Under mpirun every rank must call it with the same arguments, seed included.")
       .def(
           "evaluate",
           [](Trainer& t) {

@@ -1,5 +1,5 @@
 """An optimizer written in NumPy, called by the core through the plugin API: plain SGD gives
-the built-in "sgd" plugin's parameters; its exceptions come back as keel.Error."""
+the built-in "sgd" plugin's parameters; its exceptions come back as themselves."""
 import numpy as np
 import pytest
 
@@ -65,7 +65,7 @@ def test_state_slots_start_at_zero_and_persist(config):
     assert all(total > 0 for total in found[2] + found[3])
 
 
-def test_exception_in_step_raises_keel_error_with_its_text(config):
+def test_exception_in_step_is_raised_as_itself_with_the_plugin_named(config):
     class Broken(NumpySgd):
         def step(self, *args):
             raise ArithmeticError("the optimizer fell over")
@@ -74,9 +74,9 @@ def test_exception_in_step_raises_keel_error_with_its_text(config):
     keel.register_optimizer(name, lambda section: Broken(section))
     config["optimizer"] = {"plugin": name, "lr": 0.1}
     trainer = keel.Trainer(config)
-    with pytest.raises(keel.Error, match="ArithmeticError: the optimizer fell over") as raised:
+    with pytest.raises(ArithmeticError, match="the optimizer fell over") as raised:
         trainer.step()
-    assert f"optimizer {name}" in str(raised.value)
+    assert any(f"optimizer {name}" in note for note in raised.value.__notes__)
 
 
 def test_factory_errors_surface_when_the_trainer_is_built(config):
@@ -87,7 +87,7 @@ def test_factory_errors_surface_when_the_trainer_is_built(config):
 
     keel.register_optimizer(name, factory)
     config["optimizer"] = {"plugin": name, "lr": 0.1}
-    with pytest.raises(keel.Error, match=r"ValueError: unknown key \['lr', 'plugin'\]"):
+    with pytest.raises(ValueError, match=r"unknown key \['lr', 'plugin'\]"):
         keel.Trainer(config)
 
     incomplete = unique_name("incomplete")

@@ -5,15 +5,20 @@
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
 
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
 #include "loader/plugin_registry.h"
+#include "train/run_loop.h"
 #include "train/trainer.h"
 
 struct keel_trainer {
   std::unique_ptr<keel::Trainer> trainer;
   keel_step_metrics last{};
+  // What keel_trainer_train reports through (progress on stdout, metrics, TensorBoard), made
+  // by its first call and kept, so successive calls write one metrics file.
+  std::unique_ptr<keel::RunSession> session;
 };
 
 namespace {
@@ -104,10 +109,17 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
                                         void* user_data) {
   return embed_call([&] {
     require(trainer && steps >= 0, "keel_trainer_train: trainer is NULL or steps is negative");
-    for (int64_t i = 0; i < steps; ++i) {
-      trainer->last = to_metrics(*trainer->trainer, trainer->trainer->train_step());
-      if (callback && callback(&trainer->last, user_data) != 0) break;
-    }
+    keel::Trainer& t = *trainer->trainer;
+    // A trainer that has stepped already (or was loaded from a checkpoint) continues its metrics file.
+    if (!trainer->session) trainer->session = std::make_unique<keel::RunSession>(t, std::cout, t.step() > 0);
+    keel::RunSlice slice;
+    slice.until_step = t.step() + steps;
+    slice.ends_run = false;  // the caller saves (keel_trainer_save) and generates when it wants to
+    slice.after_step = [&](const keel::StepResult& result) {
+      trainer->last = to_metrics(t, result);
+      return callback && callback(&trainer->last, user_data) != 0;
+    };
+    trainer->session->run(slice);
   });
 }
 
@@ -211,6 +223,100 @@ KEEL_API keel_status keel_register_plugin(const keel_plugin_info* info) {
   return embed_call([&] {
     require(info, "keel_register_plugin: info is NULL");
     keel::PluginRegistry::instance().register_in_process(*info);
+  });
+}
+
+/* --- appended in 0.5 --- */
+
+KEEL_API keel_status keel_register_plugin_replace(const keel_plugin_info* info) {
+  return embed_call([&] {
+    require(info, "keel_register_plugin_replace: info is NULL");
+    keel::PluginRegistry::instance().register_in_process(*info, true);
+  });
+}
+
+KEEL_API keel_status keel_trainer_vocab_size(keel_trainer* trainer, int32_t* out_vocab_size) {
+  return embed_call([&] {
+    require(trainer && out_vocab_size, "keel_trainer_vocab_size: trainer and out_vocab_size must not be NULL");
+    *out_vocab_size = trainer->trainer->model_info().vocab_size;
+  });
+}
+
+KEEL_API keel_status keel_trainer_context_length(keel_trainer* trainer, int32_t* out_seq_len) {
+  return embed_call([&] {
+    require(trainer && out_seq_len, "keel_trainer_context_length: trainer and out_seq_len must not be NULL");
+    *out_seq_len = trainer->trainer->seq_len();
+  });
+}
+
+KEEL_API keel_status keel_trainer_logits(keel_trainer* trainer, const int32_t* tokens, int32_t batch, int32_t seq_len,
+                                         float* out_logits, size_t count) {
+  return embed_call([&] {
+    require(trainer && tokens && out_logits, "keel_trainer_logits: trainer, tokens and out_logits must not be NULL");
+    keel::Trainer& t = *trainer->trainer;
+    const int32_t vocab = t.model_info().vocab_size, padded = t.model_info().padded_vocab_size;
+    const int32_t context = t.seq_len();
+    if (batch < 1 || seq_len < 1 || seq_len > context)
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                            "keel_trainer_logits: tokens are (" + std::to_string(batch) + ", " + std::to_string(seq_len) +
+                                "); expected at least one row of 1 to " + std::to_string(context) +
+                                " tokens (data.seq_len)");
+    if (count != size_t(batch) * size_t(seq_len) * size_t(vocab))
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_logits: count is " + std::to_string(count) +
+                                                           "; expected batch * seq_len * vocab = " +
+                                                           std::to_string(size_t(batch) * seq_len * vocab));
+    for (size_t i = 0; i < size_t(batch) * seq_len; ++i)
+      if (tokens[i] < 0 || tokens[i] >= vocab)
+        throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_logits: token " + std::to_string(tokens[i]) +
+                                                             " at flat index " + std::to_string(i) +
+                                                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    // The model runs on the shapes it trains on: rows of data.seq_len (padded after the real
+    // tokens; causal attention keeps the real positions' logits independent of the padding),
+    // at most data.micro_batch rows per forward.
+    const int32_t rows_per_forward = std::max(1, t.config().data.micro_batch);
+    std::vector<float> result(count);
+    for (int32_t first = 0; first < batch; first += rows_per_forward) {
+      const int32_t rows = std::min(rows_per_forward, batch - first);
+      std::vector<int32_t> window(size_t(rows) * context, 0);
+      for (int32_t r = 0; r < rows; ++r)
+        std::copy(tokens + size_t(first + r) * seq_len, tokens + size_t(first + r + 1) * seq_len,
+                  window.begin() + size_t(r) * context);
+      const std::vector<float> all = t.logits(window, rows, context);
+      for (int32_t r = 0; r < rows; ++r)
+        for (int32_t p = 0; p < seq_len; ++p)
+          std::copy_n(all.data() + (size_t(r) * context + p) * padded, vocab,
+                      result.data() + ((size_t(first + r)) * seq_len + p) * vocab);
+    }
+    std::memcpy(out_logits, result.data(), count * sizeof(float));
+  });
+}
+
+KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
+                                           int32_t count, double temperature, uint64_t seed, int32_t* out_tokens) {
+  return embed_call([&] {
+    require(trainer && (prompt || prompt_length == 0) && (out_tokens || count == 0) && count >= 0,
+            "keel_trainer_generate: trainer is NULL, prompt or out_tokens is NULL, or count is negative");
+    keel::Trainer& t = *trainer->trainer;
+    const int32_t vocab = t.model_info().vocab_size;
+    for (size_t i = 0; i < prompt_length; ++i)
+      if (prompt[i] < 0 || prompt[i] >= vocab)
+        throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: prompt token " +
+                                                             std::to_string(prompt[i]) + " at index " + std::to_string(i) +
+                                                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    // Trainer::sample reads its temperature from the config: set it for this call, restore it
+    // after (the Trainer object is not const; only config()'s view of it is).
+    double& configured = const_cast<double&>(t.config().train.sample_temperature);
+    const double saved = configured;
+    if (temperature >= 0) configured = temperature;
+    std::vector<int32_t> generated;
+    try {
+      generated = t.sample(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed);
+    } catch (...) {
+      configured = saved;
+      throw;
+    }
+    configured = saved;
+    std::copy(generated.begin(), generated.end(), out_tokens);
   });
 }
 

@@ -146,8 +146,11 @@ void PluginRegistry::register_library(const std::string& path) {
   load_library_locked(path, true);
 }
 
-void PluginRegistry::register_in_process(const keel_plugin_info& info) {
+void PluginRegistry::register_in_process(const keel_plugin_info& info, bool replace) {
   std::lock_guard<std::mutex> lock(state().mutex);
+  // Discovered first, so a name a library already provides is seen now, not by a later discovery
+  // that would quietly drop the library in favour of the in-process plugin.
+  discover_locked();
   RegistryState& s = state();
   const std::string name = info.name ? info.name : "";
   auto refuse = [&](const std::string& why) {
@@ -157,10 +160,15 @@ void PluginRegistry::register_in_process(const keel_plugin_info& info) {
   if (std::string why = abi_refusal(info.abi_major, info.abi_minor); !why.empty()) refuse(why);
   std::string table_problem = check_kind_table(info);
   if (!table_problem.empty()) refuse(table_problem);
-  for (const auto& other : s.plugins)
-    if (other.info.kind == info.kind && name == other.info.name)
+  for (auto& other : s.plugins) {
+    if (other.info.kind != info.kind || name != other.info.name) continue;
+    if (!replace)
       refuse(std::string("a ") + kind_name(info.kind) + " plugin with this name is already provided by " +
-             (other.path.empty() ? std::string("this process") : other.path));
+             (other.path.empty() ? std::string("this process") : other.path) + "; replace it explicitly");
+    // Trainers made earlier keep the table they were made with; later ones get this one.
+    other = {info, ""};
+    return;
+  }
   s.plugins.push_back({info, ""});
 }
 

@@ -32,7 +32,9 @@ class PluginRegistry {
   // Loads one library now, ahead of folder discovery; throws KeelError if it is refused.
   void register_library(const std::string& path);
   // Adds a plugin implemented in this process (a binding's); checked like a library's entry.
-  void register_in_process(const keel_plugin_info& info);
+  // A name already taken (by a library or an earlier in-process plugin) is refused unless
+  // `replace`, which puts this plugin in its place for trainers created afterwards.
+  void register_in_process(const keel_plugin_info& info, bool replace = false);
   // Accepted plugins by position, after discovery; addresses stay valid for the process.
   size_t count();
   const LoadedPlugin& at(size_t index);

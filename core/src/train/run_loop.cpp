@@ -75,22 +75,38 @@ void maybe_inject_fault(const Trainer& trainer, int64_t step) {
   throw KeelError(KEEL_ERR_INTERNAL, "injected fault after step " + std::to_string(step) + " (KEEL_FAULT_INJECT)");
 }
 
-}  // namespace
-
-void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
-  using clock = std::chrono::steady_clock;
+ReporterOptions reporter_options(const Trainer& trainer, bool reporting, bool append) {
   const TrainConfig& train = trainer.config().train;
-  // Every rank trains, evaluates and checkpoints; rank 0 alone reports (progress, metrics,
-  // TensorBoard, the sample), so a run under mpirun prints one run's story.
-  const bool reporting = trainer.world_rank() == 0;
-  std::ostringstream silent;
   ReporterOptions options;
   options.metrics_path = reporting ? train.metrics_path : "/dev/null";
-  options.append = resumed;
+  options.append = append;
   options.tensorboard_dir = reporting ? train.tensorboard_dir : "";
   options.progress_bar = reporting && ::isatty(STDOUT_FILENO) == 1;
-  RunReporter reporter(options, reporting ? out : silent);
-  reporter.header(describe_run(trainer));
+  return options;
+}
+
+}  // namespace
+
+RunSession::RunSession(Trainer& trainer, std::ostream& out, bool append)
+    : trainer_(trainer),
+      reporting_(trainer.world_rank() == 0),
+      out_(reporting_ ? out : silent_),
+      reporter_(reporter_options(trainer, reporting_, append), out_) {
+  reporter_.header(describe_run(trainer));
+}
+
+void RunSession::run(const RunSlice& slice) {
+  using clock = std::chrono::steady_clock;
+  Trainer& trainer = trainer_;
+  RunReporter& reporter = reporter_;
+  const TrainConfig& train = trainer.config().train;
+  // Every rank trains, evaluates and checkpoints; rank 0 alone reports.
+  if (slice.until_step > train.steps && !noted_past_horizon_) {
+    noted_past_horizon_ = true;
+    reporter.note("training to step " + std::to_string(slice.until_step) + ", past train.steps (" +
+                  std::to_string(train.steps) + "): the learning-rate schedule, whose horizon is train.steps, "
+                  "holds its final value there");
+  }
 
   double train_seconds = 0, interval_seconds = 0;
   int64_t interval_tokens = 0, last_saved_step = -1;
@@ -110,7 +126,7 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
                                                            "send", "recv", "barrier"};
   keel_comm_counters interval_start = trainer.comm_counters();
   int64_t interval_steps = 0;
-  while (trainer.step() < train.steps) {
+  while (trainer.step() < slice.until_step) {
     StepResult result = trainer.train_step();
     maybe_inject_fault(trainer, result.step);
     train_seconds += result.step_seconds;
@@ -123,47 +139,56 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
                        {"forward", 1e3 * result.forward_seconds},
                        {"backward", 1e3 * result.backward_seconds},
                        {"optimizer", 1e3 * result.optimizer_seconds}};
-    const bool last = result.step == train.steps;
+    const bool last = result.step == train.steps || (slice.ends_run && result.step == slice.until_step);
     if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0) save(&report);
     ++interval_steps;
     const bool evaluate = last || (train.eval_every > 0 && result.step % train.eval_every == 0);
-    if (!(evaluate || result.step == first_step + 1 || result.step % train.log_every == 0 || result.skipped)) continue;
-
-    report.step = result.step;
-    report.total_steps = train.steps;
-    report.loss = result.loss;
-    report.lr = result.lr;
-    report.grad_norm = result.grad_norm;
-    report.step_ms = 1e3 * result.step_seconds;
-    report.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
-    report.mfu = trainer.mfu(report.tokens_per_s);
-    report.elapsed_s = std::chrono::duration<double>(clock::now() - run_start).count();
-    report.eta_s = train_seconds / double(result.step - first_step) * double(train.steps - result.step);
-    report.memory_bytes = resident_memory_bytes();
-    report.skipped = result.skipped;
-    const keel_strategy_info memory = trainer.strategy_info();
-    report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
-                                      {"optimizer_state", memory.state_bytes}};
-    if (trainer.world_size() > 1) {
-      const keel_comm_counters now = trainer.comm_counters();
-      nlohmann::json per_step = nlohmann::json::object();
-      for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
-        if (now.bytes[op] > interval_start.bytes[op])
-          per_step[kOpNames[op]] = double(now.bytes[op] - interval_start.bytes[op]) / double(interval_steps);
-      report.extra["comm_bytes_per_step"] = per_step;
-      interval_start = now;
+    const bool logged = evaluate || result.step == first_step + 1 || result.step % train.log_every == 0 || result.skipped;
+    if (logged) {
+      report.step = result.step;
+      report.total_steps = slice.until_step;
+      report.loss = result.loss;
+      report.lr = result.lr;
+      report.grad_norm = result.grad_norm;
+      report.step_ms = 1e3 * result.step_seconds;
+      report.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
+      report.mfu = trainer.mfu(report.tokens_per_s);
+      report.elapsed_s = std::chrono::duration<double>(clock::now() - run_start).count();
+      report.eta_s = train_seconds / double(result.step - first_step) * double(slice.until_step - result.step);
+      report.memory_bytes = resident_memory_bytes();
+      report.skipped = result.skipped;
+      const keel_strategy_info memory = trainer.strategy_info();
+      report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
+                                        {"optimizer_state", memory.state_bytes}};
+      if (trainer.world_size() > 1) {
+        const keel_comm_counters now = trainer.comm_counters();
+        nlohmann::json per_step = nlohmann::json::object();
+        for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
+          if (now.bytes[op] > interval_start.bytes[op])
+            per_step[kOpNames[op]] = double(now.bytes[op] - interval_start.bytes[op]) / double(interval_steps);
+        report.extra["comm_bytes_per_step"] = per_step;
+        interval_start = now;
+      }
+      interval_steps = 0;
+      if (evaluate) report.val_loss = trainer.evaluate();
+      reporter.step(report);
+      interval_seconds = 0;
+      interval_tokens = 0;
     }
-    interval_steps = 0;
-    if (evaluate) report.val_loss = trainer.evaluate();
-    reporter.step(report);
-    interval_seconds = 0;
-    interval_tokens = 0;
+    if (slice.after_step && slice.after_step(result)) break;
   }
-  if (trainer.step() > first_step && last_saved_step != trainer.step()) save(nullptr);
+  if (slice.ends_run && trainer.step() > first_step && last_saved_step != trainer.step()) save(nullptr);
   reporter.finish();
   // Every rank samples (the same tokens, from the same seed): a sharding strategy gathers each
   // layer over the whole group, so a forward on rank 0 alone would wait for the others forever.
-  if (train.sample_tokens > 0) print_sample(trainer, reporting ? out : silent);
+  if (slice.ends_run && train.sample_tokens > 0) print_sample(trainer, out_);
+}
+
+void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
+  RunSession session(trainer, out, resumed);
+  RunSlice slice;
+  slice.until_step = trainer.config().train.steps;
+  session.run(slice);
 }
 
 }  // namespace keel

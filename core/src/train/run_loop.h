@@ -1,14 +1,48 @@
-// `keel run`: train to train.steps with progress, metrics and TensorBoard events, periodic
-// validation, checkpoints on the configured cadence and at the end, and a generated sample.
+// Training with everything a run reports: progress, metrics and TensorBoard events, periodic
+// validation and checkpoints. `keel run` trains to train.steps in one go; the embedding API's
+// keel_trainer_train runs the same loop a number of steps at a time through one RunSession.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <ostream>
+#include <sstream>
 
+#include "metrics/run_reporter.h"
 #include "train/trainer.h"
 
 namespace keel {
 
-// `resumed`: the trainer was loaded from a checkpoint; its metrics file is appended to.
+struct RunSlice {
+  int64_t until_step = 0;  // train while trainer.step() is below this
+  // The slice ends the run (`keel run`): after its last step, evaluate, save a checkpoint and
+  // print the sample of train.sample_tokens. keel_trainer_train's slices leave that to the caller.
+  bool ends_run = true;
+  // Called after each step (after its checkpoint and report); true stops after that step.
+  std::function<bool(const StepResult&)> after_step;
+};
+
+// One reporter (metrics file, TensorBoard events, progress on `out`) kept across slices, so
+// that repeated keel_trainer_train calls write one metrics file and one event file.
+class RunSession {
+ public:
+  // `append`: continue an existing metrics file (a resumed run) rather than start it anew.
+  RunSession(Trainer& trainer, std::ostream& out, bool append);
+  // Trains one slice. The learning-rate schedule's horizon is train.steps whatever the slice:
+  // slices past it train at the schedule's final value.
+  void run(const RunSlice& slice);
+
+ private:
+  Trainer& trainer_;
+  bool reporting_;           // rank 0 alone reports, so a run under mpirun prints one story
+  std::ostringstream silent_;
+  std::ostream& out_;
+  RunReporter reporter_;
+  bool noted_past_horizon_ = false;
+};
+
+// `keel run`: train to train.steps, then checkpoint and sample. `resumed`: the trainer was loaded
+// from a checkpoint; its metrics file is appended to.
 void run_training(Trainer& trainer, std::ostream& out, bool resumed);
 
 }  // namespace keel

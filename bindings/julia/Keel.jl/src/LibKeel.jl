@@ -539,4 +539,48 @@ function keel_register_plugin(info)
     ccall((:keel_register_plugin, libkeel), keel_status, (Ptr{keel_plugin_info},), info)
 end
 
+"""
+Like keel_register_plugin, but a plugin of the same kind and name that is already registered
+(a library's, or an earlier in-process one) is replaced for trainers created afterwards;
+trainers made before keep the plugin they were made with. keel_register_plugin refuses such
+a name, naming who provides it.
+"""
+function keel_register_plugin_replace(info)
+    ccall((:keel_register_plugin_replace, libkeel), keel_status, (Ptr{keel_plugin_info},), info)
+end
+
+"""
+The model's true vocabulary size (without padding): the last dimension of keel_trainer_logits.
+"""
+function keel_trainer_vocab_size(trainer, out_vocab_size)
+    ccall((:keel_trainer_vocab_size, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}), trainer, out_vocab_size)
+end
+
+"""
+The longest sequence keel_trainer_logits takes: the run's data seq_len.
+"""
+function keel_trainer_context_length(trainer, out_seq_len)
+    ccall((:keel_trainer_context_length, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}), trainer, out_seq_len)
+end
+
+"""
+Logits of an inference forward of `tokens` ((batch, seq_len) row-major, each in [0, vocab),
+1 <= seq_len <= the context length) into out_logits ((batch, seq_len, vocab) row-major with
+the true vocabulary; `count` must be batch * seq_len * vocab). Under mpirun every rank must
+call it with the same arguments: a sharding strategy gathers parameters over the group.
+"""
+function keel_trainer_logits(trainer, tokens, batch, seq_len, out_logits, count)
+    ccall((:keel_trainer_logits, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Int32, Int32, Ptr{Cfloat}, Csize_t), trainer, tokens, batch, seq_len, out_logits, count)
+end
+
+"""
+Generates `count` tokens after `prompt` (prompt_length tokens, may be 0) into out_tokens
+(room for `count`), as `keel run` samples: softmax at `temperature` (negative: the config's
+train.sample_temperature), seeded by `seed`, so the same seed gives the same tokens. Under
+mpirun every rank must call it with the same arguments.
+"""
+function keel_trainer_generate(trainer, prompt, prompt_length, count, temperature, seed, out_tokens)
+    ccall((:keel_trainer_generate, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Csize_t, Int32, Cdouble, UInt64, Ptr{Int32}), trainer, prompt, prompt_length, count, temperature, seed, out_tokens)
+end
+
 end # module LibKeel

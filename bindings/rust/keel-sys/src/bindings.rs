@@ -1053,3 +1053,39 @@ extern "C" {
 extern "C" {
     pub fn keel_register_plugin(info: *const keel_plugin_info) -> keel_status;
 }
+extern "C" {
+    pub fn keel_register_plugin_replace(info: *const keel_plugin_info) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_vocab_size(
+        trainer: *mut keel_trainer,
+        out_vocab_size: *mut i32,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_context_length(
+        trainer: *mut keel_trainer,
+        out_seq_len: *mut i32,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_logits(
+        trainer: *mut keel_trainer,
+        tokens: *const i32,
+        batch: i32,
+        seq_len: i32,
+        out_logits: *mut f32,
+        count: usize,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_generate(
+        trainer: *mut keel_trainer,
+        prompt: *const i32,
+        prompt_length: usize,
+        count: i32,
+        temperature: f64,
+        seed: u64,
+        out_tokens: *mut i32,
+    ) -> keel_status;
+}

@@ -1,0 +1,61 @@
+"""Trainer.logits and Trainer.generate, checked independently: cross-entropy computed with
+torch from the returned logits equals the loss the next training step reports for the same
+tokens; the argmax of the logits is what greedy generation picks; a seed fixes the tokens."""
+import numpy as np
+import pytest
+
+import keel
+from conftest import unique_name
+
+
+def test_logits_cross_entropy_equals_the_steps_loss(config):
+    torch = pytest.importorskip("torch")
+    window = np.random.default_rng(3).integers(0, 256, size=(4, 65))
+    name = unique_name("fixed_batch")
+
+    def factory(section):
+        while True:
+            yield window
+
+    keel.register_data_source(name, factory)
+    config["data"] = {"plugin": name, "micro_batch": 4, "global_batch": 4, "seq_len": 64, "val_batches": 1}
+    trainer = keel.Trainer(config)
+    logits = trainer.logits(window[:, :-1])
+    assert logits.shape == (4, 64, 256) and logits.dtype == np.float32
+    expected = torch.nn.functional.cross_entropy(torch.from_numpy(logits).reshape(-1, 256).double(),
+                                                 torch.from_numpy(window[:, 1:]).reshape(-1))
+    assert trainer.step()["loss"] == pytest.approx(expected.item(), abs=1e-4)
+    # A list works too, and a single row gives (seq_len, vocab).
+    one_row = trainer.logits(window[0, :10].tolist())
+    assert one_row.shape == (10, 256)
+    np.testing.assert_allclose(one_row, trainer.logits(window[:1, :10])[0], rtol=0, atol=0)
+
+
+def test_logits_refuse_what_the_model_cannot_take(config):
+    trainer = keel.Trainer(config)
+    with pytest.raises(keel.Error, match="1 to 64 tokens"):
+        trainer.logits(np.zeros((1, 65), dtype=np.int64))
+    with pytest.raises(keel.Error, match="must be integers"):
+        trainer.logits(np.zeros((1, 8)))
+    with pytest.raises(keel.Error, match="token 300 at flat index 2"):
+        trainer.logits([[1, 2, 300]])
+
+
+def test_generate_is_seeded_and_greedy_at_temperature_zero(config):
+    trainer = keel.Trainer(config)
+    trainer.train(5)
+    prompt = [ord(c) for c in "def "]
+    first = trainer.generate(prompt, 12, temperature=1.0, seed=5)
+    assert first == trainer.generate(prompt, 12, temperature=1.0, seed=5)
+    assert first != trainer.generate(prompt, 12, temperature=1.0, seed=6)
+    assert len(first) == 12 and all(0 <= t < 256 for t in first)
+    greedy = trainer.generate(prompt, 1, temperature=0.0, seed=1)
+    assert greedy == [int(np.argmax(trainer.logits(prompt)[-1]))]
+
+
+def test_a_byte_level_model_takes_and_gives_text(config):
+    trainer = keel.Trainer(config)
+    text = trainer.generate("def ", 10, seed=9)
+    assert isinstance(text, str)
+    tokens = trainer.generate(list(b"def "), 10, seed=9)
+    assert text == bytes(tokens).decode("utf-8", errors="replace")
