@@ -303,19 +303,8 @@ KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t*
         throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: prompt token " +
                                                              std::to_string(prompt[i]) + " at index " + std::to_string(i) +
                                                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    // Trainer::sample reads its temperature from the config: set it for this call, restore it
-    // after (the Trainer object is not const; only config()'s view of it is).
-    double& configured = const_cast<double&>(t.config().train.sample_temperature);
-    const double saved = configured;
-    if (temperature >= 0) configured = temperature;
-    std::vector<int32_t> generated;
-    try {
-      generated = t.sample(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed);
-    } catch (...) {
-      configured = saved;
-      throw;
-    }
-    configured = saved;
+    const std::vector<int32_t> generated = t.sample(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed,
+                                                    temperature >= 0 ? temperature : t.config().train.sample_temperature);
     std::copy(generated.begin(), generated.end(), out_tokens);
   });
 }

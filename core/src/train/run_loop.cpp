@@ -12,6 +12,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
+#include "io/writable_folder.h"
 #include "metrics/run_reporter.h"
 
 namespace keel {
@@ -54,7 +55,7 @@ void print_sample(Trainer& trainer, std::ostream& out) {
   for (unsigned char c : train.sample_prompt) prompt.push_back(c);
   const bool bytes = info.vocab_size == 256;
   if (!bytes) prompt.assign(1, 0);  // not a byte-level model: start from token 0
-  auto generated = trainer.sample(prompt, train.sample_tokens, train.seed);
+  auto generated = trainer.sample(prompt, train.sample_tokens, train.seed, train.sample_temperature);
   out << "--- sample (" << train.sample_tokens << " tokens) ---\n";
   if (bytes) out << train.sample_prompt << printable(generated);
   else for (int32_t t : generated) out << t << ' ';
@@ -92,6 +93,10 @@ RunSession::RunSession(Trainer& trainer, std::ostream& out, bool append)
       reporting_(trainer.world_rank() == 0),
       out_(reporting_ ? out : silent_),
       reporter_(reporter_options(trainer, reporting_, append), out_) {
+  // Periodic saves must be possible before any step is spent (keel run also checks at start-up,
+  // since it always saves at the end; an embedder's train(n) saves only every N steps).
+  if (trainer.config().train.checkpoint.every > 0)
+    require_writable_folder(trainer.config().train.checkpoint.dir, "train.checkpoint.dir");
   reporter_.header(describe_run(trainer));
 }
 

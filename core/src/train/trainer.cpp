@@ -237,13 +237,14 @@ std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t b
   return out;
 }
 
-std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed) {
+std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed,
+                                     double sampling_temperature) {
   // A fixed window of seq_len tokens, left-aligned and padded: causal attention makes the
   // logits at the last real position independent of the padding after it.
   std::vector<int32_t> context = prompt.empty() ? std::vector<int32_t>{0} : prompt;
   std::vector<int32_t> generated;
   const int32_t vocab = plugins_.model_info.vocab_size, padded = plugins_.model_info.padded_vocab_size;
-  const double temperature = std::max(config_.train.sample_temperature, 1e-6);
+  const double temperature = std::max(sampling_temperature, 1e-6);
   const uint64_t key = mix64(seed ^ 0x73616D706C65ull);
   for (int32_t i = 0; i < count; ++i) {
     const size_t keep = std::min<size_t>(context.size(), size_t(seq_len_));

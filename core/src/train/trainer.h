@@ -45,8 +45,8 @@ class Trainer {
   double forward_backward(const Batch& batch);
   // Logits (B,T,Vp) of an inference forward, copied to the host.
   std::vector<float> logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len);
-  // Generates `count` tokens after `prompt`, sampling at the configured temperature.
-  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed);
+  // Generates `count` tokens after `prompt`, sampling at `temperature` (0: greedy).
+  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature);
 
   std::vector<float> read_param(size_t index);
   std::vector<float> read_grad(size_t index);
