@@ -102,6 +102,31 @@ typedef struct keel_backend_api {
                                        int64_t Vp);
   /* *out_host = Σ x[i]² accumulated in double, for gradient-norm clipping. */
   keel_status (*sum_squares)(void* backend, const float* x, int64_t n, double* out_host);
+
+  /* --- appended in 0.6: the vocabulary split over tensor-parallel ranks (Megatron's vocabulary-
+     parallel embedding and cross-entropy). Optional: a model needs them only at tp > 1. --- */
+  /* wte_rows holds rows [row_begin, row_begin+rows) of the embedding. out(B,T,C) = wte_rows[tok -
+     row_begin] for a token in that range, else 0; plus wpe[t] when wpe is not NULL. */
+  keel_status (*embedding_rows_forward)(void* backend, float* out, const int32_t* tokens, const float* wte_rows,
+                                        const float* wpe, int64_t B, int64_t T, int64_t C, int64_t row_begin,
+                                        int64_t rows);
+  /* dwte_rows += scatter of dout by the tokens in [row_begin, row_begin+rows); dwpe (may be NULL)
+     += Σ_b dout. */
+  keel_status (*embedding_rows_backward)(void* backend, float* dwte_rows, float* dwpe, const float* dout,
+                                         const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t row_begin,
+                                         int64_t rows);
+  /* logits(N,cols) hold vocabulary columns [col_begin, col_begin+cols), of which the first
+     valid_cols are real (the rest padding). stats(N,3) gets per row: the maximum m of the valid
+     columns (-inf when there are none), Σ exp(logit - m) over them, and the logit of the row's
+     target when the target lies in [col_begin, col_begin+valid_cols), else 0. */
+  keel_status (*crossentropy_shard_stats)(void* backend, float* stats, const float* logits, const int32_t* targets,
+                                          int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols);
+  /* dlogits(N,cols) += (exp(logit - lse[n]) - onehot(target - col_begin)) * dloss over the valid
+     columns, where lse(N) is each row's log Σ exp over the whole vocabulary; rows whose target
+     < 0 get nothing. */
+  keel_status (*crossentropy_shard_backward)(void* backend, float* dlogits, const float* logits, const float* lse,
+                                             const int32_t* targets, float dloss, int64_t N, int64_t col_begin,
+                                             int64_t valid_cols, int64_t cols);
 } keel_backend_api;
 
 #ifdef __cplusplus

@@ -36,6 +36,12 @@ typedef struct keel_host {
      plugin pass on the message another plugin set (a comm call failing on a plugin's own thread).
      Valid until the thread's next call that sets an error. */
   const char* (*last_error)(void);
+  /* --- appended in 0.6 --- */
+  /* As init_param, but [begin, begin+count) counts elements of this rank's piece, the box
+     spec->local_offset + spec->local_shape in its own row-major order: the numbers are those of
+     the same elements of the global tensor, so every (tp, dp) layout starts identical. */
+  keel_status (*init_piece)(const keel_param_spec* spec, uint64_t seed, int64_t begin, int64_t count,
+                            float* out_host);
 } keel_host;
 
 /* printf-style helpers for plugins, so every plugin reports errors the same way. */

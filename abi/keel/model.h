@@ -5,6 +5,7 @@
 #define KEEL_MODEL_H
 
 #include "keel/backend.h"
+#include "keel/comm.h"
 #include "keel/host.h"
 #include "keel/params.h"
 
@@ -18,8 +19,16 @@ typedef struct keel_model_create_args {
   const char* json_path;           /* "model", for messages */
   const keel_backend_api* backend; /* the op set; outlives the model */
   void* backend_obj;
-  int32_t tp_rank;                 /* tensor-parallel position; 0 and 1 until tensor parallelism lands */
+  int32_t tp_rank;                 /* tensor-parallel position in the tp group (0.6; 0 and 1 before) */
   int32_t tp_size;
+  /* --- appended in 0.6 --- */
+  /* The tensor-parallel group (tp_size ranks), the model's alone, used from the thread that calls
+     forward/backward; NULL when tp_size is 1. A model that cannot split refuses tp_size > 1. */
+  const keel_comm_api* tp_comm;
+  void* tp_comm_obj;
+  /* "parallel.sequence_parallel": hold 1/tp of the token rows in the norm and residual regions
+     (Megatron's sequence parallelism); only with tp_size > 1. */
+  int32_t sequence_parallel;
 } keel_model_create_args;
 
 typedef struct keel_model_info {

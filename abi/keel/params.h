@@ -30,6 +30,12 @@ typedef struct keel_param_spec {
   float init_std;                /* for KEEL_INIT_NORMAL (mean 0) */
   int64_t init_rows;             /* rows [0, init_rows) follow `init`, later rows are zero
                                     (padded vocabulary); -1: every row */
+  /* --- appended in 0.6 --- */
+  /* This rank's piece is the box local_offset + local_shape of the global tensor: the global
+     index of its first element along each dimension (nonzero only along tp_dim). A model built
+     before 0.6 describes whole tensors; the core hands strategies specs of this size (it widens
+     older ones, offset 0), so a strategy may read this field whatever the model's minor. */
+  int64_t local_offset[KEEL_MAX_DIMS];
 } keel_param_spec;
 
 enum { KEEL_PHASE_FORWARD = 0, KEEL_PHASE_BACKWARD = 1 };

@@ -1,6 +1,12 @@
 /* The strategy kind: where parameters, gradients and optimizer state live, and when they
    move. It serves the model's acquire/release, runs the optimizer on what it owns, and reads
-   and writes parameters by global flat range for checkpoints and bindings.
+   and writes parameters by flat range for checkpoints and bindings.
+
+   Pieces (0.6). Under tensor parallelism a rank holds a piece of each parameter: the box
+   params[i].local_offset + local_shape of the global tensor. Every flat range below counts
+   elements of that piece in its own row-major order ("piece-local"); at tp 1 the piece is the
+   whole tensor, so the ranges are the global ones of 0.5. The core turns pieces and ranges
+   into checkpoint slices (a box plus a flat range in it), so any layout loads any checkpoint.
 
    The contract, as the core keeps it (a strategy may rely on each point):
 
@@ -67,6 +73,12 @@ typedef struct keel_strategy_create_args {
   void* dp_comm_obj;                   /* outlives the strategy; the strategy's alone (see the top) */
   int32_t dp_rank;
   int32_t dp_size;
+  /* --- appended in 0.6 --- */
+  /* This rank's tensor-parallel position. Parameters are the model's pieces (params[i]
+     local_offset/local_shape); parameters with tp_dim -1 are replicated over the tp group and
+     receive identical gradients on every tp rank. */
+  int32_t tp_rank;
+  int32_t tp_size;
 } keel_strategy_create_args;
 
 typedef struct keel_strategy_info {
@@ -99,24 +111,27 @@ typedef struct keel_strategy_api {
   /* Called before each micro-batch; is_last marks the one whose gradients end the accumulation. */
   keel_status (*begin_microbatch)(void* strategy, int32_t index, int32_t is_last);
   keel_status (*zero_grads)(void* strategy);
-  /* Σ g² over the whole model's gradients after the data-parallel reduction: the same value on
-     every rank of the group (a sharding strategy reduces its shards' sums itself). */
+  /* Σ g² over the gradients of this rank's pieces after the data-parallel reduction: the same
+     value on every rank of the dp group (a sharding strategy reduces its shards' sums itself).
+     A parameter replicated over tensor-parallel ranks (tp_dim -1) is counted only where
+     tp_rank is 0; the core sums the result over the tp group, so each distinct gradient counts
+     once (0.6; at tp 1 this is the whole model, as before). */
   keel_status (*grad_sq_norm)(void* strategy, double* out_sum_squares);
   keel_status (*step)(void* strategy, const keel_strategy_step_args* args);
-  /* Global flat element range [begin, begin+count) of parameter `index`, to or from host memory. */
+  /* Piece-local flat element range [begin, begin+count) of parameter `index`, to or from host memory. */
   keel_status (*read_param)(void* strategy, size_t index, int64_t begin, int64_t count, float* dst_host);
   keel_status (*write_param)(void* strategy, size_t index, int64_t begin, int64_t count, const float* src_host);
   keel_status (*read_grad)(void* strategy, size_t index, int64_t begin, int64_t count, float* dst_host);
 
   /* --- appended in 0.2 --- */
-  /* Optimizer state slot `slot` (0..n_state_slots-1) of parameter `index`, global flat range, to
+  /* Optimizer state slot `slot` (0..n_state_slots-1) of parameter `index`, piece-local flat range, to
      or from host memory: what a checkpoint saves so a resumed run continues bit for bit. */
   keel_status (*read_state)(void* strategy, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host);
   keel_status (*write_state)(void* strategy, int32_t slot, size_t index, int64_t begin, int64_t count,
                              const float* src_host);
 
   /* --- appended in 0.4 --- */
-  /* The global flat range [*begin, *end) of parameter `index` (kind -1) or of its optimizer
+  /* The piece-local flat range [*begin, *end) of parameter `index` (kind -1) or of its optimizer
      state slot `kind` that this rank holds and saves in a checkpoint; empty when *begin == *end.
      Ranks of a replicated tensor may all report it whole: the core saves rank 0's then. The
      read_/write_ slots accept any sub-range of it. */

@@ -87,10 +87,13 @@ void read_train(JsonSection s, TrainConfig& out) {
 void read_parallel(const nlohmann::json& config, RunConfig& out) {
   JsonSection s(config.contains("parallel") ? config.at("parallel") : nlohmann::json::object(), "parallel");
   s.allow("strategy");
-  out.tp = s.get<int32_t>("tp", 1);
-  out.pp = s.get<int32_t>("pp", 1);
-  if (out.tp != 1) throw ConfigError("parallel.tp: tensor parallelism is not available yet; expected 1, found " + std::to_string(out.tp));
+  out.tp = s.get_in_range<int32_t>("tp", 1, 1, 4096);
+  out.pp = s.get_in_range<int32_t>("pp", 1, 1, 4096);
+  out.sequence_parallel = s.get<bool>("sequence_parallel", false);
   if (out.pp != 1) throw ConfigError("parallel.pp: pipeline parallelism is not available yet; expected 1, found " + std::to_string(out.pp));
+  if (out.sequence_parallel && out.tp == 1)
+    throw ConfigError("parallel.sequence_parallel: splits the sequence over tensor-parallel ranks, so it needs "
+                      "parallel.tp > 1 (found tp 1)");
   s.finish();
   nlohmann::json parallel = config.contains("parallel") ? config.at("parallel") : nlohmann::json::object();
   out.strategy = read_plugin_section(parallel, "strategy", "parallel.strategy", "ddp");

@@ -73,7 +73,9 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   std::vector<std::string> plugin_path;
+  // The mesh (DESIGN.md §2): tp × dp × pp ranks, tp fastest; dp = world / (tp · pp).
   int32_t tp = 1, pp = 1;
+  bool sequence_parallel = false;  // parallel.sequence_parallel (Megatron's), with tp > 1
 
   // Reads and checks everything the core owns; throws KeelError(KEEL_ERR_INVALID_CONFIG)
   // with "<file>: <json path>: <problem>".

@@ -7,6 +7,10 @@
 #include "host/log.h"
 #include "host/param_init.h"
 
+#include <keel_support/piece_box.hpp>
+
+#include <string>
+
 namespace keel {
 namespace {
 
@@ -26,11 +30,27 @@ keel_status host_init_param(const keel_param_spec* spec, uint64_t seed, int64_t 
   return KEEL_OK;
 }
 
+keel_status host_init_piece(const keel_param_spec* spec, uint64_t seed, int64_t begin, int64_t count, float* out) {
+  if (!spec || !out || begin < 0 || count < 0) {
+    set_last_error("host init_piece: invalid arguments (NULL spec or output, or negative range)");
+    return KEEL_ERR_INVALID_ARGUMENT;
+  }
+  const keel_support::PieceBox box = keel_support::PieceBox::of_spec(*spec);
+  if (!box.fits() || count > box.numel() - begin) {
+    set_last_error(std::string("host init_piece: \"") + (spec->name ? spec->name : "") +
+                   "\": the piece does not fit the global shape, or the range runs past the piece");
+    return KEEL_ERR_INVALID_ARGUMENT;
+  }
+  init_piece_range(*spec, seed, begin, count, out);
+  return KEEL_OK;
+}
+
 }  // namespace
 
 const keel_host* host_table() {
   static const keel_host table = {sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                  host_set_error, host_log, host_init_param, last_error};
+                                  host_set_error, host_log, host_init_param, last_error,
+                                  host_init_piece};
   return &table;
 }
 

@@ -2,6 +2,8 @@
 // (seed, parameter name, element index), so any shard can be filled independently and in parallel.
 #include "host/param_init.h"
 
+#include <keel_support/piece_box.hpp>
+
 #include <cmath>
 
 namespace keel {
@@ -30,22 +32,43 @@ double standard_normal(uint64_t key, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
-void init_param_range(const keel_param_spec& spec, uint64_t seed, int64_t begin, int64_t count, float* out) {
-  int64_t row_elements = 1;
-  for (int32_t d = 1; d < spec.ndim; ++d) row_elements *= spec.global_shape[d];
-  const int64_t first_zero_element = spec.init_rows < 0 ? INT64_MAX : spec.init_rows * row_elements;
-  const uint64_t key = mix64(seed ^ hash_name(spec.name));
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t element = begin + i;
-    float value = 0.0f;
-    if (element < first_zero_element) {
-      if (spec.init == KEEL_INIT_ONES) value = 1.0f;
-      else if (spec.init == KEEL_INIT_NORMAL)
-        value = static_cast<float>(spec.init_std * standard_normal(key, static_cast<uint64_t>(element)));
-    }
-    out[i] = value;
+namespace {
+
+// Element `element` (global flat index) of the tensor `spec` describes.
+class ElementInit {
+ public:
+  ElementInit(const keel_param_spec& spec, uint64_t seed) : spec_(spec), key_(mix64(seed ^ hash_name(spec.name))) {
+    int64_t row_elements = 1;
+    for (int32_t d = 1; d < spec.ndim; ++d) row_elements *= spec.global_shape[d];
+    first_zero_element_ = spec.init_rows < 0 ? INT64_MAX : spec.init_rows * row_elements;
   }
+  float operator()(int64_t element) const {
+    if (element >= first_zero_element_) return 0.0f;
+    if (spec_.init == KEEL_INIT_ONES) return 1.0f;
+    if (spec_.init == KEEL_INIT_NORMAL)
+      return static_cast<float>(spec_.init_std * standard_normal(key_, static_cast<uint64_t>(element)));
+    return 0.0f;
+  }
+
+ private:
+  const keel_param_spec& spec_;
+  uint64_t key_;
+  int64_t first_zero_element_;
+};
+
+}  // namespace
+
+void init_param_range(const keel_param_spec& spec, uint64_t seed, int64_t begin, int64_t count, float* out) {
+  const ElementInit value(spec, seed);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) out[i] = value(begin + i);
+}
+
+void init_piece_range(const keel_param_spec& spec, uint64_t seed, int64_t begin, int64_t count, float* out) {
+  const ElementInit value(spec, seed);
+  const keel_support::PieceBox box = keel_support::PieceBox::of_spec(spec);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) out[i] = value(box.global_index(begin + i));
 }
 
 }  // namespace keel

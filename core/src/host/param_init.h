@@ -9,7 +9,11 @@
 
 namespace keel {
 
+// [begin, begin+count) of the whole tensor, row-major.
 void init_param_range(const keel_param_spec& spec, uint64_t seed, int64_t begin, int64_t count, float* out);
+// [begin, begin+count) of this rank's piece (spec.local_offset + local_shape), row-major in the
+// piece: the same numbers as the same elements of the whole tensor.
+void init_piece_range(const keel_param_spec& spec, uint64_t seed, int64_t begin, int64_t count, float* out);
 
 // A stateless, counter-based generator: uniform in (0,1) and standard normal for (key, index).
 uint64_t mix64(uint64_t x);

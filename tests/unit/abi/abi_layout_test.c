@@ -1,7 +1,7 @@
 /* The ABI promise, checked at compile time: every shipped field of every table and argument
    struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
-   The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2, 0.3 and 0.4 appended);
+   The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2 to 0.6 appended);
    when 1.0 is released they are frozen again under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
@@ -68,6 +68,7 @@ KEEL_ASSERT_OFFSET(keel_param_spec, flags, 96);
 KEEL_ASSERT_OFFSET(keel_param_spec, init, 100);
 KEEL_ASSERT_OFFSET(keel_param_spec, init_std, 104);
 KEEL_ASSERT_OFFSET(keel_param_spec, init_rows, 112);
+KEEL_ASSERT_OFFSET(keel_param_spec, local_offset, 120);  /* 0.6 */
 KEEL_ASSERT_SIZE(keel_param_access, 32);
 KEEL_ASSERT_OFFSET(keel_param_access, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_param_access, ctx, 8);
@@ -81,6 +82,7 @@ KEEL_ASSERT_OFFSET(keel_host, set_error, 16);
 KEEL_ASSERT_OFFSET(keel_host, log, 24);
 KEEL_ASSERT_OFFSET(keel_host, init_param, 32);
 KEEL_ASSERT_OFFSET(keel_host, last_error, 40);
+KEEL_ASSERT_OFFSET(keel_host, init_piece, 48);  /* 0.6 */
 KEEL_ASSERT_SIZE(keel_backend_create_args, 24);
 KEEL_ASSERT_OFFSET(keel_backend_create_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_backend_create_args, config_json, 8);
@@ -114,6 +116,10 @@ KEEL_ASSERT_OFFSET(keel_backend_api, embedding_backward, 192);
 KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_forward, 200);
 KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_backward, 208);
 KEEL_ASSERT_OFFSET(keel_backend_api, sum_squares, 216);
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_rows_forward, 224);  /* 0.6 */
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_rows_backward, 232);
+KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_shard_stats, 240);
+KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_shard_backward, 248);
 KEEL_ASSERT_SIZE(keel_model_create_args, 48);
 KEEL_ASSERT_OFFSET(keel_model_create_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_model_create_args, config_json, 8);
@@ -122,6 +128,9 @@ KEEL_ASSERT_OFFSET(keel_model_create_args, backend, 24);
 KEEL_ASSERT_OFFSET(keel_model_create_args, backend_obj, 32);
 KEEL_ASSERT_OFFSET(keel_model_create_args, tp_rank, 40);
 KEEL_ASSERT_OFFSET(keel_model_create_args, tp_size, 44);
+KEEL_ASSERT_OFFSET(keel_model_create_args, tp_comm, 48);  /* 0.6 */
+KEEL_ASSERT_OFFSET(keel_model_create_args, tp_comm_obj, 56);
+KEEL_ASSERT_OFFSET(keel_model_create_args, sequence_parallel, 64);
 KEEL_ASSERT_SIZE(keel_model_info, 40);
 KEEL_ASSERT_OFFSET(keel_model_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_model_info, params, 8);
@@ -200,6 +209,8 @@ KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_comm, 88);
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_comm_obj, 96);
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_rank, 104);
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_size, 108);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, tp_rank, 112);  /* 0.6 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, tp_size, 116);
 KEEL_ASSERT_SIZE(keel_strategy_info, 40);
 KEEL_ASSERT_OFFSET(keel_strategy_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_info, params_resident, 8);
@@ -300,5 +311,5 @@ KEEL_ASSERT_SIZE_FIRST(keel_strategy_info);
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 5 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 6 ? 0 : 1;
 }
