@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/tp_pieces.hpp>
 
 #include <algorithm>
 #include <string>
@@ -40,8 +41,9 @@ void check_optimizer_slots(const keel_optimizer_api* optimizer) {
 }
 
 const keel_strategy_create_args& checked_create_args(const keel_strategy_create_args& args) {
-  if (args.struct_size < sizeof(keel_strategy_create_args))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args is older than this plugin's ABI");
+  // The data-parallel fields (0.4) are needed; the tp position (0.6) defaults to tp 1.
+  if (args.struct_size < offsetof(keel_strategy_create_args, dp_size) + sizeof(args.dp_size))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args is older than ABI 0.4");
   check_backend_slots(args.backend);
   check_optimizer_slots(args.optimizer);
   return args;
@@ -56,6 +58,7 @@ DdpStrategy::DdpStrategy(const keel_host* host, const keel_strategy_create_args&
       optimizer_(args.optimizer),
       optimizer_obj_(args.optimizer_obj),
       specs_(args.params),
+      tp_(keel_support::tp_position(args)),
       layout_(build_param_layout(args.params, args.n_params, args.n_layers)) {
   keel_support::check_callee(backend_->device(backend_obj_, &device_), "backend device");
   optimizer_info_.struct_size = sizeof(optimizer_info_);
@@ -77,17 +80,9 @@ void DdpStrategy::initialise_params(uint64_t seed) {
   if (layout_.numel.empty()) return;
   std::vector<float> staging(static_cast<size_t>(*std::max_element(layout_.numel.begin(), layout_.numel.end())));
   for (size_t i = 0; i < layout_.numel.size(); ++i) {
-    const keel_param_spec& spec = specs_[i];
-    // init_param counts elements of the GLOBAL tensor; a tensor-parallel shard is not a
-    // contiguous range of it, so whole tensors only until tensor parallelism lands.
-    for (int32_t d = 0; d < spec.ndim; ++d)
-      if (spec.local_shape[d] != spec.global_shape[d])
-        throw StatusError(KEEL_ERR_UNIMPLEMENTED, param_label(spec, i) +
-                                                      ": local_shape differs from global_shape; ddp holds whole "
-                                                      "tensors only (tensor parallelism is not supported yet)");
     const int64_t numel = layout_.numel[i];
     if (numel == 0) continue;
-    keel_support::check_callee(host_->init_param(&spec, seed, 0, numel, staging.data()), "host init_param");
+    keel_support::init_piece_elements(host_, specs_[i], i, seed, 0, numel, staging.data());
     keel_support::check_callee(backend_->copy(backend_obj_, params_.floats() + layout_.offset[i], staging.data(),
                                 static_cast<size_t>(numel) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
   }
@@ -159,8 +154,22 @@ void DdpStrategy::zero_grads() {
 double DdpStrategy::grad_sq_norm() {
   finish_gradient_reduction();  // every rank now holds the same mean, so the same sum
   double sum_squares = 0.0;
-  if (layout_.total_elements > 0)
-    keel_support::check_callee(backend_->sum_squares(backend_obj_, grads_.floats(), layout_.total_elements, &sum_squares), "backend sum_squares");
+  // One call per maximal run of neighbouring parameters the norm counts on this tp rank (at tp
+  // rank 0 that is the whole buffer, as before tensor parallelism).
+  const size_t n_params = layout_.numel.size();
+  for (size_t first = 0; first < n_params;) {
+    const bool counted = keel_support::counts_in_grad_norm(specs_[first], tp_);
+    size_t end = first + 1;
+    while (end < n_params && keel_support::counts_in_grad_norm(specs_[end], tp_) == counted) ++end;
+    const int64_t begin = layout_.offset[first];
+    const int64_t count = layout_.offset[end - 1] + layout_.numel[end - 1] - begin;
+    double run = 0.0;
+    if (counted && count > 0)
+      keel_support::check_callee(backend_->sum_squares(backend_obj_, grads_.floats() + begin, count, &run),
+                                 "backend sum_squares");
+    sum_squares += run;
+    first = end;
+  }
   return sum_squares;
 }
 

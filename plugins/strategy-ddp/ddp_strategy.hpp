@@ -20,6 +20,7 @@
 #include <keel_support/backend_buffer.hpp>
 #include "gradient_buckets.hpp"
 #include <keel_support/comm_worker.hpp>
+#include <keel_support/tp_pieces.hpp>
 #include "param_layout.hpp"
 
 namespace keel_ddp {
@@ -76,6 +77,7 @@ class DdpStrategy {
   const keel_optimizer_api* optimizer_;
   void* optimizer_obj_;
   const keel_param_spec* specs_;  // the model's; outlives the strategy
+  keel_support::TpPosition tp_;   // which replicated gradients grad_sq_norm counts
   keel_device device_{};
   keel_optimizer_info optimizer_info_{};
   ParamLayout layout_;

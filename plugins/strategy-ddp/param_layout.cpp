@@ -4,6 +4,7 @@
 
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/param_specs.hpp>
+#include <keel_support/tp_pieces.hpp>
 
 #include <string>
 
@@ -34,7 +35,7 @@ ParamLayout build_param_layout(const keel_param_spec* specs, size_t n_specs, int
     if (spec.layer < 0 || spec.layer >= n_layers)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, spec_label(spec, i) + ": layer " + std::to_string(spec.layer) +
                                                        " is outside [0, " + std::to_string(n_layers) + ")");
-    const int64_t numel = keel_support::checked_local_numel(spec, i);
+    const int64_t numel = keel_support::checked_piece_numel(spec, i);
     layout.numel.push_back(numel);
     layout.offset.push_back(layout.total_elements);
     LayerSlots& layer = layout.layers[static_cast<size_t>(spec.layer)];
