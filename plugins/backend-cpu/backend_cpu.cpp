@@ -19,6 +19,7 @@
 #include "cpu/layernorm.h"      // defines: layernorm_forward, layernorm_backward
 #include "cpu/matmul.h"         // defines: matmul_forward, matmul_backward
 #include "cpu/reduce.h"         // defines: sum_squares
+#include "cpu/vocab_shard.h"    // defines: embedding_rows_*, crossentropy_shard_*
 #include "keel_support/abi_guard.hpp"
 
 namespace {
@@ -330,6 +331,59 @@ keel_status sum_squares(void* backend, const float* x, int64_t n, double* out_ho
   });
 }
 
+// --- 0.6: the vocabulary split over tensor-parallel ranks ---
+
+void require_row_block(int64_t begin, int64_t count, const char* op, const char* begin_name, const char* count_name) {
+  require(begin >= 0 && count >= 0, std::string(op) + ": need " + begin_name + " >= 0 and " + count_name +
+                                        " >= 0, found " + std::to_string(begin) + " and " + std::to_string(count));
+}
+
+keel_status embedding_rows_forward(void* backend, float* out, const int32_t* tokens, const float* wte_rows,
+                                   const float* wpe, int64_t B, int64_t T, int64_t C, int64_t row_begin,
+                                   int64_t rows) {
+  return run(backend, [&] {
+    require_sizes({B, T, C}, "embedding_rows_forward");
+    require_row_block(row_begin, rows, "embedding_rows_forward", "row_begin", "rows");
+    require_tokens(tokens, B * T, "embedding_rows_forward");
+    keel::cpu::embedding_rows_forward(out, tokens, wte_rows, wpe, B, T, C, row_begin, rows);
+  });
+}
+
+keel_status embedding_rows_backward(void* backend, float* dwte_rows, float* dwpe, const float* dout,
+                                    const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t row_begin,
+                                    int64_t rows) {
+  return run(backend, [&] {
+    require_sizes({B, T, C}, "embedding_rows_backward");
+    require_row_block(row_begin, rows, "embedding_rows_backward", "row_begin", "rows");
+    require_tokens(tokens, B * T, "embedding_rows_backward");
+    keel::cpu::embedding_rows_backward(dwte_rows, dwpe, dout, tokens, B, T, C, row_begin, rows);
+  });
+}
+
+void require_column_block(int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, const char* op) {
+  require_sizes({N, cols}, op);
+  require_row_block(col_begin, valid_cols, op, "col_begin", "valid_cols");
+  require(valid_cols <= cols, std::string(op) + ": valid_cols " + std::to_string(valid_cols) +
+                                  " exceeds cols " + std::to_string(cols));
+}
+
+keel_status crossentropy_shard_stats(void* backend, float* stats, const float* logits, const int32_t* targets,
+                                     int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols) {
+  return run(backend, [&] {
+    require_column_block(N, col_begin, valid_cols, cols, "crossentropy_shard_stats");
+    keel::cpu::crossentropy_shard_stats(stats, logits, targets, N, col_begin, valid_cols, cols);
+  });
+}
+
+keel_status crossentropy_shard_backward(void* backend, float* dlogits, const float* logits, const float* lse,
+                                        const int32_t* targets, float dloss, int64_t N, int64_t col_begin,
+                                        int64_t valid_cols, int64_t cols) {
+  return run(backend, [&] {
+    require_column_block(N, col_begin, valid_cols, cols, "crossentropy_shard_backward");
+    keel::cpu::crossentropy_shard_backward(dlogits, logits, lse, targets, dloss, N, col_begin, valid_cols, cols);
+  });
+}
+
 keel_backend_api make_api() {
   keel_backend_api api{};
   api.struct_size = sizeof(keel_backend_api);
@@ -360,6 +414,10 @@ keel_backend_api make_api() {
   api.crossentropy_forward = crossentropy_forward;
   api.crossentropy_backward = crossentropy_backward;
   api.sum_squares = sum_squares;
+  api.embedding_rows_forward = embedding_rows_forward;
+  api.embedding_rows_backward = embedding_rows_backward;
+  api.crossentropy_shard_stats = crossentropy_shard_stats;
+  api.crossentropy_shard_backward = crossentropy_shard_backward;
   return api;
 }
 

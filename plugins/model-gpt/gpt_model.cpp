@@ -45,10 +45,6 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
 
 GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
     : host_(host), config_(parse_gpt_config(args.config_json, args.json_path)) {
-  if (args.tp_size != 1 || args.tp_rank != 0)
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "tensor parallelism is not implemented yet: tp_size must be 1 "
-                                              "(found tp_rank " + std::to_string(args.tp_rank) + ", tp_size " +
-                                                  std::to_string(args.tp_size) + ")");
   if (args.backend == nullptr || args.backend_obj == nullptr)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
   backend_ = {args.backend, args.backend_obj};
@@ -65,58 +61,9 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   KEEL_REQUIRE_OP(embedding_backward) KEEL_REQUIRE_OP(crossentropy_forward)
   KEEL_REQUIRE_OP(crossentropy_backward)
 #undef KEEL_REQUIRE_OP
+  check_tensor_parallel(args);
   build_param_specs();
   external_ = std::make_unique<const GptExternalNames>(config_, names_);
-}
-
-void GptModel::build_param_specs() {
-  const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
-  const int64_t Vp = config_.padded_vocab_size, maxT = config_.max_seq_len;
-  const uint32_t no_decay = KEEL_PARAM_NO_WEIGHT_DECAY;
-  // GPT-2's init: N(0, 0.02), and residual-stream output projections scaled by 1/sqrt(2L).
-  const float std = 0.02f, residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(L));
-
-  struct Pending {
-    std::string name;
-    keel_param_spec spec;
-  };
-  std::vector<Pending> pending;
-  auto add = [&](std::string name, int32_t layer, std::initializer_list<int64_t> shape, uint32_t flags,
-                 int32_t init, float init_std, int64_t init_rows = -1) {
-    pending.push_back({std::move(name), keel_model::make_spec(nullptr, layer, shape, flags, init, init_std, init_rows)});
-  };
-
-  // Layer 0: embeddings. wte's padded rows stay zero; wte is also the lm_head (tied).
-  add("wte", 0, {Vp, C}, KEEL_PARAM_TIED, KEEL_INIT_NORMAL, std, V);
-  add("wpe", 0, {maxT, C}, no_decay, KEEL_INIT_NORMAL, std);
-  for (int64_t i = 0; i < L; ++i) {
-    const int32_t layer = static_cast<int32_t>(1 + i);
-    const std::string h = "h." + std::to_string(i) + ".";
-    add(h + "ln_1.weight", layer, {C}, no_decay, KEEL_INIT_ONES, 0);
-    add(h + "ln_1.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
-    add(h + "attn.qkv.weight", layer, {3 * C, C}, 0, KEEL_INIT_NORMAL, std);
-    add(h + "attn.qkv.bias", layer, {3 * C}, no_decay, KEEL_INIT_ZEROS, 0);
-    add(h + "attn.proj.weight", layer, {C, C}, 0, KEEL_INIT_NORMAL, residual_std);
-    add(h + "attn.proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
-    add(h + "ln_2.weight", layer, {C}, no_decay, KEEL_INIT_ONES, 0);
-    add(h + "ln_2.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
-    add(h + "mlp.fc.weight", layer, {4 * C, C}, 0, KEEL_INIT_NORMAL, std);
-    add(h + "mlp.fc.bias", layer, {4 * C}, no_decay, KEEL_INIT_ZEROS, 0);
-    add(h + "mlp.proj.weight", layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std);
-    add(h + "mlp.proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
-  }
-  add("ln_f.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES, 0);
-  add("ln_f.bias", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ZEROS, 0);
-
-  names_.clear();
-  specs_.clear();
-  for (auto& p : pending) names_.push_back(std::move(p.name));
-  for (size_t i = 0; i < pending.size(); ++i) {
-    specs_.push_back(pending[i].spec);
-    specs_.back().name = names_[i].c_str();  // names_ no longer grows, so the pointers stay valid
-  }
-  layer_first_spec_.assign(static_cast<size_t>(L + 3), specs_.size());
-  for (size_t i = specs_.size(); i-- > 0;) layer_first_spec_[static_cast<size_t>(specs_[i].layer)] = i;
 }
 
 void GptModel::describe(keel_model_info* out) const {
@@ -147,28 +94,31 @@ double GptModel::flops_per_token(int32_t seq_len) const {
 }
 
 void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) const {
-  const int64_t L = config_.n_layer, C = config_.d_model, Vp = config_.padded_vocab_size;
-  const int64_t N = static_cast<int64_t>(a.B) * a.T;
+  const int64_t L = config_.n_layer, C = config_.d_model;
+  const int64_t Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
+  const int64_t N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   Carver carve(base);
-  a.encoded = carve.take<float>(N * C);
+  a.encoded = carve.take<float>(Nr * C);
   a.ln1 = carve.take<float>(L * N * C);
-  a.ln1_mean = carve.take<float>(L * N);
-  a.ln1_rstd = carve.take<float>(L * N);
-  a.qkv = carve.take<float>(L * N * 3 * C);
-  a.atty = carve.take<float>(L * N * C);
+  a.ln1_mean = carve.take<float>(L * Nr);
+  a.ln1_rstd = carve.take<float>(L * Nr);
+  a.qkv = carve.take<float>(L * N * 3 * Cl);
+  a.atty = carve.take<float>(L * N * Cl);
   a.att_saved = carve.take<float>(L * a.att_saved_per_layer);
-  a.residual2 = carve.take<float>(L * N * C);
+  a.residual2 = carve.take<float>(L * Nr * C);
   a.ln2 = carve.take<float>(L * N * C);
-  a.ln2_mean = carve.take<float>(L * N);
-  a.ln2_rstd = carve.take<float>(L * N);
-  a.fch = carve.take<float>(L * N * 4 * C);
-  a.fch_gelu = carve.take<float>(L * N * 4 * C);
-  a.residual3 = carve.take<float>(L * N * C);
+  a.ln2_mean = carve.take<float>(L * Nr);
+  a.ln2_rstd = carve.take<float>(L * Nr);
+  a.fch = carve.take<float>(L * N * F);
+  a.fch_gelu = carve.take<float>(L * N * F);
+  a.residual3 = carve.take<float>(L * Nr * C);
   a.lnf = carve.take<float>(N * C);
-  a.lnf_mean = carve.take<float>(N);
-  a.lnf_rstd = carve.take<float>(N);
-  a.logits = carve.take<float>(N * Vp);
+  a.lnf_mean = carve.take<float>(Nr);
+  a.lnf_rstd = carve.take<float>(Nr);
+  a.logits = carve.take<float>(N * Vl);
   a.losses = carve.take<float>(N);
+  a.lse = tp_.active() ? carve.take<float>(N) : nullptr;
+  a.ce_stats = tp_.active() ? carve.take<float>(3 * N) : nullptr;
   a.tokens = carve.take<int32_t>(N);
   a.targets = carve.take<int32_t>(N);
   *out_bytes = carve.used();
@@ -179,7 +129,7 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T)
   if (a.B == B && a.T == T && a.memory.get()) return a;
   a.memory = BackendBuffer();  // free the old size first: peak memory is one copy
   a.B = B, a.T = T;
-  a.att_saved_per_layer = backend_.api->attention_saved_floats(backend_.obj, B, T, config_.d_model, config_.n_head);
+  a.att_saved_per_layer = backend_.api->attention_saved_floats(backend_.obj, B, T, share_.channels, share_.heads);
   if (a.att_saved_per_layer < 0)
     throw StatusError(KEEL_ERR_INTERNAL, "the backend's attention_saved_floats returned a negative size");
   size_t bytes = 0;
@@ -192,16 +142,22 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T)
 
 void GptModel::ensure_grad_scratch(int64_t rows) {
   if (scratch_.rows >= rows) return;
-  const int64_t C = config_.d_model, Vp = config_.padded_vocab_size;
+  const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
+  const int64_t split = tp_.active() ? 1 : 0, sp = sequence_parallel_ ? 1 : 0;
   auto carve_all = [&](GradScratch& s, char* base) {
     Carver carve(base);
-    s.dlogits = carve.take<float>(rows * Vp);
-    s.dresidual = carve.take<float>(rows * C);
+    s.dlogits = carve.take<float>(rows * Vl);
+    s.dresidual = carve.take<float>(norm_rows(rows) * C);
     s.dln = carve.take<float>(rows * C);
-    s.datty = carve.take<float>(rows * C);
-    s.dqkv = carve.take<float>(rows * 3 * C);
-    s.dfch_gelu = carve.take<float>(rows * 4 * C);
-    s.dfch = carve.take<float>(rows * 4 * C);
+    s.datty = carve.take<float>(rows * Cl);
+    s.dqkv = carve.take<float>(rows * 3 * Cl);
+    s.dfch_gelu = carve.take<float>(rows * F);
+    s.dfch = carve.take<float>(rows * F);
+    s.ln_rows = carve.take<float>(sp * norm_rows(rows) * C);
+    s.partial = carve.take<float>(split * rows * C);
+    s.dln_rows = carve.take<float>(sp * norm_rows(rows) * C);
+    s.dgathered = carve.take<float>(sp * rows * C);
+    s.dnorm = carve.take<float>(sp * 2 * C);
     return carve.used();
   };
   scratch_.memory = BackendBuffer();
@@ -222,10 +178,16 @@ void GptModel::forward(keel_forward_args* args) {
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: need batch >= 1 and 1 <= seq_len <= " +
                                                      std::to_string(config_.max_seq_len) + ", found batch " +
                                                      std::to_string(B) + ", seq_len " + std::to_string(T));
+  if (sequence_parallel_ && T % tp_.size != 0)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
+                                                 "the tensor-parallel size " + std::to_string(tp_.size) +
+                                                 ", which sequence parallelism splits it by");
   const keel_param_access* access = args->access;
   const keel_model::Backend& be = backend_;
-  const int64_t L = config_.n_layer, NH = config_.n_head, C = config_.d_model;
+  const int64_t L = config_.n_layer, C = config_.d_model;
   const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, N = static_cast<int64_t>(B) * T;
+  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
+  const int64_t Nr = norm_rows(N);  // rows of the norm and residual regions on this rank
 
   keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
   int64_t valid_targets = 0;
@@ -233,66 +195,92 @@ void GptModel::forward(keel_forward_args* args) {
 
   Activations& a = activations_for(args->microbatch, B, T);
   a.backward_pending = false;
+  ensure_grad_scratch(N);
+  GradScratch& s = scratch_;
   KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
   if (args->targets) KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
 
   {  // layer 0: token and position embeddings
     LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
-    KEEL_OP(be, embedding_forward, a.encoded, a.tokens, lease.param(WTE), lease.param(WPE), B, T, C);  // (B,T,C)
+    if (!tp_.active()) {
+      KEEL_OP(be, embedding_forward, a.encoded, a.tokens, lease.param(WTE), lease.param(WPE), B, T, C);  // (B,T,C)
+    } else {  // each rank embeds the tokens of its vocabulary rows (wpe once, on rank 0); the sum is the embedding
+      float* partial = sequence_parallel_ ? s.partial : a.encoded;
+      KEEL_OP(be, embedding_rows_forward, partial, a.tokens, lease.param(WTE), tp_.rank == 0 ? lease.param(WPE) : nullptr,
+              B, T, C, share_.vocab_begin, Vl);
+      leave_tp_region(partial, a.encoded, N);
+    }
     lease.release(false);
   }
   for (int64_t l = 0; l < L; ++l) {
     const int32_t layer = static_cast<int32_t>(1 + l);
     LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
     auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
-    const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * N * C;  // (B,T,C)
-    float* ln1 = a.ln1 + l * N * C;                                               // (B,T,C)
-    float* ln1_mean = a.ln1_mean + l * N;                                         // (B,T)
-    float* ln1_rstd = a.ln1_rstd + l * N;                                         // (B,T)
-    float* qkv = a.qkv + l * N * 3 * C;                                           // (B,T,3C)
-    float* atty = a.atty + l * N * C;                                             // (B,T,C)
+    const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
+    float* ln1 = a.ln1 + l * N * C;                 // (B,T,C)
+    float* ln1_mean = a.ln1_mean + l * Nr;          // (Nr)
+    float* ln1_rstd = a.ln1_rstd + l * Nr;          // (Nr)
+    float* qkv = a.qkv + l * N * 3 * Cl;            // (B,T,3C/tp)
+    float* atty = a.atty + l * N * Cl;              // (B,T,C/tp)
     float* att_saved = a.att_saved + l * a.att_saved_per_layer;
-    float* residual2 = a.residual2 + l * N * C;  // (B,T,C)
-    float* ln2 = a.ln2 + l * N * C;              // (B,T,C)
-    float* ln2_mean = a.ln2_mean + l * N;        // (B,T)
-    float* ln2_rstd = a.ln2_rstd + l * N;        // (B,T)
-    float* fch = a.fch + l * N * 4 * C;          // (B,T,4C)
-    float* fch_gelu = a.fch_gelu + l * N * 4 * C;  // (B,T,4C)
-    float* residual3 = a.residual3 + l * N * C;    // (B,T,C)
+    float* residual2 = a.residual2 + l * Nr * C;    // (Nr,C)
+    float* ln2 = a.ln2 + l * N * C;                 // (B,T,C)
+    float* ln2_mean = a.ln2_mean + l * Nr;          // (Nr)
+    float* ln2_rstd = a.ln2_rstd + l * Nr;          // (Nr)
+    float* fch = a.fch + l * N * F;                 // (B,T,4C/tp)
+    float* fch_gelu = a.fch_gelu + l * N * F;       // (B,T,4C/tp)
+    float* residual3 = a.residual3 + l * Nr * C;    // (Nr,C)
+    // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
+    // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
+    float* ln_out1 = sequence_parallel_ ? s.ln_rows : ln1;
+    float* ln_out2 = sequence_parallel_ ? s.ln_rows : ln2;
+    float* proj_out = sequence_parallel_ ? s.partial : residual2;
+    float* fcproj_out = sequence_parallel_ ? s.partial : residual3;
 
-    KEEL_OP(be, layernorm_forward, ln1, ln1_mean, ln1_rstd, residual, w(LN1_W), w(LN1_B), N, C);
-    KEEL_OP(be, matmul_forward, qkv, ln1, w(QKV_W), w(QKV_B), N, C, 3 * C);
-    KEEL_OP(be, attention_forward, atty, att_saved, qkv, B, T, C, NH);
-    KEEL_OP(be, matmul_forward, residual2, atty, w(ATTPROJ_W), w(ATTPROJ_B), N, C, C);
-    KEEL_OP(be, add, residual2, residual2, residual, N * C);
-    KEEL_OP(be, layernorm_forward, ln2, ln2_mean, ln2_rstd, residual2, w(LN2_W), w(LN2_B), N, C);
-    KEEL_OP(be, matmul_forward, fch, ln2, w(FC_W), w(FC_B), N, C, 4 * C);
-    KEEL_OP(be, gelu_forward, fch_gelu, fch, N * 4 * C);
-    KEEL_OP(be, matmul_forward, residual3, fch_gelu, w(FCPROJ_W), w(FCPROJ_B), N, 4 * C, C);
-    KEEL_OP(be, add, residual3, residual3, residual2, N * C);
+    KEEL_OP(be, layernorm_forward, ln_out1, ln1_mean, ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
+    enter_tp_region(ln_out1, ln1, N);
+    KEEL_OP(be, matmul_forward, qkv, ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
+    KEEL_OP(be, attention_forward, atty, att_saved, qkv, B, T, Cl, NH);
+    KEEL_OP(be, matmul_forward, proj_out, atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
+    leave_tp_region(proj_out, residual2, N);
+    KEEL_OP(be, add, residual2, residual2, residual, Nr * C);
+    KEEL_OP(be, layernorm_forward, ln_out2, ln2_mean, ln2_rstd, residual2, w(LN2_W), w(LN2_B), Nr, C);
+    enter_tp_region(ln_out2, ln2, N);
+    KEEL_OP(be, matmul_forward, fch, ln2, w(FC_W), w(FC_B), N, C, F);
+    KEEL_OP(be, gelu_forward, fch_gelu, fch, N * F);
+    KEEL_OP(be, matmul_forward, fcproj_out, fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
+    leave_tp_region(fcproj_out, residual3, N);
+    KEEL_OP(be, add, residual3, residual3, residual2, Nr * C);
     lease.release(false);
   }
-  const float* last_residual = a.residual3 + (L - 1) * N * C;  // (B,T,C)
+  const float* last_residual = a.residual3 + (L - 1) * Nr * C;  // (Nr,C)
   {  // layer L+1: final layernorm
     const int32_t layer = static_cast<int32_t>(L + 1);
     LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-    KEEL_OP(be, layernorm_forward, a.lnf, a.lnf_mean, a.lnf_rstd, last_residual, lease.param(LNF_W),
-            lease.param(LNF_B), N, C);
+    float* lnf_out = sequence_parallel_ ? s.ln_rows : a.lnf;
+    KEEL_OP(be, layernorm_forward, lnf_out, a.lnf_mean, a.lnf_rstd, last_residual, lease.param(LNF_W),
+            lease.param(LNF_B), Nr, C);
+    enter_tp_region(lnf_out, a.lnf, N);
     lease.release(false);
   }
-  {  // layer 0 again: the lm_head is wte
+  {  // layer 0 again: the lm_head is wte (this rank's vocabulary rows)
     LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
-    KEEL_OP(be, matmul_forward, a.logits, a.lnf, lease.param(WTE), nullptr, N, C, Vp);  // (B,T,Vp)
+    KEEL_OP(be, matmul_forward, a.logits, a.lnf, lease.param(WTE), nullptr, N, C, Vl);  // (B,T,Vp/tp)
     lease.release(false);
   }
 
   if (!args->targets) {
-    args->logits = a.logits;
+    args->logits = tp_.active() ? gather_logits(a, N) : a.logits;
+    return;
+  }
+  a.valid_targets = valid_targets;
+  if (tp_.active()) {
+    args->loss = vocab_parallel_loss(a, N);  // keeps the logits: the shard backward needs them
+    a.backward_pending = true;
     return;
   }
   // The probabilities overwrite the logits: the backward needs only them.
   KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
-  a.valid_targets = valid_targets;
   a.backward_pending = true;
   // With no valid target the loss is 0 and, in backward, the gradients are zero.
   args->loss = keel_model::mean_loss(be, a.losses, N, valid_targets);
@@ -311,28 +299,34 @@ void GptModel::backward(const keel_backward_args& args) {
   a.backward_pending = false;
   const keel_param_access* access = args.access;
   const keel_model::Backend& be = backend_;
-  const int64_t L = config_.n_layer, NH = config_.n_head, C = config_.d_model;
+  const int64_t L = config_.n_layer, C = config_.d_model;
   const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size;
-  const int64_t B = a.B, T = a.T, N = B * T;
+  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
+  const int64_t B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
   ensure_grad_scratch(N);
   GradScratch& g = scratch_;
   const float dloss = a.valid_targets ? args.loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
 
-  KEEL_OP(be, fill_zero, g.dlogits, N * Vp * sizeof(float));
+  KEEL_OP(be, fill_zero, g.dlogits, N * Vl * sizeof(float));
   KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dresidual, N * C * sizeof(float));
-  KEEL_OP(be, crossentropy_backward, g.dlogits, a.logits, a.targets, dloss, N, V, Vp);  // (B,T,Vp)
+  KEEL_OP(be, fill_zero, g.dresidual, Nr * C * sizeof(float));
+  if (tp_.active())
+    KEEL_OP(be, crossentropy_shard_backward, g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin,
+            share_.vocab_valid, Vl);  // (B,T,Vp/tp)
+  else
+    KEEL_OP(be, crossentropy_backward, g.dlogits, a.logits, a.targets, dloss, N, V, Vp);  // (B,T,Vp)
   {  // layer 0, first use: the lm_head. Not final: the embedding backward still adds to dwte.
     LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-    KEEL_OP(be, matmul_backward, g.dln, lease.grad(WTE), nullptr, g.dlogits, a.lnf, lease.param(WTE), N, C, Vp);
+    KEEL_OP(be, matmul_backward, g.dln, lease.grad(WTE), nullptr, g.dlogits, a.lnf, lease.param(WTE), N, C, Vl);
     lease.release(false);
   }
-  const float* last_residual = a.residual3 + (L - 1) * N * C;
+  const float* last_residual = a.residual3 + (L - 1) * Nr * C;
   {  // layer L+1: final layernorm; dresidual becomes the gradient of the last block's output
     const int32_t layer = static_cast<int32_t>(L + 1);
     LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-    KEEL_OP(be, layernorm_backward, g.dresidual, lease.grad(LNF_W), lease.grad(LNF_B), g.dln, last_residual,
-            lease.param(LNF_W), a.lnf_mean, a.lnf_rstd, N, C);
+    const float* dlnf = enter_tp_region_backward(g.dln, N);
+    norm_backward(g.dresidual, lease.grad(LNF_W), lease.grad(LNF_B), dlnf, last_residual, lease.param(LNF_W),
+                  a.lnf_mean, a.lnf_rstd, N);
     lease.release(true);
   }
   for (int64_t l = L - 1; l >= 0; --l) {
@@ -340,47 +334,56 @@ void GptModel::backward(const keel_backward_args& args) {
     LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
     auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
     auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
-    const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * N * C;  // (B,T,C)
+    const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
     const float* ln1 = a.ln1 + l * N * C;
-    const float* ln1_mean = a.ln1_mean + l * N;
-    const float* ln1_rstd = a.ln1_rstd + l * N;
-    const float* qkv = a.qkv + l * N * 3 * C;
-    const float* atty = a.atty + l * N * C;
+    const float* ln1_mean = a.ln1_mean + l * Nr;
+    const float* ln1_rstd = a.ln1_rstd + l * Nr;
+    const float* qkv = a.qkv + l * N * 3 * Cl;
+    const float* atty = a.atty + l * N * Cl;
     const float* att_saved = a.att_saved + l * a.att_saved_per_layer;
-    const float* residual2 = a.residual2 + l * N * C;
+    const float* residual2 = a.residual2 + l * Nr * C;
     const float* ln2 = a.ln2 + l * N * C;
-    const float* ln2_mean = a.ln2_mean + l * N;
-    const float* ln2_rstd = a.ln2_rstd + l * N;
-    const float* fch = a.fch + l * N * 4 * C;
-    const float* fch_gelu = a.fch_gelu + l * N * 4 * C;
+    const float* ln2_mean = a.ln2_mean + l * Nr;
+    const float* ln2_rstd = a.ln2_rstd + l * Nr;
+    const float* fch = a.fch + l * N * F;
+    const float* fch_gelu = a.fch_gelu + l * N * F;
 
     // MLP branch: residual3 = residual2 + proj(gelu(fc(ln2(residual2)))). dresidual holds
-    // ∂/∂residual3, which is also the gradient of the projection's output.
-    KEEL_OP(be, fill_zero, g.dfch_gelu, N * 4 * C * sizeof(float));
-    KEEL_OP(be, fill_zero, g.dfch, N * 4 * C * sizeof(float));
+    // ∂/∂residual3, which is also the gradient of the projection's output. The replicated
+    // projection bias gets its gradient from every row, so it is whole on every rank.
+    const float* dfcproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+    KEEL_OP(be, fill_zero, g.dfch_gelu, N * F * sizeof(float));
+    KEEL_OP(be, fill_zero, g.dfch, N * F * sizeof(float));
     KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-    KEEL_OP(be, matmul_backward, g.dfch_gelu, dw(FCPROJ_W), dw(FCPROJ_B), g.dresidual, fch_gelu, w(FCPROJ_W), N,
-            4 * C, C);
-    KEEL_OP(be, gelu_backward, g.dfch, fch, g.dfch_gelu, N * 4 * C);
-    KEEL_OP(be, matmul_backward, g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, 4 * C);
+    KEEL_OP(be, matmul_backward, g.dfch_gelu, dw(FCPROJ_W), dw(FCPROJ_B), dfcproj_out, fch_gelu, w(FCPROJ_W), N,
+            F, C);
+    KEEL_OP(be, gelu_backward, g.dfch, fch, g.dfch_gelu, N * F);
+    KEEL_OP(be, matmul_backward, g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, F);
     // adds ln2's path to the skip path already in dresidual: now ∂/∂residual2
-    KEEL_OP(be, layernorm_backward, g.dresidual, dw(LN2_W), dw(LN2_B), g.dln, residual2, w(LN2_W), ln2_mean,
-            ln2_rstd, N, C);
+    norm_backward(g.dresidual, dw(LN2_W), dw(LN2_B), enter_tp_region_backward(g.dln, N), residual2, w(LN2_W),
+                  ln2_mean, ln2_rstd, N);
 
     // Attention branch: residual2 = residual + proj(attention(qkv(ln1(residual)))).
-    KEEL_OP(be, fill_zero, g.datty, N * C * sizeof(float));
-    KEEL_OP(be, fill_zero, g.dqkv, N * 3 * C * sizeof(float));
+    const float* dproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+    KEEL_OP(be, fill_zero, g.datty, N * Cl * sizeof(float));
+    KEEL_OP(be, fill_zero, g.dqkv, N * 3 * Cl * sizeof(float));
     KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-    KEEL_OP(be, matmul_backward, g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), g.dresidual, atty, w(ATTPROJ_W), N, C, C);
-    KEEL_OP(be, attention_backward, g.dqkv, g.datty, qkv, att_saved, B, T, C, NH);
-    KEEL_OP(be, matmul_backward, g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * C);
-    KEEL_OP(be, layernorm_backward, g.dresidual, dw(LN1_W), dw(LN1_B), g.dln, residual, w(LN1_W), ln1_mean,
-            ln1_rstd, N, C);
+    KEEL_OP(be, matmul_backward, g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, atty, w(ATTPROJ_W), N, Cl, C);
+    KEEL_OP(be, attention_backward, g.dqkv, g.datty, qkv, att_saved, B, T, Cl, NH);
+    KEEL_OP(be, matmul_backward, g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
+    norm_backward(g.dresidual, dw(LN1_W), dw(LN1_B), enter_tp_region_backward(g.dln, N), residual, w(LN1_W),
+                  ln1_mean, ln1_rstd, N);
     lease.release(true);
   }
   {  // layer 0, last use: the embeddings. Now wte's gradient is complete.
     LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-    KEEL_OP(be, embedding_backward, lease.grad(WTE), lease.grad(WPE), g.dresidual, a.tokens, B, T, C);
+    if (!tp_.active()) {
+      KEEL_OP(be, embedding_backward, lease.grad(WTE), lease.grad(WPE), g.dresidual, a.tokens, B, T, C);
+    } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
+      const float* dencoded = leave_tp_region_backward(g.dresidual, N);
+      KEEL_OP(be, embedding_rows_backward, lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C,
+              share_.vocab_begin, Vl);
+    }
     lease.release(true);
   }
 }

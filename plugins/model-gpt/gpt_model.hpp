@@ -3,6 +3,11 @@
 // and their gradients come one layer at a time from the strategy's keel_param_access.
 // Layers (units of acquire/release): 0 = wte + wpe (wte is also the tied lm_head),
 // 1..n_layer = transformer blocks, n_layer+1 = ln_f.
+// Tensor parallelism (tp > 1, Megatron-LM): heads and the MLP's hidden units are split over the
+// tp group (column-parallel qkv and mlp.fc, row-parallel attn.proj and mlp.proj), the vocabulary
+// too (wte and the tied lm_head, with a vocabulary-parallel cross-entropy); with sequence
+// parallelism the norm and residual regions hold 1/tp of the token rows. tp_mappings.hpp is all
+// the communication.
 #pragma once
 
 #include <keel/model.h>
@@ -15,6 +20,7 @@
 
 #include "gpt_external_names.hpp"  // defines: GptExternalNames
 #include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
+#include "tp_mappings.hpp"    // defines: TpGroup and the four mappings
 
 namespace keel_gpt {
 
@@ -33,7 +39,21 @@ struct GptConfig {
 // Reads and checks the "model" section; throws keel_support::ConfigError naming the JSON path.
 GptConfig parse_gpt_config(const char* config_json, const char* json_path);
 
+// This rank's share of the model under tensor parallelism (everything whole at tp 1).
+struct TpShape {
+  int64_t heads = 0;        // NH/tp attention heads
+  int64_t channels = 0;     // C/tp: the heads' channels, attn.proj's input columns
+  int64_t hidden = 0;       // 4C/tp: the MLP's hidden units
+  int64_t vocab_rows = 0;   // Vp/tp rows of wte, columns of the logits
+  int64_t vocab_begin = 0;  // the first of them
+  int64_t vocab_valid = 0;  // how many of them are real words (the rest padding)
+};
+
 // One micro-batch's saved forward state in one backend allocation (llm.c's ActivationTensors).
+// Shapes below are at tp 1; at tp > 1 the head, hidden and vocabulary dimensions are this rank's
+// share (TpShape) and, with sequence parallelism, the norm and residual regions (encoded,
+// residual*, the norms' mean/rstd) hold this rank's N/tp rows, while ln1, ln2 and lnf hold the
+// gathered full rows the column-parallel matmuls read.
 // The attention output projection and the MLP output projection are written straight into
 // the residual buffers (then the residual is added in place), so they need no buffers of
 // their own: their backward only needs the gradient of the residual.
@@ -57,7 +77,9 @@ struct Activations {
   float* lnf;        // (B,T,C)
   float* lnf_mean;   // (B,T)
   float* lnf_rstd;   // (B,T)
-  float* logits;     // (B,T,Vp) logits; probabilities after the cross-entropy forward
+  float* logits;     // (B,T,Vp) logits; probabilities after the cross-entropy forward (tp 1)
+  float* lse;        // (B,T) log Σ exp of each row's logits over the whole vocabulary (tp > 1)
+  float* ce_stats;   // (B,T,3) this rank's cross-entropy shard statistics (tp > 1)
   float* losses;     // (B,T)
   int32_t* tokens;   // (B,T) copied at forward for the embedding backward
   int32_t* targets;  // (B,T) copied at forward for the cross-entropy backward
@@ -78,6 +100,12 @@ struct GradScratch {
   float* dqkv;       // (B,T,3C)
   float* dfch_gelu;  // (B,T,4C)
   float* dfch;       // (B,T,4C)
+  // tensor and sequence parallelism only
+  float* ln_rows;    // (N/tp,C) a layernorm's output on this rank's rows, before the all-gather
+  float* partial;    // (B,T,C) a row-parallel matmul's partial sums, before the reduce-scatter
+  float* dln_rows;   // (N/tp,C) dln reduce-scattered to this rank's rows
+  float* dgathered;  // (B,T,C) dresidual all-gathered from every rank's rows
+  float* dnorm;      // (2C) a layernorm's weight and bias gradient from this rank's rows
 };
 
 class GptModel {
@@ -97,17 +125,44 @@ class GptModel {
   Activations& activations_for(int32_t microbatch, int32_t B, int32_t T);
   void carve_activations(Activations& acts, char* base, size_t* out_bytes) const;
   void ensure_grad_scratch(int64_t rows);
+  void check_tensor_parallel(const keel_model_create_args& args);
+  int64_t norm_rows(int64_t rows) const { return sequence_parallel_ ? rows / tp_.size : rows; }
+  // Rank 0 adds a row-parallel layer's replicated bias into its partial sums, so the reduction
+  // adds it exactly once.
+  const float* bias_once(const float* bias) const { return tp_.rank == 0 ? bias : nullptr; }
+  // Into the column-parallel region: ln (norm rows) becomes full (all rows, every rank's copy).
+  void enter_tp_region(const float* ln_rows, float* full, int64_t rows) const;
+  // Out of the row-parallel region: partial sums over all rows become this rank's norm rows.
+  void leave_tp_region(float* partial, float* out_rows, int64_t rows) const;
+  // Backward of enter_tp_region: dfull (all rows, partial sums) → d of this rank's norm rows.
+  const float* enter_tp_region_backward(float* dfull, int64_t rows);
+  // Backward of leave_tp_region: d of this rank's norm rows → d of every row.
+  const float* leave_tp_region_backward(const float* drows, int64_t rows);
+  // layernorm_backward whose weight and bias gradients reach every tp rank whole: under sequence
+  // parallelism each rank's rows give a part, summed over tp before it is accumulated.
+  void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, const float* mean, const float* rstd, int64_t rows);
+  // Vocabulary-parallel cross-entropy: combines the tp ranks' shard statistics into each row's
+  // log Σ exp (kept for the backward) and returns the mean loss over valid targets.
+  float vocab_parallel_loss(Activations& a, int64_t rows);
+  // The vocabulary shards' logits gathered into whole (B,T,Vp) rows, for inference.
+  const float* gather_logits(const Activations& a, int64_t rows);
   const keel_param_spec* layer_specs(int32_t layer) const { return &specs_[layer_first_spec_[layer]]; }
   size_t layer_size(int32_t layer) const { return layer_first_spec_[layer + 1] - layer_first_spec_[layer]; }
 
   const keel_host* host_;
   Backend backend_;
   GptConfig config_;
+  TpGroup tp_;
+  bool sequence_parallel_ = false;
+  TpShape share_;
   std::vector<std::string> names_;              // storage for specs_[i].name
   std::vector<keel_param_spec> specs_;          // sorted by layer
   std::vector<size_t> layer_first_spec_;        // n_layer + 3 entries, the last is specs_.size()
   std::map<int32_t, Activations> activations_;  // by micro-batch id
   GradScratch scratch_;
+  BackendBuffer full_logits_;  // (B,T,Vp) gathered logits for inference at tp > 1
+  int64_t full_logits_rows_ = 0;
   std::unique_ptr<const GptExternalNames> external_;  // built from names_ once the specs exist
 };
 

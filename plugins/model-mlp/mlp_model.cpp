@@ -68,9 +68,10 @@ class MlpModel {
   MlpModel(const keel_host* host, const keel_model_create_args& args)
       : host_(host), config_(parse_mlp_config(args.config_json, args.json_path)) {
     if (args.tp_size != 1 || args.tp_rank != 0)
-      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "tensor parallelism is not implemented: tp_size must be 1 (found "
-                                                "tp_rank " + std::to_string(args.tp_rank) + ", tp_size " +
-                                                    std::to_string(args.tp_size) + ")");
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the mlp model does not split over tensor-parallel ranks: set "
+                                                "parallel.tp to 1 (found tp_rank " + std::to_string(args.tp_rank) +
+                                                    ", tp_size " + std::to_string(args.tp_size) +
+                                                    "), or use the gpt model");
     if (!args.backend || !args.backend_obj)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
 #define KEEL_REQUIRE_OP(op)                                                              \

@@ -617,17 +617,73 @@ TEST(MlpModel, BadConfigsNameTheJsonPath) {
   EXPECT_EQ(model_api("mlp")->validate_config(&kHost, kTinyMlp, "model"), KEEL_OK) << g_last_error;
 }
 
-TEST(GptModel, TensorParallelismIsRefusedClearly) {
+// Tensor parallelism's preconditions, each refused with the numbers and the config path (the
+// arithmetic itself is checked on real ranks by tests/mpi/gpt_tensor_parallel_test.cpp).
+struct TpCase {
+  const char* model_json;
+  int32_t tp_rank, tp_size, sequence_parallel;
+  keel_status status;
+  std::vector<std::string> parts;
+};
+
+void expect_tp_refused(const std::string& model_name, const TpCase& c) {
   const keel_backend_api* backend_api = cpu_backend_api();
   ASSERT_NE(backend_api, nullptr);
   void* backend = nullptr;
   keel_backend_create_args bargs{sizeof bargs, "{\"plugin\":\"cpu\"}", "backend"};
   ASSERT_EQ(backend_api->create(&kHost, &bargs, &backend), KEEL_OK) << g_last_error;
   void* model = nullptr;
-  keel_model_create_args args{sizeof args, kTinyGpt, "model", backend_api, backend, 1, 2};
-  EXPECT_EQ(model_api("gpt")->create(&kHost, &args, &model), KEEL_ERR_UNIMPLEMENTED);
-  EXPECT_NE(g_last_error.find("tp_size"), std::string::npos) << g_last_error;
+  keel_model_create_args args{sizeof args, c.model_json, "model", backend_api, backend, c.tp_rank, c.tp_size};
+  args.sequence_parallel = c.sequence_parallel;  // no tp communicator: the checks before it must speak first
+  g_last_error.clear();
+  EXPECT_EQ(model_api(model_name)->create(&kHost, &args, &model), c.status) << c.model_json;
+  EXPECT_EQ(model, nullptr);
+  for (const auto& part : c.parts) EXPECT_NE(g_last_error.find(part), std::string::npos) << g_last_error;
   backend_api->destroy(backend);
+}
+
+TEST(GptModel, TensorParallelPreconditionsAreRefusedWithNumbers) {
+  const char* heads3 = R"({"plugin":"gpt","n_layer":1,"n_head":3,"d_model":12,"vocab_size":37,"seq_len":8})";
+  const char* seq7 = R"({"plugin":"gpt","n_layer":1,"n_head":2,"d_model":8,"vocab_size":37,"seq_len":7})";
+  expect_tp_refused("gpt", {kTinyGpt, 1, 2, 0, KEEL_ERR_INVALID_ARGUMENT, {"tp_size 2", "tp communicator"}});
+  expect_tp_refused("gpt", {kTinyGpt, 0, 4, 0, KEEL_ERR_INVALID_CONFIG, {"model.n_head (2)", "parallel.tp = 4"}});
+  expect_tp_refused("gpt", {heads3, 0, 3, 0, KEEL_ERR_INVALID_CONFIG, {"padded vocabulary (128", "parallel.tp = 3"}});
+  expect_tp_refused("gpt", {seq7, 0, 2, 1, KEEL_ERR_INVALID_CONFIG, {"model.seq_len (7)", "sequence_parallel"}});
+  expect_tp_refused("gpt", {kTinyGpt, 0, 1, 1, KEEL_ERR_INVALID_CONFIG, {"parallel.sequence_parallel", "tp > 1"}});
+  expect_tp_refused("gpt", {kTinyGpt, 2, 2, 0, KEEL_ERR_INVALID_ARGUMENT, {"tp_rank 2", "tp_size 2"}});
+}
+
+TEST(MlpModel, TensorParallelismIsRefusedNamingTheSetting) {
+  expect_tp_refused("mlp", {kTinyMlp, 1, 2, 0, KEEL_ERR_UNIMPLEMENTED, {"parallel.tp", "tp_size 2"}});
+}
+
+// The qkv projection is declared (3, C, C), split along dim 1 (heads); the others as Megatron.
+TEST(GptModel, ParameterSpecsDeclareTheirTensorParallelSplit) {
+  ModelRig rig("gpt", kTinyGpt);
+  ASSERT_TRUE(rig.ok());
+  HostParamStore& store = rig.store();
+  auto spec = [&](const char* name) { return store.spec(store.index_of(name)); };
+  const keel_param_spec qkv = spec("h.0.attn.qkv.weight");
+  EXPECT_EQ(qkv.ndim, 3);
+  EXPECT_EQ(qkv.global_shape[0], 3);
+  EXPECT_EQ(qkv.global_shape[1], 8);
+  EXPECT_EQ(qkv.global_shape[2], 8);
+  EXPECT_EQ(qkv.tp_dim, 1);
+  EXPECT_EQ(spec("h.0.attn.qkv.bias").tp_dim, 1);
+  EXPECT_EQ(spec("h.0.attn.proj.weight").tp_dim, 1);
+  EXPECT_EQ(spec("h.0.attn.proj.bias").tp_dim, -1);
+  EXPECT_EQ(spec("h.0.mlp.fc.weight").tp_dim, 0);
+  EXPECT_EQ(spec("h.0.mlp.fc.bias").tp_dim, 0);
+  EXPECT_EQ(spec("h.0.mlp.proj.weight").tp_dim, 1);
+  EXPECT_EQ(spec("h.0.mlp.proj.bias").tp_dim, -1);
+  EXPECT_EQ(spec("wte").tp_dim, 0);
+  EXPECT_EQ(spec("wpe").tp_dim, -1);
+  EXPECT_EQ(spec("h.1.ln_2.weight").tp_dim, -1);
+  for (size_t i = 0; i < store.count(); ++i)  // at tp 1 every piece is the whole tensor
+    for (int d = 0; d < store.spec(i).ndim; ++d) {
+      EXPECT_EQ(store.spec(i).local_offset[d], 0) << store.spec(i).name;
+      EXPECT_EQ(store.spec(i).local_shape[d], store.spec(i).global_shape[d]) << store.spec(i).name;
+    }
 }
 
 TEST(GptModel, OutOfRangeTokensAreRejectedNotRead) {
@@ -668,7 +724,8 @@ TEST(GptModel, HuggingFaceNamesAndLayoutsOfGpt2Small) {
     ASSERT_NE(t.name, nullptr) << info.params[i].name;
     names.insert(t.name);
     const std::string keel = info.params[i].name;
-    const bool conv1d_weight = info.params[i].ndim == 2 && keel != "wte" && keel != "wpe";
+    const bool conv1d_weight = info.params[i].ndim >= 2 && keel != "wte" && keel != "wpe" &&
+                               keel.compare(keel.size() - 7, 7, ".weight") == 0;
     EXPECT_EQ(t.transpose, conv1d_weight ? 1 : 0) << keel;  // HF's Conv1D stores (in, out)
     EXPECT_EQ(t.rows, keel == "wte" ? 50257 : -1) << keel;   // the padded vocabulary rows are cut
   }

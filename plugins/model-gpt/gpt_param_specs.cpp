@@ -1,0 +1,71 @@
+// GPT-2's parameter list and, under tensor parallelism, each parameter's piece on this rank
+// (Megatron's split): the box local_offset + local_shape of the global tensor. qkv is declared
+// (3, C, C) so that a split of dim 1 is one box holding the q, k and v rows of this rank's heads,
+// which is exactly the (3C/tp, C) matmul weight attention wants; its flat order is that of the
+// (3C, C) matrix, so init and tp-1 numerics do not depend on the declaration.
+#include "gpt_model.hpp"
+
+#include <cmath>
+
+namespace keel_gpt {
+
+void GptModel::build_param_specs() {
+  const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
+  const int64_t Vp = config_.padded_vocab_size, maxT = config_.max_seq_len;
+  const uint32_t no_decay = KEEL_PARAM_NO_WEIGHT_DECAY;
+  // GPT-2's init: N(0, 0.02), and residual-stream output projections scaled by 1/sqrt(2L).
+  const float std = 0.02f, residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(L));
+
+  struct Pending {
+    std::string name;
+    keel_param_spec spec;
+  };
+  std::vector<Pending> pending;
+  // tp_dim: the dimension split over the tp group (-1: replicated); at tp 1 the piece is whole.
+  auto add = [&](std::string name, int32_t layer, std::initializer_list<int64_t> shape, uint32_t flags,
+                 int32_t init, float init_std, int64_t init_rows = -1, int32_t tp_dim = -1) {
+    keel_param_spec spec = keel_model::make_spec(nullptr, layer, shape, flags, init, init_std, init_rows);
+    spec.tp_dim = tp_dim;
+    if (tp_dim >= 0) {
+      const int64_t piece = spec.global_shape[tp_dim] / tp_.size;
+      spec.local_shape[tp_dim] = piece;
+      spec.local_offset[tp_dim] = piece * tp_.rank;
+    }
+    pending.push_back({std::move(name), spec});
+  };
+  const int32_t rows = 0, columns = 1;  // tp_dim of column-parallel (output rows) and row-parallel weights
+
+  // Layer 0: embeddings. wte's padded rows stay zero; wte is also the lm_head (tied).
+  add("wte", 0, {Vp, C}, KEEL_PARAM_TIED, KEEL_INIT_NORMAL, std, V, rows);  // vocabulary-parallel
+  add("wpe", 0, {maxT, C}, no_decay, KEEL_INIT_NORMAL, std);
+  for (int64_t i = 0; i < L; ++i) {
+    const int32_t layer = static_cast<int32_t>(1 + i);
+    const std::string h = "h." + std::to_string(i) + ".";
+    add(h + "ln_1.weight", layer, {C}, no_decay, KEEL_INIT_ONES, 0);
+    add(h + "ln_1.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
+    add(h + "attn.qkv.weight", layer, {3, C, C}, 0, KEEL_INIT_NORMAL, std, -1, 1);  // column-parallel by head
+    add(h + "attn.qkv.bias", layer, {3, C}, no_decay, KEEL_INIT_ZEROS, 0, -1, 1);
+    add(h + "attn.proj.weight", layer, {C, C}, 0, KEEL_INIT_NORMAL, residual_std, -1, columns);  // row-parallel
+    add(h + "attn.proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
+    add(h + "ln_2.weight", layer, {C}, no_decay, KEEL_INIT_ONES, 0);
+    add(h + "ln_2.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
+    add(h + "mlp.fc.weight", layer, {4 * C, C}, 0, KEEL_INIT_NORMAL, std, -1, rows);  // column-parallel
+    add(h + "mlp.fc.bias", layer, {4 * C}, no_decay, KEEL_INIT_ZEROS, 0, -1, rows);
+    add(h + "mlp.proj.weight", layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std, -1, columns);  // row-parallel
+    add(h + "mlp.proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
+  }
+  add("ln_f.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES, 0);
+  add("ln_f.bias", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ZEROS, 0);
+
+  names_.clear();
+  specs_.clear();
+  for (auto& p : pending) names_.push_back(std::move(p.name));
+  for (size_t i = 0; i < pending.size(); ++i) {
+    specs_.push_back(pending[i].spec);
+    specs_.back().name = names_[i].c_str();  // names_ no longer grows, so the pointers stay valid
+  }
+  layer_first_spec_.assign(static_cast<size_t>(L + 3), specs_.size());
+  for (size_t i = specs_.size(); i-- > 0;) layer_first_spec_[static_cast<size_t>(specs_[i].layer)] = i;
+}
+
+}  // namespace keel_gpt

@@ -1,0 +1,183 @@
+// The gpt model's tensor-parallel seams: the checks at create, the two region boundaries every
+// block crosses twice (into the column-parallel matmul, out of the row-parallel one) in the
+// plain and the sequence-parallel form, the layernorm gradients of replicated parameters, and
+// the vocabulary-parallel cross-entropy and logits. At tp 1 each of these is what the model
+// did before (no copies, no communication).
+#include <keel_support/sized_output.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "gpt_model.hpp"
+
+namespace keel_gpt {
+
+using keel_support::StatusError;
+
+namespace {
+
+void refuse(keel_status code, const std::string& what) { throw StatusError(code, what); }
+
+}  // namespace
+
+void GptModel::check_tensor_parallel(const keel_model_create_args& args) {
+  const int32_t P = args.tp_size, rank = args.tp_rank;
+  if (P < 1 || rank < 0 || rank >= P)
+    refuse(KEEL_ERR_INVALID_ARGUMENT, "create: tp_rank " + std::to_string(rank) + " is not in [0, tp_size " +
+                                          std::to_string(P) + ")");
+  sequence_parallel_ = args.sequence_parallel != 0;
+  tp_ = TpGroup{nullptr, nullptr, P, rank};
+  const int64_t NH = config_.n_head, C = config_.d_model, Vp = config_.padded_vocab_size;
+  share_ = TpShape{NH / P, C / P, 4 * C / P, Vp / P, Vp / P * rank, 0};
+  share_.vocab_valid = std::clamp<int64_t>(config_.vocab_size - share_.vocab_begin, 0, share_.vocab_rows);
+  if (P == 1) {
+    if (sequence_parallel_)
+      refuse(KEEL_ERR_INVALID_CONFIG, "parallel.sequence_parallel needs parallel.tp > 1 (found tp 1)");
+    return;
+  }
+  const std::string at = " at parallel.tp = " + std::to_string(P);
+  if (NH % P != 0)
+    refuse(KEEL_ERR_INVALID_CONFIG, "model.n_head (" + std::to_string(NH) + ") must be a multiple of the tensor-"
+                                    "parallel size" + at + ": each rank holds n_head/tp whole heads");
+  if (4 * C % P != 0)
+    refuse(KEEL_ERR_INVALID_CONFIG, "the MLP width 4·model.d_model (" + std::to_string(4 * C) +
+                                        ") must be a multiple of the tensor-parallel size" + at);
+  if (Vp % P != 0)
+    refuse(KEEL_ERR_INVALID_CONFIG, "the padded vocabulary (" + std::to_string(Vp) + ", model.vocab_size " +
+                                        std::to_string(config_.vocab_size) + " rounded up to a multiple of 128) "
+                                        "must be a multiple of the tensor-parallel size" + at);
+  if (sequence_parallel_ && config_.max_seq_len % P != 0)
+    refuse(KEEL_ERR_INVALID_CONFIG, "model.seq_len (" + std::to_string(config_.max_seq_len) +
+                                        ") must be a multiple of the tensor-parallel size with "
+                                        "parallel.sequence_parallel" + at + ": each rank holds seq_len/tp of it");
+  if (!args.tp_comm || !args.tp_comm_obj)
+    refuse(KEEL_ERR_INVALID_ARGUMENT, "create: tp_size " + std::to_string(P) + " needs the tp communicator "
+                                      "(tp_comm and tp_comm_obj are NULL)");
+  tp_.api = args.tp_comm;
+  tp_.obj = args.tp_comm_obj;
+  int32_t comm_size = 0, comm_rank = -1;
+  keel_support::check_callee(tp_.api->size(tp_.obj, &comm_size), "tp comm size");
+  keel_support::check_callee(tp_.api->rank(tp_.obj, &comm_rank), "tp comm rank");
+  if (comm_size != P || comm_rank != rank)
+    refuse(KEEL_ERR_INVALID_ARGUMENT, "create: the tp communicator is rank " + std::to_string(comm_rank) + " of " +
+                                          std::to_string(comm_size) + ", but tp_rank " + std::to_string(rank) +
+                                          " of tp_size " + std::to_string(P) + " was given");
+  // The mappings hand backend pointers to the communicator, which works on host memory.
+  keel_device device{};
+  keel_support::check_callee(args.backend->device(args.backend_obj, &device), "backend device");
+  if (device.device_type != KEEL_DEVICE_CPU)
+    refuse(KEEL_ERR_UNIMPLEMENTED, "tensor parallelism in the gpt model needs a backend whose memory is host "
+                                   "memory (the cpu backend): its tp communicator works on host memory");
+#define KEEL_REQUIRE_TP_OP(op)                                                                             \
+  if (!KEEL_HAS_SLOT(args.backend, op))                                                                    \
+    refuse(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op " (ABI 0.6), which the gpt model " \
+                                   "needs" + at);
+  KEEL_REQUIRE_TP_OP(embedding_rows_forward) KEEL_REQUIRE_TP_OP(embedding_rows_backward)
+  KEEL_REQUIRE_TP_OP(crossentropy_shard_stats) KEEL_REQUIRE_TP_OP(crossentropy_shard_backward)
+#undef KEEL_REQUIRE_TP_OP
+}
+
+void GptModel::enter_tp_region(const float* ln_rows, float* full, int64_t rows) const {
+  const int64_t C = config_.d_model;
+  if (sequence_parallel_) GatherFromSequenceRegion::forward(tp_, ln_rows, full, norm_rows(rows) * C);
+  else CopyToTpRegion::forward(tp_, ln_rows, full, rows * C);
+}
+
+void GptModel::leave_tp_region(float* partial, float* out_rows, int64_t rows) const {
+  const int64_t C = config_.d_model;
+  if (sequence_parallel_) ScatterToSequenceRegion::forward(tp_, partial, out_rows, rows * C);
+  else ReduceFromTpRegion::forward(tp_, partial, out_rows, rows * C);
+}
+
+const float* GptModel::enter_tp_region_backward(float* dfull, int64_t rows) {
+  const int64_t C = config_.d_model;
+  if (sequence_parallel_) {
+    GatherFromSequenceRegion::backward(tp_, dfull, scratch_.dln_rows, rows * C);
+    return scratch_.dln_rows;
+  }
+  CopyToTpRegion::backward(tp_, dfull, dfull, rows * C);
+  return dfull;
+}
+
+const float* GptModel::leave_tp_region_backward(const float* drows, int64_t rows) {
+  const int64_t C = config_.d_model;
+  if (sequence_parallel_) {
+    ScatterToSequenceRegion::backward(tp_, drows, scratch_.dgathered, norm_rows(rows) * C);
+    return scratch_.dgathered;
+  }
+  return drows;  // ReduceFromTpRegion::backward is the identity
+}
+
+void GptModel::norm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                             const float* weight, const float* mean, const float* rstd, int64_t rows) {
+  const keel_model::Backend& be = backend_;
+  const int64_t C = config_.d_model;
+  if (!sequence_parallel_) {  // every rank holds every row: its gradients are already whole
+    KEEL_OP(be, layernorm_backward, dinp, dweight, dbias, dout, inp, weight, mean, rstd, norm_rows(rows), C);
+    return;
+  }
+  float* part = scratch_.dnorm;  // weight then bias
+  KEEL_OP(be, fill_zero, part, 2 * C * sizeof(float));
+  KEEL_OP(be, layernorm_backward, dinp, part, part + C, dout, inp, weight, mean, rstd, norm_rows(rows), C);
+  // The norm's parameters are copied into every rank's rows: their gradient is the sum over tp.
+  CopyToTpRegion::backward(tp_, part, part, 2 * C);
+  KEEL_OP(be, accumulate, dweight, part, C);
+  KEEL_OP(be, accumulate, dbias, part + C, C);
+}
+
+float GptModel::vocab_parallel_loss(Activations& a, int64_t rows) {
+  const keel_model::Backend& be = backend_;
+  KEEL_OP(be, crossentropy_shard_stats, a.ce_stats, a.logits, a.targets, rows, share_.vocab_begin,
+          share_.vocab_valid, share_.vocab_rows);
+  const size_t n = static_cast<size_t>(rows);
+  std::vector<float> mine(3 * n), all(3 * n * static_cast<size_t>(tp_.size));
+  std::vector<int32_t> targets(n);
+  KEEL_OP(be, copy, mine.data(), a.ce_stats, mine.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
+  KEEL_OP(be, copy, targets.data(), a.targets, n * sizeof(int32_t), KEEL_COPY_DEVICE_TO_HOST);
+  keel_support::check_callee(tp_.api->all_gather(tp_.obj, mine.data(), all.data(), mine.size(),
+                                                 keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, nullptr),
+                             "tp all_gather of the cross-entropy statistics");
+  // Per row: M = max m_r, S = Σ s_r·e^(m_r−M), lse = M + log S, loss = lse − the target's logit
+  // (which exactly one rank reports; the others report 0).
+  std::vector<float> lse(n);
+  double sum = 0;
+  for (size_t row = 0; row < n; ++row) {
+    double M = -std::numeric_limits<double>::infinity(), S = 0, target_logit = 0;
+    for (int32_t r = 0; r < tp_.size; ++r) M = std::max<double>(M, all[(r * n + row) * 3]);
+    for (int32_t r = 0; r < tp_.size; ++r) {
+      const float* st = &all[(r * n + row) * 3];
+      if (st[1] > 0) S += st[1] * std::exp(static_cast<double>(st[0]) - M);
+      target_logit += st[2];
+    }
+    const double row_lse = M + std::log(S);
+    lse[row] = static_cast<float>(row_lse);
+    if (targets[row] >= 0) sum += static_cast<float>(row_lse - target_logit);
+  }
+  KEEL_OP(be, copy, a.lse, lse.data(), n * sizeof(float), KEEL_COPY_HOST_TO_DEVICE);
+  return a.valid_targets ? static_cast<float>(sum / static_cast<double>(a.valid_targets)) : 0.0f;
+}
+
+const float* GptModel::gather_logits(const Activations& a, int64_t rows) {
+  const keel_model::Backend& be = backend_;
+  const int64_t Vp = config_.padded_vocab_size, cols = share_.vocab_rows;
+  if (full_logits_rows_ < rows) {
+    full_logits_ = BackendBuffer();
+    full_logits_ = BackendBuffer(backend_.api, backend_.obj, static_cast<size_t>(rows * Vp) * sizeof(float));
+    full_logits_rows_ = rows;
+  }
+  std::vector<float> mine(static_cast<size_t>(rows * cols)), all(mine.size() * static_cast<size_t>(tp_.size));
+  KEEL_OP(be, copy, mine.data(), a.logits, mine.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
+  keel_support::check_callee(tp_.api->all_gather(tp_.obj, mine.data(), all.data(), mine.size(),
+                                                 keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, nullptr),
+                             "tp all_gather of the logits");
+  std::vector<float> whole(static_cast<size_t>(rows * Vp));
+  for (int32_t r = 0; r < tp_.size; ++r)
+    for (int64_t row = 0; row < rows; ++row)
+      std::copy_n(&all[static_cast<size_t>((r * rows + row) * cols)], cols, &whole[static_cast<size_t>(row * Vp + r * cols)]);
+  auto* out = static_cast<float*>(full_logits_.get());
+  KEEL_OP(be, copy, out, whole.data(), whole.size() * sizeof(float), KEEL_COPY_HOST_TO_DEVICE);
+  return out;
+}
+
+}  // namespace keel_gpt

@@ -1,0 +1,53 @@
+// Megatron's four tensor-parallel mappings (Shoeybi et al. 2019, Korthikanti et al. 2022), each a
+// forward and its backward, named for what they communicate over the model's tp group. The model
+// calls these and nothing else of the communicator, so every byte its tensor parallelism moves is
+// visible here. Buffers are host memory (the CPU backend's), fp32, row-major; a group of one
+// makes every mapping a copy (or nothing, in place).
+//
+//   mapping                      forward                    backward
+//   copy_to_tp_region            identity                   all-reduce (sum)
+//   reduce_from_tp_region        all-reduce (sum)           identity
+//   gather_from_sequence_region  all-gather of row blocks   reduce-scatter of row blocks (sum)
+//   scatter_to_sequence_region   reduce-scatter (sum)       all-gather of row blocks
+//
+// The sequence mappings split a (rows, C) tensor into size contiguous blocks of rows/size rows,
+// block r on rank r; `n` is always the element count of the operand being passed in.
+#pragma once
+
+#include <keel/comm.h>
+
+#include <cstdint>
+
+namespace keel_gpt {
+
+// The model's tensor-parallel group: a communicator on host memory, its size and our rank.
+struct TpGroup {
+  const keel_comm_api* api = nullptr;
+  void* obj = nullptr;
+  int32_t size = 1;
+  int32_t rank = 0;
+  bool active() const { return size > 1; }
+};
+
+// in and out may be the same buffer for the identity and all-reduce directions, never for the
+// gather and scatter ones.
+struct CopyToTpRegion {
+  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // identity
+  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // all-reduce
+};
+struct ReduceFromTpRegion {
+  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // all-reduce
+  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // identity
+};
+// forward: in (rows/size, C) → out (rows, C); backward: in (rows, C) → out (rows/size, C).
+struct GatherFromSequenceRegion {
+  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // all-gather
+  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // reduce-scatter
+};
+// forward: in (rows, C) partial sums → out (rows/size, C); backward: in (rows/size, C) → out (rows, C).
+struct ScatterToSequenceRegion {
+  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // reduce-scatter
+  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // all-gather
+};
+
+}  // namespace keel_gpt
