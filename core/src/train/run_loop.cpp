@@ -42,7 +42,7 @@ std::string describe_run(const Trainer& trainer) {
        << " tensors, " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
        << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
        << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
-  if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (data-parallel " << trainer.dp_size() << ")";
+  if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (tp " << trainer.tp_size() << " × dp " << trainer.dp_size() << ")";
   text << "; metrics → " << config.train.metrics_path;
   if (trainer.step() > 0) text << "; resumed at step " << trainer.step();
   return text.str();
