@@ -424,10 +424,11 @@ void Trainer::write_own_state(int32_t index, const std::vector<float>& values) {
                "strategy write_own_state");
 }
 
-keel_comm_counters Trainer::comm_counters() {
+keel_comm_counters Trainer::comm_counters(CommGroup group) {
   keel_comm_counters counters{};
   counters.struct_size = sizeof(counters);
-  if (plugins_.dp_obj) check_plugin(plugins_.comm->counters(plugins_.dp_obj, &counters), "comm counters");
+  void* comm = group == CommGroup::strategy_dp ? plugins_.dp_obj : plugins_.tp_obj;
+  if (comm) check_plugin(plugins_.comm->counters(comm, &counters), "comm counters");
   return counters;
 }
 

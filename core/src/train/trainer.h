@@ -107,7 +107,10 @@ class Trainer {
   std::vector<OwnStateArray> strategy_own_state();
   std::vector<float> read_own_state(int32_t index, int64_t count);
   void write_own_state(int32_t index, const std::vector<float>& values);
-  keel_comm_counters comm_counters();
+  // The strategy's data-parallel communicator, or the model's tensor-parallel one (zeros where
+  // there is none).
+  enum class CommGroup { strategy_dp, model_tp };
+  keel_comm_counters comm_counters(CommGroup group = CommGroup::strategy_dp);
   // The global flat range of parameter `index` (kind -1) or its state slot this rank holds.
   std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index);
   std::vector<float> read_range(int32_t kind, size_t index, int64_t begin, int64_t end);
