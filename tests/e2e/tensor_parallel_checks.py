@@ -8,17 +8,21 @@
   one rank, and steps 5-8 match a run that never stopped (1e-5 relative);
 - export: `keel export` of that tp checkpoint gives every tensor of the one-rank run's export,
   same names and shapes, values within 5e-5;
+- end of run: at (tp 2, dp 2) with ZeRO-3 + sequence parallelism and with ddp, evaluation, the
+  final save and the sample finish on every rank, and the sample is one rank's, token for token;
 - format 1: a checkpoint rewritten in the format before boxes (whole-tensor slices, the old
   (3C, C) qkv shape) resumes bit-exactly.
 Every check needs mpirun: without it the script exits 77 (skipped)."""
 import argparse
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parallel_checks as pc  # noqa: E402
@@ -122,12 +126,36 @@ def check_format1(args, work):
     pc.run(args, 1, "ddp", work, "old", common, steps=8, resume="latest")
     a, b = pc.losses(work, "straight"), pc.losses(work, "old")
     assert all(a[s] == b[s] for s in range(5, 9)), f"format-1 resume differs: {a} vs {b}"
+    assert rewritten > 0, "no qkv tensor was in the (3, C, C) shape to rewrite"
     print(f"format 1 checkpoint ({rewritten} qkv tensors in the old shape) resumed bit for bit")
+
+
+def sample_of(stdout):
+    match = re.search(r"--- sample \(24 tokens\) ---\n(.*?)\n---", stdout, re.S)
+    assert match, f"no sample printed:\n{stdout[-1500:]}"
+    return match.group(1)
+
+
+def check_end_of_run(args, work):
+    extra = ["train.sample_tokens=24", "train.eval_every=2", "train.checkpoint.every=2", "comm.timeout_s=30"]
+    one = pc.run(args, 1, "ddp", work, "end-one", extra, steps=3)
+    for strategy, sp in (("zero3", True), ("ddp", False)):
+        tag = f"end-tp2x2-{strategy}"
+        start = time.time()
+        p = run_tp(args, 4, 2, strategy, work, tag, extra, sp=sp, steps=3)
+        elapsed = time.time() - start
+        assert p.stdout.count("--- sample (24 tokens) ---") == 1, f"{tag}: one sample expected"
+        assert sample_of(p.stdout) == sample_of(one.stdout), f"{tag}: the sample differs from one rank's"
+        assert os.path.isfile(f"{work}/{tag}/step-00000003/manifest.json"), f"{tag}: no final checkpoint"
+        records = [json.loads(l) for l in open(f"{work}/{tag}.jsonl") if l.strip()]
+        assert any("val_loss" in r for r in records), f"{tag}: no evaluation recorded"
+        assert elapsed < 25, f"{tag}: took {elapsed:.0f}s: a rank waited for the others"
+        print(f"{tag}: evaluation, save and the one-rank sample, {elapsed:.1f}s")
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["parity", "reshard", "format1"])
+    parser.add_argument("check", choices=["parity", "reshard", "format1", "end_of_run"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--strategies", default="ddp,zero1,zero2,zero3")
@@ -138,7 +166,8 @@ def main():
         print("mpirun not found: skipped")
         return 77
     with tempfile.TemporaryDirectory() as work:
-        {"parity": check_parity, "reshard": check_reshard, "format1": check_format1}[args.check](args, work)
+        {"parity": check_parity, "reshard": check_reshard, "format1": check_format1,
+         "end_of_run": check_end_of_run}[args.check](args, work)
     print("PASS")
     return 0
 
