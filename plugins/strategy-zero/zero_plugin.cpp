@@ -86,7 +86,7 @@ keel_status step(void* handle, const keel_strategy_step_args* args) {
 }
 
 keel_status read_param(void* handle, size_t index, int64_t begin, int64_t count, float* dst_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.read_param(index, begin, count, dst_host); });
+  return with_strategy(handle, [&](ZeroStrategy& s) { s.store().read_param(index, begin, count, dst_host); });
 }
 
 keel_status write_param(void* handle, size_t index, int64_t begin, int64_t count, const float* src_host) {
@@ -98,15 +98,15 @@ keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, 
 }
 
 keel_status read_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.read_state(slot, index, begin, count, dst_host); });
+  return with_strategy(handle, [&](ZeroStrategy& s) { s.store().read_state(slot, index, begin, count, dst_host); });
 }
 
 keel_status write_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.write_state(slot, index, begin, count, src_host); });
+  return with_strategy(handle, [&](ZeroStrategy& s) { s.store().write_state(slot, index, begin, count, src_host); });
 }
 
 keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.owned_range(kind, index, begin, end); });
+  return with_strategy(handle, [&](ZeroStrategy& s) { s.store().owned_range(kind, index, begin, end); });
 }
 
 keel_status describe(void* handle, keel_strategy_info* out) {
