@@ -7,6 +7,7 @@
 
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/json_section.hpp>
+#include <keel_support/sized_output.hpp>
 
 #include <climits>
 #include <memory>
@@ -43,8 +44,8 @@ keel_status with(void* handle, Body&& body) noexcept {
 keel_status acquire(void* ctx, int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) {
   return with(ctx, [&](LocalSgd& s) { s.acquire(layer, phase, params, grads, n); });
 }
-keel_status release(void* ctx, int32_t layer, int32_t phase, int32_t grads_final) {
-  return with(ctx, [&](LocalSgd& s) { s.release(layer, phase, grads_final); });
+keel_status release(void* ctx, int32_t layer, int32_t phase, int32_t /*grads_final*/) {
+  return with(ctx, [&](LocalSgd& s) { s.store().check_layer(layer, phase); });
 }
 
 // --- keel_strategy_api ---
@@ -71,7 +72,10 @@ keel_status param_access(void* handle, keel_param_access* out) {
 }
 
 keel_status begin_microbatch(void* handle, int32_t index, int32_t is_last) {
-  return with(handle, [&](LocalSgd& s) { s.begin_microbatch(index, is_last); });
+  return with(handle, [&](LocalSgd&) {
+    (void)is_last;  // nothing to prepare: local SGD never reduces gradients
+    if (index < 0) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "begin_microbatch: index is negative");
+  });
 }
 
 keel_status zero_grads(void* handle) {
@@ -94,25 +98,27 @@ keel_status step(void* handle, const keel_strategy_step_args* args) {
 }
 
 keel_status read_param(void* handle, size_t index, int64_t begin, int64_t count, float* dst) {
-  return with(handle, [&](LocalSgd& s) { s.read(-1, index, begin, count, dst); });
+  return with(handle, [&](LocalSgd& s) { s.store().read_param(index, begin, count, dst); });
 }
 keel_status write_param(void* handle, size_t index, int64_t begin, int64_t count, const float* src) {
-  return with(handle, [&](LocalSgd& s) { s.write(-1, index, begin, count, src); });
+  return with(handle, [&](LocalSgd& s) { s.store().write_param(index, begin, count, src); });
 }
 keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, float* dst) {
-  return with(handle, [&](LocalSgd& s) { s.read_grad(index, begin, count, dst); });
+  return with(handle, [&](LocalSgd& s) { s.store().read_grad(index, begin, count, dst); });
 }
 keel_status read_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst) {
-  return with(handle, [&](LocalSgd& s) { s.read(slot, index, begin, count, dst); });
+  return with(handle, [&](LocalSgd& s) { s.store().read_state(slot, index, begin, count, dst); });
 }
 keel_status write_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, const float* src) {
-  return with(handle, [&](LocalSgd& s) { s.write(slot, index, begin, count, src); });
+  return with(handle, [&](LocalSgd& s) { s.store().write_state(slot, index, begin, count, src); });
 }
 keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
-  return with(handle, [&](LocalSgd& s) { s.owned_range(kind, index, begin, end); });
+  return with(handle, [&](LocalSgd& s) { s.store().owned_range(kind, index, begin, end); });
 }
 keel_status describe(void* handle, keel_strategy_info* out) {
-  return with(handle, [&](LocalSgd& s) { s.describe(out); });
+  return with(handle, [&](LocalSgd& s) {
+    keel_support::write_sized_output(out, s.store().describe(1), sizeof(keel_strategy_info), "describe: out");
+  });
 }
 
 keel_status own_state_count(void* handle, int32_t* out) {
