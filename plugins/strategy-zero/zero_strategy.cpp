@@ -5,7 +5,6 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
-#include <keel_support/sized_output.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -138,12 +137,6 @@ void ZeroStrategy::step(const keel_strategy_step_args& args) {
   if (config_.stage < 3)
     for (size_t l = 0; l < layout.layers.size(); ++l)
       group_.all_gather_in_place(store_.full_layer(store_.params(), int32_t(l)), layout.layers[l].chunk);
-}
-
-void ZeroStrategy::describe(keel_strategy_info* out) const {
-  // The per-layer gather and gradient buffers and the staging scratch are transient: not counted.
-  keel_support::write_sized_output(out, store_.describe(config_.stage < 3 ? 1 : 0), sizeof(keel_strategy_info),
-                                   "describe: out");
 }
 
 // --- host access ---

@@ -31,8 +31,12 @@ class ZeroStrategy {
   // through the host, so every layout starts from the single-rank numbers.
   ZeroStrategy(const keel_host* host, const ZeroConfig& config, const keel_strategy_create_args& args);
 
+  static constexpr const char* kSource = "strategy zero";  // prefixes every message
   const keel_host* host() const { return store_.host(); }
   keel_support::ParamStore& store() { return store_; }
+  // Below stage 3 the full parameters stay resident; stage 3 gathers them on acquire. (describe
+  // counts the store's persistent arrays: gathered layers, per-layer gradients and scratch are transient.)
+  int32_t params_resident() const { return config_.stage < 3 ? 1 : 0; }
 
   // keel_param_access, see params.h.
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n);
@@ -42,7 +46,6 @@ class ZeroStrategy {
   void zero_grads();
   double grad_sq_norm();
   void step(const keel_strategy_step_args& args);
-  void describe(keel_strategy_info* out) const;
 
   // Host access beyond the store's: reductions settle before a gradient is read, and a
   // written parameter makes a stage 3 prefetched copy stale.

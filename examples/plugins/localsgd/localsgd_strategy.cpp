@@ -51,12 +51,19 @@ LocalSgd::LocalSgd(const keel_host* host, const keel_strategy_create_args& args,
     host->log(KEEL_LOG_INFO, "strategy localsgd", "one rank: plain local training, nothing to average");
 }
 
-// Resident memory, nothing moves; release has nothing to do either: local SGD never
-// communicates gradients (DDP starts reducing a layer's gradients at its final release).
+// Resident memory, nothing moves.
 void LocalSgd::acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const {
   store_.check_acquire(layer, phase, params, grads, n);
   store_.describe_layer(layer, store_.full_layer(store_.params(), layer), store_.full_layer(store_.grads(), layer),
                         params, grads, n);
+}
+
+// Nothing to do: local SGD never communicates gradients. A strategy that does (DDP) starts
+// reducing a layer's gradients here, once grads_final is set in the last micro-batch.
+void LocalSgd::release(int32_t layer, int32_t phase, int32_t /*grads_final*/) const { store_.check_layer(layer, phase); }
+
+void LocalSgd::begin_microbatch(int32_t index, int32_t /*is_last*/) const {
+  if (index < 0) invalid("begin_microbatch: index is negative");
 }
 
 void LocalSgd::zero_grads() { store_.backend().fill_zero(store_.grads(), store_.grad_elements()); }

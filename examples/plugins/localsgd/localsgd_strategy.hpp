@@ -30,13 +30,17 @@ class LocalSgd {
  public:
   LocalSgd(const keel_host* host, const keel_strategy_create_args& args, Config config);
 
+  static constexpr const char* kSource = "strategy localsgd";  // prefixes every error message
   const keel_host* host() const { return store_.host(); }
-  // Everything the store serves as is: views, host access by range, owned ranges, describe.
+  // What the store serves as is: host access by range, owned ranges, describe.
   keel_support::ParamStore& store() { return store_; }
+  int32_t params_resident() const { return 1; }
 
   // keel_param_access (params.h): views into the store's resident arrays.
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const;
+  void release(int32_t layer, int32_t phase, int32_t grads_final) const;
 
+  void begin_microbatch(int32_t index, int32_t is_last) const;
   void zero_grads();
   double grad_sq_norm();
   void step(const keel_strategy_step_args& args);
