@@ -29,8 +29,10 @@ class DdpStrategy {
   // Allocates every buffer and initialises each parameter piece through the host.
   DdpStrategy(const keel_host* host, const keel_strategy_create_args& args, const DdpConfig& config);
 
+  static constexpr const char* kSource = "strategy ddp";  // prefixes every message
   const keel_host* host() const { return store_.host(); }
   keel_support::ParamStore& store() { return store_; }
+  int32_t params_resident() const { return 1; }
 
   // keel_param_access, see params.h.
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const;

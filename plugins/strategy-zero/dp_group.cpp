@@ -33,7 +33,7 @@ void check_comm_slots(const keel_comm_api* comm) {
 }  // namespace
 
 DataParallelGroup::DataParallelGroup(const keel_comm_api* comm, void* comm_obj, int32_t rank, int32_t size,
-                                     BackendCalls backend, int64_t scratch_elements)
+                                     keel_support::BackendOps backend, int64_t scratch_elements)
     : comm_(comm), comm_obj_(comm_obj), rank_(rank), size_(size), backend_(backend) {
   if (size < 1 || rank < 0 || rank >= size)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_rank " + std::to_string(rank) + " is outside a group of " +

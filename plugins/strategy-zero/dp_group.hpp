@@ -9,14 +9,14 @@
 
 #include <cstdint>
 
-#include "backend_calls.hpp"
+#include <keel_support/backend_ops.hpp>
 
 namespace keel_zero {
 
 class DataParallelGroup {
  public:
   // Checks that the communicator agrees with rank and size; comm may be NULL only for size 1.
-  DataParallelGroup(const keel_comm_api* comm, void* comm_obj, int32_t rank, int32_t size, BackendCalls backend,
+  DataParallelGroup(const keel_comm_api* comm, void* comm_obj, int32_t rank, int32_t size, keel_support::BackendOps backend,
                     int64_t scratch_elements);
 
   int32_t rank() const { return rank_; }
@@ -46,7 +46,7 @@ class DataParallelGroup {
   void* comm_obj_;
   int32_t rank_;
   int32_t size_;
-  BackendCalls backend_;
+  keel_support::BackendOps backend_;
   keel_support::BackendBuffer scratch_;
   keel_support::BackendBuffer sum_words_;  // sum_over_ranks' send and receive words
 };

@@ -10,12 +10,10 @@ namespace keel_zero {
 
 using keel_support::StatusError;
 
-GradReduction::GradReduction(const keel_host* host, int32_t stage, bool overlap, const ShardLayout& layout,
-                             DataParallelGroup& group, BackendCalls backend)
-    : host_(host), stage_(stage), overlap_(overlap), layout_(layout), group_(group), backend_(backend), transient_(layout.layers.size()),
-      open_(layout.layers.size(), false) {
-  persistent_ = backend_.alloc_floats(persistent_elements());
-}
+GradReduction::GradReduction(const keel_host* host, int32_t stage, bool overlap, const keel_support::StoreLayout& layout,
+                             DataParallelGroup& group, keel_support::BackendOps backend, float* persistent)
+    : host_(host), stage_(stage), overlap_(overlap), layout_(layout), group_(group), backend_(backend),
+      persistent_(persistent), transient_(layout.layers.size()), open_(layout.layers.size(), false) {}
 
 // At the first reduction, not in the constructor: creating a strategy does not communicate
 // (tests create every rank's on one thread), while every rank reaches its first final release.
@@ -101,7 +99,7 @@ bool GradReduction::has_open_layer(int32_t* out_layer) const {
 
 float* GradReduction::resident_layer(int32_t layer) const {
   if (stage_ != 1) return nullptr;
-  return persistent_.floats() + layout_.layers[size_t(layer)].full_offset;
+  return persistent_ + layout_.layers[size_t(layer)].full_offset;
 }
 
 void GradReduction::finish_reduction() {
@@ -125,16 +123,16 @@ void GradReduction::finish_reduction() {
 }
 
 float* GradReduction::owned_chunk(int32_t layer) const {
-  const LayerShards& shards = layout_.layers[size_t(layer)];
-  if (stage_ == 1) return persistent_.floats() + shards.full_offset + layout_.owned_chunk(layer).begin;
-  return persistent_.floats() + shards.shard_offset;
+  const keel_support::LayerPlace& shards = layout_.layers[size_t(layer)];
+  if (stage_ == 1) return persistent_ + shards.full_offset + layout_.owned_chunk(layer).begin;
+  return persistent_ + shards.shard_offset;
 }
 
 double GradReduction::local_sum_squares(const std::vector<char>& counted) const {
   const bool every_param = std::all_of(counted.begin(), counted.end(), [](char c) { return c != 0; });
   double sum = 0.0;
   if (every_param) {  // one call per chunk, as at tp 1
-    if (stage_ != 1) return backend_.sum_squares(persistent_.floats(), layout_.shard_elements);
+    if (stage_ != 1) return backend_.sum_squares(persistent_, layout_.shard_elements);
     for (size_t l = 0; l < layout_.layers.size(); ++l)
       sum += backend_.sum_squares(owned_chunk(int32_t(l)), layout_.layers[l].chunk);
     return sum;
@@ -142,16 +140,16 @@ double GradReduction::local_sum_squares(const std::vector<char>& counted) const 
   // One call per maximal run of counted parameters' owned parts within each chunk.
   for (size_t l = 0; l < layout_.layers.size(); ++l) {
     const int64_t chunk_begin = layout_.owned_chunk(int32_t(l)).begin;
-    ElementRange run;
+    keel_support::ElementRange run;
     auto flush = [&] {
       if (!run.empty()) sum += backend_.sum_squares(owned_chunk(int32_t(l)) + run.begin - chunk_begin, run.count());
-      run = ElementRange{};
+      run = keel_support::ElementRange{};
     };
     for (size_t index : layout_.layers[l].param_indices) {
-      const ElementRange part = layout_.owned_part(index);
+      const keel_support::ElementRange part = layout_.owned_part(index);
       if (part.empty()) continue;
       const int64_t offset = layout_.params[index].offset_in_layer;
-      const ElementRange in_layer{offset + part.begin, offset + part.end};
+      const keel_support::ElementRange in_layer{offset + part.begin, offset + part.end};
       if (!counted[index]) {
         flush();
         continue;
@@ -171,7 +169,7 @@ double GradReduction::local_sum_squares(const std::vector<char>& counted) const 
 void GradReduction::zero() {
   if (worker_) worker_->wait_idle();  // nothing may still write into the chunks
   in_flight_.clear();
-  backend_.fill_zero(persistent_.floats(), persistent_elements());
+  backend_.fill_zero(persistent_, stage_ == 1 ? layout_.full_elements : layout_.shard_elements);
   reduced_ = false;
 }
 

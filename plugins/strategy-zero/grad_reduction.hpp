@@ -18,21 +18,23 @@
 
 #include <keel_support/comm_worker.hpp>
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <vector>
 
-#include "backend_calls.hpp"
+#include <keel_support/backend_ops.hpp>
 #include "dp_group.hpp"
-#include "shard_layout.hpp"
+#include <keel_support/store_layout.hpp>
 
 namespace keel_zero {
 
 class GradReduction {
  public:
   // overlap false: stages 2/3 reduce each layer on the calling thread at its final release.
-  GradReduction(const keel_host* host, int32_t stage, bool overlap, const ShardLayout& layout, DataParallelGroup& group,
-                BackendCalls backend);
+  // `persistent` is the parameter store's gradient array (full in stage 1, chunks in 2/3).
+  GradReduction(const keel_host* host, int32_t stage, bool overlap, const keel_support::StoreLayout& layout,
+                DataParallelGroup& group, keel_support::BackendOps backend, float* persistent);
   ~GradReduction();
   GradReduction(const GradReduction&) = delete;
   GradReduction& operator=(const GradReduction&) = delete;
@@ -60,18 +62,15 @@ class GradReduction {
   // Starts a new accumulation: every persistent gradient is zeroed.
   void zero();
 
-  // The persistent buffer: full-layout in stage 1, shard-layout in stages 2/3.
-  const float* persistent() const { return persistent_.floats(); }
-  int64_t persistent_elements() const { return stage_ == 1 ? layout_.full_elements : layout_.shard_elements; }
 
  private:
   const keel_host* host_;
   const int32_t stage_;
   const bool overlap_;
-  const ShardLayout& layout_;
+  const keel_support::StoreLayout& layout_;
   DataParallelGroup& group_;
-  BackendCalls backend_;
-  keel_support::BackendBuffer persistent_;
+  keel_support::BackendOps backend_;
+  float* persistent_;  // the store's; outlives this object
   std::vector<keel_support::BackendBuffer> transient_;  // stage 2/3: per open layer
   std::vector<bool> open_;
   bool reduced_ = false;

@@ -9,7 +9,7 @@ namespace keel_zero {
 
 using keel_support::StatusError;
 
-ParamGather::ParamGather(const ShardLayout& layout, DataParallelGroup& group, BackendCalls backend, const float* shard)
+ParamGather::ParamGather(const keel_support::StoreLayout& layout, DataParallelGroup& group, keel_support::BackendOps backend, const float* shard)
     : layout_(layout), group_(group), backend_(backend), shard_(shard), layers_(layout.layers.size()) {}
 
 ParamGather::~ParamGather() {
@@ -27,7 +27,7 @@ ParamGather::~ParamGather() {
 
 void ParamGather::start_gather(int32_t layer, keel_comm_request** out_request) {
   GatheredLayer& gathered = layers_[size_t(layer)];
-  const LayerShards& shards = layout_.layers[size_t(layer)];
+  const keel_support::LayerPlace& shards = layout_.layers[size_t(layer)];
   gathered.full = backend_.alloc_floats(layout_.padded(layer));
   group_.all_gather(shard_ + shards.shard_offset, gathered.full.floats(), shards.chunk, out_request);
 }

@@ -9,16 +9,16 @@
 
 #include <vector>
 
-#include "backend_calls.hpp"
+#include <keel_support/backend_ops.hpp>
 #include "dp_group.hpp"
-#include "shard_layout.hpp"
+#include <keel_support/store_layout.hpp>
 
 namespace keel_zero {
 
 class ParamGather {
  public:
   // `shard` is the strategy's parameter shard buffer; it outlives this object.
-  ParamGather(const ShardLayout& layout, DataParallelGroup& group, BackendCalls backend, const float* shard);
+  ParamGather(const keel_support::StoreLayout& layout, DataParallelGroup& group, keel_support::BackendOps backend, const float* shard);
   ~ParamGather();
   ParamGather(const ParamGather&) = delete;
   ParamGather& operator=(const ParamGather&) = delete;
@@ -45,9 +45,9 @@ class ParamGather {
   };
   void start_gather(int32_t layer, keel_comm_request** out_request);
 
-  const ShardLayout& layout_;
+  const keel_support::StoreLayout& layout_;
   DataParallelGroup& group_;
-  BackendCalls backend_;
+  keel_support::BackendOps backend_;
   const float* shard_;
   std::vector<GatheredLayer> layers_;
 };

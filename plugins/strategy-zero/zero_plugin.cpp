@@ -1,10 +1,9 @@
-// The zero plugin's C ABI face: config checks, the strategy table, the param-access table the
-// model receives, and the entry symbol. Each slot forwards to ZeroStrategy under a guard, so no
-// exception crosses the ABI and a failing backend's, communicator's or optimizer's own message
-// is kept.
+// The zero plugin's C ABI face: the strategy table (keel_support's StrategySlots, with zero's
+// own write_param and read_grad) and the entry symbol.
 #include <keel/plugin.h>
 #include <keel/strategy.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/strategy_slots.hpp>
 
 #include <memory>
 
@@ -16,35 +15,14 @@ namespace {
 
 using keel_support::StatusError;
 
-constexpr const char* kSource = "strategy zero";
-
-// Runs `body(strategy)` for a slot whose handle is a ZeroStrategy; without one there is no
-// host to carry a message, so only the status is returned.
-template <typename Body>
-keel_status with_strategy(void* handle, Body&& body) noexcept {
-  auto* strategy = static_cast<ZeroStrategy*>(handle);
-  if (!strategy) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_support::guard(strategy->host(), kSource, [&] { body(*strategy); });
-}
-
-// --- keel_param_access ---
-
-keel_status acquire(void* ctx, int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) {
-  return with_strategy(ctx, [&](ZeroStrategy& s) { s.acquire(layer, phase, params, grads, n); });
-}
-
-keel_status release(void* ctx, int32_t layer, int32_t phase, int32_t grads_final) {
-  return with_strategy(ctx, [&](ZeroStrategy& s) { s.release(layer, phase, grads_final); });
-}
-
-// --- keel_strategy_api ---
+using Slots = keel_support::StrategySlots<ZeroStrategy>;
 
 keel_status validate_config(const keel_host* host, const char* config_json, const char* json_path) {
-  return keel_support::guard(host, kSource, [&] { parse_zero_config(config_json, json_path); });
+  return keel_support::guard(host, ZeroStrategy::kSource, [&] { parse_zero_config(config_json, json_path); });
 }
 
 keel_status create(const keel_host* host, const keel_strategy_create_args* args, void** out_strategy) {
-  return keel_support::guard(host, kSource, [&] {
+  return keel_support::guard(host, ZeroStrategy::kSource, [&] {
     if (!host || !args || !out_strategy)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: host, args or out_strategy is NULL");
     const ZeroConfig config = parse_zero_config(args->config_json, args->json_path);
@@ -53,75 +31,24 @@ keel_status create(const keel_host* host, const keel_strategy_create_args* args,
   });
 }
 
-void destroy(void* strategy) { delete static_cast<ZeroStrategy*>(strategy); }
-
-keel_status param_access(void* handle, keel_param_access* out_access) {
-  return with_strategy(handle, [&](ZeroStrategy& s) {
-    if (!out_access) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "param_access: out_access is NULL");
-    *out_access = keel_param_access{sizeof(keel_param_access), &s, acquire, release};
-  });
-}
-
-keel_status begin_microbatch(void* handle, int32_t index, int32_t is_last) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.begin_microbatch(index, is_last); });
-}
-
-keel_status zero_grads(void* handle) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.zero_grads(); });
-}
-
-keel_status grad_sq_norm(void* handle, double* out_sum_squares) {
-  return with_strategy(handle, [&](ZeroStrategy& s) {
-    if (!out_sum_squares) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "grad_sq_norm: out_sum_squares is NULL");
-    *out_sum_squares = s.grad_sq_norm();
-  });
-}
-
-keel_status step(void* handle, const keel_strategy_step_args* args) {
-  return with_strategy(handle, [&](ZeroStrategy& s) {
-    if (!args || args->struct_size < sizeof(keel_strategy_step_args))
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: args is NULL or older than this plugin's ABI");
-    s.step(*args);
-  });
-}
-
-keel_status read_param(void* handle, size_t index, int64_t begin, int64_t count, float* dst_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.read_param(index, begin, count, dst_host); });
-}
-
+// zero's own host access: a written parameter makes a prefetched layer stale, and gradients
+// settle their reductions before they are read (zero_strategy.hpp).
 keel_status write_param(void* handle, size_t index, int64_t begin, int64_t count, const float* src_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.write_param(index, begin, count, src_host); });
+  return Slots::with(handle, [&](ZeroStrategy& s) { s.write_param(index, begin, count, src_host); });
 }
 
 keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, float* dst_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.read_grad(index, begin, count, dst_host); });
+  return Slots::with(handle, [&](ZeroStrategy& s) { s.read_grad(index, begin, count, dst_host); });
 }
 
-keel_status read_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.read_state(slot, index, begin, count, dst_host); });
+keel_strategy_api make_table() {
+  keel_strategy_api api = Slots::table(validate_config, create);
+  api.write_param = write_param;
+  api.read_grad = read_grad;
+  return api;
 }
 
-keel_status write_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.write_state(slot, index, begin, count, src_host); });
-}
-
-keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
-  return with_strategy(handle, [&](ZeroStrategy& s) { s.owned_range(kind, index, begin, end); });
-}
-
-keel_status describe(void* handle, keel_strategy_info* out) {
-  return with_strategy(handle, [&](ZeroStrategy& s) {
-    if (!out || out->struct_size < sizeof(size_t))
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "describe: out is NULL or its struct_size is unset");
-    s.describe(out);
-  });
-}
-
-const keel_strategy_api kApi = {
-    sizeof(keel_strategy_api), validate_config, create,     destroy,     param_access, begin_microbatch,
-    zero_grads,                grad_sq_norm,    step,       read_param,  write_param,  read_grad,
-    read_state,                write_state,     owned_range, describe,
-};
+const keel_strategy_api kApi = make_table();
 
 const keel_plugin_info kInfo = {
     sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "zero", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,

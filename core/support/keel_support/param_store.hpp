@@ -42,11 +42,12 @@ struct StoreOptions {
 
 class ParamStore {
  public:
-  // Checks the tables (check_strategy_tables first, for the policy's own slots), lays out,
-  // allocates every persistent array and initialises the stored parameter elements.
+  // Checks the tables for the store's own slots (a strategy checks its policy's first, with
+  // check_strategy_tables), lays out, allocates every persistent array and initialises the
+  // stored parameter elements.
   ParamStore(const keel_host* host, const keel_strategy_create_args& args, StoreOptions options)
       : host_(host),
-        backend_{args.backend, args.backend_obj},
+        backend_{(check_strategy_tables(args), args.backend), args.backend_obj},
         optimizer_(args.optimizer),
         optimizer_obj_(args.optimizer_obj),
         specs_(args.params),

@@ -1,12 +1,15 @@
-// The localsgd plugin's C ABI face: its config section, the strategy table, the param-access
-// table the model receives, and the one exported symbol, keel_plugin_entry. Every slot runs
-// its body under keel_support::guard, so no C++ exception crosses the ABI: a thrown error
-// becomes a status code with its message set through the host.
+// The localsgd plugin's C ABI face: its config section, the strategy table and the one
+// exported symbol, keel_plugin_entry. keel_support::StrategySlots writes the table's slots:
+// each runs its body under keel_support::guard, so no C++ exception crosses the ABI (a thrown
+// error becomes a status code with its message set through the host), and forwards to
+// LocalSgd or to its parameter store. This file adds what is localsgd's own: parsing
+// "parallel.strategy" and the per-rank own-state slots (ABI 0.5).
 #include <keel/plugin.h>
 #include <keel/strategy.h>
 
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/json_section.hpp>
+#include <keel_support/strategy_slots.hpp>
 
 #include <climits>
 #include <memory>
@@ -14,8 +17,6 @@
 #include "localsgd_strategy.hpp"
 
 namespace localsgd {
-
-constexpr const char* kSource = "strategy localsgd";  // prefixes every error message
 
 Config parse_config(const char* config_json, const char* json_path) {
   auto section = keel_support::JsonSection::parse(config_json, json_path);
@@ -29,100 +30,30 @@ Config parse_config(const char* config_json, const char* json_path) {
 namespace {
 
 using keel_support::StatusError;
-
-// Runs body(strategy) under guard. Without a strategy there is no host to carry a message.
-template <typename Body>
-keel_status with(void* handle, Body&& body) noexcept {
-  auto* strategy = static_cast<LocalSgd*>(handle);
-  if (!strategy) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_support::guard(strategy->host(), kSource, [&] { body(*strategy); });
-}
-
-// --- keel_param_access: the model calls these from the training thread ---
-
-keel_status acquire(void* ctx, int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) {
-  return with(ctx, [&](LocalSgd& s) { s.acquire(layer, phase, params, grads, n); });
-}
-keel_status release(void* ctx, int32_t layer, int32_t phase, int32_t grads_final) {
-  return with(ctx, [&](LocalSgd& s) { s.release(layer, phase, grads_final); });
-}
-
-// --- keel_strategy_api ---
+using Slots = keel_support::StrategySlots<LocalSgd>;
 
 keel_status validate_config(const keel_host* host, const char* config_json, const char* json_path) {
-  return keel_support::guard(host, kSource, [&] { parse_config(config_json, json_path); });
+  return keel_support::guard(host, LocalSgd::kSource, [&] { parse_config(config_json, json_path); });
 }
 
 keel_status create(const keel_host* host, const keel_strategy_create_args* args, void** out_strategy) {
-  return keel_support::guard(host, kSource, [&] {
+  return keel_support::guard(host, LocalSgd::kSource, [&] {
     if (!host || !args || !out_strategy) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: a NULL argument");
     auto strategy = std::make_unique<LocalSgd>(host, *args, parse_config(args->config_json, args->json_path));
     *out_strategy = strategy.release();  // only on success: outputs are untouched on error
   });
 }
 
-void destroy(void* strategy) { delete static_cast<LocalSgd*>(strategy); }
-
-keel_status param_access(void* handle, keel_param_access* out) {
-  return with(handle, [&](LocalSgd& s) {
-    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "param_access: out is NULL");
-    *out = keel_param_access{sizeof(keel_param_access), &s, acquire, release};
-  });
-}
-
-keel_status begin_microbatch(void* handle, int32_t index, int32_t is_last) {
-  return with(handle, [&](LocalSgd& s) { s.begin_microbatch(index, is_last); });
-}
-
-keel_status zero_grads(void* handle) {
-  return with(handle, [&](LocalSgd& s) { s.zero_grads(); });
-}
-
-keel_status grad_sq_norm(void* handle, double* out) {
-  return with(handle, [&](LocalSgd& s) {
-    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "grad_sq_norm: out is NULL");
-    *out = s.grad_sq_norm();
-  });
-}
-
-keel_status step(void* handle, const keel_strategy_step_args* args) {
-  return with(handle, [&](LocalSgd& s) {
-    if (!args || args->struct_size < sizeof(keel_strategy_step_args))
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: args is NULL or too short");
-    s.step(*args);
-  });
-}
-
-keel_status read_param(void* handle, size_t index, int64_t begin, int64_t count, float* dst) {
-  return with(handle, [&](LocalSgd& s) { s.read(-1, index, begin, count, dst); });
-}
-keel_status write_param(void* handle, size_t index, int64_t begin, int64_t count, const float* src) {
-  return with(handle, [&](LocalSgd& s) { s.write(-1, index, begin, count, src); });
-}
-keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, float* dst) {
-  return with(handle, [&](LocalSgd& s) { s.read_grad(index, begin, count, dst); });
-}
-keel_status read_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst) {
-  return with(handle, [&](LocalSgd& s) { s.read(slot, index, begin, count, dst); });
-}
-keel_status write_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, const float* src) {
-  return with(handle, [&](LocalSgd& s) { s.write(slot, index, begin, count, src); });
-}
-keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
-  return with(handle, [&](LocalSgd& s) { s.owned_range(kind, index, begin, end); });
-}
-keel_status describe(void* handle, keel_strategy_info* out) {
-  return with(handle, [&](LocalSgd& s) { s.describe(out); });
-}
+// --- own state (0.5) ---
 
 keel_status own_state_count(void* handle, int32_t* out) {
-  return with(handle, [&](LocalSgd& s) {
+  return Slots::with(handle, [&](LocalSgd& s) {
     if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own_state_count: out is NULL");
     *out = s.own_state_count();
   });
 }
 keel_status own_state_info(void* handle, int32_t index, const char** out_name, int64_t* out_count) {
-  return with(handle, [&](LocalSgd& s) {
+  return Slots::with(handle, [&](LocalSgd& s) {
     if (!out_name || !out_count) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own_state_info: an output is NULL");
     const std::string& name = s.own_state_name(index);
     *out_name = name.c_str();
@@ -130,21 +61,23 @@ keel_status own_state_info(void* handle, int32_t index, const char** out_name, i
   });
 }
 keel_status read_own_state(void* handle, int32_t index, float* dst) {
-  return with(handle, [&](LocalSgd& s) { s.read_own_state(index, dst); });
+  return Slots::with(handle, [&](LocalSgd& s) { s.read_own_state(index, dst); });
 }
 keel_status write_own_state(void* handle, int32_t index, const float* src) {
-  return with(handle, [&](LocalSgd& s) { s.write_own_state(index, src); });
+  return Slots::with(handle, [&](LocalSgd& s) { s.write_own_state(index, src); });
 }
 
 // The table's order is strategy.h's; struct_size tells the core how many slots it holds.
-const keel_strategy_api kTable = {
-    sizeof(keel_strategy_api),
-    validate_config, create, destroy, param_access, begin_microbatch, zero_grads, grad_sq_norm, step,
-    read_param, write_param, read_grad,
-    read_state, write_state,  // 0.2
-    owned_range, describe,    // 0.4
-    own_state_count, own_state_info, read_own_state, write_own_state,  // 0.5
-};
+keel_strategy_api make_table() {
+  keel_strategy_api table = Slots::table(validate_config, create);
+  table.own_state_count = own_state_count;
+  table.own_state_info = own_state_info;
+  table.read_own_state = read_own_state;
+  table.write_own_state = write_own_state;
+  return table;
+}
+
+const keel_strategy_api kTable = make_table();
 
 // Built against these headers' ABI version: a 0.x core loads it only if the minor matches.
 const keel_plugin_info kInfo = {
