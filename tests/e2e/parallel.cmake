@@ -17,7 +17,7 @@ endif()
 # Tensor and sequence parallelism (tensor_parallel_checks.py): parity with one rank, resharding
 # across (tp, dp, ZeRO) layouts with export, and checkpoints of the format before boxes.
 if(TARGET keel-zero)
-  foreach(check parity reshard format1 end_of_run)
+  foreach(check parity reshard format1 end_of_run init_from)
     add_test(NAME e2e.tensor_parallel.${check}
       COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/tensor_parallel_checks.py ${check} --keel ${keel}
               --config ${quickstart} --strategies ddp,zero1,zero2,zero3)

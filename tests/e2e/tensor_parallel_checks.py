@@ -8,6 +8,8 @@
   one rank, and steps 5-8 match a run that never stopped (1e-5 relative);
 - export: `keel export` of that tp checkpoint gives every tensor of the one-rank run's export,
   same names and shapes, values within 5e-5;
+- init_from: a Hugging Face file given as model.init_from starts tp 2 and tp 4 (+ sequence
+  parallelism) from the same weights as one rank: the first steps' losses agree;
 - end of run: at (tp 2, dp 2) with ZeRO-3 + sequence parallelism and with ddp, evaluation, the
   final save and the sample finish on every rank, and the sample is one rank's, token for token;
 - format 1: a checkpoint rewritten in the format before boxes (whole-tensor slices, the old
@@ -130,6 +132,19 @@ def check_format1(args, work):
     print(f"format 1 checkpoint ({rewritten} qkv tensors in the old shape) resumed bit for bit")
 
 
+def check_init_from(args, work):
+    """model.init_from hands every rank whole Hugging Face tensors; each keeps its piece."""
+    pc.run(args, 1, "ddp", work, "source", steps=2)
+    export(args, f"{work}/source/step-00000002", f"{work}/hf.safetensors")
+    init = [f"model.init_from=\"{work}/hf.safetensors\""]
+    pc.run(args, 1, "ddp", work, "init-one", init, steps=3)
+    reference = pc.losses(work, "init-one")
+    for ranks, tp, sp in ((2, 2, False), (4, 4, True)):
+        tag = f"init-tp{tp}{'-sp' if sp else ''}"
+        run_tp(args, ranks, tp, "ddp", work, tag, init, sp=sp, steps=3)
+        pc.compare_losses(reference, pc.losses(work, tag), f"{tag} from the same model.init_from", 1e-5)
+
+
 def sample_of(stdout):
     match = re.search(r"--- sample \(24 tokens\) ---\n(.*?)\n---", stdout, re.S)
     assert match, f"no sample printed:\n{stdout[-1500:]}"
@@ -155,7 +170,7 @@ def check_end_of_run(args, work):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["parity", "reshard", "format1", "end_of_run"])
+    parser.add_argument("check", choices=["parity", "reshard", "format1", "end_of_run", "init_from"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--strategies", default="ddp,zero1,zero2,zero3")
@@ -167,7 +182,7 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as work:
         {"parity": check_parity, "reshard": check_reshard, "format1": check_format1,
-         "end_of_run": check_end_of_run}[args.check](args, work)
+         "end_of_run": check_end_of_run, "init_from": check_init_from}[args.check](args, work)
     print("PASS")
     return 0
 

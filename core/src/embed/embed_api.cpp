@@ -187,9 +187,10 @@ KEEL_API keel_status keel_trainer_read_param(keel_trainer* trainer, const char* 
     require(trainer && name && dst, "keel_trainer_read_param: trainer, name and dst must not be NULL");
     keel::Trainer& t = *trainer->trainer;
     const size_t index = t.param_index(name);
-    if (int64_t(count) != t.numel(index))
+    if (int64_t(count) != t.global_numel(index))
       throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + name + " has " +
-                                                           std::to_string(t.numel(index)) + " elements, not " + std::to_string(count));
+                                                           std::to_string(t.global_numel(index)) + " elements, not " +
+                                                           std::to_string(count));
     std::vector<float> values = t.read_param(index);
     std::memcpy(dst, values.data(), count * sizeof(float));
   });

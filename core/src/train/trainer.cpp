@@ -3,6 +3,8 @@
 // the clip factor, the scheduled learning rate and the strategy's step.
 #include "train/trainer.h"
 
+#include <keel_support/piece_box.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -285,7 +287,17 @@ int64_t Trainer::global_numel(size_t index) const {
   return n;
 }
 
+void Trainer::require_whole(size_t index, const char* what) const {
+  if (numel(index) != global_numel(index))
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED,
+                    std::string(what) + " of " + model_info().params[index].name + ": the parameter is split over the " +
+                        std::to_string(plugins_.tp_size) + " tensor-parallel ranks; this rank holds a piece, and a "
+                        "whole tensor would need every rank to take part. Save a checkpoint and `keel export` it "
+                        "to read whole tensors");
+}
+
 std::vector<float> Trainer::read_param(size_t index) {
+  require_whole(index, "reading the value");
   std::vector<float> out(numel(index));
   check_plugin(plugins_.strategy->read_param(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
                "strategy read_param");
@@ -293,10 +305,21 @@ std::vector<float> Trainer::read_param(size_t index) {
 }
 
 void Trainer::write_param(size_t index, const std::vector<float>& values) {
-  if (int64_t(values.size()) != numel(index))
+  if (int64_t(values.size()) != global_numel(index))
     throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + model_info().params[index].name + " has " +
-                                                   std::to_string(numel(index)) + " elements, not " + std::to_string(values.size()));
-  check_plugin(plugins_.strategy->write_param(plugins_.strategy_obj, index, 0, int64_t(values.size()), values.data()),
+                                                   std::to_string(global_numel(index)) + " elements, not " +
+                                                   std::to_string(values.size()));
+  // Every rank is handed the whole tensor and keeps its own piece of it.
+  const keel_param_spec& spec = model_info().params[index];
+  std::vector<float> piece;
+  const std::vector<float>* mine = &values;
+  if (numel(index) != global_numel(index)) {
+    piece.resize(size_t(numel(index)));
+    keel_support::copy_overlap(keel_support::PieceBox::whole(spec.ndim, spec.global_shape), 0, global_numel(index),
+                               values.data(), keel_support::PieceBox::of_spec(spec), 0, numel(index), piece.data());
+    mine = &piece;
+  }
+  check_plugin(plugins_.strategy->write_param(plugins_.strategy_obj, index, 0, int64_t(mine->size()), mine->data()),
                "strategy write_param");
 }
 
@@ -509,6 +532,7 @@ void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann
 }
 
 std::vector<float> Trainer::read_grad(size_t index) {
+  require_whole(index, "reading the gradient");
   std::vector<float> out(numel(index));
   check_plugin(plugins_.strategy->read_grad(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
                "strategy read_grad");

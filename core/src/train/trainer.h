@@ -48,6 +48,9 @@ class Trainer {
   // Generates `count` tokens after `prompt`, sampling at `temperature` (0: greedy).
   std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature);
 
+  // Whole tensors, for the bindings and export. Reading refuses a parameter split over tp ranks
+  // (a whole tensor would need every rank); writing takes the whole tensor on every rank, and
+  // each keeps its piece.
   std::vector<float> read_param(size_t index);
   std::vector<float> read_grad(size_t index);
   void write_param(size_t index, const std::vector<float>& values);
@@ -131,6 +134,7 @@ class Trainer {
 
   RunConfig config_;
   double sum_over(void* comm, int32_t size, double value, const char* what);
+  void require_whole(size_t index, const char* what) const;
   PluginInstances plugins_;
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;
