@@ -197,7 +197,9 @@ void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
     if (tensor.shape != layout.external_shape)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
                       safetensors_path + ": " + what + ": expected shape " + shape_text(layout.external_shape) +
-                          (layout.transpose ? " (Keel's " + shape_text(layout.keel_shape) + ", transposed)" : "") +
+                          (layout.transpose ? " (Keel's " + shape_text(layout.keel_shape) + " as " +
+                                                     shape_text({layout.external_rows, layout.cols}) + ", transposed)"
+                                               : "") +
                           ", found " + shape_text(tensor.shape) + "; does the model config match the file's?");
     used.insert(stored.back());
   }
