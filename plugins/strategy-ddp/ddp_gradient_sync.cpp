@@ -30,10 +30,10 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_size is " + std::to_string(dp_size_) +
                                                      " but the data-parallel communicator has " +
                                                      std::to_string(comm_size) + " ranks");
-  if (!KEEL_HAS_SLOT(backend_, scale))
+  if (!KEEL_HAS_SLOT(store_.backend().api, scale))
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend lacks the \"scale\" slot ddp needs to average gradients");
-  buckets_ = plan_gradient_buckets(layout_, config.bucket_bytes);
-  reducer_ = std::make_unique<keel_support::CommWorker>(host_, args.dp_comm, args.dp_comm_obj);
+  buckets_ = plan_gradient_buckets(store_.layout(), config.bucket_bytes);
+  reducer_ = std::make_unique<keel_support::CommWorker>(store_.host(), args.dp_comm, args.dp_comm_obj);
   start_accumulation(false);
 }
 
@@ -42,7 +42,7 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
 void DdpStrategy::start_accumulation(bool collecting) {
   if (!reducer_) return;
   reducer_->wait_idle();  // the gradients must not change under a running all_reduce
-  layer_final_.assign(layout_.layers.size(), 0);
+  layer_final_.assign(store_.layout().layers.size(), 0);
   bucket_layers_left_.clear();
   for (const GradientBucket& bucket : buckets_.buckets)
     bucket_layers_left_.push_back(static_cast<int32_t>(bucket.layers.size()));
@@ -64,15 +64,14 @@ void DdpStrategy::submit_bucket(size_t index) {
   if (bucket_submitted_[index]) return;
   bucket_submitted_[index] = 1;
   // The model's backward ops on this bucket must have finished before another thread reads it.
-  if (KEEL_HAS_SLOT(backend_, synchronize))
-    keel_support::check_callee(backend_->synchronize(backend_obj_), "backend synchronize");
+  store_.backend().synchronize();
   const GradientBucket& bucket = buckets_.buckets[index];
   const std::string what = "gradient bucket " + std::to_string(index) + " (layers " +
                            std::to_string(bucket.layers.back()) + ".." + std::to_string(bucket.layers.front()) +
                            ", " + std::to_string(bucket.elements) + " elements)";
-  for (const ElementRange& region : bucket.regions) {
-    float* data = grads_.floats() + region.begin;
-    const size_t count = static_cast<size_t>(region.count);
+  for (const keel_support::ElementRange& region : bucket.regions) {
+    float* data = store_.grads() + region.begin;
+    const size_t count = static_cast<size_t>(region.count());
     reducer_->submit(
         [data, count](const keel_comm_api* comm, void* comm_obj) {
           return comm->all_reduce(comm_obj, data, data, count, keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, KEEL_REDUCE_SUM,
@@ -97,9 +96,7 @@ void DdpStrategy::finish_gradient_reduction() {
     reduction_failure_ = std::make_unique<StatusError>(e);  // the gradients are torn: every later read fails too
     throw;
   }
-  if (layout_.total_elements > 0)
-    keel_support::check_callee(backend_->scale(backend_obj_, grads_.floats(), 1.0f / static_cast<float>(dp_size_),
-                                               layout_.total_elements), "backend scale");
+  store_.backend().scale(store_.grads(), 1.0f / static_cast<float>(dp_size_), store_.grad_elements());
   reduced_ = true;
 }
 

@@ -102,11 +102,11 @@ keel_status step(void* handle, const keel_strategy_step_args* args) {
 }
 
 keel_status read_param(void* handle, size_t index, int64_t begin, int64_t count, float* dst_host) {
-  return with_strategy(handle, [&](DdpStrategy& s) { s.read_param(index, begin, count, dst_host); });
+  return with_strategy(handle, [&](DdpStrategy& s) { s.store().read_param(index, begin, count, dst_host); });
 }
 
 keel_status write_param(void* handle, size_t index, int64_t begin, int64_t count, const float* src_host) {
-  return with_strategy(handle, [&](DdpStrategy& s) { s.write_param(index, begin, count, src_host); });
+  return with_strategy(handle, [&](DdpStrategy& s) { s.store().write_param(index, begin, count, src_host); });
 }
 
 keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, float* dst_host) {
@@ -114,20 +114,20 @@ keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, 
 }
 
 keel_status read_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) {
-  return with_strategy(handle, [&](DdpStrategy& s) { s.read_state(slot, index, begin, count, dst_host); });
+  return with_strategy(handle, [&](DdpStrategy& s) { s.store().read_state(slot, index, begin, count, dst_host); });
 }
 
 keel_status write_state(void* handle, int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
-  return with_strategy(handle, [&](DdpStrategy& s) { s.write_state(slot, index, begin, count, src_host); });
+  return with_strategy(handle, [&](DdpStrategy& s) { s.store().write_state(slot, index, begin, count, src_host); });
 }
 
 keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
-  return with_strategy(handle, [&](DdpStrategy& s) { s.owned_range(kind, index, begin, end); });
+  return with_strategy(handle, [&](DdpStrategy& s) { s.store().owned_range(kind, index, begin, end); });
 }
 
 keel_status describe(void* handle, keel_strategy_info* out) {
   return with_strategy(handle, [&](DdpStrategy& s) {
-    keel_support::write_sized_output(out, s.describe(), sizeof(keel_strategy_info), "describe: out");
+    keel_support::write_sized_output(out, s.store().describe(1), sizeof(keel_strategy_info), "describe: out");
   });
 }
 

@@ -6,13 +6,15 @@
 namespace keel_ddp {
 namespace {
 
+using keel_support::ElementRange;
+
 // Sorts and merges touching runs, so a bucket of neighbouring layers is one all_reduce.
 std::vector<ElementRange> merge_regions(std::vector<ElementRange> regions) {
   std::sort(regions.begin(), regions.end(), [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
   std::vector<ElementRange> merged;
   for (const ElementRange& r : regions) {
-    if (!merged.empty() && merged.back().begin + merged.back().count == r.begin)
-      merged.back().count += r.count;
+    if (!merged.empty() && merged.back().end == r.begin)
+      merged.back().end = r.end;
     else
       merged.push_back(r);
   }
@@ -21,7 +23,7 @@ std::vector<ElementRange> merge_regions(std::vector<ElementRange> regions) {
 
 }  // namespace
 
-GradientBuckets plan_gradient_buckets(const ParamLayout& layout, uint64_t bucket_bytes) {
+GradientBuckets plan_gradient_buckets(const keel_support::StoreLayout& layout, uint64_t bucket_bytes) {
   GradientBuckets plan;
   plan.bucket_of_layer.assign(layout.layers.size(), -1);
   GradientBucket open;
@@ -32,14 +34,13 @@ GradientBuckets plan_gradient_buckets(const ParamLayout& layout, uint64_t bucket
     open = GradientBucket{};
   };
   for (size_t l = layout.layers.size(); l-- > 0;) {
-    const LayerSlots& layer = layout.layers[l];
-    if (layer.grad_regions.empty()) continue;
+    const keel_support::LayerPlace& layer = layout.layers[l];
+    if (layer.numel == 0) continue;
     plan.bucket_of_layer[l] = static_cast<int32_t>(plan.buckets.size());
     open.layers.push_back(static_cast<int32_t>(l));
-    for (const ElementRange& r : layer.grad_regions) {
-      open.regions.push_back(r);
-      open.elements += r.count;
-    }
+    // With one shard a layer's region is its parameters, back to back, unpadded.
+    open.regions.push_back({layer.full_offset, layer.full_offset + layer.numel});
+    open.elements += layer.numel;
     if (static_cast<uint64_t>(open.elements) * sizeof(float) >= bucket_bytes) close();
   }
   close();

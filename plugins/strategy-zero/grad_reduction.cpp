@@ -3,6 +3,7 @@
 // value is always a mean and read_grad never shows a half-scaled sum.
 #include "grad_reduction.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace keel_zero {
@@ -129,11 +130,41 @@ float* GradReduction::owned_chunk(int32_t layer) const {
   return persistent_.floats() + shards.shard_offset;
 }
 
-double GradReduction::local_sum_squares() const {
-  if (stage_ != 1) return backend_.sum_squares(persistent_.floats(), layout_.shard_elements);
+double GradReduction::local_sum_squares(const std::vector<char>& counted) const {
+  const bool every_param = std::all_of(counted.begin(), counted.end(), [](char c) { return c != 0; });
   double sum = 0.0;
-  for (size_t l = 0; l < layout_.layers.size(); ++l)
-    sum += backend_.sum_squares(owned_chunk(int32_t(l)), layout_.layers[l].chunk);
+  if (every_param) {  // one call per chunk, as at tp 1
+    if (stage_ != 1) return backend_.sum_squares(persistent_.floats(), layout_.shard_elements);
+    for (size_t l = 0; l < layout_.layers.size(); ++l)
+      sum += backend_.sum_squares(owned_chunk(int32_t(l)), layout_.layers[l].chunk);
+    return sum;
+  }
+  // One call per maximal run of counted parameters' owned parts within each chunk.
+  for (size_t l = 0; l < layout_.layers.size(); ++l) {
+    const int64_t chunk_begin = layout_.owned_chunk(int32_t(l)).begin;
+    ElementRange run;
+    auto flush = [&] {
+      if (!run.empty()) sum += backend_.sum_squares(owned_chunk(int32_t(l)) + run.begin - chunk_begin, run.count());
+      run = ElementRange{};
+    };
+    for (size_t index : layout_.layers[l].param_indices) {
+      const ElementRange part = layout_.owned_part(index);
+      if (part.empty()) continue;
+      const int64_t offset = layout_.params[index].offset_in_layer;
+      const ElementRange in_layer{offset + part.begin, offset + part.end};
+      if (!counted[index]) {
+        flush();
+        continue;
+      }
+      if (!run.empty() && run.end == in_layer.begin)
+        run.end = in_layer.end;
+      else {
+        flush();
+        run = in_layer;
+      }
+    }
+    flush();
+  }
   return sum;
 }
 

@@ -54,8 +54,9 @@ class GradReduction {
   void settle();
   // This rank's chunk of the layer (in the full buffer for stage 1, else in the shard buffer).
   float* owned_chunk(int32_t layer) const;
-  // Σ g² over this rank's chunks (padding is zero and adds nothing).
-  double local_sum_squares() const;
+  // Σ g² over this rank's chunks (padding is zero and adds nothing), counting only the
+  // parameters whose `counted` entry is set (tensor parallelism: replicated ones on tp rank 0).
+  double local_sum_squares(const std::vector<char>& counted) const;
   // Starts a new accumulation: every persistent gradient is zeroed.
   void zero();
 

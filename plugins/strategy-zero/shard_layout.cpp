@@ -4,6 +4,7 @@
 
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/param_specs.hpp>
+#include <keel_support/tp_pieces.hpp>
 
 #include <algorithm>
 #include <string>
@@ -13,18 +14,6 @@ namespace {
 
 using keel_support::spec_label;
 using keel_support::StatusError;
-
-int64_t checked_numel(const keel_param_spec& spec, size_t index) {
-  const int64_t numel = keel_support::checked_local_numel(spec, index);
-  // host->init_param counts elements of the GLOBAL tensor; a tensor-parallel shard is not a
-  // contiguous range of it, so whole tensors only until tensor parallelism lands.
-  for (int32_t d = 0; d < spec.ndim; ++d)
-    if (spec.local_shape[d] != spec.global_shape[d])
-      throw StatusError(KEEL_ERR_UNIMPLEMENTED, spec_label(spec, index) +
-                                                    ": local_shape differs from global_shape; zero holds whole "
-                                                    "tensors only (tensor parallelism is not supported yet)");
-  return numel;
-}
 
 }  // namespace
 
@@ -66,7 +55,7 @@ ShardLayout build_shard_layout(const keel_param_spec* specs, size_t n_specs, int
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, spec_label(spec, i) + ": layer " + std::to_string(spec.layer) +
                                                        " is outside [0, " + std::to_string(n_layers) + ")");
     LayerShards& layer = layout.layers[size_t(spec.layer)];
-    const int64_t numel = checked_numel(spec, i);
+    const int64_t numel = keel_support::checked_piece_numel(spec, i);
     layout.params.push_back({spec.layer, numel, layer.numel});
     layer.param_indices.push_back(i);
     layer.numel += numel;

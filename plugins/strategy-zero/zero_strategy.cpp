@@ -6,6 +6,7 @@
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/sized_output.hpp>
+#include <keel_support/tp_pieces.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -86,6 +87,9 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
   for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
     optimizer_state_.push_back(backend_.alloc_floats(layout_.shard_elements));  // zero: "first step" state
   if (config.stage == 3) gather_ = std::make_unique<ParamGather>(layout_, group_, backend_, params_.floats());
+  const keel_support::TpPosition tp = keel_support::tp_position(args);
+  for (size_t i = 0; i < layout_.params.size(); ++i)
+    counted_in_norm_.push_back(keel_support::counts_in_grad_norm(specs_[i], tp) ? 1 : 0);
   initialise_params(args.seed);
 }
 
@@ -96,8 +100,7 @@ void ZeroStrategy::initialise_params(uint64_t seed) {
     const ElementRange stored = config_.stage < 3 ? ElementRange{0, layout_.params[i].numel} : layout_.owned_part(i);
     if (stored.empty()) continue;
     staging.resize(size_t(stored.count()));
-    keel_support::check_callee(host_->init_param(&specs_[i], seed, stored.begin, stored.count(), staging.data()),
-                               "host init_param");
+    keel_support::init_piece_elements(host_, specs_[i], i, seed, stored.begin, stored.count(), staging.data());
     backend_.copy(param_element(i, stored.begin), staging.data(), stored.count(), KEEL_COPY_HOST_TO_DEVICE);
   }
 }
@@ -189,7 +192,8 @@ void ZeroStrategy::zero_grads() { grads_.zero(); }
 
 double ZeroStrategy::grad_sq_norm() {
   grads_.finish_reduction();
-  return group_.sum_over_ranks(grads_.local_sum_squares());
+  // Every rank of the dp group has the same tp rank, so each leaves out the same parameters.
+  return group_.sum_over_ranks(grads_.local_sum_squares(counted_in_norm_));
 }
 
 bool ZeroStrategy::applies_weight_decay(size_t index) const {

@@ -82,6 +82,7 @@ class ZeroStrategy {
   GradReduction grads_;
   std::vector<keel_support::BackendBuffer> optimizer_state_;  // one shard buffer per state slot
   std::unique_ptr<ParamGather> gather_;                       // stage 3 only
+  std::vector<char> counted_in_norm_;  // per parameter: grad_sq_norm counts it on this tp rank
 };
 
 }  // namespace keel_zero

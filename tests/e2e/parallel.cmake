@@ -14,3 +14,13 @@ if(TARGET keel-zero)
   add_test(NAME e2e.parallel.reshard COMMAND ${parallel_checks} reshard --keel ${keel} --config ${quickstart})
   set_tests_properties(e2e.parallel.reshard PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 endif()
+# Tensor and sequence parallelism (tensor_parallel_checks.py): parity with one rank, resharding
+# across (tp, dp, ZeRO) layouts with export, and checkpoints of the format before boxes.
+if(TARGET keel-zero)
+  foreach(check parity reshard format1 end_of_run)
+    add_test(NAME e2e.tensor_parallel.${check}
+      COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/tensor_parallel_checks.py ${check} --keel ${keel}
+              --config ${quickstart} --strategies ddp,zero1,zero2,zero3)
+    set_tests_properties(e2e.tensor_parallel.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE TIMEOUT 1500)
+  endforeach()
+endif()

@@ -61,12 +61,25 @@ def losses(work, tag):
     return {r["step"]: r["loss"] for r in (json.loads(l) for l in open(f"{work}/{tag}.jsonl") if l.strip())}
 
 
+def global_index(local, offset, shape, global_shape):
+    """Row-major global flat index of element `local` of the box offset + shape."""
+    index, stride = 0, 1
+    for d in reversed(range(len(shape))):
+        coordinate = local % shape[d] if shape[d] else 0
+        local = local // shape[d] if shape[d] else 0
+        index += (offset[d] + coordinate) * stride
+        stride *= global_shape[d]
+    return index
+
+
 def final_params(checkpoint):
-    """name -> list of floats, assembled from every rank file's param slices."""
+    """name -> list of floats, assembled from every rank file's param slices (each a flat range of
+    a box of its tensor; format 1 checkpoints: of the whole tensor)."""
     manifest = json.load(open(f"{checkpoint}/manifest.json"))
     files = {}
     out = {}
-    sizes = {p["name"]: eval("*".join(map(str, p["shape"])) or "1") for p in manifest["params"]}
+    shapes = {p["name"]: p["shape"] for p in manifest["params"]}
+    sizes = {name: eval("*".join(map(str, shape)) or "1") for name, shape in shapes.items()}
     for s in manifest["slices"]:
         if s["kind"] != "param":
             continue
@@ -78,15 +91,23 @@ def final_params(checkpoint):
         header, data = files[s["file"]]
         a, b = header[s["key"]]["data_offsets"]
         values = struct.unpack(f"<{(b - a) // 4}f", data[a:b])
-        out.setdefault(s["tensor"], [0.0] * sizes[s["tensor"]])[s["begin"]:s["end"]] = values
+        whole = out.setdefault(s["tensor"], [0.0] * sizes[s["tensor"]])
+        shape = shapes[s["tensor"]]
+        offset, box = s.get("offset", [0] * len(shape)), s.get("shape", shape)
+        if box == shape:
+            whole[s["begin"]:s["end"]] = values
+        else:
+            for k, v in enumerate(values):
+                whole[global_index(s["begin"] + k, offset, box, shape)] = v
     return out
 
 
 def compare_losses(reference, other, what, rtol):
     worst = 0.0
-    for step, a in reference.items():
-        if step in other:
-            worst = max(worst, abs(a - other[step]) / abs(a))
+    common = [step for step in reference if step in other]
+    assert common and len(common) == len(other), f"{what}: steps {sorted(other)} are not a non-empty subset of {sorted(reference)}"
+    for step in common:
+        worst = max(worst, abs(reference[step] - other[step]) / abs(reference[step]))
     print(f"{what}: {len(other)} steps, worst relative loss difference {worst:.2e}")
     assert worst <= rtol, f"{what}: losses differ by {worst:.2e} relative (tolerance {rtol})"
 

@@ -1,6 +1,6 @@
 // Checkpoints (DESIGN.md §5): a directory per save, written under a temporary name, fsync'ed and
 // renamed into place; a `latest` pointer replaced atomically; the last N kept. Each rank writes
-// the pieces it owns as (tensor, flat range) slices, so a checkpoint loads into any layout; on
+// the pieces it owns as (tensor, box, flat range in the box) slices, so a checkpoint loads into any layout; on
 // one rank every slice is whole. Optimizer state is stored the same way.
 #pragma once
 
@@ -14,7 +14,10 @@ namespace keel {
 
 class Trainer;
 
-constexpr int kCheckpointFormatVersion = 1;
+// 2 (ABI 0.6): a slice is a flat range of a box (offset + shape) of its tensor. 1: of the whole
+// tensor; still read, so checkpoints from before tensor parallelism keep loading.
+constexpr int kCheckpointFormatVersion = 2;
+constexpr int kOldestCheckpointFormatVersion = 1;
 
 // Saves the trainer's state as <root>/step-NNNNNNNN and points <root>/latest at it; deletes the
 // oldest complete checkpoints beyond `keep`. Returns the new checkpoint's folder. Refuses (throws

@@ -14,6 +14,7 @@
 #include <set>
 
 #include <keel_support/json_parse.hpp>
+#include <keel_support/piece_box.hpp>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest_check.h"
@@ -112,9 +113,11 @@ nlohmann::json read_verified_manifest(const std::string& checkpoint_dir) {
   if (format == manifest.end() || *format != "keel-checkpoint")
     throw KeelError(KEEL_ERR_IO, manifest_path + ": not a Keel checkpoint manifest (\"format\" is not \"keel-checkpoint\")");
   const auto version = manifest.find("format_version");
-  if (version == manifest.end() || *version != kCheckpointFormatVersion)
+  if (version == manifest.end() || !version->is_number_integer() || *version < kOldestCheckpointFormatVersion ||
+      *version > kCheckpointFormatVersion)
     throw KeelError(KEEL_ERR_IO, manifest_path + ": format_version " + (version == manifest.end() ? "(missing)" : version->dump()) +
-                                     " is not one this Keel reads (it reads version " +
+                                     " is not one this Keel reads (it reads versions " +
+                                     std::to_string(kOldestCheckpointFormatVersion) + " to " +
                                      std::to_string(kCheckpointFormatVersion) + ")");
   check_manifest_structure(manifest, manifest_path);
   for (const auto& file : manifest.at("files")) {
@@ -151,18 +154,29 @@ void check_same_model(Trainer& trainer, const nlohmann::json& manifest, const st
   if (!difference.empty())
     throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": " + difference +
                                                  "; a checkpoint loads only into the model it was saved from");
-  std::map<std::string, int64_t> saved_elements;
-  for (const auto& param : manifest.at("params")) saved_elements[param.at("name").get<std::string>()] = manifest_param_elements(param);
+  std::map<std::string, const nlohmann::json*> saved;
+  for (const auto& param : manifest.at("params")) saved[param.at("name").get<std::string>()] = &param;
+  const bool whole_slices = manifest.at("format_version").get<int64_t>() < 2;
   const keel_model_info& info = trainer.model_info();
   for (size_t i = 0; i < info.n_params; ++i) {
-    auto found = saved_elements.find(info.params[i].name);
-    if (found == saved_elements.end())
-      throw KeelError(KEEL_ERR_IO, where + ": params: no parameter \"" + std::string(info.params[i].name) +
+    const keel_param_spec& spec = info.params[i];
+    auto found = saved.find(spec.name);
+    if (found == saved.end())
+      throw KeelError(KEEL_ERR_IO, where + ": params: no parameter \"" + std::string(spec.name) +
                                        "\", which model '" + trainer.config().model.plugin + "' has");
-    if (found->second != trainer.numel(i))
-      throw KeelError(KEEL_ERR_IO, where + ": params: \"" + found->first + "\" has " + std::to_string(found->second) +
-                                       " elements in the checkpoint, but " + std::to_string(trainer.numel(i)) +
+    const int64_t elements = manifest_param_elements(*found->second);
+    if (elements != trainer.global_numel(i))
+      throw KeelError(KEEL_ERR_IO, where + ": params: \"" + found->first + "\" has " + std::to_string(elements) +
+                                       " elements in the checkpoint, but " + std::to_string(trainer.global_numel(i)) +
                                        " in model '" + trainer.config().model.plugin + "'");
+    // Boxes are read in the model's global shape. A format-1 checkpoint's slices are flat ranges
+    // of the whole tensor, so a reshape that keeps the row-major order (GPT's qkv, (3C, C) before
+    // 0.6 and (3, C, C) since) loads as it was; a format-2 box needs the same shape.
+    const std::vector<int64_t> shape(spec.global_shape, spec.global_shape + spec.ndim);
+    if (!whole_slices && found->second->at("shape").get<std::vector<int64_t>>() != shape)
+      throw KeelError(KEEL_ERR_IO, where + ": params: \"" + found->first + "\" has shape " +
+                                       found->second->at("shape").dump() + " in the checkpoint, but " +
+                                       nlohmann::json(shape).dump() + " in model '" + trainer.config().model.plugin + "'");
   }
 }
 
@@ -195,19 +209,30 @@ class VerifiedFiles {
   mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> opened_;
 };
 
+// The box a slice covers, in the model's global shape (format 1: the whole tensor).
+keel_support::PieceBox slice_box(const nlohmann::json& slice, const keel_param_spec& spec, bool whole_slices) {
+  keel_support::PieceBox box = keel_support::PieceBox::whole(spec.ndim, spec.global_shape);
+  if (whole_slices) return box;
+  const auto offset = slice.at("offset").get<std::vector<int64_t>>(), shape = slice.at("shape").get<std::vector<int64_t>>();
+  for (int32_t d = 0; d < spec.ndim; ++d) box.offset[d] = offset[size_t(d)], box.shape[d] = shape[size_t(d)];
+  return box;
+}
+
 // Fills the ranges this rank holds, for kinds -1 (parameters) up to last_kind, from whatever
-// slices overlap them, so a checkpoint saved at one data-parallel size or ZeRO stage loads into
-// any other.
+// slices overlap them: the part a saved (box, range) shares with this rank's (piece, range), so
+// a checkpoint saved at one (tp, dp) layout or ZeRO stage loads into any other.
 void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::string& where, int32_t last_kind,
                  const VerifiedFiles& files) {
   std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> slices;
   for (const auto& slice : manifest.at("slices"))
     slices[{slice.at("tensor").get<std::string>(), slice.at("kind").get<std::string>()}].push_back(slice);
   auto file = [&](const std::string& name) -> const SafetensorsFile& { return files.open(name); };
+  const bool whole_slices = manifest.at("format_version").get<int64_t>() < 2;
 
   const keel_model_info& info = trainer.model_info();
   for (size_t i = 0; i < info.n_params; ++i) {
     const std::string name = info.params[i].name;
+    const keel_support::PieceBox piece = keel_support::PieceBox::of_spec(info.params[i]);
     for (int32_t kind = -1; kind <= last_kind; ++kind) {
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       const auto [want_begin, want_end] = trainer.owned_range(kind, i);
@@ -217,14 +242,23 @@ void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::st
         throw KeelError(KEEL_ERR_IO, where + ": no " + kind_name + " slices for parameter \"" + name + "\"");
       std::vector<float> values(static_cast<size_t>(want_end - want_begin));
       int64_t covered = 0;
+      std::vector<float> saved;
       for (const auto& slice : found->second) {
         // In range and tiling the tensor exactly: check_manifest_structure saw to both.
         const int64_t begin = slice.at("begin").get<int64_t>(), end = slice.at("end").get<int64_t>();
-        const int64_t from = std::max(begin, want_begin), to = std::min(end, want_end);
-        if (to <= from) continue;
-        file(slice.at("file").get<std::string>()).read_f32(slice.at("key").get<std::string>(), from - begin, to - from,
-                                                            values.data() + (from - want_begin));
-        covered += to - from;
+        const keel_support::PieceBox box = slice_box(slice, info.params[i], whole_slices);
+        if (keel_support::same_box(box, piece)) {  // the common case: one memcpy-sized read
+          const int64_t from = std::max(begin, want_begin), to = std::min(end, want_end);
+          if (to <= from) continue;
+          file(slice.at("file").get<std::string>()).read_f32(slice.at("key").get<std::string>(), from - begin, to - from,
+                                                              values.data() + (from - want_begin));
+          covered += to - from;
+          continue;
+        }
+        if (!keel_support::boxes_meet(box, piece)) continue;
+        saved.resize(size_t(end - begin));
+        file(slice.at("file").get<std::string>()).read_f32(slice.at("key").get<std::string>(), 0, end - begin, saved.data());
+        covered += keel_support::copy_overlap(box, begin, end, saved.data(), piece, want_begin, want_end, values.data());
       }
       if (covered != want_end - want_begin)
         throw KeelError(KEEL_ERR_IO, where + ": the " + kind_name + " slices of \"" + name + "\" cover " +

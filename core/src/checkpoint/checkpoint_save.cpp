@@ -65,8 +65,10 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", rank);
   const std::string rank_file = rank_file_name;
 
-  // Gather this rank's slices first: the ranges it owns; a tensor every rank holds whole is
-  // written once, by rank 0. A refusal (non-finite values) on any rank must leave nothing on disk.
+  // Gather this rank's slices first: the ranges it owns of its piece (a box of the tensor). A
+  // piece every rank holds whole is written by data-parallel rank 0 alone, and a tensor
+  // replicated over tensor-parallel ranks by tp rank 0 alone, so each element is saved once.
+  // A refusal (non-finite values) on any rank must leave nothing on disk.
   std::vector<std::vector<float>> buffers;
   std::vector<SafetensorsEntry> entries;
   nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array();
@@ -92,7 +94,8 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
                       {"dtype", "F32"}, {"layer", spec.layer}});
     for (int32_t kind = -1; kind < slots; ++kind, ++flag) {
       const auto [begin, end] = trainer.owned_range(kind, i);
-      if (end <= begin || (replicated[flag] == '1' && rank != 0)) continue;  // rank 0 saves replicated ones
+      if (end <= begin || (replicated[flag] == '1' && trainer.dp_rank() != 0) || (spec.tp_dim < 0 && trainer.tp_rank() != 0))
+        continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       buffers.push_back(trainer.read_range(kind, i, begin, end));
       try {
@@ -102,18 +105,20 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
       }
       const std::string key = kind_name + "/" + spec.name + "/" + std::to_string(begin);
       entries.push_back({key, "F32", {end - begin}, buffers.back().data(), size_t(end - begin) * sizeof(float)});
-      slices.push_back({{"tensor", spec.name}, {"kind", kind_name}, {"begin", begin}, {"end", end},
-                        {"file", rank_file}, {"key", key}});
+      slices.push_back({{"tensor", spec.name}, {"kind", kind_name},
+                        {"offset", std::vector<int64_t>(spec.local_offset, spec.local_offset + spec.ndim)},
+                        {"shape", std::vector<int64_t>(spec.local_shape, spec.local_shape + spec.ndim)},
+                        {"begin", begin}, {"end", end}, {"file", rank_file}, {"key", key}});
     }
   }
   const nlohmann::json own_state = collect_strategy_own_state(trainer, rank_file, buffers, entries);
-  if (trainer.sum_over_ranks(nonfinite.empty() ? 0.0 : 1.0) > 0)
+  if (trainer.sum_over_world(nonfinite.empty() ? 0.0 : 1.0) > 0)
     throw KeelError(KEEL_ERR_NONFINITE, nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
                                                                 " refused: another rank holds non-finite values"
                                                           : nonfinite);
 
   // One temporary folder for all ranks, named after rank 0's process.
-  const long run_id = long(trainer.sum_over_ranks(rank == 0 ? double(::getpid()) : 0.0));
+  const long run_id = long(trainer.sum_over_world(rank == 0 ? double(::getpid()) : 0.0));
   const std::string name = step_folder_name(step);
   const std::string temporary = (fs::path(root) / (".tmp-" + name + "-" + std::to_string(run_id))).string();
   std::error_code error;

@@ -3,6 +3,8 @@
 // the previous ended, the first at 0 and the last end at the tensor's element count.
 #include "checkpoint/manifest_check.h"
 
+#include "checkpoint/checkpoint.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -89,10 +91,33 @@ int64_t kind_index(const std::string& kind) {
   return std::stoll(digits);
 }
 
+// A slice: flat range [begin, end) of the box offset + shape of its tensor (format 1: the whole
+// tensor).
 struct Piece {
+  std::vector<int64_t> offset, shape;
   int64_t begin, end;
   size_t slice;  // index in slices, for messages
 };
+
+int64_t volume(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t extent : shape) n *= extent;
+  return n;
+}
+
+bool boxes_meet(const Piece& a, const Piece& b) {
+  for (size_t d = 0; d < a.shape.size(); ++d)
+    if (std::max(a.offset[d], b.offset[d]) >= std::min(a.offset[d] + a.shape[d], b.offset[d] + b.shape[d])) return false;
+  return true;
+}
+
+std::string box_text(const Piece& p) {
+  std::string text = "box offset [";
+  for (size_t d = 0; d < p.offset.size(); ++d) text += (d ? ", " : "") + std::to_string(p.offset[d]);
+  text += "] shape [";
+  for (size_t d = 0; d < p.shape.size(); ++d) text += (d ? ", " : "") + std::to_string(p.shape[d]);
+  return text + "]";
+}
 
 }  // namespace
 
@@ -120,8 +145,11 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
   r.string(optimizer, "plugin", "optimizer.plugin");
   const int64_t slots = r.integer(optimizer, "n_state_slots", 0, kMaxStateSlots, "optimizer.n_state_slots");
 
-  // params: name -> elements.
+  const int64_t format_version = r.integer(manifest, "format_version", kOldestCheckpointFormatVersion,
+                                           kCheckpointFormatVersion, "format_version");
+  // params: name -> elements, name -> shape.
   std::map<std::string, int64_t> elements_of;
+  std::map<std::string, std::vector<int64_t>> shape_of;
   int64_t total_elements = 0;
   const nlohmann::json& params = r.array(manifest, "params", "params");
   if (params.empty()) r.fail("params", "empty; a checkpoint lists every parameter of its model");
@@ -141,6 +169,7 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       elements *= size;
     }
     if (!elements_of.emplace(name, elements).second) r.fail(at + ".name", "\"" + name + "\" is listed twice");
+    for (const auto& size : shape) shape_of[name].push_back(size.get<int64_t>());
     total_elements += elements;
     if (total_elements > kMaxTensorElements)
       r.fail("params", "more than " + std::to_string(kMaxTensorElements) + " elements in all");
@@ -193,8 +222,24 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       r.fail(at + ".kind", "\"" + kind + "\"; expected \"param\"" +
                                (slots > 0 ? " or \"state0\" to \"state" + std::to_string(slots - 1) + "\"" : std::string()) +
                                " (optimizer.n_state_slots is " + std::to_string(slots) + ")");
-    const int64_t begin = r.integer(slice, "begin", 0, param->second, at + ".begin");
-    const int64_t end = r.integer(slice, "end", 0, param->second, at + ".end");
+    // Format 2: the slice's box inside the tensor; format 1: the whole tensor.
+    const std::vector<int64_t>& tensor_shape = shape_of[tensor];
+    Piece piece{std::vector<int64_t>(tensor_shape.size(), 0), tensor_shape, 0, 0, i};
+    if (format_version >= 2) {
+      const nlohmann::json& offset = r.array(slice, "offset", at + ".offset");
+      const nlohmann::json& shape = r.array(slice, "shape", at + ".shape");
+      if (offset.size() != tensor_shape.size() || shape.size() != tensor_shape.size())
+        r.fail(at, "offset and shape have " + std::to_string(offset.size()) + " and " + std::to_string(shape.size()) +
+                       " entries; \"" + tensor + "\" has " + std::to_string(tensor_shape.size()) + " dimensions");
+      for (size_t d = 0; d < tensor_shape.size(); ++d) {
+        const std::string dim = "[" + std::to_string(d) + "]";
+        piece.offset[d] = r.integer(offset[d], 0, tensor_shape[d], at + ".offset" + dim);
+        piece.shape[d] = r.integer(shape[d], 0, tensor_shape[d] - piece.offset[d], at + ".shape" + dim);
+      }
+    }
+    const int64_t box_elements = volume(piece.shape);
+    const int64_t begin = r.integer(slice, "begin", 0, box_elements, at + ".begin");
+    const int64_t end = r.integer(slice, "end", 0, box_elements, at + ".end");
     if (end <= begin)
       r.fail(at, "[begin " + std::to_string(begin) + ", end " + std::to_string(end) + ") is empty; expected begin < end");
     const std::string file = r.string(slice, "file", at + ".file");
@@ -202,7 +247,9 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file a slice reads must be listed there "
                                          "with its size and checksum");
     r.string(slice, "key", at + ".key");
-    pieces[{tensor, kind_number}].push_back({begin, end, i});
+    piece.begin = begin;
+    piece.end = end;
+    pieces[{tensor, kind_number}].push_back(std::move(piece));
   }
 
   for (const auto& [name, elements] : elements_of) {
@@ -212,22 +259,41 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       const std::string what = "the " + kind_name + " slices of \"" + name + "\"";
       auto found = pieces.find({name, kind});
       if (found == pieces.end()) r.fail("slices", what + ": none; expected slices covering its " + std::to_string(elements) + " elements");
-      std::vector<Piece> sorted = found->second;
-      std::sort(sorted.begin(), sorted.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
-      int64_t next = 0;
-      for (const Piece& piece : sorted) {
-        const std::string at = "slices[" + std::to_string(piece.slice) + "]";
-        if (piece.begin < next)
-          r.fail(at, what + " overlap: [" + std::to_string(piece.begin) + ", " + std::to_string(piece.end) +
-                         ") starts before element " + std::to_string(next) + ", where the previous slice ended");
-        if (piece.begin > next)
-          r.fail(at, what + " leave a gap: elements [" + std::to_string(next) + ", " + std::to_string(piece.begin) +
-                         ") are in no slice");
-        next = piece.end;
+      // Slices of one box tile it by flat range; the boxes tile the tensor (disjoint, and their
+      // volumes add up to it).
+      std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, std::vector<const Piece*>> by_box;
+      for (const Piece& piece : found->second) by_box[{piece.offset, piece.shape}].push_back(&piece);
+      int64_t boxes_volume = 0;
+      std::vector<const Piece*> boxes;
+      for (auto& [box, sorted] : by_box) {
+        std::sort(sorted.begin(), sorted.end(), [](const Piece* a, const Piece* b) { return a->begin < b->begin; });
+        const int64_t box_elements = volume(box.second);
+        const std::string in_box = box.second == shape_of[name] ? "" : " in " + box_text(*sorted[0]);
+        int64_t next = 0;
+        for (const Piece* piece : sorted) {
+          const std::string at = "slices[" + std::to_string(piece->slice) + "]";
+          if (piece->begin < next)
+            r.fail(at, what + " overlap" + in_box + ": [" + std::to_string(piece->begin) + ", " + std::to_string(piece->end) +
+                           ") starts before element " + std::to_string(next) + ", where the previous slice ended");
+          if (piece->begin > next)
+            r.fail(at, what + " leave a gap" + in_box + ": elements [" + std::to_string(next) + ", " +
+                           std::to_string(piece->begin) + ") are in no slice");
+          next = piece->end;
+        }
+        if (next != box_elements)
+          r.fail("slices", what + " leave a gap" + in_box + ": elements [" + std::to_string(next) + ", " +
+                               std::to_string(box_elements) + ") are in no slice");
+        for (const Piece* other : boxes)
+          if (boxes_meet(*other, *sorted[0]))
+            r.fail("slices[" + std::to_string(sorted[0]->slice) + "]",
+                   what + " overlap: " + box_text(*sorted[0]) + " meets " + box_text(*other) + " of slices[" +
+                       std::to_string(other->slice) + "]");
+        boxes.push_back(sorted[0]);
+        boxes_volume += box_elements;
       }
-      if (next != elements)
-        r.fail("slices", what + " leave a gap: elements [" + std::to_string(next) + ", " + std::to_string(elements) +
-                             ") are in no slice");
+      if (boxes_volume != elements)
+        r.fail("slices", what + " leave a gap: their boxes hold " + std::to_string(boxes_volume) + " of the tensor's " +
+                             std::to_string(elements) + " elements");
     }
   }
 }

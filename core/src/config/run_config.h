@@ -73,7 +73,7 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   std::vector<std::string> plugin_path;
-  // The mesh (DESIGN.md §2): tp × dp × pp ranks, tp fastest; dp = world / (tp · pp).
+  // The mesh (docs/parallelism.md §1): tp × dp × pp ranks, tp fastest; dp = world / (tp · pp).
   int32_t tp = 1, pp = 1;
   bool sequence_parallel = false;  // parallel.sequence_parallel (Megatron's), with tp > 1
 

@@ -48,13 +48,17 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
 // The run's config narrowed to what export needs: its model and backend. The checkpoint sets
 // every parameter (the run's init file may be gone), and only parameters are loaded, so the
 // run's optimizer, strategy and comm plugins need not be installed: built-in sgd and ddp on one
-// process stand in for them. config_from_checkpoint has already dropped the plugin_path.
+// process stand in for them, at tp 1. config_from_checkpoint has already dropped the plugin_path.
 RunConfig export_config(RunConfig config) {
   config.model_init_from.clear();
   config.optimizer = {"sgd", {{"plugin", "sgd"}}, "optimizer"};
   config.strategy = {"ddp", {{"plugin", "ddp"}}, "parallel.strategy"};
   config.comm = {"mpi", {{"plugin", "mpi"}}, "comm"};
   config.comm_explicit = false;  // one process, with or without an MPI plugin installed
+  // One rank holds whole tensors: the checkpoint's boxes, whatever (tp, dp) saved them, are
+  // reassembled as they load (docs/parallelism.md §2).
+  config.tp = config.pp = 1;
+  config.sequence_parallel = false;
   return config;
 }
 

@@ -6,6 +6,10 @@
 #include "host/log.h"
 #include "loader/plugin_registry.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
 namespace keel {
 namespace {
 
@@ -52,11 +56,26 @@ void PluginInstances::create(const RunConfig& config) {
   check_plugin(backend->create(host, &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
 
   const std::string model_json = config.model.json.dump();
+  auto& registry = PluginRegistry::instance();
+  if (tp_size > 1) {
+    // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes.
+    for (auto [kind, section] : {std::pair<int32_t, const PluginSection*>{KEEL_KIND_MODEL, &config.model},
+                                 {KEEL_KIND_STRATEGY, &config.strategy}}) {
+      const keel_plugin_info& info = registry.find(kind, section->plugin).info;
+      if (info.abi_minor < 6)
+        throw KeelError(KEEL_ERR_UNIMPLEMENTED,
+                        config.file + ": parallel.tp: " + std::to_string(tp_size) + " needs tensor-parallel pieces, "
+                        "which came in ABI 0.6; " + section->json_path + ".plugin '" + section->plugin +
+                        "' was built against 0." + std::to_string(info.abi_minor) + ". Run it at tp 1 or rebuild it");
+    }
+  }
   keel_model_create_args model_args{sizeof(model_args), model_json.c_str(), config.model.json_path.c_str(),
-                                    backend, backend_obj, 0, 1};
+                                    backend, backend_obj, tp_rank, tp_size,
+                                    tp_obj ? comm : nullptr, tp_obj, config.sequence_parallel ? 1 : 0};
   check_plugin(model->create(host, &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");
+  adopt_model_specs(config);
 
   const std::string optimizer_json = config.optimizer.json.dump();
   check_plugin(optimizer->create(host, optimizer_json.c_str(), config.optimizer.json_path.c_str(), &optimizer_obj),
@@ -68,7 +87,7 @@ void PluginInstances::create(const RunConfig& config) {
   keel_strategy_create_args strategy_args{sizeof(strategy_args), strategy_json.c_str(), config.strategy.json_path.c_str(),
                                           backend, backend_obj, optimizer, optimizer_obj, model_info.params,
                                           model_info.n_params, model_info.n_layers, config.train.seed,
-                                          dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size};
+                                          dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size, tp_rank, tp_size};
   if (dp_size > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "
@@ -93,6 +112,10 @@ void PluginInstances::create_mesh(const RunConfig& config) {
     comm = static_cast<const keel_comm_api*>(registry.find(KEEL_KIND_COMM, config.comm.plugin).info.api);
   } catch (const KeelError& e) {
     if (config.comm_explicit) throw KeelError(e.code, config.file + ": comm.plugin: " + e.what());
+    if (config.tp * config.pp > 1)
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel: tp " + std::to_string(config.tp) + " × pp " +
+                                                   std::to_string(config.pp) + " needs that many ranks, but no comm "
+                                                   "plugin is installed (" + e.what() + ")");
     return;  // no comm plugin installed and none asked for: one process
   }
   const std::string comm_json = config.comm.json.dump();
@@ -105,7 +128,8 @@ void PluginInstances::create_mesh(const RunConfig& config) {
   if (world_size % (tp * pp) != 0)
     throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel: " + std::to_string(world_size) +
                                                  " ranks do not divide into tp " + std::to_string(tp) + " × pp " +
-                                                 std::to_string(pp));
+                                                 std::to_string(pp) + " (dp = ranks / (tp · pp) must be a whole "
+                                                 "number); launch a multiple of " + std::to_string(tp * pp) + " ranks");
   const int32_t tp_index = world_rank % tp, dp_index = (world_rank / tp) % (world_size / (tp * pp)),
                 pp_index = world_rank / (world_size / pp);
   check_plugin(comm->split(world_obj, pp_index * tp + tp_index, dp_index, &dp_obj), "comm split (data-parallel group)");
@@ -115,6 +139,60 @@ void PluginInstances::create_mesh(const RunConfig& config) {
                "comm split (the core's data-parallel communicator)");
   check_plugin(comm->rank(dp_obj, &dp_rank), "comm rank");
   check_plugin(comm->size(dp_obj, &dp_size), "comm size");
+  // The tensor-parallel group: the ranks that share a dp and a pp position, ordered by tp index.
+  const int32_t dp = world_size / (tp * pp);
+  check_plugin(comm->split(world_obj, pp_index * dp + dp_index, tp_index, &tp_obj), "comm split (tensor-parallel group)");
+  check_plugin(comm->split(world_obj, pp_index * dp + dp_index, tp_index, &core_tp_obj),
+               "comm split (the core's tensor-parallel communicator)");
+  check_plugin(comm->rank(tp_obj, &tp_rank), "comm rank");
+  check_plugin(comm->size(tp_obj, &tp_size), "comm size");
+  if (tp_size != tp || tp_rank != tp_index)
+    throw KeelError(KEEL_ERR_INTERNAL, "comm split gave tp rank " + std::to_string(tp_rank) + " of " +
+                                           std::to_string(tp_size) + ", expected " + std::to_string(tp_index) + " of " +
+                                           std::to_string(tp));
+}
+
+// Copies the model's specs into structs of this ABI's size (a model built before 0.6 has a
+// shorter struct, so its array has another stride, and no local_offset: its pieces are whole
+// tensors), and checks every piece lies inside its global tensor and is the tp split it claims.
+void PluginInstances::adopt_model_specs(const RunConfig& config) {
+  const std::string who = config.file + ": model '" + config.model.plugin + "': parameter ";
+  if (model_info.n_params > 0 && model_info.params == nullptr)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "list is NULL");
+  const size_t stride = model_info.n_params ? model_info.params[0].struct_size : sizeof(keel_param_spec);
+  if (stride < offsetof(keel_param_spec, local_offset) || stride > (1u << 16))
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "specs have struct_size " + std::to_string(stride) + ", expected at least " +
+                                                   std::to_string(offsetof(keel_param_spec, local_offset)));
+  specs.assign(model_info.n_params, keel_param_spec{});
+  const char* base = reinterpret_cast<const char*>(model_info.params);
+  for (size_t i = 0; i < model_info.n_params; ++i) {
+    const auto* given = reinterpret_cast<const keel_param_spec*>(base + i * stride);
+    if (given->struct_size != stride)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + std::to_string(i) + " has struct_size " +
+                                                     std::to_string(given->struct_size) + ", the first had " + std::to_string(stride));
+    std::memcpy(&specs[i], given, std::min(stride, sizeof(keel_param_spec)));
+    specs[i].struct_size = sizeof(keel_param_spec);
+    keel_param_spec& spec = specs[i];
+    const std::string name = who + "\"" + (spec.name ? spec.name : "") + "\"";
+    if (spec.ndim < 0 || spec.ndim > KEEL_MAX_DIMS)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, name + ": ndim " + std::to_string(spec.ndim) + " is outside [0, 4]");
+    if (spec.tp_dim < -1 || spec.tp_dim >= std::max(spec.ndim, 1))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, name + ": tp_dim " + std::to_string(spec.tp_dim) + " is not -1 or a dimension");
+    for (int32_t d = 0; d < spec.ndim; ++d) {
+      const bool split = d == spec.tp_dim && tp_size > 1;
+      const bool whole = spec.local_offset[d] == 0 && spec.local_shape[d] == spec.global_shape[d];
+      const bool is_piece = spec.global_shape[d] % tp_size == 0 && spec.local_shape[d] == spec.global_shape[d] / tp_size &&
+                            spec.local_offset[d] == int64_t(tp_rank) * spec.local_shape[d];
+      if (spec.global_shape[d] < 0 || (split ? !is_piece : !whole))
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                        name + ": dimension " + std::to_string(d) + " has global extent " + std::to_string(spec.global_shape[d]) +
+                            ", local offset " + std::to_string(spec.local_offset[d]) + " and extent " +
+                            std::to_string(spec.local_shape[d]) + "; expected " +
+                            (split ? "tp rank " + std::to_string(tp_rank) + "'s even 1/" + std::to_string(tp_size) + " of it"
+                                   : std::string("the whole extent")));
+    }
+  }
+  model_info.params = specs.data();
 }
 
 void PluginInstances::abort_all_ranks(const std::string& reason) {
@@ -127,6 +205,8 @@ PluginInstances::~PluginInstances() {
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);
   if (backend_obj) backend->destroy(backend_obj);
+  if (core_tp_obj) comm->destroy(core_tp_obj);
+  if (tp_obj) comm->destroy(tp_obj);
   if (core_dp_obj) comm->destroy(core_dp_obj);
   if (dp_obj) comm->destroy(dp_obj);
   if (world_obj) comm->destroy(world_obj);

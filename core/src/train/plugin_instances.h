@@ -6,6 +6,8 @@
 
 #include "config/run_config.h"
 
+#include <vector>
+
 namespace keel {
 
 struct PluginInstances {
@@ -25,8 +27,11 @@ struct PluginInstances {
                                         // the strategy's alone, used from its threads only
   void* core_dp_obj = nullptr;          // the same ranks, the core's own communicator (loss, norm,
                                         // checkpoint gathers): comm.h allows one thread per communicator
-  int32_t world_rank = 0, world_size = 1, dp_rank = 0, dp_size = 1;
-  keel_model_info model_info{};
+  void* tp_obj = nullptr;               // this rank's tensor-parallel group: the model's alone
+  void* core_tp_obj = nullptr;          // the same ranks, the core's (the gradient norm's tp sum)
+  int32_t world_rank = 0, world_size = 1, dp_rank = 0, dp_size = 1, tp_rank = 0, tp_size = 1;
+  keel_model_info model_info{};         // params points at `specs`, not at the model's own array
+  std::vector<keel_param_spec> specs;   // the model's specs widened to this ABI's struct (0.6 local_offset)
   keel_optimizer_info optimizer_info{};
   keel_param_access access{};
 
@@ -42,6 +47,7 @@ struct PluginInstances {
 
  private:
   void create_mesh(const RunConfig& config);
+  void adopt_model_specs(const RunConfig& config);
 };
 
 // Asks each configured plugin to check its own section, without creating anything.

@@ -42,7 +42,7 @@ std::string describe_run(const Trainer& trainer) {
        << " tensors, " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
        << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
        << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
-  if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (data-parallel " << trainer.dp_size() << ")";
+  if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (tp " << trainer.tp_size() << " × dp " << trainer.dp_size() << ")";
   text << "; metrics → " << config.train.metrics_path;
   if (trainer.step() > 0) text << "; resumed at step " << trainer.step();
   return text.str();
@@ -130,6 +130,13 @@ void RunSession::run(const RunSlice& slice) {
   static const char* const kOpNames[KEEL_COMM_OP_COUNT] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                                                            "send", "recv", "barrier"};
   keel_comm_counters interval_start = trainer.comm_counters();
+  keel_comm_counters tp_interval_start = trainer.comm_counters(Trainer::CommGroup::model_tp);
+  auto per_step_bytes = [&](const keel_comm_counters& now, const keel_comm_counters& start, int64_t steps) {
+    nlohmann::json per_step = nlohmann::json::object();
+    for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
+      if (now.bytes[op] > start.bytes[op]) per_step[kOpNames[op]] = double(now.bytes[op] - start.bytes[op]) / double(steps);
+    return per_step;
+  };
   int64_t interval_steps = 0;
   while (trainer.step() < slice.until_step) {
     StepResult result = trainer.train_step();
@@ -167,12 +174,13 @@ void RunSession::run(const RunSlice& slice) {
                                         {"optimizer_state", memory.state_bytes}};
       if (trainer.world_size() > 1) {
         const keel_comm_counters now = trainer.comm_counters();
-        nlohmann::json per_step = nlohmann::json::object();
-        for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
-          if (now.bytes[op] > interval_start.bytes[op])
-            per_step[kOpNames[op]] = double(now.bytes[op] - interval_start.bytes[op]) / double(interval_steps);
-        report.extra["comm_bytes_per_step"] = per_step;
+        report.extra["comm_bytes_per_step"] = per_step_bytes(now, interval_start, interval_steps);
         interval_start = now;
+        if (trainer.tp_size() > 1) {  // the model's tensor-parallel mappings
+          const keel_comm_counters tp_now = trainer.comm_counters(Trainer::CommGroup::model_tp);
+          report.extra["tp_comm_bytes_per_step"] = per_step_bytes(tp_now, tp_interval_start, interval_steps);
+          tp_interval_start = tp_now;
+        }
       }
       interval_steps = 0;
       if (evaluate) report.val_loss = trainer.evaluate();

@@ -164,6 +164,9 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   const auto optimizer_start = clock::now();
   double sum_squares = 0;
   check_plugin(strategy->grad_sq_norm(s, &sum_squares), "strategy grad_sq_norm");
+  // The strategy counted tp-replicated parameters on tp rank 0 only (strategy.h): summing over
+  // the tp group counts each distinct gradient once.
+  sum_squares = sum_over_tp(sum_squares);
   result.grad_norm = std::sqrt(sum_squares);
   result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_, config_.train.steps);
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
@@ -271,6 +274,13 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t
 int64_t Trainer::numel(size_t index) const {
   const keel_param_spec& spec = plugins_.model_info.params[index];
   int64_t n = 1;
+  for (int32_t d = 0; d < spec.ndim; ++d) n *= spec.local_shape[d];
+  return n;
+}
+
+int64_t Trainer::global_numel(size_t index) const {
+  const keel_param_spec& spec = plugins_.model_info.params[index];
+  int64_t n = 1;
   for (int32_t d = 0; d < spec.ndim; ++d) n *= spec.global_shape[d];
   return n;
 }
@@ -328,33 +338,38 @@ std::string Trainer::external_config(const std::string& format) {
 }
 
 void Trainer::barrier() {
-  if (plugins_.core_dp_obj && plugins_.dp_size > 1) check_plugin(plugins_.comm->barrier(plugins_.core_dp_obj), "comm barrier");
+  if (plugins_.world_obj && plugins_.world_size > 1) check_plugin(plugins_.comm->barrier(plugins_.world_obj), "comm barrier");
 }
 
-double Trainer::sum_over_ranks(double value) {
-  if (!plugins_.core_dp_obj || plugins_.dp_size == 1) return value;
-  // All-gather then add in rank order: the same bits on every rank whatever the reduction tree.
-  std::vector<double> all(size_t(plugins_.dp_size));
-  check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, &value, all.data(), 1, keel_dtype{KEEL_DTYPE_FLOAT, 64, 1}, nullptr),
-               "comm all_gather");
+// Sums one double per rank of `comm` (size ranks): all-gather, then add in rank order, so every
+// rank gets the same bits whatever the reduction tree.
+double Trainer::sum_over(void* comm, int32_t size, double value, const char* what) {
+  if (!comm || size == 1) return value;
+  std::vector<double> all(static_cast<size_t>(size));
+  check_plugin(plugins_.comm->all_gather(comm, &value, all.data(), 1, keel_dtype{KEEL_DTYPE_FLOAT, 64, 1}, nullptr),
+               std::string("comm all_gather (") + what + ")");
   double total = 0;
   for (double v : all) total += v;
   return total;
 }
 
+double Trainer::sum_over_ranks(double value) { return sum_over(plugins_.core_dp_obj, plugins_.dp_size, value, "data-parallel group"); }
+double Trainer::sum_over_tp(double value) { return sum_over(plugins_.core_tp_obj, plugins_.tp_size, value, "tensor-parallel group"); }
+double Trainer::sum_over_world(double value) { return sum_over(plugins_.world_obj, plugins_.world_size, value, "world"); }
+
 std::vector<std::string> Trainer::gather_strings(const std::string& mine) {
-  if (!plugins_.core_dp_obj || plugins_.dp_size == 1) return {mine};
+  if (!plugins_.world_obj || plugins_.world_size == 1) return {mine};
   // Strings travel as int32 words, padded to the longest, so a comm plugin needs no byte type.
   const keel_dtype i32{KEEL_DTYPE_INT, 32, 1};
-  const size_t n = size_t(plugins_.dp_size);
+  const size_t n = size_t(plugins_.world_size);
   int32_t length = int32_t(mine.size());
   std::vector<int32_t> lengths(n);
-  check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, &length, lengths.data(), 1, i32, nullptr), "comm all_gather");
+  check_plugin(plugins_.comm->all_gather(plugins_.world_obj, &length, lengths.data(), 1, i32, nullptr), "comm all_gather");
   const size_t words = (size_t(*std::max_element(lengths.begin(), lengths.end())) + 3) / 4;
   std::vector<int32_t> padded(words, 0), all(words * n, 0);
   std::memcpy(padded.data(), mine.data(), mine.size());
   if (words > 0)
-    check_plugin(plugins_.comm->all_gather(plugins_.core_dp_obj, padded.data(), all.data(), words, i32, nullptr),
+    check_plugin(plugins_.comm->all_gather(plugins_.world_obj, padded.data(), all.data(), words, i32, nullptr),
                  "comm all_gather");
   std::vector<std::string> out;
   for (size_t r = 0; r < n; ++r)
@@ -409,10 +424,11 @@ void Trainer::write_own_state(int32_t index, const std::vector<float>& values) {
                "strategy write_own_state");
 }
 
-keel_comm_counters Trainer::comm_counters() {
+keel_comm_counters Trainer::comm_counters(CommGroup group) {
   keel_comm_counters counters{};
   counters.struct_size = sizeof(counters);
-  if (plugins_.dp_obj) check_plugin(plugins_.comm->counters(plugins_.dp_obj, &counters), "comm counters");
+  void* comm = group == CommGroup::strategy_dp ? plugins_.dp_obj : plugins_.tp_obj;
+  if (comm) check_plugin(plugins_.comm->counters(comm, &counters), "comm counters");
   return counters;
 }
 

@@ -58,7 +58,8 @@ class Trainer {
   // (KEEL_ERR_UNIMPLEMENTED) when the model does not know the format.
   keel_external_tensor external_tensor(const std::string& format, size_t index);
   std::string external_config(const std::string& format);
-  int64_t numel(size_t index) const;
+  int64_t numel(size_t index) const;         // of this rank's piece (the whole tensor at tp 1)
+  int64_t global_numel(size_t index) const;  // of the whole tensor
   // The index of parameter `name`; throws KeelError (KEEL_ERR_NOT_FOUND) with a suggestion.
   size_t param_index(const std::string& name) const;
   // Parameter `index` in the strategy's own memory (zero-copy), as its forward acquire gives it.
@@ -82,13 +83,19 @@ class Trainer {
   int32_t world_size() const { return plugins_.world_size; }
   int32_t dp_size() const { return plugins_.dp_size; }
   int32_t dp_rank() const { return plugins_.dp_rank; }
+  int32_t tp_rank() const { return plugins_.tp_rank; }
+  int32_t tp_size() const { return plugins_.tp_size; }
   // A failing rank ends every rank with its reason (no-op on one rank).
   void abort_all_ranks(const std::string& reason) { plugins_.abort_all_ranks(reason); }
-  // Collective over the data-parallel group: waits for every rank (no-op on one rank).
+  // Collective over every rank of the world: waits for all of them (no-op on one rank). The
+  // core's calls on the world communicator come from its training thread only.
   void barrier();
-  // Sum over the data-parallel group of one double per rank, in rank order so every rank agrees.
+  // Sum of one double per rank, in rank order so every rank agrees: over the data-parallel group
+  // (the loss), the tensor-parallel group (the gradient norm), or the world (checkpoints).
   double sum_over_ranks(double value);
-  // Every rank's string, in rank order (for checkpoint manifests).
+  double sum_over_tp(double value);
+  double sum_over_world(double value);
+  // Every rank's string in world rank order (for checkpoint manifests).
   std::vector<std::string> gather_strings(const std::string& mine);
   // This rank's persistent strategy memory and the dp group's communication counters.
   keel_strategy_info strategy_info();
@@ -100,7 +107,10 @@ class Trainer {
   std::vector<OwnStateArray> strategy_own_state();
   std::vector<float> read_own_state(int32_t index, int64_t count);
   void write_own_state(int32_t index, const std::vector<float>& values);
-  keel_comm_counters comm_counters();
+  // The strategy's data-parallel communicator, or the model's tensor-parallel one (zeros where
+  // there is none).
+  enum class CommGroup { strategy_dp, model_tp };
+  keel_comm_counters comm_counters(CommGroup group = CommGroup::strategy_dp);
   // The global flat range of parameter `index` (kind -1) or its state slot this rank holds.
   std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index);
   std::vector<float> read_range(int32_t kind, size_t index, int64_t begin, int64_t end);
@@ -109,7 +119,7 @@ class Trainer {
   double peak_flops() const { return peak_flops_; }  // of this rank's backend
   // MFU of the whole run: global tokens/s against the peak of every data-parallel rank.
   double mfu(double global_tokens_per_s) const {
-    return flops_per_token_ * global_tokens_per_s / (peak_flops_ * plugins_.dp_size);
+    return flops_per_token_ * global_tokens_per_s / (peak_flops_ * plugins_.world_size);
   }
 
  private:
@@ -120,6 +130,7 @@ class Trainer {
   double forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets);
 
   RunConfig config_;
+  double sum_over(void* comm, int32_t size, double value, const char* what);
   PluginInstances plugins_;
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;

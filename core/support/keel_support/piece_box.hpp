@@ -65,6 +65,20 @@ struct PieceBox {
   }
 };
 
+inline bool same_box(const PieceBox& a, const PieceBox& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int32_t d = 0; d < a.ndim; ++d)
+    if (a.offset[d] != b.offset[d] || a.shape[d] != b.shape[d]) return false;
+  return true;
+}
+
+// Whether two boxes of one tensor share any element.
+inline bool boxes_meet(const PieceBox& a, const PieceBox& b) {
+  for (int32_t d = 0; d < a.ndim; ++d)
+    if (std::max(a.offset[d], b.offset[d]) >= std::min(a.offset[d] + a.shape[d], b.offset[d] + b.shape[d])) return false;
+  return true;
+}
+
 // Copies the elements two pieces of one global tensor have in common: `src` holds flat range
 // [src_begin, src_end) of box `src_box` (row-major in the box), `dst` flat range [dst_begin,
 // dst_end) of `dst_box`. Works one innermost-dimension run at a time, so a tensor-parallel

@@ -6,6 +6,7 @@
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/sized_output.hpp>
+#include <keel_support/tp_pieces.hpp>
 
 #include <algorithm>
 #include <string>
@@ -26,7 +27,8 @@ std::string name_of(const keel_param_spec& spec) { return spec.name ? spec.name 
 // The slots this strategy calls, checked once so a short table fails at create with a message
 // rather than at the first step with a crash.
 void check_tables(const keel_strategy_create_args& args) {
-  if (args.struct_size < sizeof(keel_strategy_create_args)) invalid("create: args are older than ABI 0.4");
+  if (args.struct_size < offsetof(keel_strategy_create_args, dp_size) + sizeof(args.dp_size))
+    invalid("create: args are older than ABI 0.4");
   const keel_backend_api* b = args.backend;
   if (!KEEL_HAS_SLOT(b, device) || !KEEL_HAS_SLOT(b, alloc) || !KEEL_HAS_SLOT(b, free_memory) ||
       !KEEL_HAS_SLOT(b, copy) || !KEEL_HAS_SLOT(b, fill_zero) || !KEEL_HAS_SLOT(b, scale) ||
@@ -54,6 +56,7 @@ LocalSgd::LocalSgd(const keel_host* host, const keel_strategy_create_args& args,
       dp_size_(args.dp_comm ? args.dp_size : 1),
       config_(config),
       specs_(args.params),
+      tp_(keel_support::tp_position(args)),
       layer_params_(static_cast<size_t>(std::max(args.n_layers, 0))) {
   check_callee(backend_->device(backend_obj_, &device_), "backend device");
   optimizer_info_.struct_size = sizeof(optimizer_info_);
@@ -64,14 +67,7 @@ LocalSgd::LocalSgd(const keel_host* host, const keel_strategy_create_args& args,
   // Layout: the model's parameters back to back, in spec order, no padding.
   for (size_t i = 0; i < args.n_params; ++i) {
     const keel_param_spec& spec = specs_[i];
-    int64_t numel = 1;
-    for (int32_t d = 0; d < spec.ndim; ++d) {
-      // host->init_param and the checkpoint count elements of the global tensor: a
-      // tensor-parallel piece is not a contiguous range of it, so whole tensors only.
-      if (spec.local_shape[d] != spec.global_shape[d])
-        throw StatusError(KEEL_ERR_UNIMPLEMENTED, name_of(spec) + ": localsgd holds whole tensors only (tp = 1)");
-      numel *= spec.global_shape[d];
-    }
+    const int64_t numel = keel_support::checked_piece_numel(spec, i);  // this rank's tp piece
     if (spec.layer < 0 || spec.layer >= args.n_layers)
       invalid(name_of(spec) + ": layer " + std::to_string(spec.layer) + " is outside [0, n_layers)");
     offset_.push_back(total_);
@@ -94,7 +90,7 @@ LocalSgd::LocalSgd(const keel_host* host, const keel_strategy_create_args& args,
   for (size_t i = 0; i < numel_.size(); ++i) {
     if (numel_[i] == 0) continue;
     staging.resize(size_t(numel_[i]));
-    check_callee(host_->init_param(&specs_[i], args.seed, 0, numel_[i], staging.data()), "host init_param");
+    keel_support::init_piece_elements(host_, specs_[i], i, args.seed, 0, numel_[i], staging.data());
     check_callee(backend_->copy(backend_obj_, params_.floats() + offset_[i], staging.data(),
                                 size_t(numel_[i]) * sizeof(float), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
   }
@@ -161,7 +157,19 @@ void LocalSgd::zero_grads() {
 // makes a round trip through norm_scalar_.
 double LocalSgd::grad_sq_norm() {
   double sum_squares = 0.0;
-  if (total_ > 0) check_callee(backend_->sum_squares(backend_obj_, grads_.floats(), total_, &sum_squares), "backend sum_squares");
+  // Under tensor parallelism a replicated parameter counts on tp rank 0 only (strategy.h).
+  // One call per run of neighbouring counted parameters: the whole buffer at tp rank 0.
+  auto counted = [&](size_t i) { return keel_support::counts_in_grad_norm(specs_[i], tp_); };
+  for (size_t first = 0; first < numel_.size();) {
+    size_t end = first + 1;
+    while (end < numel_.size() && counted(end) == counted(first)) ++end;
+    const int64_t count = offset_[end - 1] + numel_[end - 1] - offset_[first];
+    double run = 0.0;
+    if (counted(first) && count > 0)
+      check_callee(backend_->sum_squares(backend_obj_, grads_.floats() + offset_[first], count, &run), "backend sum_squares");
+    sum_squares += run;
+    first = end;
+  }
   if (dp_size_ == 1) return sum_squares;
   check_callee(backend_->copy(backend_obj_, norm_scalar_.get(), &sum_squares, sizeof(double), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
   check_callee(dp_comm_->all_reduce(dp_comm_obj_, norm_scalar_.get(), norm_scalar_.get(), 1, kFloat64, KEEL_REDUCE_SUM, nullptr),

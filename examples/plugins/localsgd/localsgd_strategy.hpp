@@ -9,6 +9,7 @@
 #include <keel/strategy.h>
 
 #include <keel_support/backend_buffer.hpp>
+#include <keel_support/tp_pieces.hpp>
 
 #include <cstdint>
 #include <string>
@@ -74,6 +75,7 @@ class LocalSgd {
   int32_t dp_size_;
   Config config_;
   const keel_param_spec* specs_;  // the model's; outlives the strategy
+  keel_support::TpPosition tp_;   // which replicated gradients grad_sq_norm counts
   keel_device device_{};
   keel_optimizer_info optimizer_info_{};
 

@@ -42,7 +42,12 @@ TEST(RunConfig, ErrorsNameFilePathExpectedAndFound) {
   EXPECT_EQ(error_of(kMinimal, {"train.steps=\"ten\""}), "test.json: train.steps: expected an integer, found a string \"ten\"");
   EXPECT_NE(error_of(kMinimal, {"trian.steps=1"}).find("trian: unknown key (did you mean \"train\"?)"), std::string::npos);
   EXPECT_NE(error_of(kMinimal, {"lr_schedule.decay=\"cosin\""}).find("(did you mean \"cosine\"?)"), std::string::npos);
-  EXPECT_NE(error_of(kMinimal, {"parallel.tp=2"}).find("parallel.tp: tensor parallelism is not available yet"),
+  EXPECT_NE(error_of(kMinimal, {"parallel.tp=0"}).find("parallel.tp"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"parallel.sequence_parallel=true"})
+                .find("parallel.sequence_parallel: splits the sequence over tensor-parallel ranks, so it needs "
+                      "parallel.tp > 1 (found tp 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"parallel.pp=2"}).find("parallel.pp: pipeline parallelism is not available yet"),
             std::string::npos);
   EXPECT_NE(error_of(kMinimal, {"data.micro_batch=4", "data.global_batch=6"})
                 .find("data.global_batch: 6 sequences per step is not a multiple of micro_batch 4"),

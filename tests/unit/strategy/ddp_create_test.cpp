@@ -74,13 +74,6 @@ TEST_F(DdpTest, SpecWithLayerOutOfRangeIsRejectedByName) {
       << last_error();
 }
 
-TEST_F(DdpTest, TensorParallelShardIsRefused) {
-  specs[4].local_shape[0] = 3;  // half of h.0.fc.weight's rows
-  EXPECT_EQ(create(), KEEL_ERR_UNIMPLEMENTED);
-  EXPECT_NE(last_error().find("h.0.fc.weight"), std::string::npos) << last_error();
-  EXPECT_EQ(backend.live_allocations, 0);
-}
-
 TEST_F(DdpTest, BackendWithoutSumSquaresIsRefused) {
   backend_api.sum_squares = nullptr;
   EXPECT_EQ(create(), KEEL_ERR_UNIMPLEMENTED);

@@ -102,6 +102,8 @@ class DdpTest : public ::testing::Test {
     args.seed = kSeed;
     args.dp_rank = 0;  // a single rank: no communicator
     args.dp_size = 1;
+    args.tp_rank = tp_rank;
+    args.tp_size = tp_size;
     keel_status status = api.create(&host, &args, &strategy);
     if (status == KEEL_OK) {
       EXPECT_EQ(api.param_access(strategy, &access), KEEL_OK) << last_error();
@@ -139,6 +141,7 @@ class DdpTest : public ::testing::Test {
   void* optimizer_obj_in_use = &optimizer;
   std::vector<keel_param_spec> specs = toy_model_specs();
   int32_t n_layers = kToyLayers;
+  int32_t tp_rank = 0, tp_size = 1;  // this rank's tensor-parallel position (ABI 0.6)
   void* strategy = nullptr;
   keel_param_access access{};
 };

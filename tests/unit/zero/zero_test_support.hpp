@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <keel_support/piece_box.hpp>
+
 #include "host_memory_backend.hpp"   // defines: HostMemoryBackend
 #include "plugin_test_support.hpp"   // defines: LoadedPlugin
 #include "thread_comm.hpp"           // defines: ThreadWorld
@@ -85,6 +87,14 @@ inline keel_host zero_test_host() {
     for (int64_t i = 0; i < count; ++i) out[i] = zero_init_value(*spec, begin + i);
     return KEEL_OK;
   };
+  // A piece's elements are the whole tensor's at their global flat index.
+  host.init_piece = [](const keel_param_spec* spec, uint64_t seed, int64_t begin, int64_t count,
+                       float* out) -> keel_status {
+    if (seed != kZeroSeed) return KEEL_ERR_INVALID_ARGUMENT;
+    const keel_support::PieceBox box = keel_support::PieceBox::of_spec(*spec);
+    for (int64_t i = 0; i < count; ++i) out[i] = zero_init_value(*spec, box.global_index(begin + i));
+    return KEEL_OK;
+  };
   return host;
 }
 
@@ -141,6 +151,8 @@ class ZeroRank {
     args.dp_comm_obj = comm_obj_;
     args.dp_rank = rank_;
     args.dp_size = size_;
+    args.tp_rank = tp_rank;
+    args.tp_size = tp_size;
     const keel_status status = api_.create(&host_, &args, &strategy);
     if (status == KEEL_OK) EXPECT_EQ(api_.param_access(strategy, &access), KEEL_OK) << zero_last_error();
     return status;
@@ -159,10 +171,12 @@ class ZeroRank {
     return info;
   }
 
+  const keel_strategy_api& api() const { return api_; }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
 
-  const std::vector<keel_param_spec> specs = zero_model_specs();
+  std::vector<keel_param_spec> specs = zero_model_specs();  // a test may cut pieces before create
+  int32_t tp_rank = 0, tp_size = 1;                          // this rank's tensor-parallel position
   void* strategy = nullptr;
   keel_param_access access{};
 

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 5
+const KEEL_ABI_VERSION_MINOR = 6
 
 const KEEL_MAX_DIMS = 4
 
@@ -81,6 +81,7 @@ struct keel_param_spec
     init::Int32
     init_std::Cfloat
     init_rows::Int64
+    local_offset::NTuple{4, Int64}
 end
 
 const KEEL_PHASE_FORWARD = Cint(0)
@@ -110,6 +111,7 @@ struct keel_host
     log::Ptr{Cvoid}
     init_param::Ptr{Cvoid}
     last_error::Ptr{Cvoid}
+    init_piece::Ptr{Cvoid}
 end
 
 const KEEL_KIND_BACKEND = Cint(1)
@@ -179,6 +181,50 @@ struct keel_backend_api
     crossentropy_forward::Ptr{Cvoid}
     crossentropy_backward::Ptr{Cvoid}
     sum_squares::Ptr{Cvoid}
+    embedding_rows_forward::Ptr{Cvoid}
+    embedding_rows_backward::Ptr{Cvoid}
+    crossentropy_shard_stats::Ptr{Cvoid}
+    crossentropy_shard_backward::Ptr{Cvoid}
+end
+
+const KEEL_REDUCE_SUM = Cint(0)
+const KEEL_REDUCE_MAX = Cint(1)
+
+const KEEL_COMM_ALL_REDUCE = Cint(0)
+const KEEL_COMM_REDUCE_SCATTER = Cint(1)
+const KEEL_COMM_ALL_GATHER = Cint(2)
+const KEEL_COMM_BROADCAST = Cint(3)
+const KEEL_COMM_SEND = Cint(4)
+const KEEL_COMM_RECV = Cint(5)
+const KEEL_COMM_BARRIER = Cint(6)
+const KEEL_COMM_OP_COUNT = Cint(7)
+
+mutable struct keel_comm_request end
+
+struct keel_comm_counters
+    struct_size::Csize_t
+    calls::NTuple{7, UInt64}
+    bytes::NTuple{7, UInt64}
+end
+
+struct keel_comm_api
+    struct_size::Csize_t
+    validate_config::Ptr{Cvoid}
+    create_world::Ptr{Cvoid}
+    destroy::Ptr{Cvoid}
+    rank::Ptr{Cvoid}
+    size::Ptr{Cvoid}
+    split::Ptr{Cvoid}
+    all_reduce::Ptr{Cvoid}
+    reduce_scatter::Ptr{Cvoid}
+    all_gather::Ptr{Cvoid}
+    broadcast::Ptr{Cvoid}
+    send::Ptr{Cvoid}
+    recv::Ptr{Cvoid}
+    barrier::Ptr{Cvoid}
+    wait::Ptr{Cvoid}
+    counters::Ptr{Cvoid}
+    abort_world::Ptr{Cvoid}
 end
 
 struct keel_model_create_args
@@ -189,6 +235,9 @@ struct keel_model_create_args
     backend_obj::Ptr{Cvoid}
     tp_rank::Int32
     tp_size::Int32
+    tp_comm::Ptr{keel_comm_api}
+    tp_comm_obj::Ptr{Cvoid}
+    sequence_parallel::Int32
 end
 
 struct keel_model_info
@@ -272,46 +321,6 @@ struct keel_optimizer_api
     step::Ptr{Cvoid}
 end
 
-const KEEL_REDUCE_SUM = Cint(0)
-const KEEL_REDUCE_MAX = Cint(1)
-
-const KEEL_COMM_ALL_REDUCE = Cint(0)
-const KEEL_COMM_REDUCE_SCATTER = Cint(1)
-const KEEL_COMM_ALL_GATHER = Cint(2)
-const KEEL_COMM_BROADCAST = Cint(3)
-const KEEL_COMM_SEND = Cint(4)
-const KEEL_COMM_RECV = Cint(5)
-const KEEL_COMM_BARRIER = Cint(6)
-const KEEL_COMM_OP_COUNT = Cint(7)
-
-mutable struct keel_comm_request end
-
-struct keel_comm_counters
-    struct_size::Csize_t
-    calls::NTuple{7, UInt64}
-    bytes::NTuple{7, UInt64}
-end
-
-struct keel_comm_api
-    struct_size::Csize_t
-    validate_config::Ptr{Cvoid}
-    create_world::Ptr{Cvoid}
-    destroy::Ptr{Cvoid}
-    rank::Ptr{Cvoid}
-    size::Ptr{Cvoid}
-    split::Ptr{Cvoid}
-    all_reduce::Ptr{Cvoid}
-    reduce_scatter::Ptr{Cvoid}
-    all_gather::Ptr{Cvoid}
-    broadcast::Ptr{Cvoid}
-    send::Ptr{Cvoid}
-    recv::Ptr{Cvoid}
-    barrier::Ptr{Cvoid}
-    wait::Ptr{Cvoid}
-    counters::Ptr{Cvoid}
-    abort_world::Ptr{Cvoid}
-end
-
 struct keel_strategy_create_args
     struct_size::Csize_t
     config_json::Cstring
@@ -328,6 +337,8 @@ struct keel_strategy_create_args
     dp_comm_obj::Ptr{Cvoid}
     dp_rank::Int32
     dp_size::Int32
+    tp_rank::Int32
+    tp_size::Int32
 end
 
 struct keel_strategy_info

@@ -1,0 +1,45 @@
+// The backend slots a strategy runs on its flat fp32 arrays (allocation, copy, zero, scale,
+// accumulate, sum of squares, synchronize), each checked so a failing backend's own message
+// reaches the caller. Counts are in elements; zero-length calls do nothing.
+#pragma once
+
+#include <keel/backend.h>
+#include <keel/plugin.h>
+
+#include <cstdint>
+
+#include "keel_support/abi_guard.hpp"
+#include "keel_support/backend_buffer.hpp"
+
+namespace keel_support {
+
+struct BackendOps {
+  const keel_backend_api* api = nullptr;
+  void* obj = nullptr;
+
+  // Zero-filled (the backend's alloc contract); an empty buffer for n == 0.
+  BackendBuffer alloc_floats(int64_t n) const { return BackendBuffer(api, obj, size_t(n) * sizeof(float)); }
+  void copy(float* dst, const float* src, int64_t n, int32_t direction = KEEL_COPY_DEVICE_TO_DEVICE) const {
+    if (n > 0) check_callee(api->copy(obj, dst, src, size_t(n) * sizeof(float), direction), "backend copy");
+  }
+  void fill_zero(float* x, int64_t n) const {
+    if (n > 0) check_callee(api->fill_zero(obj, x, size_t(n) * sizeof(float)), "backend fill_zero");
+  }
+  void scale(float* x, float alpha, int64_t n) const {
+    if (n > 0) check_callee(api->scale(obj, x, alpha, n), "backend scale");
+  }
+  void accumulate(float* dst, const float* src, int64_t n) const {
+    if (n > 0) check_callee(api->accumulate(obj, dst, src, n), "backend accumulate");
+  }
+  // Orders the backend's queued work before another thread reads its memory (no-op on the CPU).
+  void synchronize() const {
+    if (KEEL_HAS_SLOT(api, synchronize)) check_callee(api->synchronize(obj), "backend synchronize");
+  }
+  double sum_squares(const float* x, int64_t n) const {
+    double sum = 0.0;
+    if (n > 0) check_callee(api->sum_squares(obj, x, n, &sum), "backend sum_squares");
+    return sum;
+  }
+};
+
+}  // namespace keel_support

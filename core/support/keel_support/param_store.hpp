@@ -1,0 +1,332 @@
+// One parameter store for every strategy: what ddp, zero (1/2/3), the localsgd example and a
+// third-party strategy all need and none should re-implement. It lays out this rank's pieces
+// (store_layout.hpp), keeps parameters, gradients and optimizer state in homes chosen by a
+// HomeFactory (shard_home.hpp: the seam where an offload tier goes), initialises the stored
+// elements through the host, hands the model per-layer views, runs the optimizer over the
+// elements this rank owns in runs grouped by weight decay, serves the checkpoint's
+// owned_range and read/write slots by piece-local flat range, and describes its memory.
+// A strategy is then only its communication policy on top (when gradients are reduced, when
+// parameters are gathered or averaged).
+//
+// Placement: optimizer state always holds this rank's chunks (the whole layout with one shard).
+// Parameters and the persistent gradients are either full (every layer's padded region) or
+// sharded (this rank's chunks), as StoreOptions says. Methods throw keel_support errors.
+#pragma once
+
+#include <keel/host.h>
+#include <keel/optimizer.h>
+#include <keel/strategy.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "keel_support/abi_guard.hpp"
+#include "keel_support/backend_ops.hpp"
+#include "keel_support/param_specs.hpp"
+#include "keel_support/shard_home.hpp"
+#include "keel_support/store_checks.hpp"
+#include "keel_support/store_layout.hpp"
+#include "keel_support/tp_pieces.hpp"
+
+namespace keel_support {
+
+struct StoreOptions {
+  int32_t shard_rank = 0;   // which chunk of every layer this rank owns (steps, saves)
+  int32_t shards = 1;       // how many ranks share the state: 1 keeps everything whole
+  bool params_sharded = false;  // keep only this rank's parameter chunks (ZeRO-3)
+  bool grads_sharded = false;   // keep only this rank's gradient chunks (ZeRO-2/3)
+  std::string sharding_label;   // for messages: "ZeRO stage 3, "
+  HomeFactory homes;            // empty: resident backend memory
+};
+
+class ParamStore {
+ public:
+  // Checks the tables (check_strategy_tables first, for the policy's own slots), lays out,
+  // allocates every persistent array and initialises the stored parameter elements.
+  ParamStore(const keel_host* host, const keel_strategy_create_args& args, StoreOptions options)
+      : host_(host),
+        backend_{args.backend, args.backend_obj},
+        optimizer_(args.optimizer),
+        optimizer_obj_(args.optimizer_obj),
+        specs_(args.params),
+        tp_(tp_position(args)),
+        options_(std::move(options)),
+        layout_(build_store_layout(args.params, args.n_params, args.n_layers, options_.shard_rank, options_.shards)) {
+    check_callee(backend_.api->device(backend_.obj, &device_), "backend device");
+    optimizer_info_.struct_size = sizeof(optimizer_info_);
+    check_callee(optimizer_->describe(optimizer_obj_, &optimizer_info_), "optimizer describe");
+    if (optimizer_info_.n_state_slots < 0 || optimizer_info_.n_state_slots > KEEL_OPTIMIZER_MAX_STATE_SLOTS)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "the optimizer asks for " +
+                                                       std::to_string(optimizer_info_.n_state_slots) +
+                                                       " state slots; at most " +
+                                                       std::to_string(KEEL_OPTIMIZER_MAX_STATE_SLOTS) + " are allowed");
+    const HomeFactory make = options_.homes ? options_.homes : resident_homes(backend_);
+    params_ = make(StoreArray::kParams, options_.params_sharded ? layout_.shard_elements : layout_.full_elements);
+    grads_ = make(StoreArray::kGrads, options_.grads_sharded ? layout_.shard_elements : layout_.full_elements);
+    for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
+      state_.push_back(make(StoreArray::kState, layout_.shard_elements));  // zero: "first step" state
+    initialise_params(args.seed);
+  }
+
+  const keel_host* host() const { return host_; }
+  const BackendOps& backend() const { return backend_; }
+  const StoreLayout& layout() const { return layout_; }
+  const keel_param_spec& spec(size_t index) const { return specs_[index]; }
+  size_t n_params() const { return layout_.params.size(); }
+  TpPosition tp() const { return tp_; }
+  const keel_optimizer_info& optimizer_info() const { return optimizer_info_; }
+
+  float* params() const { return params_->data(); }
+  float* grads() const { return grads_->data(); }
+  int64_t grad_elements() const { return grads_->elements(); }
+  // Element `element` of parameter `index` where the store keeps it.
+  float* param_element(size_t index, int64_t element) const { return params() + position(options_.params_sharded, index, element); }
+  float* grad_element(size_t index, int64_t element) const { return grads() + position(options_.grads_sharded, index, element); }
+  // The layer's padded region in a full array / this rank's chunk in the array, wherever it is.
+  float* full_layer(float* full_array, int32_t layer) const { return full_array + layout_.layers[size_t(layer)].full_offset; }
+  float* owned_params(int32_t layer) const { return owned_chunk(options_.params_sharded, params(), layer); }
+  float* owned_grads(int32_t layer) const { return owned_chunk(options_.grads_sharded, grads(), layer); }
+
+  // --- the model's access ---
+
+  void check_layer(int32_t layer, int32_t phase) const {
+    if (layer < 0 || size_t(layer) >= layout_.layers.size())
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "layer " + std::to_string(layer) + " is outside [0, " +
+                                                       std::to_string(layout_.layers.size()) + ")");
+    if (phase != KEEL_PHASE_FORWARD && phase != KEEL_PHASE_BACKWARD)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "phase " + std::to_string(phase) + " is neither forward (" +
+                                                       std::to_string(KEEL_PHASE_FORWARD) + ") nor backward (" +
+                                                       std::to_string(KEEL_PHASE_BACKWARD) + ")");
+  }
+
+  // acquire's argument checks (params.h).
+  void check_acquire(int32_t layer, int32_t phase, const keel_tensor* params, const keel_tensor* grads, size_t n) const {
+    check_layer(layer, phase);
+    const size_t expected = layout_.layers[size_t(layer)].param_indices.size();
+    if (n != expected)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "acquire: layer " + std::to_string(layer) + " has " +
+                                                       std::to_string(expected) + " parameters, the caller asked for " +
+                                                       std::to_string(n));
+    if (n > 0 && !params) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "acquire: params is NULL");
+    if (n > 0 && !grads && phase == KEEL_PHASE_BACKWARD)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "acquire: grads is NULL in the backward phase");
+  }
+
+  // Descriptors of the layer's pieces inside full regions `param_base` and `grad_base` (a NULL
+  // base gives data NULL; grads NULL: none wanted).
+  void describe_layer(int32_t layer, float* param_base, float* grad_base, keel_tensor* params, keel_tensor* grads,
+                      size_t n) const {
+    const std::vector<size_t>& indices = layout_.layers[size_t(layer)].param_indices;
+    for (size_t k = 0; k < n; ++k) {
+      params[k] = view(indices[k], param_base);
+      if (grads) grads[k] = view(indices[k], grad_base);
+    }
+  }
+
+  // --- the optimizer ---
+
+  static void check_step(const keel_strategy_step_args& args) {
+    if (args.step < 1)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: step is 1-based, found " + std::to_string(args.step));
+  }
+
+  bool applies_weight_decay(size_t index) const { return (specs_[index].flags & optimizer_info_.decay_flags) == 0; }
+
+  // The optimizer over every element this rank owns: one call per maximal run of owned parts
+  // that agree on weight decay and lie back to back in the parameter, gradient and state
+  // arrays alike (with one shard: every neighbouring pair of parameters). Padding is never
+  // handed over.
+  void step_owned(const keel_strategy_step_args& args) {
+    Run run;
+    for (size_t l = 0; l < layout_.layers.size(); ++l)
+      for (size_t index : layout_.layers[l].param_indices) {
+        const ElementRange part = layout_.owned_part(index);
+        if (part.empty()) continue;
+        const Run next{param_element(index, part.begin), grad_element(index, part.begin),
+                       layout_.shard_position(index, part.begin), part.count(), applies_weight_decay(index)};
+        if (run.count > 0 && run.decay == next.decay && run.params + run.count == next.params &&
+            run.grads + run.count == next.grads && run.state + run.count == next.state) {
+          run.count += next.count;
+          continue;
+        }
+        run_optimizer(run, args);
+        run = next;
+      }
+    run_optimizer(run, args);
+  }
+
+  // Σ g² over the gradients this rank's grad_sq_norm counts (tp: replicated ones on tp rank 0
+  // only), one backend call per run of counted parameters back to back in the gradient array
+  // (the whole array at tp rank 0). For strategies whose gradients are whole (one shard).
+  double counted_grad_sum_squares() const {
+    double sum = 0.0;
+    const size_t n = n_params();
+    for (size_t first = 0; first < n;) {
+      const bool counted = counts_in_grad_norm(specs_[first], tp_);
+      size_t end = first + 1;
+      while (end < n && counts_in_grad_norm(specs_[end], tp_) == counted &&
+             grad_element(end, 0) == grad_element(end - 1, 0) + layout_.params[end - 1].numel)
+        ++end;
+      const float* begin = grad_element(first, 0);
+      const int64_t count = grad_element(end - 1, 0) + layout_.params[end - 1].numel - begin;
+      if (counted) sum += backend_.sum_squares(begin, count);
+      first = end;
+    }
+    return sum;
+  }
+
+  // --- host access by piece-local flat range (checkpoints, bindings) ---
+
+  // kind -1: the parameter (whole unless parameters are sharded); kind k: state slot k (owned part).
+  void owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* end) const {
+    if (!begin || !end) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "owned_range: begin or end is NULL");
+    check_range("owned_range", index, 0, 0, nullptr);
+    if (kind != -1) state("owned_range", kind);
+    const ElementRange owned = (kind == -1 && !options_.params_sharded) ? ElementRange{0, layout_.params[index].numel}
+                                                                         : layout_.owned_part(index);
+    *begin = owned.begin;
+    *end = owned.end;
+  }
+
+  void read_param(size_t index, int64_t begin, int64_t count, float* dst_host) const {
+    check_range("read_param", index, begin, count, dst_host);
+    if (options_.params_sharded) check_owned("read_param", "parameter", index, begin, count);
+    if (count > 0) backend_.copy(dst_host, param_element(index, begin), count, KEEL_COPY_DEVICE_TO_HOST);
+  }
+  void write_param(size_t index, int64_t begin, int64_t count, const float* src_host) {
+    check_range("write_param", index, begin, count, src_host);
+    if (options_.params_sharded) check_owned("write_param", "parameter", index, begin, count);
+    if (count > 0) backend_.copy(param_element(index, begin), src_host, count, KEEL_COPY_HOST_TO_DEVICE);
+  }
+  // Full gradients: any range; sharded: the owned part.
+  void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const {
+    check_range("read_grad", index, begin, count, dst_host);
+    if (options_.grads_sharded) check_owned("read_grad", "gradient", index, begin, count);
+    if (count > 0) backend_.copy(dst_host, grad_element(index, begin), count, KEEL_COPY_DEVICE_TO_HOST);
+  }
+  void read_state(int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) const {
+    check_range("read_state", index, begin, count, dst_host);
+    const float* base = state("read_state", slot);
+    check_owned("read_state", "optimizer state", index, begin, count);
+    if (count > 0) backend_.copy(dst_host, base + layout_.shard_position(index, begin), count, KEEL_COPY_DEVICE_TO_HOST);
+  }
+  void write_state(int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
+    check_range("write_state", index, begin, count, src_host);
+    float* base = state("write_state", slot);
+    check_owned("write_state", "optimizer state", index, begin, count);
+    if (count > 0) backend_.copy(base + layout_.shard_position(index, begin), src_host, count, KEEL_COPY_HOST_TO_DEVICE);
+  }
+
+  int32_t n_state_slots() const { return int32_t(state_.size()); }
+  // State slot `slot`'s shard array; `what` names the caller in the message.
+  float* state(const char* what, int32_t slot) const {
+    if (slot < 0 || size_t(slot) >= state_.size())
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": state slot " + std::to_string(slot) +
+                                                       " is outside [0, " + std::to_string(state_.size()) +
+                                                       ") (the optimizer's n_state_slots)");
+    return state_[size_t(slot)]->data();
+  }
+
+  // The persistent arrays' bytes; the strategy says whether parameters stay resident and whole.
+  keel_strategy_info describe(int32_t params_resident) const {
+    keel_strategy_info info{};
+    info.struct_size = sizeof(info);
+    info.params_resident = params_resident;
+    info.param_bytes = params_->backend_bytes();
+    info.grad_bytes = grads_->backend_bytes();
+    for (const auto& slot : state_) info.state_bytes += slot->backend_bytes();
+    return info;
+  }
+
+ private:
+  struct Run {
+    float* params = nullptr;
+    float* grads = nullptr;
+    int64_t state = 0;  // position in the state arrays
+    int64_t count = 0;
+    bool decay = false;
+  };
+
+  int64_t position(bool sharded, size_t index, int64_t element) const {
+    return sharded ? layout_.shard_position(index, element) : layout_.full_position(index, element);
+  }
+  float* owned_chunk(bool sharded, float* array, int32_t layer) const {
+    const LayerPlace& place = layout_.layers[size_t(layer)];
+    return sharded ? array + place.shard_offset : array + place.full_offset + layout_.owned_chunk(layer).begin;
+  }
+
+  void initialise_params(uint64_t seed) {
+    std::vector<float> staging;
+    for (size_t i = 0; i < n_params(); ++i) {
+      // Full parameters: the whole piece; sharded: only the owned part.
+      const ElementRange stored = options_.params_sharded ? layout_.owned_part(i) : ElementRange{0, layout_.params[i].numel};
+      if (stored.empty()) continue;
+      staging.resize(size_t(stored.count()));
+      init_piece_elements(host_, specs_[i], i, seed, stored.begin, stored.count(), staging.data());
+      backend_.copy(param_element(i, stored.begin), staging.data(), stored.count(), KEEL_COPY_HOST_TO_DEVICE);
+    }
+  }
+
+  keel_tensor view(size_t index, float* layer_base) const {
+    const keel_param_spec& spec = specs_[index];
+    keel_tensor tensor{};
+    tensor.data = layer_base ? layer_base + layout_.params[index].offset_in_layer : nullptr;
+    tensor.device = device_;
+    tensor.ndim = spec.ndim;
+    tensor.dtype = keel_dtype{KEEL_DTYPE_FLOAT, 32, 1};
+    for (int32_t d = 0; d < spec.ndim; ++d) tensor.shape[d] = spec.local_shape[d];
+    return tensor;
+  }
+
+  void run_optimizer(const Run& run, const keel_strategy_step_args& args) {
+    if (run.count == 0) return;
+    float* state[KEEL_OPTIMIZER_MAX_STATE_SLOTS] = {};
+    for (size_t slot = 0; slot < state_.size(); ++slot) state[slot] = state_[slot]->data() + run.state;
+    keel_optimizer_step_args step_args{};
+    step_args.struct_size = sizeof(step_args);
+    step_args.device = device_;
+    step_args.params = run.params;
+    step_args.grads = run.grads;
+    step_args.state = state;
+    step_args.n = run.count;
+    step_args.lr = args.lr;
+    step_args.grad_scale = args.grad_scale;
+    step_args.step = args.step;
+    step_args.apply_weight_decay = run.decay ? 1 : 0;
+    check_callee(optimizer_->step(optimizer_obj_, &step_args), "optimizer step");
+  }
+
+  void check_range(const char* what, size_t index, int64_t begin, int64_t count, const void* host_ptr) const {
+    if (index >= n_params())
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": parameter index " + std::to_string(index) +
+                                                       " is outside [0, " + std::to_string(n_params()) + ")");
+    check_piece_range(what, specs_[index], index, layout_.params[index].numel, begin, count, host_ptr);
+  }
+
+  void check_owned(const char* what, const char* kind, size_t index, int64_t begin, int64_t count) const {
+    const ElementRange owned = layout_.owned_part(index);
+    if (count == 0 || (begin >= owned.begin && begin + count <= owned.end)) return;
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
+                      std::string(what) + ": " + spec_label(specs_[index], index) + "'s " + kind + " is sharded (" +
+                          options_.sharding_label + "rank " + std::to_string(layout_.rank) + " of " +
+                          std::to_string(layout_.size) + "): this rank holds elements [" +
+                          std::to_string(owned.begin) + ", " + std::to_string(owned.end) + "), not [" +
+                          std::to_string(begin) + ", " + std::to_string(begin + count) + "); stay within owned_range");
+  }
+
+  const keel_host* host_;
+  BackendOps backend_;
+  const keel_optimizer_api* optimizer_;
+  void* optimizer_obj_;
+  const keel_param_spec* specs_;  // the model's; outlives the strategy
+  TpPosition tp_;
+  StoreOptions options_;
+  StoreLayout layout_;
+  keel_device device_{};
+  keel_optimizer_info optimizer_info_{};
+  std::unique_ptr<ShardHome> params_, grads_;
+  std::vector<std::unique_ptr<ShardHome>> state_;  // one per optimizer state slot
+};
+
+}  // namespace keel_support
