@@ -38,7 +38,8 @@ def gelu_tanh(x):
 def causal_self_attention(x, qkv_weight, qkv_bias, proj_weight, proj_bias, n_head):
     B, T, C = x.shape
     hs = C // n_head
-    qkv = x @ qkv_weight.T + qkv_bias                     # (B,T,3C)
+    # Keel declares qkv (3, C, C) and its bias (3, C); as one matrix they are (3C, C) and (3C).
+    qkv = x @ qkv_weight.reshape(3 * C, C).T + qkv_bias.reshape(3 * C)  # (B,T,3C)
     q, k, v = qkv.split(C, dim=2)                          # each (B,T,C) = (B,T,NH,hs)
     q = q.view(B, T, n_head, hs).transpose(1, 2)           # (B,NH,T,hs)
     k = k.view(B, T, n_head, hs).transpose(1, 2)

@@ -210,7 +210,9 @@ def test_init_from_reads_hf_layout_back():
     assert np.array_equal(keel["param/wte"][:V], tensors["transformer.wte.weight"])
     assert not np.any(keel["param/wte"][V:]), "padded vocabulary rows must be zero"
     for i in range(e["model"]["n_layer"]):
-        assert np.array_equal(keel[f"param/h.{i}.attn.qkv.weight"], tensors[f"transformer.h.{i}.attn.c_attn.weight"].T)
+        c_attn = tensors[f"transformer.h.{i}.attn.c_attn.weight"]  # (C, 3C); Keel's qkv is (3, C, C)
+        assert np.array_equal(keel[f"param/h.{i}.attn.qkv.weight"], c_attn.T.reshape(3, c_attn.shape[0], -1))
+        assert np.array_equal(keel[f"param/h.{i}.attn.qkv.bias"], tensors[f"transformer.h.{i}.attn.c_attn.bias"].reshape(3, -1))
         assert np.array_equal(keel[f"param/h.{i}.mlp.proj.weight"], tensors[f"transformer.h.{i}.mlp.c_proj.weight"].T)
         assert np.array_equal(keel[f"param/h.{i}.ln_2.bias"], tensors[f"transformer.h.{i}.ln_2.bias"])
 
@@ -271,7 +273,7 @@ def test_init_from_refuses_a_wrong_shape():
     _, result = probe_from(_bad_file("shape", tensors), "shape-probe")
     assert result.returncode != 0
     assert ('tensor "transformer.h.0.attn.c_attn.weight" (Keel\'s h.0.attn.qkv.weight): expected shape [64, 192] '
-            "(Keel's [192, 64], transposed), found [192, 64]") in result.stderr, result.stderr
+            "(Keel's [3, 64, 64] as [192, 64], transposed), found [192, 64]") in result.stderr, result.stderr
 
 
 def test_init_from_refuses_tensors_of_a_bigger_model():

@@ -1,6 +1,7 @@
 // Export to and import from Hugging Face's layout. The model plugin says, per parameter, the
-// external name, whether the 2-D tensor is stored transposed and how many leading rows exist
-// outside Keel (a padded vocabulary is cut); this file only moves bytes accordingly.
+// external name, whether the tensor is stored as a 2-D transpose and how many leading rows exist
+// outside Keel (a padded vocabulary is cut); this file only moves bytes accordingly (layout_of
+// says how Keel's extra leading dimensions, declared for tensor parallelism, are merged).
 #include "interop/huggingface.h"
 
 #include <unistd.h>
@@ -48,17 +49,30 @@ ExternalLayout layout_of(Trainer& trainer, size_t index) {
   if (!ext.name) return out;
   out.name = ext.name;
   out.transpose = ext.transpose != 0;
-  const int64_t leading = spec.ndim > 0 ? spec.global_shape[0] : 1;
+  // Keel may give a tensor leading dimensions the external format does not have, so that a
+  // tensor-parallel piece is a box: gpt's qkv is (3, C, C), its bias (3, C). A transposed tensor
+  // is the 2-D transpose of Keel's viewed as (all leading dims merged, last dim); an untransposed
+  // one split along its last dimension (tp_dim) with more than one dimension is stored flat.
+  const int64_t numel = trainer.numel(index);
+  const int64_t last = spec.ndim > 0 ? spec.global_shape[spec.ndim - 1] : 1;
+  const int64_t leading = spec.ndim == 0 ? 1 : out.transpose ? (last > 0 ? numel / last : 0) : spec.global_shape[0];
+  const bool flat = !out.transpose && spec.ndim > 1 && spec.tp_dim == spec.ndim - 1;
   out.external_rows = ext.rows >= 0 ? ext.rows : leading;
-  out.cols = leading > 0 ? trainer.numel(index) / leading : 0;
-  if (out.external_rows > leading || (out.transpose && spec.ndim != 2) || (ext.rows >= 0 && spec.ndim == 0))
+  out.cols = leading > 0 ? numel / leading : 0;
+  if (out.external_rows > leading || (out.transpose && spec.ndim < 2) || (ext.rows >= 0 && spec.ndim == 0) ||
+      (ext.rows >= 0 && (spec.ndim > 2 || flat)))
     throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': external layout of " + spec.name +
                                            " (rows " + std::to_string(ext.rows) + ", transpose " +
                                            std::to_string(ext.transpose) + ") does not fit its shape " +
                                            shape_text(out.keel_shape));
-  out.external_shape = out.keel_shape;
-  if (spec.ndim > 0) out.external_shape[0] = out.external_rows;
-  if (out.transpose) std::swap(out.external_shape[0], out.external_shape[1]);
+  if (out.transpose) {
+    out.external_shape = {out.cols, out.external_rows};
+  } else if (flat) {
+    out.external_shape = {numel};
+  } else {
+    out.external_shape = out.keel_shape;
+    if (spec.ndim > 0) out.external_shape[0] = out.external_rows;
+  }
   return out;
 }
 
@@ -183,7 +197,9 @@ void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
     if (tensor.shape != layout.external_shape)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
                       safetensors_path + ": " + what + ": expected shape " + shape_text(layout.external_shape) +
-                          (layout.transpose ? " (Keel's " + shape_text(layout.keel_shape) + ", transposed)" : "") +
+                          (layout.transpose ? " (Keel's " + shape_text(layout.keel_shape) + " as " +
+                                                     shape_text({layout.external_rows, layout.cols}) + ", transposed)"
+                                               : "") +
                           ", found " + shape_text(tensor.shape) + "; does the model config match the file's?");
     used.insert(stored.back());
   }
