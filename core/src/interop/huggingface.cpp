@@ -53,7 +53,7 @@ ExternalLayout layout_of(Trainer& trainer, size_t index) {
   // tensor-parallel piece is a box: gpt's qkv is (3, C, C), its bias (3, C). A transposed tensor
   // is the 2-D transpose of Keel's viewed as (all leading dims merged, last dim); an untransposed
   // one split along its last dimension (tp_dim) with more than one dimension is stored flat.
-  const int64_t numel = trainer.numel(index);
+  const int64_t numel = trainer.global_numel(index);
   const int64_t last = spec.ndim > 0 ? spec.global_shape[spec.ndim - 1] : 1;
   const int64_t leading = spec.ndim == 0 ? 1 : out.transpose ? (last > 0 ? numel / last : 0) : spec.global_shape[0];
   const bool flat = !out.transpose && spec.ndim > 1 && spec.tp_dim == spec.ndim - 1;
@@ -223,7 +223,7 @@ void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
     std::vector<float> external(static_cast<size_t>(count));
     file.read_f32(stored[i], 0, count, external.data());
     if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
-    std::vector<float> values(size_t(trainer.numel(i)), 0.0f);  // rows the format lacks stay zero
+    std::vector<float> values(size_t(trainer.global_numel(i)), 0.0f);  // rows the format lacks stay zero
     std::copy(external.begin(), external.end(), values.begin());
     trainer.write_param(i, values);
   }
