@@ -1,0 +1,76 @@
+// Schedule lookup by name and the checks of a pipeline shape, so that every builder can assume
+// numbers that make sense and a user sees which number is wrong and what was expected.
+#include <keel_support/abi_guard.hpp>
+
+#include "schedules.hpp"
+
+namespace keel_schedule {
+
+namespace {
+
+using Builder = std::vector<Action> (*)(const PipelineShape&);
+
+struct NamedSchedule {
+  const char* name;
+  Builder build;
+};
+
+const NamedSchedule kSchedules[] = {
+    {"gpipe", build_gpipe},
+    {"1f1b", build_one_f_one_b},
+    {"interleaved", build_interleaved},
+    {"zero-bubble", build_zero_bubble},
+};
+
+[[noreturn]] void refuse(const std::string& name, const std::string& why) {
+  throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "pipeline schedule \"" + name + "\": " + why);
+}
+
+void check_shape(const std::string& name, const PipelineShape& shape) {
+  const std::string p = std::to_string(shape.stages), m = std::to_string(shape.microbatches),
+                    s = std::to_string(shape.stage), v = std::to_string(shape.virtual_stages);
+  if (shape.stages < 1) refuse(name, "stages is " + p + ", expected at least 1");
+  if (shape.microbatches < 1) refuse(name, "micro-batches is " + m + ", expected at least 1");
+  if (shape.stage < 0 || shape.stage >= shape.stages)
+    refuse(name, "stage is " + s + ", expected 0 .. " + std::to_string(shape.stages - 1) + " for " + p + " stages");
+  if (shape.virtual_stages < 1) refuse(name, "virtual stages is " + v + ", expected at least 1");
+  if (name != "interleaved") {
+    if (shape.virtual_stages != 1)
+      refuse(name, "virtual stages is " + v + ", expected 1 (only \"interleaved\" runs several chunks per stage)");
+    return;
+  }
+  if (shape.virtual_stages < 2)
+    refuse(name, "virtual stages is " + v + ", expected at least 2 (with 1 it is \"1f1b\")");
+  if (shape.stages < 2) refuse(name, "stages is " + p + ", expected at least 2 (with 1 stage, nothing interleaves)");
+  if (shape.microbatches % shape.stages != 0)
+    refuse(name, "micro-batches " + m + " is not a multiple of stages " + p +
+                     " (micro-batches run in groups of the stage count, as in Megatron)");
+}
+
+}  // namespace
+
+const std::vector<std::string>& schedule_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const auto& schedule : kSchedules) all.push_back(schedule.name);
+    return all;
+  }();
+  return names;
+}
+
+bool splits_backward(const std::string& name) { return name == "zero-bubble"; }
+
+std::vector<Action> build_schedule(const std::string& name, int stages, int microbatches, int stage,
+                                   int virtual_stages) {
+  for (const auto& schedule : kSchedules) {
+    if (name != schedule.name) continue;
+    PipelineShape shape{stages, microbatches, stage, virtual_stages};
+    check_shape(name, shape);
+    return schedule.build(shape);
+  }
+  std::string known;
+  for (const auto& known_name : schedule_names()) known += (known.empty() ? "\"" : ", \"") + known_name + "\"";
+  refuse(name, "no such schedule; expected one of " + known);
+}
+
+}  // namespace keel_schedule
