@@ -8,11 +8,6 @@ bool operator==(const Action& a, const Action& b) {
          a.last_for_chunk == b.last_for_chunk;
 }
 
-bool is_transfer(ActionKind kind) {
-  return kind == ActionKind::SEND_ACTIVATION || kind == ActionKind::RECV_ACTIVATION ||
-         kind == ActionKind::SEND_GRADIENT || kind == ActionKind::RECV_GRADIENT;
-}
-
 bool writes_weight_gradients(ActionKind kind) {
   return kind == ActionKind::BACKWARD || kind == ActionKind::BACKWARD_WEIGHT;
 }

@@ -35,7 +35,6 @@ struct Action {
 bool operator==(const Action& a, const Action& b);
 inline bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 
-bool is_transfer(ActionKind kind);
 // BACKWARD or BACKWARD_WEIGHT: the actions that write weight gradients.
 bool writes_weight_gradients(ActionKind kind);
 

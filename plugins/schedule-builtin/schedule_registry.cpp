@@ -58,8 +58,6 @@ const std::vector<std::string>& schedule_names() {
   return names;
 }
 
-bool splits_backward(const std::string& name) { return name == "zero-bubble"; }
-
 std::vector<Action> build_schedule(const std::string& name, int stages, int microbatches, int stage,
                                    int virtual_stages) {
   for (const auto& schedule : kSchedules) {

@@ -20,9 +20,6 @@ const std::vector<std::string>& schedule_names();
 std::vector<Action> build_schedule(const std::string& name, int stages, int microbatches, int stage,
                                    int virtual_stages);
 
-// True for "zero-bubble": its backwards are split into BACKWARD_INPUT and BACKWARD_WEIGHT.
-bool splits_backward(const std::string& name);
-
 std::vector<Action> build_gpipe(const PipelineShape& shape);
 std::vector<Action> build_one_f_one_b(const PipelineShape& shape);
 std::vector<Action> build_interleaved(const PipelineShape& shape);

@@ -40,7 +40,9 @@ TEST(Sweep, EverySchedulePassesTheSimulator) {
           ASSERT_EQ(report.max_in_flight.size(), static_cast<size_t>(p));
           for (int s = 0; s < p; ++s) {
             EXPECT_LE(report.max_in_flight[s], in_flight_bound(name, p, m, s, v)) << "stage " << s;
-            if (v == 1 && name != "gpipe") EXPECT_LE(report.max_in_flight[s], p) << "stage " << s;
+            if (v == 1 && name != "gpipe") {
+              EXPECT_LE(report.max_in_flight[s], p) << "stage " << s;
+            }
           }
           ++shapes_checked;
         }
