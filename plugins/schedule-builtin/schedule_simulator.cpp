@@ -248,7 +248,8 @@ class Simulation {
         const int chunk = rank + local * shape_.stages;
         const std::string where = "stage " + std::to_string(rank) + ", chunk " + std::to_string(chunk) + ": ";
         if (flags[chunk] != 1) {
-          report_.violations.push_back(where + std::to_string(flags[chunk]) + " actions marked last_for_chunk, expected 1");
+          report_.violations.push_back(where + std::to_string(flags[chunk]) +
+                                       " actions marked last_for_chunk, expected 1");
         } else if (last_writer.count(chunk) && !list[last_writer[chunk]].last_for_chunk) {
           report_.violations.push_back(where + "last_for_chunk is not on the last weight-gradient action (" +
                                        std::to_string(last_writer[chunk]) + ")");

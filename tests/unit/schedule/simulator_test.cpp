@@ -92,6 +92,13 @@ TEST(Simulator, MissingOrMisplacedLastForChunkIsReported) {
   EXPECT_TRUE(any_violation_contains(report, "stage 0, chunk 0: 0 actions marked last_for_chunk, expected 1"))
       << all_violations(report);
 
+  Lists flagged_send = two_stage_lists();
+  flagged_send[0][1].last_for_chunk = true;  // SEND_ACT writes no weights
+  report = simulate_pipeline(flagged_send, kTwoStagesOneMicrobatch);
+  EXPECT_TRUE(any_violation_contains(report, "stage 0, action 1 SEND_ACT(mb 0, chunk 1, to 1) last: last_for_chunk on "
+                                             "an action that writes no weights"))
+      << all_violations(report);
+
   Lists two_microbatches = build_all_ranks("gpipe", 2, 2, 1);
   auto& stage0 = two_microbatches[0];  // ... B(0,0), RECV_GRAD(1,0), B(1,0) last
   stage0[5].last_for_chunk = true;
