@@ -137,6 +137,16 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T)
   a.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
   carve_activations(a, static_cast<char*>(a.memory.get()), &bytes);
   a.backward_pending = false;
+  // For benchmarks/tensor_parallel.py: the token-row regions are the tensors sequence parallelism
+  // holds as this rank's rows (the embedding output, the residual stream, the norms' statistics);
+  // the norms' outputs are kept gathered, as the column-parallel matmuls' weight gradients read them.
+  const int64_t L = config_.n_layer, C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(B) * T);
+  const int64_t row_floats = Nr * C + 2 * L * Nr * C + 4 * L * Nr + 2 * Nr;
+  keel_logf(host_, KEEL_LOG_DEBUG, "model gpt",
+            "activations for micro-batch %d (%d x %d tokens, tp %d%s): %zu bytes, of which token-row regions "
+            "%lld bytes",
+            microbatch, B, T, tp_.size, sequence_parallel_ ? ", sequence parallel" : "", bytes,
+            static_cast<long long>(row_floats * static_cast<int64_t>(sizeof(float))));
   return a;
 }
 

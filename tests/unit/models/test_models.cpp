@@ -33,8 +33,11 @@ keel_status host_set_error(keel_status code, const char* message) {
   return code;
 }
 
+std::vector<std::string> g_log;  // every message, for tests of what a model logs
+
 void host_log(int32_t level, const char* source, const char* message) {
   std::fprintf(stderr, "[log %d] %s: %s\n", level, source, message);
+  g_log.push_back(std::string(source) + ": " + message);
 }
 
 // splitmix64: a hash good enough to make reproducible pseudo-random numbers from an index.
@@ -684,6 +687,23 @@ TEST(GptModel, ParameterSpecsDeclareTheirTensorParallelSplit) {
       EXPECT_EQ(store.spec(i).local_offset[d], 0) << store.spec(i).name;
       EXPECT_EQ(store.spec(i).local_shape[d], store.spec(i).global_shape[d]) << store.spec(i).name;
     }
+}
+
+// benchmarks/tensor_parallel.py reads this debug line: the allocation for one micro-batch and its
+// token-row regions (embedding output, residual stream, norm statistics): at B 2, T 4, C 8, L 2,
+// N·C + 2·L·N·C + 4·L·N + 2·N = 64 + 256 + 64 + 16 floats.
+TEST(GptModel, LogsItsActivationBytesByRegion) {
+  ModelRig rig("gpt", kTinyGpt);
+  ASSERT_TRUE(rig.ok());
+  rig.store().fill(3, 0);
+  g_log.clear();
+  float loss = 0;
+  ASSERT_EQ(rig.forward(random_ids(8, 37, 1), random_ids(8, 37, 2), 2, 4, 0, &loss), KEEL_OK) << g_last_error;
+  bool found = false;
+  for (const auto& line : g_log)
+    found = found || (line.find("model gpt: activations for micro-batch 0 (2 x 4 tokens, tp 1): ") == 0 &&
+                      line.find(" bytes, of which token-row regions 1600 bytes") != std::string::npos);
+  EXPECT_TRUE(found) << "no activation line among " << g_log.size() << " messages";
 }
 
 TEST(GptModel, OutOfRangeTokensAreRejectedNotRead) {
