@@ -153,7 +153,7 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T)
 void GptModel::ensure_grad_scratch(int64_t rows) {
   if (scratch_.rows >= rows) return;
   const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
-  const int64_t split = tp_.active() ? 1 : 0, sp = sequence_parallel_ ? 1 : 0;
+  const int64_t sp = sequence_parallel_ ? 1 : 0;
   auto carve_all = [&](GradScratch& s, char* base) {
     Carver carve(base);
     s.dlogits = carve.take<float>(rows * Vl);
@@ -164,7 +164,7 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
     s.dfch_gelu = carve.take<float>(rows * F);
     s.dfch = carve.take<float>(rows * F);
     s.ln_rows = carve.take<float>(sp * norm_rows(rows) * C);
-    s.partial = carve.take<float>(split * rows * C);
+    s.partial = carve.take<float>(sp * rows * C);
     s.dln_rows = carve.take<float>(sp * norm_rows(rows) * C);
     s.dgathered = carve.take<float>(sp * rows * C);
     s.dnorm = carve.take<float>(sp * 2 * C);
