@@ -137,13 +137,23 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T)
   a.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
   carve_activations(a, static_cast<char*>(a.memory.get()), &bytes);
   a.backward_pending = false;
+  // For benchmarks/tensor_parallel.py: the token-row regions are the tensors sequence parallelism
+  // holds as this rank's rows (the embedding output, the residual stream, the norms' statistics);
+  // the norms' outputs are kept gathered, as the column-parallel matmuls' weight gradients read them.
+  const int64_t L = config_.n_layer, C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(B) * T);
+  const int64_t row_floats = Nr * C + 2 * L * Nr * C + 4 * L * Nr + 2 * Nr;
+  keel_logf(host_, KEEL_LOG_DEBUG, "model gpt",
+            "activations for micro-batch %d (%d x %d tokens, tp %d%s): %zu bytes, of which token-row regions "
+            "%lld bytes",
+            microbatch, B, T, tp_.size, sequence_parallel_ ? ", sequence parallel" : "", bytes,
+            static_cast<long long>(row_floats * static_cast<int64_t>(sizeof(float))));
   return a;
 }
 
 void GptModel::ensure_grad_scratch(int64_t rows) {
   if (scratch_.rows >= rows) return;
   const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
-  const int64_t split = tp_.active() ? 1 : 0, sp = sequence_parallel_ ? 1 : 0;
+  const int64_t sp = sequence_parallel_ ? 1 : 0;
   auto carve_all = [&](GradScratch& s, char* base) {
     Carver carve(base);
     s.dlogits = carve.take<float>(rows * Vl);
@@ -154,7 +164,7 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
     s.dfch_gelu = carve.take<float>(rows * F);
     s.dfch = carve.take<float>(rows * F);
     s.ln_rows = carve.take<float>(sp * norm_rows(rows) * C);
-    s.partial = carve.take<float>(split * rows * C);
+    s.partial = carve.take<float>(sp * rows * C);
     s.dln_rows = carve.take<float>(sp * norm_rows(rows) * C);
     s.dgathered = carve.take<float>(sp * rows * C);
     s.dnorm = carve.take<float>(sp * 2 * C);

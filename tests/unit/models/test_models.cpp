@@ -33,8 +33,11 @@ keel_status host_set_error(keel_status code, const char* message) {
   return code;
 }
 
+std::vector<std::string> g_log;  // every message, for tests of what a model logs
+
 void host_log(int32_t level, const char* source, const char* message) {
   std::fprintf(stderr, "[log %d] %s: %s\n", level, source, message);
+  g_log.push_back(std::string(source) + ": " + message);
 }
 
 // splitmix64: a hash good enough to make reproducible pseudo-random numbers from an index.
@@ -653,6 +656,77 @@ TEST(GptModel, TensorParallelPreconditionsAreRefusedWithNumbers) {
   expect_tp_refused("gpt", {kTinyGpt, 2, 2, 0, KEEL_ERR_INVALID_ARGUMENT, {"tp_rank 2", "tp_size 2"}});
 }
 
+// A stand-in tp communicator that only answers size and rank: creating a model communicates
+// nothing, so create's checks and the specs it describes can be tested in one process.
+int32_t g_fake_rank = 0;
+keel_status fake_size(void*, int32_t* out) { return *out = 2, KEEL_OK; }
+keel_status fake_rank(void*, int32_t* out) { return *out = g_fake_rank, KEEL_OK; }
+
+TEST(GptModel, TensorParallelCreateChecksItsGroupAndBackendAndDescribesPieces) {
+  const keel_backend_api* backend_api = cpu_backend_api();
+  ASSERT_NE(backend_api, nullptr);
+  void* backend = nullptr;
+  keel_backend_create_args bargs{sizeof bargs, "{\"plugin\":\"cpu\"}", "backend"};
+  ASSERT_EQ(backend_api->create(&kHost, &bargs, &backend), KEEL_OK) << g_last_error;
+  keel_comm_api comm{};
+  comm.struct_size = sizeof comm;
+  comm.size = fake_size;
+  comm.rank = fake_rank;
+  int comm_obj = 0;
+  keel_model_create_args args{sizeof args, kTinyGpt, "model", backend_api, backend, 1, 2};
+  args.tp_comm = &comm;
+  args.tp_comm_obj = &comm_obj;
+  void* model = nullptr;
+
+  g_fake_rank = 0;  // the group disagrees with tp_rank
+  EXPECT_EQ(model_api("gpt")->create(&kHost, &args, &model), KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("the tp communicator is rank 0 of 2, but tp_rank 1 of tp_size 2"), std::string::npos)
+      << g_last_error;
+
+  g_fake_rank = 1;  // a backend from before ABI 0.6 lacks the vocabulary-shard ops
+  keel_backend_api old_backend = *backend_api;
+  old_backend.struct_size = offsetof(keel_backend_api, embedding_rows_forward);
+  args.backend = &old_backend;
+  EXPECT_EQ(model_api("gpt")->create(&kHost, &args, &model), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_NE(g_last_error.find("embedding_rows_forward (ABI 0.6)"), std::string::npos) << g_last_error;
+
+  args.backend = backend_api;
+  ASSERT_EQ(model_api("gpt")->create(&kHost, &args, &model), KEEL_OK) << g_last_error;
+  keel_model_info info{};
+  info.struct_size = sizeof info;
+  ASSERT_EQ(model_api("gpt")->describe(model, &info), KEEL_OK) << g_last_error;
+  auto find = [&](const std::string& name) -> const keel_param_spec& {
+    for (size_t i = 0; i < info.n_params; ++i)
+      if (name == info.params[i].name) return info.params[i];
+    ADD_FAILURE() << "no " << name;
+    return info.params[0];
+  };
+  struct Piece {
+    const char* name;
+    std::vector<int64_t> offset, shape;
+  };
+  // C 8, 4C 32, Vp 128 over tp 2, rank 1: the second half along each tensor's tp_dim.
+  for (const Piece& want : std::vector<Piece>{{"wte", {64, 0}, {64, 8}},
+                                              {"wpe", {0, 0}, {8, 8}},
+                                              {"h.0.attn.qkv.weight", {0, 4, 0}, {3, 4, 8}},
+                                              {"h.0.attn.qkv.bias", {0, 4}, {3, 4}},
+                                              {"h.0.attn.proj.weight", {0, 4}, {8, 4}},
+                                              {"h.0.attn.proj.bias", {0}, {8}},
+                                              {"h.1.mlp.fc.weight", {16, 0}, {16, 8}},
+                                              {"h.1.mlp.fc.bias", {16}, {16}},
+                                              {"h.1.mlp.proj.weight", {0, 16}, {8, 16}},
+                                              {"ln_f.weight", {0}, {8}}}) {
+    const keel_param_spec& spec = find(want.name);
+    ASSERT_EQ(size_t(spec.ndim), want.shape.size()) << want.name;
+    for (int d = 0; d < spec.ndim; ++d) {
+      EXPECT_EQ(spec.local_offset[d], want.offset[size_t(d)]) << want.name << " dim " << d;
+      EXPECT_EQ(spec.local_shape[d], want.shape[size_t(d)]) << want.name << " dim " << d;
+    }
+  }
+  model_api("gpt")->destroy(model);
+  backend_api->destroy(backend);
+}
+
 TEST(MlpModel, TensorParallelismIsRefusedNamingTheSetting) {
   expect_tp_refused("mlp", {kTinyMlp, 1, 2, 0, KEEL_ERR_UNIMPLEMENTED, {"parallel.tp", "tp_size 2"}});
 }
@@ -684,6 +758,23 @@ TEST(GptModel, ParameterSpecsDeclareTheirTensorParallelSplit) {
       EXPECT_EQ(store.spec(i).local_offset[d], 0) << store.spec(i).name;
       EXPECT_EQ(store.spec(i).local_shape[d], store.spec(i).global_shape[d]) << store.spec(i).name;
     }
+}
+
+// benchmarks/tensor_parallel.py reads this debug line: the allocation for one micro-batch and its
+// token-row regions (embedding output, residual stream, norm statistics): at B 2, T 4, C 8, L 2,
+// N·C + 2·L·N·C + 4·L·N + 2·N = 64 + 256 + 64 + 16 floats.
+TEST(GptModel, LogsItsActivationBytesByRegion) {
+  ModelRig rig("gpt", kTinyGpt);
+  ASSERT_TRUE(rig.ok());
+  rig.store().fill(3, 0);
+  g_log.clear();
+  float loss = 0;
+  ASSERT_EQ(rig.forward(random_ids(8, 37, 1), random_ids(8, 37, 2), 2, 4, 0, &loss), KEEL_OK) << g_last_error;
+  bool found = false;
+  for (const auto& line : g_log)
+    found = found || (line.find("model gpt: activations for micro-batch 0 (2 x 4 tokens, tp 1): ") == 0 &&
+                      line.find(" bytes, of which token-row regions 1600 bytes") != std::string::npos);
+  EXPECT_TRUE(found) << "no activation line among " << g_log.size() << " messages";
 }
 
 TEST(GptModel, OutOfRangeTokensAreRejectedNotRead) {
