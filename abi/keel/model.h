@@ -69,6 +69,11 @@ typedef struct keel_external_tensor {
   int32_t transpose;  /* 1: the external tensor is the 2-D transpose of Keel's (HF GPT-2's Conv1D) */
   int64_t rows;       /* leading rows of Keel's global tensor that exist externally (a padded
                          vocabulary is cut back); -1: all */
+  /* --- appended in 0.6 --- */
+  int32_t flatten;    /* 1: the external tensor is Keel's as one dimension (gpt's qkv bias: (3, C) in
+                         Keel, so that a tensor-parallel piece is a box; (3C) in Hugging Face's
+                         GPT-2). A transposed tensor is always the 2-D transpose of Keel's with its
+                         leading dimensions merged: gpt's qkv weight (3, C, C) is (C, 3C) there. */
 } keel_external_tensor;
 
 typedef struct keel_model_api {

@@ -22,12 +22,13 @@ struct BlockName {
   const char* keel;  // after "h.<i>."
   const char* hf;    // after "transformer.h.<i>."
   bool transpose;
+  bool flatten = false;  // Keel's (3, C) qkv bias is HF's (3C)
 };
 
 // Every tensor of a transformer block; the weights of the four Conv1D layers are transposed.
 const BlockName kBlockNames[] = {
     {"ln_1.weight", "ln_1.weight", false},          {"ln_1.bias", "ln_1.bias", false},
-    {"attn.qkv.weight", "attn.c_attn.weight", true}, {"attn.qkv.bias", "attn.c_attn.bias", false},
+    {"attn.qkv.weight", "attn.c_attn.weight", true}, {"attn.qkv.bias", "attn.c_attn.bias", false, true},
     {"attn.proj.weight", "attn.c_proj.weight", true}, {"attn.proj.bias", "attn.c_proj.bias", false},
     {"ln_2.weight", "ln_2.weight", false},          {"ln_2.bias", "ln_2.bias", false},
     {"mlp.fc.weight", "mlp.c_fc.weight", true},     {"mlp.fc.bias", "mlp.c_fc.bias", false},
@@ -38,6 +39,7 @@ struct HfName {
   std::string name;
   bool transpose = false;
   bool cut_to_vocab = false;
+  bool flatten = false;
 };
 
 HfName huggingface_name(const std::string& keel) {
@@ -49,7 +51,7 @@ HfName huggingface_name(const std::string& keel) {
     if (dot != std::string::npos) {
       const std::string block = keel.substr(0, dot + 1), rest = keel.substr(dot + 1);  // "h.3.", "attn.qkv.weight"
       for (const auto& n : kBlockNames)
-        if (rest == n.keel) return {"transformer." + block + n.hf, n.transpose, false};
+        if (rest == n.keel) return {"transformer." + block + n.hf, n.transpose, false, n.flatten};
     }
   }
   throw std::logic_error("gpt external names: no Hugging Face name for parameter '" + keel + "'");
@@ -99,6 +101,7 @@ GptExternalNames::GptExternalNames(const GptConfig& config, const std::vector<st
     t.name = hf_names_[i].c_str();  // hf_names_ no longer grows, so the pointers stay valid
     t.transpose = mapped[i].transpose ? 1 : 0;
     t.rows = mapped[i].cut_to_vocab ? config.vocab_size : -1;
+    t.flatten = mapped[i].flatten ? 1 : 0;
     huggingface_.push_back(t);
   }
 }

@@ -9,6 +9,7 @@
 #include <keel_support/json_parse.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -51,15 +52,16 @@ ExternalLayout layout_of(Trainer& trainer, size_t index) {
   out.transpose = ext.transpose != 0;
   // Keel may give a tensor leading dimensions the external format does not have, so that a
   // tensor-parallel piece is a box: gpt's qkv is (3, C, C), its bias (3, C). A transposed tensor
-  // is the 2-D transpose of Keel's viewed as (all leading dims merged, last dim); an untransposed
-  // one split along its last dimension (tp_dim) with more than one dimension is stored flat.
+  // is the 2-D transpose of Keel's viewed as (all leading dims merged, last dim); a flattened one
+  // (keel_external_tensor.flatten, 0.6) is Keel's as one dimension.
   const int64_t numel = trainer.global_numel(index);
   const int64_t last = spec.ndim > 0 ? spec.global_shape[spec.ndim - 1] : 1;
   const int64_t leading = spec.ndim == 0 ? 1 : out.transpose ? (last > 0 ? numel / last : 0) : spec.global_shape[0];
-  const bool flat = !out.transpose && spec.ndim > 1 && spec.tp_dim == spec.ndim - 1;
+  const bool flat = ext.struct_size >= offsetof(keel_external_tensor, flatten) + sizeof ext.flatten && ext.flatten != 0;
   out.external_rows = ext.rows >= 0 ? ext.rows : leading;
   out.cols = leading > 0 ? numel / leading : 0;
-  if (out.external_rows > leading || (out.transpose && spec.ndim < 2) || (ext.rows >= 0 && spec.ndim == 0) ||
+  if (out.external_rows > leading || (out.transpose && spec.ndim < 2) || (out.transpose && flat) ||
+      (ext.rows >= 0 && spec.ndim == 0) ||
       (ext.rows >= 0 && (spec.ndim > 2 || flat)))
     throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': external layout of " + spec.name +
                                            " (rows " + std::to_string(ext.rows) + ", transpose " +

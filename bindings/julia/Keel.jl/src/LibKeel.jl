@@ -277,6 +277,7 @@ struct keel_external_tensor
     name::Cstring
     transpose::Int32
     rows::Int64
+    flatten::Int32
 end
 
 struct keel_model_api
