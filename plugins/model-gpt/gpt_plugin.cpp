@@ -78,9 +78,9 @@ keel_status gpt_external_name(void* model, const char* format, size_t index, kee
                                                                  "set) are required");
     keel_external_tensor t = as_model(model)->external().tensor(format, index);
     // Only the fields that fit in the caller's struct: an older caller's is shorter.
-    const size_t caller_size = out->struct_size;
-    t.struct_size = caller_size;
-    std::memcpy(out, &t, std::min(caller_size, sizeof t));
+    const size_t filled = std::min(out->struct_size, sizeof t);
+    t.struct_size = filled;  // the bytes written, as every sized output reports
+    std::memcpy(out, &t, filled);
   });
 }
 

@@ -93,6 +93,15 @@ compare straight split 0
 grep -q '"strategy_own_state"' "$work/checkpoints-split/step-00000003/manifest.json" || { echo "FAIL: no own state saved"; exit 1; }
 echo "2 ranks, AdamW, sync_every 4: resumed mid-interval, every step bit for bit"
 
+# The same at (tp 2, dp 2): each tp rank's own state is its own piece, restored to that rank.
+mpi4=(mpirun --oversubscribe -np 4)
+train straight_tp "${mpi4[@]}" -- --set train.steps=6 "${own[@]}" --set parallel.tp=2
+train split_tp "${mpi4[@]}" -- --set train.steps=3 "${own[@]}" --set parallel.tp=2
+train split_tp "${mpi4[@]}" -- --set train.steps=6 "${own[@]}" --set parallel.tp=2 --resume latest
+compare straight_tp split_tp 0
+grep -q '"tp_rank": 1' "$work/checkpoints-split_tp/step-00000003/manifest.json" || { echo "FAIL: no tp rank 1 own state"; exit 1; }
+echo "(tp 2, dp 2), AdamW, sync_every 4: resumed mid-interval, every step bit for bit"
+
 # The oracle: SGD, sync_every 1 on two ranks equals ddp on two ranks.
 train two_localsgd "${mpi[@]}" -- --set train.steps=6 --set optimizer="$sgd" --set comm='{"plugin":"mpi"}' \
   --set parallel.strategy='{"plugin":"localsgd","sync_every":1}'

@@ -91,7 +91,7 @@ def final_params(checkpoint):
         header, data = files[s["file"]]
         a, b = header[s["key"]]["data_offsets"]
         values = struct.unpack(f"<{(b - a) // 4}f", data[a:b])
-        whole = out.setdefault(s["tensor"], [0.0] * sizes[s["tensor"]])
+        whole = out.setdefault(s["tensor"], [None] * sizes[s["tensor"]])
         shape = shapes[s["tensor"]]
         offset, box = s.get("offset", [0] * len(shape)), s.get("shape", shape)
         if box == shape:
@@ -99,6 +99,10 @@ def final_params(checkpoint):
         else:
             for k, v in enumerate(values):
                 whole[global_index(s["begin"] + k, offset, box, shape)] = v
+    for name, values in out.items():
+        missing = sum(v is None for v in values)
+        assert not missing, f"{checkpoint}: {missing} elements of {name} are in no param slice"
+    assert sorted(out) == sorted(shapes), f"{checkpoint}: param slices cover {sorted(out)}, not every tensor"
     return out
 
 
@@ -113,6 +117,7 @@ def compare_losses(reference, other, what, rtol):
 
 
 def compare_params(a, b, what, atol):
+    assert sorted(a) == sorted(b) and all(len(a[n]) == len(b[n]) for n in a), f"{what}: tensors or sizes differ"
     worst = max(abs(x - y) for name in a for x, y in zip(a[name], b[name]))
     print(f"{what}: largest parameter difference {worst:.2e}")
     assert worst <= atol, f"{what}: parameters differ by {worst:.2e} (tolerance {atol})"

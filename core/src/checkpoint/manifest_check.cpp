@@ -197,6 +197,7 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       const std::string at = "strategy_own_state[" + std::to_string(i) + "]";
       if (!records[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(records[i]));
       r.integer(records[i], "rank", 0, INT32_MAX, at + ".rank");
+      if (records[i].contains("tp_rank")) r.integer(records[i], "tp_rank", 0, INT32_MAX, at + ".tp_rank");
       r.string(records[i], "name", at + ".name");
       r.integer(records[i], "count", 0, kMaxTensorElements, at + ".count");
       r.string(records[i], "key", at + ".key");
@@ -265,6 +266,10 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       for (const Piece& piece : found->second) by_box[{piece.offset, piece.shape}].push_back(&piece);
       int64_t boxes_volume = 0;
       std::vector<const Piece*> boxes;
+      // Real layouts have a box per tp rank; bounding the count bounds the pairwise check below.
+      if (by_box.size() > size_t(kMaxBoxesPerTensor))
+        r.fail("slices", what + ": " + std::to_string(by_box.size()) + " distinct boxes; expected at most " +
+                             std::to_string(kMaxBoxesPerTensor) + " (one per tensor-parallel rank)");
       for (auto& [box, sorted] : by_box) {
         std::sort(sorted.begin(), sorted.end(), [](const Piece* a, const Piece* b) { return a->begin < b->begin; });
         const int64_t box_elements = volume(box.second);

@@ -15,6 +15,7 @@ constexpr int64_t kMaxManifestCount = int64_t(1) << 62;   // step, tokens_seen, 
 constexpr int64_t kMaxTensorElements = int64_t(1) << 48;  // one parameter's elements, and all of them
 constexpr int64_t kMaxStateSlots = 64;
 constexpr int kMaxTensorDims = 8;
+constexpr int64_t kMaxBoxesPerTensor = 4096;  // distinct slice boxes of one tensor: one per tp rank
 
 // Files of a checkpoint are plain names directly inside its folder ("rank00000.safetensors"):
 // not empty, not "." or "..", no '/' (so neither absolute nor climbing out), no NUL.

@@ -18,8 +18,9 @@ nlohmann::json collect_strategy_own_state(Trainer& trainer, const std::string& r
     buffers.push_back(trainer.read_own_state(int32_t(i), arrays[i].count));
     const std::string key = "own/" + std::to_string(trainer.dp_rank()) + "/" + arrays[i].name;
     entries.push_back({key, "F32", {arrays[i].count}, buffers.back().data(), size_t(arrays[i].count) * sizeof(float)});
-    records.push_back({{"rank", trainer.dp_rank()}, {"name", arrays[i].name}, {"count", arrays[i].count},
-                       {"file", rank_file}, {"key", key}});
+    // Per (dp rank, tp rank): the tp ranks of one dp rank hold different pieces (0.6).
+    records.push_back({{"rank", trainer.dp_rank()}, {"tp_rank", trainer.tp_rank()}, {"name", arrays[i].name},
+                       {"count", arrays[i].count}, {"file", rank_file}, {"key", key}});
   }
   return records;
 }
@@ -31,23 +32,31 @@ void restore_strategy_own_state(Trainer& trainer, const nlohmann::json& manifest
   if (arrays.empty() && saved.empty()) return;
   if (!saved.is_array()) throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state: expected an array");
   const std::string saved_strategy = manifest.value("strategy", nlohmann::json::object()).value("plugin", "");
-  const int64_t saved_dp = manifest.value("mesh", nlohmann::json::object()).value("dp", int64_t(-1));
-  if (saved_strategy != trainer.config().strategy.plugin || saved_dp != trainer.dp_size()) {
+  const nlohmann::json mesh = manifest.value("mesh", nlohmann::json::object());
+  const int64_t saved_dp = mesh.value("dp", int64_t(-1)), saved_tp = mesh.value("tp", int64_t(1));
+  if (saved_strategy != trainer.config().strategy.plugin || saved_dp != trainer.dp_size() ||
+      saved_tp != trainer.tp_size()) {
     // Per-rank state has no meaning on other ranks: the strategy starts it afresh.
     log_warn("the checkpoint's per-rank state of strategy '" + saved_strategy + "' at data-parallel size " +
-             std::to_string(saved_dp) + " is not restored into strategy '" + trainer.config().strategy.plugin +
-             "' at size " + std::to_string(trainer.dp_size()) + "; it starts afresh");
+             std::to_string(saved_dp) + ", tp " + std::to_string(saved_tp) + " is not restored into strategy '" +
+             trainer.config().strategy.plugin + "' at size " + std::to_string(trainer.dp_size()) + ", tp " +
+             std::to_string(trainer.tp_size()) + "; it starts afresh");
     return;
   }
   for (size_t i = 0; i < arrays.size(); ++i) {
     const nlohmann::json* found = nullptr;
     for (const auto& record : saved)
       if (record.is_object() && record.value("rank", int64_t(-1)) == trainer.dp_rank() &&
-          record.value("name", "") == arrays[i].name)
+          record.value("tp_rank", int64_t(0)) == trainer.tp_rank() && record.value("name", "") == arrays[i].name) {
+        if (found)
+          throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state lists \"" + arrays[i].name + "\" twice for rank " +
+                                           std::to_string(trainer.dp_rank()) + ", tp rank " + std::to_string(trainer.tp_rank()));
         found = &record;
+      }
     if (!found)
       throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state has no array \"" + arrays[i].name + "\" for rank " +
-                                       std::to_string(trainer.dp_rank()) + " that strategy '" +
+                                       std::to_string(trainer.dp_rank()) + ", tp rank " + std::to_string(trainer.tp_rank()) +
+                                       " that strategy '" +
                                        trainer.config().strategy.plugin + "' needs");
     if (found->value("count", int64_t(-1)) != arrays[i].count)
       throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state \"" + arrays[i].name + "\" of rank " +

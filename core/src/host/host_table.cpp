@@ -35,10 +35,23 @@ keel_status host_init_piece(const keel_param_spec* spec, uint64_t seed, int64_t 
     set_last_error("host init_piece: invalid arguments (NULL spec or output, or negative range)");
     return KEEL_ERR_INVALID_ARGUMENT;
   }
+  const std::string name = std::string("host init_piece: \"") + (spec->name ? spec->name : "") + "\": ";
+  if (spec->ndim < 0 || spec->ndim > KEEL_MAX_DIMS) {
+    set_last_error(name + "ndim " + std::to_string(spec->ndim) + " is outside [0, " + std::to_string(KEEL_MAX_DIMS) + "]");
+    return KEEL_ERR_INVALID_ARGUMENT;
+  }
   const keel_support::PieceBox box = keel_support::PieceBox::of_spec(*spec);
-  if (!box.fits() || count > box.numel() - begin) {
-    set_last_error(std::string("host init_piece: \"") + (spec->name ? spec->name : "") +
-                   "\": the piece does not fit the global shape, or the range runs past the piece");
+  if (!box.fits()) {
+    std::string dims;
+    for (int32_t d = 0; d < box.ndim; ++d)
+      dims += (d ? ", " : "") + std::string("dim ") + std::to_string(d) + ": offset " + std::to_string(box.offset[d]) +
+              " + extent " + std::to_string(box.shape[d]) + " of " + std::to_string(box.global_shape[d]);
+    set_last_error(name + "the piece does not fit inside the global tensor (" + dims + ")");
+    return KEEL_ERR_INVALID_ARGUMENT;
+  }
+  if (count > box.numel() - begin) {
+    set_last_error(name + "elements [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                   ") run past the piece's " + std::to_string(box.numel()));
     return KEEL_ERR_INVALID_ARGUMENT;
   }
   init_piece_range(*spec, seed, begin, count, out);

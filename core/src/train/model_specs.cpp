@@ -33,7 +33,7 @@ std::vector<keel_param_spec> widen_model_specs(const keel_param_spec* params, si
     const std::string name = who + "\"" + (spec.name ? spec.name : "") + "\"";
     if (spec.ndim < 0 || spec.ndim > KEEL_MAX_DIMS)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, name + ": ndim " + std::to_string(spec.ndim) + " is outside [0, 4]");
-    if (spec.tp_dim < -1 || spec.tp_dim >= std::max(spec.ndim, 1))
+    if (spec.tp_dim < -1 || spec.tp_dim >= spec.ndim)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, name + ": tp_dim " + std::to_string(spec.tp_dim) + " is not -1 or a dimension");
     for (int32_t d = 0; d < spec.ndim; ++d) {
       const bool split = d == spec.tp_dim && tp_size > 1;
@@ -52,5 +52,16 @@ std::vector<keel_param_spec> widen_model_specs(const keel_param_spec* params, si
   return specs;
 }
 
+
+std::vector<unsigned char> narrow_model_specs(const std::vector<keel_param_spec>& specs, size_t struct_size) {
+  struct_size = std::min(struct_size, sizeof(keel_param_spec));
+  std::vector<unsigned char> packed(specs.size() * struct_size);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    keel_param_spec copy = specs[i];
+    copy.struct_size = struct_size;
+    std::memcpy(packed.data() + i * struct_size, &copy, struct_size);
+  }
+  return packed;
+}
 
 }  // namespace keel

@@ -17,4 +17,9 @@ namespace keel {
 std::vector<keel_param_spec> widen_model_specs(const keel_param_spec* params, size_t n_params, int32_t tp_rank,
                                                int32_t tp_size, const std::string& who);
 
+// The specs as a plugin built before 0.6 indexes them: each the first `struct_size` bytes of
+// the widened spec (no local_offset), with struct_size set to it, packed at that stride. Only
+// whole-tensor pieces reach such a plugin (the core refuses it at tp > 1).
+std::vector<unsigned char> narrow_model_specs(const std::vector<keel_param_spec>& specs, size_t struct_size);
+
 }  // namespace keel

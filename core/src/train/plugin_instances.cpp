@@ -72,7 +72,8 @@ void PluginInstances::create(const RunConfig& config) {
   }
   keel_model_create_args model_args{sizeof(model_args), model_json.c_str(), config.model.json_path.c_str(),
                                     backend, backend_obj, tp_rank, tp_size,
-                                    tp_obj ? comm : nullptr, tp_obj, config.sequence_parallel ? 1 : 0};
+                                    tp_size > 1 ? comm : nullptr, tp_size > 1 ? tp_obj : nullptr,
+                                    config.sequence_parallel ? 1 : 0};  // model.h: NULL at tp 1
   check_plugin(model->create(host, &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");
@@ -85,8 +86,14 @@ void PluginInstances::create(const RunConfig& config) {
   check_plugin(optimizer->describe(optimizer_obj, &optimizer_info), "optimizer '" + config.optimizer.plugin + "' describe");
 
   const std::string strategy_json = config.strategy.json.dump();
+  // A strategy built before 0.6 indexes the specs with its own, shorter struct.
+  const keel_param_spec* strategy_params = model_info.params;
+  if (registry.find(KEEL_KIND_STRATEGY, config.strategy.plugin).info.abi_minor < 6) {
+    strategy_specs = narrow_model_specs(specs, offsetof(keel_param_spec, local_offset));
+    strategy_params = reinterpret_cast<const keel_param_spec*>(strategy_specs.data());
+  }
   keel_strategy_create_args strategy_args{sizeof(strategy_args), strategy_json.c_str(), config.strategy.json_path.c_str(),
-                                          backend, backend_obj, optimizer, optimizer_obj, model_info.params,
+                                          backend, backend_obj, optimizer, optimizer_obj, strategy_params,
                                           model_info.n_params, model_info.n_layers, config.train.seed,
                                           dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size, tp_rank, tp_size};
   if (dp_size > 1 && !KEEL_HAS_SLOT(strategy, owned_range))

@@ -32,6 +32,7 @@ struct PluginInstances {
   int32_t world_rank = 0, world_size = 1, dp_rank = 0, dp_size = 1, tp_rank = 0, tp_size = 1;
   keel_model_info model_info{};         // params points at `specs`, not at the model's own array
   std::vector<keel_param_spec> specs;   // the model's specs widened to this ABI's struct (0.6 local_offset)
+  std::vector<unsigned char> strategy_specs;  // narrowed again for a strategy built before 0.6
   keel_optimizer_info optimizer_info{};
   keel_param_access access{};
 

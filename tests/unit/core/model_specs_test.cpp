@@ -75,6 +75,34 @@ TEST(ModelSpecs, TensorParallelPiecesMustBeTheEvenSplitTheyClaim) {
   EXPECT_NE(error_of({odd}, 0, 2).find("expected tp rank 0's even 1/2 of it"), std::string::npos);
 }
 
+TEST(ModelSpecs, NarrowedForAnOlderStrategyReadsBackAtItsStride) {
+  // What a strategy built against 0.5 sees: element i at i * its sizeof, each with that struct_size.
+  std::vector<keel_param_spec> specs = {spec_2d("a", 2, 3, -1), spec_2d("bb", 5, 7, -1), spec_2d("c", 1, 9, -1)};
+  const std::vector<unsigned char> packed = keel::narrow_model_specs(specs, kOldSize);
+  ASSERT_EQ(packed.size(), 3 * kOldSize);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    keel_param_spec seen{};
+    std::memcpy(&seen, packed.data() + i * kOldSize, kOldSize);
+    EXPECT_EQ(seen.struct_size, kOldSize);
+    EXPECT_STREQ(seen.name, specs[i].name);
+    EXPECT_EQ(seen.global_shape[0], specs[i].global_shape[0]);
+    EXPECT_EQ(seen.local_shape[1], specs[i].local_shape[1]);
+    EXPECT_EQ(seen.init_rows, specs[i].init_rows);
+  }
+  // And the core reads such an array back unchanged.
+  const auto again = keel::widen_model_specs(reinterpret_cast<const keel_param_spec*>(packed.data()), 3, 0, 1, "");
+  for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(std::memcmp(&again[i], &specs[i], sizeof(keel_param_spec)), 0) << i;
+}
+
+TEST(ModelSpecs, AScalarCannotBeSplit) {
+  keel_param_spec scalar{};
+  scalar.struct_size = sizeof scalar;
+  scalar.name = "s";
+  scalar.ndim = 0;
+  scalar.tp_dim = 0;
+  EXPECT_NE(error_of({scalar}, 0, 2).find("tp_dim 0 is not -1 or a dimension"), std::string::npos);
+}
+
 TEST(ModelSpecs, MixedStructSizesAreRefused) {
   std::vector<keel_param_spec> specs = {spec_2d("a", 2, 2, -1), spec_2d("b", 2, 2, -1)};
   specs[1].struct_size = kOldSize;
