@@ -1,9 +1,19 @@
 #!/usr/bin/env python3
-"""The ABI compatibility test: a plugin built against a frozen header set (abi/vX.Y) loads into
-today's core and trains exactly like the built-in plugin with the same rule (frozen_sgd against
-sgd with momentum 0 and no weight decay: identical losses); a plugin claiming a newer minor is
-refused with both versions named."""
+"""The ABI compatibility test: plugins built against a frozen header set (abi/vX.Y) load into
+today's core and train exactly like the built-in plugins with the same rule:
+- frozen_sgd against sgd with momentum 0 and no weight decay: identical losses;
+- the strategy frozen_resident (whole, resident parameters; it walks the core's spec array with
+  its own header's sizeof(keel_param_spec), which grew in 0.6) against the built-in ddp on one
+  rank, with AdamW (two state slots, weight decay by the optimizer's decay flags) and with SGD
+  (momentum, coupled L2): identical per-step losses, 0 difference. Both call the same
+  elementwise optimizer on the same elements, ddp over runs of neighbouring parameters and
+  frozen_resident once per parameter, which gives the same bits; only grad_sq_norm's double sum
+  is grouped differently, so clipping stays off (train.grad_clip=0) and the norm is not compared;
+- a checkpoint saved with frozen_resident resumes with ddp, and the reverse, and the resumed
+  steps' losses equal the uninterrupted run's;
+and a plugin claiming a newer minor is refused with both versions named."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,25 +23,67 @@ keel, config, frozen_dir, newer_dir, version = sys.argv[1:6]
 SETS = ["train.steps=4", "train.log_every=1", "train.sample_tokens=0", "train.tensorboard_dir=\"none\"",
         "data.micro_batch=4", "data.global_batch=4", "data.seq_len=64", "data.val_batches=1", "train.grad_clip=0",
         "lr_schedule.warmup_steps=0", "lr_schedule.decay=\"constant\""]
+FROZEN_STRATEGY = '{"plugin": "frozen_resident"}'
+BUILTIN_STRATEGY = '{"plugin": "ddp"}'
+ADAMW = '{"plugin": "adamw", "lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}'
+SGD_MOMENTUM = '{"plugin": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.01}'
+SAVE_AT = 2  # the checkpoint the cross-strategy resumes start from; runs are 4 steps
 
 
-def losses(work, tag, optimizer, plugin_path):
-    sets = SETS + [f"optimizer={optimizer}", f"train.metrics_path=\"{work}/{tag}.jsonl\"",
-                   f"train.checkpoint.dir=\"{work}/{tag}\"", f"plugin_path=\"{plugin_path}\""]
-    p = subprocess.run([keel, "run", config] + [a for s in sets for a in ("--set", s)], capture_output=True, text=True)
+def run(work, tag, optimizer, strategy=BUILTIN_STRATEGY, extra=(), resume=None):
+    """Trains and returns {step: loss} from the run's metrics file."""
+    sets = SETS + [f"optimizer={optimizer}", f"parallel.strategy={strategy}", f"train.metrics_path=\"{work}/{tag}.jsonl\"",
+                   f"train.checkpoint.dir=\"{work}/{tag}\"", f"plugin_path=\"{frozen_dir}\""] + list(extra)
+    cmd = [keel, "run", config] + [a for s in sets for a in ("--set", s)] + (["--resume", resume] if resume else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
-        sys.exit(f"FAIL: {tag} exited {p.returncode}\n{p.stderr}")
-    return [json.loads(line)["loss"] for line in open(f"{work}/{tag}.jsonl")]
+        sys.exit(f"FAIL: {tag} ({strategy}, {optimizer}{', resumed from ' + resume if resume else ''}) exited "
+                 f"{p.returncode}\n{p.stderr}")
+    return {r["step"]: r["loss"] for r in (json.loads(line) for line in open(f"{work}/{tag}.jsonl") if line.strip())}
+
+
+def expect_equal(what, expected, found):
+    """Per-step losses, bit for bit; the message names the version, the runs and the first step that differs."""
+    print(f"ABI {version} {what}:\n  expected {[expected[s] for s in sorted(expected)]}\n  found    {[found[s] for s in sorted(found)]}")
+    assert sorted(found) == sorted(expected), f"ABI {version} {what}: steps {sorted(found)}, expected {sorted(expected)}"
+    for step in sorted(expected):
+        assert found[step] == expected[step], (f"ABI {version} {what}: step {step} loss {found[step]!r}, expected "
+                                               f"{expected[step]!r} (difference {found[step] - expected[step]:.3g})")
+
+
+def check_frozen_optimizer(work):
+    frozen = run(work, "frozen_sgd", '{"plugin": "frozen_sgd", "lr": 0.05}')
+    builtin = run(work, "builtin_sgd", '{"plugin": "sgd", "lr": 0.05}')
+    expect_equal("optimizer frozen_sgd against built-in sgd", builtin, frozen)
+    assert frozen[4] < frozen[1], "no training happened"
+
+
+def check_frozen_strategy(work):
+    every = [f"train.checkpoint.every={SAVE_AT}"]
+    for label, optimizer in (("adamw", ADAMW), ("sgd", SGD_MOMENTUM)):
+        frozen = run(work, f"frozen_{label}", optimizer, FROZEN_STRATEGY, every)
+        builtin = run(work, f"ddp_{label}", optimizer, BUILTIN_STRATEGY, every)
+        expect_equal(f"strategy frozen_resident against built-in ddp, {label}", builtin, frozen)
+        assert frozen[4] < frozen[1], f"ABI {version} frozen_resident with {label}: no training happened ({frozen})"
+    # AdamW's checkpoint holds parameters and both moments: each strategy resumes the other's,
+    # and the steps after it equal a run that was never interrupted.
+    straight = run(work, "ddp_adamw_straight", ADAMW)
+    later = {s: l for s, l in straight.items() if s > SAVE_AT}
+    for source, strategy in (("frozen_adamw", BUILTIN_STRATEGY), ("ddp_adamw", FROZEN_STRATEGY)):
+        checkpoint = os.path.join(work, source, f"step-{SAVE_AT:08d}")
+        resumed = run(work, f"resumed_from_{source}", ADAMW, strategy, resume=checkpoint)
+        expect_equal(f"{source}'s step {SAVE_AT} checkpoint resumed with {strategy}", later, resumed)
+
+
+def check_newer_minor_refused():
+    p = subprocess.run([keel, "validate", config, "--set", f"plugin_path=\"{newer_dir}\"", "--set",
+                        "optimizer={\"plugin\": \"from_the_future\"}"], capture_output=True, text=True, timeout=120)
+    print(p.stderr.strip()[-400:])
+    assert p.returncode != 0 and re.search(r"built for Keel ABI \d+\.\d+, newer than this core's ABI", p.stderr), p.stderr
 
 
 with tempfile.TemporaryDirectory() as work:
-    frozen = losses(work, "frozen", '{"plugin": "frozen_sgd", "lr": 0.05}', frozen_dir)
-    builtin = losses(work, "builtin", '{"plugin": "sgd", "lr": 0.05}', frozen_dir)
-    print(f"ABI {version} frozen_sgd: {frozen}\nbuilt-in sgd:        {builtin}")
-    assert frozen == builtin, "a plugin built against the frozen headers trains differently"
-    assert frozen[-1] < frozen[0], "no training happened"
-p = subprocess.run([keel, "validate", config, "--set", f"plugin_path=\"{newer_dir}\"", "--set",
-                    "optimizer={\"plugin\": \"from_the_future\"}"], capture_output=True, text=True)
-print(p.stderr.strip()[-400:])
-assert p.returncode != 0 and re.search(r"built for Keel ABI \d+\.\d+, newer than this core's ABI", p.stderr), p.stderr
+    check_frozen_optimizer(work)
+    check_frozen_strategy(work)
+check_newer_minor_refused()
 print("PASS")
