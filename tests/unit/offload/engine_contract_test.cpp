@@ -186,6 +186,6 @@ TEST_P(EngineContract, TicketsAreWaitedOnceAndCountersAddUp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EngineContract, ::testing::Values("cpu", "nvme"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& param_info) { return param_info.param; });
 
 }  // namespace
