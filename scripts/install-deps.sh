@@ -16,6 +16,8 @@ packages=(
   python3-dev                                   # bindings/python: Python.h for the pybind11 extension
   python3-clang-14 libclang1-14                 # bindings/julia: LibKeel.jl generator (libclang)
   swig                                          # bindings/swig: the Java binding
+  liburing-dev                                  # plugins/offload-engines: io_uring for the nvme offload engine
+  fio                                           # benchmarks/offload_bandwidth.py: the nvme engine's yardstick
 )
 missing=()
 for p in "${packages[@]}"; do
