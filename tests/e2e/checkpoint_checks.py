@@ -159,6 +159,15 @@ def wait_for_save_to_start(root, proc, timeout_s=30):
         time.sleep(0.001)
 
 
+def wait_for_first_checkpoint(root, proc, timeout_s=120):
+    # On a loaded machine a run may need longer than the random kill delay to finish its first
+    # save; without one, every later trial would start from scratch and the resume path would go
+    # untested. So the first trial lets one complete.
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and proc.poll() is None and not os.path.exists(f"{root}/latest"):
+        time.sleep(0.01)
+
+
 def check_sigkill(keel, config, work, trials, seed):
     rng = random.Random(seed)
     root = f"{work}/crash"
@@ -170,7 +179,10 @@ def check_sigkill(keel, config, work, trials, seed):
     for trial in range(trials):
         cmd = [keel, "run", config] + args + (["--resume", "latest"] if os.path.exists(f"{root}/latest") else [])
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if trial % 2 == 0:
+        if trial == 0:
+            wait_for_first_checkpoint(root, proc)
+            time.sleep(rng.uniform(0.0, 1.0))
+        elif trial % 2 == 0:
             time.sleep(rng.uniform(0.8, 3.0))  # anywhere: startup, a step, or a save
         else:
             wait_for_save_to_start(root, proc)  # aimed: inside a save, at a random depth

@@ -99,9 +99,14 @@ TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
   EXPECT_SLOT(crossentropy_forward);
   EXPECT_SLOT(crossentropy_backward);
   EXPECT_SLOT(sum_squares);
+  EXPECT_SLOT(embedding_rows_forward);  // 0.6
+  EXPECT_SLOT(embedding_rows_backward);
+  EXPECT_SLOT(crossentropy_shard_stats);
+  EXPECT_SLOT(crossentropy_shard_backward);
 #undef EXPECT_SLOT
-  // Every slot of this ABI minor is listed above: the table holds nothing after sum_squares.
-  EXPECT_EQ(offsetof(keel_backend_api, sum_squares) + sizeof(table->sum_squares), sizeof(keel_backend_api));
+  // Every slot of this ABI minor is listed above: the table holds nothing after the last one.
+  EXPECT_EQ(offsetof(keel_backend_api, crossentropy_shard_backward) + sizeof(table->crossentropy_shard_backward),
+            sizeof(keel_backend_api));
 }
 
 TEST(BackendCpuPlugin, ValidateConfigAcceptsItsKeysAndExplainsMistakes) {
