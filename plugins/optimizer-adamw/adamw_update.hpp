@@ -43,7 +43,7 @@ inline void adamw_update_host(const AdamwConfig& config, const keel_optimizer_st
   const float one_minus_beta2 = static_cast<float>(1.0 - config.beta2);
   const float eps = static_cast<float>(config.eps);
   const int64_t n = args.n;
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMinElements)  // simd always
   for (int64_t i = 0; i < n; ++i) {
     const float g = grads[i] * grad_scale;
     const float m_i = m[i] + one_minus_beta1 * (g - m[i]);

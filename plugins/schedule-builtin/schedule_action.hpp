@@ -1,6 +1,10 @@
 // One step of a pipeline rank's action list: compute a chunk for a micro-batch, or move an
 // activation / gradient between ranks. A schedule is nothing but an ordered list of these per
 // rank, so it can be checked (schedule_simulator) without running a model.
+// Sends are asynchronous: an executor must issue SEND_* without waiting for the peer's receive
+// (isend, completed before the buffer is reused), as the simulator models them. With blocking
+// sends (a send that waits for its receive) 1f1b deadlocks already at p 2, m 3: stage 0 sends
+// activation 1 while stage 1 sends gradient 0.
 #pragma once
 
 #include <string>
