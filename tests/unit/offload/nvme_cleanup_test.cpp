@@ -2,6 +2,7 @@
 // when the engine is, even with requests still in flight.
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -49,12 +50,18 @@ TEST(NvmeCleanup, DestroyingWithRequestsInFlightFinishesThemFirst) {
   offload_test::require_direct_io(scratch.path());
   if (HasFatalFailure()) return;
   keel_offload::AlignedBuffer source = offload_test::random_bytes(32 * kMiB, 3);
+  keel_offload::AlignedBuffer earlier = offload_test::random_bytes(16 * kMiB, 4);
+  keel_offload::AlignedBuffer landed(16 * kMiB, 4096);
   {
     auto engine = engine_in(scratch.path());
     engine->add_extent("in-flight", 32 * kMiB);
+    engine->add_extent("written-before", 16 * kMiB);
+    engine->wait(engine->submit_write("written-before", 0, earlier.data(), 16 * kMiB));
     engine->submit_write("in-flight", 0, source.data(), 32 * kMiB);
-    engine->submit_read("in-flight", 0, source.data(), 16 * kMiB);
+    engine->submit_read("written-before", 0, landed.data(), 16 * kMiB);
   }  // no wait: the destructor must finish both before it closes and removes the file
+  // A destructor that dropped or cancelled the read would leave `landed` zero.
+  EXPECT_EQ(0, std::memcmp(landed.data(), earlier.data(), 16 * kMiB)) << "the read in flight did not complete";
   EXPECT_TRUE(names_in(scratch.path()).empty());
 }
 
