@@ -84,6 +84,17 @@ void check_direct_io(const std::string& folder, const std::string& probe) {
                     "use a folder on a disk-backed filesystem such as ext4 or xfs");
 }
 
+// Since Linux 6.6 tmpfs accepts O_DIRECT, so the probe alone would let an "nvme" tier quietly
+// keep the offloaded state in RAM, the memory it exists to spare.
+void check_not_in_memory(const std::string& folder) {
+  std::string type = filesystem_type_name(folder);
+  if (type != "tmpfs" && type != "ramfs") return;
+  throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                    quoted(folder) + " is on " + type + ", which keeps its files in memory: an nvme tier there would "
+                    "hold the offloaded state in RAM; use a folder on a disk-backed filesystem such as ext4 or xfs "
+                    "(or the cpu engine for a host-memory tier)");
+}
+
 void check_free_space(const std::string& folder, uint64_t reserve_bytes) {
   struct statvfs info {};
   if (statvfs(folder.c_str(), &info) != 0) {
@@ -124,6 +135,7 @@ void check_offload_folder(const std::string& folder, uint64_t reserve_bytes) {
   check_writable(folder, probe);
   try {
     check_direct_io(folder, probe);
+    check_not_in_memory(folder);
   } catch (...) {
     unlink(probe.c_str());
     throw;

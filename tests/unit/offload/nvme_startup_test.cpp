@@ -122,7 +122,7 @@ TEST(NvmeStartup, AFilesystemWithoutDirectIoIsRefusedWithAdvice) {
 }
 
 // Linux 6.6 taught tmpfs O_DIRECT: the engine follows what the probe finds, either way.
-TEST(NvmeStartup, ATmpfsFolderIsJudgedByItsProbe) {
+TEST(NvmeStartup, ATmpfsFolderIsRefusedWhetherOrNotItTakesDirectIo) {
   struct statfs info {};
   if (statfs("/dev/shm", &info) != 0 || info.f_type != TMPFS_MAGIC) GTEST_SKIP() << "/dev/shm is not a tmpfs here";
   std::string probe = "/dev/shm/keel-offload-test-probe-" + std::to_string(getpid());
@@ -130,11 +130,13 @@ TEST(NvmeStartup, ATmpfsFolderIsJudgedByItsProbe) {
   bool tmpfs_has_direct_io = fd >= 0;
   if (fd >= 0) close(fd);
   unlink(probe.c_str());
-  if (tmpfs_has_direct_io) {
-    EXPECT_EQ("started", start_message_or_success("/dev/shm"));
+  auto error = start_error("/dev/shm");
+  if (tmpfs_has_direct_io) {  // Linux 6.6 and later: the probe passes, the filesystem check refuses
+    EXPECT_EQ(KEEL_ERR_INVALID_CONFIG, error.code);
+    EXPECT_MENTIONS(error.message, "offload folder \"/dev/shm\" is on tmpfs, which keeps its files in memory");
+    EXPECT_MENTIONS(error.message, "use a folder on a disk-backed filesystem");
     return;
   }
-  auto error = start_error("/dev/shm");
   EXPECT_EQ(KEEL_ERR_INVALID_CONFIG, error.code);
   EXPECT_MENTIONS(error.message, "offload folder \"/dev/shm\" does not support O_DIRECT (filesystem tmpfs)");
   EXPECT_MENTIONS(error.message, "tmpfs keeps its files in memory");
