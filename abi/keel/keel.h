@@ -12,5 +12,6 @@
 #include "keel/strategy.h"
 #include "keel/data.h"
 #include "keel/comm.h"
+#include "keel/schedule.h"
 #include "keel/embed.h"
 #endif

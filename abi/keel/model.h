@@ -29,6 +29,21 @@ typedef struct keel_model_create_args {
   /* "parallel.sequence_parallel": hold 1/tp of the token rows in the norm and residual regions
      (Megatron's sequence parallelism); only with tp_size > 1. */
   int32_t sequence_parallel;
+  /* --- appended in 0.7: pipeline parallelism --- */
+  /* The model is cut into pp_size * virtual_stages chunks of consecutive layers. Chunk c (0-based,
+     in model order) runs on pipeline rank c % pp_size, so this rank holds chunks pp_rank,
+     pp_rank + pp_size, ... (Megatron's interleaved placement; one chunk per rank when
+     virtual_stages is 1). The first chunk also holds the input embedding, the last the output
+     head. stage_blocks: n_stage_blocks (= pp_size * virtual_stages) counts of the model's
+     repeated blocks (gpt: transformer blocks) per chunk, in chunk order, each at least 1; NULL:
+     an even split, which the model refuses with the numbers when the chunks do not divide its
+     blocks. The model describes only the parameters of its own chunks, with the whole model's
+     layer ids. A model that cannot be cut refuses pp_size > 1. At pp 1: 0, 1, 1, NULL, 0. */
+  int32_t pp_rank;
+  int32_t pp_size;
+  int32_t virtual_stages;
+  const int32_t* stage_blocks;
+  int32_t n_stage_blocks;
 } keel_model_create_args;
 
 typedef struct keel_model_info {
@@ -39,6 +54,8 @@ typedef struct keel_model_info {
   int32_t vocab_size;            /* true vocabulary; token ids must be below it */
   int32_t padded_vocab_size;     /* row stride of logits */
   int32_t max_seq_len;
+  /* --- appended in 0.7 --- */
+  int32_t n_blocks;              /* repeated blocks the pipeline chunks split (gpt: n_layer) */
 } keel_model_info;
 
 typedef struct keel_forward_args {
@@ -53,6 +70,17 @@ typedef struct keel_forward_args {
   float loss;               /* mean cross-entropy over targets >= 0; set when targets given */
   const float* logits;      /* (B,T,Vp) backend memory, set when targets is NULL; valid until
                                the model's next call */
+  /* --- appended in 0.7: pipeline chunks --- */
+  int32_t chunk;            /* the global chunk to run (create args); 0 at pp 1. tokens are read on
+                               chunk 0 only; targets, when given, on every chunk: they mark a
+                               training forward whose activations are kept for the backward, and
+                               the last chunk computes the loss from them (loss is set there only) */
+  const float* input;       /* chunk > 0: the previous chunk's output for this micro-batch,
+                               stage_io_numel floats in backend memory, read during the call only;
+                               NULL on chunk 0 */
+  float* output;            /* chunk < last: the caller's buffer of stage_io_numel floats in backend
+                               memory, which the model overwrites with this chunk's output; NULL on
+                               the last chunk (logits and loss as above) */
 } keel_forward_args;
 
 typedef struct keel_backward_args {
@@ -60,7 +88,21 @@ typedef struct keel_backward_args {
   const keel_param_access* access;
   int32_t microbatch;       /* a micro-batch whose forward had targets */
   float loss_scale;         /* d(total objective)/d(this micro-batch's mean loss), e.g. 1/accum */
+  /* --- appended in 0.7: pipeline chunks --- */
+  int32_t chunk;            /* the chunk whose forward of this micro-batch is undone; 0 at pp 1 */
+  const float* output_grad; /* chunk < last: gradient of the chunk's output (stage_io_numel floats,
+                               backend memory, read during the call only); NULL on the last chunk,
+                               whose gradient starts at its loss */
+  float* input_grad;        /* chunk > 0: the caller's buffer of stage_io_numel floats the model
+                               overwrites with the gradient of the chunk's input; NULL on chunk 0 */
+  int32_t part;             /* KEEL_BACKWARD_*: zero-bubble schedules split a backward in two */
 } keel_backward_args;
+
+/* keel_backward_args.part (0.7). INPUT computes input_grad (and everything the chunk below waits
+   for) and keeps what WEIGHT needs; a later WEIGHT call of the same micro-batch and chunk
+   accumulates the weight gradients and ends the micro-batch. A model that cannot split returns
+   KEEL_ERR_UNIMPLEMENTED for INPUT, and the core refuses a splitting schedule at start-up. */
+enum { KEEL_BACKWARD_FULL = 0, KEEL_BACKWARD_INPUT = 1, KEEL_BACKWARD_WEIGHT = 2 };
 
 /* How one parameter appears in an external format (appended in 0.2), e.g. "huggingface". */
 typedef struct keel_external_tensor {
@@ -94,6 +136,14 @@ typedef struct keel_model_api {
   keel_status (*external_name)(void* model, const char* format, size_t index, keel_external_tensor* out);
   /* The format's model config as JSON text (HF's config.json); owned by the model, valid for its life. */
   keel_status (*external_config)(void* model, const char* format, const char** out_json);
+
+  /* --- appended in 0.7: pipeline parallelism; required of a model that accepts pp_size > 1 --- */
+  /* Floats in the activation one chunk hands the next for a (batch, seq_len) micro-batch (gpt:
+     B·T·C, or B·T·C/tp with sequence parallelism): the size of forward's input/output and
+     backward's output_grad/input_grad. */
+  keel_status (*stage_io_numel)(void* model, int32_t batch, int32_t seq_len, int64_t* out_numel);
+  /* 1 when backward implements KEEL_BACKWARD_INPUT / _WEIGHT (zero-bubble schedules), else 0. */
+  keel_status (*splits_backward)(void* model, int32_t* out_splits);
 } keel_model_api;
 
 #ifdef __cplusplus

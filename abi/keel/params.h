@@ -12,7 +12,15 @@ extern "C" {
 
 enum {
   KEEL_PARAM_NO_WEIGHT_DECAY = 1u << 0, /* biases, norm gains, position embeddings */
-  KEEL_PARAM_TIED = 1u << 1             /* used by more than one computation (GPT-2's wte and lm_head) */
+  KEEL_PARAM_TIED = 1u << 1,            /* used by more than one computation (GPT-2's wte and lm_head) */
+  /* 0.7, pipeline parallelism. A parameter used on two pipeline stages (GPT-2's wte: the
+     embedding on the first, the lm_head on the last) is held by both, under the same name,
+     flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two
+     stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies
+     take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in
+     no gradient norm and saved in no checkpoint (the first stage's is). */
+  KEEL_PARAM_STAGE_TIED = 1u << 2,
+  KEEL_PARAM_STAGE_COPY = 1u << 3
 };
 
 enum { KEEL_INIT_ZEROS = 0, KEEL_INIT_ONES = 1, KEEL_INIT_NORMAL = 2 };

@@ -16,11 +16,16 @@
    dp_comm_obj from one thread of its choosing at a time (comm.h); a strategy that communicates
    from two threads at once splits a second communicator off it (counters include it).
 
-   One optimizer step:
+   One optimizer step (0.7: the schedule's order; at pp 1 forward m, backward m, m = 0 .. n-1):
      zero_grads
-     for each micro-batch m of the accumulation (0 .. n-1):
-       begin_microbatch(m, is_last = m == n-1)
+     the schedule's forwards and backwards of n micro-batches over this rank's chunks, in its
+     order (under 1F1B a forward may come between the backwards of earlier micro-batches):
        model forward:  per layer acquire(FORWARD) ... release(FORWARD)
+       begin_microbatch(m, is_last) immediately before each backward of micro-batch m; is_last
+                       says this backward is the step's last to write the gradients of the
+                       layers it touches (the chunk's last), so their reduction may start at
+                       release. Before 0.7 it came before each forward, with is_last = m == n-1:
+                       at pp 1 the two orders are the same sequence of backwards.
        model backward: per layer, in reverse, acquire(BACKWARD) ... release(BACKWARD, grads_final)
                        (a tied layer, such as GPT-2's embedding, is acquired twice; grads_final
                        is 1 only at its last release)
@@ -79,6 +84,17 @@ typedef struct keel_strategy_create_args {
      receive identical gradients on every tp rank. */
   int32_t tp_rank;
   int32_t tp_size;
+  /* --- appended in 0.7 --- */
+  /* This rank's pipeline position. The params are this rank's chunks' only (their layer ids stay
+     the whole model's, so some layers hold no parameter here). Gradients of STAGE_TIED params
+     (params.h) are summed over embedding_comm, the first and last stage of this rank's pipeline,
+     after their last backward and before the data-parallel reduction; embedding_comm is NULL on
+     a rank that holds none. grad_sq_norm skips STAGE_COPY params; the core sums it over the
+     pipeline group too. A strategy built before 0.7 is refused at pp_size > 1. */
+  int32_t pp_rank;
+  int32_t pp_size;
+  const keel_comm_api* embedding_comm;
+  void* embedding_comm_obj;
 } keel_strategy_create_args;
 
 typedef struct keel_strategy_info {
@@ -108,14 +124,16 @@ typedef struct keel_strategy_api {
   void (*destroy)(void* strategy);
   /* Fills the table the core hands the model; valid as long as the strategy. */
   keel_status (*param_access)(void* strategy, keel_param_access* out_access);
-  /* Called before each micro-batch; is_last marks the one whose gradients end the accumulation. */
+  /* Called before each backward (0.7; see the top); is_last marks the step's last backward of the
+     layers it touches. */
   keel_status (*begin_microbatch)(void* strategy, int32_t index, int32_t is_last);
   keel_status (*zero_grads)(void* strategy);
   /* Σ g² over the gradients of this rank's pieces after the data-parallel reduction: the same
      value on every rank of the dp group (a sharding strategy reduces its shards' sums itself).
      A parameter replicated over tensor-parallel ranks (tp_dim -1) is counted only where
      tp_rank is 0; the core sums the result over the tp group, so each distinct gradient counts
-     once (0.6; at tp 1 this is the whole model, as before). */
+     once (0.6; at tp 1 this is the whole model, as before). A STAGE_COPY param is not counted
+     (0.7); the core sums over the pipeline group too. */
   keel_status (*grad_sq_norm)(void* strategy, double* out_sum_squares);
   keel_status (*step)(void* strategy, const keel_strategy_step_args* args);
   /* Piece-local flat element range [begin, begin+count) of parameter `index`, to or from host memory. */

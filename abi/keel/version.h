@@ -10,11 +10,14 @@
    0.5: a strategy's own per-rank state in checkpoints (strategy.h own_state_*).
    0.6: tensor parallelism: a parameter's piece is a box (params.h local_offset); the model gets
         its tp communicator, the strategy its tp position (read/write ranges are piece-local);
-        host init_piece; vocabulary-sharded embedding and cross-entropy backend ops. */
+        host init_piece; vocabulary-sharded embedding and cross-entropy backend ops.
+   0.7: pipeline parallelism: the schedule kind (schedule.h); the model runs a chunk of its
+        layers on an activation (model.h stage fields); begin_microbatch precedes each backward
+        and says whether it is the chunk's last; parameters tied across stages (params.h). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 6
+#define KEEL_ABI_VERSION_MINOR 7
 
 #endif

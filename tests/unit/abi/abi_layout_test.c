@@ -1,7 +1,7 @@
 /* The ABI promise, checked at compile time: every shipped field of every table and argument
    struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
-   The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2 to 0.6 appended);
+   The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2 to 0.7 appended);
    when 1.0 is released they are frozen again under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
@@ -309,8 +309,47 @@ KEEL_ASSERT_SIZE_FIRST(keel_comm_api);
 KEEL_ASSERT_SIZE_FIRST(keel_comm_counters);
 KEEL_ASSERT_SIZE_FIRST(keel_strategy_info);
 
+/* 0.7: pipeline parallelism */
+KEEL_ASSERT_OFFSET(keel_model_create_args, pp_rank, 68);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_create_args, pp_size, 72);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_create_args, virtual_stages, 76);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_create_args, stage_blocks, 80);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_create_args, n_stage_blocks, 88);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_info, n_blocks, 40);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_forward_args, chunk, 64);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_forward_args, input, 72);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_forward_args, output, 80);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_backward_args, chunk, 24);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_backward_args, output_grad, 32);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_backward_args, input_grad, 40);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_backward_args, part, 48);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_api, stage_io_numel, 80);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_api, splits_backward, 88);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, pp_rank, 120);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, pp_size, 124);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, embedding_comm, 128);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, embedding_comm_obj, 136);  /* 0.7 */
+KEEL_ASSERT_SIZE(keel_schedule_action, 20);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_action, kind, 0);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_action, microbatch, 4);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_action, chunk, 8);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_action, peer_stage, 12);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_action, flags, 16);  /* 0.7 */
+KEEL_ASSERT_SIZE(keel_schedule_shape, 24);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_shape, struct_size, 0);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_shape, stages, 8);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_shape, microbatches, 12);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_shape, stage, 16);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_shape, virtual_stages, 20);  /* 0.7 */
+KEEL_ASSERT_SIZE(keel_schedule_api, 40);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_api, struct_size, 0);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_api, validate_config, 8);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_api, check_shape, 16);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_api, build, 24);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_schedule_api, splits_backward, 32);  /* 0.7 */
+
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 6 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 7 ? 0 : 1;
 }
