@@ -88,9 +88,11 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
       whole_here[flag_key(info.params[i], kind)] = begin == 0 && end == trainer.numel(i);
     }
   std::map<std::string, bool> replicated;
-  for (const std::string& text : trainer.gather_strings(whole_here.dump()))
-    for (const auto& [key, whole] : nlohmann::json::parse(text).items())
+  for (const std::string& text : trainer.gather_strings(whole_here.dump())) {
+    const nlohmann::json flags = nlohmann::json::parse(text);  // outlives the loop over its items
+    for (const auto& [key, whole] : flags.items())
       replicated[key] = replicated.count(key) ? replicated[key] && whole.get<bool>() : whole.get<bool>();
+  }
   for (size_t i = 0; i < info.n_params; ++i) {
     const keel_param_spec& spec = info.params[i];
     if (spec.flags & KEEL_PARAM_STAGE_COPY) continue;  // the first stage saves the tied tensor
