@@ -1,4 +1,4 @@
-// The executor of a pipeline schedule (schedule.h, docs/parallelism.md §4): one rank's action
+// The executor of a pipeline schedule (schedule.h, docs/parallelism.md §5): one rank's action
 // list for an optimizer step run through the model chunk by chunk, with activations and their
 // gradients moved over the pipeline group and the strategy told, before each backward, whether
 // it is the chunk's last. Sends are issued without waiting (completed at the end of the step);
