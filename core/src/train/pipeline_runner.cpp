@@ -1,6 +1,7 @@
 // Runs a schedule's action list through the model, the strategy and the pipeline group.
 #include "train/pipeline_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -268,18 +269,22 @@ double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTi
     upload(size_t(m), micro_batches[m]);
   }
   double loss = 0;
+  int32_t in_flight = 0;
   for (const keel_schedule_action& action : actions_for(n)) {
     const auto start = std::chrono::steady_clock::now();
     switch (action.kind) {
       case KEEL_ACTION_FORWARD:
         forward_chunk(action, n, true, &loss, nullptr);
         times.forward_seconds += seconds_since(start);
+        times.peak_in_flight = std::max(times.peak_in_flight, ++in_flight);
         break;
       case KEEL_ACTION_BACKWARD:
       case KEEL_ACTION_BACKWARD_INPUT:
       case KEEL_ACTION_BACKWARD_WEIGHT:
         backward_chunk(action, n);
         times.backward_seconds += seconds_since(start);
+        // A split backward frees the micro-batch's activations with its weight half.
+        if (action.kind != KEEL_ACTION_BACKWARD_INPUT) --in_flight;
         break;
       case KEEL_ACTION_SEND_ACTIVATION:
         send(take(outgoing_activations_, {action.microbatch, action.chunk}, "activation to send"), action.peer_stage,

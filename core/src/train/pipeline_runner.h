@@ -24,6 +24,8 @@ struct PipelineTimes {
   double forward_seconds = 0;   // in the model's forward calls
   double backward_seconds = 0;  // in the model's backward calls
   double receive_seconds = 0;   // waiting for a peer's activation or gradient
+  int32_t peak_in_flight = 0;   // most (micro-batch, chunk) forwards whose backward had not yet run:
+                                // the activation sets the model held at once
 };
 
 class PipelineRunner {

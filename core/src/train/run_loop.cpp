@@ -174,6 +174,7 @@ void RunSession::run(const RunSlice& slice) {
       const keel_strategy_info memory = trainer.strategy_info();
       report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
                                         {"optimizer_state", memory.state_bytes}};
+      if (trainer.pp_size() > 1) report.extra["pp_peak_in_flight"] = result.peak_in_flight;  // rank 0's stage
       if (trainer.world_size() > 1) {
         const keel_comm_counters now = trainer.comm_counters();
         report.extra["comm_bytes_per_step"] = per_step_bytes(now, interval_start, interval_steps);

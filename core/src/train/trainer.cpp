@@ -117,6 +117,7 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   result.forward_seconds = times.forward_seconds;
   result.backward_seconds = times.backward_seconds;
   result.pipeline_wait_seconds = times.receive_seconds;
+  result.peak_in_flight = times.peak_in_flight;
   for (const Batch& batch : micro_batches) result.tokens += int64_t(batch.batch) * batch.seq_len;
   // Every rank reports the same loss: the mean over the data-parallel group's samples.
   if (plugins_.dp_size > 1) {

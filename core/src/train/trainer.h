@@ -25,6 +25,7 @@ struct StepResult {
   // Wall time of each phase of this step, in seconds.
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0;
   double pipeline_wait_seconds = 0;  // waiting for a pipeline neighbour's activation or gradient
+  int32_t peak_in_flight = 0;        // micro-batch activation sets held at once on this rank
   bool skipped = false;      // non-finite loss or gradient norm with train.on_nonfinite = "skip"
 };
 
