@@ -58,7 +58,8 @@ def check_parity(args, work):
         if case.get("expect_error"):
             p = run_pp(args, ranks, pp, strategy, work, tag, case["extra"], tp=tp, check=False)
             assert p.returncode != 0 and "layers_per_stage" in p.stderr and "0" in p.stderr, p.stderr[-1500:]
-            print(f"{tag}: a chunk of 0 blocks refused: {p.stderr.strip().splitlines()[-1][:160]}")
+            line = next(l for l in p.stderr.splitlines() if "layers_per_stage" in l)
+            print(f"{tag}: a chunk of 0 blocks refused: {line[:200]}")
             continue
         run_pp(args, ranks, pp, strategy, work, tag, case.get("extra", ()), tp=tp, schedule=schedule, v=v,
                microbatches=case.get("microbatches", 4))
@@ -140,7 +141,7 @@ def check_failure(args, work):
         cmd = keel_validate + [a for s in pc.TINY + sets for a in ("--set", s)] + ["--ranks", str(ranks)]
         p = subprocess.run(cmd, capture_output=True, text=True, env=pc.ENV, timeout=120)
         assert p.returncode != 0 and re.search(pattern, p.stderr), f"{sets}: {p.returncode}\n{p.stderr[-1500:]}"
-        print(f"keel validate {' '.join(sets)} --ranks {ranks}: {p.stderr.strip().splitlines()[-1][:200]}")
+        print(f"keel validate {' '.join(sets)} --ranks {ranks}: {p.stderr.strip()[:300]}")
     good = keel_validate + [a for s in pc.TINY + ["parallel.pp=2"] for a in ("--set", s)] + ["--ranks", "4"]
     p = subprocess.run(good, capture_output=True, text=True, env=pc.ENV, timeout=120)
     assert p.returncode == 0 and "4 ranks = tp 1 × dp 2 × pp 2" in p.stdout, p.stdout + p.stderr[-1500:]
