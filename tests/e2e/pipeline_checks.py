@@ -109,7 +109,8 @@ def sample_of(stdout):
 
 def check_end_of_run(args, work):
     extra = ["train.sample_tokens=24", "train.eval_every=2", "train.checkpoint.every=2", "comm.timeout_s=30"]
-    one = pc.run(args, 1, "ddp", work, "end-one", extra, steps=3)
+    # Validation reads data.micro_batch sequences per batch: the one-rank run uses the pipelines' 3.
+    one = pc.run(args, 1, "ddp", work, "end-one", extra + ["data.micro_batch=3"], steps=3)
     one_val = [r["val_loss"] for r in (json.loads(l) for l in open(f"{work}/end-one.jsonl") if l.strip())
                if "val_loss" in r]
     for ranks, pp, schedule, v in ((2, 2, "1f1b", 1), (4, 4, "interleaved", 1), (2, 2, "interleaved", 2)):
