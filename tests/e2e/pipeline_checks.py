@@ -139,11 +139,13 @@ def check_failure(args, work):
               "data.global_batch=12", "data.micro_batch=2"], 4,
              r"interleaved.*6|6.*interleaved|multiple"),
             (["parallel.pp=3"], 3, r"parallel\.pp|blocks|3")):
-        cmd = keel_validate + [a for s in pc.TINY + sets for a in ("--set", s)] + ["--ranks", str(ranks)]
+        cmd = keel_validate + [a for s in pc.TINY + ["data.micro_batch=3"] + sets for a in ("--set", s)] + \
+            ["--ranks", str(ranks)]
         p = subprocess.run(cmd, capture_output=True, text=True, env=pc.ENV, timeout=120)
         assert p.returncode != 0 and re.search(pattern, p.stderr), f"{sets}: {p.returncode}\n{p.stderr[-1500:]}"
         print(f"keel validate {' '.join(sets)} --ranks {ranks}: {p.stderr.strip()[:300]}")
-    good = keel_validate + [a for s in pc.TINY + ["parallel.pp=2"] for a in ("--set", s)] + ["--ranks", "4"]
+    good = keel_validate + [a for s in pc.TINY + ["data.micro_batch=3", "parallel.pp=2"] for a in ("--set", s)] + \
+        ["--ranks", "4"]
     p = subprocess.run(good, capture_output=True, text=True, env=pc.ENV, timeout=120)
     assert p.returncode == 0 and "4 ranks = tp 1 × dp 2 × pp 2" in p.stdout, p.stdout + p.stderr[-1500:]
     for mode, pattern in (("error", r"injected fault after step 2"), ("kill", r"rank 1|signal 9|killed")):
