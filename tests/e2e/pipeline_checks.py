@@ -113,7 +113,7 @@ def check_end_of_run(args, work):
     one = pc.run(args, 1, "ddp", work, "end-one", extra + ["data.micro_batch=3"], steps=3)
     one_val = [r["val_loss"] for r in (json.loads(l) for l in open(f"{work}/end-one.jsonl") if l.strip())
                if "val_loss" in r]
-    for ranks, pp, schedule, v in ((2, 2, "1f1b", 1), (4, 4, "interleaved", 1), (2, 2, "interleaved", 2)):
+    for ranks, pp, schedule, v in ((2, 2, "1f1b", 1), (4, 4, "gpipe", 1), (2, 2, "interleaved", 2)):
         tag = f"end-pp{pp}-{schedule}-v{v}"
         start = time.time()
         p = run_pp(args, ranks, pp, "ddp", work, tag, extra, schedule=schedule, v=v, steps=3)
