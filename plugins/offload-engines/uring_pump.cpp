@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -29,7 +30,19 @@ std::string describe(const IoPiece& piece) {
          *piece.path + "\"";
 }
 
+std::atomic<BeforeSubmitHookForTests> before_submit_hook{nullptr};
+
+// io_uring_submit_and_wait, unless a test's hook fails it first.
+int submit_and_wait(io_uring& ring, unsigned wait_nr) {
+  if (BeforeSubmitHookForTests hook = before_submit_hook.load()) {
+    if (int error = hook(io_uring_sq_ready(&ring))) return -error;
+  }
+  return io_uring_submit_and_wait(&ring, wait_nr);
+}
+
 }  // namespace
+
+void set_before_submit_hook_for_tests(BeforeSubmitHookForTests hook) { before_submit_hook.store(hook); }
 
 UringPump::UringPump(unsigned queue_depth, TicketBook& tickets) : queue_depth_(queue_depth), tickets_(tickets) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC);
@@ -169,7 +182,7 @@ void UringPump::run() {
     }
     issue(pending, in_flight);
     if (stopping && in_flight.count == 0 && pending.empty()) return;
-    int rc = io_uring_submit_and_wait(&ring_, 1);
+    int rc = submit_and_wait(ring_, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN) {
       // The ring itself failed (not one request): nothing more can be issued on it.
       stop_broken("nvme engine: io_uring_submit failed: " + errno_text(-rc), pending, in_flight);

@@ -28,6 +28,13 @@ struct IoPiece {
   uint64_t bytes;
 };
 
+// Tests only (the fault-injection seam of tests/unit/offload): called on the pump's thread just
+// before each submit with the number of entries about to go to the kernel (the wake-up read
+// included); a non-zero return fails that submit with that errno, as a broken ring would.
+// nullptr, the default, removes it.
+using BeforeSubmitHookForTests = int (*)(unsigned entries_ready);
+void set_before_submit_hook_for_tests(BeforeSubmitHookForTests hook);
+
 class UringPump {
  public:
   // Throws KEEL_ERR_IO if the kernel refuses io_uring (disabled by sysctl or seccomp).
