@@ -73,7 +73,7 @@ TEST_P(SubmitOutOfMemory, NoFailedAllocationLeavesATicketUnfinished) {
   EXPECT_EQ(0, std::memcmp(back.data(), source.data(), source.bytes()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, SubmitOutOfMemory, ::testing::Values("cpu"),
+INSTANTIATE_TEST_SUITE_P(Engines, SubmitOutOfMemory, ::testing::Values("cpu", "nvme"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
