@@ -3,6 +3,10 @@
 // handle every completion that is there, repeat. Pieces of a ticket that already failed are
 // dropped unissued; a short transfer goes back to be issued again first; EAGAIN and EINTR are
 // retried.
+//
+// When the ring itself fails, no wait has a time limit: a piece the kernel holds may still write
+// into its caller's buffer, so its ticket finishes only when the kernel gives the piece back,
+// however slow the device; a signal only interrupts the wait, which goes on.
 #include "uring_pump.hpp"
 
 #include <sys/eventfd.h>
@@ -173,18 +177,29 @@ void UringPump::stop_broken(const std::string& error) {
     broken_error_ = error;
     requests_.splice(requests_.end(), handed_over_);
   }
-  // Pieces already in the kernel may still land in callers' buffers: wait for them first (with
-  // a time limit, since the failed submit may have left some never issued).
+  // Entries between the kernel's head and our tail were never taken by the kernel, and never
+  // will be (nothing is submitted again): their pieces fail now.
+  for (unsigned entry = *ring_.sq.khead; entry != ring_.sq.sqe_tail; ++entry) {
+    uint64_t tag = ring_.sq.sqes[entry & ring_.sq.ring_mask].user_data;
+    if (tag != kWakeTag) tickets_.finish_piece(release_slot(tag).ticket, error);
+  }
+  // The others are in the kernel and may still land in callers' buffers: wait for every one.
+  std::string wait_error;
   while (in_flight_ > 0) {
     io_uring_cqe* cqe = nullptr;
-    __kernel_timespec limit{1, 0};
-    if (io_uring_wait_cqe_timeout(&ring_, &cqe, &limit) < 0) break;
-    if (cqe->user_data != kWakeTag) complete(*cqe);
+    int rc = io_uring_wait_cqe(&ring_, &cqe);
+    if (rc == -EINTR || rc == -EAGAIN) continue;  // a signal, not an answer: wait on
+    if (rc < 0) {
+      // Only a ring whose descriptor is gone gets here: nothing more can be learnt of the pieces.
+      wait_error = "; waiting for the requests in the kernel then failed too: " + errno_text(-rc);
+      break;
+    }
+    if (cqe->user_data != kWakeTag) complete(*cqe);  // may put a short transfer's rest in again_
     io_uring_cqe_seen(&ring_, cqe);
   }
   for (unsigned slot = 0; slot < queue_depth_ && in_flight_ > 0; ++slot) {
     if (std::find(free_slots_.begin(), free_slots_.end(), slot) == free_slots_.end()) {
-      tickets_.finish_piece(release_slot(slot).ticket, error);
+      tickets_.finish_piece(release_slot(slot).ticket, error + wait_error);
     }
   }
   for (const IoPiece& piece : again_) tickets_.finish_piece(piece.ticket, error);

@@ -74,8 +74,8 @@ class UringPump {
   void issue();
   IoPiece release_slot(uint64_t slot);
   void complete(const io_uring_cqe& cqe);
-  // After the ring itself fails: waits out what is in the kernel, fails every other piece, and
-  // makes later submit() calls fail at once.
+  // After the ring itself fails: fails the pieces the kernel never took, waits out (however
+  // long) the ones it did, fails everything else, and makes later submit() calls fail at once.
   void stop_broken(const std::string& error);
   static std::string describe(const IoPiece& piece);
 
