@@ -2,7 +2,8 @@
 // next piece off the first request each time), submit and wait for at least one completion,
 // handle every completion that is there, repeat. Pieces of a ticket that already failed are
 // dropped unissued; a short transfer goes back to be issued again first; EAGAIN and EINTR are
-// retried.
+// retried. A submit refused with EAGAIN (the kernel short of resources) is retried only after a
+// piece the kernel holds came back, which frees some, rather than at once in a busy loop.
 //
 // When the ring itself fails, no wait has a time limit: a piece the kernel holds may still write
 // into its caller's buffer, so its ticket finishes only when the kernel gives the piece back,
@@ -171,18 +172,31 @@ void UringPump::complete(const io_uring_cqe& cqe) {
   }
 }
 
+template <class Visit>
+void UringPump::visit_entries_not_taken(Visit visit) const {
+  // Entries between the kernel's head and our tail; liburing maps entry i to sqes[i & mask].
+  for (unsigned entry = *ring_.sq.khead; entry != ring_.sq.sqe_tail; ++entry) {
+    visit(ring_.sq.sqes[entry & ring_.sq.ring_mask].user_data);
+  }
+}
+
+unsigned UringPump::pieces_in_kernel() const {
+  unsigned not_taken = 0;
+  visit_entries_not_taken([&](uint64_t tag) { not_taken += tag != kWakeTag; });
+  return in_flight_ - not_taken;
+}
+
 void UringPump::stop_broken(const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     broken_error_ = error;
     requests_.splice(requests_.end(), handed_over_);
   }
-  // Entries between the kernel's head and our tail were never taken by the kernel, and never
-  // will be (nothing is submitted again): their pieces fail now.
-  for (unsigned entry = *ring_.sq.khead; entry != ring_.sq.sqe_tail; ++entry) {
-    uint64_t tag = ring_.sq.sqes[entry & ring_.sq.ring_mask].user_data;
+  // Entries the kernel has not taken never will be (nothing is submitted again): their pieces
+  // fail now.
+  visit_entries_not_taken([&](uint64_t tag) {
     if (tag != kWakeTag) tickets_.finish_piece(release_slot(tag).ticket, error);
-  }
+  });
   // The others are in the kernel and may still land in callers' buffers: wait for every one.
   std::string wait_error;
   while (in_flight_ > 0) {
@@ -222,7 +236,10 @@ void UringPump::run() {
     issue();
     if (stopping && in_flight_ == 0 && again_.empty() && requests_.empty()) return;
     int rc = submit_and_wait(ring_, 1);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN) {
+    if (rc == -EAGAIN && pieces_in_kernel() > 0) {
+      io_uring_cqe* returned;
+      (void)io_uring_wait_cqe(&ring_, &returned);  // reaped below; after an EINTR the loop comes back here
+    } else if (rc < 0 && rc != -EINTR && rc != -EAGAIN) {
       // The ring itself failed (not one request): nothing more can be issued on it.
       stop_broken("nvme engine: io_uring_submit failed: " + errno_text(-rc) +
                   "; the engine's ring takes no more requests");

@@ -74,6 +74,10 @@ class UringPump {
   void issue();
   IoPiece release_slot(uint64_t slot);
   void complete(const io_uring_cqe& cqe);
+  // Calls `visit` with the user data of each entry prepared but not yet taken by the kernel.
+  template <class Visit>
+  void visit_entries_not_taken(Visit visit) const;
+  unsigned pieces_in_kernel() const;
   // After the ring itself fails: fails the pieces the kernel never took, waits out (however
   // long) the ones it did, fails everything else, and makes later submit() calls fail at once.
   void stop_broken(const std::string& error);
