@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/offload_tier.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -14,6 +15,11 @@ namespace keel_zero {
 namespace {
 
 using keel_support::StatusError;
+
+// The stages from which parameters and gradients can live in the offload tier (the stages that
+// shard them); below, the request is refused at create.
+constexpr int32_t kParamsOffloadStage = 3;
+constexpr int32_t kGradsOffloadStage = 2;
 
 // The data-parallel fields of the create args; args from before ABI 0.4 mean a single rank,
 // and a zero-initialised dp_size with no communicator means one too.
@@ -41,6 +47,24 @@ const keel_strategy_create_args& checked_create_args(const keel_strategy_create_
   return args;
 }
 
+// Every stage streams its optimizer state shard; stage 3 also its parameter shard (gathered
+// per layer from the tier), stages 2/3 their gradient shard. Stages 1/2 keep full parameters
+// resident for the forward and stage 1 full gradients, which the tier cannot stand in for.
+uint32_t offload_supported(const ZeroConfig& config, const keel_support::OffloadRequest& offload) {
+  const std::string stage = "ZeRO stage " + std::to_string(config.stage);
+  if (offload.wants(KEEL_OFFLOAD_PARAMS) && config.stage < kParamsOffloadStage)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                      "offload.params: " + stage + " keeps every layer's full parameters resident for the forward "
+                      "and all_gathers them after each step; only stage 3 keeps parameter shards that the tier can "
+                      "hold (set parallel.strategy.stage to 3, or offload.params to false)");
+  if (offload.wants(KEEL_OFFLOAD_GRADIENTS) && config.stage < kGradsOffloadStage)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                      "offload.gradients: " + stage + " accumulates into full gradients resident in backend "
+                      "memory; stages 2 and 3 reduce each layer into a shard that the tier can hold (set "
+                      "parallel.strategy.stage to 2 or 3, or offload.gradients to false)");
+  return KEEL_OFFLOAD_OPTIMIZER_STATE;  // parameters and gradients: the store refuses them (not streamed yet)
+}
+
 // One shard per data-parallel rank; stage 3 keeps parameter chunks, stages 2/3 gradient chunks.
 keel_support::StoreOptions store_options(const ZeroConfig& config, const keel_strategy_create_args& args) {
   const DpArgs dp = dp_args(args);
@@ -53,6 +77,7 @@ keel_support::StoreOptions store_options(const ZeroConfig& config, const keel_st
   options.params_sharded = config.stage == 3;
   options.grads_sharded = config.stage >= 2;
   options.sharding_label = "ZeRO stage " + std::to_string(config.stage) + ", ";
+  options.offload_supported = offload_supported(config, keel_support::offload_request(args));
   return options;
 }
 

@@ -1,0 +1,236 @@
+// ZeRO-Offload and ZeRO-Infinity at the strategy level: a zero run whose optimizer state (and,
+// where the stage shards them, parameters and gradients) live in an offload tier — the cpu
+// engine, or the nvme engine on files in a folder under /tmp — gives the SAME BITS as the
+// resident run: gradient norms, what every forward saw, the parameters and momentum read back
+// (read_param/read_state straight from the tier), for stages 1-3, on one rank and on two.
+// Around it: describe reports no backend bytes for an offloaded array, write_state/read_state
+// of unaligned ranges round-trip through the tier, a full tier fails at create, a failing tier
+// fails the step with the tier's message (not a hang), and arrays a stage cannot stream are
+// refused naming offload.<key>.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "test_offload_tier.hpp"
+#include "zero_rank_driver.hpp"
+
+namespace keel_test {
+namespace {
+
+enum class Engine { kCpu, kNvme };
+
+struct OffloadScenario {
+  int32_t ranks;  // 1: no communicator
+  int32_t stage;
+  Engine engine;
+  uint32_t arrays;
+};
+
+std::string arrays_label(uint32_t arrays) {
+  std::string label;
+  if (arrays & KEEL_OFFLOAD_OPTIMIZER_STATE) label += "state";
+  if (arrays & KEEL_OFFLOAD_PARAMS) label += "_params";
+  if (arrays & KEEL_OFFLOAD_GRADIENTS) label += "_grads";
+  return label;
+}
+std::string describe_offload(const OffloadScenario& s) {
+  return "ranks" + std::to_string(s.ranks) + "_stage" + std::to_string(s.stage) +
+         (s.engine == Engine::kCpu ? "_cpu_" : "_nvme_") + arrays_label(s.arrays);
+}
+void PrintTo(const OffloadScenario& s, std::ostream* os) { *os << describe_offload(s); }
+
+// A fresh folder under /tmp (a real disk here, as O_DIRECT needs; the engine makes its own
+// folder inside and removes it), removed with the fixture.
+class TempFolder {
+ public:
+  TempFolder() {
+    char pattern[] = "/tmp/keel-zero-offload-XXXXXX";
+    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempFolder() { rmdir(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<TestTier> make_tier(Engine engine, const TempFolder& folder) {
+  return engine == Engine::kCpu ? TestTier::cpu() : TestTier::nvme(folder.path());
+}
+
+// Runs every rank through the driver, each with its own tier when `arrays` is not 0.
+std::vector<RankRecord> run_ranks(ZeroPlugins& plugins, const OffloadScenario& s, uint32_t arrays,
+                                  const DriverOptions& options, std::vector<keel_strategy_info>* infos = nullptr) {
+  TempFolder folder;
+  std::vector<RankRecord> records(size_t(s.ranks));
+  std::vector<keel_strategy_info> described(size_t(s.ranks));
+  std::unique_ptr<ThreadWorld> world;
+  if (s.ranks > 1) world = std::make_unique<ThreadWorld>(s.ranks);
+  auto body = [&](int32_t r) {
+    std::unique_ptr<TestTier> tier;
+    auto rank = plugins.make_rank(world.get(), r);
+    if (arrays != 0) {
+      tier = make_tier(s.engine, folder);
+      rank->offload = &test_offload_api();
+      rank->offload_obj = tier.get();
+      rank->offload_arrays = arrays;
+    }
+    if (rank->create(stage_config(s.stage)) != KEEL_OK) throw std::runtime_error("create failed: " + zero_last_error());
+    described[size_t(r)] = rank->describe();
+    RankDriver driver(plugins.zero_api(), *rank, world ? world->api() : nullptr, world ? world->comm(r) : nullptr);
+    records[size_t(r)] = driver.run(options);
+    rank.reset();  // the strategy goes before its tier, as in the core
+    if (tier) EXPECT_EQ(tier->live_buffers, 0) << "every staging buffer went back to the tier";
+    // The cpu tier's 16-element windows: each step reads and writes at least two of them.
+    if (tier && s.engine == Engine::kCpu)
+      EXPECT_GE(tier->requests, int64_t(options.steps) * 2 * 2) << "the step streamed the state in several windows";
+  };
+  if (world) world->run(body);
+  else body(0);
+  if (infos) *infos = described;
+  return records;
+}
+
+// Same bits: the floats compared as their bit patterns, so -0 vs 0 or a NaN would show.
+void expect_same_bits(const std::vector<float>& actual, const std::vector<float>& expected, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t k = 0; k < actual.size(); ++k) {
+    uint32_t a = 0, e = 0;
+    std::memcpy(&a, &actual[k], 4);
+    std::memcpy(&e, &expected[k], 4);
+    ASSERT_EQ(a, e) << what << "[" << k << "]: " << actual[k] << " vs resident " << expected[k];
+  }
+}
+
+class ZeroOffloadTest : public ::testing::TestWithParam<OffloadScenario> {
+ protected:
+  ZeroPlugins plugins;
+};
+
+TEST_P(ZeroOffloadTest, TheOffloadedRunIsBitIdenticalToTheResidentOne) {
+  const OffloadScenario& s = GetParam();
+  DriverOptions options;
+  options.steps = 3;
+  options.micro_batches = 2;
+  std::vector<keel_strategy_info> resident_info, offloaded_info;
+  const std::vector<RankRecord> resident = run_ranks(plugins, s, 0, options, &resident_info);
+  const std::vector<RankRecord> offloaded = run_ranks(plugins, s, s.arrays, options, &offloaded_info);
+  const std::vector<keel_param_spec> specs = zero_model_specs();
+  for (size_t r = 0; r < resident.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(offloaded[r].norms, resident[r].norms) << "grad_sq_norm per step";
+    ASSERT_EQ(offloaded[r].seen.size(), resident[r].seen.size());
+    for (size_t step = 0; step < resident[r].seen.size(); ++step)
+      for (size_t i = 0; i < specs.size(); ++i)
+        expect_same_bits(offloaded[r].seen[step][i], resident[r].seen[step][i],
+                         std::string(specs[i].name) + " seen by forward " + std::to_string(step + 1));
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(offloaded[r].owned[i], resident[r].owned[i]);
+      expect_same_bits(offloaded[r].params[i], resident[r].params[i], std::string(specs[i].name) + " read_param");
+      expect_same_bits(offloaded[r].momentum[i], resident[r].momentum[i], std::string(specs[i].name) + " read_state");
+    }
+    // describe: an offloaded array keeps no backend bytes, the others are as resident.
+    const bool state = s.arrays & KEEL_OFFLOAD_OPTIMIZER_STATE, params = s.arrays & KEEL_OFFLOAD_PARAMS,
+               grads = s.arrays & KEEL_OFFLOAD_GRADIENTS;
+    EXPECT_GT(resident_info[r].state_bytes, 0u);
+    EXPECT_EQ(offloaded_info[r].state_bytes, state ? 0u : resident_info[r].state_bytes);
+    EXPECT_EQ(offloaded_info[r].param_bytes, params ? 0u : resident_info[r].param_bytes);
+    EXPECT_EQ(offloaded_info[r].grad_bytes, grads ? 0u : resident_info[r].grad_bytes);
+  }
+}
+
+std::vector<OffloadScenario> offload_scenarios() {
+  std::vector<OffloadScenario> all;
+  for (int32_t ranks : {1, 2})
+    for (int32_t stage : {1, 2, 3})
+      for (Engine engine : {Engine::kCpu, Engine::kNvme}) {
+        all.push_back({ranks, stage, engine, KEEL_OFFLOAD_OPTIMIZER_STATE});
+      }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Offload, ZeroOffloadTest, ::testing::ValuesIn(offload_scenarios()),
+                         [](const ::testing::TestParamInfo<OffloadScenario>& info) { return describe_offload(info.param); });
+
+// One lone rank's strategy over a tier, for the tests below.
+struct LoneRank {
+  LoneRank(ZeroPlugins& plugins, std::unique_ptr<TestTier> tier_in, uint32_t arrays)
+      : tier(std::move(tier_in)), rank(plugins.make_rank(nullptr, 0)) {
+    rank->offload = &test_offload_api();
+    rank->offload_obj = tier.get();
+    rank->offload_arrays = arrays;
+  }
+  std::unique_ptr<TestTier> tier;
+  std::unique_ptr<ZeroRank> rank;  // declared after the tier: destroyed first
+};
+
+TEST(ZeroOffload, UnalignedStateRangesRoundTripThroughTheNvmeTier) {
+  ZeroPlugins plugins;
+  TempFolder folder;
+  LoneRank lone(plugins, TestTier::nvme(folder.path()), KEEL_OFFLOAD_OPTIMIZER_STATE);
+  ASSERT_EQ(lone.rank->create(stage_config(3)), KEEL_OK) << zero_last_error();
+  const keel_strategy_api& api = plugins.zero_api();
+  // head.w (index 5) holds elements 0..23; write 3..16, then read 0..23: zeros around it.
+  std::vector<float> written(14);
+  for (size_t k = 0; k < written.size(); ++k) written[k] = 0.25f * float(k) - 1.0f;
+  ASSERT_EQ(api.write_state(lone.rank->strategy, 0, 5, 3, 14, written.data()), KEEL_OK) << zero_last_error();
+  std::vector<float> back(24, -7.0f);
+  ASSERT_EQ(api.read_state(lone.rank->strategy, 0, 5, 0, 24, back.data()), KEEL_OK) << zero_last_error();
+  for (int64_t e = 0; e < 24; ++e)
+    EXPECT_EQ(back[size_t(e)], (e >= 3 && e < 17) ? written[size_t(e - 3)] : 0.0f) << "head.w momentum[" << e << "]";
+  // The neighbours in the same block (head.b, h.gain) stay zero.
+  std::vector<float> neighbour(5, -7.0f);
+  ASSERT_EQ(api.read_state(lone.rank->strategy, 0, 6, 0, 5, neighbour.data()), KEEL_OK) << zero_last_error();
+  EXPECT_EQ(neighbour, std::vector<float>(5, 0.0f));
+}
+
+TEST(ZeroOffload, AFullTierFailsAtCreateNamingTheCapacity) {
+  ZeroPlugins plugins;
+  // 64 bytes: less than the state shard's extents (the model has 50 elements, 200 bytes).
+  LoneRank lone(plugins, TestTier::cpu(64), KEEL_OFFLOAD_OPTIMIZER_STATE);
+  EXPECT_EQ(lone.rank->create(stage_config(2)), KEEL_ERR_OUT_OF_MEMORY);
+  EXPECT_NE(zero_last_error().find("add_extent \"state0\""), std::string::npos) << zero_last_error();
+  EXPECT_NE(zero_last_error().find("capacity_bytes 64"), std::string::npos) << zero_last_error();
+}
+
+TEST(ZeroOffload, AFailingTierFailsTheStepWithItsMessage) {
+  ZeroPlugins plugins;
+  LoneRank lone(plugins, TestTier::cpu(), KEEL_OFFLOAD_OPTIMIZER_STATE);
+  ASSERT_EQ(lone.rank->create(stage_config(1)), KEEL_OK) << zero_last_error();
+  lone.tier->fail_after = lone.tier->requests;  // every request from now on fails
+  DriverOptions options;
+  options.steps = 1;
+  RankDriver driver(plugins.zero_api(), *lone.rank, nullptr, nullptr);
+  try {
+    driver.run(options);
+    FAIL() << "the step succeeded over a failing tier";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("step failed (5)"), std::string::npos) << message;  // KEEL_ERR_IO
+    EXPECT_NE(message.find("read of extent 'state0' failed: injected I/O error"), std::string::npos) << message;
+  }
+  lone.rank.reset();
+  EXPECT_EQ(lone.tier->live_buffers, 0) << "the failed step returned its staging buffers";
+}
+
+TEST(ZeroOffload, ArraysAStageCannotStreamAreRefusedNamingTheKey) {
+  ZeroPlugins plugins;
+  struct Case {
+    int32_t stage;
+    uint32_t arrays;
+    const char* key;
+  };
+  for (const Case& c : {Case{1, KEEL_OFFLOAD_PARAMS, "offload.params: ZeRO stage 1"},
+                        Case{2, KEEL_OFFLOAD_PARAMS, "offload.params: ZeRO stage 2"},
+                        Case{1, KEEL_OFFLOAD_GRADIENTS, "offload.gradients: ZeRO stage 1"}}) {
+    LoneRank lone(plugins, TestTier::cpu(), c.arrays | KEEL_OFFLOAD_OPTIMIZER_STATE);
+    EXPECT_EQ(lone.rank->create(stage_config(c.stage)), KEEL_ERR_INVALID_CONFIG) << c.key;
+    EXPECT_NE(zero_last_error().find(c.key), std::string::npos) << zero_last_error();
+  }
+}
+
+}  // namespace
+}  // namespace keel_test
