@@ -62,7 +62,8 @@ uint32_t offload_supported(const ZeroConfig& config, const keel_support::Offload
                       "offload.gradients: " + stage + " accumulates into full gradients resident in backend "
                       "memory; stages 2 and 3 reduce each layer into a shard that the tier can hold (set "
                       "parallel.strategy.stage to 2 or 3, or offload.gradients to false)");
-  return KEEL_OFFLOAD_OPTIMIZER_STATE;  // parameters and gradients: the store refuses them (not streamed yet)
+  return KEEL_OFFLOAD_OPTIMIZER_STATE | (config.stage >= kParamsOffloadStage ? uint32_t(KEEL_OFFLOAD_PARAMS) : 0u) |
+         (config.stage >= kGradsOffloadStage ? uint32_t(KEEL_OFFLOAD_GRADIENTS) : 0u);
 }
 
 // One shard per data-parallel rank; stage 3 keeps parameter chunks, stages 2/3 gradient chunks.
@@ -88,8 +89,15 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
       store_(host, checked_create_args(args, config), store_options(config, args)),
       group_(dp_args(args).comm, dp_args(args).comm_obj, dp_args(args).rank, dp_args(args).size, store_.backend(),
              std::max<int64_t>(store_.layout().max_chunk, 1)),
-      grads_(host, config.stage, config.overlap_comm, store_.layout(), group_, store_.backend(), store_.grads()) {
-  if (config.stage == 3) gather_ = std::make_unique<ParamGather>(store_.layout(), group_, store_.backend(), store_.params());
+      grads_(host, config.stage, config.overlap_comm, store_.layout(), group_, store_.backend(),
+             store_.grads_tier() ? nullptr : store_.grads(), store_.grads_tier()) {
+  if (config.stage == 3) {
+    keel_device device{};
+    keel_support::check_callee(store_.backend().api->device(store_.backend().obj, &device), "backend device");
+    shard_ = std::make_unique<ParamShard>(store_.layout(), store_.backend(), device,
+                                          store_.params_tier() ? nullptr : store_.params(), store_.params_tier());
+    gather_ = std::make_unique<ParamGather>(store_.layout(), group_, store_.backend(), *shard_);
+  }
   for (size_t i = 0; i < store_.n_params(); ++i)
     counted_in_norm_.push_back(keel_support::counts_in_grad_norm(store_.spec(i), store_.tp()) ? 1 : 0);
 }
@@ -103,7 +111,11 @@ float* ZeroStrategy::acquire_params(int32_t layer, int32_t phase, bool opens_bac
   if (config_.stage < 3) return store_.full_layer(store_.params(), layer);
   if (opens_backward) gather_->hold(layer);  // the backward pass's hold
   float* base = gather_->hold(layer);
-  if (config_.prefetch) gather_->prefetch(phase == KEEL_PHASE_BACKWARD ? layer - 1 : layer + 1);
+  // The layer the model acquires next, and the one after: gathered ahead (prefetch), and read
+  // ahead from the offload tier (offload.params) so its gather need not wait for the read.
+  const int32_t direction = phase == KEEL_PHASE_BACKWARD ? -1 : 1;
+  if (config_.prefetch) gather_->prefetch(layer + direction);
+  gather_->read_ahead(config_.prefetch ? layer + 2 * direction : layer + direction);
   return base;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "keel_support/offload_tier.hpp"
 #include "keel_support/shard_home.hpp"
@@ -38,6 +39,42 @@ class TierHome final : public ShardHome {
   const std::string& name() const { return name_; }
   uint64_t extent_bytes() const { return extent_bytes_; }
 
+  // Elements [begin, begin + count) in one aligned host buffer (at points to element begin),
+  // read now; write_span puts the whole span back (the caller changed only its own elements).
+  struct Span {
+    TierBuffer buffer;
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+    float* at = nullptr;
+  };
+  Span read_span(int64_t begin, int64_t count) const {
+    Span span;
+    span.offset = tier_->round_down(uint64_t(begin) * sizeof(float));
+    span.bytes = tier_->round_up(uint64_t(begin + count) * sizeof(float)) - span.offset;
+    span.buffer = TierBuffer(*tier_, std::max(span.bytes, tier_->alignment()));
+    span.at = reinterpret_cast<float*>(static_cast<char*>(span.buffer.get()) + (uint64_t(begin) * sizeof(float) - span.offset));
+    if (span.bytes > 0) wait_or_drain(tier_->submit_read(name_, span.offset, span.buffer.get(), span.bytes));
+    return span;
+  }
+  void write_span(const Span& span) {
+    if (span.bytes > 0) wait_or_drain(tier_->submit_write(name_, span.offset, span.buffer.get(), span.bytes));
+  }
+  // Every element back to zero (a new gradient accumulation), in writes of a few ideal requests.
+  void fill_zero() {
+    if (extent_bytes_ == 0) return;
+    const uint64_t piece = std::min(extent_bytes_, std::max(tier_->alignment(), tier_->round_down(tier_->ideal_request_bytes())));
+    TierBuffer zeros(*tier_, piece);  // zero-filled (alloc_buffer's contract)
+    std::vector<uint64_t> tickets;
+    try {
+      for (uint64_t offset = 0; offset < extent_bytes_; offset += piece)
+        tickets.push_back(tier_->submit_write(name_, offset, zeros.get(), std::min(piece, extent_bytes_ - offset)));
+      for (uint64_t ticket : tickets) tier_->wait(ticket);
+    } catch (...) {
+      tier_->wait_all_quietly();
+      throw;
+    }
+  }
+
   // Elements [begin, begin + count) to/from host memory, in aligned pieces of at most a few
   // ideal requests; a write reads the edge blocks first so neighbours keep their values.
   void read(int64_t begin, int64_t count, float* dst_host) const {
@@ -55,6 +92,15 @@ class TierHome final : public ShardHome {
   }
 
  private:
+  void wait_or_drain(uint64_t ticket) const {
+    try {
+      tier_->wait(ticket);
+    } catch (...) {
+      tier_->wait_all_quietly();
+      throw;
+    }
+  }
+
   // Calls use(bounce, skip, bytes, offset, span) per piece, after reading the piece's aligned
   // span [offset, offset + span) into the bounce buffer; the caller's bytes sit at bounce + skip.
   template <typename Use>

@@ -147,7 +147,14 @@ std::vector<OffloadScenario> offload_scenarios() {
   for (int32_t ranks : {1, 2})
     for (int32_t stage : {1, 2, 3})
       for (Engine engine : {Engine::kCpu, Engine::kNvme}) {
-        all.push_back({ranks, stage, engine, KEEL_OFFLOAD_OPTIMIZER_STATE});
+        const uint32_t state = KEEL_OFFLOAD_OPTIMIZER_STATE;
+        all.push_back({ranks, stage, engine, state});
+        if (stage >= 2) all.push_back({ranks, stage, engine, state | KEEL_OFFLOAD_GRADIENTS});
+        if (stage == 3) {
+          all.push_back({ranks, stage, engine, state | KEEL_OFFLOAD_PARAMS});
+          all.push_back({ranks, stage, engine, state | KEEL_OFFLOAD_PARAMS | KEEL_OFFLOAD_GRADIENTS});
+          all.push_back({ranks, stage, engine, KEEL_OFFLOAD_PARAMS});  // state resident, params streamed
+        }
       }
   return all;
 }
@@ -185,6 +192,28 @@ TEST(ZeroOffload, UnalignedStateRangesRoundTripThroughTheNvmeTier) {
   std::vector<float> neighbour(5, -7.0f);
   ASSERT_EQ(api.read_state(lone.rank->strategy, 0, 6, 0, 5, neighbour.data()), KEEL_OK) << zero_last_error();
   EXPECT_EQ(neighbour, std::vector<float>(5, 0.0f));
+}
+
+// A chunk read ahead from the tier before write_param must not reach a later forward: layer 0's
+// acquire gathers layer 1 ahead and reads layer 2's chunk ahead; h.gain (layer 2) is then written.
+TEST(ZeroOffload, AParameterWrittenAfterItsReadAheadIsWhatTheForwardSees) {
+  ZeroPlugins plugins;
+  LoneRank lone(plugins, TestTier::cpu(), KEEL_OFFLOAD_PARAMS);
+  ASSERT_EQ(lone.rank->create(stage_config(3)), KEEL_OK) << zero_last_error();
+  const keel_param_access& access = lone.rank->access;
+  std::vector<keel_tensor> params(2);
+  ASSERT_EQ(access.acquire(access.ctx, 0, KEEL_PHASE_FORWARD, params.data(), nullptr, 2), KEEL_OK) << zero_last_error();
+  ASSERT_EQ(access.release(access.ctx, 0, KEEL_PHASE_FORWARD, 0), KEEL_OK) << zero_last_error();
+  const float gain = 42.5f;
+  ASSERT_EQ(plugins.zero_api().write_param(lone.rank->strategy, 4, 0, 1, &gain), KEEL_OK) << zero_last_error();
+  ASSERT_EQ(access.acquire(access.ctx, 1, KEEL_PHASE_FORWARD, params.data(), nullptr, 2), KEEL_OK) << zero_last_error();
+  ASSERT_EQ(access.release(access.ctx, 1, KEEL_PHASE_FORWARD, 0), KEEL_OK) << zero_last_error();
+  ASSERT_EQ(access.acquire(access.ctx, 2, KEEL_PHASE_FORWARD, params.data(), nullptr, 1), KEEL_OK) << zero_last_error();
+  EXPECT_EQ(*static_cast<const float*>(params[0].data), gain) << "the forward saw a stale chunk read ahead";
+  ASSERT_EQ(access.release(access.ctx, 2, KEEL_PHASE_FORWARD, 0), KEEL_OK) << zero_last_error();
+  float back = 0.0f;
+  ASSERT_EQ(plugins.zero_api().read_param(lone.rank->strategy, 4, 0, 1, &back), KEEL_OK) << zero_last_error();
+  EXPECT_EQ(back, gain) << "read_param from the tier";
 }
 
 TEST(ZeroOffload, AFullTierFailsAtCreateNamingTheCapacity) {
