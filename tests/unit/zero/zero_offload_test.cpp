@@ -2,7 +2,8 @@
 // where the stage shards them, parameters and gradients) live in an offload tier — the cpu
 // engine, or the nvme engine on files in a folder under /tmp — gives the SAME BITS as the
 // resident run: gradient norms, what every forward saw, the parameters and momentum read back
-// (read_param/read_state straight from the tier), for stages 1-3, on one rank and on two.
+// (read_param/read_state straight from the tier), for stages 1-3 and ddp (stage 0 below), on
+// one rank and on two.
 // Around it: describe reports no backend bytes for an offloaded array, write_state/read_state
 // of unaligned ranges round-trip through the tier, a full tier fails at create, a failing tier
 // fails the step with the tier's message (not a hang), and arrays a stage cannot stream are
@@ -23,7 +24,7 @@ enum class Engine { kCpu, kNvme };
 
 struct OffloadScenario {
   int32_t ranks;  // 1: no communicator
-  int32_t stage;
+  int32_t stage;  // 0: the ddp strategy
   Engine engine;
   uint32_t arrays;
 };
@@ -36,7 +37,7 @@ std::string arrays_label(uint32_t arrays) {
   return label;
 }
 std::string describe_offload(const OffloadScenario& s) {
-  return "ranks" + std::to_string(s.ranks) + "_stage" + std::to_string(s.stage) +
+  return "ranks" + std::to_string(s.ranks) + (s.stage == 0 ? std::string("_ddp") : "_stage" + std::to_string(s.stage)) +
          (s.engine == Engine::kCpu ? "_cpu_" : "_nvme_") + arrays_label(s.arrays);
 }
 void PrintTo(const OffloadScenario& s, std::ostream* os) { *os << describe_offload(s); }
@@ -61,6 +62,22 @@ std::unique_ptr<TestTier> make_tier(Engine engine, const TempFolder& folder) {
   return engine == Engine::kCpu ? TestTier::cpu() : TestTier::nvme(folder.path());
 }
 
+const keel_strategy_api& ddp_api() {
+  static LoadedPlugin ddp{KEEL_DDP_PLUGIN_PATH, KEEL_KIND_STRATEGY, "ddp"};
+  return ddp.api<keel_strategy_api>();
+}
+
+// The scenario's strategy for rank r: zero at its stage, or ddp.
+std::unique_ptr<ZeroRank> make_strategy_rank(ZeroPlugins& plugins, const OffloadScenario& s, ThreadWorld* world,
+                                             int32_t r) {
+  if (s.stage > 0) return plugins.make_rank(world, r);
+  return std::make_unique<ZeroRank>(ddp_api(), &plugins.sgd_api(), plugins.sgd_obj, world ? world->api() : nullptr,
+                                    world ? world->comm(r) : nullptr, r, world ? world->size() : 1);
+}
+std::string strategy_config(const OffloadScenario& s) {
+  return s.stage > 0 ? stage_config(s.stage) : std::string(R"({"plugin": "ddp"})");
+}
+
 // Runs every rank through the driver, each with its own tier when `arrays` is not 0.
 std::vector<RankRecord> run_ranks(ZeroPlugins& plugins, const OffloadScenario& s, uint32_t arrays,
                                   const DriverOptions& options, std::vector<keel_strategy_info>* infos = nullptr) {
@@ -71,16 +88,16 @@ std::vector<RankRecord> run_ranks(ZeroPlugins& plugins, const OffloadScenario& s
   if (s.ranks > 1) world = std::make_unique<ThreadWorld>(s.ranks);
   auto body = [&](int32_t r) {
     std::unique_ptr<TestTier> tier;
-    auto rank = plugins.make_rank(world.get(), r);
+    auto rank = make_strategy_rank(plugins, s, world.get(), r);
     if (arrays != 0) {
       tier = make_tier(s.engine, folder);
       rank->offload = &test_offload_api();
       rank->offload_obj = tier.get();
       rank->offload_arrays = arrays;
     }
-    if (rank->create(stage_config(s.stage)) != KEEL_OK) throw std::runtime_error("create failed: " + zero_last_error());
+    if (rank->create(strategy_config(s)) != KEEL_OK) throw std::runtime_error("create failed: " + zero_last_error());
     described[size_t(r)] = rank->describe();
-    RankDriver driver(plugins.zero_api(), *rank, world ? world->api() : nullptr, world ? world->comm(r) : nullptr);
+    RankDriver driver(rank->api(), *rank, world ? world->api() : nullptr, world ? world->comm(r) : nullptr);
     records[size_t(r)] = driver.run(options);
     rank.reset();  // the strategy goes before its tier, as in the core
     if (tier) EXPECT_EQ(tier->live_buffers, 0) << "every staging buffer went back to the tier";
@@ -145,7 +162,7 @@ TEST_P(ZeroOffloadTest, TheOffloadedRunIsBitIdenticalToTheResidentOne) {
 std::vector<OffloadScenario> offload_scenarios() {
   std::vector<OffloadScenario> all;
   for (int32_t ranks : {1, 2})
-    for (int32_t stage : {1, 2, 3})
+    for (int32_t stage : {0, 1, 2, 3})
       for (Engine engine : {Engine::kCpu, Engine::kNvme}) {
         const uint32_t state = KEEL_OFFLOAD_OPTIMIZER_STATE;
         all.push_back({ranks, stage, engine, state});
@@ -254,9 +271,18 @@ TEST(ZeroOffload, ArraysAStageCannotStreamAreRefusedNamingTheKey) {
   };
   for (const Case& c : {Case{1, KEEL_OFFLOAD_PARAMS, "offload.params: ZeRO stage 1"},
                         Case{2, KEEL_OFFLOAD_PARAMS, "offload.params: ZeRO stage 2"},
-                        Case{1, KEEL_OFFLOAD_GRADIENTS, "offload.gradients: ZeRO stage 1"}}) {
+                        Case{1, KEEL_OFFLOAD_GRADIENTS, "offload.gradients: ZeRO stage 1"},
+                        Case{0, KEEL_OFFLOAD_PARAMS, "offload.params: strategy ddp keeps every parameter"},
+                        Case{0, KEEL_OFFLOAD_GRADIENTS, "offload.gradients: strategy ddp keeps every parameter"}}) {
     LoneRank lone(plugins, TestTier::cpu(), c.arrays | KEEL_OFFLOAD_OPTIMIZER_STATE);
-    EXPECT_EQ(lone.rank->create(stage_config(c.stage)), KEEL_ERR_INVALID_CONFIG) << c.key;
+    if (c.stage == 0) {
+      lone.rank = make_strategy_rank(plugins, {1, 0, Engine::kCpu, 0}, nullptr, 0);
+      lone.rank->offload = &test_offload_api();
+      lone.rank->offload_obj = lone.tier.get();
+      lone.rank->offload_arrays = c.arrays | KEEL_OFFLOAD_OPTIMIZER_STATE;
+    }
+    EXPECT_EQ(lone.rank->create(c.stage > 0 ? stage_config(c.stage) : R"({"plugin": "ddp"})"), KEEL_ERR_INVALID_CONFIG)
+        << c.key;
     EXPECT_NE(zero_last_error().find(c.key), std::string::npos) << zero_last_error();
   }
 }
