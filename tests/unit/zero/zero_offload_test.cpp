@@ -59,7 +59,8 @@ class TempFolder {
 };
 
 std::unique_ptr<TestTier> make_tier(Engine engine, const TempFolder& folder) {
-  return engine == Engine::kCpu ? TestTier::cpu() : TestTier::nvme(folder.path());
+  return engine == Engine::kCpu ? TestTier::cpu(uint64_t(64) << 20, zero_test_host())
+                                : TestTier::nvme(folder.path(), uint64_t(64) << 20, zero_test_host());
 }
 
 const keel_strategy_api& ddp_api() {
@@ -194,7 +195,7 @@ struct LoneRank {
 TEST(ZeroOffload, UnalignedStateRangesRoundTripThroughTheNvmeTier) {
   ZeroPlugins plugins;
   TempFolder folder;
-  LoneRank lone(plugins, TestTier::nvme(folder.path()), KEEL_OFFLOAD_OPTIMIZER_STATE);
+  LoneRank lone(plugins, TestTier::nvme(folder.path(), uint64_t(64) << 20, zero_test_host()), KEEL_OFFLOAD_OPTIMIZER_STATE);
   ASSERT_EQ(lone.rank->create(stage_config(3)), KEEL_OK) << zero_last_error();
   const keel_strategy_api& api = plugins.zero_api();
   // head.w (index 5) holds elements 0..23; write 3..16, then read 0..23: zeros around it.
@@ -215,7 +216,7 @@ TEST(ZeroOffload, UnalignedStateRangesRoundTripThroughTheNvmeTier) {
 // acquire gathers layer 1 ahead and reads layer 2's chunk ahead; h.gain (layer 2) is then written.
 TEST(ZeroOffload, AParameterWrittenAfterItsReadAheadIsWhatTheForwardSees) {
   ZeroPlugins plugins;
-  LoneRank lone(plugins, TestTier::cpu(), KEEL_OFFLOAD_PARAMS);
+  LoneRank lone(plugins, TestTier::cpu(uint64_t(64) << 20, zero_test_host()), KEEL_OFFLOAD_PARAMS);
   ASSERT_EQ(lone.rank->create(stage_config(3)), KEEL_OK) << zero_last_error();
   const keel_param_access& access = lone.rank->access;
   std::vector<keel_tensor> params(2);
@@ -236,7 +237,7 @@ TEST(ZeroOffload, AParameterWrittenAfterItsReadAheadIsWhatTheForwardSees) {
 TEST(ZeroOffload, AFullTierFailsAtCreateNamingTheCapacity) {
   ZeroPlugins plugins;
   // 64 bytes: less than the state shard's extents (the model has 50 elements, 200 bytes).
-  LoneRank lone(plugins, TestTier::cpu(64), KEEL_OFFLOAD_OPTIMIZER_STATE);
+  LoneRank lone(plugins, TestTier::cpu(64, zero_test_host()), KEEL_OFFLOAD_OPTIMIZER_STATE);
   EXPECT_EQ(lone.rank->create(stage_config(2)), KEEL_ERR_OUT_OF_MEMORY);
   EXPECT_NE(zero_last_error().find("add_extent \"state0\""), std::string::npos) << zero_last_error();
   EXPECT_NE(zero_last_error().find("capacity_bytes 64"), std::string::npos) << zero_last_error();
@@ -244,7 +245,7 @@ TEST(ZeroOffload, AFullTierFailsAtCreateNamingTheCapacity) {
 
 TEST(ZeroOffload, AFailingTierFailsTheStepWithItsMessage) {
   ZeroPlugins plugins;
-  LoneRank lone(plugins, TestTier::cpu(), KEEL_OFFLOAD_OPTIMIZER_STATE);
+  LoneRank lone(plugins, TestTier::cpu(uint64_t(64) << 20, zero_test_host()), KEEL_OFFLOAD_OPTIMIZER_STATE);
   ASSERT_EQ(lone.rank->create(stage_config(1)), KEEL_OK) << zero_last_error();
   lone.tier->fail_after = lone.tier->requests;  // every request from now on fails
   DriverOptions options;
@@ -274,7 +275,7 @@ TEST(ZeroOffload, ArraysAStageCannotStreamAreRefusedNamingTheKey) {
                         Case{1, KEEL_OFFLOAD_GRADIENTS, "offload.gradients: ZeRO stage 1"},
                         Case{0, KEEL_OFFLOAD_PARAMS, "offload.params: strategy ddp keeps every parameter"},
                         Case{0, KEEL_OFFLOAD_GRADIENTS, "offload.gradients: strategy ddp keeps every parameter"}}) {
-    LoneRank lone(plugins, TestTier::cpu(), c.arrays | KEEL_OFFLOAD_OPTIMIZER_STATE);
+    LoneRank lone(plugins, TestTier::cpu(uint64_t(64) << 20, zero_test_host()), c.arrays | KEEL_OFFLOAD_OPTIMIZER_STATE);
     if (c.stage == 0) {
       lone.rank = make_strategy_rank(plugins, {1, 0, Engine::kCpu, 0}, nullptr, 0);
       lone.rank->offload = &test_offload_api();
