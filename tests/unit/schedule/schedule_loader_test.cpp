@@ -68,4 +68,22 @@ TEST(ScheduleLoader, RegistryAcceptsTheBuiltInSchedules) {
   }
 }
 
+// A misspelt schedule is answered with the kind's name, the nearest schedule and the others.
+TEST(ScheduleLoader, UnknownScheduleNameSuggestsTheNearest) {
+  auto& registry = keel::PluginRegistry::instance();
+  ASSERT_NO_THROW(registry.register_library(KEEL_SCHEDULES_PLUGIN_PATH));
+  try {
+    registry.find(KEEL_KIND_SCHEDULE, "1f2b");
+    ADD_FAILURE() << "a schedule named 1f2b was found";
+  } catch (const keel::KeelError& e) {
+    EXPECT_EQ(e.code, KEEL_ERR_NOT_FOUND);
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("no schedule plugin named '1f2b' (did you mean '1f1b'?); available: gpipe, 1f1b, "
+                            "interleaved, zero-bubble; searched: ",
+                            0),
+              0u)
+        << message;
+  }
+}
+
 }  // namespace
