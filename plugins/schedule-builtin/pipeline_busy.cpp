@@ -99,8 +99,8 @@ double theoretical_bubble_fraction(const std::string& name, const PipelineShape&
     if (shape.microbatches < shape.stages)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
                         "bubble of \"zero-bubble\": micro-batches " + std::to_string(shape.microbatches) +
-                            " below stages " + std::to_string(shape.stages) +
-                            " has no closed form (expected micro-batches >= stages; simulate_pipeline gives it)");
+                            " below pp " + std::to_string(shape.stages) +
+                            " has no closed form (expected micro-batches >= pp; simulate_pipeline gives it)");
     return (p - 1) / (3 * m + p - 1);
   }
   throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "bubble of \"" + name + "\": no such schedule");

@@ -133,11 +133,11 @@ TEST(PipelineBusy, TheoryPerSchedule) {
   EXPECT_DOUBLE_EQ(theoretical_bubble_fraction("interleaved", PipelineShape{4, 8, 0, 2}), 3.0 / 19);
   EXPECT_DOUBLE_EQ(theoretical_bubble_fraction("zero-bubble", PipelineShape{4, 4, 0, 1}), 3.0 / 15);
   EXPECT_EQ(refusal_of([] { theoretical_bubble_fraction("zero-bubble", PipelineShape{4, 2, 0, 1}); }),
-            "bubble of \"zero-bubble\": micro-batches 2 below stages 4 has no closed form (expected micro-batches >= "
-            "stages; simulate_pipeline gives it)");
+            "bubble of \"zero-bubble\": micro-batches 2 below pp 4 has no closed form (expected micro-batches >= "
+            "pp; simulate_pipeline gives it)");
   EXPECT_EQ(refusal_of([] { theoretical_bubble_fraction("interleaved", PipelineShape{4, 6, 0, 2}); }),
-            "bubble of \"interleaved\": micro-batches 6 is not a multiple of stages 4 (micro-batches run in groups of "
-            "the stage count, as in Megatron)");
+            "bubble of \"interleaved\": micro-batches 6 must be a multiple of pp 4 (micro-batches run in groups of "
+            "pp, as in Megatron)");
   EXPECT_EQ(refusal_of([] { theoretical_bubble_fraction("1f2b", PipelineShape{2, 2, 0, 1}); }),
             "bubble of \"1f2b\": no such schedule");
 }

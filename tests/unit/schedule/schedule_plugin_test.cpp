@@ -149,8 +149,8 @@ TEST(SchedulePlugin, InterleavedRefusalNamesTheNumbers) {
   const keel_schedule_shape shape = make_shape(4, 6, 0, 2);
   EXPECT_EQ(plugin.api().check_shape(plugin.host(), kConfig, &shape), KEEL_ERR_INVALID_CONFIG);
   EXPECT_EQ(last_error(),
-            "schedule interleaved: micro-batches 6 is not a multiple of stages 4 (micro-batches run in groups of the "
-            "stage count, as in Megatron)");
+            "schedule interleaved: micro-batches 6 must be a multiple of pp 4 (micro-batches run in groups of pp, "
+            "as in Megatron)");
 }
 
 TEST(SchedulePlugin, VirtualStagesRefusedOutsideInterleaved) {
@@ -158,7 +158,7 @@ TEST(SchedulePlugin, VirtualStagesRefusedOutsideInterleaved) {
   const keel_schedule_shape shape = make_shape(2, 4, 0, 2);
   EXPECT_EQ(plugin.api().check_shape(plugin.host(), kConfig, &shape), KEEL_ERR_INVALID_CONFIG);
   EXPECT_EQ(last_error(),
-            "schedule 1f1b: virtual stages is 2, expected 1 (only \"interleaved\" runs several chunks per stage)");
+            "schedule 1f1b: virtual_stages is 2, expected 1 (only \"interleaved\" runs several chunks per stage)");
 }
 
 TEST(SchedulePlugin, SmallBufferGetsTheFullCountAndNothingPastItsCapacity) {
