@@ -39,7 +39,7 @@ keel_schedule_action action_to_abi(const Action& action) {
   out.microbatch = action.microbatch;
   out.chunk = action.chunk;
   out.peer_stage = action.peer_stage;
-  out.flags = action.last_for_chunk ? KEEL_ACTION_LAST_FOR_CHUNK : 0u;
+  out.flags = action.last_for_chunk ? uint32_t(KEEL_ACTION_LAST_FOR_CHUNK) : 0u;
   return out;
 }
 

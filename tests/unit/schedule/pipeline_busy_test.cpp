@@ -92,8 +92,9 @@ TEST(PipelineBusy, ReplayedBubbleMatchesTheoryOverTheSweep) {
                                                                                            : 7e-3);
           const auto busy = replayed_busy(lists, shape, durations);
           EXPECT_NEAR(busy.bubble_fraction, theoretical_bubble_fraction(name, shape), 1e-12);
-          if (name == "gpipe" || name == "1f1b")  // every stage computes 3m of 3(m+p-1)
+          if (name == "gpipe" || name == "1f1b") {  // every stage computes 3m of 3(m+p-1)
             for (const auto& stage : busy.stages) EXPECT_NEAR(stage.busy_fraction, double(m) / (m + p - 1), 1e-12);
+          }
           ++compared;
         }
   EXPECT_GT(compared, 50);
