@@ -12,6 +12,7 @@
 //   - forward acquires see the current parameters (ZeRO-3 gathers them), describe answers.
 // usage: pp_strategy_test PLUGIN_PATH ddp|zero1|zero2|zero2-blocking|zero3 N_LAYERS
 #include <keel/strategy.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -26,6 +27,26 @@
 namespace {
 
 using namespace comm_test;
+
+// As comm_test::fail, but ends the process at once: std::exit would run destructors while the
+// strategy's communication thread still sits in a collective, and the rank would hang instead of
+// ending (mpirun then ends the other ranks).
+[[noreturn]] void fail_now(const char* file, int line, const std::string& what) {
+  std::fprintf(stderr, "FAILED rank %d of %d at %s:%d: %s\n", g_rank, g_size, file, line, what.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  _exit(1);
+}
+#undef CHECK
+#undef CHECK_OK
+#define CHECK(cond) \
+  do { if (!(cond)) fail_now(__FILE__, __LINE__, "CHECK(" #cond ")"); } while (0)
+#define CHECK_OK(call)                                                                                    \
+  do {                                                                                                    \
+    keel_status status_ = (call);                                                                         \
+    if (status_ != KEEL_OK)                                                                               \
+      fail_now(__FILE__, __LINE__, std::string(#call) + " returned " + std::to_string(status_) + ": " + g_last_error); \
+  } while (0)
 
 const keel_comm_api* comm = nullptr;
 const keel_strategy_api* strategy_api = nullptr;
@@ -181,7 +202,7 @@ void run_layer(Rank& rank, int32_t layer, int32_t phase, int mb, int step) {
     const float* values = static_cast<const float*>(params[k].data);
     for (int64_t e = 0; e < p.numel; ++e)
       if (values[e] != rank.ref_params[here[k]][size_t(e)])
-        fail(__FILE__, __LINE__, std::string("acquire of layer ") + std::to_string(layer) + " shows " + p.name + "[" +
+        fail_now(__FILE__, __LINE__, std::string("acquire of layer ") + std::to_string(layer) + " shows " + p.name + "[" +
                                      std::to_string(e) + "] = " + bits(values[e]) + ", expected " +
                                      bits(rank.ref_params[here[k]][size_t(e)]));
     if (phase != KEEL_PHASE_BACKWARD) continue;
@@ -228,7 +249,7 @@ void check_against_reference(Rank& rank, int step) {
       const std::vector<float>& want = kind == -1 ? rank.ref_params[i] : rank.ref_state[i];
       for (int64_t e = begin; e < end; ++e)
         if (got[size_t(e - begin)] != want[size_t(e)])
-          fail(__FILE__, __LINE__, "after step " + std::to_string(step) + ": " + p.name + (kind == -1 ? "" : " state") +
+          fail_now(__FILE__, __LINE__, "after step " + std::to_string(step) + ": " + p.name + (kind == -1 ? "" : " state") +
                                        "[" + std::to_string(e) + "] = " + bits(got[size_t(e - begin)]) + ", expected " +
                                        bits(want[size_t(e)]) + " (the sum of both stages' gradients averaged over dp)");
     }
@@ -242,7 +263,7 @@ void run(int32_t n_layers) {
   CHECK_OK(comm->rank(world, &r));
   CHECK_OK(comm->size(world, &s));
   g_rank = r, g_size = s;
-  if (s != 4) fail(__FILE__, __LINE__, "world size " + std::to_string(s) + ", expected 4 (pp 2 x dp 2)");
+  if (s != 4) fail_now(__FILE__, __LINE__, "world size " + std::to_string(s) + ", expected 4 (pp 2 x dp 2)");
   pp_rank = r / 2;
   dp_rank = r % 2;
   // The strategy's communicators, and the test's own over the same ranks.
@@ -330,7 +351,7 @@ void run(int32_t n_layers) {
       }
     }
     if (std::fabs(norm - want_norm) > 1e-9 * want_norm)
-      fail(__FILE__, __LINE__, "step " + std::to_string(step) + ": grad_sq_norm is " + bits_d(norm) +
+      fail_now(__FILE__, __LINE__, "step " + std::to_string(step) + ": grad_sq_norm is " + bits_d(norm) +
                                    ", expected " + bits_d(want_norm) + " (without the STAGE_COPY, whose part is " +
                                    std::to_string(copy_part) + ")");
     check_against_reference(rank, step);
@@ -341,7 +362,7 @@ void run(int32_t n_layers) {
     if (std::memcmp(both.data(), both.data() + 15, 15 * sizeof(float)) != 0)
       for (int e = 0; e < 15; ++e)
         if (both[size_t(e)] != both[size_t(15 + e)])
-          fail(__FILE__, __LINE__, "after step " + std::to_string(step) + ": wte[" + std::to_string(e) +
+          fail_now(__FILE__, __LINE__, "after step " + std::to_string(step) + ": wte[" + std::to_string(e) +
                                        "] is " + bits(both[size_t(e)]) + " on stage 0 but " + bits(both[size_t(15 + e)]) +
                                        " on stage 1; the STAGE_TIED copies must stay bit-identical");
   }
