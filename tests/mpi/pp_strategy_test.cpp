@@ -1,5 +1,5 @@
-// A strategy (ddp, ZeRO-1/2/3) under pipeline parallelism, on 4 ranks as pp 2 × dp 2 under
-// mpirun with the mpi comm plugin. Stage 0 holds wte (STAGE_TIED) and wpe in layer 0 and a
+// A strategy (ddp, ZeRO-1/2/3) under pipeline parallelism, on 4 ranks as pp 2 × dp 2 (or on 2
+// as pp 2 × dp 1) under mpirun with the mpi comm plugin. Stage 0 holds wte (STAGE_TIED) and wpe in layer 0 and a
 // block param in layer 1; stage 1 holds a block param in layer 2 and its wte copy
 // (STAGE_TIED | STAGE_COPY) alone in layer 0; every other layer id is empty on both. Each step
 // runs two micro-batches, stage 0 as GPipe (F F B B), stage 1 as 1F1B (F B F B: a forward
@@ -50,7 +50,7 @@ using namespace comm_test;
 
 const keel_comm_api* comm = nullptr;
 const keel_strategy_api* strategy_api = nullptr;
-int32_t pp_rank = 0, dp_rank = 0;
+int32_t pp_rank = 0, dp_rank = 0, dp_size = 2;
 std::string plugin_name, config_json;
 int zero_stage = 0;  // 0: ddp
 
@@ -146,13 +146,12 @@ float reference_mean(const Param& p, int32_t stage, int step, int64_t e) {
     for (int mb = 0; mb < 2; ++mb) acc += grad_value(s, d, mb, step, p.name, e);
     return acc;
   };
-  if (tied) {
-    const float t0 = local(0, 0) + local(1, 0), t1 = local(0, 1) + local(1, 1);
-    return (t0 + t1) * 0.5f;
-  }
-  if (zero_stage < 2 || layer_waits) return (local(stage, 0) + local(stage, 1)) * 0.5f;
+  // The mean over dp of f(d): at dp 1 the value itself, at dp 2 the sum (either order) halved.
+  auto dp_mean = [](auto f) { return dp_size == 1 ? f(0) : (f(0) + f(1)) * 0.5f; };
+  if (tied) return dp_mean([&](int32_t d) { return local(0, d) + local(1, d); });
+  if (zero_stage < 2 || layer_waits) return dp_mean([&](int32_t d) { return local(stage, d); });
   float acc = 0.0f;
-  for (int mb = 0; mb < 2; ++mb) acc += (grad_value(stage, 0, mb, step, p.name, e) + grad_value(stage, 1, mb, step, p.name, e)) * 0.5f;
+  for (int mb = 0; mb < 2; ++mb) acc += dp_mean([&](int32_t d) { return grad_value(stage, d, mb, step, p.name, e); });
   return acc;
 }
 
@@ -227,6 +226,7 @@ std::vector<float> whole_wte(Rank& rank, void* test_dp) {
   size_t index = 0;
   while (std::strcmp(rank.params[index].name, "wte") != 0) ++index;
   std::vector<float> whole(15, -std::numeric_limits<float>::infinity());
+  // (at dp 1 the MAX over one rank leaves the whole tensor as read)
   int64_t begin = 0, end = 0;
   CHECK_OK(strategy_api->owned_range(rank.strategy, -1, index, &begin, &end));
   CHECK(0 <= begin && begin <= end && end <= 15);
@@ -263,9 +263,11 @@ void run(int32_t n_layers) {
   CHECK_OK(comm->rank(world, &r));
   CHECK_OK(comm->size(world, &s));
   g_rank = r, g_size = s;
-  if (s != 4) fail_now(__FILE__, __LINE__, "world size " + std::to_string(s) + ", expected 4 (pp 2 x dp 2)");
-  pp_rank = r / 2;
-  dp_rank = r % 2;
+  if (s != 2 && s != 4)
+    fail_now(__FILE__, __LINE__, "world size " + std::to_string(s) + ", expected 2 or 4 (pp 2 x dp 1 or 2)");
+  dp_size = s / 2;
+  pp_rank = r / dp_size;
+  dp_rank = r % dp_size;
   // The strategy's communicators, and the test's own over the same ranks.
   void *dp = nullptr, *embedding = nullptr, *test_dp = nullptr, *test_embedding = nullptr;
   CHECK_OK(comm->split(world, pp_rank, dp_rank, &dp));
@@ -306,7 +308,7 @@ void run(int32_t n_layers) {
   args.dp_comm = comm;
   args.dp_comm_obj = dp;
   args.dp_rank = dp_rank;
-  args.dp_size = 2;
+  args.dp_size = dp_size;
   args.tp_rank = 0;
   args.tp_size = 1;
   args.pp_rank = pp_rank;
