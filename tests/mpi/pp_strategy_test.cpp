@@ -9,7 +9,8 @@
 //     the optimizer, and the two copies are bit-identical (exchanged and compared);
 //   - every other parameter and the optimizer state equal their reference;
 //   - grad_sq_norm counts wte on stage 0 and not the copy on stage 1;
-//   - forward acquires see the current parameters (ZeRO-3 gathers them), describe answers.
+//   - forward acquires see the current parameters (ZeRO-3 gathers them), describe answers,
+//     and each owned range, the copy's included, can be written and read back.
 // usage: pp_strategy_test PLUGIN_PATH ddp|zero1|zero2|zero2-blocking|zero3 N_LAYERS
 #include <keel/strategy.h>
 #include <unistd.h>
@@ -367,6 +368,18 @@ void run(int32_t n_layers) {
           fail_now(__FILE__, __LINE__, "after step " + std::to_string(step) + ": wte[" + std::to_string(e) +
                                        "] is " + bits(both[size_t(e)]) + " on stage 0 but " + bits(both[size_t(15 + e)]) +
                                        " on stage 1; the STAGE_TIED copies must stay bit-identical");
+  }
+
+  // A checkpoint load writes every tensor a rank holds, the STAGE_COPY included: its owned
+  // range is writable and reads back.
+  for (size_t i = 0; i < rank.params.size(); ++i) {
+    int64_t begin = 0, end = 0;
+    CHECK_OK(strategy_api->owned_range(rank.strategy, -1, i, &begin, &end));
+    std::vector<float> written(size_t(end - begin)), read(size_t(end - begin));
+    for (int64_t e = begin; e < end; ++e) written[size_t(e - begin)] = 0.5f * float(e) - float(i);
+    CHECK_OK(strategy_api->write_param(rank.strategy, i, begin, end - begin, written.data()));
+    CHECK_OK(strategy_api->read_param(rank.strategy, i, begin, end - begin, read.data()));
+    CHECK(read == written);
   }
 
   strategy_api->destroy(rank.strategy);
