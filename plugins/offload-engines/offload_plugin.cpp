@@ -63,10 +63,10 @@ uint64_t physical_memory_bytes(uint64_t alignment) {
 }
 
 void hand_out(const keel_host* host, const char* source, std::unique_ptr<OffloadEngine> engine,
-              const keel_offload_create_args* args, void** out_engine) {
+              const keel_offload_create_args* args, const std::string& capacity_key, void** out_engine) {
   if (args->device_backend)
     keel_logf(host, KEEL_LOG_DEBUG, source, "alloc_buffer gives unpinned host memory (no device pinning yet)");
-  *out_engine = new OffloadTier(host, source, std::move(engine));
+  *out_engine = new OffloadTier(host, source, std::move(engine), capacity_key);
 }
 
 // --- nvme ---
@@ -92,7 +92,10 @@ keel_status nvme_create(const keel_host* host, const keel_offload_create_args* a
                                                             : ".path") +
                                     ": " + e.what());
     }
-    hand_out(host, kNvmeSource, std::make_unique<NvmeEngine>(config), args, out_engine);
+    const std::string capacity_key = capacity_given ? json_path + ".capacity_bytes"
+                                                    : json_path + ".capacity_bytes (not set: the free space in " +
+                                                          json_path + ".path at start-up)";
+    hand_out(host, kNvmeSource, std::make_unique<NvmeEngine>(config), args, capacity_key, out_engine);
   });
 }
 
@@ -105,9 +108,13 @@ keel_status cpu_validate_config(const keel_host* host, const char* config_json, 
 keel_status cpu_create(const keel_host* host, const keel_offload_create_args* args, void** out_engine) {
   return guard(host, kCpuSource, [&] {
     check_create_args(host, args, out_engine);
-    CpuEngineConfig config = parse_cpu_section(args->config_json, json_path_of(args));
-    if (config.capacity_bytes == 0) config.capacity_bytes = physical_memory_bytes(config.alignment_bytes);
-    hand_out(host, kCpuSource, std::make_unique<CpuEngine>(config), args, out_engine);
+    const std::string json_path = json_path_of(args);
+    CpuEngineConfig config = parse_cpu_section(args->config_json, json_path);
+    const bool capacity_given = config.capacity_bytes != 0;
+    if (!capacity_given) config.capacity_bytes = physical_memory_bytes(config.alignment_bytes);
+    const std::string capacity_key =
+        json_path + ".capacity_bytes" + (capacity_given ? "" : " (not set: the machine's physical memory)");
+    hand_out(host, kCpuSource, std::make_unique<CpuEngine>(config), args, capacity_key, out_engine);
   });
 }
 
@@ -135,7 +142,7 @@ keel_status describe(void* handle, keel_offload_info* out) {
 }
 
 keel_status add_extent(void* handle, const char* name, uint64_t bytes) {
-  return with(handle, [&](OffloadTier& tier) { tier.engine().add_extent(name_of(name), bytes); });
+  return with(handle, [&](OffloadTier& tier) { tier.add_extent(name_of(name), bytes); });
 }
 
 keel_status submit_write(void* handle, const char* name, uint64_t offset, const void* src, uint64_t bytes,

@@ -10,8 +10,9 @@ namespace keel_offload {
 
 using keel_support::StatusError;
 
-OffloadTier::OffloadTier(const keel_host* host, std::string source, std::unique_ptr<OffloadEngine> engine)
-    : host_(host), source_(std::move(source)), engine_(std::move(engine)) {}
+OffloadTier::OffloadTier(const keel_host* host, std::string source, std::unique_ptr<OffloadEngine> engine,
+                         std::string capacity_key)
+    : host_(host), source_(std::move(source)), engine_(std::move(engine)), capacity_key_(std::move(capacity_key)) {}
 
 OffloadTier::~OffloadTier() {
   try {
@@ -42,6 +43,17 @@ keel_offload_counters OffloadTier::counters() const {
   out.requests_completed = totals.requests_completed;
   out.busy_seconds = totals.busy_seconds;
   return out;
+}
+
+void OffloadTier::add_extent(const std::string& name, uint64_t bytes) {
+  try {
+    engine_->add_extent(name, bytes);
+  } catch (const StatusError& e) {
+    // KEEL_ERR_OUT_OF_MEMORY: past the capacity (or, for the cpu engine, past what the host would
+    // allocate): fixed through the capacity key, so name it.
+    if (e.code != KEEL_ERR_OUT_OF_MEMORY) throw;
+    throw StatusError(e.code, capacity_key_ + ": " + e.what());
+  }
 }
 
 void* OffloadTier::alloc_buffer(uint64_t bytes) {

@@ -17,8 +17,10 @@ namespace keel_offload {
 
 class OffloadTier {
  public:
-  // `source` prefixes the messages ("offload nvme").
-  OffloadTier(const keel_host* host, std::string source, std::unique_ptr<OffloadEngine> engine);
+  // `source` prefixes the messages ("offload nvme"); `capacity_key` names where the capacity came
+  // from in a refusal of add_extent ("offload.capacity_bytes", or the default's origin).
+  OffloadTier(const keel_host* host, std::string source, std::unique_ptr<OffloadEngine> engine,
+              std::string capacity_key);
   ~OffloadTier();  // the engine finishes what is in flight and removes its files
 
   const keel_host* host() const { return host_; }
@@ -26,6 +28,8 @@ class OffloadTier {
   OffloadEngine& engine() { return *engine_; }
 
   keel_offload_info info() const;
+  // The engine's add_extent; a refusal for want of room names capacity_key first.
+  void add_extent(const std::string& name, uint64_t bytes);
   keel_offload_counters counters() const;
 
   // Host memory of `bytes` (a positive multiple of the alignment), zero-filled. Not pinned: no
@@ -39,6 +43,7 @@ class OffloadTier {
   const keel_host* host_;
   std::string source_;
   std::unique_ptr<OffloadEngine> engine_;
+  std::string capacity_key_;
   std::unordered_map<void*, AlignedBuffer> buffers_;  // freed at destroy if the caller forgot
 };
 
