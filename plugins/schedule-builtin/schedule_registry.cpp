@@ -26,28 +26,30 @@ const NamedSchedule kSchedules[] = {
   throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "pipeline schedule \"" + name + "\": " + why);
 }
 
-void check_shape(const std::string& name, const PipelineShape& shape) {
+}  // namespace
+
+// Worded with the config's keys (parallel.pp, parallel.virtual_stages), since this is what a
+// user reads when keel validate refuses a pipeline.
+std::string shape_problem(const std::string& name, const PipelineShape& shape) {
   const std::string p = std::to_string(shape.stages), m = std::to_string(shape.microbatches),
                     s = std::to_string(shape.stage), v = std::to_string(shape.virtual_stages);
-  if (shape.stages < 1) refuse(name, "stages is " + p + ", expected at least 1");
-  if (shape.microbatches < 1) refuse(name, "micro-batches is " + m + ", expected at least 1");
+  if (shape.stages < 1) return "pp is " + p + ", expected at least 1";
+  if (shape.microbatches < 1) return "micro-batches is " + m + ", expected at least 1";
   if (shape.stage < 0 || shape.stage >= shape.stages)
-    refuse(name, "stage is " + s + ", expected 0 .. " + std::to_string(shape.stages - 1) + " for " + p + " stages");
-  if (shape.virtual_stages < 1) refuse(name, "virtual stages is " + v + ", expected at least 1");
+    return "stage is " + s + ", expected 0 .. " + std::to_string(shape.stages - 1) + " for pp " + p;
+  if (shape.virtual_stages < 1) return "virtual_stages is " + v + ", expected at least 1";
   if (name != "interleaved") {
     if (shape.virtual_stages != 1)
-      refuse(name, "virtual stages is " + v + ", expected 1 (only \"interleaved\" runs several chunks per stage)");
-    return;
+      return "virtual_stages is " + v + ", expected 1 (only \"interleaved\" runs several chunks per stage)";
+    return "";
   }
-  if (shape.virtual_stages < 2)
-    refuse(name, "virtual stages is " + v + ", expected at least 2 (with 1 it is \"1f1b\")");
-  if (shape.stages < 2) refuse(name, "stages is " + p + ", expected at least 2 (with 1 stage, nothing interleaves)");
+  if (shape.virtual_stages < 2) return "virtual_stages is " + v + ", expected at least 2 (with 1 it is \"1f1b\")";
+  if (shape.stages < 2) return "pp is " + p + ", expected at least 2 (with 1 stage, nothing interleaves)";
   if (shape.microbatches % shape.stages != 0)
-    refuse(name, "micro-batches " + m + " is not a multiple of stages " + p +
-                     " (micro-batches run in groups of the stage count, as in Megatron)");
+    return "micro-batches " + m + " must be a multiple of pp " + p +
+           " (micro-batches run in groups of pp, as in Megatron)";
+  return "";
 }
-
-}  // namespace
 
 const std::vector<std::string>& schedule_names() {
   static const std::vector<std::string> names = [] {
@@ -63,7 +65,7 @@ std::vector<Action> build_schedule(const std::string& name, int stages, int micr
   for (const auto& schedule : kSchedules) {
     if (name != schedule.name) continue;
     PipelineShape shape{stages, microbatches, stage, virtual_stages};
-    check_shape(name, shape);
+    if (std::string problem = shape_problem(name, shape); !problem.empty()) refuse(name, problem);
     return schedule.build(shape);
   }
   std::string known;

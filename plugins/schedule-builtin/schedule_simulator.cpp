@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 namespace keel_schedule {
 
@@ -35,8 +36,9 @@ struct RankState {
 
 class Simulation {
  public:
-  Simulation(const std::vector<std::vector<Action>>& rank_actions, const PipelineShape& shape, const UnitCosts& costs)
-      : actions_(rank_actions), shape_(shape), costs_(costs), ranks_(rank_actions.size()) {}
+  Simulation(const std::vector<std::vector<Action>>& rank_actions, const PipelineShape& shape,
+             ActionDuration duration)
+      : actions_(rank_actions), shape_(shape), duration_(std::move(duration)), ranks_(rank_actions.size()) {}
 
   SimulationReport run() {
     if (static_cast<int>(actions_.size()) != shape_.stages) {
@@ -98,9 +100,12 @@ class Simulation {
     return true;
   }
 
-  void compute(int rank, double duration) {
-    ranks_[rank].clock += duration;
-    ranks_[rank].busy += duration;
+  // The rank's current action computes for its duration.
+  void compute(int rank) {
+    auto& state = ranks_[rank];
+    const double duration = duration_(rank, state.next, actions_[rank][state.next]);
+    state.clock += duration;
+    state.busy += duration;
   }
 
   void forward(int rank, const Action& action, const MicrobatchChunk& key) {
@@ -120,7 +125,7 @@ class Simulation {
     state.forwarded.insert(key);
     state.in_flight++;
     state.max_in_flight = std::max(state.max_in_flight, state.in_flight);
-    compute(rank, costs_.forward);
+    compute(rank);
   }
 
   void input_gradient(int rank, const Action& action, const MicrobatchChunk& key) {
@@ -139,9 +144,9 @@ class Simulation {
     if (action.kind == ActionKind::BACKWARD) {
       ++weight_gradient_count_[key];
       state.in_flight--;
-      compute(rank, costs_.backward);
+      compute(rank);
     } else {
-      compute(rank, costs_.backward_input);
+      compute(rank);
     }
   }
 
@@ -150,7 +155,7 @@ class Simulation {
     if (!state.input_gradient_done.count(key)) violation(rank, "weight gradient before the input gradient");
     if (++weight_gradient_count_[key] > 1) violation(rank, "weight gradient run a second time");
     state.in_flight--;
-    compute(rank, costs_.backward_weight);
+    compute(rank);
   }
 
   // Where the data of a transfer comes from and goes to: an activation of chunk c is produced
@@ -264,6 +269,7 @@ class Simulation {
     for (const auto& state : ranks_) {
       report_.max_in_flight.push_back(state.max_in_flight);
       report_.busy_time.push_back(state.busy);
+      report_.finish_time.push_back(state.clock);
       idle += report_.makespan - state.busy;
     }
     if (report_.makespan > 0) report_.bubble_fraction = idle / (shape_.stages * report_.makespan);
@@ -271,7 +277,7 @@ class Simulation {
 
   const std::vector<std::vector<Action>>& actions_;
   PipelineShape shape_;
-  UnitCosts costs_;
+  ActionDuration duration_;
   std::vector<RankState> ranks_;
   std::map<MessageKey, Message> messages_;
   std::map<MicrobatchChunk, int> forward_count_, input_gradient_count_, weight_gradient_count_;
@@ -282,7 +288,20 @@ class Simulation {
 
 SimulationReport simulate_pipeline(const std::vector<std::vector<Action>>& rank_actions, const PipelineShape& shape,
                                    const UnitCosts& costs) {
-  return Simulation(rank_actions, shape, costs).run();
+  return Simulation(rank_actions, shape, [costs](int, size_t, const Action& action) {
+           switch (action.kind) {
+             case ActionKind::FORWARD: return costs.forward;
+             case ActionKind::BACKWARD: return costs.backward;
+             case ActionKind::BACKWARD_INPUT: return costs.backward_input;
+             case ActionKind::BACKWARD_WEIGHT: return costs.backward_weight;
+             default: return 0.0;
+           }
+         }).run();
+}
+
+SimulationReport replay_pipeline(const std::vector<std::vector<Action>>& rank_actions, const PipelineShape& shape,
+                                 const ActionDuration& duration) {
+  return Simulation(rank_actions, shape, duration).run();
 }
 
 }  // namespace keel_schedule

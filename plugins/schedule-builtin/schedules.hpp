@@ -14,6 +14,10 @@ namespace keel_schedule {
 // "gpipe", "1f1b", "interleaved", "zero-bubble".
 const std::vector<std::string>& schedule_names();
 
+// Why the named schedule cannot run `shape` (the numbers and what was expected), or "" when it
+// can. The one shape check: build_schedule and the plugin's check_shape both use it.
+std::string shape_problem(const std::string& name, const PipelineShape& shape);
+
 // The action list of the rank at `stage`. Throws keel_support::StatusError
 // (KEEL_ERR_INVALID_ARGUMENT) for an unknown name or a shape the schedule cannot run, with the
 // numbers in the message.

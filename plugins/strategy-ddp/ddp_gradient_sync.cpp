@@ -1,6 +1,9 @@
 // ddp across data-parallel ranks: which releases start a bucket's all-reduce, and the wait
 // that turns the summed gradients into the mean before anyone reads them (DESIGN.md §2,
-// step 3). Only the last micro-batch of an accumulation reduces; earlier ones just accumulate.
+// step 3). Only a step's last backward of a layer (begin_microbatch's is_last) reduces it;
+// earlier ones just accumulate. Under pipeline parallelism a STAGE_TIED parameter's gradient is
+// first summed over the embedding group (keel_support/stage_tied_grads.hpp): the buckets that
+// hold one wait for that sum, at the first grad_sq_norm or step.
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
 
@@ -33,13 +36,23 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
   if (!KEEL_HAS_SLOT(store_.backend().api, scale))
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend lacks the \"scale\" slot ddp needs to average gradients");
   buckets_ = plan_gradient_buckets(store_.layout(), config.bucket_bytes);
+  for (const GradientBucket& bucket : buckets_.buckets) {
+    char waits = 0;
+    for (int32_t layer : bucket.layers) waits |= store_.stage_tied().holds_tied(layer) ? 1 : 0;
+    bucket_waits_for_tied_sum_.push_back(waits);
+  }
   reducer_ = std::make_unique<keel_support::CommWorker>(store_.host(), args.dp_comm, args.dp_comm_obj);
-  start_accumulation(false);
+  start_accumulation();
 }
 
-// A new accumulation (zero_grads) or micro-batch: forget which layers were final, and start
-// collecting final releases when this is the last micro-batch.
-void DdpStrategy::start_accumulation(bool collecting) {
+// A new accumulation (zero_grads): forget which layers were final and what was reduced.
+// begin_microbatch only says whether the next backward's final releases may start reductions;
+// it never resets this, since under 1F1B or interleaving one chunk's last backward can precede
+// another chunk's earlier ones.
+void DdpStrategy::start_accumulation() {
+  collecting_ = false;
+  reduced_ = false;
+  tied_summed_ = false;
   if (!reducer_) return;
   reducer_->wait_idle();  // the gradients must not change under a running all_reduce
   layer_final_.assign(store_.layout().layers.size(), 0);
@@ -47,8 +60,6 @@ void DdpStrategy::start_accumulation(bool collecting) {
   for (const GradientBucket& bucket : buckets_.buckets)
     bucket_layers_left_.push_back(static_cast<int32_t>(bucket.layers.size()));
   bucket_submitted_.assign(buckets_.buckets.size(), 0);
-  collecting_ = collecting;
-  reduced_ = false;
   reduction_failure_.reset();
 }
 
@@ -57,7 +68,9 @@ void DdpStrategy::mark_layer_final(int32_t layer) {
   const int32_t bucket = buckets_.bucket_of_layer[size_t(layer)];
   if (bucket < 0) return;  // no parameters, nothing to reduce
   layer_final_[size_t(layer)] = 1;
-  if (--bucket_layers_left_[size_t(bucket)] == 0) submit_bucket(size_t(bucket));
+  // A bucket with a STAGE_TIED gradient waits for its sum over the stages (finish_gradient_reduction).
+  if (--bucket_layers_left_[size_t(bucket)] == 0 && !bucket_waits_for_tied_sum_[size_t(bucket)])
+    submit_bucket(size_t(bucket));
 }
 
 void DdpStrategy::submit_bucket(size_t index) {
@@ -85,9 +98,19 @@ void DdpStrategy::submit_bucket(size_t index) {
 // became final (a layer the model did not release final; the same on every rank), waits for
 // every all_reduce, and divides by dp_size. The backend is only used here, never from the
 // communication thread (backend.h: one thread at a time).
+// Under pipeline parallelism the STAGE_TIED gradients are summed over the embedding group
+// first, once per step, on this thread (its communicator is not the reducer's).
 void DdpStrategy::finish_gradient_reduction() {
-  if (!reducer_ || reduced_) return;
+  if (reduced_) return;
   if (reduction_failure_) throw *reduction_failure_;
+  if (!tied_summed_) {
+    store_.stage_tied().sum_over_stages([&](size_t index) { return store_.grad_element(index, 0); });
+    tied_summed_ = true;
+  }
+  if (!reducer_) {
+    reduced_ = true;
+    return;
+  }
   for (size_t b = 0; b < buckets_.buckets.size(); ++b) submit_bucket(b);
   collecting_ = false;
   try {

@@ -58,15 +58,17 @@ void DdpStrategy::release(int32_t layer, int32_t phase, int32_t grads_final) {
   if (phase == KEEL_PHASE_BACKWARD && grads_final) mark_layer_final(layer);
 }
 
+// Comes right before each backward (0.7): is_last says this backward writes its layers'
+// gradients for the last time this step, so their final releases may start the reduction.
 void DdpStrategy::begin_microbatch(int32_t index, int32_t is_last) {
   if (index < 0) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "begin_microbatch: index is negative");
-  start_accumulation(is_last != 0);
+  collecting_ = is_last != 0;
 }
 
 // --- gradients and the optimizer ---
 
 void DdpStrategy::zero_grads() {
-  start_accumulation(false);
+  start_accumulation();
   store_.backend().fill_zero(store_.grads(), store_.grad_elements());
 }
 

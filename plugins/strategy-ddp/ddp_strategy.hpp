@@ -1,6 +1,6 @@
 // The ddp strategy: the parameter store (keel_support/param_store.hpp) with everything whole
 // and resident, replicated on every data-parallel rank, plus its one policy: with dp_size > 1
-// the last micro-batch's release(grads_final) hands each completed bucket of layers to the
+// the step's last backward's release(grads_final) hands each completed bucket of layers to the
 // communication thread (keel_support::CommWorker) for an all-reduce, and grad_sq_norm/step
 // wait for it, so every rank then holds the same averaged gradients.
 // Methods throw (keel_support::StatusError, keel_support::CalleeFailed); ddp_plugin.cpp turns
@@ -47,21 +47,23 @@ class DdpStrategy {
  private:
   // Data parallelism (ddp_gradient_sync.cpp; no-ops with one rank).
   void setup_data_parallel(const keel_strategy_create_args& args, const DdpConfig& config);
-  void start_accumulation(bool collecting);
+  void start_accumulation();
   void mark_layer_final(int32_t layer);
   void submit_bucket(size_t bucket);
   void finish_gradient_reduction();
 
   keel_support::ParamStore store_;
 
-  // --- data parallelism; used only when dp_size_ > 1 ---
+  // --- data parallelism (buckets and reducer only when dp_size_ > 1) and the pipeline's tied sum ---
   int32_t dp_size_ = 1;
   GradientBuckets buckets_;
   std::vector<char> layer_final_;           // this accumulation's last micro-batch released it final
   std::vector<int32_t> bucket_layers_left_; // layers of each bucket not final yet
   std::vector<char> bucket_submitted_;
-  bool collecting_ = false;  // inside the last micro-batch: final releases start reductions
+  std::vector<char> bucket_waits_for_tied_sum_;  // per bucket: holds a STAGE_TIED gradient (pp)
+  bool collecting_ = false;  // inside a layer's last backward of the step: final releases start reductions
   bool reduced_ = false;     // the gradients hold the data-parallel mean of this accumulation
+  bool tied_summed_ = false; // the STAGE_TIED gradients were summed over the embedding group (pp)
   std::unique_ptr<keel_support::StatusError> reduction_failure_;  // rethrown until the next accumulation
   std::unique_ptr<keel_support::CommWorker> reducer_;  // after store_: joined before the memory it reduces is freed
 };

@@ -11,9 +11,9 @@ namespace keel_zero {
 using keel_support::StatusError;
 
 GradReduction::GradReduction(const keel_host* host, int32_t stage, bool overlap, const keel_support::StoreLayout& layout,
-                             DataParallelGroup& group, keel_support::BackendOps backend, float* persistent,
-                             keel_support::TierHome* tier)
-    : host_(host), stage_(stage), overlap_(overlap), layout_(layout), group_(group), backend_(backend),
+                             const keel_support::StageTiedGrads& tied, DataParallelGroup& group,
+                             keel_support::BackendOps backend, float* persistent, keel_support::TierHome* tier)
+    : host_(host), stage_(stage), overlap_(overlap), layout_(layout), tied_(tied), group_(group), backend_(backend),
       persistent_(persistent), tier_(tier), transient_(layout.layers.size()), open_(layout.layers.size(), false) {
   keel_device device{};
   keel_support::check_callee(backend.api->device(backend.obj, &device), "backend device");
@@ -85,17 +85,12 @@ float* GradReduction::open_layer(int32_t layer) {
 void GradReduction::close_layer(int32_t layer) {
   open_[size_t(layer)] = false;
   if (stage_ == 1) return;
+  if (tied_.holds_tied(layer)) return;  // keeps accumulating; reduced after the sum over the stages
   keel_support::BackendBuffer buffer = std::move(transient_[size_t(layer)]);
   const int64_t chunk = layout_.layers[size_t(layer)].chunk;
   if (chunk == 0) return;
-  if (group_.size() == 1) {  // its own sum is the mean
-    add_to_chunk(layer, buffer.floats() + layout_.owned_chunk(layer).begin);
-    return;
-  }
-  if (!overlap_) {
-    group_.reduce_scatter_sum(buffer.floats(), group_.scratch(), chunk);
-    backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
-    add_to_chunk(layer, group_.scratch());
+  if (group_.size() == 1 || !overlap_) {
+    reduce_now(layer, buffer.floats());
     return;
   }
   if (!worker_) start_worker();
@@ -130,6 +125,44 @@ void GradReduction::add_finished(bool wait) {
 
 void GradReduction::settle() { add_finished(true); }
 
+void GradReduction::reduce_now(int32_t layer, const float* full) {
+  const int64_t chunk = layout_.layers[size_t(layer)].chunk;
+  if (chunk == 0) return;
+  if (group_.size() == 1) {  // its own sum is the mean
+    add_to_chunk(layer, full + layout_.owned_chunk(layer).begin);
+    return;
+  }
+  group_.reduce_scatter_sum(full, group_.scratch(), chunk);
+  backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
+  add_to_chunk(layer, group_.scratch());
+}
+
+// Stage 1 sums in its persistent full buffer; stages 2/3 in the full buffers their tied layers
+// kept (a tied layer no backward touched this step contributes zeros: the other stage's
+// all_reduce still needs its partner).
+void GradReduction::sum_tied_over_stages() {
+  if (!tied_.active()) return;
+  if (stage_ == 1) {
+    tied_.sum_over_stages([&](size_t index) { return persistent_ + layout_.full_position(index, 0); });
+    return;
+  }
+  for (size_t l = 0; l < layout_.layers.size(); ++l)
+    if (tied_.holds_tied(int32_t(l)) && !transient_[l].get()) transient_[l] = backend_.alloc_floats(layout_.padded(int32_t(l)));
+  tied_.sum_over_stages([&](size_t index) {
+    const keel_support::ParamPlace& place = layout_.params[index];
+    return transient_[size_t(place.layer)].floats() + place.offset_in_layer;
+  });
+}
+
+void GradReduction::reduce_layers_waiting_for_tied_sum() {
+  if (stage_ == 1) return;
+  for (size_t l = 0; l < layout_.layers.size(); ++l) {
+    if (!tied_.holds_tied(int32_t(l))) continue;
+    keel_support::BackendBuffer buffer = std::move(transient_[l]);
+    reduce_now(int32_t(l), buffer.floats());
+  }
+}
+
 bool GradReduction::has_open_layer(int32_t* out_layer) const {
   for (size_t l = 0; l < open_.size(); ++l)
     if (open_[l]) {
@@ -152,6 +185,8 @@ void GradReduction::finish_reduction() {
                                                      "grads_final = 1; its gradients are incomplete");
   if (reduced_) return;
   settle();
+  sum_tied_over_stages();
+  reduce_layers_waiting_for_tied_sum();
   reduced_ = true;
   if (stage_ != 1 || group_.size() == 1) return;  // stages 2/3 reduced at each final release
   for (size_t l = 0; l < layout_.layers.size(); ++l) {
@@ -211,6 +246,9 @@ double GradReduction::local_sum_squares(const std::vector<char>& counted) const 
 void GradReduction::zero() {
   if (worker_) worker_->wait_idle();  // nothing may still write into the chunks
   in_flight_.clear();
+  if (stage_ != 1)  // a tied layer's buffer kept from an accumulation that never finished
+    for (size_t l = 0; l < layout_.layers.size(); ++l)
+      if (tied_.holds_tied(int32_t(l))) transient_[l] = keel_support::BackendBuffer();
   if (tier_) tier_->fill_zero();
   else backend_.fill_zero(persistent_, stage_ == 1 ? layout_.full_elements : layout_.shard_elements);
   reduced_ = false;

@@ -14,6 +14,11 @@
 //            sums are the same bits as a blocking reduction. The worker has a communicator of
 //            its own, split from the group, because stage 3 gathers parameters on the training
 //            thread meanwhile (comm.h: one thread per communicator).
+// Pipeline parallelism: a STAGE_TIED gradient is summed over the embedding group before its
+// data-parallel reduction, once per step at finish_reduction (keel_support/stage_tied_grads.hpp
+// says why not at the release). In stages 2/3 a layer holding one therefore keeps its full
+// buffer over the step's micro-batches and is reduced there, after the sum, instead of at each
+// final release.
 //   offload.gradients (stages 2/3): the chunks live in the offload tier; each reduced layer is
 //            added to its chunk there (read, add, write back: the same additions, so micro-batches
 //            accumulate to the same bits), and the norm reads each chunk back.
@@ -28,9 +33,11 @@
 #include <vector>
 
 #include <keel_support/backend_ops.hpp>
-#include "dp_group.hpp"
+#include <keel_support/stage_tied_grads.hpp>
 #include <keel_support/store_layout.hpp>
 #include <keel_support/tier_home.hpp>
+
+#include "dp_group.hpp"
 
 namespace keel_zero {
 
@@ -38,10 +45,11 @@ class GradReduction {
  public:
   // overlap false: stages 2/3 reduce each layer on the calling thread at its final release.
   // `persistent` is the parameter store's gradient array (full in stage 1, chunks in 2/3), or
-  // NULL when `tier` holds the chunks (stages 2/3).
+  // NULL when `tier` holds the chunks (stages 2/3). `tied` (the store's) says which layers wait
+  // for the sum over the pipeline stages.
   GradReduction(const keel_host* host, int32_t stage, bool overlap, const keel_support::StoreLayout& layout,
-                DataParallelGroup& group, keel_support::BackendOps backend, float* persistent,
-                keel_support::TierHome* tier = nullptr);
+                const keel_support::StageTiedGrads& tied, DataParallelGroup& group, keel_support::BackendOps backend,
+                float* persistent, keel_support::TierHome* tier = nullptr);
   ~GradReduction();
   GradReduction(const GradReduction&) = delete;
   GradReduction& operator=(const GradReduction&) = delete;
@@ -56,7 +64,7 @@ class GradReduction {
   float* resident_layer(int32_t layer) const;
 
   // Makes every owned chunk hold the mean gradient; only the first call per accumulation
-  // communicates (stage 1), and no layer may be open.
+  // communicates (stage 1, the STAGE_TIED sum and the layers waiting for it), and no layer may be open.
   void finish_reduction();
   // Waits for the layers in flight and adds them to their chunks (stages 2/3), so the chunks
   // hold every released layer's reduction.
@@ -76,6 +84,7 @@ class GradReduction {
   const int32_t stage_;
   const bool overlap_;
   const keel_support::StoreLayout& layout_;
+  const keel_support::StageTiedGrads& tied_;
   DataParallelGroup& group_;
   keel_support::BackendOps backend_;
   float* persistent_;  // the store's; outlives this object
@@ -94,6 +103,10 @@ class GradReduction {
     uint64_t ticket;
   };
   void add_finished(bool wait);
+  // Reduces a layer's full buffer into its chunk on this thread (scaled by 1/dp_size, added).
+  void reduce_now(int32_t layer, const float* full);
+  void sum_tied_over_stages();
+  void reduce_layers_waiting_for_tied_sum();
   // Adds a reduced chunk (backend memory) to the layer's persistent chunk, wherever it lives.
   void add_to_chunk(int32_t layer, const float* reduced);
   // Σ g² over `runs` (layer-flat ranges inside the layer's chunk) of the layer's persistent chunk.

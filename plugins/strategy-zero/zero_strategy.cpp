@@ -89,7 +89,7 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
       store_(host, checked_create_args(args, config), store_options(config, args)),
       group_(dp_args(args).comm, dp_args(args).comm_obj, dp_args(args).rank, dp_args(args).size, store_.backend(),
              std::max<int64_t>(store_.layout().max_chunk, 1)),
-      grads_(host, config.stage, config.overlap_comm, store_.layout(), group_, store_.backend(),
+      grads_(host, config.stage, config.overlap_comm, store_.layout(), store_.stage_tied(), group_, store_.backend(),
              store_.grads_tier() ? nullptr : store_.grads(), store_.grads_tier()) {
   if (config.stage == 3) {
     keel_device device{};
@@ -144,9 +144,11 @@ void ZeroStrategy::release(int32_t layer, int32_t phase, int32_t grads_final) {
   if (gather_) gather_->drop(layer);  // the backward pass's hold
 }
 
+// Comes right before each backward (0.7); a forward of a later micro-batch may follow it.
 void ZeroStrategy::begin_microbatch(int32_t index, int32_t is_last) {
   if (index < 0) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "begin_microbatch: index is negative");
-  (void)is_last;  // every micro-batch reduces at its final releases (stage 2/3) or none does (stage 1)
+  (void)is_last;  // every backward reduces at its final releases (stage 2/3, but for the layers
+                  // waiting for the STAGE_TIED sum) or none does (stage 1)
 }
 
 // --- gradients and the optimizer ---

@@ -74,9 +74,29 @@ std::string check_kind_table(const keel_plugin_info& info) {
                                          SLOT(T, all_gather), SLOT(T, broadcast), SLOT(T, send), SLOT(T, recv),
                                          SLOT(T, barrier), SLOT(T, wait), SLOT(T, counters), SLOT(T, abort_world)});
     }
+    case KEEL_KIND_SCHEDULE: {
+      using T = keel_schedule_api;
+      // The kind's first table (0.7) ends with splits_backward, a flag the core reads, not a slot.
+      const auto* table = static_cast<const T*>(info.api);
+      const size_t first_table_bytes = offsetof(T, splits_backward) + sizeof(table->splits_backward);
+      if (table->struct_size < first_table_bytes)
+        return "its table is " + std::to_string(table->struct_size) + " bytes, smaller than ABI 0.7's keel_schedule_api (" +
+               std::to_string(first_table_bytes) + " bytes, through splits_backward)";
+      if (table->splits_backward != 0 && table->splits_backward != 1)
+        return "its splits_backward is " + std::to_string(table->splits_backward) + ", expected 0 or 1";
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, check_shape), SLOT(T, build)});
+    }
+    case KEEL_KIND_OFFLOAD: {
+      // Every slot of the kind's first table (0.7) is required: the strategy calls them all.
+      using T = keel_offload_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, describe),
+                                         SLOT(T, add_extent), SLOT(T, submit_write), SLOT(T, submit_read), SLOT(T, wait),
+                                         SLOT(T, wait_all), SLOT(T, counters), SLOT(T, alloc_buffer),
+                                         SLOT(T, free_buffer)});
+    }
     default:
       return "unknown plugin kind " + std::to_string(info.kind) +
-             " (this core knows backend, model, optimizer, strategy, data, comm)";
+             " (this core knows backend, model, optimizer, strategy, data, comm, schedule, offload)";
   }
 }
 

@@ -48,8 +48,13 @@ PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config
 PipelineRunner::~PipelineRunner() {
   auto* backend = plugins_.backend;
   void* be = plugins_.backend_obj;
-  for (auto& pending : pending_sends_) plugins_.comm->wait(plugins_.pp_obj, pending.request);
-  for (float* buffer : all_buffers_) backend->free_memory(be, buffer);
+  // Sends are pending here only after an error ended a step: the run is ending, and waiting for
+  // a peer that may never receive could hang. Their buffers are left to the process's exit.
+  for (float* buffer : all_buffers_) {
+    const bool in_flight = std::any_of(pending_sends_.begin(), pending_sends_.end(),
+                                       [&](const PendingSend& pending) { return pending.buffer == buffer; });
+    if (!in_flight) backend->free_memory(be, buffer);
+  }
   for (auto& batch : device_batches_) {
     if (batch.tokens) backend->free_memory(be, batch.tokens);
     if (batch.targets) backend->free_memory(be, batch.targets);

@@ -29,6 +29,7 @@
 #include "keel_support/offload_tier.hpp"
 #include "keel_support/param_specs.hpp"
 #include "keel_support/shard_home.hpp"
+#include "keel_support/stage_tied_grads.hpp"
 #include "keel_support/state_streamer.hpp"
 #include "keel_support/store_checks.hpp"
 #include "keel_support/store_layout.hpp"
@@ -63,7 +64,8 @@ class ParamStore {
         specs_(args.params),
         tp_(tp_position(args)),
         options_(std::move(options)),
-        layout_(build_store_layout(args.params, args.n_params, args.n_layers, options_.shard_rank, options_.shards)) {
+        layout_(build_store_layout(args.params, args.n_params, args.n_layers, options_.shard_rank, options_.shards)),
+        stage_tied_(args, layout_, backend_) {
     check_callee(backend_.api->device(backend_.obj, &device_), "backend device");
     optimizer_info_.struct_size = sizeof(optimizer_info_);
     check_callee(optimizer_->describe(optimizer_obj_, &optimizer_info_), "optimizer describe");
@@ -86,6 +88,8 @@ class ParamStore {
   const keel_param_spec& spec(size_t index) const { return specs_[index]; }
   size_t n_params() const { return layout_.params.size(); }
   TpPosition tp() const { return tp_; }
+  // Pipeline position and the STAGE_TIED gradients' sum over the embedding group (0.7).
+  const StageTiedGrads& stage_tied() const { return stage_tied_; }
   const keel_optimizer_info& optimizer_info() const { return optimizer_info_; }
 
   // The arrays' backend addresses; an offloaded one has none (params_tier()/grads_tier()).
@@ -192,8 +196,9 @@ class ParamStore {
   }
 
   // Σ g² over the gradients this rank's grad_sq_norm counts (tp: replicated ones on tp rank 0
-  // only), one backend call per run of counted parameters back to back in the gradient array
-  // (the whole array at tp rank 0). For strategies whose gradients are whole (one shard).
+  // only; pp: no STAGE_COPY), one backend call per run of counted parameters back to back in
+  // the gradient array (the whole array at tp rank 0 without a copy). For strategies whose
+  // gradients are whole (one shard).
   double counted_grad_sum_squares() const {
     double sum = 0.0;
     const size_t n = n_params();
@@ -394,6 +399,7 @@ class ParamStore {
   TpPosition tp_;
   StoreOptions options_;
   StoreLayout layout_;
+  StageTiedGrads stage_tied_;  // after layout_ and backend_, which it reads
   keel_device device_{};
   keel_optimizer_info optimizer_info_{};
   std::shared_ptr<const OffloadTier> tier_;  // NULL: nothing offloaded; before the homes that use it

@@ -1,7 +1,8 @@
 // What every strategy needs to hold tensor-parallel pieces (ABI 0.6): its tp position from the
 // create args (older args mean tp 1), the check that a spec's piece lies inside its global
 // tensor, the piece's initialisation through the host, and which gradients the strategy's
-// grad_sq_norm counts (a tp-replicated parameter only on tp rank 0; the core sums over tp).
+// grad_sq_norm counts (a tp-replicated parameter only on tp rank 0, no pipeline STAGE_COPY;
+// the core sums over tp and pp).
 // One header so every strategy treats pieces alike.
 #pragma once
 
@@ -75,9 +76,11 @@ inline void init_piece_elements(const keel_host* host, const keel_param_spec& sp
   check_callee(host->init_param(&spec, seed, begin, count, out_host), "host init_param");
 }
 
-// grad_sq_norm counts a parameter replicated over tp ranks (tp_dim -1) only on tp rank 0, so
-// the core's sum over the tp group counts every distinct gradient once.
+// grad_sq_norm counts a parameter replicated over tp ranks (tp_dim -1) only on tp rank 0, and
+// never a pipeline stage's STAGE_COPY (0.7: the first stage counts the tied parameter), so the
+// core's sums over the tp and pp groups count every distinct gradient once.
 inline bool counts_in_grad_norm(const keel_param_spec& spec, TpPosition tp) {
+  if (spec.flags & KEEL_PARAM_STAGE_COPY) return false;
   return spec.tp_dim >= 0 || tp.rank == 0;
 }
 

@@ -21,37 +21,37 @@ std::string refusal(const std::string& name, int p, int m, int s, int v) {
 
 TEST(Refusal, InterleavedMicrobatchesNotAMultipleOfStages) {
   EXPECT_EQ(refusal("interleaved", 4, 6, 0, 2),
-            "pipeline schedule \"interleaved\": micro-batches 6 is not a multiple of stages 4 (micro-batches run in "
-            "groups of the stage count, as in Megatron)");
+            "pipeline schedule \"interleaved\": micro-batches 6 must be a multiple of pp 4 (micro-batches run in "
+            "groups of pp, as in Megatron)");
 }
 
 TEST(Refusal, InterleavedNeedsTwoVirtualStages) {
   EXPECT_EQ(refusal("interleaved", 2, 4, 0, 1),
-            "pipeline schedule \"interleaved\": virtual stages is 1, expected at least 2 (with 1 it is \"1f1b\")");
+            "pipeline schedule \"interleaved\": virtual_stages is 1, expected at least 2 (with 1 it is \"1f1b\")");
 }
 
 TEST(Refusal, InterleavedNeedsTwoStages) {
   EXPECT_EQ(refusal("interleaved", 1, 4, 0, 2),
-            "pipeline schedule \"interleaved\": stages is 1, expected at least 2 (with 1 stage, nothing interleaves)");
+            "pipeline schedule \"interleaved\": pp is 1, expected at least 2 (with 1 stage, nothing interleaves)");
 }
 
 TEST(Refusal, VirtualStagesOnlyForInterleaved) {
   for (const char* name : {"gpipe", "1f1b", "zero-bubble"})
     EXPECT_EQ(refusal(name, 2, 4, 0, 2), std::string("pipeline schedule \"") + name +
-                                             "\": virtual stages is 2, expected 1 (only \"interleaved\" runs several "
+                                             "\": virtual_stages is 2, expected 1 (only \"interleaved\" runs several "
                                              "chunks per stage)");
 }
 
 TEST(Refusal, StageOutsideThePipeline) {
-  EXPECT_EQ(refusal("1f1b", 2, 4, 2, 1), "pipeline schedule \"1f1b\": stage is 2, expected 0 .. 1 for 2 stages");
-  EXPECT_EQ(refusal("1f1b", 2, 4, -1, 1), "pipeline schedule \"1f1b\": stage is -1, expected 0 .. 1 for 2 stages");
+  EXPECT_EQ(refusal("1f1b", 2, 4, 2, 1), "pipeline schedule \"1f1b\": stage is 2, expected 0 .. 1 for pp 2");
+  EXPECT_EQ(refusal("1f1b", 2, 4, -1, 1), "pipeline schedule \"1f1b\": stage is -1, expected 0 .. 1 for pp 2");
 }
 
 TEST(Refusal, EmptyPipelineOrNoMicrobatches) {
-  EXPECT_EQ(refusal("gpipe", 0, 4, 0, 1), "pipeline schedule \"gpipe\": stages is 0, expected at least 1");
+  EXPECT_EQ(refusal("gpipe", 0, 4, 0, 1), "pipeline schedule \"gpipe\": pp is 0, expected at least 1");
   EXPECT_EQ(refusal("gpipe", 2, 0, 0, 1), "pipeline schedule \"gpipe\": micro-batches is 0, expected at least 1");
   EXPECT_EQ(refusal("interleaved", 2, 4, 0, 0),
-            "pipeline schedule \"interleaved\": virtual stages is 0, expected at least 1");
+            "pipeline schedule \"interleaved\": virtual_stages is 0, expected at least 1");
 }
 
 TEST(Refusal, UnknownScheduleNamesTheKnownOnes) {
