@@ -20,7 +20,18 @@
 namespace keel_test {
 namespace {
 
-enum class Engine { kCpu, kNvme };
+// The test tier over the engines' classes (small windows, fault injection), or the real
+// offload plugins ("cpu", "nvme") loaded as the core loads them.
+enum class Engine { kCpu, kNvme, kCpuPlugin, kNvmePlugin };
+const char* engine_label(Engine e) {
+  switch (e) {
+    case Engine::kCpu: return "_cpu_";
+    case Engine::kNvme: return "_nvme_";
+    case Engine::kCpuPlugin: return "_cpuplugin_";
+    case Engine::kNvmePlugin: return "_nvmeplugin_";
+  }
+  return "_";
+}
 
 struct OffloadScenario {
   int32_t ranks;  // 1: no communicator
@@ -38,7 +49,7 @@ std::string arrays_label(uint32_t arrays) {
 }
 std::string describe_offload(const OffloadScenario& s) {
   return "ranks" + std::to_string(s.ranks) + (s.stage == 0 ? std::string("_ddp") : "_stage" + std::to_string(s.stage)) +
-         (s.engine == Engine::kCpu ? "_cpu_" : "_nvme_") + arrays_label(s.arrays);
+         engine_label(s.engine) + arrays_label(s.arrays);
 }
 void PrintTo(const OffloadScenario& s, std::ostream* os) { *os << describe_offload(s); }
 
@@ -79,6 +90,36 @@ std::string strategy_config(const OffloadScenario& s) {
   return s.stage > 0 ? stage_config(s.stage) : std::string(R"({"plugin": "ddp"})");
 }
 
+// One rank's tier from the offload plugin (keel-offload), destroyed after the strategy.
+class PluginTier {
+ public:
+  PluginTier(Engine engine, const std::string& folder, int32_t rank) {
+    static LoadedPlugin nvme{KEEL_OFFLOAD_PLUGIN_PATH, KEEL_KIND_OFFLOAD, "nvme"};
+    static LoadedPlugin cpu{KEEL_OFFLOAD_PLUGIN_PATH, KEEL_KIND_OFFLOAD, "cpu"};
+    api_ = &(engine == Engine::kNvmePlugin ? nvme : cpu).api<keel_offload_api>();
+    const std::string config = engine == Engine::kNvmePlugin
+                                   ? R"({"path": ")" + folder + R"(", "capacity_bytes": 67108864, "queue_depth": 4, "block_bytes": 4096})"
+                                   : std::string(R"({"capacity_bytes": 67108864})");
+    keel_offload_create_args args{};
+    args.struct_size = sizeof(args);
+    args.config_json = config.c_str();
+    args.json_path = "offload";
+    args.world_rank = rank;
+    args.device_backend = 0;
+    if (api_->create(&host_, &args, &obj_) != KEEL_OK) throw std::runtime_error("offload create: " + zero_last_error());
+  }
+  ~PluginTier() {
+    if (obj_) api_->destroy(obj_);
+  }
+  const keel_offload_api* api() const { return api_; }
+  void* obj() const { return obj_; }
+
+ private:
+  keel_host host_ = zero_test_host();
+  const keel_offload_api* api_ = nullptr;
+  void* obj_ = nullptr;
+};
+
 // Runs every rank through the driver, each with its own tier when `arrays` is not 0.
 std::vector<RankRecord> run_ranks(ZeroPlugins& plugins, const OffloadScenario& s, uint32_t arrays,
                                   const DriverOptions& options, std::vector<keel_strategy_info>* infos = nullptr) {
@@ -89,13 +130,18 @@ std::vector<RankRecord> run_ranks(ZeroPlugins& plugins, const OffloadScenario& s
   if (s.ranks > 1) world = std::make_unique<ThreadWorld>(s.ranks);
   auto body = [&](int32_t r) {
     std::unique_ptr<TestTier> tier;
+    std::unique_ptr<PluginTier> plugin_tier;
     auto rank = make_strategy_rank(plugins, s, world.get(), r);
-    if (arrays != 0) {
+    if (arrays != 0 && (s.engine == Engine::kCpu || s.engine == Engine::kNvme)) {
       tier = make_tier(s.engine, folder);
       rank->offload = &test_offload_api();
       rank->offload_obj = tier.get();
-      rank->offload_arrays = arrays;
+    } else if (arrays != 0) {
+      plugin_tier = std::make_unique<PluginTier>(s.engine, folder.path(), r);
+      rank->offload = plugin_tier->api();
+      rank->offload_obj = plugin_tier->obj();
     }
+    rank->offload_arrays = arrays;
     if (rank->create(strategy_config(s)) != KEEL_OK) throw std::runtime_error("create failed: " + zero_last_error());
     described[size_t(r)] = rank->describe();
     RankDriver driver(rank->api(), *rank, world ? world->api() : nullptr, world ? world->comm(r) : nullptr);
@@ -174,6 +220,15 @@ std::vector<OffloadScenario> offload_scenarios() {
           all.push_back({ranks, stage, engine, KEEL_OFFLOAD_PARAMS});  // state resident, params streamed
         }
       }
+  // The real plugins, as the core will hand them over: every array a stage can offload.
+  const uint32_t every = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS | KEEL_OFFLOAD_GRADIENTS;
+  for (int32_t ranks : {1, 2})
+    for (Engine engine : {Engine::kCpuPlugin, Engine::kNvmePlugin}) {
+      all.push_back({ranks, 0, engine, KEEL_OFFLOAD_OPTIMIZER_STATE});
+      all.push_back({ranks, 1, engine, KEEL_OFFLOAD_OPTIMIZER_STATE});
+      all.push_back({ranks, 2, engine, KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_GRADIENTS});
+      all.push_back({ranks, 3, engine, every});
+    }
   return all;
 }
 
