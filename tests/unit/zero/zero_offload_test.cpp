@@ -318,6 +318,38 @@ TEST(ZeroOffload, AFailingTierFailsTheStepWithItsMessage) {
   EXPECT_EQ(lone.tier->live_buffers, 0) << "the failed step returned its staging buffers";
 }
 
+// ZeRO-Infinity on two ranks: rank 0's tier breaks right after create, so its first acquire
+// (reading layer 0's chunk) fails; the error that comes out is the tier's, and rank 1, waiting
+// in that layer's all_gather, is released instead of hanging.
+TEST(ZeroOffload, ATierFailingOnOneRankFailsTheAcquireWithItsMessageAndReleasesThePeer) {
+  ZeroPlugins plugins;
+  ThreadWorld world(2);
+  std::vector<std::unique_ptr<TestTier>> tiers;
+  for (int r = 0; r < 2; ++r) tiers.push_back(TestTier::cpu(uint64_t(64) << 20, zero_test_host()));
+  std::vector<std::unique_ptr<ZeroRank>> ranks;
+  for (int32_t r = 0; r < 2; ++r) {
+    ranks.push_back(plugins.make_rank(&world, r));
+    ranks[size_t(r)]->offload = &test_offload_api();
+    ranks[size_t(r)]->offload_obj = tiers[size_t(r)].get();
+    ranks[size_t(r)]->offload_arrays = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS;  // zero_grads: no I/O
+    ASSERT_EQ(ranks[size_t(r)]->create(stage_config(3)), KEEL_OK) << zero_last_error();
+  }
+  tiers[0]->fail_after = tiers[0]->requests;
+  try {
+    world.run([&](int32_t r) {
+      RankDriver driver(plugins.zero_api(), *ranks[size_t(r)], world.api(), world.comm(r));
+      driver.run(DriverOptions{});
+    });
+    FAIL() << "the run succeeded over a failing tier";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("rank 0: acquire failed (5)"), std::string::npos) << message;
+    EXPECT_NE(message.find("read of extent 'params' failed: injected I/O error"), std::string::npos) << message;
+  }
+  ranks.clear();  // the strategies before their tiers
+  for (const auto& tier : tiers) EXPECT_EQ(tier->live_buffers, 0);
+}
+
 TEST(ZeroOffload, ArraysAStageCannotStreamAreRefusedNamingTheKey) {
   ZeroPlugins plugins;
   struct Case {
