@@ -305,8 +305,12 @@ class ParamStore {
   // The homes of the arrays: the strategy's factory, else the offload tier for the arrays the
   // create args ask for (each checked against what the strategy supports), else resident.
   HomeFactory homes(const keel_strategy_create_args& args) {
-    if (options_.homes) return options_.homes;
     const OffloadRequest request = offload_request(args);
+    if (options_.homes && request.api)
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: " + options_.sharding_label +
+                                                     "this strategy places the store's arrays itself and cannot "
+                                                     "keep them in the offload tier (expected no offload section)");
+    if (options_.homes) return options_.homes;
     if (!request.api) return resident_homes(backend_);
     const uint32_t known = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS | KEEL_OFFLOAD_GRADIENTS;
     if (request.arrays & ~known)
