@@ -38,6 +38,7 @@ struct OffloadScenario {
   int32_t stage;  // 0: the ddp strategy
   Engine engine;
   uint32_t arrays;
+  bool device = false;  // the backend pretends its memory is a device's (staging copies)
 };
 
 std::string arrays_label(uint32_t arrays) {
@@ -49,7 +50,7 @@ std::string arrays_label(uint32_t arrays) {
 }
 std::string describe_offload(const OffloadScenario& s) {
   return "ranks" + std::to_string(s.ranks) + (s.stage == 0 ? std::string("_ddp") : "_stage" + std::to_string(s.stage)) +
-         engine_label(s.engine) + arrays_label(s.arrays);
+         engine_label(s.engine) + arrays_label(s.arrays) + (s.device ? "_device" : "");
 }
 void PrintTo(const OffloadScenario& s, std::ostream* os) { *os << describe_offload(s); }
 
@@ -80,8 +81,31 @@ const keel_strategy_api& ddp_api() {
 }
 
 // The scenario's strategy for rank r: zero at its stage, or ddp.
+// sgd's table with a step that tells sgd the memory is the host's (it is: the "device" backend
+// only pretends), for the device scenarios.
+const keel_optimizer_api* host_sgd_for_device(const keel_optimizer_api& sgd) {
+  static const keel_optimizer_api* real = nullptr;
+  static keel_optimizer_api shim{};
+  real = &sgd;
+  shim = sgd;
+  shim.step = [](void* optimizer, const keel_optimizer_step_args* args) {
+    EXPECT_EQ(args->device.device_type, KEEL_DEVICE_CUDA) << "the strategy handed the backend's device over";
+    keel_optimizer_step_args host_args = *args;
+    host_args.device = keel_device{KEEL_DEVICE_CPU, 0};
+    return real->step(optimizer, &host_args);
+  };
+  return &shim;
+}
+
 std::unique_ptr<ZeroRank> make_strategy_rank(ZeroPlugins& plugins, const OffloadScenario& s, ThreadWorld* world,
                                              int32_t r) {
+  if (s.device) {
+    auto rank = std::make_unique<ZeroRank>(plugins.zero_api(), host_sgd_for_device(plugins.sgd_api()), plugins.sgd_obj,
+                                           world ? world->api() : nullptr, world ? world->comm(r) : nullptr, r,
+                                           world ? world->size() : 1);
+    rank->pretend_device_memory();
+    return rank;
+  }
   if (s.stage > 0) return plugins.make_rank(world, r);
   return std::make_unique<ZeroRank>(ddp_api(), &plugins.sgd_api(), plugins.sgd_obj, world ? world->api() : nullptr,
                                     world ? world->comm(r) : nullptr, r, world ? world->size() : 1);
@@ -222,6 +246,12 @@ std::vector<OffloadScenario> offload_scenarios() {
       }
   // The real plugins, as the core will hand them over: every array a stage can offload.
   const uint32_t every = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS | KEEL_OFFLOAD_GRADIENTS;
+  // A device backend (pretended): every window, chunk and reduced layer staged through backend
+  // memory.
+  for (int32_t ranks : {1, 2}) {
+    all.push_back({ranks, 2, Engine::kCpu, KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_GRADIENTS, true});
+    all.push_back({ranks, 3, Engine::kCpu, every, true});
+  }
   for (int32_t ranks : {1, 2})
     for (Engine engine : {Engine::kCpuPlugin, Engine::kNvmePlugin}) {
       all.push_back({ranks, 0, engine, KEEL_OFFLOAD_OPTIMIZER_STATE});
