@@ -39,6 +39,7 @@ struct OffloadScenario {
   Engine engine;
   uint32_t arrays;
   bool device = false;  // the backend pretends its memory is a device's (staging copies)
+  bool prefetch = true;  // stage 3: gather the next layer ahead (else only its tier read goes ahead)
 };
 
 std::string arrays_label(uint32_t arrays) {
@@ -50,7 +51,7 @@ std::string arrays_label(uint32_t arrays) {
 }
 std::string describe_offload(const OffloadScenario& s) {
   return "ranks" + std::to_string(s.ranks) + (s.stage == 0 ? std::string("_ddp") : "_stage" + std::to_string(s.stage)) +
-         engine_label(s.engine) + arrays_label(s.arrays) + (s.device ? "_device" : "");
+         engine_label(s.engine) + arrays_label(s.arrays) + (s.device ? "_device" : "") + (s.prefetch ? "" : "_noprefetch");
 }
 void PrintTo(const OffloadScenario& s, std::ostream* os) { *os << describe_offload(s); }
 
@@ -111,7 +112,7 @@ std::unique_ptr<ZeroRank> make_strategy_rank(ZeroPlugins& plugins, const Offload
                                     world ? world->comm(r) : nullptr, r, world ? world->size() : 1);
 }
 std::string strategy_config(const OffloadScenario& s) {
-  return s.stage > 0 ? stage_config(s.stage) : std::string(R"({"plugin": "ddp"})");
+  return s.stage > 0 ? stage_config(s.stage, s.prefetch) : std::string(R"({"plugin": "ddp"})");
 }
 
 // One rank's tier from the offload plugin (keel-offload), destroyed after the strategy.
@@ -251,6 +252,8 @@ std::vector<OffloadScenario> offload_scenarios() {
   for (int32_t ranks : {1, 2}) {
     all.push_back({ranks, 2, Engine::kCpu, KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_GRADIENTS, true});
     all.push_back({ranks, 3, Engine::kCpu, every, true});
+    all.push_back({ranks, 3, Engine::kCpu, every, false, false});
+    all.push_back({ranks, 3, Engine::kNvme, every, false, false});
   }
   for (int32_t ranks : {1, 2})
     for (Engine engine : {Engine::kCpuPlugin, Engine::kNvmePlugin}) {
