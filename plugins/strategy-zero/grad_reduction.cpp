@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace keel_zero {
 
@@ -32,7 +33,7 @@ void GradReduction::add_to_chunk(int32_t layer, const float* reduced) {
     backend_.accumulate(staging.floats(), reduced, chunk);
     backend_.copy(span.at, staging.floats(), chunk, KEEL_COPY_DEVICE_TO_HOST);
   }
-  tier_->write_span(span);
+  tier_->write_span_behind(std::move(span));  // lands while the backward goes on below
 }
 
 double GradReduction::chunk_sum_squares(int32_t layer, const std::vector<keel_support::ElementRange>& runs) const {
@@ -123,7 +124,10 @@ void GradReduction::add_finished(bool wait) {
   }
 }
 
-void GradReduction::settle() { add_finished(true); }
+void GradReduction::settle() {
+  add_finished(true);
+  if (tier_) tier_->settle_writes();  // a failed write behind shows here at the latest
+}
 
 void GradReduction::reduce_now(int32_t layer, const float* full) {
   const int64_t chunk = layout_.layers[size_t(layer)].chunk;

@@ -20,8 +20,9 @@
 // buffer over the step's micro-batches and is reduced there, after the sum, instead of at each
 // final release.
 //   offload.gradients (stages 2/3): the chunks live in the offload tier; each reduced layer is
-//            added to its chunk there (read, add, write back: the same additions, so micro-batches
-//            accumulate to the same bits), and the norm reads each chunk back.
+//            added to its chunk there (read, add, write back behind while the backward goes on:
+//            the same additions, so micro-batches accumulate to the same bits), and the norm
+//            reads each chunk back.
 // The norm sums Σ g² one layer's chunk at a time, so both homes add the same partial sums.
 #pragma once
 

@@ -67,6 +67,7 @@ class StateStreamer {
     const std::vector<size_t>& streamed = streamed_;
     const bool stage_on_backend = device_.device_type != KEEL_DEVICE_CPU;
     if (buffers_.empty()) allocate(sets, stage_on_backend);
+    for (size_t a : streamed) arrays_[a].tier->settle_writes();  // e.g. gradients written behind
     Buffers& buffers = buffers_;
     std::vector<BackendBuffer>& staging = staging_;
     try {

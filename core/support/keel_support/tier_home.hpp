@@ -3,7 +3,9 @@
 // fails at create, not at the first step), rounded up to the tier's alignment, reading as zeros
 // until written. It has no backend address: the store streams it (state_streamer.hpp) or moves
 // element ranges between it and host memory here (checkpoints, bindings, initialisation),
-// through an aligned bounce buffer, since a caller's range need not be aligned.
+// through an aligned bounce buffer, since a caller's range need not be aligned. A span may be
+// written behind (write_span_behind: the caller goes on while it lands); every other access
+// of the home first waits for those writes, so nothing reads a block a write still holds.
 #pragma once
 
 #include <algorithm>
@@ -24,7 +26,9 @@ class TierHome final : public ShardHome {
         extent_bytes_(tier_->round_up(uint64_t(elements) * sizeof(float))) {
     if (extent_bytes_ > 0) tier_->add_extent(name_, extent_bytes_);
   }
-  ~TierHome() override = default;
+  ~TierHome() override {
+    if (!behind_.empty()) tier_->wait_all_quietly();  // their buffers go with this home
+  }
 
   int64_t elements() const override { return elements_; }
   float* data() override {
@@ -48,6 +52,7 @@ class TierHome final : public ShardHome {
     float* at = nullptr;
   };
   Span read_span(int64_t begin, int64_t count) const {
+    settle_writes();
     Span span;
     span.offset = tier_->round_down(uint64_t(begin) * sizeof(float));
     span.bytes = tier_->round_up(uint64_t(begin + count) * sizeof(float)) - span.offset;
@@ -57,10 +62,25 @@ class TierHome final : public ShardHome {
     return span;
   }
   void write_span(const Span& span) {
+    settle_writes();
     if (span.bytes > 0) wait_or_drain(tier_->submit_write(name_, span.offset, span.buffer.get(), span.bytes));
+  }
+  // Starts writing the span back and returns; the span's buffer is kept until it lands.
+  void write_span_behind(Span span) {
+    if (span.bytes == 0) return;
+    const uint64_t ticket = tier_->submit_write(name_, span.offset, span.buffer.get(), span.bytes);
+    behind_.push_back({std::move(span), ticket});
+  }
+  // Waits for the writes behind (throws the first one's error, after every one has landed).
+  void settle_writes() const {
+    if (behind_.empty()) return;
+    std::vector<Behind> writes = std::move(behind_);
+    behind_.clear();
+    for (Behind& write : writes) wait_or_drain(write.ticket);
   }
   // Every element back to zero (a new gradient accumulation), in writes of a few ideal requests.
   void fill_zero() {
+    settle_writes();
     if (extent_bytes_ == 0) return;
     const uint64_t piece = std::min(extent_bytes_, std::max(tier_->alignment(), tier_->round_down(tier_->ideal_request_bytes())));
     TierBuffer zeros(*tier_, piece);  // zero-filled (alloc_buffer's contract)
@@ -105,6 +125,7 @@ class TierHome final : public ShardHome {
   // span [offset, offset + span) into the bounce buffer; the caller's bytes sit at bounce + skip.
   template <typename Use>
   void move(int64_t begin, int64_t count, Use&& use) const {
+    settle_writes();
     if (count <= 0) return;
     uint64_t first = uint64_t(begin) * sizeof(float);
     const uint64_t end = uint64_t(begin + count) * sizeof(float);
@@ -128,7 +149,13 @@ class TierHome final : public ShardHome {
     }
   }
 
+  struct Behind {
+    Span span;
+    uint64_t ticket;
+  };
+
   std::shared_ptr<const OffloadTier> tier_;
+  mutable std::vector<Behind> behind_;  // writes started by write_span_behind, not waited for
   std::string name_;
   int64_t elements_;
   uint64_t extent_bytes_;
