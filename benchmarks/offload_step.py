@@ -15,7 +15,11 @@ hidden = (serial - pipelined) / io: the share of the I/O the pipeline takes off 
 
 Run by hand after building keel-offload-step-bench and keel-adamw:
   /usr/bin/python3 benchmarks/offload_step.py [--params N] [--repeats R] [--folder DIR]
-                                              [--queue-depth Q] [--block-bytes B]
+                                              [--queue-depth Q] [--block-bytes B] [--engine cpu]
+--omp-threads (default: cores - 1) is the adamw plugin's OpenMP team: the tier's own thread
+(io_uring pump, or the cpu engine's copier) needs a core while the update runs, or the overlap
+only trades I/O for oversubscribed compute (on 2 cores, all of them to OpenMP made the
+pipelined step slower than the back-to-back one).
 FOLDER must be on a real disk (O_DIRECT; not tmpfs). Prints the command and a table; no
 pass/fail: these machines are noisy and shared.
 """
@@ -38,23 +42,29 @@ def main():
     parser.add_argument("--folder", default="/tmp")
     parser.add_argument("--queue-depth", type=int, default=16)
     parser.add_argument("--block-bytes", type=int, default=1 << 20)
+    parser.add_argument("--omp-threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--engine", choices=("nvme", "cpu"), default="nvme",
+                        help="cpu: the host-memory tier, where I/O is a copy on the engine's thread")
     args = parser.parse_args()
     for path in (TOOL, PLUGIN):
         if not os.path.exists(path):
             sys.exit(f"offload_step.py: {path} is missing; build keel-offload-step-bench and keel-adamw first")
     with tempfile.TemporaryDirectory(prefix="keel-offload-step-", dir=args.folder) as folder:
         command = [TOOL, PLUGIN, folder, str(args.params), str(args.repeats), str(args.queue_depth),
-                   str(args.block_bytes)]
-        print("$ " + " ".join(command))
-        run = subprocess.run(command, capture_output=True, text=True)
+                   str(args.block_bytes), "resident,serial,pipelined", args.engine]
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.omp_threads))
+        print(f"$ OMP_NUM_THREADS={args.omp_threads} " + " ".join(command))
+        run = subprocess.run(command, capture_output=True, text=True, env=env)
         if run.returncode != 0:
             sys.exit(f"offload_step.py: the tool failed ({run.returncode}): {run.stderr.strip()}")
     rows = {row["mode"]: row for row in map(json.loads, run.stdout.splitlines())}
     resident, serial, pipelined = rows["resident"], rows["serial"], rows["pipelined"]
     io = serial["busy_seconds"]
     moved = serial["bytes_read"] + serial["bytes_written"]
-    print(f"\n{args.params / 1e6:.0f}M parameters, Adam state {serial['bytes_read'] / 2**20:.0f} MiB in the tier "
-          f"(queue depth {args.queue_depth}, blocks {args.block_bytes >> 10} KiB), best of {args.repeats} steps\n")
+    tier = (f"nvme tier (queue depth {args.queue_depth}, blocks {args.block_bytes >> 10} KiB)" if args.engine == "nvme"
+            else "cpu tier")
+    print(f"\n{args.params / 1e6:.0f}M parameters, Adam state {serial['bytes_read'] / 2**20:.0f} MiB in the {tier}, "
+          f"best of {args.repeats} steps, adamw on {args.omp_threads} OpenMP thread(s)\n")
     print(f"{'mode':<11}{'step s':>9}{'x resident':>12}{'tier GB/s':>11}")
     for name, row in (("resident", resident), ("serial", serial), ("pipelined", pipelined)):
         rate = (row["bytes_read"] + row["bytes_written"]) / row["seconds"] / 1e9 if row["bytes_read"] else 0.0

@@ -5,7 +5,8 @@
 //   {"mode": ..., "seconds": best step, "bytes_read": per step, "bytes_written": per step,
 //    "busy_seconds": the tier's time with a request in flight during that step}
 // Usage: keel-offload-step-bench ADAMW_PLUGIN FOLDER [PARAMS] [REPEATS] [QUEUE_DEPTH] [BLOCK_BYTES] [MODES]
-// (MODES: a comma-separated order, default resident,serial,pipelined)
+// (MODES: a comma-separated order, default resident,serial,pipelined) [ENGINE: nvme (default)
+// or cpu, the host-memory tier with its own ideal request size]
 #include <keel/strategy.h>
 
 #include <chrono>
@@ -69,7 +70,7 @@ struct Result {
 
 Result run_mode(const std::string& mode, const keel_optimizer_api& adamw, void* optimizer,
                 const std::vector<keel_param_spec>& specs, const std::string& folder, int repeats, uint32_t depth,
-                uint64_t block) {
+                uint64_t block, const std::string& engine) {
   keel_host host = bench_host();
   keel_test::HostMemoryBackend backend;
   backend.host = &host;
@@ -88,7 +89,12 @@ Result run_mode(const std::string& mode, const keel_optimizer_api& adamw, void* 
   args.dp_size = 1;
   args.tp_size = 1;
   if (mode != "resident") {
-    tier = keel_test::TestTier::nvme(folder, uint64_t(64) << 30, host, depth, block);
+    if (engine == "cpu") {
+      tier = keel_test::TestTier::cpu(uint64_t(8) << 30, host);
+      tier->ideal_bytes = 0;  // the engine's own
+    } else {
+      tier = keel_test::TestTier::nvme(folder, uint64_t(64) << 30, host, depth, block);
+    }
     args.offload = &keel_test::test_offload_api();
     args.offload_obj = tier.get();
     args.offload_arrays = KEEL_OFFLOAD_OPTIMIZER_STATE;
@@ -129,6 +135,11 @@ int main(int argc, char** argv) {
   const int repeats = argc > 4 ? std::atoi(argv[4]) : 3;
   const uint32_t depth = argc > 5 ? uint32_t(std::atoi(argv[5])) : 16;
   const uint64_t block = argc > 6 ? uint64_t(std::atoll(argv[6])) : (uint64_t(1) << 20);
+  const std::string engine = argc > 8 ? argv[8] : "nvme";
+  if (engine != "nvme" && engine != "cpu") {
+    std::cerr << "keel-offload-step-bench: ENGINE is nvme or cpu, not " << engine << "\n";
+    return 2;
+  }
   std::vector<std::string> modes;
   std::string list = argc > 7 ? argv[7] : "resident,serial,pipelined";
   for (size_t start = 0; start <= list.size();) {
@@ -147,7 +158,7 @@ int main(int argc, char** argv) {
     const std::vector<keel_param_spec> specs = model_specs(params);
     for (const std::string& mode : modes) {
       if (mode != "resident" && mode != "serial" && mode != "pipelined") throw std::runtime_error("unknown mode " + mode);
-      const Result r = run_mode(mode, adamw, optimizer, specs, argv[2], repeats, depth, block);
+      const Result r = run_mode(mode, adamw, optimizer, specs, argv[2], repeats, depth, block, engine);
       std::cout << "{\"mode\": \"" << mode << "\", \"params\": " << params << ", \"seconds\": " << r.seconds
                 << ", \"bytes_read\": " << r.bytes_read << ", \"bytes_written\": " << r.bytes_written << ", \"busy_seconds\": " << r.busy << "}"
                 << std::endl;
