@@ -54,6 +54,22 @@ struct TpShape {
   int64_t vocab_valid = 0;  // how many of them are real words (the rest padding)
 };
 
+// What the WEIGHT part of a split backward (zero-bubble schedules) reads: the gradient of the
+// output of every layer with weights, saved by the INPUT part, which computed them on its way to
+// the chunk's input gradient. Shapes as in Activations; allocated at a chunk's first split.
+struct SavedOutputGrads {
+  BackendBuffer memory;
+  float* fcproj;   // (L,B,T,C) of mlp.proj's output
+  float* fch;      // (L,B,T,4C) of mlp.fc's output
+  float* ln2;      // (L,Nr,C) of ln_2's output, this rank's rows
+  float* attproj;  // (L,B,T,C) of attn.proj's output
+  float* qkv;      // (L,B,T,3C) of attn.qkv's output
+  float* ln1;      // (L,Nr,C) of ln_1's output
+  float* logits;   // (B,T,Vp) of the lm_head's output (last chunk)
+  float* lnf;      // (Nr,C) of ln_f's output (last chunk)
+  float* encoded;  // (Nr,C) of the embedding's output (chunk 0)
+};
+
 // One micro-batch's saved forward state of one chunk in one backend allocation (llm.c's
 // ActivationTensors). L below is the chunk's block count; lnf, logits and the loss buffers exist on
 // the last chunk only, and `encoded` is the chunk's residual-stream start (the embedding on chunk 0,
@@ -97,6 +113,8 @@ struct Activations {
   int64_t att_saved_per_layer = 0;
   int64_t valid_targets = 0;      // targets >= 0: the mean's denominator
   bool backward_pending = false;  // forward had targets and no backward has consumed it yet
+  bool weight_pending = false;    // a split backward's INPUT part ran, its WEIGHT part not yet
+  SavedOutputGrads saved;         // for the WEIGHT part; empty until a split backward
 };
 
 // Activation gradients, shared by all micro-batches (only one backward runs at a time), sized
@@ -133,7 +151,7 @@ class GptModel {
     return norm_rows(static_cast<int64_t>(B) * T) * config_.d_model;
   }
   // backward implements KEEL_BACKWARD_INPUT / _WEIGHT (zero-bubble schedules).
-  bool splits_backward() const { return false; }
+  bool splits_backward() const { return true; }
   // Names and layouts in external formats ("huggingface"), for export and import.
   const GptExternalNames& external() const { return *external_; }
 
@@ -150,9 +168,15 @@ class GptModel {
   void block_forward(Activations& a, int64_t l, const keel_param_access* access);
   float head_forward(Activations& a, const keel_param_access* access, bool training, int64_t valid_targets,
                      const float** out_logits);
-  void head_backward(Activations& a, const keel_param_access* access, float loss_scale);
-  void block_backward(Activations& a, int64_t l, const keel_param_access* access);
-  void embedding_backward(Activations& a, const keel_param_access* access);
+  // The backward pieces compute every gradient or, given `save` (a split backward's INPUT part),
+  // only the activation gradients, saving what the WEIGHT part's *_weight_backward read.
+  void head_backward(Activations& a, const keel_param_access* access, float loss_scale, SavedOutputGrads* save);
+  void block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save);
+  void embedding_backward(Activations& a, const keel_param_access* access, const float* dencoded_rows);
+  void head_weight_backward(Activations& a, const keel_param_access* access);
+  void block_weight_backward(Activations& a, int64_t l, const keel_param_access* access);
+  SavedOutputGrads& saved_output_grads(Activations& a);
+  void weight_backward(const keel_backward_args& args, int32_t chunk);
   void carve_activations(Activations& acts, char* base, size_t* out_bytes) const;
   void ensure_grad_scratch(int64_t rows);
   void check_tensor_parallel(const keel_model_create_args& args);
@@ -170,8 +194,12 @@ class GptModel {
   const float* leave_tp_region_backward(const float* drows, int64_t rows);
   // layernorm_backward whose weight and bias gradients reach every tp rank whole: under sequence
   // parallelism each rank's rows give a part, summed over tp before it is accumulated.
+  // dweight and dbias NULL: the input gradient only (a split backward's INPUT part).
   void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, const float* mean, const float* rstd, int64_t rows);
+  // The weight and bias gradients only, from dout (this rank's rows), for the WEIGHT part.
+  void norm_weight_backward(float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                            const float* mean, const float* rstd, int64_t rows);
   // Vocabulary-parallel cross-entropy: combines the tp ranks' shard statistics into each row's
   // log Σ exp (kept for the backward) and returns the mean loss over valid targets.
   float vocab_parallel_loss(Activations& a, int64_t rows);

@@ -216,7 +216,8 @@ class Rank {
     EXPECT_EQ(api_->forward(model_, &args), KEEL_OK) << "forward mb " << mb << " chunk " << chunk << ": " << g_last_error;
     return args.loss;
   }
-  void backward(int32_t mb, int32_t chunk, float loss_scale, const float* output_grad, float* input_grad) {
+  keel_status backward(int32_t mb, int32_t chunk, float loss_scale, const float* output_grad, float* input_grad,
+                       int32_t part = KEEL_BACKWARD_FULL) {
     keel_backward_args args{};
     args.struct_size = sizeof args;
     args.access = store_->access();
@@ -225,11 +226,18 @@ class Rank {
     args.chunk = chunk;
     args.output_grad = output_grad;
     args.input_grad = input_grad;
-    args.part = KEEL_BACKWARD_FULL;
-    const std::string what = "backward mb " + std::to_string(mb) + " chunk " + std::to_string(chunk);
+    args.part = part;
+    const std::string what = "backward mb " + std::to_string(mb) + " chunk " + std::to_string(chunk) + " part " +
+                             std::to_string(part);
     store_->begin_backward();
-    EXPECT_EQ(api_->backward(model_, &args), KEEL_OK) << what << ": " << g_last_error;
+    const keel_status status = api_->backward(model_, &args);
     store_->end_backward(what);
+    return status;
+  }
+  int32_t splits_backward() {
+    int32_t splits = -1;
+    EXPECT_EQ(api_->splits_backward(model_, &splits), KEEL_OK) << g_last_error;
+    return splits;
   }
   int64_t stage_io_numel() {
     int64_t n = -1;
@@ -252,38 +260,95 @@ std::vector<int32_t> ids(uint64_t seed) {
   return v;
 }
 
-// Two micro-batches, forwards then backwards (as GPipe orders them), with loss_scale 1/2 each.
 struct MicroBatches {
   std::vector<int32_t> tokens[2] = {ids(1), ids(2)};
   std::vector<int32_t> targets[2] = {ids(3), ids(4)};
 };
 
-void expect_cut_matches_whole_model(const Cut& cut) {
-  SCOPED_TRACE(cut.text());
-  const Cut whole_cut;
-  Rank whole(gpt_api(), kModel, 0, whole_cut);
-  ASSERT_EQ(whole.status(), KEEL_OK) << g_last_error;
-  ParamStore& ws = whole.store();
-  // Values of O(0.1) everywhere (norm gains near 1), so every path carries gradient.
+// The whole model (pp 1) with values of O(0.1) everywhere (norm gains near 1), so every path
+// carries gradient.
+void fill_whole_model(ParamStore& ws) {
   for (size_t i = 0; i < ws.count(); ++i) {
     const std::string name = ws.spec(i).name;
     const bool gain = name.find("ln_") != std::string::npos && name.find(".weight") != std::string::npos;
     for (size_t k = 0; k < ws.param(i).size(); ++k)
       ws.param(i)[k] = (gain ? 1.0f : 0.0f) + 0.2f * uniform_pm1(mix(i * 1000003 + 17) ^ k);
   }
-  const MicroBatches mbs;
-  float whole_loss[2];
-  for (int mb = 0; mb < 2; ++mb) whole_loss[mb] = whole.forward(mb, 0, mbs.tokens[mb], mbs.targets[mb], nullptr, nullptr);
-  for (int mb = 0; mb < 2; ++mb) whole.backward(mb, 0, 0.5f, nullptr, nullptr);
-  EXPECT_TRUE(ws.violations().empty()) << ws.violations().front();
+}
 
+// One Rank per pipeline rank of `cut`, its parameters copied by name from the whole model's.
+std::vector<std::unique_ptr<Rank>> make_ranks(const Cut& cut, ParamStore& ws) {
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int32_t r = 0; r < cut.pp; ++r) {
     ranks.push_back(std::make_unique<Rank>(gpt_api(), kModel, r, cut));
-    ASSERT_EQ(ranks.back()->status(), KEEL_OK) << "rank " << r << ": " << g_last_error;
+    if (ranks.back()->status() != KEEL_OK) {
+      ADD_FAILURE() << "rank " << r << ": " << g_last_error;
+      return {};
+    }
+    ParamStore& s = ranks.back()->store();
+    for (size_t i = 0; i < s.count(); ++i) {
+      size_t w = 0;
+      if (ws.find(s.spec(i).name, &w)) s.param(i) = ws.param(w);
+    }
   }
+  return ranks;
+}
+
+enum class Backward { kFull, kSplit };
+
+// Both micro-batches chained by hand through the chunks (chunk c on rank c % pp; activations in
+// host buffers): forwards, then backwards (as GPipe orders them), loss_scale 1/2 each. kSplit runs
+// every backward as its INPUT part, the chunks in reverse, then all the WEIGHT parts (ZB-H1 defers
+// them the same way). Returns each micro-batch's loss.
+std::vector<float> run_chain(std::vector<std::unique_ptr<Rank>>& ranks, const Cut& cut, Backward backward) {
+  const MicroBatches mbs;
+  const int32_t chunks = cut.pp * cut.virtual_stages;
+  const size_t io = static_cast<size_t>(kB) * kT * kC;
+  std::vector<float> losses;
+  std::vector<std::vector<float>> acts[2], grads[2];  // per micro-batch: the output of chunk c / grad of its input
+  for (int mb = 0; mb < 2; ++mb) {
+    acts[mb].assign(static_cast<size_t>(chunks), std::vector<float>(io, 0.0f));
+    grads[mb].assign(static_cast<size_t>(chunks), std::vector<float>(io, 0.0f));
+    float loss = 0;
+    for (int32_t c = 0; c < chunks; ++c) {
+      const float* input = c == 0 ? nullptr : acts[mb][c - 1].data();
+      float* output = c == chunks - 1 ? nullptr : acts[mb][c].data();
+      loss = ranks[c % cut.pp]->forward(mb, c, mbs.tokens[mb], mbs.targets[mb], input, output);
+    }
+    losses.push_back(loss);
+  }
+  const int32_t part = backward == Backward::kFull ? KEEL_BACKWARD_FULL : KEEL_BACKWARD_INPUT;
+  for (int mb = 0; mb < 2; ++mb)
+    for (int32_t c = chunks - 1; c >= 0; --c) {
+      const float* output_grad = c == chunks - 1 ? nullptr : grads[mb][c + 1].data();
+      float* input_grad = c == 0 ? nullptr : grads[mb][c].data();
+      EXPECT_EQ(ranks[c % cut.pp]->backward(mb, c, 0.5f, output_grad, input_grad, part), KEEL_OK)
+          << "backward mb " << mb << " chunk " << c << " part " << part << ": " << g_last_error;
+    }
+  if (backward == Backward::kSplit)
+    for (int mb = 0; mb < 2; ++mb)
+      for (int32_t c = chunks - 1; c >= 0; --c)
+        EXPECT_EQ(ranks[c % cut.pp]->backward(mb, c, 0.5f, nullptr, nullptr, KEEL_BACKWARD_WEIGHT), KEEL_OK)
+            << "weight backward mb " << mb << " chunk " << c << ": " << g_last_error;
+  return losses;
+}
+
+void expect_cut_matches_whole_model(const Cut& cut, Backward backward = Backward::kFull) {
+  SCOPED_TRACE(cut.text());
+  Rank whole(gpt_api(), kModel, 0, Cut{});
+  ASSERT_EQ(whole.status(), KEEL_OK) << g_last_error;
+  ParamStore& ws = whole.store();
+  fill_whole_model(ws);
+  std::vector<std::unique_ptr<Rank>> ranks = make_ranks(cut, ws);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(cut.pp));
+  std::vector<std::unique_ptr<Rank>> whole_ranks;
+  whole_ranks.push_back(std::make_unique<Rank>(gpt_api(), kModel, 0, Cut{}));
+  ASSERT_EQ(whole_ranks[0]->status(), KEEL_OK) << g_last_error;
+  for (size_t i = 0; i < ws.count(); ++i) whole_ranks[0]->store().param(i) = ws.param(i);
+  ParamStore& wg = whole_ranks[0]->store();  // the whole model's gradients
+
   // The ranks' parameters: every name of the whole model exactly once, wte twice (the copy on the
-  // last chunk's rank), all with the whole model's layer ids, and filled from its numbers.
+  // last chunk's rank), all with the whole model's layer ids and flags (wte's stage flags added).
   const int32_t chunks = cut.pp * cut.virtual_stages, last_rank = (chunks - 1) % cut.pp;
   std::map<std::string, int> holders;
   for (int32_t r = 0; r < cut.pp; ++r) {
@@ -298,7 +363,6 @@ void expect_cut_matches_whole_model(const Cut& cut) {
       ASSERT_NE(ref, nullptr) << "rank " << r << " declares " << spec.name << ", which the whole model lacks";
       EXPECT_EQ(spec.layer, ref->layer) << spec.name;
       ++holders[spec.name];
-      s.param(i) = ws.param(w);
       const bool is_copy = std::string(spec.name) == "wte" && r == last_rank && r != 0;
       uint32_t expected_flags = ref->flags;
       if (std::string(spec.name) == "wte" && cut.pp > 1)
@@ -311,49 +375,61 @@ void expect_cut_matches_whole_model(const Cut& cut) {
     EXPECT_EQ(holders[name], name == "wte" && cut.pp > 1 ? 2 : 1) << name << ": ranks declaring it";
   }
 
-  // Chained by hand: chunk c runs on rank c % pp; activations travel in host buffers.
-  const size_t io = static_cast<size_t>(kB) * kT * kC;
-  std::vector<std::vector<float>> acts[2], grads[2];  // per micro-batch: the output of chunk c / grad of its input
-  for (int mb = 0; mb < 2; ++mb) {
-    acts[mb].assign(static_cast<size_t>(chunks), std::vector<float>(io, 0.0f));
-    grads[mb].assign(static_cast<size_t>(chunks), std::vector<float>(io, 0.0f));
-    float loss = 0;
-    for (int32_t c = 0; c < chunks; ++c) {
-      const float* input = c == 0 ? nullptr : acts[mb][c - 1].data();
-      float* output = c == chunks - 1 ? nullptr : acts[mb][c].data();
-      loss = ranks[c % cut.pp]->forward(mb, c, mbs.tokens[mb], mbs.targets[mb], input, output);
-    }
-    EXPECT_NEAR(loss, whole_loss[mb], 1e-6 * std::fabs(whole_loss[mb])) << "micro-batch " << mb;
-  }
+  const std::vector<float> whole_loss = run_chain(whole_ranks, Cut{}, Backward::kFull);
+  const std::vector<float> loss = run_chain(ranks, cut, backward);
   for (int mb = 0; mb < 2; ++mb)
-    for (int32_t c = chunks - 1; c >= 0; --c) {
-      const float* output_grad = c == chunks - 1 ? nullptr : grads[mb][c + 1].data();
-      float* input_grad = c == 0 ? nullptr : grads[mb][c].data();
-      ranks[c % cut.pp]->backward(mb, c, 0.5f, output_grad, input_grad);
-    }
+    EXPECT_NEAR(loss[mb], whole_loss[mb], 1e-6 * std::fabs(whole_loss[mb])) << "micro-batch " << mb;
 
   // Every gradient against the whole model's, summed over the ranks that hold the name.
-  for (size_t w = 0; w < ws.count(); ++w) {
-    const std::string name = ws.spec(w).name;
-    std::vector<float> sum(ws.grad(w).size(), 0.0f);
+  for (size_t w = 0; w < wg.count(); ++w) {
+    const std::string name = wg.spec(w).name;
+    std::vector<float> sum(wg.grad(w).size(), 0.0f);
     for (auto& rank : ranks) {
       size_t i = 0;
       if (!rank->store().find(name, &i)) continue;
       for (size_t k = 0; k < sum.size(); ++k) sum[k] += rank->store().grad(i)[k];
     }
     float max_abs = 0;
-    for (float g : ws.grad(w)) max_abs = std::max(max_abs, std::fabs(g));
+    for (float g : wg.grad(w)) max_abs = std::max(max_abs, std::fabs(g));
     EXPECT_GT(max_abs, 0.0f) << name << ": the whole model's gradient is zero, so it proves nothing";
     size_t off = 0;
     float worst = 0;
     for (size_t k = 0; k < sum.size(); ++k)
-      if (std::fabs(sum[k] - ws.grad(w)[k]) > worst) worst = std::fabs(sum[k] - ws.grad(w)[k]), off = k;
+      if (std::fabs(sum[k] - wg.grad(w)[k]) > worst) worst = std::fabs(sum[k] - wg.grad(w)[k]), off = k;
     EXPECT_LE(worst, 1e-6f * max_abs) << name << "[" << off << "]: pipeline " << sum[off] << ", whole model "
-                                      << ws.grad(w)[off] << " (max |g| " << max_abs << ")";
+                                      << wg.grad(w)[off] << " (max |g| " << max_abs << ")";
   }
   for (int32_t r = 0; r < cut.pp; ++r) {
     const auto& v = ranks[r]->store().violations();
     EXPECT_TRUE(v.empty()) << "rank " << r << ": " << (v.empty() ? "" : v.front());
+  }
+}
+
+// A split backward (INPUT parts, then WEIGHT parts) gives the very bits of the full backward: each
+// gradient buffer sums the same products in the same order.
+void expect_split_backward_equals_full(const Cut& cut) {
+  SCOPED_TRACE(cut.text());
+  Rank whole(gpt_api(), kModel, 0, Cut{});
+  ASSERT_EQ(whole.status(), KEEL_OK) << g_last_error;
+  fill_whole_model(whole.store());
+  auto full = make_ranks(cut, whole.store()), split = make_ranks(cut, whole.store());
+  ASSERT_EQ(full.size(), static_cast<size_t>(cut.pp));
+  ASSERT_EQ(split.size(), static_cast<size_t>(cut.pp));
+  EXPECT_EQ(split[0]->splits_backward(), 1);
+  const std::vector<float> full_loss = run_chain(full, cut, Backward::kFull);
+  const std::vector<float> split_loss = run_chain(split, cut, Backward::kSplit);
+  EXPECT_EQ(full_loss, split_loss);
+  for (int32_t r = 0; r < cut.pp; ++r) {
+    ParamStore& f = full[r]->store();
+    ParamStore& s = split[r]->store();
+    for (size_t i = 0; i < f.count(); ++i) {
+      size_t differing = 0, first = 0;
+      for (size_t k = f.grad(i).size(); k-- > 0;)
+        if (f.grad(i)[k] != s.grad(i)[k]) ++differing, first = k;
+      EXPECT_EQ(differing, 0u) << "rank " << r << " " << f.spec(i).name << ": " << differing << " elements differ; ["
+                               << first << "] full " << f.grad(i)[first] << ", split " << s.grad(i)[first];
+    }
+    EXPECT_TRUE(s.violations().empty()) << "rank " << r << ": " << (s.violations().empty() ? "" : s.violations().front());
   }
 }
 
@@ -363,6 +439,30 @@ TEST(GptPipelineChunks, InterleavedChunksMatchTheWholeModel) { expect_cut_matche
 TEST(GptPipelineChunks, UnevenStageBlocksMatchTheWholeModel) {
   expect_cut_matches_whole_model({2, 1, {3, 1}});
   expect_cut_matches_whole_model({3, 1, {1, 2, 1}});
+}
+
+TEST(GptPipelineChunks, SplitBackwardGivesTheFullBackwardsBits) {
+  expect_split_backward_equals_full({1, 1, {}});
+  expect_split_backward_equals_full({2, 1, {}});
+  expect_split_backward_equals_full({2, 2, {}});
+  expect_split_backward_equals_full({3, 1, {1, 2, 1}});
+}
+TEST(GptPipelineChunks, SplitBackwardMatchesTheWholeModel) {
+  expect_cut_matches_whole_model({2, 2, {}}, Backward::kSplit);
+}
+
+TEST(GptPipelineChunks, WeightPartWithoutItsInputPartIsRefused) {
+  Rank whole(gpt_api(), kModel, 0, Cut{});
+  ASSERT_EQ(whole.status(), KEEL_OK) << g_last_error;
+  const MicroBatches mbs;
+  whole.forward(3, 0, mbs.tokens[0], mbs.targets[0], nullptr, nullptr);
+  g_last_error.clear();
+  EXPECT_EQ(whole.backward(3, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_WEIGHT), KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("micro-batch 3, chunk 0: KEEL_BACKWARD_WEIGHT without its KEEL_BACKWARD_INPUT"),
+            std::string::npos) << g_last_error;
+  EXPECT_EQ(whole.backward(3, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_INPUT), KEEL_OK) << g_last_error;
+  EXPECT_EQ(whole.backward(3, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_WEIGHT), KEEL_OK) << g_last_error;
+  EXPECT_EQ(whole.backward(3, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_WEIGHT), KEEL_ERR_INVALID_ARGUMENT);
 }
 
 void expect_cut_refused(const Cut& cut, const std::vector<std::string>& parts) {
