@@ -13,5 +13,6 @@
 #include "keel/data.h"
 #include "keel/comm.h"
 #include "keel/schedule.h"
+#include "keel/offload.h"
 #include "keel/embed.h"
 #endif

@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-/* Kinds added later (offload) take the next numbers. */
+/* Kinds added later take the next numbers. */
 enum {
   KEEL_KIND_BACKEND = 1,
   KEEL_KIND_MODEL = 2,
@@ -19,7 +19,8 @@ enum {
   KEEL_KIND_STRATEGY = 4,
   KEEL_KIND_DATA = 5,      /* 0.3: a source of token batches (data.h) */
   KEEL_KIND_COMM = 6,      /* 0.4: collectives and point-to-point (comm.h) */
-  KEEL_KIND_SCHEDULE = 7   /* 0.7: a pipeline schedule, each rank's action list (schedule.h) */
+  KEEL_KIND_SCHEDULE = 7,  /* 0.7: a pipeline schedule, each rank's action list (schedule.h) */
+  KEEL_KIND_OFFLOAD = 8    /* 0.7: a tier for offloaded arrays, host memory or NVMe (offload.h) */
 };
 
 typedef struct keel_plugin_info {

@@ -54,6 +54,7 @@
 #include "keel/backend.h"
 #include "keel/comm.h"
 #include "keel/host.h"
+#include "keel/offload.h"
 #include "keel/optimizer.h"
 #include "keel/params.h"
 
@@ -95,6 +96,15 @@ typedef struct keel_strategy_create_args {
   int32_t pp_size;
   const keel_comm_api* embedding_comm;
   void* embedding_comm_obj;
+  /* The offload tier of the "offload" section (offload.h), or NULL: the arrays flagged in
+     offload_arrays (KEEL_OFFLOAD_*) live there instead of in backend memory, and the strategy
+     streams them through backend memory when it needs them (its step, its acquire). The tier is
+     the strategy's alone to call; the core created it, reads its counters between steps, and
+     destroys it after the strategy. A strategy that cannot offload an array it is asked to
+     refuses at create, naming offload.<key>. */
+  const keel_offload_api* offload;
+  void* offload_obj;
+  uint32_t offload_arrays;
 } keel_strategy_create_args;
 
 typedef struct keel_strategy_info {

@@ -13,7 +13,8 @@
         host init_piece; vocabulary-sharded embedding and cross-entropy backend ops.
    0.7: pipeline parallelism: the schedule kind (schedule.h); the model runs a chunk of its
         layers on an activation (model.h stage fields); begin_microbatch precedes each backward
-        and says whether it is the chunk's last; parameters tied across stages (params.h). */
+        and says whether it is the chunk's last; parameters tied across stages (params.h); the
+        offload kind (offload.h) and the strategy's tier. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 

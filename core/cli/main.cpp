@@ -17,6 +17,7 @@
 #include "loader/plugin_registry.h"
 #include "metrics/plot.h"
 #include "train/plugin_instances.h"
+#include "train/mesh_plan.h"
 #include "train/run_loop.h"
 #include "train/trainer.h"
 
@@ -25,7 +26,8 @@ namespace {
 const char* kUsage =
     "usage: keel run CONFIG [--set path=value ...] [--resume latest|DIR]   train from a JSON config\n"
     "       keel inspect CHECKPOINT                   verify a checkpoint (checksums) and summarise it\n"
-    "       keel validate CONFIG [--set path=value ...]   check a config without training\n"
+    "       keel validate CONFIG [--set path=value ...] [--ranks N]   check a config and its parallel layout for N ranks\n"
+    "                                                 (default: the launcher's world size, else 1) without training\n"
     "       keel plugins [--plugin-path DIR ...]      list plugins found, with versions and ABI\n"
     "       keel prepare-data INPUT... --out DIR [--val-fraction F] [--shard-tokens N]   text → byte-level token shards\n"
     "       keel export CHECKPOINT --out FILE.safetensors   a checkpoint in Hugging Face GPT-2 layout, with config.json\n"
@@ -42,6 +44,7 @@ struct CommandLine {
   std::string command, config;
   std::vector<std::string> overrides, plugin_path;
   std::string resume;  // "latest" or a checkpoint folder
+  int32_t ranks = 0;   // keel validate --ranks; 0: the launcher's world size
 };
 
 CommandLine parse_command_line(int argc, char** argv) {
@@ -58,6 +61,14 @@ CommandLine parse_command_line(int argc, char** argv) {
     else if (arg.rfind("--set=", 0) == 0) line.overrides.push_back(arg.substr(6));
     else if (arg == "--plugin-path") line.plugin_path.push_back(value("--plugin-path"));
     else if (arg == "--resume") line.resume = value("--resume");
+    else if (arg == "--ranks") {
+      const std::string n = value("--ranks");
+      char* end = nullptr;
+      const long ranks = std::strtol(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || ranks < 1 || ranks > (1 << 24))
+        throw UsageError("--ranks expects a number of ranks from 1 to 16777216, found '" + n + "'");
+      line.ranks = int32_t(ranks);
+    }
     else if (!arg.empty() && arg[0] == '-') throw UsageError("unknown option " + arg);
     else if (line.config.empty()) line.config = arg;
     else throw UsageError("unexpected argument " + arg);
@@ -66,6 +77,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     throw UsageError("keel " + line.command + " needs a CONFIG file");
   if (line.command == "inspect" && line.config.empty()) throw UsageError("keel inspect needs a CHECKPOINT folder");
   if (!line.resume.empty() && line.command != "run") throw UsageError("--resume belongs to keel run");
+  if (line.ranks != 0 && line.command != "validate") throw UsageError("--ranks belongs to keel validate");
   return line;
 }
 
@@ -128,8 +140,10 @@ int main(int argc, char** argv) {
     if (line.command == "validate") {
       keel::RunConfig config = keel::RunConfig::from_file(line.config, line.overrides);
       keel::validate_plugin_sections(config);
+      const std::string mesh = keel::check_mesh_plan(config, line.ranks ? line.ranks : keel::launcher_world_size());
       std::cout << line.config << ": valid (model " << config.model.plugin << ", optimizer " << config.optimizer.plugin
-                << ", strategy " << config.strategy.plugin << ", backend " << config.backend.plugin << ")" << std::endl;
+                << ", strategy " << config.strategy.plugin << ", backend " << config.backend.plugin << "; " << mesh << ")"
+                << std::endl;
       return 0;
     }
     if (line.command == "run") {

@@ -72,11 +72,15 @@ Ticket CpuEngine::submit_read(const std::string& name, uint64_t offset, void* ds
 }
 
 Ticket CpuEngine::queue_copy(Direction direction, void* to, const void* from, uint64_t bytes) {
-  Ticket ticket = tickets_.open(bytes == 0 ? 0 : 1, direction, bytes);
-  if (bytes == 0) return ticket;
+  if (bytes == 0) return tickets_.open(0, direction, 0);
+  // The queue's node is allocated before the ticket opens and spliced in after: once the ticket
+  // exists nothing can fail, so no ticket is left that the worker will never finish.
+  std::list<Copy> copy(1);
+  Ticket ticket = tickets_.open(1, direction, bytes);
+  copy.front() = {ticket, to, from, bytes};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    copies_.push_back({ticket, to, from, bytes});
+    copies_.splice(copies_.end(), copy);
   }
   queued_.notify_one();
   return ticket;

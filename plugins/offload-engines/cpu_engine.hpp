@@ -6,7 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -60,7 +60,7 @@ class CpuEngine final : public OffloadEngine {
   TicketBook tickets_;
   std::mutex mutex_;
   std::condition_variable queued_;
-  std::deque<Copy> copies_;
+  std::list<Copy> copies_;  // a list: a copy's node is allocated before its ticket opens
   bool stopping_ = false;
   std::thread worker_;  // last: starts once everything above exists
 };

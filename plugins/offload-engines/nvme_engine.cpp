@@ -144,16 +144,15 @@ Ticket NvmeEngine::submit(Direction direction, const char* verb, const std::stri
   size_t index = extents_.find(name);
   extents_.check_request(verb, index, offset, buffer, bytes);
   uint64_t block = config_.block_bytes;
-  uint64_t piece_count = (bytes + block - 1) / block;
-  Ticket ticket = tickets_.open(piece_count, direction, bytes);
-  std::vector<IoPiece> pieces;
-  pieces.reserve(piece_count);
+  if (bytes == 0) return tickets_.open(0, direction, 0);
+  // The request's node is allocated before its ticket opens, and the pump cuts it into block
+  // pieces as its queue takes them: once the ticket exists nothing can fail (no ticket is left
+  // that nobody will finish), and a request of any size costs one node.
+  IoRequests request(1);
+  Ticket ticket = tickets_.open(pieces_in(bytes, block), direction, bytes);
   const ExtentFile& file = files_[index];
-  for (uint64_t done = 0; done < bytes; done += block) {
-    pieces.push_back({ticket, direction, file.fd, file.path.get(), offset + done, buffer + done,
-                      std::min(block, bytes - done)});
-  }
-  if (!pieces.empty()) pump_->submit(std::move(pieces));
+  request.front() = {ticket, direction, file.fd, file.path.get(), offset, buffer, bytes, block};
+  pump_->submit(std::move(request));
   return ticket;
 }
 

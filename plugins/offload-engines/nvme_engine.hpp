@@ -1,6 +1,7 @@
 // The "nvme" offload engine: each extent is one file, opened O_DIRECT, under a folder of this
 // engine's own (keel-offload-<pid>-<n>) inside the configured folder; requests are cut into
-// block-size pieces and run through io_uring with up to queue_depth in flight.
+// block-size pieces as the queue takes them and run through io_uring with up to queue_depth in
+// flight.
 //
 // One file per extent rather than one file with an allocation table: the filesystem already is
 // an allocator, so there is no table to keep consistent or to fragment, a file's size is its

@@ -2,6 +2,8 @@
 // wait(ticket) or by the wait_all() that covers it.
 #include "ticket_book.hpp"
 
+#include <new>
+
 #include "keel_support/abi_guard.hpp"
 
 namespace keel_offload {
@@ -10,14 +12,16 @@ using keel_support::StatusError;
 
 Ticket TicketBook::open(uint64_t pieces, Direction direction, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Ticket ticket = next_ticket_++;
-  Request request{pieces, direction, bytes, {}};
+  Ticket ticket = next_ticket_;
+  // The one step that can fail (out of memory) comes first: if it throws, nothing has changed,
+  // and no unfinished count is left behind for wait_all() to wait on for ever.
+  const Request& request = requests_.emplace(ticket, Request{pieces, direction, bytes, {}}).first->second;
+  next_ticket_++;
   if (pieces == 0) {
     finish_request(request);
   } else {
     if (unfinished_++ == 0) busy_since_ = std::chrono::steady_clock::now();
   }
-  requests_.emplace(ticket, std::move(request));
   return ticket;
 }
 
@@ -27,12 +31,20 @@ void TicketBook::finish_request(const Request& request) {
   counters_.requests_completed++;
 }
 
-void TicketBook::finish_piece(Ticket ticket, const std::string& error) {
+void TicketBook::finish_pieces(Ticket ticket, uint64_t count, const std::string& error) {
+  if (count == 0) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Request& request = requests_.at(ticket);
-    if (!error.empty() && request.error.empty()) request.error = error;
-    if (--request.pieces_left != 0) return;
+    if (!error.empty() && request.error.empty()) {
+      try {
+        request.error = error;
+      } catch (const std::bad_alloc&) {
+        request.error = "out of memory";  // short enough to need no allocation: the pieces still finish
+      }
+    }
+    request.pieces_left -= count;
+    if (request.pieces_left != 0) return;
     finish_request(request);
     if (--unfinished_ == 0) {
       counters_.busy_seconds +=

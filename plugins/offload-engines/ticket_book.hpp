@@ -21,10 +21,13 @@ class TicketBook {
   explicit TicketBook(std::string engine_kind) : engine_kind_(std::move(engine_kind)) {}
 
   // A new ticket for a request cut into `pieces` (0: done at once) moving `bytes` in `direction`.
+  // If it throws (out of memory), no ticket was opened.
   Ticket open(uint64_t pieces, Direction direction, uint64_t bytes);
   // One piece of `ticket` ended; a non-empty `error` marks the ticket failed (the first error is
   // kept). The request's bytes are counted when its last piece ends without error.
-  void finish_piece(Ticket ticket, const std::string& error = std::string());
+  void finish_piece(Ticket ticket, const std::string& error = std::string()) { finish_pieces(ticket, 1, error); }
+  // `count` pieces of `ticket` ended at once (the rest of a request dropped unissued).
+  void finish_pieces(Ticket ticket, uint64_t count, const std::string& error = std::string());
   // Whether `ticket` already failed, so its remaining pieces can be dropped unissued.
   bool failed(Ticket ticket) const;
 

@@ -11,7 +11,8 @@ today's core and train exactly like the built-in plugins with the same rule:
   is grouped differently, so clipping stays off (train.grad_clip=0) and the norm is not compared;
 - a checkpoint saved with frozen_resident resumes with ddp, and the reverse, and the resumed
   steps' losses equal the uninterrupted run's;
-and a plugin claiming a newer minor is refused with both versions named."""
+and a plugin claiming a newer minor is refused with both versions named; a strategy built before
+0.7 is refused at pp 2 by keel validate, naming its ABI."""
 import json
 import os
 import re
@@ -82,8 +83,22 @@ def check_newer_minor_refused():
     assert p.returncode != 0 and re.search(r"built for Keel ABI \d+\.\d+, newer than this core's ABI", p.stderr), p.stderr
 
 
+def check_pipeline_needs_0_7():
+    """A strategy built before 0.7 knows nothing of chunks or of begin_microbatch before each
+    backward: keel validate refuses it at pp 2 and names the plugin, its ABI and the one needed."""
+    if tuple(int(x) for x in version.lstrip("v").split(".")) >= (0, 7):
+        return
+    p = subprocess.run([keel, "validate", config, "--ranks", "2", "--set", f"plugin_path=\"{frozen_dir}\"",
+                        "--set", "parallel.pp=2", "--set", f"parallel.strategy={FROZEN_STRATEGY}"],
+                       capture_output=True, text=True, timeout=120)
+    print(p.stderr.strip()[-400:])
+    assert p.returncode != 0 and re.search(r"parallel\.strategy\.plugin 'frozen_resident' was built against ABI "
+                                           r"0\.\d+, but parallel\.pp > 1 needs 0\.7", p.stderr), p.stderr
+
+
 with tempfile.TemporaryDirectory() as work:
     check_frozen_optimizer(work)
     check_frozen_strategy(work)
 check_newer_minor_refused()
+check_pipeline_needs_0_7()
 print("PASS")

@@ -24,3 +24,14 @@ if(TARGET keel-zero)
     set_tests_properties(e2e.tensor_parallel.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE TIMEOUT 1500)
   endforeach()
 endif()
+# Pipeline parallelism (pipeline_checks.py): parity of every schedule and of pp with dp, tp and
+# each strategy against one rank, bit-exact resume, resharding across pp, the end of a run on
+# every stage, and failures (keel validate's layout checks, a stage that dies mid-run).
+if(TARGET keel-zero)
+  foreach(check parity resume reshard end_of_run failure)
+    add_test(NAME e2e.pipeline.${check}
+      COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/pipeline_checks.py ${check} --keel ${keel}
+              --config ${quickstart} --strategies ddp,zero1,zero2,zero3)
+    set_tests_properties(e2e.pipeline.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE TIMEOUT 1500)
+  endforeach()
+endif()

@@ -39,7 +39,7 @@ def strategy_sets(name):
     return [f"parallel.strategy={{\"plugin\": \"zero\", \"stage\": {stage}}}"]
 
 
-def run(args, ranks, strategy, work, tag, extra=(), resume=None, steps=20, check=True):
+def run(args, ranks, strategy, work, tag, extra=(), resume=None, steps=20, check=True, env_extra=None):
     micro = G // ranks if G // ranks <= 6 else 6
     sets = TINY + strategy_sets(strategy) + [f"data.micro_batch={micro}", f"train.steps={steps}",
                                               f"train.metrics_path=\"{work}/{tag}.jsonl\"",
@@ -50,7 +50,8 @@ def run(args, ranks, strategy, work, tag, extra=(), resume=None, steps=20, check
     if ranks > 1:
         cmd = [args.mpirun, "--oversubscribe", "-np", str(ranks)] + cmd
     start = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=ENV, timeout=600)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=dict(ENV, **(env_extra or {})),
+                       timeout=600)
     if check and p.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
     print(f"{tag}: {ranks} rank(s), {strategy}, {time.time() - start:.1f}s")

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include <keel/version.h>
 
@@ -66,35 +68,40 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   const std::string rank_file = rank_file_name;
 
   // Gather this rank's slices first: the ranges it owns of its piece (a box of the tensor). A
-  // piece every rank holds whole is written by data-parallel rank 0 alone, and a tensor
-  // replicated over tensor-parallel ranks by tp rank 0 alone, so each element is saved once.
+  // piece every rank holding it has whole is written by data-parallel rank 0 alone, a tensor
+  // replicated over tensor-parallel ranks by tp rank 0 alone, and a pipeline stage's copy of a
+  // tied tensor (STAGE_COPY) not at all, so each element is saved once.
   // A refusal (non-finite values) on any rank must leave nothing on disk.
   std::vector<std::vector<float>> buffers;
   std::vector<SafetensorsEntry> entries;
   nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array();
   buffers.reserve(info.n_params * size_t(1 + slots));
   std::string nonfinite;
-  // A tensor is replicated when EVERY rank holds it whole (a ZeRO-3 shard may hold a small
-  // tensor whole on one rank only): one gather of per-tensor flags decides it.
-  std::string whole_here;
+  // A tensor is replicated when every rank that holds it holds it whole (a ZeRO-3 shard may hold
+  // a small tensor whole on one rank only; under pipeline parallelism each stage holds its own
+  // tensors): one gather of per-(tensor, kind) flags, keyed by name, decides it.
+  auto flag_key = [](const keel_param_spec& spec, int32_t kind) { return std::string(spec.name) + "#" + std::to_string(kind); };
+  nlohmann::json whole_here = nlohmann::json::object();
   for (size_t i = 0; i < info.n_params; ++i)
     for (int32_t kind = -1; kind < slots; ++kind) {
       const auto [begin, end] = trainer.owned_range(kind, i);
-      whole_here += (begin == 0 && end == trainer.numel(i)) ? '1' : '0';
+      whole_here[flag_key(info.params[i], kind)] = begin == 0 && end == trainer.numel(i);
     }
-  std::string replicated(whole_here.size(), '1');
-  for (const std::string& flags : trainer.gather_strings(whole_here))
-    for (size_t k = 0; k < flags.size() && k < replicated.size(); ++k)
-      if (flags[k] != '1') replicated[k] = '0';
-  size_t flag = 0;
+  std::map<std::string, bool> replicated;
+  for (const std::string& text : trainer.gather_strings(whole_here.dump())) {
+    const nlohmann::json flags = nlohmann::json::parse(text);  // outlives the loop over its items
+    for (const auto& [key, whole] : flags.items())
+      replicated[key] = replicated.count(key) ? replicated[key] && whole.get<bool>() : whole.get<bool>();
+  }
   for (size_t i = 0; i < info.n_params; ++i) {
     const keel_param_spec& spec = info.params[i];
-    const int64_t numel = trainer.numel(i);
+    if (spec.flags & KEEL_PARAM_STAGE_COPY) continue;  // the first stage saves the tied tensor
     params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.global_shape, spec.global_shape + spec.ndim)},
                       {"dtype", "F32"}, {"layer", spec.layer}});
-    for (int32_t kind = -1; kind < slots; ++kind, ++flag) {
+    for (int32_t kind = -1; kind < slots; ++kind) {
       const auto [begin, end] = trainer.owned_range(kind, i);
-      if (end <= begin || (replicated[flag] == '1' && trainer.dp_rank() != 0) || (spec.tp_dim < 0 && trainer.tp_rank() != 0))
+      if (end <= begin || (replicated[flag_key(spec, kind)] && trainer.dp_rank() != 0) ||
+          (spec.tp_dim < 0 && trainer.tp_rank() != 0))
         continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       buffers.push_back(trainer.read_range(kind, i, begin, end));
@@ -134,16 +141,20 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   write_safetensors((fs::path(temporary) / rank_file).string(), entries);
   uint64_t bytes = 0;
   const uint32_t crc = file_crc32c((fs::path(temporary) / rank_file).string(), &bytes);
-  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}}, {"slices", slices}, {"own_state", own_state}};
+  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}},
+                               {"params", params}, {"slices", slices}, {"own_state", own_state}};
   const std::vector<std::string> everyone = trainer.gather_strings(mine.dump());
 
   const std::string final_folder = (fs::path(root) / name).string();
   if (rank == 0) {
     nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
-                   all_own_state = nlohmann::json::array();
+                   all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
+    std::set<std::string> listed;  // each stage lists its own tensors; the manifest lists each once
     for (const auto& text : everyone) {
       const nlohmann::json part = nlohmann::json::parse(text);
       files.push_back(part.at("file"));
+      for (const auto& param : part.at("params"))
+        if (listed.insert(param.at("name").get<std::string>()).second) all_params.push_back(param);
       for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
       for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
     }
@@ -156,11 +167,12 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
         {"tokens_seen", trainer.tokens_seen()},
         {"data_state", trainer.data_state()},
         {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
-        {"mesh", {{"dp", trainer.dp_size()}, {"tp", config.tp}, {"pp", config.pp}, {"world_size", ranks}}},
+        {"mesh", {{"dp", trainer.dp_size()}, {"tp", config.tp}, {"pp", config.pp},
+                  {"virtual_stages", config.virtual_stages}, {"world_size", ranks}}},
         {"strategy", config.strategy.json},
         {"config", config.json},
         {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", slots}}},
-        {"params", params},
+        {"params", all_params},
         {"slices", all_slices},
         {"strategy_own_state", all_own_state},
         {"files", files}};

@@ -87,16 +87,35 @@ void read_train(JsonSection s, TrainConfig& out) {
 void read_parallel(const nlohmann::json& config, RunConfig& out) {
   JsonSection s(config.contains("parallel") ? config.at("parallel") : nlohmann::json::object(), "parallel");
   s.allow("strategy");
+  s.allow("schedule");
   out.tp = s.get_in_range<int32_t>("tp", 1, 1, 4096);
   out.pp = s.get_in_range<int32_t>("pp", 1, 1, 4096);
   out.sequence_parallel = s.get<bool>("sequence_parallel", false);
-  if (out.pp != 1) throw ConfigError("parallel.pp: pipeline parallelism is not available yet; expected 1, found " + std::to_string(out.pp));
+  out.virtual_stages = s.get_in_range<int32_t>("virtual_stages", 1, 1, 1024);
   if (out.sequence_parallel && out.tp == 1)
     throw ConfigError("parallel.sequence_parallel: splits the sequence over tensor-parallel ranks, so it needs "
                       "parallel.tp > 1 (found tp 1)");
+  if (out.virtual_stages > 1 && out.pp == 1)
+    throw ConfigError("parallel.virtual_stages: " + std::to_string(out.virtual_stages) +
+                      " chunks per rank interleave a pipeline, so it needs parallel.pp > 1 (found pp 1)");
+  if (s.has("layers_per_stage")) {
+    const nlohmann::json& list = s.raw("layers_per_stage");
+    const size_t chunks = size_t(out.pp) * size_t(out.virtual_stages);
+    if (!list.is_array() || list.size() != chunks)
+      throw ConfigError("parallel.layers_per_stage: expected a list of " + std::to_string(chunks) +
+                        " block counts (pp " + std::to_string(out.pp) + " × virtual_stages " +
+                        std::to_string(out.virtual_stages) + "), found " + list.dump());
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer() || list[i].get<int64_t>() < 1 || list[i].get<int64_t>() > (1 << 20))
+        throw ConfigError("parallel.layers_per_stage[" + std::to_string(i) + "]: expected a block count of at least 1, found " +
+                          list[i].dump());
+      out.layers_per_stage.push_back(list[i].get<int32_t>());
+    }
+  }
   s.finish();
   nlohmann::json parallel = config.contains("parallel") ? config.at("parallel") : nlohmann::json::object();
   out.strategy = read_plugin_section(parallel, "strategy", "parallel.strategy", "ddp");
+  out.schedule = read_plugin_section(parallel, "schedule", "parallel.schedule", "1f1b");
 }
 
 RunConfig parse(nlohmann::json json, const std::string& origin, const std::string& name,

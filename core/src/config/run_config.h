@@ -76,6 +76,12 @@ struct RunConfig {
   // The mesh (docs/parallelism.md §1): tp × dp × pp ranks, tp fastest; dp = world / (tp · pp).
   int32_t tp = 1, pp = 1;
   bool sequence_parallel = false;  // parallel.sequence_parallel (Megatron's), with tp > 1
+  // Pipeline parallelism (docs/parallelism.md §5): the schedule plugin ("1f1b" by default, also at
+  // pp 1, where every schedule is forward m then backward m), the chunks per rank, and an explicit
+  // placement of the model's blocks (pp · virtual_stages counts; empty: an even split).
+  PluginSection schedule;
+  int32_t virtual_stages = 1;
+  std::vector<int32_t> layers_per_stage;
 
   // Reads and checks everything the core owns; throws KeelError(KEEL_ERR_INVALID_CONFIG)
   // with "<file>: <json path>: <problem>".

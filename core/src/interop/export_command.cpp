@@ -53,12 +53,15 @@ RunConfig export_config(RunConfig config) {
   config.model_init_from.clear();
   config.optimizer = {"sgd", {{"plugin", "sgd"}}, "optimizer"};
   config.strategy = {"ddp", {{"plugin", "ddp"}}, "parallel.strategy"};
+  config.schedule = {"1f1b", {{"plugin", "1f1b"}}, "parallel.schedule"};
   config.comm = {"mpi", {{"plugin", "mpi"}}, "comm"};
   config.comm_explicit = false;  // one process, with or without an MPI plugin installed
   // One rank holds whole tensors: the checkpoint's boxes, whatever (tp, dp) saved them, are
   // reassembled as they load (docs/parallelism.md §2).
   config.tp = config.pp = 1;
   config.sequence_parallel = false;
+  config.virtual_stages = 1;
+  config.layers_per_stage.clear();
   return config;
 }
 

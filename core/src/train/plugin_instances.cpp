@@ -41,6 +41,21 @@ void validate_plugin_sections(const RunConfig& config) {
   validate_section(table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config), config.strategy, config);
   if (!config.data_plugin.plugin.empty())
     validate_section(table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config), config.data_plugin, config);
+  validate_section(table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config), config.schedule, config);
+}
+
+// A plugin built before `minor` cannot take part in `what`; say which and how to go on.
+void PluginInstances::require_abi(const RunConfig& config, uint32_t minor, const std::string& what) const {
+  auto& registry = PluginRegistry::instance();
+  for (auto [kind, section] : {std::pair<int32_t, const PluginSection*>{KEEL_KIND_MODEL, &config.model},
+                               {KEEL_KIND_STRATEGY, &config.strategy}}) {
+    const keel_plugin_info& info = registry.find(kind, section->plugin).info;
+    if (info.abi_minor < minor)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + what + ", which came in ABI 0." + std::to_string(minor) +
+                                                  "; " + section->json_path + ".plugin '" + section->plugin +
+                                                  "' was built against 0." + std::to_string(info.abi_minor) +
+                                                  ". Rebuild it, or run without it");
+  }
 }
 
 void PluginInstances::create(const RunConfig& config) {
@@ -49,6 +64,7 @@ void PluginInstances::create(const RunConfig& config) {
   model = table_for<keel_model_api>(KEEL_KIND_MODEL, config.model, config);
   optimizer = table_for<keel_optimizer_api>(KEEL_KIND_OPTIMIZER, config.optimizer, config);
   strategy = table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config);
+  schedule = table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config);
   const keel_host* host = host_table();
   create_mesh(config);
 
@@ -58,25 +74,31 @@ void PluginInstances::create(const RunConfig& config) {
 
   const std::string model_json = config.model.json.dump();
   auto& registry = PluginRegistry::instance();
-  if (tp_size > 1) {
-    // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes.
-    for (auto [kind, section] : {std::pair<int32_t, const PluginSection*>{KEEL_KIND_MODEL, &config.model},
-                                 {KEEL_KIND_STRATEGY, &config.strategy}}) {
-      const keel_plugin_info& info = registry.find(kind, section->plugin).info;
-      if (info.abi_minor < 6)
-        throw KeelError(KEEL_ERR_UNIMPLEMENTED,
-                        config.file + ": parallel.tp: " + std::to_string(tp_size) + " needs tensor-parallel pieces, "
-                        "which came in ABI 0.6; " + section->json_path + ".plugin '" + section->plugin +
-                        "' was built against 0." + std::to_string(info.abi_minor) + ". Run it at tp 1 or rebuild it");
-    }
-  }
+  // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes; one
+  // built before 0.7 knows nothing of chunks, tied stages or backwards out of forward order.
+  if (tp_size > 1) require_abi(config, 6, "parallel.tp: " + std::to_string(tp_size) + " needs tensor-parallel pieces");
+  if (pp_size > 1) require_abi(config, 7, "parallel.pp: " + std::to_string(pp_size) + " needs pipeline chunks");
+  if (pp_size > 1 && !KEEL_HAS_SLOT(model, stage_io_numel))
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.pp: model '" + config.model.plugin +
+                                                "' cannot be cut into pipeline stages (it has no stage_io_numel); run it at pp 1");
+  const int32_t* stage_blocks = config.layers_per_stage.empty() ? nullptr : config.layers_per_stage.data();
   keel_model_create_args model_args{sizeof(model_args), model_json.c_str(), config.model.json_path.c_str(),
                                     backend, backend_obj, tp_rank, tp_size,
                                     tp_size > 1 ? comm : nullptr, tp_size > 1 ? tp_obj : nullptr,
-                                    config.sequence_parallel ? 1 : 0};  // model.h: NULL at tp 1
+                                    config.sequence_parallel ? 1 : 0,  // model.h: NULL at tp 1
+                                    pp_rank, pp_size, virtual_stages, stage_blocks,
+                                    int32_t(config.layers_per_stage.size())};
   check_plugin(model->create(host, &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");
+  if (schedule->splits_backward) {
+    int32_t splits = 0;
+    if (KEEL_HAS_SLOT(model, splits_backward)) check_plugin(model->splits_backward(model_obj, &splits), "model splits_backward");
+    if (!splits)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.schedule.plugin: '" + config.schedule.plugin +
+                                                  "' splits each backward into input and weight gradients, which model '" +
+                                                  config.model.plugin + "' cannot do; use \"1f1b\" or \"interleaved\"");
+  }
   adopt_model_specs(config);
 
   const std::string optimizer_json = config.optimizer.json.dump();
@@ -95,7 +117,8 @@ void PluginInstances::create(const RunConfig& config) {
   keel_strategy_create_args strategy_args{sizeof(strategy_args), strategy_json.c_str(), config.strategy.json_path.c_str(),
                                           backend, backend_obj, optimizer, optimizer_obj, strategy_params,
                                           model_info.n_params, model_info.n_layers, config.train.seed,
-                                          dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size, tp_rank, tp_size};
+                                          dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size, tp_rank, tp_size,
+                                          pp_rank, pp_size, embedding_obj ? comm : nullptr, embedding_obj};
   if (dp_size > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "
@@ -158,6 +181,22 @@ void PluginInstances::create_mesh(const RunConfig& config) {
     throw KeelError(KEEL_ERR_INTERNAL, "comm split gave tp rank " + std::to_string(tp_rank) + " of " +
                                            std::to_string(tp_size) + ", expected " + std::to_string(tp_index) + " of " +
                                            std::to_string(tp));
+  pp_rank = pp_index;
+  pp_size = pp;
+  virtual_stages = config.virtual_stages;
+  if (pp == 1) return;
+  // The pipeline group: the ranks that share a dp and a tp position, ordered by stage. Split by
+  // every rank (split is collective over the world).
+  check_plugin(comm->split(world_obj, dp_index * tp + tp_index, pp_index, &pp_obj), "comm split (pipeline group)");
+  // The embedding group (Megatron's): the first and the last stage of this pipeline, which both
+  // hold the tied word embedding. Every other rank gets a group of its own and drops it.
+  const bool holds_embedding = pp_index == 0 || pp_index == pp - 1;
+  void* embedding = nullptr;
+  check_plugin(comm->split(world_obj, holds_embedding ? dp_index * tp + tp_index : dp * tp + world_rank, pp_index,
+                           &embedding),
+               "comm split (embedding group)");
+  if (holds_embedding) embedding_obj = embedding;
+  else comm->destroy(embedding);
 }
 
 void PluginInstances::adopt_model_specs(const RunConfig& config) {
@@ -176,6 +215,8 @@ PluginInstances::~PluginInstances() {
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);
   if (backend_obj) backend->destroy(backend_obj);
+  if (embedding_obj) comm->destroy(embedding_obj);
+  if (pp_obj) comm->destroy(pp_obj);
   if (core_tp_obj) comm->destroy(core_tp_obj);
   if (tp_obj) comm->destroy(tp_obj);
   if (core_dp_obj) comm->destroy(core_dp_obj);

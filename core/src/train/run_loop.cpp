@@ -42,7 +42,7 @@ std::string describe_run(const Trainer& trainer) {
        << " tensors, " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
        << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
        << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
-  if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (tp " << trainer.tp_size() << " × dp " << trainer.dp_size() << ")";
+  if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (tp " << trainer.tp_size() << " × dp " << trainer.dp_size() << " × pp " << trainer.pp_size() << ")";
   text << "; metrics → " << config.train.metrics_path;
   if (trainer.step() > 0) text << "; resumed at step " << trainer.step();
   return text.str();
@@ -131,6 +131,7 @@ void RunSession::run(const RunSlice& slice) {
                                                            "send", "recv", "barrier"};
   keel_comm_counters interval_start = trainer.comm_counters();
   keel_comm_counters tp_interval_start = trainer.comm_counters(Trainer::CommGroup::model_tp);
+  keel_comm_counters pp_interval_start = trainer.comm_counters(Trainer::CommGroup::pipeline);
   auto per_step_bytes = [&](const keel_comm_counters& now, const keel_comm_counters& start, int64_t steps) {
     nlohmann::json per_step = nlohmann::json::object();
     for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
@@ -151,6 +152,7 @@ void RunSession::run(const RunSlice& slice) {
                        {"forward", 1e3 * result.forward_seconds},
                        {"backward", 1e3 * result.backward_seconds},
                        {"optimizer", 1e3 * result.optimizer_seconds}};
+    if (trainer.pp_size() > 1) report.phase_ms["pipeline_wait"] = 1e3 * result.pipeline_wait_seconds;
     const bool last = result.step == train.steps || (slice.ends_run && result.step == slice.until_step);
     if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0) save(&report);
     ++interval_steps;
@@ -172,6 +174,7 @@ void RunSession::run(const RunSlice& slice) {
       const keel_strategy_info memory = trainer.strategy_info();
       report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
                                         {"optimizer_state", memory.state_bytes}};
+      if (trainer.pp_size() > 1) report.extra["pp_peak_in_flight"] = result.peak_in_flight;  // rank 0's stage
       if (trainer.world_size() > 1) {
         const keel_comm_counters now = trainer.comm_counters();
         report.extra["comm_bytes_per_step"] = per_step_bytes(now, interval_start, interval_steps);
@@ -181,9 +184,15 @@ void RunSession::run(const RunSlice& slice) {
           report.extra["tp_comm_bytes_per_step"] = per_step_bytes(tp_now, tp_interval_start, interval_steps);
           tp_interval_start = tp_now;
         }
+        if (trainer.pp_size() > 1) {  // activations and their gradients between stages
+          const keel_comm_counters pp_now = trainer.comm_counters(Trainer::CommGroup::pipeline);
+          report.extra["pp_comm_bytes_per_step"] = per_step_bytes(pp_now, pp_interval_start, interval_steps);
+        }
       }
       interval_steps = 0;
       if (evaluate) report.val_loss = trainer.evaluate();
+      // Evaluation moves activations too: the next interval starts after it.
+      pp_interval_start = trainer.comm_counters(Trainer::CommGroup::pipeline);
       reporter.step(report);
       interval_seconds = 0;
       interval_tokens = 0;

@@ -40,6 +40,8 @@ Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)
                                                  std::to_string(config_.data.micro_batch) + " × data-parallel size " +
                                                  std::to_string(plugins_.dp_size) + " (= " + std::to_string(per_step) +
                                                  " per micro-step); use a multiple of " + std::to_string(per_step));
+  pipeline_ = std::make_unique<PipelineRunner>(plugins_, config_);
+  pipeline_->check_microbatches(accumulation_steps());  // a schedule that cannot run this step fails now
   if (!plugins_.data && data == TrainerData::open) open_builtin_data();
   check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
   check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
@@ -86,42 +88,7 @@ nlohmann::json Trainer::data_state() const {
   return train_sampler_->state();
 }
 
-Trainer::~Trainer() {
-  if (device_tokens_) plugins_.backend->free_memory(plugins_.backend_obj, device_tokens_);
-  if (device_targets_) plugins_.backend->free_memory(plugins_.backend_obj, device_targets_);
-}
-
-void Trainer::upload(const Batch& batch) {
-  const size_t count = batch.tokens.size();
-  auto* backend = plugins_.backend;
-  void* be = plugins_.backend_obj;
-  if (count > device_capacity_) {
-    if (device_tokens_) backend->free_memory(be, device_tokens_);
-    if (device_targets_) backend->free_memory(be, device_targets_);
-    device_tokens_ = device_targets_ = nullptr;
-    check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device_tokens_)), "backend alloc");
-    check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device_targets_)), "backend alloc");
-    device_capacity_ = count;
-  }
-  check_plugin(backend->copy(be, device_tokens_, batch.tokens.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
-               "copying tokens to the backend");
-  if (!batch.targets.empty())
-    check_plugin(backend->copy(be, device_targets_, batch.targets.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
-                 "copying targets to the backend");
-}
-
-double Trainer::forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets) {
-  keel_forward_args args{};
-  args.struct_size = sizeof(args);
-  args.access = &plugins_.access;
-  args.microbatch = microbatch;
-  args.batch = batch;
-  args.seq_len = seq_len;
-  args.tokens = device_tokens_;
-  args.targets = with_targets ? device_targets_ : nullptr;
-  check_plugin(plugins_.model->forward(plugins_.model_obj, &args), "model '" + config_.model.plugin + "' forward");
-  return args.loss;
-}
+Trainer::~Trainer() = default;
 
 StepResult Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
@@ -144,20 +111,14 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   void* s = plugins_.strategy_obj;
   StepResult result;
   check_plugin(strategy->zero_grads(s), "strategy zero_grads");
-  const int32_t n = int32_t(micro_batches.size());
-  for (int32_t m = 0; m < n; ++m) {
-    const Batch& batch = micro_batches[m];
-    check_plugin(strategy->begin_microbatch(s, m, m == n - 1), "strategy begin_microbatch");
-    auto phase = clock::now();
-    upload(batch);
-    result.loss += forward(m, batch.batch, batch.seq_len, true) / n;
-    result.forward_seconds += seconds_since(phase);
-    phase = clock::now();
-    keel_backward_args backward{sizeof(backward), &plugins_.access, m, 1.0f / float(n)};
-    check_plugin(plugins_.model->backward(plugins_.model_obj, &backward), "model '" + config_.model.plugin + "' backward");
-    result.backward_seconds += seconds_since(phase);
-    result.tokens += int64_t(batch.batch) * batch.seq_len;
-  }
+  PipelineTimes times;
+  // The loss lives on the stage holding the last chunk; the pipeline's sum hands it to every stage.
+  result.loss = sum_over_pp(pipeline_->train(micro_batches, times));
+  result.forward_seconds = times.forward_seconds;
+  result.backward_seconds = times.backward_seconds;
+  result.pipeline_wait_seconds = times.receive_seconds;
+  result.peak_in_flight = times.peak_in_flight;
+  for (const Batch& batch : micro_batches) result.tokens += int64_t(batch.batch) * batch.seq_len;
   // Every rank reports the same loss: the mean over the data-parallel group's samples.
   if (plugins_.dp_size > 1) {
     result.loss = sum_over_ranks(result.loss) / plugins_.dp_size;
@@ -168,7 +129,7 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   check_plugin(strategy->grad_sq_norm(s, &sum_squares), "strategy grad_sq_norm");
   // The strategy counted tp-replicated parameters on tp rank 0 only (strategy.h): summing over
   // the tp group counts each distinct gradient once.
-  sum_squares = sum_over_tp(sum_squares);
+  sum_squares = sum_over_pp(sum_over_tp(sum_squares));  // each stage counted its own parameters
   result.grad_norm = std::sqrt(sum_squares);
   result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_, config_.train.steps);
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
@@ -206,20 +167,15 @@ double Trainer::evaluate() {
   const int32_t batches = config_.data.val_batches;
   for (int32_t i = 0; i < batches; ++i) {
     Batch batch = val_sampler ? val_sampler->next(config_.data.micro_batch) : plugin_batch(KEEL_SPLIT_VALIDATION);
-    upload(batch);
-    total += forward(0, batch.batch, batch.seq_len, true);
+    total += pipeline_->forward_only(batch, true, nullptr);
   }
-  return total / batches;
+  return sum_over_pp(total) / batches;
 }
 
 double Trainer::forward_backward(const Batch& batch) {
   check_plugin(plugins_.strategy->zero_grads(plugins_.strategy_obj), "strategy zero_grads");
-  check_plugin(plugins_.strategy->begin_microbatch(plugins_.strategy_obj, 0, 1), "strategy begin_microbatch");
-  upload(batch);
-  double loss = forward(0, batch.batch, batch.seq_len, true);
-  keel_backward_args backward{sizeof(backward), &plugins_.access, 0, 1.0f};
-  check_plugin(plugins_.model->backward(plugins_.model_obj, &backward), "model backward");
-  return loss;
+  PipelineTimes times;
+  return sum_over_pp(pipeline_->train({batch}, times));
 }
 
 std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len) {
@@ -227,18 +183,19 @@ std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t b
   input.batch = batch;
   input.seq_len = seq_len;
   input.tokens = tokens;
-  upload(input);
-  keel_forward_args args{};
-  args.struct_size = sizeof(args);
-  args.access = &plugins_.access;
-  args.batch = batch;
-  args.seq_len = seq_len;
-  args.tokens = device_tokens_;
-  check_plugin(plugins_.model->forward(plugins_.model_obj, &args), "model inference forward");
+  const float* device_logits = nullptr;
+  pipeline_->forward_only(input, false, &device_logits);
   std::vector<float> out(size_t(batch) * seq_len * plugins_.model_info.padded_vocab_size);
-  check_plugin(plugins_.backend->copy(plugins_.backend_obj, out.data(), args.logits, out.size() * sizeof(float),
-                                      KEEL_COPY_DEVICE_TO_HOST),
-               "copying logits");
+  if (device_logits)
+    check_plugin(plugins_.backend->copy(plugins_.backend_obj, out.data(), device_logits, out.size() * sizeof(float),
+                                        KEEL_COPY_DEVICE_TO_HOST),
+                 "copying logits");
+  // Under pipeline parallelism only the last stage has them: it hands them to every stage, so
+  // sampling and the bindings see the same rows on every rank.
+  if (plugins_.pp_size > 1)
+    check_plugin(plugins_.comm->broadcast(plugins_.pp_obj, out.data(), out.size(), keel_dtype{KEEL_DTYPE_FLOAT, 32, 1},
+                                          plugins_.pp_size - 1, nullptr),
+                 "comm broadcast (logits over the pipeline group)");
   return out;
 }
 
@@ -378,6 +335,7 @@ double Trainer::sum_over(void* comm, int32_t size, double value, const char* wha
 
 double Trainer::sum_over_ranks(double value) { return sum_over(plugins_.core_dp_obj, plugins_.dp_size, value, "data-parallel group"); }
 double Trainer::sum_over_tp(double value) { return sum_over(plugins_.core_tp_obj, plugins_.tp_size, value, "tensor-parallel group"); }
+double Trainer::sum_over_pp(double value) { return sum_over(plugins_.pp_obj, plugins_.pp_size, value, "pipeline group"); }
 double Trainer::sum_over_world(double value) { return sum_over(plugins_.world_obj, plugins_.world_size, value, "world"); }
 
 std::vector<std::string> Trainer::gather_strings(const std::string& mine) {
@@ -450,7 +408,9 @@ void Trainer::write_own_state(int32_t index, const std::vector<float>& values) {
 keel_comm_counters Trainer::comm_counters(CommGroup group) {
   keel_comm_counters counters{};
   counters.struct_size = sizeof(counters);
-  void* comm = group == CommGroup::strategy_dp ? plugins_.dp_obj : plugins_.tp_obj;
+  void* comm = group == CommGroup::strategy_dp ? plugins_.dp_obj
+               : group == CommGroup::model_tp    ? plugins_.tp_obj
+                                                 : plugins_.pp_obj;
   if (comm) check_plugin(plugins_.comm->counters(comm, &counters), "comm counters");
   return counters;
 }

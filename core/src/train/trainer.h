@@ -10,6 +10,7 @@
 
 #include "config/run_config.h"
 #include "data/token_source.h"
+#include "train/pipeline_runner.h"
 #include "train/plugin_instances.h"
 
 namespace keel {
@@ -23,6 +24,8 @@ struct StepResult {
   int64_t tokens = 0;        // tokens trained in this step
   // Wall time of each phase of this step, in seconds.
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0;
+  double pipeline_wait_seconds = 0;  // waiting for a pipeline neighbour's activation or gradient
+  int32_t peak_in_flight = 0;        // micro-batch activation sets held at once on this rank
   bool skipped = false;      // non-finite loss or gradient norm with train.on_nonfinite = "skip"
 };
 
@@ -88,6 +91,8 @@ class Trainer {
   int32_t dp_rank() const { return plugins_.dp_rank; }
   int32_t tp_rank() const { return plugins_.tp_rank; }
   int32_t tp_size() const { return plugins_.tp_size; }
+  int32_t pp_rank() const { return plugins_.pp_rank; }
+  int32_t pp_size() const { return plugins_.pp_size; }
   // A failing rank ends every rank with its reason (no-op on one rank).
   void abort_all_ranks(const std::string& reason) { plugins_.abort_all_ranks(reason); }
   // Collective over every rank of the world: waits for all of them (no-op on one rank). The
@@ -97,6 +102,7 @@ class Trainer {
   // (the loss), the tensor-parallel group (the gradient norm), or the world (checkpoints).
   double sum_over_ranks(double value);
   double sum_over_tp(double value);
+  double sum_over_pp(double value);
   double sum_over_world(double value);
   // Every rank's string in world rank order (for checkpoint manifests).
   std::vector<std::string> gather_strings(const std::string& mine);
@@ -112,7 +118,7 @@ class Trainer {
   void write_own_state(int32_t index, const std::vector<float>& values);
   // The strategy's data-parallel communicator, or the model's tensor-parallel one (zeros where
   // there is none).
-  enum class CommGroup { strategy_dp, model_tp };
+  enum class CommGroup { strategy_dp, model_tp, pipeline };
   keel_comm_counters comm_counters(CommGroup group = CommGroup::strategy_dp);
   // The global flat range of parameter `index` (kind -1) or its state slot this rank holds.
   std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index);
@@ -126,26 +132,21 @@ class Trainer {
   }
 
  private:
-  void upload(const Batch& batch);
   void open_builtin_data();
   void require_data() const;  // throws KeelError when built with TrainerData::none
   Batch plugin_batch(int32_t split);
-  double forward(int32_t microbatch, int32_t batch, int32_t seq_len, bool with_targets);
 
   RunConfig config_;
   double sum_over(void* comm, int32_t size, double value, const char* what);
   void require_whole(size_t index, const char* what) const;
   PluginInstances plugins_;
+  std::unique_ptr<PipelineRunner> pipeline_;
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;
   int32_t seq_len_ = 0;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;
-  // Device copies of the current batch, sized for the largest batch seen.
-  int32_t* device_tokens_ = nullptr;
-  int32_t* device_targets_ = nullptr;
-  size_t device_capacity_ = 0;
 };
 
 }  // namespace keel

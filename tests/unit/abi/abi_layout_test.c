@@ -348,6 +348,41 @@ KEEL_ASSERT_OFFSET(keel_schedule_api, check_shape, 16);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_schedule_api, build, 24);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_schedule_api, splits_backward, 32);  /* 0.7 */
 
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, offload, 144);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, offload_obj, 152);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, offload_arrays, 160);  /* 0.7 */
+KEEL_ASSERT_SIZE(keel_offload_create_args, 32);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_create_args, struct_size, 0);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_create_args, config_json, 8);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_create_args, json_path, 16);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_create_args, world_rank, 24);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_create_args, device_backend, 28);  /* 0.7 */
+KEEL_ASSERT_SIZE(keel_offload_info, 32);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_info, struct_size, 0);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_info, alignment_bytes, 8);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_info, ideal_request_bytes, 16);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_info, capacity_bytes, 24);  /* 0.7 */
+KEEL_ASSERT_SIZE(keel_offload_counters, 40);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_counters, struct_size, 0);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_counters, bytes_read, 8);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_counters, bytes_written, 16);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_counters, requests_completed, 24);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_counters, busy_seconds, 32);  /* 0.7 */
+KEEL_ASSERT_SIZE(keel_offload_api, 104);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, struct_size, 0);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, validate_config, 8);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, create, 16);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, destroy, 24);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, describe, 32);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, add_extent, 40);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, submit_write, 48);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, submit_read, 56);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, wait, 64);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, wait_all, 72);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, counters, 80);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, alloc_buffer, 88);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_offload_api, free_buffer, 96);  /* 0.7 */
+
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);

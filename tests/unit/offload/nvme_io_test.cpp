@@ -15,7 +15,9 @@ namespace {
 
 using keel_offload::AlignedBuffer;
 using keel_offload::Ticket;
+using offload_test::descriptor_of;
 using offload_test::error_of;
+using offload_test::only_file_in;
 using offload_test::random_bytes;
 
 constexpr uint64_t kKiB = 1024;
@@ -53,22 +55,6 @@ std::vector<char> round_trip(keel_offload::NvmeEngine& engine, const AlignedBuff
   }
   engine.wait_all();
   return std::vector<char>(back.data(), back.data() + back.bytes());
-}
-
-// The descriptor this process holds for `path`, found through /proc/self/fd.
-int descriptor_of(const std::string& path) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code error;
-    auto target = std::filesystem::read_symlink(entry.path(), error);
-    if (!error && target == path) return std::stoi(entry.path().filename().string());
-  }
-  return -1;
-}
-
-std::string only_file_in(const std::string& folder) {
-  std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(folder)) files.push_back(entry.path().string());
-  return files.size() == 1 ? files[0] : std::string();
 }
 
 TEST(NvmeIo, QueueDepthOneAndSixteenGiveTheSameBytes) {

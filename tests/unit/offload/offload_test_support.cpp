@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <random>
+#include <vector>
 
 #include "cpu_engine.hpp"
 #include "nvme_engine.hpp"
@@ -65,6 +66,21 @@ keel_offload::AlignedBuffer random_bytes(uint64_t bytes, uint32_t seed) {
     for (uint64_t b = 0; b < 8 && i + b < bytes; ++b) buffer.data()[i + b] = static_cast<char>(value >> (8 * b));
   }
   return buffer;
+}
+
+int descriptor_of(const std::string& path) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    auto target = std::filesystem::read_symlink(entry.path(), error);
+    if (!error && target == path) return std::stoi(entry.path().filename().string());
+  }
+  return -1;
+}
+
+std::string only_file_in(const std::string& folder) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) files.push_back(entry.path().string());
+  return files.size() == 1 ? files[0] : std::string();
 }
 
 CaughtError error_of(const std::function<void()>& call) {

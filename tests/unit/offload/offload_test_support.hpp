@@ -39,6 +39,11 @@ std::unique_ptr<keel_offload::OffloadEngine> make_engine(const std::string& kind
 // `bytes` random bytes from `seed`, in a buffer aligned for either engine.
 keel_offload::AlignedBuffer random_bytes(uint64_t bytes, uint32_t seed);
 
+// The descriptor this process holds for `path` (found through /proc/self/fd), or -1.
+int descriptor_of(const std::string& path);
+// The path of the one file in `folder`, or "" when there are none or several.
+std::string only_file_in(const std::string& folder);
+
 // Runs `call` and returns the StatusError it throws; fails the test if it throws nothing.
 struct CaughtError {
   keel_status code = KEEL_OK;

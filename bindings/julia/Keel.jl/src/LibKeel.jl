@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 6
+const KEEL_ABI_VERSION_MINOR = 7
 
 const KEEL_MAX_DIMS = 4
 
@@ -64,6 +64,8 @@ end
 
 const KEEL_PARAM_NO_WEIGHT_DECAY = Cint(1)  # biases, norm gains, position embeddings
 const KEEL_PARAM_TIED = Cint(2)  # used by more than one computation (GPT-2's wte and lm_head)
+const KEEL_PARAM_STAGE_TIED = Cint(4)  # 0.7, pipeline parallelism. A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
+const KEEL_PARAM_STAGE_COPY = Cint(8)  # 0.7, pipeline parallelism. A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
 
 const KEEL_INIT_ZEROS = Cint(0)
 const KEEL_INIT_ONES = Cint(1)
@@ -120,6 +122,8 @@ const KEEL_KIND_OPTIMIZER = Cint(3)
 const KEEL_KIND_STRATEGY = Cint(4)
 const KEEL_KIND_DATA = Cint(5)  # 0.3: a source of token batches (data.h)
 const KEEL_KIND_COMM = Cint(6)  # 0.4: collectives and point-to-point (comm.h)
+const KEEL_KIND_SCHEDULE = Cint(7)  # 0.7: a pipeline schedule, each rank's action list (schedule.h)
+const KEEL_KIND_OFFLOAD = Cint(8)  # 0.7: a tier for offloaded arrays, host memory or NVMe (offload.h)
 
 struct keel_plugin_info
     struct_size::Csize_t
@@ -238,6 +242,11 @@ struct keel_model_create_args
     tp_comm::Ptr{keel_comm_api}
     tp_comm_obj::Ptr{Cvoid}
     sequence_parallel::Int32
+    pp_rank::Int32
+    pp_size::Int32
+    virtual_stages::Int32
+    stage_blocks::Ptr{Int32}
+    n_stage_blocks::Int32
 end
 
 struct keel_model_info
@@ -248,6 +257,7 @@ struct keel_model_info
     vocab_size::Int32
     padded_vocab_size::Int32
     max_seq_len::Int32
+    n_blocks::Int32
 end
 
 struct keel_forward_args
@@ -260,6 +270,9 @@ struct keel_forward_args
     targets::Ptr{Int32}
     loss::Cfloat
     logits::Ptr{Cfloat}
+    chunk::Int32
+    input::Ptr{Cfloat}
+    output::Ptr{Cfloat}
 end
 
 struct keel_backward_args
@@ -267,7 +280,15 @@ struct keel_backward_args
     access::Ptr{keel_param_access}
     microbatch::Int32
     loss_scale::Cfloat
+    chunk::Int32
+    output_grad::Ptr{Cfloat}
+    input_grad::Ptr{Cfloat}
+    part::Int32
 end
+
+const KEEL_BACKWARD_FULL = Cint(0)
+const KEEL_BACKWARD_INPUT = Cint(1)
+const KEEL_BACKWARD_WEIGHT = Cint(2)
 
 """
 How one parameter appears in an external format (appended in 0.2), e.g. "huggingface".
@@ -291,6 +312,8 @@ struct keel_model_api
     backward::Ptr{Cvoid}
     external_name::Ptr{Cvoid}
     external_config::Ptr{Cvoid}
+    stage_io_numel::Ptr{Cvoid}
+    splits_backward::Ptr{Cvoid}
 end
 
 struct keel_optimizer_info
@@ -322,6 +345,49 @@ struct keel_optimizer_api
     step::Ptr{Cvoid}
 end
 
+const KEEL_OFFLOAD_OPTIMIZER_STATE = Cint(1)  # "offload.optimizer_state": the optimizer's moments
+const KEEL_OFFLOAD_PARAMS = Cint(2)  # "offload.params": the fp32 parameter shards (ZeRO-Infinity)
+const KEEL_OFFLOAD_GRADIENTS = Cint(4)  # "offload.gradients": the reduced gradient shards
+
+struct keel_offload_create_args
+    struct_size::Csize_t
+    config_json::Cstring
+    json_path::Cstring
+    world_rank::Int32
+    device_backend::Int32
+end
+
+struct keel_offload_info
+    struct_size::Csize_t
+    alignment_bytes::UInt64
+    ideal_request_bytes::UInt64
+    capacity_bytes::UInt64
+end
+
+struct keel_offload_counters
+    struct_size::Csize_t
+    bytes_read::UInt64
+    bytes_written::UInt64
+    requests_completed::UInt64
+    busy_seconds::Cdouble
+end
+
+struct keel_offload_api
+    struct_size::Csize_t
+    validate_config::Ptr{Cvoid}
+    create::Ptr{Cvoid}
+    destroy::Ptr{Cvoid}
+    describe::Ptr{Cvoid}
+    add_extent::Ptr{Cvoid}
+    submit_write::Ptr{Cvoid}
+    submit_read::Ptr{Cvoid}
+    wait::Ptr{Cvoid}
+    wait_all::Ptr{Cvoid}
+    counters::Ptr{Cvoid}
+    alloc_buffer::Ptr{Cvoid}
+    free_buffer::Ptr{Cvoid}
+end
+
 struct keel_strategy_create_args
     struct_size::Csize_t
     config_json::Cstring
@@ -340,6 +406,13 @@ struct keel_strategy_create_args
     dp_size::Int32
     tp_rank::Int32
     tp_size::Int32
+    pp_rank::Int32
+    pp_size::Int32
+    embedding_comm::Ptr{keel_comm_api}
+    embedding_comm_obj::Ptr{Cvoid}
+    offload::Ptr{keel_offload_api}
+    offload_obj::Ptr{Cvoid}
+    offload_arrays::UInt32
 end
 
 struct keel_strategy_info
@@ -391,6 +464,41 @@ struct keel_data_api
     destroy::Ptr{Cvoid}
     next_batch::Ptr{Cvoid}
     reset_split::Ptr{Cvoid}
+end
+
+const KEEL_ACTION_FORWARD = Cint(0)
+const KEEL_ACTION_BACKWARD = Cint(1)  # input and weight gradients together
+const KEEL_ACTION_BACKWARD_INPUT = Cint(2)  # input gradient only (model.h KEEL_BACKWARD_INPUT)
+const KEEL_ACTION_BACKWARD_WEIGHT = Cint(3)  # the weight gradients of an earlier BACKWARD_INPUT
+const KEEL_ACTION_SEND_ACTIVATION = Cint(4)
+const KEEL_ACTION_RECV_ACTIVATION = Cint(5)
+const KEEL_ACTION_SEND_GRADIENT = Cint(6)
+const KEEL_ACTION_RECV_GRADIENT = Cint(7)
+
+const KEEL_ACTION_LAST_FOR_CHUNK = Cint(1)  # On the BACKWARD or BACKWARD_WEIGHT that writes the chunk's weight gradients for the last time this step: the strategy's is_last (strategy.h begin_microbatch).
+
+struct keel_schedule_action
+    kind::Int32
+    microbatch::Int32
+    chunk::Int32
+    peer_stage::Int32
+    flags::UInt32
+end
+
+struct keel_schedule_shape
+    struct_size::Csize_t
+    stages::Int32
+    microbatches::Int32
+    stage::Int32
+    virtual_stages::Int32
+end
+
+struct keel_schedule_api
+    struct_size::Csize_t
+    validate_config::Ptr{Cvoid}
+    check_shape::Ptr{Cvoid}
+    build::Ptr{Cvoid}
+    splits_backward::Int32
 end
 
 mutable struct keel_trainer end

@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 6;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 7;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __uint16_t = ::std::os::raw::c_ushort;
@@ -293,6 +293,8 @@ pub const KEEL_KIND_OPTIMIZER: _bindgen_ty_4 = 3;
 pub const KEEL_KIND_STRATEGY: _bindgen_ty_4 = 4;
 pub const KEEL_KIND_DATA: _bindgen_ty_4 = 5;
 pub const KEEL_KIND_COMM: _bindgen_ty_4 = 6;
+pub const KEEL_KIND_SCHEDULE: _bindgen_ty_4 = 7;
+pub const KEEL_KIND_OFFLOAD: _bindgen_ty_4 = 8;
 pub type _bindgen_ty_4 = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

@@ -1,0 +1,335 @@
+// Runs a schedule's action list through the model, the strategy and the pipeline group.
+#include "train/pipeline_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "host/errors.h"
+#include "host/host_table.h"
+
+namespace keel {
+namespace {
+
+const keel_dtype kFloat32{KEEL_DTYPE_FLOAT, 32, 1};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// MPI tags need only be below 32768. Messages between two ranks with one tag arrive in the
+// order they were sent, and every schedule moves a chunk's micro-batches in order, so the tag
+// only has to tell apart what may be in flight at once: the kind, the chunk, the micro-batch.
+int32_t message_tag(int32_t microbatch, int32_t chunk, bool gradient) {
+  return ((microbatch % 64) * 256 + chunk % 256) * 2 + (gradient ? 1 : 0);
+}
+
+const char* action_name(int32_t kind) {
+  switch (kind) {
+    case KEEL_ACTION_FORWARD: return "FORWARD";
+    case KEEL_ACTION_BACKWARD: return "BACKWARD";
+    case KEEL_ACTION_BACKWARD_INPUT: return "BACKWARD_INPUT";
+    case KEEL_ACTION_BACKWARD_WEIGHT: return "BACKWARD_WEIGHT";
+    case KEEL_ACTION_SEND_ACTIVATION: return "SEND_ACTIVATION";
+    case KEEL_ACTION_RECV_ACTIVATION: return "RECV_ACTIVATION";
+    case KEEL_ACTION_SEND_GRADIENT: return "SEND_GRADIENT";
+    case KEEL_ACTION_RECV_GRADIENT: return "RECV_GRADIENT";
+    default: return "an unknown action";
+  }
+}
+
+}  // namespace
+
+PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config) : plugins_(plugins), config_(config) {
+  chunks_ = plugins_.pp_size * plugins_.virtual_stages;
+  last_local_chunk_ = plugins_.pp_rank + (plugins_.virtual_stages - 1) * plugins_.pp_size;
+}
+
+PipelineRunner::~PipelineRunner() {
+  auto* backend = plugins_.backend;
+  void* be = plugins_.backend_obj;
+  for (auto& pending : pending_sends_) plugins_.comm->wait(plugins_.pp_obj, pending.request);
+  for (float* buffer : all_buffers_) backend->free_memory(be, buffer);
+  for (auto& batch : device_batches_) {
+    if (batch.tokens) backend->free_memory(be, batch.tokens);
+    if (batch.targets) backend->free_memory(be, batch.targets);
+  }
+}
+
+void PipelineRunner::check_microbatches(int32_t microbatches) { actions_for(microbatches); }
+
+const std::vector<keel_schedule_action>& PipelineRunner::actions_for(int32_t microbatches) {
+  auto found = lists_.find(microbatches);
+  if (found != lists_.end()) return found->second;
+  const keel_schedule_api* schedule = plugins_.schedule;
+  const std::string json = config_.schedule.json.dump();
+  const keel_schedule_shape shape{sizeof(shape), plugins_.pp_size, microbatches, plugins_.pp_rank, plugins_.virtual_stages};
+  const std::string where = config_.file + ": parallel.schedule.plugin '" + config_.schedule.plugin + "'";
+  keel_status status = schedule->check_shape(host_table(), json.c_str(), &shape);
+  if (status != KEEL_OK)
+    throw KeelError(status, where + " cannot run pp " + std::to_string(plugins_.pp_size) + ", " +
+                                std::to_string(microbatches) + " micro-batches per step (data.global_batch / (dp · "
+                                "data.micro_batch)), virtual_stages " + std::to_string(plugins_.virtual_stages) +
+                                ": " + last_error());
+  size_t count = 0;
+  check_plugin(schedule->build(host_table(), json.c_str(), &shape, nullptr, 0, &count), where + " build");
+  std::vector<keel_schedule_action> actions(count);
+  size_t written = 0;
+  check_plugin(schedule->build(host_table(), json.c_str(), &shape, actions.data(), actions.size(), &written),
+               where + " build");
+  if (written != count)
+    throw KeelError(KEEL_ERR_INTERNAL, where + " build: said " + std::to_string(count) + " actions, then wrote " +
+                                           std::to_string(written));
+  // The list is untrusted plugin output: every field is checked before the executor acts on it.
+  for (const auto& action : actions) {
+    const bool transfer = action.kind >= KEEL_ACTION_SEND_ACTIVATION && action.kind <= KEEL_ACTION_RECV_GRADIENT;
+    const bool ok = action.kind >= KEEL_ACTION_FORWARD && action.kind <= KEEL_ACTION_RECV_GRADIENT &&
+                    action.microbatch >= 0 && action.microbatch < microbatches && action.chunk >= 0 &&
+                    action.chunk < chunks_ &&
+                    (transfer ? action.peer_stage >= 0 && action.peer_stage < plugins_.pp_size &&
+                                    action.peer_stage != plugins_.pp_rank
+                              : action.chunk % plugins_.pp_size == plugins_.pp_rank);
+    if (!ok)
+      throw KeelError(KEEL_ERR_INTERNAL, where + " build: an invalid action " + action_name(action.kind) + "(micro-batch " +
+                                             std::to_string(action.microbatch) + ", chunk " + std::to_string(action.chunk) +
+                                             ", peer " + std::to_string(action.peer_stage) + ") for stage " +
+                                             std::to_string(plugins_.pp_rank));
+  }
+  return lists_.emplace(microbatches, std::move(actions)).first->second;
+}
+
+void PipelineRunner::set_shape(int32_t batch, int32_t seq_len) {
+  if (batch == batch_ && seq_len == seq_len_) return;
+  if (!outgoing_activations_.empty() || !incoming_activations_.empty() || !outgoing_gradients_.empty() ||
+      !incoming_gradients_.empty() || !pending_sends_.empty())
+    throw KeelError(KEEL_ERR_INTERNAL, "pipeline: the batch shape changed with transfers in flight");
+  for (float* buffer : all_buffers_) plugins_.backend->free_memory(plugins_.backend_obj, buffer);
+  all_buffers_.clear();
+  free_buffers_.clear();
+  batch_ = batch;
+  seq_len_ = seq_len;
+  io_numel_ = 0;
+  if (chunks_ > 1)
+    check_plugin(plugins_.model->stage_io_numel(plugins_.model_obj, batch, seq_len, &io_numel_), "model stage_io_numel");
+}
+
+float* PipelineRunner::io_buffer() {
+  if (!free_buffers_.empty()) {
+    float* buffer = free_buffers_.back();
+    free_buffers_.pop_back();
+    return buffer;
+  }
+  void* memory = nullptr;
+  check_plugin(plugins_.backend->alloc(plugins_.backend_obj, size_t(io_numel_) * sizeof(float), &memory),
+               "backend alloc (a pipeline activation of " + std::to_string(io_numel_) + " floats)");
+  all_buffers_.push_back(static_cast<float*>(memory));
+  return static_cast<float*>(memory);
+}
+
+void PipelineRunner::give_back(float* buffer) {
+  if (buffer) free_buffers_.push_back(buffer);
+}
+
+float* PipelineRunner::take(std::map<Key, float*>& from, Key key, const char* what) {
+  auto found = from.find(key);
+  if (found == from.end())
+    throw KeelError(KEEL_ERR_INTERNAL, "parallel.schedule.plugin '" + config_.schedule.plugin + "': stage " +
+                                           std::to_string(plugins_.pp_rank) + " needs the " + what + " of micro-batch " +
+                                           std::to_string(key.first) + ", chunk " + std::to_string(key.second) +
+                                           " before the action that provides it");
+  float* buffer = found->second;
+  from.erase(found);
+  return buffer;
+}
+
+void PipelineRunner::upload(size_t slot, const Batch& batch) {
+  if (device_batches_.size() <= slot) device_batches_.resize(slot + 1);
+  DeviceBatch& device = device_batches_[slot];
+  auto* backend = plugins_.backend;
+  void* be = plugins_.backend_obj;
+  const size_t count = batch.tokens.size();
+  if (count > device.capacity) {
+    if (device.tokens) backend->free_memory(be, device.tokens);
+    if (device.targets) backend->free_memory(be, device.targets);
+    device.tokens = device.targets = nullptr;
+    device.capacity = 0;
+    check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device.tokens)), "backend alloc");
+    check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device.targets)), "backend alloc");
+    device.capacity = count;
+  }
+  check_plugin(backend->copy(be, device.tokens, batch.tokens.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
+               "copying tokens to the backend");
+  if (!batch.targets.empty())
+    check_plugin(backend->copy(be, device.targets, batch.targets.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
+                 "copying targets to the backend");
+}
+
+void PipelineRunner::send(float* buffer, int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient) {
+  keel_comm_request* request = nullptr;
+  check_plugin(plugins_.comm->send(plugins_.pp_obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
+                                   message_tag(microbatch, chunk, gradient), &request),
+               std::string("pipeline send of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
+                   std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " to stage " +
+                   std::to_string(peer_stage));
+  pending_sends_.push_back({request, buffer});
+}
+
+float* PipelineRunner::receive(int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient, PipelineTimes* times) {
+  float* buffer = io_buffer();
+  const auto start = std::chrono::steady_clock::now();
+  check_plugin(plugins_.comm->recv(plugins_.pp_obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
+                                   message_tag(microbatch, chunk, gradient), nullptr),
+               std::string("pipeline receive of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
+                   std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " from stage " +
+                   std::to_string(peer_stage));
+  if (times) times->receive_seconds += seconds_since(start);
+  return buffer;
+}
+
+void PipelineRunner::finish_sends() {
+  for (auto& pending : pending_sends_) {
+    keel_comm_request* request = pending.request;
+    pending.request = nullptr;
+    check_plugin(plugins_.comm->wait(plugins_.pp_obj, request), "pipeline send completion");
+    give_back(pending.buffer);
+  }
+  pending_sends_.clear();
+}
+
+void PipelineRunner::forward_chunk(const keel_schedule_action& action, int32_t n, bool with_targets, double* loss,
+                                   const float** logits) {
+  const Key key{action.microbatch, action.chunk};
+  const DeviceBatch& device = device_batches_.at(size_t(action.microbatch));
+  keel_forward_args args{};
+  args.struct_size = sizeof(args);
+  args.access = &plugins_.access;
+  args.microbatch = action.microbatch;
+  args.batch = batch_;
+  args.seq_len = seq_len_;
+  args.tokens = device.tokens;
+  args.targets = with_targets ? device.targets : nullptr;
+  args.chunk = action.chunk;
+  float* input = action.chunk > 0 ? take(incoming_activations_, key, "input activation") : nullptr;
+  args.input = input;
+  float* output = action.chunk < chunks_ - 1 ? io_buffer() : nullptr;
+  args.output = output;
+  check_plugin(plugins_.model->forward(plugins_.model_obj, &args),
+               "model '" + config_.model.plugin + "' forward (micro-batch " + std::to_string(action.microbatch) +
+                   ", chunk " + std::to_string(action.chunk) + ")");
+  give_back(input);
+  if (output) outgoing_activations_[{action.microbatch, action.chunk + 1}] = output;
+  if (action.chunk == chunks_ - 1) {
+    if (with_targets) *loss += double(args.loss) / n;
+    if (logits) *logits = args.logits;
+  }
+}
+
+void PipelineRunner::backward_chunk(const keel_schedule_action& action, int32_t n) {
+  const Key key{action.microbatch, action.chunk};
+  keel_backward_args args{};
+  args.struct_size = sizeof(args);
+  args.access = &plugins_.access;
+  args.microbatch = action.microbatch;
+  args.loss_scale = 1.0f / float(n);
+  args.chunk = action.chunk;
+  args.part = action.kind == KEEL_ACTION_BACKWARD_INPUT    ? KEEL_BACKWARD_INPUT
+              : action.kind == KEEL_ACTION_BACKWARD_WEIGHT ? KEEL_BACKWARD_WEIGHT
+                                                           : KEEL_BACKWARD_FULL;
+  // The weight half reads nothing from the neighbours: the input half consumed the output's
+  // gradient and produced the input's.
+  const bool moves_gradients = args.part != KEEL_BACKWARD_WEIGHT;
+  float* output_grad =
+      moves_gradients && action.chunk < chunks_ - 1 ? take(incoming_gradients_, key, "output gradient") : nullptr;
+  float* input_grad = moves_gradients && action.chunk > 0 ? io_buffer() : nullptr;
+  args.output_grad = output_grad;
+  args.input_grad = input_grad;
+  // strategy.h: begin_microbatch comes right before each backward that writes weight gradients,
+  // with is_last on the chunk's last one, so a strategy reduces a layer once it is complete.
+  if (args.part != KEEL_BACKWARD_INPUT)
+    check_plugin(plugins_.strategy->begin_microbatch(plugins_.strategy_obj, action.microbatch,
+                                                     (action.flags & KEEL_ACTION_LAST_FOR_CHUNK) ? 1 : 0),
+                 "strategy begin_microbatch");
+  check_plugin(plugins_.model->backward(plugins_.model_obj, &args),
+               "model '" + config_.model.plugin + "' backward (micro-batch " + std::to_string(action.microbatch) +
+                   ", chunk " + std::to_string(action.chunk) + ")");
+  give_back(output_grad);
+  if (input_grad) outgoing_gradients_[{action.microbatch, action.chunk - 1}] = input_grad;
+}
+
+double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTimes& times) {
+  const int32_t n = int32_t(micro_batches.size());
+  if (n == 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "a training step needs at least one micro-batch");
+  set_shape(micro_batches[0].batch, micro_batches[0].seq_len);
+  for (int32_t m = 0; m < n; ++m) {
+    if (micro_batches[m].batch != batch_ || micro_batches[m].seq_len != seq_len_)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "micro-batch " + std::to_string(m) + " is (" +
+                                                     std::to_string(micro_batches[m].batch) + ", " +
+                                                     std::to_string(micro_batches[m].seq_len) + "), the step's first is (" +
+                                                     std::to_string(batch_) + ", " + std::to_string(seq_len_) + ")");
+    upload(size_t(m), micro_batches[m]);
+  }
+  double loss = 0;
+  int32_t in_flight = 0;
+  for (const keel_schedule_action& action : actions_for(n)) {
+    const auto start = std::chrono::steady_clock::now();
+    switch (action.kind) {
+      case KEEL_ACTION_FORWARD:
+        forward_chunk(action, n, true, &loss, nullptr);
+        times.forward_seconds += seconds_since(start);
+        times.peak_in_flight = std::max(times.peak_in_flight, ++in_flight);
+        break;
+      case KEEL_ACTION_BACKWARD:
+      case KEEL_ACTION_BACKWARD_INPUT:
+      case KEEL_ACTION_BACKWARD_WEIGHT:
+        backward_chunk(action, n);
+        times.backward_seconds += seconds_since(start);
+        // A split backward frees the micro-batch's activations with its weight half.
+        if (action.kind != KEEL_ACTION_BACKWARD_INPUT) --in_flight;
+        break;
+      case KEEL_ACTION_SEND_ACTIVATION:
+        send(take(outgoing_activations_, {action.microbatch, action.chunk}, "activation to send"), action.peer_stage,
+             action.microbatch, action.chunk, false);
+        break;
+      case KEEL_ACTION_RECV_ACTIVATION:
+        incoming_activations_[{action.microbatch, action.chunk}] =
+            receive(action.peer_stage, action.microbatch, action.chunk, false, &times);
+        break;
+      case KEEL_ACTION_SEND_GRADIENT:
+        send(take(outgoing_gradients_, {action.microbatch, action.chunk}, "gradient to send"), action.peer_stage,
+             action.microbatch, action.chunk, true);
+        break;
+      case KEEL_ACTION_RECV_GRADIENT:
+        incoming_gradients_[{action.microbatch, action.chunk}] =
+            receive(action.peer_stage, action.microbatch, action.chunk, true, &times);
+        break;
+    }
+  }
+  finish_sends();
+  if (!outgoing_activations_.empty() || !incoming_activations_.empty() || !outgoing_gradients_.empty() ||
+      !incoming_gradients_.empty())
+    throw KeelError(KEEL_ERR_INTERNAL, "parallel.schedule.plugin '" + config_.schedule.plugin + "': stage " +
+                                           std::to_string(plugins_.pp_rank) +
+                                           " ended the step with activations or gradients never sent or consumed");
+  return loss;
+}
+
+double PipelineRunner::forward_only(const Batch& batch, bool with_targets, const float** logits) {
+  set_shape(batch.batch, batch.seq_len);
+  upload(0, batch);
+  double loss = 0;
+  if (logits) *logits = nullptr;
+  // Chunk order is a valid schedule of one forward: each rank receives, runs and sends on.
+  for (int32_t chunk = plugins_.pp_rank; chunk < chunks_; chunk += plugins_.pp_size) {
+    const int32_t previous = (chunk - 1 + plugins_.pp_size) % plugins_.pp_size;
+    if (chunk > 0) incoming_activations_[{0, chunk}] = receive(previous, 0, chunk, false, nullptr);
+    keel_schedule_action action{KEEL_ACTION_FORWARD, 0, chunk, -1, 0};
+    forward_chunk(action, 1, with_targets, &loss, logits);
+    if (chunk < chunks_ - 1)
+      send(take(outgoing_activations_, {0, chunk + 1}, "activation to send"), (chunk + 1) % plugins_.pp_size, 0,
+           chunk + 1, false);
+  }
+  finish_sends();
+  return loss;
+}
+
+}  // namespace keel
