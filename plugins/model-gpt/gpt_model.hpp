@@ -44,6 +44,14 @@ struct GptConfig {
 // Reads and checks the "model" section; throws keel_support::ConfigError naming the JSON path.
 GptConfig parse_gpt_config(const char* config_json, const char* json_path);
 
+// Index of each tensor inside a block's layer, in spec order.
+enum BlockTensor {
+  LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
+  BLOCK_TENSORS
+};
+enum EmbeddingTensor { WTE, WPE };
+enum FinalNormTensor { LNF_W, LNF_B };
+
 // This rank's share of the model under tensor parallelism (everything whole at tp 1).
 struct TpShape {
   int64_t heads = 0;        // NH/tp attention heads
