@@ -28,7 +28,13 @@ keel_status host_set_error(keel_status code, const char* message) {
   g_last_error = message ? message : "";
   return code;
 }
-void host_log(int32_t, const char*, const char*) {}
+std::vector<std::string> g_log;  // every message the plugins log, for tests of what the model allocates
+void host_log(int32_t, const char* source, const char* message) { g_log.push_back(std::string(source) + ": " + message); }
+size_t activation_allocations() {
+  return static_cast<size_t>(std::count_if(g_log.begin(), g_log.end(), [](const std::string& line) {
+    return line.find("model gpt: activations for micro-batch") == 0;
+  }));
+}
 // The stores below are filled by the test itself; the model never asks the host to init.
 keel_status host_init_param(const keel_param_spec*, uint64_t, int64_t, int64_t count, float* out) {
   std::fill(out, out + count, 0.0f);
@@ -463,6 +469,28 @@ TEST(GptPipelineChunks, WeightPartWithoutItsInputPartIsRefused) {
   EXPECT_EQ(whole.backward(3, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_INPUT), KEEL_OK) << g_last_error;
   EXPECT_EQ(whole.backward(3, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_WEIGHT), KEEL_OK) << g_last_error;
   EXPECT_EQ(whole.backward(3, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_WEIGHT), KEEL_ERR_INVALID_ARGUMENT);
+}
+
+// Memory follows the micro-batches in flight (1F1B's bound), not the ids ever seen: a finished
+// backward's activations serve the next forward of the same chunk.
+TEST(GptPipelineChunks, ActivationsOfAFinishedBackwardAreReused) {
+  Rank whole(gpt_api(), kModel, 0, Cut{});
+  ASSERT_EQ(whole.status(), KEEL_OK) << g_last_error;
+  const MicroBatches mbs;
+  g_log.clear();
+  for (int32_t mb = 0; mb < 4; ++mb) {  // one in flight at a time, distinct ids
+    whole.forward(mb, 0, mbs.tokens[0], mbs.targets[0], nullptr, nullptr);
+    ASSERT_EQ(whole.backward(mb, 0, 1.0f, nullptr, nullptr), KEEL_OK) << g_last_error;
+  }
+  EXPECT_EQ(activation_allocations(), 1u);
+  for (int32_t mb = 4; mb < 8; mb += 2) {  // two in flight, the second split into INPUT and WEIGHT
+    whole.forward(mb, 0, mbs.tokens[0], mbs.targets[0], nullptr, nullptr);
+    whole.forward(mb + 1, 0, mbs.tokens[1], mbs.targets[1], nullptr, nullptr);
+    ASSERT_EQ(whole.backward(mb, 0, 1.0f, nullptr, nullptr), KEEL_OK) << g_last_error;
+    ASSERT_EQ(whole.backward(mb + 1, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_INPUT), KEEL_OK) << g_last_error;
+    ASSERT_EQ(whole.backward(mb + 1, 0, 1.0f, nullptr, nullptr, KEEL_BACKWARD_WEIGHT), KEEL_OK) << g_last_error;
+  }
+  EXPECT_EQ(activation_allocations(), 2u);
 }
 
 void expect_cut_refused(const Cut& cut, const std::vector<std::string>& parts) {
