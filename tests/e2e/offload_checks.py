@@ -11,7 +11,10 @@
 - parity: offloaded against resident, the same losses and the same checkpoint files byte for
   byte (parameters and optimizer state), for ddp and ZeRO-1/2/3 × {cpu, nvme} × the arrays each
   stage can offload, on 1 and 2 ranks; the arrays a stage cannot offload are refused by name;
-- resume: a run resumed with offload is bit-exact to one that never stopped;
+- resume: a run resumed with offload is bit-exact to one that never stopped, also when only one
+  of its halves had the tier;
+- metrics: each JSONL record has "offload" (bytes per step, busy time, rates) and the progress
+  line shows the tier's read and write rates; neither appears without a tier;
 - sigkill: a run killed mid-training leaves its last checkpoint valid, the tier's files are never
   in the checkpoint folder, and the run resumes from it."""
 import argparse
@@ -301,6 +304,35 @@ def check_resume(args, work):
             f"{strategy}/{tier}: the resumed run's final checkpoint differs from the uninterrupted run's"
         print(f"{strategy} with {tier} ({'+'.join(arrays)}): resumed at step 3, steps 4-6 and the final checkpoint "
               f"bit-exact")
+        # A checkpoint holds no trace of the tier: a resident first half resumes offloaded, and back.
+        for first, second, tag in ((extra[1:], extra, f"into-{strategy}"), (extra, extra[1:], f"out-of-{strategy}")):
+            run(args, work, tag, strategy=strategy, steps=3, extra=first)
+            run(args, work, tag, strategy=strategy, steps=6, extra=second, resume="latest")
+            assert losses(work, tag) == losses(work, whole), f"{tag}: losses {losses(work, tag)} != {losses(work, whole)}"
+            assert checkpoint_files(f"{work}/{tag}/step-00000006") == checkpoint_files(f"{work}/{whole}/step-00000006")
+        print(f"{strategy}: resident to {tier} and {tier} to resident at step 3, bit-exact as well")
+
+
+# --- metrics ---
+
+def check_metrics(args, work):
+    folder = os.path.join(work, "tier")
+    os.makedirs(folder)
+    p = run(args, work, "with-tier", strategy="zero3", extra=[offload_section("nvme", folder, ["optimizer_state", "params"])])
+    keys = {"read_bytes_per_step", "write_bytes_per_step", "busy_ms_per_step", "read_GBps", "write_GBps"}
+    for r in records(work, "with-tier"):
+        offload = r.get("offload")
+        assert offload and set(offload) == keys, f"step {r['step']}: \"offload\" is {offload}, expected the keys {keys}"
+        assert offload["read_bytes_per_step"] > 0 and offload["write_bytes_per_step"] > 0, f"step {r['step']}: {offload}"
+        assert offload["read_GBps"] > 0 and offload["write_GBps"] > 0 and offload["busy_ms_per_step"] > 0, offload
+    lines = [l for l in p.stdout.splitlines() if l.startswith("step ")]
+    assert len(lines) == 4 and all(re.search(r"\| offload r \d+\.\d\d w \d+\.\d\d GB/s", l) for l in lines), \
+        "the progress lines do not show the tier's rates:\n" + p.stdout
+    # Without a tier: neither the field nor the rates.
+    q = run(args, work, "without-tier", strategy="zero3")
+    assert all("offload" not in r for r in records(work, "without-tier"))
+    assert "offload r" not in q.stdout, q.stdout
+    print(lines[-1])
 
 
 # --- sigkill ---
@@ -356,7 +388,7 @@ def main():
         sys.exit(77)
     with tempfile.TemporaryDirectory(dir=os.environ.get("KEEL_OFFLOAD_TEST_FOLDER")) as work:
         {"refusals": check_refusals, "bad_paths": check_bad_paths, "full_disk": check_full_disk,
-         "parity": check_parity, "resume": check_resume, "sigkill": check_sigkill}[args.check](args, work)
+         "parity": check_parity, "resume": check_resume, "metrics": check_metrics, "sigkill": check_sigkill}[args.check](args, work)
     print("PASS")
 
 
