@@ -188,11 +188,13 @@ class ParamStore {
       }
       return;
     }
-    std::vector<StreamArray> arrays{stream_array(*params_, true), stream_array(*grads_, false)};
-    for (const auto& slot : state_) arrays.push_back(stream_array(*slot, true));
-    StateStreamer streamer(*tier_, backend_, device_, std::move(arrays), layout_.shard_elements,
-                           !options_.stream_serially);
-    streamer.step(runs, update);
+    if (!streamer_) {  // its buffers stay for the run's next steps
+      std::vector<StreamArray> arrays{stream_array(*params_, true), stream_array(*grads_, false)};
+      for (const auto& slot : state_) arrays.push_back(stream_array(*slot, true));
+      streamer_ = std::make_unique<StateStreamer>(*tier_, backend_, device_, std::move(arrays), layout_.shard_elements,
+                                                  !options_.stream_serially);
+    }
+    streamer_->step(runs, update);
   }
 
   // Σ g² over the gradients this rank's grad_sq_norm counts (tp: replicated ones on tp rank 0
@@ -303,8 +305,12 @@ class ParamStore {
   // The homes of the arrays: the strategy's factory, else the offload tier for the arrays the
   // create args ask for (each checked against what the strategy supports), else resident.
   HomeFactory homes(const keel_strategy_create_args& args) {
-    if (options_.homes) return options_.homes;
     const OffloadRequest request = offload_request(args);
+    if (options_.homes && request.api)
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: " + options_.sharding_label +
+                                                     "this strategy places the store's arrays itself and cannot "
+                                                     "keep them in the offload tier (expected no offload section)");
+    if (options_.homes) return options_.homes;
     if (!request.api) return resident_homes(backend_);
     const uint32_t known = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS | KEEL_OFFLOAD_GRADIENTS;
     if (request.arrays & ~known)
@@ -405,6 +411,7 @@ class ParamStore {
   std::shared_ptr<const OffloadTier> tier_;  // NULL: nothing offloaded; before the homes that use it
   std::unique_ptr<ShardHome> params_, grads_;
   std::vector<std::unique_ptr<ShardHome>> state_;  // one per optimizer state slot
+  std::unique_ptr<StateStreamer> streamer_;        // the offloaded step's, made at the first step
 };
 
 }  // namespace keel_support

@@ -5,7 +5,9 @@
 // place. Each window calls the optimizer once per piece of the store's runs that falls in it:
 // the same element-wise arithmetic as the resident step, so the results are the same bits.
 // On a device backend each window is copied through backend staging buffers around the
-// optimizer call.
+// optimizer call. The buffers are made at the first step and kept for the next ones (a step
+// that allocated and first-touched them each time would spend a good part of its I/O time in
+// page faults).
 #pragma once
 
 #include <keel/optimizer.h>
@@ -59,23 +61,14 @@ class StateStreamer {
 
   // Runs `update` over every run (sorted by state position, disjoint).
   void step(const std::vector<StreamRun>& runs, const StreamUpdate& update) {
-    std::vector<size_t> streamed;
-    for (size_t a = 0; a < arrays_.size(); ++a)
-      if (arrays_[a].tier) streamed.push_back(a);
     const int64_t windows = (elements_ + window_ - 1) / window_;
     if (windows == 0) return;
     const size_t sets = pipelined_ ? 3 : 1;
-    Buffers buffers(sets);
-    for (Set& set : buffers) {
-      set.host.resize(arrays_.size());
-      set.reads.assign(arrays_.size(), 0);
-      set.writes.assign(arrays_.size(), 0);
-      for (size_t a : streamed) set.host[a] = TierBuffer(tier_, window_bytes_);
-    }
-    std::vector<BackendBuffer> staging(arrays_.size());
+    const std::vector<size_t>& streamed = streamed_;
     const bool stage_on_backend = device_.device_type != KEEL_DEVICE_CPU;
-    if (stage_on_backend)
-      for (size_t a : streamed) staging[a] = backend_.alloc_floats(window_);
+    if (buffers_.empty()) allocate(sets, stage_on_backend);
+    Buffers& buffers = buffers_;
+    std::vector<BackendBuffer>& staging = staging_;
     try {
       size_t next_run = 0;
       if (pipelined_) start_reads(buffers[0], 0, streamed);
@@ -90,7 +83,11 @@ class StateStreamer {
       }
       for (Set& set : buffers) wait_writes(set, streamed);
     } catch (...) {
-      tier_.wait_all_quietly();  // nothing may move into the buffers once they are freed
+      tier_.wait_all_quietly();  // nothing may move into the buffers once they are freed or reused
+      for (Set& set : buffers) {
+        std::fill(set.reads.begin(), set.reads.end(), 0);
+        std::fill(set.writes.begin(), set.writes.end(), 0);
+      }
       throw;
     }
   }
@@ -101,6 +98,21 @@ class StateStreamer {
     std::vector<uint64_t> reads, writes;
   };
   using Buffers = std::vector<Set>;
+
+  void allocate(size_t sets, bool stage_on_backend) {
+    for (size_t a = 0; a < arrays_.size(); ++a)
+      if (arrays_[a].tier) streamed_.push_back(a);
+    buffers_.resize(sets);
+    for (Set& set : buffers_) {
+      set.host.resize(arrays_.size());
+      set.reads.assign(arrays_.size(), 0);
+      set.writes.assign(arrays_.size(), 0);
+      for (size_t a : streamed_) set.host[a] = TierBuffer(tier_, window_bytes_);
+    }
+    staging_.resize(arrays_.size());
+    if (stage_on_backend)
+      for (size_t a : streamed_) staging_[a] = backend_.alloc_floats(window_);
+  }
 
   uint64_t window_offset(int64_t k) const { return uint64_t(k) * window_bytes_; }
   int64_t window_count(int64_t k) const { return std::min(window_, elements_ - k * window_); }
@@ -160,6 +172,9 @@ class StateStreamer {
   bool pipelined_;
   uint64_t window_bytes_ = 0;
   int64_t window_ = 0;
+  std::vector<size_t> streamed_;        // the arrays in the tier
+  Buffers buffers_;                     // empty until the first step
+  std::vector<BackendBuffer> staging_;  // a device backend's window per streamed array
 };
 
 }  // namespace keel_support

@@ -106,10 +106,13 @@ class TierHome final : public ShardHome {
   template <typename Use>
   void move(int64_t begin, int64_t count, Use&& use) const {
     if (count <= 0) return;
-    const uint64_t piece = std::max(tier_->alignment(), tier_->round_down(std::max<uint64_t>(tier_->ideal_request_bytes(), 1)));
-    TierBuffer bounce(*tier_, piece + tier_->alignment());
     uint64_t first = uint64_t(begin) * sizeof(float);
     const uint64_t end = uint64_t(begin + count) * sizeof(float);
+    // At most a few ideal requests, and no more than this range's aligned span (checkpoints
+    // call this once per parameter: a large zero-filled buffer each time would dominate).
+    const uint64_t whole = tier_->round_up(end) - tier_->round_down(first);
+    const uint64_t piece = std::min(whole, std::max(tier_->alignment(), tier_->round_down(tier_->ideal_request_bytes())));
+    TierBuffer bounce(*tier_, piece);
     try {
       while (first < end) {
         const uint64_t offset = tier_->round_down(first);

@@ -38,6 +38,8 @@ struct OffloadScenario {
   int32_t stage;  // 0: the ddp strategy
   Engine engine;
   uint32_t arrays;
+  bool device = false;  // the backend pretends its memory is a device's (staging copies)
+  bool prefetch = true;  // stage 3: gather the next layer ahead (else only its tier read goes ahead)
 };
 
 std::string arrays_label(uint32_t arrays) {
@@ -49,7 +51,7 @@ std::string arrays_label(uint32_t arrays) {
 }
 std::string describe_offload(const OffloadScenario& s) {
   return "ranks" + std::to_string(s.ranks) + (s.stage == 0 ? std::string("_ddp") : "_stage" + std::to_string(s.stage)) +
-         engine_label(s.engine) + arrays_label(s.arrays);
+         engine_label(s.engine) + arrays_label(s.arrays) + (s.device ? "_device" : "") + (s.prefetch ? "" : "_noprefetch");
 }
 void PrintTo(const OffloadScenario& s, std::ostream* os) { *os << describe_offload(s); }
 
@@ -80,14 +82,37 @@ const keel_strategy_api& ddp_api() {
 }
 
 // The scenario's strategy for rank r: zero at its stage, or ddp.
+// sgd's table with a step that tells sgd the memory is the host's (it is: the "device" backend
+// only pretends), for the device scenarios.
+const keel_optimizer_api* host_sgd_for_device(const keel_optimizer_api& sgd) {
+  static const keel_optimizer_api* real = nullptr;
+  static keel_optimizer_api shim{};
+  real = &sgd;
+  shim = sgd;
+  shim.step = [](void* optimizer, const keel_optimizer_step_args* args) {
+    EXPECT_EQ(args->device.device_type, KEEL_DEVICE_CUDA) << "the strategy handed the backend's device over";
+    keel_optimizer_step_args host_args = *args;
+    host_args.device = keel_device{KEEL_DEVICE_CPU, 0};
+    return real->step(optimizer, &host_args);
+  };
+  return &shim;
+}
+
 std::unique_ptr<ZeroRank> make_strategy_rank(ZeroPlugins& plugins, const OffloadScenario& s, ThreadWorld* world,
                                              int32_t r) {
+  if (s.device) {
+    auto rank = std::make_unique<ZeroRank>(plugins.zero_api(), host_sgd_for_device(plugins.sgd_api()), plugins.sgd_obj,
+                                           world ? world->api() : nullptr, world ? world->comm(r) : nullptr, r,
+                                           world ? world->size() : 1);
+    rank->pretend_device_memory();
+    return rank;
+  }
   if (s.stage > 0) return plugins.make_rank(world, r);
   return std::make_unique<ZeroRank>(ddp_api(), &plugins.sgd_api(), plugins.sgd_obj, world ? world->api() : nullptr,
                                     world ? world->comm(r) : nullptr, r, world ? world->size() : 1);
 }
 std::string strategy_config(const OffloadScenario& s) {
-  return s.stage > 0 ? stage_config(s.stage) : std::string(R"({"plugin": "ddp"})");
+  return s.stage > 0 ? stage_config(s.stage, s.prefetch) : std::string(R"({"plugin": "ddp"})");
 }
 
 // One rank's tier from the offload plugin (keel-offload), destroyed after the strategy.
@@ -222,6 +247,14 @@ std::vector<OffloadScenario> offload_scenarios() {
       }
   // The real plugins, as the core will hand them over: every array a stage can offload.
   const uint32_t every = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS | KEEL_OFFLOAD_GRADIENTS;
+  // A device backend (pretended): every window, chunk and reduced layer staged through backend
+  // memory.
+  for (int32_t ranks : {1, 2}) {
+    all.push_back({ranks, 2, Engine::kCpu, KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_GRADIENTS, true});
+    all.push_back({ranks, 3, Engine::kCpu, every, true});
+    all.push_back({ranks, 3, Engine::kCpu, every, false, false});
+    all.push_back({ranks, 3, Engine::kNvme, every, false, false});
+  }
   for (int32_t ranks : {1, 2})
     for (Engine engine : {Engine::kCpuPlugin, Engine::kNvmePlugin}) {
       all.push_back({ranks, 0, engine, KEEL_OFFLOAD_OPTIMIZER_STATE});
@@ -316,6 +349,38 @@ TEST(ZeroOffload, AFailingTierFailsTheStepWithItsMessage) {
   }
   lone.rank.reset();
   EXPECT_EQ(lone.tier->live_buffers, 0) << "the failed step returned its staging buffers";
+}
+
+// ZeRO-Infinity on two ranks: rank 0's tier breaks right after create, so its first acquire
+// (reading layer 0's chunk) fails; the error that comes out is the tier's, and rank 1, waiting
+// in that layer's all_gather, is released instead of hanging.
+TEST(ZeroOffload, ATierFailingOnOneRankFailsTheAcquireWithItsMessageAndReleasesThePeer) {
+  ZeroPlugins plugins;
+  ThreadWorld world(2);
+  std::vector<std::unique_ptr<TestTier>> tiers;
+  for (int r = 0; r < 2; ++r) tiers.push_back(TestTier::cpu(uint64_t(64) << 20, zero_test_host()));
+  std::vector<std::unique_ptr<ZeroRank>> ranks;
+  for (int32_t r = 0; r < 2; ++r) {
+    ranks.push_back(plugins.make_rank(&world, r));
+    ranks[size_t(r)]->offload = &test_offload_api();
+    ranks[size_t(r)]->offload_obj = tiers[size_t(r)].get();
+    ranks[size_t(r)]->offload_arrays = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS;  // zero_grads: no I/O
+    ASSERT_EQ(ranks[size_t(r)]->create(stage_config(3)), KEEL_OK) << zero_last_error();
+  }
+  tiers[0]->fail_after = tiers[0]->requests;
+  try {
+    world.run([&](int32_t r) {
+      RankDriver driver(plugins.zero_api(), *ranks[size_t(r)], world.api(), world.comm(r));
+      driver.run(DriverOptions{});
+    });
+    FAIL() << "the run succeeded over a failing tier";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("rank 0: acquire failed (5)"), std::string::npos) << message;
+    EXPECT_NE(message.find("read of extent 'params' failed: injected I/O error"), std::string::npos) << message;
+  }
+  ranks.clear();  // the strategies before their tiers
+  for (const auto& tier : tiers) EXPECT_EQ(tier->live_buffers, 0);
 }
 
 TEST(ZeroOffload, ArraysAStageCannotStreamAreRefusedNamingTheKey) {

@@ -175,6 +175,14 @@ class ZeroRank {
   }
 
   const keel_strategy_api& api() const { return api_; }
+  // The backend says its memory is a device's (KEEL_DEVICE_CUDA) though it is host memory, so
+  // a strategy takes its device paths (staging copies); call before create.
+  void pretend_device_memory() {
+    backend_api_.device = [](void*, keel_device* out) -> keel_status {
+      *out = keel_device{KEEL_DEVICE_CUDA, 0};
+      return KEEL_OK;
+    };
+  }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
 
