@@ -46,13 +46,21 @@ const NvmeEngineConfig& checked(const NvmeEngineConfig& config) {
                                                    " is not a positive multiple of " +
                                                    std::to_string(NvmeEngine::kAlignmentBytes) + " up to 1 GiB");
   }
+  for (char c : config.owner) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, "nvme engine: owner \"" + config.owner + "\" holds '" +
+                                                     std::string(1, c) + "'; expected letters, digits, '-' and '_'");
+    }
+  }
   return config;
 }
 
-// keel-offload-<pid>-<n>: the pid tells whose files these are; n keeps two engines apart.
-std::string make_files_folder(const std::string& folder) {
+// keel-offload-[<owner>-]<pid>-<n>: the owner (a rank) and the pid tell whose files these are;
+// n keeps two engines of one process apart.
+std::string make_files_folder(const std::string& folder, const std::string& owner) {
   static std::atomic<uint64_t> engines{0};
-  std::string path = folder + "/keel-offload-" + std::to_string(getpid()) + "-" + std::to_string(engines++);
+  std::string path = folder + "/keel-offload-" + (owner.empty() ? "" : owner + "-") + std::to_string(getpid()) + "-" +
+                     std::to_string(engines++);
   if (mkdir(path.c_str(), 0700) != 0) {
     int error = errno;
     throw StatusError(KEEL_ERR_IO, "nvme engine: creating the engine's folder \"" + path + "\" failed: " +
@@ -76,8 +84,8 @@ NvmeEngine::NvmeEngine(const NvmeEngineConfig& config)
     : config_(checked(config)),
       extents_("nvme", config.capacity_bytes, kAlignmentBytes),
       tickets_("nvme") {
-  check_offload_folder(config_.folder, config_.capacity_bytes);
-  files_folder_ = make_files_folder(config_.folder);
+  check_offload_folder(config_.folder, config_.check_free_space ? config_.capacity_bytes : 0);
+  files_folder_ = make_files_folder(config_.folder, config_.owner);
   try {
     pump_ = std::make_unique<UringPump>(config_.queue_depth, tickets_);
   } catch (...) {

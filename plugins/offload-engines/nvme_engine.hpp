@@ -1,5 +1,5 @@
 // The "nvme" offload engine: each extent is one file, opened O_DIRECT, under a folder of this
-// engine's own (keel-offload-<pid>-<n>) inside the configured folder; requests are cut into
+// engine's own (keel-offload-[<owner>-]<pid>-<n>) inside the configured folder; requests are cut into
 // block-size pieces as the queue takes them and run through io_uring with up to queue_depth in
 // flight.
 //
@@ -32,6 +32,15 @@ struct NvmeEngineConfig {
   uint64_t capacity_bytes = 0;            // the most bytes all extents together may hold; checked against free space
   uint32_t queue_depth = 16;              // block requests in flight at once, 1..4096
   uint64_t block_bytes = uint64_t(1) << 20;  // requests are cut into pieces of this size, a multiple of 4096
+  // Joins the engine's folder name (keel-offload-<owner>-<pid>-<n>) so ranks on several hosts
+  // sharing one folder (their pids may coincide) never pick the same name: "rank3". Letters,
+  // digits, '-' and '_' only; empty: keel-offload-<pid>-<n>.
+  std::string owner;
+  // Whether start-up refuses a folder with less free space than capacity_bytes. False when the
+  // capacity was itself read from the free space a moment ago: other writers (ranks sharing the
+  // disk, reserving their own extents at once) may have taken some since, and refusing then would
+  // fail a run at random. A disk that truly fills is still refused at add_extent's fallocate.
+  bool check_free_space = true;
 };
 
 class NvmeEngine final : public OffloadEngine {

@@ -4,6 +4,7 @@
 #include "ddp_strategy.hpp"
 
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/offload_tier.hpp>
 
 #include <string>
 
@@ -20,10 +21,25 @@ const keel_strategy_create_args& checked_create_args(const keel_strategy_create_
   return args;
 }
 
+// ddp keeps whole parameters and gradients in backend memory: the model reads every parameter
+// at each forward and accumulates into every gradient, so only the optimizer state, touched by
+// the step alone, can live in the offload tier.
+keel_support::StoreOptions store_options(const keel_strategy_create_args& args) {
+  const keel_support::OffloadRequest offload = keel_support::offload_request(args);
+  const char* why = "strategy ddp keeps every parameter and gradient whole in backend memory for the model; use "
+                    "strategy zero (stage 3 for offload.params, stage 2 or 3 for offload.gradients) or set it false";
+  if (offload.wants(KEEL_OFFLOAD_PARAMS)) throw StatusError(KEEL_ERR_INVALID_CONFIG, std::string("offload.params: ") + why);
+  if (offload.wants(KEEL_OFFLOAD_GRADIENTS))
+    throw StatusError(KEEL_ERR_INVALID_CONFIG, std::string("offload.gradients: ") + why);
+  keel_support::StoreOptions options;
+  options.offload_supported = KEEL_OFFLOAD_OPTIMIZER_STATE;
+  return options;
+}
+
 }  // namespace
 
 DdpStrategy::DdpStrategy(const keel_host* host, const keel_strategy_create_args& args, const DdpConfig& config)
-    : store_(host, checked_create_args(args), keel_support::StoreOptions{}) {
+    : store_(host, checked_create_args(args), store_options(args)) {
   setup_data_parallel(args, config);
 }
 

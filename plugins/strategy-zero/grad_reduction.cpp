@@ -12,9 +12,50 @@ using keel_support::StatusError;
 
 GradReduction::GradReduction(const keel_host* host, int32_t stage, bool overlap, const keel_support::StoreLayout& layout,
                              const keel_support::StageTiedGrads& tied, DataParallelGroup& group,
-                             keel_support::BackendOps backend, float* persistent)
+                             keel_support::BackendOps backend, float* persistent, keel_support::TierHome* tier)
     : host_(host), stage_(stage), overlap_(overlap), layout_(layout), tied_(tied), group_(group), backend_(backend),
-      persistent_(persistent), transient_(layout.layers.size()), open_(layout.layers.size(), false) {}
+      persistent_(persistent), tier_(tier), transient_(layout.layers.size()), open_(layout.layers.size(), false) {
+  keel_device device{};
+  keel_support::check_callee(backend.api->device(backend.obj, &device), "backend device");
+  host_backend_ = device.device_type == KEEL_DEVICE_CPU;
+}
+
+void GradReduction::add_to_chunk(int32_t layer, const float* reduced) {
+  const int64_t chunk = layout_.layers[size_t(layer)].chunk;
+  if (!tier_) return backend_.accumulate(owned_chunk(layer), reduced, chunk);
+  keel_support::TierHome::Span span = tier_->read_span(layout_.layers[size_t(layer)].shard_offset, chunk);
+  if (host_backend_) {
+    backend_.accumulate(span.at, reduced, chunk);
+  } else {  // through backend memory: the backend's own addition, as when resident
+    keel_support::BackendBuffer staging = backend_.alloc_floats(chunk);
+    backend_.copy(staging.floats(), span.at, chunk, KEEL_COPY_HOST_TO_DEVICE);
+    backend_.accumulate(staging.floats(), reduced, chunk);
+    backend_.copy(span.at, staging.floats(), chunk, KEEL_COPY_DEVICE_TO_HOST);
+  }
+  tier_->write_span(span);
+}
+
+double GradReduction::chunk_sum_squares(int32_t layer, const std::vector<keel_support::ElementRange>& runs) const {
+  const int64_t chunk = layout_.layers[size_t(layer)].chunk;
+  const int64_t chunk_begin = layout_.owned_chunk(layer).begin;
+  double sum = 0.0;
+  if (chunk == 0 || runs.empty()) return sum;
+  if (!tier_) {
+    for (const keel_support::ElementRange& run : runs)
+      sum += backend_.sum_squares(owned_chunk(layer) + run.begin - chunk_begin, run.count());
+    return sum;
+  }
+  keel_support::TierHome::Span span = tier_->read_span(layout_.layers[size_t(layer)].shard_offset, chunk);
+  const float* data = span.at;
+  keel_support::BackendBuffer staging;
+  if (!host_backend_) {
+    staging = backend_.alloc_floats(chunk);
+    backend_.copy(staging.floats(), span.at, chunk, KEEL_COPY_HOST_TO_DEVICE);
+    data = staging.floats();
+  }
+  for (const keel_support::ElementRange& run : runs) sum += backend_.sum_squares(data + run.begin - chunk_begin, run.count());
+  return sum;
+}
 
 // At the first reduction, not in the constructor: creating a strategy does not communicate
 // (tests create every rank's on one thread), while every rank reaches its first final release.
@@ -77,7 +118,7 @@ void GradReduction::add_finished(bool wait) {
     InFlight& job = in_flight_.front();
     const int64_t chunk = layout_.layers[size_t(job.layer)].chunk;
     backend_.scale(job.reduced.floats(), 1.0f / float(group_.size()), chunk);
-    backend_.accumulate(owned_chunk(job.layer), job.reduced.floats(), chunk);
+    add_to_chunk(job.layer, job.reduced.floats());
     in_flight_.pop_front();
   }
 }
@@ -88,12 +129,12 @@ void GradReduction::reduce_now(int32_t layer, const float* full) {
   const int64_t chunk = layout_.layers[size_t(layer)].chunk;
   if (chunk == 0) return;
   if (group_.size() == 1) {  // its own sum is the mean
-    backend_.accumulate(owned_chunk(layer), full + layout_.owned_chunk(layer).begin, chunk);
+    add_to_chunk(layer, full + layout_.owned_chunk(layer).begin);
     return;
   }
   group_.reduce_scatter_sum(full, group_.scratch(), chunk);
   backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
-  backend_.accumulate(owned_chunk(layer), group_.scratch(), chunk);
+  add_to_chunk(layer, group_.scratch());
 }
 
 // Stage 1 sums in its persistent full buffer; stages 2/3 in the full buffers their tied layers
@@ -168,17 +209,16 @@ double GradReduction::local_sum_squares(const std::vector<char>& counted) const 
   const bool every_param = std::all_of(counted.begin(), counted.end(), [](char c) { return c != 0; });
   double sum = 0.0;
   if (every_param) {  // one call per chunk, as at tp 1
-    if (stage_ != 1) return backend_.sum_squares(persistent_, layout_.shard_elements);
     for (size_t l = 0; l < layout_.layers.size(); ++l)
-      sum += backend_.sum_squares(owned_chunk(int32_t(l)), layout_.layers[l].chunk);
+      sum += chunk_sum_squares(int32_t(l), {layout_.owned_chunk(int32_t(l))});
     return sum;
   }
   // One call per maximal run of counted parameters' owned parts within each chunk.
   for (size_t l = 0; l < layout_.layers.size(); ++l) {
-    const int64_t chunk_begin = layout_.owned_chunk(int32_t(l)).begin;
+    std::vector<keel_support::ElementRange> runs;
     keel_support::ElementRange run;
     auto flush = [&] {
-      if (!run.empty()) sum += backend_.sum_squares(owned_chunk(int32_t(l)) + run.begin - chunk_begin, run.count());
+      if (!run.empty()) runs.push_back(run);
       run = keel_support::ElementRange{};
     };
     for (size_t index : layout_.layers[l].param_indices) {
@@ -198,6 +238,7 @@ double GradReduction::local_sum_squares(const std::vector<char>& counted) const 
       }
     }
     flush();
+    sum += chunk_sum_squares(int32_t(l), runs);
   }
   return sum;
 }
@@ -208,7 +249,8 @@ void GradReduction::zero() {
   if (stage_ != 1)  // a tied layer's buffer kept from an accumulation that never finished
     for (size_t l = 0; l < layout_.layers.size(); ++l)
       if (tied_.holds_tied(int32_t(l))) transient_[l] = keel_support::BackendBuffer();
-  backend_.fill_zero(persistent_, stage_ == 1 ? layout_.full_elements : layout_.shard_elements);
+  if (tier_) tier_->fill_zero();
+  else backend_.fill_zero(persistent_, stage_ == 1 ? layout_.full_elements : layout_.shard_elements);
   reduced_ = false;
 }
 

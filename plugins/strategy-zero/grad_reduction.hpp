@@ -19,6 +19,10 @@
 // says why not at the release). In stages 2/3 a layer holding one therefore keeps its full
 // buffer over the step's micro-batches and is reduced there, after the sum, instead of at each
 // final release.
+//   offload.gradients (stages 2/3): the chunks live in the offload tier; each reduced layer is
+//            added to its chunk there (read, add, write back: the same additions, so micro-batches
+//            accumulate to the same bits), and the norm reads each chunk back.
+// The norm sums Σ g² one layer's chunk at a time, so both homes add the same partial sums.
 #pragma once
 
 #include <keel_support/comm_worker.hpp>
@@ -31,6 +35,7 @@
 #include <keel_support/backend_ops.hpp>
 #include <keel_support/stage_tied_grads.hpp>
 #include <keel_support/store_layout.hpp>
+#include <keel_support/tier_home.hpp>
 
 #include "dp_group.hpp"
 
@@ -39,11 +44,12 @@ namespace keel_zero {
 class GradReduction {
  public:
   // overlap false: stages 2/3 reduce each layer on the calling thread at its final release.
-  // `persistent` is the parameter store's gradient array (full in stage 1, chunks in 2/3).
-  // `tied` (the store's) says which layers wait for the sum over the pipeline stages.
+  // `persistent` is the parameter store's gradient array (full in stage 1, chunks in 2/3), or
+  // NULL when `tier` holds the chunks (stages 2/3). `tied` (the store's) says which layers wait
+  // for the sum over the pipeline stages.
   GradReduction(const keel_host* host, int32_t stage, bool overlap, const keel_support::StoreLayout& layout,
                 const keel_support::StageTiedGrads& tied, DataParallelGroup& group, keel_support::BackendOps backend,
-                float* persistent);
+                float* persistent, keel_support::TierHome* tier = nullptr);
   ~GradReduction();
   GradReduction(const GradReduction&) = delete;
   GradReduction& operator=(const GradReduction&) = delete;
@@ -63,7 +69,8 @@ class GradReduction {
   // Waits for the layers in flight and adds them to their chunks (stages 2/3), so the chunks
   // hold every released layer's reduction.
   void settle();
-  // This rank's chunk of the layer (in the full buffer for stage 1, else in the shard buffer).
+  // This rank's chunk of the layer (in the full buffer for stage 1, else in the shard buffer);
+  // resident chunks only.
   float* owned_chunk(int32_t layer) const;
   // Σ g² over this rank's chunks (padding is zero and adds nothing), counting only the
   // parameters whose `counted` entry is set (tensor parallelism: replicated ones on tp rank 0).
@@ -81,6 +88,8 @@ class GradReduction {
   DataParallelGroup& group_;
   keel_support::BackendOps backend_;
   float* persistent_;  // the store's; outlives this object
+  keel_support::TierHome* tier_;  // the store's, when the chunks live in the offload tier
+  bool host_backend_ = true;      // the backend's memory is host memory (tier spans are used in place)
   std::vector<keel_support::BackendBuffer> transient_;  // stage 2/3: per open layer
   std::vector<bool> open_;
   bool reduced_ = false;
@@ -98,6 +107,10 @@ class GradReduction {
   void reduce_now(int32_t layer, const float* full);
   void sum_tied_over_stages();
   void reduce_layers_waiting_for_tied_sum();
+  // Adds a reduced chunk (backend memory) to the layer's persistent chunk, wherever it lives.
+  void add_to_chunk(int32_t layer, const float* reduced);
+  // Σ g² over `runs` (layer-flat ranges inside the layer's chunk) of the layer's persistent chunk.
+  double chunk_sum_squares(int32_t layer, const std::vector<keel_support::ElementRange>& runs) const;
   void start_worker();
   void* worker_comm_ = nullptr;  // split from the group; destroyed last
   std::deque<InFlight> in_flight_;

@@ -9,7 +9,8 @@ namespace keel_zero {
 
 using keel_support::StatusError;
 
-ParamGather::ParamGather(const keel_support::StoreLayout& layout, DataParallelGroup& group, keel_support::BackendOps backend, const float* shard)
+ParamGather::ParamGather(const keel_support::StoreLayout& layout, DataParallelGroup& group, keel_support::BackendOps backend,
+                         ParamShard& shard)
     : layout_(layout), group_(group), backend_(backend), shard_(shard), layers_(layout.layers.size()) {}
 
 ParamGather::~ParamGather() {
@@ -29,16 +30,30 @@ void ParamGather::start_gather(int32_t layer, keel_comm_request** out_request) {
   GatheredLayer& gathered = layers_[size_t(layer)];
   const keel_support::LayerPlace& shards = layout_.layers[size_t(layer)];
   gathered.full = backend_.alloc_floats(layout_.padded(layer));
-  group_.all_gather(shard_ + shards.shard_offset, gathered.full.floats(), shards.chunk, out_request);
+  group_.all_gather(shard_.chunk(layer), gathered.full.floats(), shards.chunk, out_request);
+  if (!out_request) shard_.release(layer);  // gathered: the staged chunk is done
+}
+
+// Waits for the layer's gather in flight; its staged chunk is done then.
+void ParamGather::finish_gather(int32_t layer) {
+  GatheredLayer& gathered = layers_[size_t(layer)];
+  if (!gathered.pending) return;
+  keel_comm_request* request = gathered.pending;
+  gathered.pending = nullptr;
+  group_.wait(request);
+  shard_.release(layer);
+}
+
+void ParamGather::read_ahead(int32_t layer) {
+  if (layer < 0 || size_t(layer) >= layers_.size() || layers_[size_t(layer)].full.get()) return;
+  shard_.read_ahead(layer);
 }
 
 float* ParamGather::hold(int32_t layer) {
   GatheredLayer& gathered = layers_[size_t(layer)];
   if (layout_.layers[size_t(layer)].chunk > 0) {
     if (gathered.pending) {
-      keel_comm_request* request = gathered.pending;
-      gathered.pending = nullptr;
-      group_.wait(request);
+      finish_gather(layer);
     } else if (!gathered.full.get()) {
       start_gather(layer, nullptr);
     }
@@ -64,24 +79,18 @@ void ParamGather::prefetch(int32_t layer) {
 void ParamGather::forget_unheld(int32_t layer) {
   GatheredLayer& gathered = layers_[size_t(layer)];
   if (gathered.holds > 0) return;
-  if (gathered.pending) {
-    keel_comm_request* request = gathered.pending;
-    gathered.pending = nullptr;
-    group_.wait(request);
-  }
+  finish_gather(layer);
+  shard_.release(layer);  // a chunk read ahead from the tier is stale too
   gathered.full = keel_support::BackendBuffer();
 }
 
 void ParamGather::drop_all() {
-  for (GatheredLayer& gathered : layers_) {
-    if (gathered.pending) {
-      keel_comm_request* request = gathered.pending;
-      gathered.pending = nullptr;
-      group_.wait(request);
-    }
-    gathered.full = keel_support::BackendBuffer();
-    gathered.holds = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    finish_gather(int32_t(l));
+    layers_[l].full = keel_support::BackendBuffer();
+    layers_[l].holds = 0;
   }
+  shard_.release_all();  // chunks read ahead: the shard is about to change
 }
 
 }  // namespace keel_zero

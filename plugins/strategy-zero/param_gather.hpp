@@ -2,7 +2,8 @@
 // persistent parameter shard into a transient full-size buffer, held while the model uses it
 // and freed when the last hold drops. With prefetch, the strategy starts the non-blocking
 // gather of the next layer in the direction of travel at each acquire, and the next hold
-// waits on it instead of gathering.
+// waits on it instead of gathering. Each layer's own chunk comes from ParamShard (resident, or
+// read from the offload tier); read_ahead starts that read for a layer further along.
 #pragma once
 
 #include <keel/comm.h>
@@ -11,14 +12,16 @@
 
 #include <keel_support/backend_ops.hpp>
 #include "dp_group.hpp"
+#include "param_shard.hpp"
 #include <keel_support/store_layout.hpp>
 
 namespace keel_zero {
 
 class ParamGather {
  public:
-  // `shard` is the strategy's parameter shard buffer; it outlives this object.
-  ParamGather(const keel_support::StoreLayout& layout, DataParallelGroup& group, keel_support::BackendOps backend, const float* shard);
+  // `shard` gives each layer's own chunk; it outlives this object.
+  ParamGather(const keel_support::StoreLayout& layout, DataParallelGroup& group, keel_support::BackendOps backend,
+              ParamShard& shard);
   ~ParamGather();
   ParamGather(const ParamGather&) = delete;
   ParamGather& operator=(const ParamGather&) = delete;
@@ -36,6 +39,9 @@ class ParamGather {
   // The layer's shard changed outside a step (write_param): a gathered copy nobody holds is
   // stale, so it is completed and freed; the next hold gathers again.
   void forget_unheld(int32_t layer);
+  // Starts reading the layer's chunk from the offload tier (nothing when resident, or when the
+  // layer is gathered or being gathered).
+  void read_ahead(int32_t layer);
 
  private:
   struct GatheredLayer {
@@ -44,11 +50,12 @@ class ParamGather {
     int32_t holds = 0;
   };
   void start_gather(int32_t layer, keel_comm_request** out_request);
+  void finish_gather(int32_t layer);
 
   const keel_support::StoreLayout& layout_;
   DataParallelGroup& group_;
   keel_support::BackendOps backend_;
-  const float* shard_;
+  ParamShard& shard_;
   std::vector<GatheredLayer> layers_;
 };
 

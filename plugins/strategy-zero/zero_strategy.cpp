@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/offload_tier.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -14,6 +15,11 @@ namespace keel_zero {
 namespace {
 
 using keel_support::StatusError;
+
+// The stages from which parameters and gradients can live in the offload tier (the stages that
+// shard them); below, the request is refused at create.
+constexpr int32_t kParamsOffloadStage = 3;
+constexpr int32_t kGradsOffloadStage = 2;
 
 // The data-parallel fields of the create args; args from before ABI 0.4 mean a single rank,
 // and a zero-initialised dp_size with no communicator means one too.
@@ -41,6 +47,25 @@ const keel_strategy_create_args& checked_create_args(const keel_strategy_create_
   return args;
 }
 
+// Every stage streams its optimizer state shard; stage 3 also its parameter shard (gathered
+// per layer from the tier), stages 2/3 their gradient shard. Stages 1/2 keep full parameters
+// resident for the forward and stage 1 full gradients, which the tier cannot stand in for.
+uint32_t offload_supported(const ZeroConfig& config, const keel_support::OffloadRequest& offload) {
+  const std::string stage = "ZeRO stage " + std::to_string(config.stage);
+  if (offload.wants(KEEL_OFFLOAD_PARAMS) && config.stage < kParamsOffloadStage)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                      "offload.params: " + stage + " keeps every layer's full parameters resident for the forward "
+                      "and all_gathers them after each step; only stage 3 keeps parameter shards that the tier can "
+                      "hold (set parallel.strategy.stage to 3, or offload.params to false)");
+  if (offload.wants(KEEL_OFFLOAD_GRADIENTS) && config.stage < kGradsOffloadStage)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                      "offload.gradients: " + stage + " accumulates into full gradients resident in backend "
+                      "memory; stages 2 and 3 reduce each layer into a shard that the tier can hold (set "
+                      "parallel.strategy.stage to 2 or 3, or offload.gradients to false)");
+  return KEEL_OFFLOAD_OPTIMIZER_STATE | (config.stage >= kParamsOffloadStage ? uint32_t(KEEL_OFFLOAD_PARAMS) : 0u) |
+         (config.stage >= kGradsOffloadStage ? uint32_t(KEEL_OFFLOAD_GRADIENTS) : 0u);
+}
+
 // One shard per data-parallel rank; stage 3 keeps parameter chunks, stages 2/3 gradient chunks.
 keel_support::StoreOptions store_options(const ZeroConfig& config, const keel_strategy_create_args& args) {
   const DpArgs dp = dp_args(args);
@@ -53,6 +78,7 @@ keel_support::StoreOptions store_options(const ZeroConfig& config, const keel_st
   options.params_sharded = config.stage == 3;
   options.grads_sharded = config.stage >= 2;
   options.sharding_label = "ZeRO stage " + std::to_string(config.stage) + ", ";
+  options.offload_supported = offload_supported(config, keel_support::offload_request(args));
   return options;
 }
 
@@ -64,8 +90,14 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
       group_(dp_args(args).comm, dp_args(args).comm_obj, dp_args(args).rank, dp_args(args).size, store_.backend(),
              std::max<int64_t>(store_.layout().max_chunk, 1)),
       grads_(host, config.stage, config.overlap_comm, store_.layout(), store_.stage_tied(), group_, store_.backend(),
-             store_.grads()) {
-  if (config.stage == 3) gather_ = std::make_unique<ParamGather>(store_.layout(), group_, store_.backend(), store_.params());
+             store_.grads_tier() ? nullptr : store_.grads(), store_.grads_tier()) {
+  if (config.stage == 3) {
+    keel_device device{};
+    keel_support::check_callee(store_.backend().api->device(store_.backend().obj, &device), "backend device");
+    shard_ = std::make_unique<ParamShard>(store_.layout(), store_.backend(), device,
+                                          store_.params_tier() ? nullptr : store_.params(), store_.params_tier());
+    gather_ = std::make_unique<ParamGather>(store_.layout(), group_, store_.backend(), *shard_);
+  }
   for (size_t i = 0; i < store_.n_params(); ++i)
     counted_in_norm_.push_back(keel_support::counts_in_grad_norm(store_.spec(i), store_.tp()) ? 1 : 0);
 }
@@ -79,7 +111,11 @@ float* ZeroStrategy::acquire_params(int32_t layer, int32_t phase, bool opens_bac
   if (config_.stage < 3) return store_.full_layer(store_.params(), layer);
   if (opens_backward) gather_->hold(layer);  // the backward pass's hold
   float* base = gather_->hold(layer);
-  if (config_.prefetch) gather_->prefetch(phase == KEEL_PHASE_BACKWARD ? layer - 1 : layer + 1);
+  // The layer the model acquires next, and the one after: gathered ahead (prefetch), and read
+  // ahead from the offload tier (offload.params) so its gather need not wait for the read.
+  const int32_t direction = phase == KEEL_PHASE_BACKWARD ? -1 : 1;
+  if (config_.prefetch) gather_->prefetch(layer + direction);
+  gather_->read_ahead(config_.prefetch ? layer + 2 * direction : layer + direction);
   return base;
 }
 

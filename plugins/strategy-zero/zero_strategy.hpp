@@ -21,6 +21,7 @@
 #include "dp_group.hpp"
 #include "grad_reduction.hpp"
 #include "param_gather.hpp"
+#include "param_shard.hpp"
 #include "zero_config.hpp"
 
 namespace keel_zero {
@@ -59,7 +60,8 @@ class ZeroStrategy {
   keel_support::ParamStore store_;
   DataParallelGroup group_;
   GradReduction grads_;
-  std::unique_ptr<ParamGather> gather_;  // stage 3 only
+  std::unique_ptr<ParamShard> shard_;    // stage 3 only: where each layer's own chunk comes from
+  std::unique_ptr<ParamGather> gather_;  // stage 3 only; after shard_, which it reads
   std::vector<char> counted_in_norm_;    // per parameter: grad_sq_norm counts it on this tp rank
 };
 

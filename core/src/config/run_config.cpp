@@ -2,6 +2,7 @@
 // JSON path, says what was expected and what was found, and suggests a key for a misspelling.
 #include "config/run_config.h"
 
+#include <keel/offload.h>
 #include <keel_support/json_section.hpp>
 
 #include <algorithm>
@@ -118,6 +119,36 @@ void read_parallel(const nlohmann::json& config, RunConfig& out) {
   out.schedule = read_plugin_section(parallel, "schedule", "parallel.schedule", "1f1b");
 }
 
+// The core's keys of "offload" are read here and taken out; the rest is the tier plugin's.
+void read_offload(const nlohmann::json& config, OffloadConfig& out) {
+  if (!config.contains("offload")) return;
+  out.tier = read_plugin_section(config, "offload", "offload", "");
+  nlohmann::json& section = out.tier.json;
+  for (const char* key : {"optimizer_state", "params", "gradients"})
+    if (section.contains(key)) {
+      const nlohmann::json& value = section.at(key);
+      if (!value.is_boolean())
+        throw ConfigError(std::string("offload.") + key + ": expected a boolean, found " +
+                          keel_support::json_type_name(value) + " " + value.dump());
+    }
+  out.optimizer_state = section.value("optimizer_state", out.optimizer_state);
+  out.params = section.value("params", out.params);
+  out.gradients = section.value("gradients", out.gradients);
+  for (const char* key : {"plugin", "optimizer_state", "params", "gradients"}) section.erase(key);
+  if (!out.optimizer_state && !out.params && !out.gradients)
+    throw ConfigError("offload: optimizer_state, params and gradients are all false, so nothing would live in the "
+                      "tier; set one of them true, or remove the \"offload\" section");
+}
+
+}  // namespace
+
+uint32_t OffloadConfig::arrays() const {
+  return (optimizer_state ? uint32_t(KEEL_OFFLOAD_OPTIMIZER_STATE) : 0u) | (params ? uint32_t(KEEL_OFFLOAD_PARAMS) : 0u) |
+         (gradients ? uint32_t(KEEL_OFFLOAD_GRADIENTS) : 0u);
+}
+
+namespace {
+
 RunConfig parse(nlohmann::json json, const std::string& origin, const std::string& name,
                 const std::vector<std::string>& overrides) {
   RunConfig config;
@@ -127,7 +158,8 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
     if (!json.is_object()) throw ConfigError("(top level): expected an object, found " + keel_support::json_type_name(json));
     for (const auto& assignment : overrides) apply_override(json, assignment);
     JsonSection top(json, "");
-    for (const char* key : {"model", "optimizer", "backend", "parallel", "lr_schedule", "data", "train", "comm"}) top.allow(key);
+    for (const char* key : {"model", "optimizer", "backend", "parallel", "lr_schedule", "data", "train", "comm", "offload"})
+      top.allow(key);
     auto plugin_path = top.get<nlohmann::json>("plugin_path", nlohmann::json::array());
     top.finish();
     if (plugin_path.is_string()) config.plugin_path.push_back(plugin_path.get<std::string>());
@@ -157,6 +189,7 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
     config.comm_explicit = json.contains("comm");
     config.comm = read_plugin_section(json, "comm", "comm", "mpi");
     read_parallel(json, config);
+    read_offload(json, config.offload);
     auto section = [&](const char* key) {
       return JsonSection(json.contains(key) ? json.at(key) : nlohmann::json::object(), key);
     };

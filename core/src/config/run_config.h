@@ -57,6 +57,18 @@ struct TrainConfig {
   CheckpointConfig checkpoint;
 };
 
+// "offload" (docs/offload.md): a tier outside backend memory for some of the strategy's arrays.
+// Absent: no tier (tier.plugin ""). tier.json is the section less the core's keys (plugin and
+// the three booleans), as the tier plugin receives it.
+struct OffloadConfig {
+  PluginSection tier;
+  bool optimizer_state = true;  // offload.optimizer_state: the optimizer's moments
+  bool params = false;          // offload.params: the fp32 parameter shards (ZeRO-Infinity)
+  bool gradients = false;       // offload.gradients: the reduced gradient shards
+  bool enabled() const { return !tier.plugin.empty(); }
+  uint32_t arrays() const;      // the KEEL_OFFLOAD_* bits of the three booleans
+};
+
 struct RunConfig {
   std::string file;              // where it came from ("<json>" for text)
   std::string name;              // the file's stem, for default output folders
@@ -82,6 +94,7 @@ struct RunConfig {
   PluginSection schedule;
   int32_t virtual_stages = 1;
   std::vector<int32_t> layers_per_stage;
+  OffloadConfig offload;
 
   // Reads and checks everything the core owns; throws KeelError(KEEL_ERR_INVALID_CONFIG)
   // with "<file>: <json path>: <problem>".

@@ -83,6 +83,7 @@ const char* kind_name(int32_t kind) {
     case KEEL_KIND_DATA: return "data";
     case KEEL_KIND_COMM: return "comm";
     case KEEL_KIND_SCHEDULE: return "schedule";
+    case KEEL_KIND_OFFLOAD: return "offload";
     default: return "unknown";
   }
 }

@@ -86,9 +86,17 @@ std::string check_kind_table(const keel_plugin_info& info) {
         return "its splits_backward is " + std::to_string(table->splits_backward) + ", expected 0 or 1";
       return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, check_shape), SLOT(T, build)});
     }
+    case KEEL_KIND_OFFLOAD: {
+      // Every slot of the kind's first table (0.7) is required: the strategy calls them all.
+      using T = keel_offload_api;
+      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, describe),
+                                         SLOT(T, add_extent), SLOT(T, submit_write), SLOT(T, submit_read), SLOT(T, wait),
+                                         SLOT(T, wait_all), SLOT(T, counters), SLOT(T, alloc_buffer),
+                                         SLOT(T, free_buffer)});
+    }
     default:
       return "unknown plugin kind " + std::to_string(info.kind) +
-             " (this core knows backend, model, optimizer, strategy, data, comm, schedule)";
+             " (this core knows backend, model, optimizer, strategy, data, comm, schedule, offload)";
   }
 }
 

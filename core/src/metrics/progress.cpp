@@ -23,6 +23,9 @@ std::string format_progress(const ProgressLine& p) {
                         digits, static_cast<long long>(p.step), static_cast<long long>(p.total_steps), p.loss, p.lr,
                         p.grad_norm, p.tokens_per_s, 100.0 * p.mfu, format_duration(p.elapsed_s).c_str(),
                         format_duration(p.eta_s).c_str());
+  if (p.offload_read_GBps >= 0 && n > 0 && size_t(n) < sizeof text)
+    n += std::snprintf(text + n, sizeof text - size_t(n), " | offload r %.2f w %.2f GB/s", p.offload_read_GBps,
+                       p.offload_write_GBps);
   if (p.val_loss >= 0 && n > 0 && size_t(n) < sizeof text)
     std::snprintf(text + n, sizeof text - size_t(n), " | val_loss %.4f", p.val_loss);
   return text;
@@ -46,6 +49,11 @@ std::string format_progress_bar(const ProgressLine& p, int columns) {
                 static_cast<long long>(100 * done / total), static_cast<long long>(p.step),
                 static_cast<long long>(p.total_steps), p.loss, format_count(p.tokens_per_s).c_str(),
                 mfu_percent < 9.95 ? 1 : 0, mfu_percent, format_duration(p.eta_s).c_str());
+  if (p.offload_read_GBps >= 0) {
+    const size_t used = std::strlen(text);
+    std::snprintf(text + used, sizeof text - used, " | tier r/w %.1f/%.1f GB/s", p.offload_read_GBps,
+                  p.offload_write_GBps);
+  }
   const int text_columns = int(std::strlen(text));
   const int cells = std::clamp(columns - 2 - text_columns, 10, 30);
   const int filled = int(cells * done / total);

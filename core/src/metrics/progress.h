@@ -1,5 +1,5 @@
 // Progress for people: step, loss, learning rate, gradient norm, tokens/s, MFU, elapsed time
-// and ETA, as one fixed-width line per logged step (logs, pipes) or as one bar a terminal
+// and ETA (and the offload tier's read/write rates when there is one), as one fixed-width line per logged step (logs, pipes) or as one bar a terminal
 // redraws in place.
 #pragma once
 
@@ -13,6 +13,7 @@ struct ProgressLine {
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, mfu = 0;
   double elapsed_s = 0, eta_s = 0;
   double val_loss = -1;  // < 0: not evaluated at this step
+  double offload_read_GBps = -1, offload_write_GBps = -1;  // < 0: no offload tier
 };
 
 std::string format_progress(const ProgressLine& line);

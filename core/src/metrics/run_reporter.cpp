@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "metrics/progress.h"
 #include "metrics/tensorboard_writer.h"
@@ -54,6 +55,7 @@ void RunReporter::step(const StepReport& r) {
   line.elapsed_s = r.elapsed_s;
   line.eta_s = r.eta_s;
   if (r.val_loss) line.val_loss = *r.val_loss;
+  if (r.offload_GBps) std::tie(line.offload_read_GBps, line.offload_write_GBps) = *r.offload_GBps;
   if (options_.progress_bar) {
     if (r.val_loss) {
       char text[96];

@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "metrics/metrics_log.h"
 
@@ -33,6 +34,8 @@ struct StepReport {
   std::map<std::string, double> phase_ms;  // data, forward, backward, optimizer, checkpoint: this step's
   int64_t memory_bytes = 0;                // resident memory of the process
   bool skipped = false;                    // a non-finite step whose update was skipped
+  // The offload tier's read and write rates over the interval (GB/s), when there is a tier.
+  std::optional<std::pair<double, double>> offload_GBps;
   nlohmann::json extra = nlohmann::json::object();  // more fields for the JSONL record (memory, comm)
 };
 

@@ -42,6 +42,19 @@ void validate_plugin_sections(const RunConfig& config) {
   if (!config.data_plugin.plugin.empty())
     validate_section(table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config), config.data_plugin, config);
   validate_section(table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config), config.schedule, config);
+  if (config.offload.enabled()) {
+    validate_section(table_for<keel_offload_api>(KEEL_KIND_OFFLOAD, config.offload.tier, config), config.offload.tier,
+                     config);
+    // A strategy built before 0.7 reads a create args struct without the tier and would keep
+    // everything resident, silently.
+    const keel_plugin_info& strategy_info = PluginRegistry::instance().find(KEEL_KIND_STRATEGY, config.strategy.plugin).info;
+    if (strategy_info.abi_minor < 7)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": offload: the offload tier came in ABI 0.7; " +
+                                                  config.strategy.json_path + ".plugin '" + config.strategy.plugin +
+                                                  "' was built against 0." + std::to_string(strategy_info.abi_minor) +
+                                                  " and cannot keep arrays there. Rebuild it, or remove the \"offload\" "
+                                                  "section");
+  }
 }
 
 // A plugin built before `minor` cannot take part in `what`; say which and how to go on.
@@ -107,6 +120,7 @@ void PluginInstances::create(const RunConfig& config) {
   optimizer_info.struct_size = sizeof(optimizer_info);
   check_plugin(optimizer->describe(optimizer_obj, &optimizer_info), "optimizer '" + config.optimizer.plugin + "' describe");
 
+  create_offload(config);
   const std::string strategy_json = config.strategy.json.dump();
   // A strategy built before 0.6 indexes the specs with its own, shorter struct.
   const keel_param_spec* strategy_params = model_info.params;
@@ -118,7 +132,8 @@ void PluginInstances::create(const RunConfig& config) {
                                           backend, backend_obj, optimizer, optimizer_obj, strategy_params,
                                           model_info.n_params, model_info.n_layers, config.train.seed,
                                           dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size, tp_rank, tp_size,
-                                          pp_rank, pp_size, embedding_obj ? comm : nullptr, embedding_obj};
+                                          pp_rank, pp_size, embedding_obj ? comm : nullptr, embedding_obj,
+                                          offload, offload_obj, offload ? config.offload.arrays() : 0u};
   if (dp_size > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "
@@ -133,6 +148,28 @@ void PluginInstances::create(const RunConfig& config) {
     check_plugin(data->create(host, data_json.c_str(), config.data_plugin.json_path.c_str(), &data_obj),
                  "creating data source '" + config.data_plugin.plugin + "'");
   }
+}
+
+// The tier of the "offload" section, for the strategy alone (strategy.h offload); the strategy's
+// ABI was checked with the sections.
+void PluginInstances::create_offload(const RunConfig& config) {
+  if (!config.offload.enabled()) return;
+  offload = table_for<keel_offload_api>(KEEL_KIND_OFFLOAD, config.offload.tier, config);
+  keel_device device{};
+  check_plugin(backend->device(backend_obj, &device), "backend '" + config.backend.plugin + "' device");
+  const std::string offload_json = config.offload.tier.json.dump();
+  keel_offload_create_args offload_args{sizeof(offload_args), offload_json.c_str(), config.offload.tier.json_path.c_str(),
+                                        world_rank, device.device_type == KEEL_DEVICE_CPU ? 0 : 1};
+  check_plugin(offload->create(host_table(), &offload_args, &offload_obj),
+               "creating offload tier '" + config.offload.tier.plugin + "'");
+}
+
+std::optional<keel_offload_counters> PluginInstances::offload_counters() const {
+  if (!offload_obj) return std::nullopt;
+  keel_offload_counters counters{};
+  counters.struct_size = sizeof(counters);
+  check_plugin(offload->counters(offload_obj, &counters), "offload counters");
+  return counters;
 }
 
 // The mesh of DESIGN.md §2 (pp × dp × tp, tp fastest): with tp = pp = 1 every rank is in one
@@ -212,6 +249,7 @@ void PluginInstances::abort_all_ranks(const std::string& reason) {
 PluginInstances::~PluginInstances() {
   if (data_obj) data->destroy(data_obj);
   if (strategy_obj) strategy->destroy(strategy_obj);
+  if (offload_obj) offload->destroy(offload_obj);  // after the strategy: it calls the tier until destroyed
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);
   if (backend_obj) backend->destroy(backend_obj);

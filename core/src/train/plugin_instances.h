@@ -6,6 +6,7 @@
 
 #include "config/run_config.h"
 
+#include <optional>
 #include <vector>
 
 namespace keel {
@@ -18,6 +19,8 @@ struct PluginInstances {
   const keel_data_api* data = nullptr;  // only with "data": {"plugin": ...}
   const keel_comm_api* comm = nullptr;  // NULL: a single process without a comm plugin
   const keel_schedule_api* schedule = nullptr;  // parallel.schedule (also at pp 1)
+  const keel_offload_api* offload = nullptr;    // only with an "offload" section: the strategy's
+  void* offload_obj = nullptr;                  // tier, created before it and destroyed after it
   void* backend_obj = nullptr;
   void* model_obj = nullptr;
   void* optimizer_obj = nullptr;
@@ -49,12 +52,15 @@ struct PluginInstances {
 
   // Loads and creates every plugin the config names; throws KeelError naming the section.
   void create(const RunConfig& config);
+  // The tier's totals since create (offload.h counters); nullopt when there is no tier.
+  std::optional<keel_offload_counters> offload_counters() const;
   // A failing rank ends every rank with its reason rather than leaving them in a collective.
   void abort_all_ranks(const std::string& reason);
 
  private:
   void create_mesh(const RunConfig& config);
   void adopt_model_specs(const RunConfig& config);
+  void create_offload(const RunConfig& config);
   void require_abi(const RunConfig& config, uint32_t minor, const std::string& what) const;
 };
 

@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
@@ -141,6 +143,19 @@ void RunSession::run(const RunSlice& slice) {
       if (now.bytes[op] > start.bytes[op]) per_step[kOpNames[op]] = double(now.bytes[op] - start.bytes[op]) / double(steps);
     return per_step;
   };
+  // The offload tier's traffic per step over each logging interval; its rates over the interval's
+  // step time, what the tier had to sustain for training to run at this speed.
+  std::optional<keel_offload_counters> offload_start = trainer.offload_counters();
+  auto offload_per_step = [&](const keel_offload_counters& now, int64_t steps, double seconds) {
+    const double read = double(now.bytes_read - offload_start->bytes_read);
+    const double written = double(now.bytes_written - offload_start->bytes_written);
+    const double wall = std::max(seconds, 1e-9);
+    return nlohmann::json{{"read_bytes_per_step", read / double(steps)},
+                          {"write_bytes_per_step", written / double(steps)},
+                          {"busy_ms_per_step", 1e3 * (now.busy_seconds - offload_start->busy_seconds) / double(steps)},
+                          {"read_GBps", read / wall / 1e9},
+                          {"write_GBps", written / wall / 1e9}};
+  };
   int64_t interval_steps = 0;
   while (trainer.step() < slice.until_step) {
     StepResult result = trainer.train_step();
@@ -192,10 +207,16 @@ void RunSession::run(const RunSlice& slice) {
           report.extra["pp_comm_bytes_per_step"] = per_step_bytes(pp_now, pp_interval_start, interval_steps);
         }
       }
+      if (offload_start) {
+        const nlohmann::json offload = offload_per_step(*trainer.offload_counters(), interval_steps, interval_seconds);
+        report.extra["offload"] = offload;
+        report.offload_GBps = {offload["read_GBps"].get<double>(), offload["write_GBps"].get<double>()};
+      }
       interval_steps = 0;
       if (evaluate) report.val_loss = trainer.evaluate();
       // Evaluation moves activations too: the next interval starts after it.
       pp_interval_start = trainer.comm_counters(Trainer::CommGroup::pipeline);
+      if (offload_start) offload_start = trainer.offload_counters();  // an evaluation reads offloaded params
       reporter.step(report);
       interval_seconds = 0;
       interval_tokens = 0;

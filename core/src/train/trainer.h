@@ -120,6 +120,8 @@ class Trainer {
   // there is none).
   enum class CommGroup { strategy_dp, model_tp, pipeline };
   keel_comm_counters comm_counters(CommGroup group = CommGroup::strategy_dp);
+  // The offload tier's totals since it was created; nullopt without an "offload" section.
+  std::optional<keel_offload_counters> offload_counters() const { return plugins_.offload_counters(); }
   // The global flat range of parameter `index` (kind -1) or its state slot this rank holds.
   std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index);
   std::vector<float> read_range(int32_t kind, size_t index, int64_t begin, int64_t end);

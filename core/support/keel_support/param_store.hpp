@@ -5,6 +5,9 @@
 // elements through the host, hands the model per-layer views, runs the optimizer over the
 // elements this rank owns in runs grouped by weight decay, serves the checkpoint's
 // owned_range and read/write slots by piece-local flat range, and describes its memory.
+// With an offload tier in the create args (strategy.h offload), the arrays the config names
+// live there (tier_home.hpp) and the step streams them (state_streamer.hpp); a strategy says
+// which arrays it lets the store offload (StoreOptions::offload_supported).
 // A strategy is then only its communication policy on top (when gradients are reduced, when
 // parameters are gathered or averaged).
 //
@@ -23,11 +26,14 @@
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/backend_ops.hpp"
+#include "keel_support/offload_tier.hpp"
 #include "keel_support/param_specs.hpp"
 #include "keel_support/shard_home.hpp"
 #include "keel_support/stage_tied_grads.hpp"
+#include "keel_support/state_streamer.hpp"
 #include "keel_support/store_checks.hpp"
 #include "keel_support/store_layout.hpp"
+#include "keel_support/tier_home.hpp"
 #include "keel_support/tp_pieces.hpp"
 
 namespace keel_support {
@@ -38,7 +44,11 @@ struct StoreOptions {
   bool params_sharded = false;  // keep only this rank's parameter chunks (ZeRO-3)
   bool grads_sharded = false;   // keep only this rank's gradient chunks (ZeRO-2/3)
   std::string sharding_label;   // for messages: "ZeRO stage 3, "
-  HomeFactory homes;            // empty: resident backend memory
+  HomeFactory homes;            // empty: resident backend memory (or the offload tier, below)
+  // KEEL_OFFLOAD_* arrays this strategy lets the store keep in the offload tier; the store
+  // refuses a request for any other at create. Parameters and gradients only when sharded.
+  uint32_t offload_supported = 0;
+  bool stream_serially = false;  // the offloaded step without read-ahead (for measurements)
 };
 
 class ParamStore {
@@ -64,7 +74,7 @@ class ParamStore {
                                                        std::to_string(optimizer_info_.n_state_slots) +
                                                        " state slots; at most " +
                                                        std::to_string(KEEL_OPTIMIZER_MAX_STATE_SLOTS) + " are allowed");
-    const HomeFactory make = options_.homes ? options_.homes : resident_homes(backend_);
+    const HomeFactory make = homes(args);
     params_ = make(StoreArray::kParams, options_.params_sharded ? layout_.shard_elements : layout_.full_elements);
     grads_ = make(StoreArray::kGrads, options_.grads_sharded ? layout_.shard_elements : layout_.full_elements);
     for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
@@ -82,8 +92,12 @@ class ParamStore {
   const StageTiedGrads& stage_tied() const { return stage_tied_; }
   const keel_optimizer_info& optimizer_info() const { return optimizer_info_; }
 
+  // The arrays' backend addresses; an offloaded one has none (params_tier()/grads_tier()).
   float* params() const { return params_->data(); }
   float* grads() const { return grads_->data(); }
+  TierHome* params_tier() const { return params_->tiered(); }
+  TierHome* grads_tier() const { return grads_->tiered(); }
+  const OffloadTier* tier() const { return tier_.get(); }
   int64_t grad_elements() const { return grads_->elements(); }
   // Element `element` of parameter `index` where the store keeps it.
   float* param_element(size_t index, int64_t element) const { return params() + position(options_.params_sharded, index, element); }
@@ -142,23 +156,45 @@ class ParamStore {
   // that agree on weight decay and lie back to back in the parameter, gradient and state
   // arrays alike (with one shard: every neighbouring pair of parameters). Padding is never
   // handed over.
+  // With arrays in the offload tier the same runs are streamed through host buffers.
   void step_owned(const keel_strategy_step_args& args) {
-    Run run;
+    std::vector<StreamRun> runs;
     for (size_t l = 0; l < layout_.layers.size(); ++l)
       for (size_t index : layout_.layers[l].param_indices) {
         const ElementRange part = layout_.owned_part(index);
         if (part.empty()) continue;
-        const Run next{param_element(index, part.begin), grad_element(index, part.begin),
-                       layout_.shard_position(index, part.begin), part.count(), applies_weight_decay(index)};
-        if (run.count > 0 && run.decay == next.decay && run.params + run.count == next.params &&
-            run.grads + run.count == next.grads && run.state + run.count == next.state) {
-          run.count += next.count;
-          continue;
+        const StreamRun next{position(options_.params_sharded, index, part.begin),
+                             position(options_.grads_sharded, index, part.begin),
+                             layout_.shard_position(index, part.begin), part.count(), applies_weight_decay(index)};
+        if (!runs.empty()) {
+          StreamRun& run = runs.back();
+          if (run.decay == next.decay && run.param_position + run.count == next.param_position &&
+              run.grad_position + run.count == next.grad_position &&
+              run.state_position + run.count == next.state_position) {
+            run.count += next.count;
+            continue;
+          }
         }
-        run_optimizer(run, args);
-        run = next;
+        runs.push_back(next);
       }
-    run_optimizer(run, args);
+    auto update = [&](float* params, float* grads, float** state, int64_t count, bool decay) {
+      run_optimizer(params, grads, state, count, decay, args);
+    };
+    if (!tier_) {
+      float* state[KEEL_OPTIMIZER_MAX_STATE_SLOTS] = {};
+      for (const StreamRun& run : runs) {
+        for (size_t slot = 0; slot < state_.size(); ++slot) state[slot] = state_[slot]->data() + run.state_position;
+        update(params() + run.param_position, grads() + run.grad_position, state, run.count, run.decay);
+      }
+      return;
+    }
+    if (!streamer_) {  // its buffers stay for the run's next steps
+      std::vector<StreamArray> arrays{stream_array(*params_, true), stream_array(*grads_, false)};
+      for (const auto& slot : state_) arrays.push_back(stream_array(*slot, true));
+      streamer_ = std::make_unique<StateStreamer>(*tier_, backend_, device_, std::move(arrays), layout_.shard_elements,
+                                                  !options_.stream_serially);
+    }
+    streamer_->step(runs, update);
   }
 
   // Σ g² over the gradients this rank's grad_sq_norm counts (tp: replicated ones on tp rank 0
@@ -188,7 +224,7 @@ class ParamStore {
   void owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* end) const {
     if (!begin || !end) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "owned_range: begin or end is NULL");
     check_range("owned_range", index, 0, 0, nullptr);
-    if (kind != -1) state("owned_range", kind);
+    if (kind != -1) state_home("owned_range", kind);
     const ElementRange owned = (kind == -1 && !options_.params_sharded) ? ElementRange{0, layout_.params[index].numel}
                                                                          : layout_.owned_part(index);
     *begin = owned.begin;
@@ -198,41 +234,35 @@ class ParamStore {
   void read_param(size_t index, int64_t begin, int64_t count, float* dst_host) const {
     check_range("read_param", index, begin, count, dst_host);
     if (options_.params_sharded) check_owned("read_param", "parameter", index, begin, count);
-    if (count > 0) backend_.copy(dst_host, param_element(index, begin), count, KEEL_COPY_DEVICE_TO_HOST);
+    if (count > 0) read_array(*params_, position(options_.params_sharded, index, begin), count, dst_host);
   }
   void write_param(size_t index, int64_t begin, int64_t count, const float* src_host) {
     check_range("write_param", index, begin, count, src_host);
     if (options_.params_sharded) check_owned("write_param", "parameter", index, begin, count);
-    if (count > 0) backend_.copy(param_element(index, begin), src_host, count, KEEL_COPY_HOST_TO_DEVICE);
+    if (count > 0) write_array(*params_, position(options_.params_sharded, index, begin), count, src_host);
   }
   // Full gradients: any range; sharded: the owned part.
   void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const {
     check_range("read_grad", index, begin, count, dst_host);
     if (options_.grads_sharded) check_owned("read_grad", "gradient", index, begin, count);
-    if (count > 0) backend_.copy(dst_host, grad_element(index, begin), count, KEEL_COPY_DEVICE_TO_HOST);
+    if (count > 0) read_array(*grads_, position(options_.grads_sharded, index, begin), count, dst_host);
   }
   void read_state(int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) const {
     check_range("read_state", index, begin, count, dst_host);
-    const float* base = state("read_state", slot);
+    const ShardHome& home = state_home("read_state", slot);
     check_owned("read_state", "optimizer state", index, begin, count);
-    if (count > 0) backend_.copy(dst_host, base + layout_.shard_position(index, begin), count, KEEL_COPY_DEVICE_TO_HOST);
+    if (count > 0) read_array(home, layout_.shard_position(index, begin), count, dst_host);
   }
   void write_state(int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
     check_range("write_state", index, begin, count, src_host);
-    float* base = state("write_state", slot);
+    ShardHome& home = state_home("write_state", slot);
     check_owned("write_state", "optimizer state", index, begin, count);
-    if (count > 0) backend_.copy(base + layout_.shard_position(index, begin), src_host, count, KEEL_COPY_HOST_TO_DEVICE);
+    if (count > 0) write_array(home, layout_.shard_position(index, begin), count, src_host);
   }
 
   int32_t n_state_slots() const { return int32_t(state_.size()); }
   // State slot `slot`'s shard array; `what` names the caller in the message.
-  float* state(const char* what, int32_t slot) const {
-    if (slot < 0 || size_t(slot) >= state_.size())
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": state slot " + std::to_string(slot) +
-                                                       " is outside [0, " + std::to_string(state_.size()) +
-                                                       ") (the optimizer's n_state_slots)");
-    return state_[size_t(slot)]->data();
-  }
+  float* state(const char* what, int32_t slot) const { return state_home(what, slot).data(); }
 
   // The persistent arrays' bytes; the strategy says whether parameters stay resident and whole.
   keel_strategy_info describe(int32_t params_resident) const {
@@ -246,13 +276,60 @@ class ParamStore {
   }
 
  private:
-  struct Run {
-    float* params = nullptr;
-    float* grads = nullptr;
-    int64_t state = 0;  // position in the state arrays
-    int64_t count = 0;
-    bool decay = false;
-  };
+  ShardHome& state_home(const char* what, int32_t slot) const {
+    if (slot < 0 || size_t(slot) >= state_.size())
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": state slot " + std::to_string(slot) +
+                                                       " is outside [0, " + std::to_string(state_.size()) +
+                                                       ") (the optimizer's n_state_slots)");
+    return *state_[size_t(slot)];
+  }
+
+  // Host access to elements [position, position + count) of an array, wherever it lives.
+  void read_array(const ShardHome& home, int64_t at, int64_t count, float* dst_host) const {
+    if (TierHome* tiered = const_cast<ShardHome&>(home).tiered()) return tiered->read(at, count, dst_host);
+    backend_.copy(dst_host, const_cast<ShardHome&>(home).data() + at, count, KEEL_COPY_DEVICE_TO_HOST);
+  }
+  void write_array(ShardHome& home, int64_t at, int64_t count, const float* src_host) const {
+    if (TierHome* tiered = home.tiered()) return tiered->write(at, count, src_host);
+    backend_.copy(home.data() + at, src_host, count, KEEL_COPY_HOST_TO_DEVICE);
+  }
+
+  static StreamArray stream_array(ShardHome& home, bool written) {
+    StreamArray array;
+    array.tier = home.tiered();
+    if (!array.tier) array.resident = home.data();
+    array.written = written;
+    return array;
+  }
+
+  // The homes of the arrays: the strategy's factory, else the offload tier for the arrays the
+  // create args ask for (each checked against what the strategy supports), else resident.
+  HomeFactory homes(const keel_strategy_create_args& args) {
+    const OffloadRequest request = offload_request(args);
+    if (options_.homes && request.api)
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: " + options_.sharding_label +
+                                                     "this strategy places the store's arrays itself and cannot "
+                                                     "keep them in the offload tier (expected no offload section)");
+    if (options_.homes) return options_.homes;
+    if (!request.api) return resident_homes(backend_);
+    const uint32_t known = KEEL_OFFLOAD_OPTIMIZER_STATE | KEEL_OFFLOAD_PARAMS | KEEL_OFFLOAD_GRADIENTS;
+    if (request.arrays & ~known)
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: offload_arrays has unknown flags " +
+                                                     std::to_string(request.arrays & ~known) + " (known: KEEL_OFFLOAD_*)");
+    for (uint32_t array : {uint32_t(KEEL_OFFLOAD_OPTIMIZER_STATE), uint32_t(KEEL_OFFLOAD_PARAMS), uint32_t(KEEL_OFFLOAD_GRADIENTS)}) {
+      if (!request.wants(array)) continue;
+      const bool sharded_enough = array == KEEL_OFFLOAD_OPTIMIZER_STATE ||
+                                  (array == KEEL_OFFLOAD_PARAMS ? options_.params_sharded : options_.grads_sharded);
+      if ((options_.offload_supported & array) && sharded_enough) continue;
+      throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                        std::string(offload_key(array)) + ": " + options_.sharding_label +
+                            "this strategy cannot keep that array in the offload tier: it reaches the array's memory "
+                            "directly (expected false, or a strategy that streams it, e.g. zero stage 3 for params, "
+                            "stage 2 or 3 for gradients)");
+    }
+    tier_ = std::make_shared<const OffloadTier>(request);
+    return tier_homes(tier_, request.arrays, resident_homes(backend_));
+  }
 
   int64_t position(bool sharded, size_t index, int64_t element) const {
     return sharded ? layout_.shard_position(index, element) : layout_.full_position(index, element);
@@ -270,7 +347,7 @@ class ParamStore {
       if (stored.empty()) continue;
       staging.resize(size_t(stored.count()));
       init_piece_elements(host_, specs_[i], i, seed, stored.begin, stored.count(), staging.data());
-      backend_.copy(param_element(i, stored.begin), staging.data(), stored.count(), KEEL_COPY_HOST_TO_DEVICE);
+      write_array(*params_, position(options_.params_sharded, i, stored.begin), stored.count(), staging.data());
     }
   }
 
@@ -285,21 +362,20 @@ class ParamStore {
     return tensor;
   }
 
-  void run_optimizer(const Run& run, const keel_strategy_step_args& args) {
-    if (run.count == 0) return;
-    float* state[KEEL_OPTIMIZER_MAX_STATE_SLOTS] = {};
-    for (size_t slot = 0; slot < state_.size(); ++slot) state[slot] = state_[slot]->data() + run.state;
+  void run_optimizer(float* params, float* grads, float** state, int64_t count, bool decay,
+                     const keel_strategy_step_args& args) {
+    if (count == 0) return;
     keel_optimizer_step_args step_args{};
     step_args.struct_size = sizeof(step_args);
     step_args.device = device_;
-    step_args.params = run.params;
-    step_args.grads = run.grads;
+    step_args.params = params;
+    step_args.grads = grads;
     step_args.state = state;
-    step_args.n = run.count;
+    step_args.n = count;
     step_args.lr = args.lr;
     step_args.grad_scale = args.grad_scale;
     step_args.step = args.step;
-    step_args.apply_weight_decay = run.decay ? 1 : 0;
+    step_args.apply_weight_decay = decay ? 1 : 0;
     check_callee(optimizer_->step(optimizer_obj_, &step_args), "optimizer step");
   }
 
@@ -332,8 +408,10 @@ class ParamStore {
   StageTiedGrads stage_tied_;  // after layout_ and backend_, which it reads
   keel_device device_{};
   keel_optimizer_info optimizer_info_{};
+  std::shared_ptr<const OffloadTier> tier_;  // NULL: nothing offloaded; before the homes that use it
   std::unique_ptr<ShardHome> params_, grads_;
   std::vector<std::unique_ptr<ShardHome>> state_;  // one per optimizer state slot
+  std::unique_ptr<StateStreamer> streamer_;        // the offloaded step's, made at the first step
 };
 
 }  // namespace keel_support

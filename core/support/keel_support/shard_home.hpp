@@ -2,7 +2,8 @@
 // each array (parameters, gradients, every optimizer state slot) and reaches it only through
 // ShardHome, so a later tier (pinned CPU memory, NVMe) can live behind the same interface and
 // bring its elements into backend memory when the store asks. Today there is one: resident
-// backend memory, allocated through the backend's alloc (the one allocator path of plugins).
+// backend memory, allocated through the backend's alloc (the one allocator path of plugins);
+// the offload tier's is TierHome (tier_home.hpp), which has no backend address.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,8 @@ namespace keel_support {
 // only by the optimizer step, parameters by every forward).
 enum class StoreArray { kParams, kGrads, kState };
 
+class TierHome;
+
 class ShardHome {
  public:
   virtual ~ShardHome() = default;
@@ -26,6 +29,8 @@ class ShardHome {
   virtual float* data() = 0;
   // Bytes this home keeps in backend memory for the run's whole life (describe's figures).
   virtual uint64_t backend_bytes() const = 0;
+  // The tier's home when the array lives in the offload tier (data() then throws); else NULL.
+  virtual TierHome* tiered() { return nullptr; }
 };
 
 class ResidentHome final : public ShardHome {

@@ -126,5 +126,37 @@ TEST_F(ParamStoreTest, ShardedStoreInitialisesAndServesOnlyTheOwnedPart) {
   EXPECT_EQ(store.describe(0).param_bytes, uint64_t(store.layout().shard_elements) * sizeof(float));
 }
 
+// A strategy that has not said it can stream an array (localsgd, a third-party one reaching
+// the arrays directly), or that places the arrays itself, is refused at create when the config
+// puts arrays in the offload tier, naming the key: its memory would silently stay resident or
+// be read where it is not. (The refusal comes before the tier is called at all.)
+TEST_F(ParamStoreTest, AnOffloadRequestTheStrategyDidNotOptIntoIsRefusedNamingTheKey) {
+  static const keel_offload_api never_called{};
+  keel_strategy_create_args a = args();
+  a.offload = &never_called;
+  a.offload_arrays = KEEL_OFFLOAD_OPTIMIZER_STATE;
+  auto message_of = [&](StoreOptions options) -> std::string {
+    try {
+      ParamStore store(&host, a, std::move(options));
+    } catch (const keel_support::StatusError& e) {
+      EXPECT_EQ(e.code, KEEL_ERR_INVALID_CONFIG);
+      return e.what();
+    }
+    ADD_FAILURE() << "the store accepted an offload request";
+    return "";
+  };
+  const std::string plain = message_of(StoreOptions{});
+  EXPECT_NE(plain.find("offload.optimizer_state: this strategy cannot keep that array in the offload tier"),
+            std::string::npos)
+      << plain;
+  StoreOptions placed;
+  placed.offload_supported = KEEL_OFFLOAD_OPTIMIZER_STATE;
+  placed.homes = [&](StoreArray, int64_t elements) -> std::unique_ptr<ShardHome> {
+    return std::make_unique<keel_support::ResidentHome>(keel_support::BackendOps{&backend_api, &backend}, elements);
+  };
+  const std::string own_homes = message_of(placed);
+  EXPECT_NE(own_homes.find("offload: this strategy places the store's arrays itself"), std::string::npos) << own_homes;
+}
+
 }  // namespace
 }  // namespace keel_test

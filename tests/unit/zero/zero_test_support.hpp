@@ -153,6 +153,9 @@ class ZeroRank {
     args.dp_size = size_;
     args.tp_rank = tp_rank;
     args.tp_size = tp_size;
+    args.offload = offload;
+    args.offload_obj = offload_obj;
+    args.offload_arrays = offload_arrays;
     const keel_status status = api_.create(&host_, &args, &strategy);
     if (status == KEEL_OK) EXPECT_EQ(api_.param_access(strategy, &access), KEEL_OK) << zero_last_error();
     return status;
@@ -172,11 +175,22 @@ class ZeroRank {
   }
 
   const keel_strategy_api& api() const { return api_; }
+  // The backend says its memory is a device's (KEEL_DEVICE_CUDA) though it is host memory, so
+  // a strategy takes its device paths (staging copies); call before create.
+  void pretend_device_memory() {
+    backend_api_.device = [](void*, keel_device* out) -> keel_status {
+      *out = keel_device{KEEL_DEVICE_CUDA, 0};
+      return KEEL_OK;
+    };
+  }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
 
   std::vector<keel_param_spec> specs = zero_model_specs();  // a test may cut pieces before create
   int32_t tp_rank = 0, tp_size = 1;                          // this rank's tensor-parallel position
+  const keel_offload_api* offload = nullptr;                 // the tier (test_offload_tier.hpp), or none
+  void* offload_obj = nullptr;
+  uint32_t offload_arrays = 0;                               // KEEL_OFFLOAD_*
   void* strategy = nullptr;
   keel_param_access access{};
 
