@@ -1,11 +1,12 @@
-// GPT-2's forward and backward passes, layer by layer, in llm.c's order and naming
-// (train_gpt2.c: gpt2_forward / gpt2_backward), with every op delegated to the backend and
-// every parameter borrowed from the strategy for exactly as long as its layer runs.
+// GPT-2's config, activations and forward pass, layer by layer, in llm.c's order and naming
+// (train_gpt2.c: gpt2_forward; the backward is gpt_backward.cpp), with every op delegated to the
+// backend and every parameter borrowed from the strategy for exactly as long as its layer runs.
 #include "gpt_model.hpp"
 
 #include <keel_support/sized_output.hpp>
 
 #include <cmath>
+#include <cstddef>
 
 namespace keel_gpt {
 
@@ -13,18 +14,6 @@ using keel_model::Carver;
 using keel_model::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
-
-namespace {
-
-// Index of each tensor inside a block's layer, in spec order.
-enum BlockTensor {
-  LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
-  BLOCK_TENSORS
-};
-enum EmbeddingTensor { WTE, WPE };
-enum FinalNormTensor { LNF_W, LNF_B };
-
-}  // namespace
 
 GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
   auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "model");
@@ -62,6 +51,7 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   KEEL_REQUIRE_OP(crossentropy_backward)
 #undef KEEL_REQUIRE_OP
   check_tensor_parallel(args);
+  plan_ = ChunkPlan(args, config_.n_layer);
   build_param_specs();
   external_ = std::make_unique<const GptExternalNames>(config_, names_);
 }
@@ -75,28 +65,24 @@ void GptModel::describe(keel_model_info* out) const {
   info.vocab_size = config_.vocab_size;
   info.padded_vocab_size = config_.padded_vocab_size;
   info.max_seq_len = config_.max_seq_len;
+  info.n_blocks = config_.n_layer;
   keel_support::write_sized_output(out, info, sizeof info, "describe: out_info");
 }
 
 // PaLM (Chowdhery et al. 2022), appendix B: 6·N per token for the matmuls of forward and
 // backward, plus 12·L·C·T for attention's score and value products (forward 2·2·L·C·T, backward
 // twice that). N counts every parameter element except the position embedding wpe (a lookup,
-// not a matmul), with wte's true V rows (its padded rows never reach the loss).
+// not a matmul), with wte's true V rows (its padded rows never reach the loss). N is the whole
+// model's on every pipeline rank: the core's MFU divides the model's work by all the ranks.
 double GptModel::flops_per_token(int32_t seq_len) const {
-  double n = 0;
-  for (const auto& spec : specs_) {
-    const std::string name = spec.name;
-    if (name == "wpe") continue;
-    n += name == "wte" ? static_cast<double>(config_.vocab_size) * config_.d_model
-                       : static_cast<double>(keel_model::element_count(spec));
-  }
-  return 6.0 * n + 12.0 * config_.n_layer * config_.d_model * static_cast<double>(seq_len);
+  return 6.0 * matmul_params_ + 12.0 * config_.n_layer * config_.d_model * static_cast<double>(seq_len);
 }
 
 void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) const {
-  const int64_t L = config_.n_layer, C = config_.d_model;
+  const int64_t L = a.blocks, C = config_.d_model;
   const int64_t Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
   const int64_t N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
+  const int64_t head = a.head ? 1 : 0;  // the head's buffers exist on the last chunk only
   Carver carve(base);
   a.encoded = carve.take<float>(Nr * C);
   a.ln1 = carve.take<float>(L * N * C);
@@ -112,23 +98,34 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   a.fch = carve.take<float>(L * N * F);
   a.fch_gelu = carve.take<float>(L * N * F);
   a.residual3 = carve.take<float>(L * Nr * C);
-  a.lnf = carve.take<float>(N * C);
-  a.lnf_mean = carve.take<float>(Nr);
-  a.lnf_rstd = carve.take<float>(Nr);
-  a.logits = carve.take<float>(N * Vl);
-  a.losses = carve.take<float>(N);
-  a.lse = tp_.active() ? carve.take<float>(N) : nullptr;
-  a.ce_stats = tp_.active() ? carve.take<float>(3 * N) : nullptr;
+  a.lnf = carve.take<float>(head * N * C);
+  a.lnf_mean = carve.take<float>(head * Nr);
+  a.lnf_rstd = carve.take<float>(head * Nr);
+  a.logits = carve.take<float>(head * N * Vl);
+  a.losses = carve.take<float>(head * N);
+  a.lse = tp_.active() ? carve.take<float>(head * N) : nullptr;
+  a.ce_stats = tp_.active() ? carve.take<float>(head * 3 * N) : nullptr;
   a.tokens = carve.take<int32_t>(N);
-  a.targets = carve.take<int32_t>(N);
+  a.targets = carve.take<int32_t>(head * N);
   *out_bytes = carve.used();
 }
 
-Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T) {
-  Activations& a = activations_[microbatch];
-  if (a.B == B && a.T == T && a.memory.get()) return a;
-  a.memory = BackendBuffer();  // free the old size first: peak memory is one copy
+Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T) {
+  auto found = activations_.find({microbatch, chunk});
+  if (found != activations_.end() && found->second.B == B && found->second.T == T) return found->second;
+  if (found != activations_.end()) activations_.erase(found);  // free the old size first: peak memory is one copy
+  for (auto spare = spare_activations_.begin(); spare != spare_activations_.end(); ++spare) {
+    if (spare->chunk != chunk || spare->B != B || spare->T != T) continue;
+    Activations& a = activations_[{microbatch, chunk}] = std::move(*spare);
+    spare_activations_.erase(spare);
+    a.backward_pending = false;
+    return a;
+  }
+  Activations& a = activations_[{microbatch, chunk}];
   a.B = B, a.T = T;
+  a.chunk = chunk;
+  a.blocks = plan_.block_count(chunk);
+  a.head = chunk == plan_.last_chunk();
   a.att_saved_per_layer = backend_.api->attention_saved_floats(backend_.obj, B, T, share_.channels, share_.heads);
   if (a.att_saved_per_layer < 0)
     throw StatusError(KEEL_ERR_INTERNAL, "the backend's attention_saved_floats returned a negative size");
@@ -140,14 +137,30 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t B, int32_t T)
   // For benchmarks/tensor_parallel.py: the token-row regions are the tensors sequence parallelism
   // holds as this rank's rows (the embedding output, the residual stream, the norms' statistics);
   // the norms' outputs are kept gathered, as the column-parallel matmuls' weight gradients read them.
-  const int64_t L = config_.n_layer, C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(B) * T);
-  const int64_t row_floats = Nr * C + 2 * L * Nr * C + 4 * L * Nr + 2 * Nr;
+  const int64_t L = a.blocks, C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(B) * T);
+  const int64_t row_floats = Nr * C + 2 * L * Nr * C + 4 * L * Nr + (a.head ? 2 * Nr : 0);
   keel_logf(host_, KEEL_LOG_DEBUG, "model gpt",
-            "activations for micro-batch %d (%d x %d tokens, tp %d%s): %zu bytes, of which token-row regions "
+            "activations for micro-batch %d%s (%d x %d tokens, tp %d%s): %zu bytes, of which token-row regions "
             "%lld bytes",
-            microbatch, B, T, tp_.size, sequence_parallel_ ? ", sequence parallel" : "", bytes,
+            microbatch, plan_.chunks() > 1 ? (", chunk " + std::to_string(chunk)).c_str() : "", B, T, tp_.size, sequence_parallel_ ? ", sequence parallel" : "", bytes,
             static_cast<long long>(row_floats * static_cast<int64_t>(sizeof(float))));
   return a;
+}
+
+void GptModel::recycle_activations(ActivationKey key) {
+  auto found = activations_.find(key);
+  if (found == activations_.end()) return;
+  spare_activations_.push_back(std::move(found->second));
+  activations_.erase(found);
+}
+
+void GptModel::check_chunk(int32_t chunk, const char* call) const {
+  if (!plan_.is_mine(chunk))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(call) + ": chunk " + std::to_string(chunk) +
+                                                     " is not held by pipeline rank " +
+                                                     std::to_string(plan_.pp_rank()) + " of " +
+                                                     std::to_string(plan_.pp_size()) + " (" +
+                                                     std::to_string(plan_.chunks()) + " chunks, chunk c on rank c % pp)");
 }
 
 void GptModel::ensure_grad_scratch(int64_t rows) {
@@ -167,7 +180,7 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
     s.partial = carve.take<float>(sp * rows * C);
     s.dln_rows = carve.take<float>(sp * norm_rows(rows) * C);
     s.dgathered = carve.take<float>(sp * rows * C);
-    s.dnorm = carve.take<float>(sp * 2 * C);
+    s.dnorm = carve.take<float>(2 * C);
     return carve.used();
   };
   scratch_.memory = BackendBuffer();
@@ -179,10 +192,22 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
 }
 
 void GptModel::forward(keel_forward_args* args) {
-  if (args->struct_size < sizeof(keel_forward_args))
+  if (args->struct_size < offsetof(keel_forward_args, chunk))
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args->struct_size is smaller than keel_forward_args");
-  if (!args->access || args->access->struct_size < sizeof(keel_param_access) || !args->tokens)
+  // The 0.7 fields, where the caller's struct has them; an older core runs the whole model.
+  const bool has_chunk = args->struct_size >= offsetof(keel_forward_args, output) + sizeof(args->output);
+  const int32_t chunk = has_chunk ? args->chunk : 0;
+  const float* input = has_chunk ? args->input : nullptr;
+  float* output = has_chunk ? args->output : nullptr;
+  check_chunk(chunk, "forward");
+  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
+  if (!args->access || args->access->struct_size < sizeof(keel_param_access) || (first && !args->tokens))
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: access table and tokens are required");
+  if ((!first && !input) || (!last && !output))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: chunk " + std::to_string(chunk) + " of " +
+                                                     std::to_string(plan_.chunks()) + " needs " +
+                                                     (!first && !input ? "the previous chunk's output as input"
+                                                                       : "an output buffer for the next chunk"));
   const int32_t B = args->batch, T = args->seq_len;
   if (B < 1 || T < 1 || T > config_.max_seq_len)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: need batch >= 1 and 1 <= seq_len <= " +
@@ -192,210 +217,134 @@ void GptModel::forward(keel_forward_args* args) {
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
                                                  "the tensor-parallel size " + std::to_string(tp_.size) +
                                                  ", which sequence parallelism splits it by");
-  const keel_param_access* access = args->access;
   const keel_model::Backend& be = backend_;
-  const int64_t L = config_.n_layer, C = config_.d_model;
-  const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, N = static_cast<int64_t>(B) * T;
-  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
-  const int64_t Nr = norm_rows(N);  // rows of the norm and residual regions on this rank
+  const int64_t N = static_cast<int64_t>(B) * T, io_numel = stage_io_numel(B, T);
 
-  keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
+  if (first) keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
   int64_t valid_targets = 0;
-  if (args->targets) valid_targets = keel_model::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
+  if (args->targets && last)
+    valid_targets = keel_model::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
 
-  Activations& a = activations_for(args->microbatch, B, T);
-  a.backward_pending = false;
+  Activations& a = activations_for(args->microbatch, chunk, B, T);
+  a.backward_pending = a.weight_pending = false;
   ensure_grad_scratch(N);
+  if (first) {
+    KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+  }
+  if (args->targets && last)
+    KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+
+  if (first) embedding_forward(a, args->access);
+  else KEEL_OP(be, copy, a.encoded, input, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  for (int64_t l = 0; l < a.blocks; ++l) block_forward(a, l, args->access);
+  if (!last) {
+    const float* block_out = a.residual3 + (a.blocks - 1) * io_numel;
+    KEEL_OP(be, copy, output, block_out, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+    a.backward_pending = args->targets != nullptr;  // a training forward: the backward comes
+    return;
+  }
+  const float loss = head_forward(a, args->access, args->targets != nullptr, valid_targets, &args->logits);
+  if (args->targets) args->loss = loss;
+}
+
+void GptModel::embedding_forward(Activations& a, const keel_param_access* access) {
+  const keel_model::Backend& be = backend_;
+  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Vl = share_.vocab_rows;
+  // layer 0: token and position embeddings
+  LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
+  if (!tp_.active()) {
+    KEEL_OP(be, embedding_forward, a.encoded, a.tokens, lease.param(WTE), lease.param(WPE), B, T, C);  // (B,T,C)
+  } else {  // each rank embeds the tokens of its vocabulary rows (wpe once, on rank 0); the sum is the embedding
+    float* partial = sequence_parallel_ ? scratch_.partial : a.encoded;
+    KEEL_OP(be, embedding_rows_forward, partial, a.tokens, lease.param(WTE), tp_.rank == 0 ? lease.param(WPE) : nullptr,
+            B, T, C, share_.vocab_begin, Vl);
+    leave_tp_region(partial, a.encoded, N);
+  }
+  lease.release(false);
+}
+
+void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
+  const keel_model::Backend& be = backend_;
   GradScratch& s = scratch_;
-  KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
-  if (args->targets) KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
+  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
+  const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
+  LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
+  auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
+  const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
+  float* ln1 = a.ln1 + l * N * C;                 // (B,T,C)
+  float* ln1_mean = a.ln1_mean + l * Nr;          // (Nr)
+  float* ln1_rstd = a.ln1_rstd + l * Nr;          // (Nr)
+  float* qkv = a.qkv + l * N * 3 * Cl;            // (B,T,3C/tp)
+  float* atty = a.atty + l * N * Cl;              // (B,T,C/tp)
+  float* att_saved = a.att_saved + l * a.att_saved_per_layer;
+  float* residual2 = a.residual2 + l * Nr * C;    // (Nr,C)
+  float* ln2 = a.ln2 + l * N * C;                 // (B,T,C)
+  float* ln2_mean = a.ln2_mean + l * Nr;          // (Nr)
+  float* ln2_rstd = a.ln2_rstd + l * Nr;          // (Nr)
+  float* fch = a.fch + l * N * F;                 // (B,T,4C/tp)
+  float* fch_gelu = a.fch_gelu + l * N * F;       // (B,T,4C/tp)
+  float* residual3 = a.residual3 + l * Nr * C;    // (Nr,C)
+  // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
+  // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
+  float* ln_out1 = sequence_parallel_ ? s.ln_rows : ln1;
+  float* ln_out2 = sequence_parallel_ ? s.ln_rows : ln2;
+  float* proj_out = sequence_parallel_ ? s.partial : residual2;
+  float* fcproj_out = sequence_parallel_ ? s.partial : residual3;
 
-  {  // layer 0: token and position embeddings
-    LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
-    if (!tp_.active()) {
-      KEEL_OP(be, embedding_forward, a.encoded, a.tokens, lease.param(WTE), lease.param(WPE), B, T, C);  // (B,T,C)
-    } else {  // each rank embeds the tokens of its vocabulary rows (wpe once, on rank 0); the sum is the embedding
-      float* partial = sequence_parallel_ ? s.partial : a.encoded;
-      KEEL_OP(be, embedding_rows_forward, partial, a.tokens, lease.param(WTE), tp_.rank == 0 ? lease.param(WPE) : nullptr,
-              B, T, C, share_.vocab_begin, Vl);
-      leave_tp_region(partial, a.encoded, N);
-    }
-    lease.release(false);
-  }
-  for (int64_t l = 0; l < L; ++l) {
-    const int32_t layer = static_cast<int32_t>(1 + l);
-    LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-    auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
-    const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-    float* ln1 = a.ln1 + l * N * C;                 // (B,T,C)
-    float* ln1_mean = a.ln1_mean + l * Nr;          // (Nr)
-    float* ln1_rstd = a.ln1_rstd + l * Nr;          // (Nr)
-    float* qkv = a.qkv + l * N * 3 * Cl;            // (B,T,3C/tp)
-    float* atty = a.atty + l * N * Cl;              // (B,T,C/tp)
-    float* att_saved = a.att_saved + l * a.att_saved_per_layer;
-    float* residual2 = a.residual2 + l * Nr * C;    // (Nr,C)
-    float* ln2 = a.ln2 + l * N * C;                 // (B,T,C)
-    float* ln2_mean = a.ln2_mean + l * Nr;          // (Nr)
-    float* ln2_rstd = a.ln2_rstd + l * Nr;          // (Nr)
-    float* fch = a.fch + l * N * F;                 // (B,T,4C/tp)
-    float* fch_gelu = a.fch_gelu + l * N * F;       // (B,T,4C/tp)
-    float* residual3 = a.residual3 + l * Nr * C;    // (Nr,C)
-    // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
-    // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
-    float* ln_out1 = sequence_parallel_ ? s.ln_rows : ln1;
-    float* ln_out2 = sequence_parallel_ ? s.ln_rows : ln2;
-    float* proj_out = sequence_parallel_ ? s.partial : residual2;
-    float* fcproj_out = sequence_parallel_ ? s.partial : residual3;
+  KEEL_OP(be, layernorm_forward, ln_out1, ln1_mean, ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
+  enter_tp_region(ln_out1, ln1, N);
+  KEEL_OP(be, matmul_forward, qkv, ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
+  KEEL_OP(be, attention_forward, atty, att_saved, qkv, B, T, Cl, NH);
+  KEEL_OP(be, matmul_forward, proj_out, atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
+  leave_tp_region(proj_out, residual2, N);
+  KEEL_OP(be, add, residual2, residual2, residual, Nr * C);
+  KEEL_OP(be, layernorm_forward, ln_out2, ln2_mean, ln2_rstd, residual2, w(LN2_W), w(LN2_B), Nr, C);
+  enter_tp_region(ln_out2, ln2, N);
+  KEEL_OP(be, matmul_forward, fch, ln2, w(FC_W), w(FC_B), N, C, F);
+  KEEL_OP(be, gelu_forward, fch_gelu, fch, N * F);
+  KEEL_OP(be, matmul_forward, fcproj_out, fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
+  leave_tp_region(fcproj_out, residual3, N);
+  KEEL_OP(be, add, residual3, residual3, residual2, Nr * C);
+  lease.release(false);
+}
 
-    KEEL_OP(be, layernorm_forward, ln_out1, ln1_mean, ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
-    enter_tp_region(ln_out1, ln1, N);
-    KEEL_OP(be, matmul_forward, qkv, ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
-    KEEL_OP(be, attention_forward, atty, att_saved, qkv, B, T, Cl, NH);
-    KEEL_OP(be, matmul_forward, proj_out, atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
-    leave_tp_region(proj_out, residual2, N);
-    KEEL_OP(be, add, residual2, residual2, residual, Nr * C);
-    KEEL_OP(be, layernorm_forward, ln_out2, ln2_mean, ln2_rstd, residual2, w(LN2_W), w(LN2_B), Nr, C);
-    enter_tp_region(ln_out2, ln2, N);
-    KEEL_OP(be, matmul_forward, fch, ln2, w(FC_W), w(FC_B), N, C, F);
-    KEEL_OP(be, gelu_forward, fch_gelu, fch, N * F);
-    KEEL_OP(be, matmul_forward, fcproj_out, fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
-    leave_tp_region(fcproj_out, residual3, N);
-    KEEL_OP(be, add, residual3, residual3, residual2, Nr * C);
-    lease.release(false);
-  }
-  const float* last_residual = a.residual3 + (L - 1) * Nr * C;  // (Nr,C)
+float GptModel::head_forward(Activations& a, const keel_param_access* access, bool training,
+                             int64_t valid_targets, const float** out_logits) {
+  const keel_model::Backend& be = backend_;
+  const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
+  const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, Vl = share_.vocab_rows;
+  const float* last_residual = a.residual3 + (a.blocks - 1) * Nr * C;  // (Nr,C)
   {  // layer L+1: final layernorm
-    const int32_t layer = static_cast<int32_t>(L + 1);
+    const int32_t layer = config_.n_layer + 1;
     LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-    float* lnf_out = sequence_parallel_ ? s.ln_rows : a.lnf;
+    float* lnf_out = sequence_parallel_ ? scratch_.ln_rows : a.lnf;
     KEEL_OP(be, layernorm_forward, lnf_out, a.lnf_mean, a.lnf_rstd, last_residual, lease.param(LNF_W),
             lease.param(LNF_B), Nr, C);
     enter_tp_region(lnf_out, a.lnf, N);
     lease.release(false);
   }
-  {  // layer 0 again: the lm_head is wte (this rank's vocabulary rows)
+  {  // layer 0 again: the lm_head is wte (this rank's vocabulary rows; on a later pipeline stage its copy)
     LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
     KEEL_OP(be, matmul_forward, a.logits, a.lnf, lease.param(WTE), nullptr, N, C, Vl);  // (B,T,Vp/tp)
     lease.release(false);
   }
 
-  if (!args->targets) {
-    args->logits = tp_.active() ? gather_logits(a, N) : a.logits;
-    return;
+  if (!training) {
+    *out_logits = tp_.active() ? gather_logits(a, N) : a.logits;
+    return 0.0f;
   }
   a.valid_targets = valid_targets;
   if (tp_.active()) {
-    args->loss = vocab_parallel_loss(a, N);  // keeps the logits: the shard backward needs them
+    const float loss = vocab_parallel_loss(a, N);  // keeps the logits: the shard backward needs them
     a.backward_pending = true;
-    return;
+    return loss;
   }
   // The probabilities overwrite the logits: the backward needs only them.
   KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
   a.backward_pending = true;
   // With no valid target the loss is 0 and, in backward, the gradients are zero.
-  args->loss = keel_model::mean_loss(be, a.losses, N, valid_targets);
-}
-
-void GptModel::backward(const keel_backward_args& args) {
-  if (args.struct_size < sizeof(keel_backward_args))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args->struct_size is smaller than keel_backward_args");
-  if (!args.access || args.access->struct_size < sizeof(keel_param_access))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: an access table is required");
-  auto found = activations_.find(args.microbatch);
-  if (found == activations_.end() || !found->second.backward_pending)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
-                                                     " has no forward with targets awaiting its backward");
-  Activations& a = found->second;
-  a.backward_pending = false;
-  const keel_param_access* access = args.access;
-  const keel_model::Backend& be = backend_;
-  const int64_t L = config_.n_layer, C = config_.d_model;
-  const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size;
-  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
-  const int64_t B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
-  ensure_grad_scratch(N);
-  GradScratch& g = scratch_;
-  const float dloss = a.valid_targets ? args.loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
-
-  KEEL_OP(be, fill_zero, g.dlogits, N * Vl * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dresidual, Nr * C * sizeof(float));
-  if (tp_.active())
-    KEEL_OP(be, crossentropy_shard_backward, g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin,
-            share_.vocab_valid, Vl);  // (B,T,Vp/tp)
-  else
-    KEEL_OP(be, crossentropy_backward, g.dlogits, a.logits, a.targets, dloss, N, V, Vp);  // (B,T,Vp)
-  {  // layer 0, first use: the lm_head. Not final: the embedding backward still adds to dwte.
-    LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-    KEEL_OP(be, matmul_backward, g.dln, lease.grad(WTE), nullptr, g.dlogits, a.lnf, lease.param(WTE), N, C, Vl);
-    lease.release(false);
-  }
-  const float* last_residual = a.residual3 + (L - 1) * Nr * C;
-  {  // layer L+1: final layernorm; dresidual becomes the gradient of the last block's output
-    const int32_t layer = static_cast<int32_t>(L + 1);
-    LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-    const float* dlnf = enter_tp_region_backward(g.dln, N);
-    norm_backward(g.dresidual, lease.grad(LNF_W), lease.grad(LNF_B), dlnf, last_residual, lease.param(LNF_W),
-                  a.lnf_mean, a.lnf_rstd, N);
-    lease.release(true);
-  }
-  for (int64_t l = L - 1; l >= 0; --l) {
-    const int32_t layer = static_cast<int32_t>(1 + l);
-    LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-    auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
-    auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
-    const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-    const float* ln1 = a.ln1 + l * N * C;
-    const float* ln1_mean = a.ln1_mean + l * Nr;
-    const float* ln1_rstd = a.ln1_rstd + l * Nr;
-    const float* qkv = a.qkv + l * N * 3 * Cl;
-    const float* atty = a.atty + l * N * Cl;
-    const float* att_saved = a.att_saved + l * a.att_saved_per_layer;
-    const float* residual2 = a.residual2 + l * Nr * C;
-    const float* ln2 = a.ln2 + l * N * C;
-    const float* ln2_mean = a.ln2_mean + l * Nr;
-    const float* ln2_rstd = a.ln2_rstd + l * Nr;
-    const float* fch = a.fch + l * N * F;
-    const float* fch_gelu = a.fch_gelu + l * N * F;
-
-    // MLP branch: residual3 = residual2 + proj(gelu(fc(ln2(residual2)))). dresidual holds
-    // ∂/∂residual3, which is also the gradient of the projection's output. The replicated
-    // projection bias gets its gradient from every row, so it is whole on every rank.
-    const float* dfcproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
-    KEEL_OP(be, fill_zero, g.dfch_gelu, N * F * sizeof(float));
-    KEEL_OP(be, fill_zero, g.dfch, N * F * sizeof(float));
-    KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-    KEEL_OP(be, matmul_backward, g.dfch_gelu, dw(FCPROJ_W), dw(FCPROJ_B), dfcproj_out, fch_gelu, w(FCPROJ_W), N,
-            F, C);
-    KEEL_OP(be, gelu_backward, g.dfch, fch, g.dfch_gelu, N * F);
-    KEEL_OP(be, matmul_backward, g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, F);
-    // adds ln2's path to the skip path already in dresidual: now ∂/∂residual2
-    norm_backward(g.dresidual, dw(LN2_W), dw(LN2_B), enter_tp_region_backward(g.dln, N), residual2, w(LN2_W),
-                  ln2_mean, ln2_rstd, N);
-
-    // Attention branch: residual2 = residual + proj(attention(qkv(ln1(residual)))).
-    const float* dproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
-    KEEL_OP(be, fill_zero, g.datty, N * Cl * sizeof(float));
-    KEEL_OP(be, fill_zero, g.dqkv, N * 3 * Cl * sizeof(float));
-    KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-    KEEL_OP(be, matmul_backward, g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, atty, w(ATTPROJ_W), N, Cl, C);
-    KEEL_OP(be, attention_backward, g.dqkv, g.datty, qkv, att_saved, B, T, Cl, NH);
-    KEEL_OP(be, matmul_backward, g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
-    norm_backward(g.dresidual, dw(LN1_W), dw(LN1_B), enter_tp_region_backward(g.dln, N), residual, w(LN1_W),
-                  ln1_mean, ln1_rstd, N);
-    lease.release(true);
-  }
-  {  // layer 0, last use: the embeddings. Now wte's gradient is complete.
-    LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-    if (!tp_.active()) {
-      KEEL_OP(be, embedding_backward, lease.grad(WTE), lease.grad(WPE), g.dresidual, a.tokens, B, T, C);
-    } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
-      const float* dencoded = leave_tp_region_backward(g.dresidual, N);
-      KEEL_OP(be, embedding_rows_backward, lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C,
-              share_.vocab_begin, Vl);
-    }
-    lease.release(true);
-  }
+  return keel_model::mean_loss(be, a.losses, N, valid_targets);
 }
 
 }  // namespace keel_gpt

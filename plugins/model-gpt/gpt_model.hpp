@@ -8,6 +8,9 @@
 // too (wte and the tied lm_head, with a vocabulary-parallel cross-entropy); with sequence
 // parallelism the norm and residual regions hold 1/tp of the token rows. tp_mappings.hpp is all
 // the communication.
+// Pipeline parallelism (pp > 1): this rank holds only its chunks' blocks (gpt_pipeline.hpp), under
+// the whole model's layer ids; a chunk's forward starts from the previous chunk's residual stream
+// and hands its own on, and the last chunk's rank keeps a copy of wte for the lm_head.
 #pragma once
 
 #include <keel/model.h>
@@ -16,9 +19,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpt_external_names.hpp"  // defines: GptExternalNames
+#include "gpt_pipeline.hpp"        // defines: ChunkPlan
 #include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
 #include "tp_mappings.hpp"    // defines: TpGroup and the four mappings
 
@@ -39,6 +44,14 @@ struct GptConfig {
 // Reads and checks the "model" section; throws keel_support::ConfigError naming the JSON path.
 GptConfig parse_gpt_config(const char* config_json, const char* json_path);
 
+// Index of each tensor inside a block's layer, in spec order.
+enum BlockTensor {
+  LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
+  BLOCK_TENSORS
+};
+enum EmbeddingTensor { WTE, WPE };
+enum FinalNormTensor { LNF_W, LNF_B };
+
 // This rank's share of the model under tensor parallelism (everything whole at tp 1).
 struct TpShape {
   int64_t heads = 0;        // NH/tp attention heads
@@ -49,7 +62,26 @@ struct TpShape {
   int64_t vocab_valid = 0;  // how many of them are real words (the rest padding)
 };
 
-// One micro-batch's saved forward state in one backend allocation (llm.c's ActivationTensors).
+// What the WEIGHT part of a split backward (zero-bubble schedules) reads: the gradient of the
+// output of every layer with weights, saved by the INPUT part, which computed them on its way to
+// the chunk's input gradient. Shapes as in Activations; allocated at a chunk's first split.
+struct SavedOutputGrads {
+  BackendBuffer memory;
+  float* fcproj;   // (L,B,T,C) of mlp.proj's output
+  float* fch;      // (L,B,T,4C) of mlp.fc's output
+  float* ln2;      // (L,Nr,C) of ln_2's output, this rank's rows
+  float* attproj;  // (L,B,T,C) of attn.proj's output
+  float* qkv;      // (L,B,T,3C) of attn.qkv's output
+  float* ln1;      // (L,Nr,C) of ln_1's output
+  float* logits;   // (B,T,Vp) of the lm_head's output (last chunk)
+  float* lnf;      // (Nr,C) of ln_f's output (last chunk)
+  float* encoded;  // (Nr,C) of the embedding's output (chunk 0)
+};
+
+// One micro-batch's saved forward state of one chunk in one backend allocation (llm.c's
+// ActivationTensors). L below is the chunk's block count; lnf, logits and the loss buffers exist on
+// the last chunk only, and `encoded` is the chunk's residual-stream start (the embedding on chunk 0,
+// the previous chunk's output on later ones).
 // Shapes below are at tp 1; at tp > 1 the head, hidden and vocabulary dimensions are this rank's
 // share (TpShape) and, with sequence parallelism, the norm and residual regions (encoded,
 // residual*, the norms' mean/rstd) hold this rank's N/tp rows, while ln1, ln2 and lnf hold the
@@ -59,6 +91,9 @@ struct TpShape {
 // their own: their backward only needs the gradient of the residual.
 struct Activations {
   int32_t B = 0, T = 0;
+  int32_t chunk = 0;    // the pipeline chunk whose forward this holds
+  int32_t blocks = 0;   // its transformer blocks (L)
+  bool head = false;    // it is the last chunk: ln_f, logits and loss
   BackendBuffer memory;
   float* encoded;    // (B,T,C) token + position embedding
   float* ln1;        // (L,B,T,C)
@@ -86,6 +121,8 @@ struct Activations {
   int64_t att_saved_per_layer = 0;
   int64_t valid_targets = 0;      // targets >= 0: the mean's denominator
   bool backward_pending = false;  // forward had targets and no backward has consumed it yet
+  bool weight_pending = false;    // a split backward's INPUT part ran, its WEIGHT part not yet
+  SavedOutputGrads saved;         // for the WEIGHT part; empty until a split backward
 };
 
 // Activation gradients, shared by all micro-batches (only one backward runs at a time), sized
@@ -117,12 +154,37 @@ class GptModel {
   double flops_per_token(int32_t seq_len) const;
   void forward(keel_forward_args* args);
   void backward(const keel_backward_args& args);
+  // Floats a chunk hands the next: its residual stream, this rank's rows under sequence parallelism.
+  int64_t stage_io_numel(int32_t B, int32_t T) const {
+    return norm_rows(static_cast<int64_t>(B) * T) * config_.d_model;
+  }
+  // backward implements KEEL_BACKWARD_INPUT / _WEIGHT (zero-bubble schedules).
+  bool splits_backward() const { return true; }
   // Names and layouts in external formats ("huggingface"), for export and import.
   const GptExternalNames& external() const { return *external_; }
 
  private:
   void build_param_specs();
-  Activations& activations_for(int32_t microbatch, int32_t B, int32_t T);
+  // Keyed by (micro-batch, chunk); a finished backward hands its buffers back for the next forward
+  // of the same chunk, so memory follows the micro-batches in flight, not those ever seen.
+  using ActivationKey = std::pair<int32_t, int32_t>;
+  Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
+  void recycle_activations(ActivationKey key);
+  void check_chunk(int32_t chunk, const char* call) const;
+  // The pieces of a chunk's forward and backward, in llm.c's order.
+  void embedding_forward(Activations& a, const keel_param_access* access);
+  void block_forward(Activations& a, int64_t l, const keel_param_access* access);
+  float head_forward(Activations& a, const keel_param_access* access, bool training, int64_t valid_targets,
+                     const float** out_logits);
+  // The backward pieces compute every gradient or, given `save` (a split backward's INPUT part),
+  // only the activation gradients, saving what the WEIGHT part's *_weight_backward read.
+  void head_backward(Activations& a, const keel_param_access* access, float loss_scale, SavedOutputGrads* save);
+  void block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save);
+  void embedding_backward(Activations& a, const keel_param_access* access, const float* dencoded_rows);
+  void head_weight_backward(Activations& a, const keel_param_access* access);
+  void block_weight_backward(Activations& a, int64_t l, const keel_param_access* access);
+  SavedOutputGrads& saved_output_grads(Activations& a);
+  void weight_backward(const keel_backward_args& args, int32_t chunk);
   void carve_activations(Activations& acts, char* base, size_t* out_bytes) const;
   void ensure_grad_scratch(int64_t rows);
   void check_tensor_parallel(const keel_model_create_args& args);
@@ -140,8 +202,12 @@ class GptModel {
   const float* leave_tp_region_backward(const float* drows, int64_t rows);
   // layernorm_backward whose weight and bias gradients reach every tp rank whole: under sequence
   // parallelism each rank's rows give a part, summed over tp before it is accumulated.
+  // dweight and dbias NULL: the input gradient only (a split backward's INPUT part).
   void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, const float* mean, const float* rstd, int64_t rows);
+  // The weight and bias gradients only, from dout (this rank's rows), for the WEIGHT part.
+  void norm_weight_backward(float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                            const float* mean, const float* rstd, int64_t rows);
   // Vocabulary-parallel cross-entropy: combines the tp ranks' shard statistics into each row's
   // log Σ exp (kept for the backward) and returns the mean loss over valid targets.
   float vocab_parallel_loss(Activations& a, int64_t rows);
@@ -153,13 +219,16 @@ class GptModel {
   const keel_host* host_;
   Backend backend_;
   GptConfig config_;
+  ChunkPlan plan_;
+  double matmul_params_ = 0;  // the whole model's, for flops_per_token (every pipeline rank reports it)
   TpGroup tp_;
   bool sequence_parallel_ = false;
   TpShape share_;
   std::vector<std::string> names_;              // storage for specs_[i].name
   std::vector<keel_param_spec> specs_;          // sorted by layer
   std::vector<size_t> layer_first_spec_;        // n_layer + 3 entries, the last is specs_.size()
-  std::map<int32_t, Activations> activations_;  // by micro-batch id
+  std::map<ActivationKey, Activations> activations_;
+  std::vector<Activations> spare_activations_;  // freed by finished backwards, reused by forwards
   GradScratch scratch_;
   BackendBuffer full_logits_;  // (B,T,Vp) gathered logits for inference at tp > 1
   int64_t full_logits_rows_ = 0;

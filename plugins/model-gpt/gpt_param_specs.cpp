@@ -3,8 +3,11 @@
 // (3, C, C) so that a split of dim 1 is one box holding the q, k and v rows of this rank's heads,
 // which is exactly the (3C/tp, C) matmul weight attention wants; its flat order is that of the
 // (3C, C) matrix, so init and tp-1 numerics do not depend on the declaration.
+// Under pipeline parallelism a rank declares only its chunks' parameters (gpt_pipeline.hpp), with
+// the whole model's names and layer ids; the last chunk's rank adds its copy of wte for the lm_head.
 #include "gpt_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace keel_gpt {
@@ -57,15 +60,37 @@ void GptModel::build_param_specs() {
   add("ln_f.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES, 0);
   add("ln_f.bias", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ZEROS, 0);
 
+  // flops_per_token's N, from the whole model before it is cut into pipeline chunks.
+  matmul_params_ = 0;
+  for (const auto& p : pending) {
+    if (p.name == "wpe") continue;
+    matmul_params_ += p.name == "wte" ? static_cast<double>(V) * C : static_cast<double>(keel_model::element_count(p.spec));
+  }
+  std::vector<Pending> mine;
+  for (auto& p : pending) {
+    const int32_t layer = p.spec.layer;
+    if (layer == 0 && plan_.holds_embedding()) {
+      if (p.name == "wte" && plan_.pp_size() > 1) p.spec.flags |= KEEL_PARAM_STAGE_TIED;  // the lm_head's copy follows it
+      mine.push_back(std::move(p));
+    } else if (layer == 0 && p.name == "wte" && plan_.holds_wte_copy()) {
+      p.spec.flags |= KEEL_PARAM_STAGE_TIED | KEEL_PARAM_STAGE_COPY;
+      mine.push_back(std::move(p));
+    } else if (layer >= 1 && layer <= L ? plan_.holds_block(layer - 1) : layer == L + 1 && plan_.holds_head()) {
+      mine.push_back(std::move(p));
+    }
+  }
   names_.clear();
   specs_.clear();
-  for (auto& p : pending) names_.push_back(std::move(p.name));
-  for (size_t i = 0; i < pending.size(); ++i) {
-    specs_.push_back(pending[i].spec);
+  for (auto& p : mine) names_.push_back(std::move(p.name));
+  for (size_t i = 0; i < mine.size(); ++i) {
+    specs_.push_back(mine[i].spec);
     specs_.back().name = names_[i].c_str();  // names_ no longer grows, so the pointers stay valid
   }
+  // A layer this rank does not hold starts where the next held one does: it has no specs.
   layer_first_spec_.assign(static_cast<size_t>(L + 3), specs_.size());
   for (size_t i = specs_.size(); i-- > 0;) layer_first_spec_[static_cast<size_t>(specs_[i].layer)] = i;
+  for (size_t layer = static_cast<size_t>(L + 1); layer-- > 0;)
+    layer_first_spec_[layer] = std::min(layer_first_spec_[layer], layer_first_spec_[layer + 1]);
 }
 
 }  // namespace keel_gpt

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "gpt_model.hpp"  // defines: GptModel, parse_gpt_config
 
@@ -26,7 +27,9 @@ keel_status gpt_validate_config(const keel_host* host, const char* config_json, 
 
 keel_status gpt_create(const keel_host* host, const keel_model_create_args* args, void** out_model) {
   return keel_support::guard(host, kSource, [&] {
-    if (!args || args->struct_size < sizeof(keel_model_create_args) || !out_model)
+    // A core before 0.7 passes the struct up to sequence_parallel: the model then runs whole (pp 1).
+    const size_t before_pipelines = offsetof(keel_model_create_args, pp_rank);
+    if (!args || args->struct_size < before_pipelines || !out_model)
       throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and "
                                                                  "out_model are required");
     *out_model = new keel_gpt::GptModel(host, *args);
@@ -93,9 +96,29 @@ keel_status gpt_external_config(void* model, const char* format, const char** ou
   });
 }
 
+keel_status gpt_stage_io_numel(void* model, int32_t batch, int32_t seq_len, int64_t* out_numel) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
+    if (!out_numel || batch < 1 || seq_len < 1)
+      throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "stage_io_numel: need batch >= 1, seq_len >= 1 and "
+                                                                 "out_numel, found batch " + std::to_string(batch) +
+                                                                 ", seq_len " + std::to_string(seq_len));
+    *out_numel = as_model(model)->stage_io_numel(batch, seq_len);
+  });
+}
+
+keel_status gpt_splits_backward(void* model, int32_t* out_splits) {
+  if (keel_status s = require_model(model)) return s;
+  return keel_support::guard(as_model(model)->host(), kSource, [&] {
+    if (!out_splits) throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "splits_backward: out_splits is NULL");
+    *out_splits = as_model(model)->splits_backward() ? 1 : 0;
+  });
+}
+
 const keel_model_api kGptApi = {
-    sizeof(keel_model_api), gpt_validate_config, gpt_create,        gpt_destroy,         gpt_describe,
-    gpt_flops_per_token,    gpt_forward,         gpt_backward,      gpt_external_name,   gpt_external_config,
+    sizeof(keel_model_api), gpt_validate_config, gpt_create,         gpt_destroy,         gpt_describe,
+    gpt_flops_per_token,    gpt_forward,         gpt_backward,       gpt_external_name,   gpt_external_config,
+    gpt_stage_io_numel,     gpt_splits_backward,
 };
 
 const keel_plugin_info kPlugins[] = {{

@@ -113,6 +113,12 @@ void GptModel::norm_backward(float* dinp, float* dweight, float* dbias, const fl
                              const float* weight, const float* mean, const float* rstd, int64_t rows) {
   const keel_model::Backend& be = backend_;
   const int64_t C = config_.d_model;
+  if (!dweight) {  // the op always writes a weight gradient: into scratch, discarded
+    KEEL_OP(be, fill_zero, scratch_.dnorm, 2 * C * sizeof(float));
+    KEEL_OP(be, layernorm_backward, dinp, scratch_.dnorm, scratch_.dnorm + C, dout, inp, weight, mean, rstd,
+            norm_rows(rows), C);
+    return;
+  }
   if (!sequence_parallel_) {  // every rank holds every row: its gradients are already whole
     KEEL_OP(be, layernorm_backward, dinp, dweight, dbias, dout, inp, weight, mean, rstd, norm_rows(rows), C);
     return;
@@ -124,6 +130,12 @@ void GptModel::norm_backward(float* dinp, float* dweight, float* dbias, const fl
   CopyToTpRegion::backward(tp_, part, part, 2 * C);
   KEEL_OP(be, accumulate, dweight, part, C);
   KEEL_OP(be, accumulate, dbias, part + C, C);
+}
+
+void GptModel::norm_weight_backward(float* dweight, float* dbias, const float* dout, const float* inp,
+                                    const float* weight, const float* mean, const float* rstd, int64_t rows) {
+  // The op always writes an input gradient too: into the scratch dln, which nothing reads now.
+  norm_backward(scratch_.dln, dweight, dbias, dout, inp, weight, mean, rstd, rows);
 }
 
 float GptModel::vocab_parallel_loss(Activations& a, int64_t rows) {

@@ -7,6 +7,7 @@
 #include <keel/plugin.h>
 
 #include <cmath>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -72,6 +73,12 @@ class MlpModel {
                                                 "parallel.tp to 1 (found tp_rank " + std::to_string(args.tp_rank) +
                                                     ", tp_size " + std::to_string(args.tp_size) +
                                                     "), or use the gpt model");
+    // The 0.7 pipeline fields, where the caller's struct has them (an older core means pp 1).
+    const bool has_pipeline = args.struct_size >= offsetof(keel_model_create_args, pp_size) + sizeof(args.pp_size);
+    if (has_pipeline && args.pp_size > 1)  // 0: a zero-filled struct, pp 1
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the mlp model is not cut into pipeline stages: set parallel.pp "
+                                                "to 1 (found pp_size " + std::to_string(args.pp_size) +
+                                                    "), or use the gpt model");
     if (!args.backend || !args.backend_obj)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
 #define KEEL_REQUIRE_OP(op)                                                              \
@@ -118,7 +125,7 @@ class MlpModel {
   }
 
   void forward(keel_forward_args* args) {
-    if (args->struct_size < sizeof(keel_forward_args) || !args->access ||
+    if (args->struct_size < offsetof(keel_forward_args, chunk) || !args->access ||
         args->access->struct_size < sizeof(keel_param_access) || !args->tokens)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args (with struct_size set), an access table "
                                                    "and tokens are required");
@@ -177,7 +184,7 @@ class MlpModel {
   }
 
   void backward(const keel_backward_args& args) {
-    if (args.struct_size < sizeof(keel_backward_args) || !args.access ||
+    if (args.struct_size < offsetof(keel_backward_args, chunk) || !args.access ||
         args.access->struct_size < sizeof(keel_param_access))
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args (with struct_size set) and an access table "
                                                    "are required");
@@ -325,7 +332,8 @@ keel_status mlp_validate_config(const keel_host* host, const char* config_json, 
 
 keel_status mlp_create(const keel_host* host, const keel_model_create_args* args, void** out_model) {
   return keel_support::guard(host, kSource, [&] {
-    if (!args || args->struct_size < sizeof(keel_model_create_args) || !out_model)
+    // A core before 0.7 passes the struct up to sequence_parallel.
+    if (!args || args->struct_size < offsetof(keel_model_create_args, pp_rank) || !out_model)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and out_model are required");
     *out_model = new MlpModel(host, *args);
   });
@@ -370,6 +378,7 @@ const keel_model_api kMlpApi = {
     sizeof(keel_model_api), mlp_validate_config, mlp_create, mlp_destroy, mlp_describe,
     mlp_flops_per_token,    mlp_forward,         mlp_backward,
     nullptr,                nullptr,  // external_name, external_config: the test model has no external format
+    nullptr,                nullptr,  // stage_io_numel, splits_backward: it refuses pp > 1
 };
 
 const keel_plugin_info kPlugins[] = {{

@@ -84,7 +84,7 @@ NvmeEngine::NvmeEngine(const NvmeEngineConfig& config)
     : config_(checked(config)),
       extents_("nvme", config.capacity_bytes, kAlignmentBytes),
       tickets_("nvme") {
-  check_offload_folder(config_.folder, config_.capacity_bytes);
+  check_offload_folder(config_.folder, config_.check_free_space ? config_.capacity_bytes : 0);
   files_folder_ = make_files_folder(config_.folder, config_.owner);
   try {
     pump_ = std::make_unique<UringPump>(config_.queue_depth, tickets_);

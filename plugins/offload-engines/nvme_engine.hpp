@@ -36,6 +36,11 @@ struct NvmeEngineConfig {
   // sharing one folder (their pids may coincide) never pick the same name: "rank3". Letters,
   // digits, '-' and '_' only; empty: keel-offload-<pid>-<n>.
   std::string owner;
+  // Whether start-up refuses a folder with less free space than capacity_bytes. False when the
+  // capacity was itself read from the free space a moment ago: other writers (ranks sharing the
+  // disk, reserving their own extents at once) may have taken some since, and refusing then would
+  // fail a run at random. A disk that truly fills is still refused at add_extent's fallocate.
+  bool check_free_space = true;
 };
 
 class NvmeEngine final : public OffloadEngine {

@@ -82,10 +82,13 @@ keel_status nvme_create(const keel_host* host, const keel_offload_create_args* a
     NvmeEngineConfig config = parse_nvme_section(args->config_json, json_path);
     config.owner = "rank" + std::to_string(args->world_rank);
     const bool capacity_given = config.capacity_bytes != 0;
-    if (!capacity_given) config.capacity_bytes = free_bytes_in(config.folder, NvmeEngine::kAlignmentBytes);
+    if (!capacity_given) {
+      config.capacity_bytes = free_bytes_in(config.folder, NvmeEngine::kAlignmentBytes);
+      config.check_free_space = false;  // a snapshot: other ranks may be reserving beside us
+    }
     // The folder's checks run here first so their messages name the key the user must change.
     try {
-      check_offload_folder(config.folder, config.capacity_bytes);
+      check_offload_folder(config.folder, config.check_free_space ? config.capacity_bytes : 0);
     } catch (const StatusError& e) {
       throw StatusError(e.code, json_path + (capacity_given ? ".path (with " + json_path + ".capacity_bytes " +
                                                                   std::to_string(config.capacity_bytes) + ")"

@@ -4,6 +4,9 @@
 // parameters' gradients bit-identical on every rank, and gathered inference logits equal to the
 // whole model's; with and without sequence parallelism. Each rank's parameter pieces are cut out
 // of one whole tensor per parameter (PieceBox), so the two models compute the same function.
+// Then the same at pipeline size 2 on top (two model instances per rank, one per pipeline stage,
+// chained by hand), with the full and the zero-bubble split backward: the boundary activation is
+// this rank's rows under sequence parallelism, and wte's two copies sum to the whole gradient.
 //   usage: mpirun -np N keel_gpt_tensor_parallel_test N
 #include <keel/keel.h>
 #include <keel_support/piece_box.hpp>
@@ -214,6 +217,91 @@ void compare(const Run& whole, const Run& split, const std::string& mode) {
   model_api->destroy(split.model);
 }
 
+// The model at (tp_rank, tp_size) cut into pp 2 stages, both held here; the same two micro-batches
+// as run_model, backward in full or split into its INPUT and WEIGHT parts.
+void check_pipeline(const Run& whole, int32_t tp_rank, int32_t tp_size, int32_t sequence_parallel, bool split) {
+  const std::string mode = "tp " + std::to_string(tp_size) + (sequence_parallel ? " + sequence parallel" : "") +
+                           " x pp 2" + (split ? ", split backward" : "");
+  void* models[2] = {};
+  std::unique_ptr<PieceStore> stores[2];
+  for (int32_t stage = 0; stage < 2; ++stage) {
+    keel_model_create_args args{sizeof args, kModelJson, "model", backend_api, backend, tp_rank, tp_size};
+    args.tp_comm = tp_size > 1 ? comm : nullptr;
+    args.tp_comm_obj = tp_size > 1 ? world : nullptr;
+    args.sequence_parallel = sequence_parallel;
+    args.pp_rank = stage;
+    args.pp_size = 2;
+    args.virtual_stages = 1;
+    CHECK_OK(model_api->create(&kHost, &args, &models[stage]));
+    keel_model_info info{};
+    info.struct_size = sizeof info;
+    CHECK_OK(model_api->describe(models[stage], &info));
+    stores[stage] = std::make_unique<PieceStore>(info);
+  }
+  int64_t io = 0;
+  CHECK_OK(model_api->stage_io_numel(models[0], kB, kT, &io));
+  CHECK(io == int64_t{kB} * kT / (sequence_parallel ? tp_size : 1) * 32);  // d_model 32
+  auto tokens = ids(1), targets = ids(2), tokens2 = ids(3), targets2 = ids(4);
+  targets[5] = -1;
+  std::vector<float> acts[2], grads[2];
+  double loss_sum = 0;
+  for (int mb = 0; mb < 2; ++mb) {
+    acts[mb].assign(size_t(io), 0.0f);
+    grads[mb].assign(size_t(io), 0.0f);
+    for (int32_t chunk = 0; chunk < 2; ++chunk) {
+      keel_forward_args f{};
+      f.struct_size = sizeof f;
+      f.access = stores[chunk]->access();
+      f.microbatch = mb;
+      f.batch = kB;
+      f.seq_len = kT;
+      f.tokens = mb ? tokens2.data() : tokens.data();
+      f.targets = mb ? targets2.data() : targets.data();
+      f.chunk = chunk;
+      f.input = chunk == 1 ? acts[mb].data() : nullptr;
+      f.output = chunk == 0 ? acts[mb].data() : nullptr;
+      CHECK_OK(model_api->forward(models[chunk], &f));
+      if (chunk == 1) loss_sum += f.loss;
+    }
+  }
+  const int32_t parts[2] = {split ? KEEL_BACKWARD_INPUT : KEEL_BACKWARD_FULL, KEEL_BACKWARD_WEIGHT};
+  for (int pass = 0; pass < (split ? 2 : 1); ++pass)
+    for (int mb = 1; mb >= 0; --mb)
+      for (int32_t chunk = 1; chunk >= 0; --chunk) {
+        keel_backward_args b{sizeof b, stores[chunk]->access(), mb, 0.5f};
+        b.chunk = chunk;
+        b.output_grad = chunk == 0 && pass == 0 ? grads[mb].data() : nullptr;
+        b.input_grad = chunk == 1 && pass == 0 ? grads[mb].data() : nullptr;
+        b.part = parts[pass];
+        CHECK_OK(model_api->backward(models[chunk], &b));
+      }
+  expect_close(mode + ": loss", float(loss_sum / 2), whole.loss, 0, 1e-5);
+  size_t compared = 0;
+  for (size_t w = 0; w < whole.store->count(); ++w) {
+    const std::string name = whole.store->spec(w).name;
+    std::vector<float> sum;
+    const keel_param_spec* piece = nullptr;
+    for (auto& store : stores)
+      for (size_t i = 0; i < store->count(); ++i) {
+        if (name != store->spec(i).name) continue;
+        piece = &store->spec(i);
+        sum.resize(store->grad(i).size(), 0.0f);
+        for (size_t k = 0; k < sum.size(); ++k) sum[k] += store->grad(i)[k];
+      }
+    if (!piece) fail(__FILE__, __LINE__, mode + ": no pipeline stage holds " + name);
+    const keel_support::PieceBox box = keel_support::PieceBox::of_spec(*piece);
+    double scale = 0;
+    for (float g : whole.store->grad(w)) scale = std::max(scale, std::fabs(double(g)));
+    for (int64_t k = 0; k < box.numel(); ++k)
+      expect_close(mode + ": gradient of " + name + " at piece element " + std::to_string(k), sum[size_t(k)],
+                   whole.store->grad(w)[size_t(box.global_index(k))], 1e-5 * (1 + scale), 1e-4);
+    ++compared;
+  }
+  std::printf("rank %d of %d: %s: loss %.7f (tp 1, pp 1: %.7f), %zu gradients match\n", g_rank, g_size,
+              mode.c_str(), loss_sum / 2, whole.loss, compared);
+  for (void* model : models) model_api->destroy(model);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -233,6 +321,8 @@ int main(int argc, char** argv) {
   const Run whole = run_model(0, 1, 0);
   compare(whole, run_model(r, s, 0), "tp " + std::to_string(s));
   compare(whole, run_model(r, s, 1), "tp " + std::to_string(s) + " + sequence parallel");
+  for (int32_t sequence_parallel : {0, 1})
+    for (bool split : {false, true}) check_pipeline(whole, r, s, sequence_parallel, split);
 
   CHECK_OK(comm->barrier(world));
   model_api->destroy(whole.model);

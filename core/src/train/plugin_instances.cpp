@@ -42,9 +42,19 @@ void validate_plugin_sections(const RunConfig& config) {
   if (!config.data_plugin.plugin.empty())
     validate_section(table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config), config.data_plugin, config);
   validate_section(table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config), config.schedule, config);
-  if (config.offload.enabled())
+  if (config.offload.enabled()) {
     validate_section(table_for<keel_offload_api>(KEEL_KIND_OFFLOAD, config.offload.tier, config), config.offload.tier,
                      config);
+    // A strategy built before 0.7 reads a create args struct without the tier and would keep
+    // everything resident, silently.
+    const keel_plugin_info& strategy_info = PluginRegistry::instance().find(KEEL_KIND_STRATEGY, config.strategy.plugin).info;
+    if (strategy_info.abi_minor < 7)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": offload: the offload tier came in ABI 0.7; " +
+                                                  config.strategy.json_path + ".plugin '" + config.strategy.plugin +
+                                                  "' was built against 0." + std::to_string(strategy_info.abi_minor) +
+                                                  " and cannot keep arrays there. Rebuild it, or remove the \"offload\" "
+                                                  "section");
+  }
 }
 
 // A plugin built before `minor` cannot take part in `what`; say which and how to go on.
@@ -140,17 +150,10 @@ void PluginInstances::create(const RunConfig& config) {
   }
 }
 
-// The tier of the "offload" section, for the strategy alone (strategy.h offload). A strategy built
-// before 0.7 reads a create args struct without the tier and would keep everything resident.
+// The tier of the "offload" section, for the strategy alone (strategy.h offload); the strategy's
+// ABI was checked with the sections.
 void PluginInstances::create_offload(const RunConfig& config) {
   if (!config.offload.enabled()) return;
-  const keel_plugin_info& strategy_info = PluginRegistry::instance().find(KEEL_KIND_STRATEGY, config.strategy.plugin).info;
-  if (strategy_info.abi_minor < 7)
-    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": offload: the offload tier came in ABI 0.7; " +
-                                                config.strategy.json_path + ".plugin '" + config.strategy.plugin +
-                                                "' was built against 0." + std::to_string(strategy_info.abi_minor) +
-                                                " and cannot keep arrays there. Rebuild it, or remove the \"offload\" "
-                                                "section");
   offload = table_for<keel_offload_api>(KEEL_KIND_OFFLOAD, config.offload.tier, config);
   keel_device device{};
   check_plugin(backend->device(backend_obj, &device), "backend '" + config.backend.plugin + "' device");

@@ -41,7 +41,10 @@ std::string describe_run(const Trainer& trainer) {
   const keel_model_info& info = trainer.model_info();
   std::ostringstream text;
   text << "model " << config.model.plugin << ": " << parameter_count(info) << " parameters in " << info.n_params
-       << " tensors, " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
+       << " tensors" << (trainer.pp_size() > 1 ? " on pipeline stage " + std::to_string(trainer.pp_rank()) + " of " +
+                                                  std::to_string(trainer.pp_size())
+                                            : std::string())
+       << ", " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
        << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
        << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
   if (trainer.world_size() > 1) text << " per rank × " << trainer.world_size() << " ranks (tp " << trainer.tp_size() << " × dp " << trainer.dp_size() << " × pp " << trainer.pp_size() << ")";

@@ -47,7 +47,17 @@ TEST(RunConfig, ErrorsNameFilePathExpectedAndFound) {
                 .find("parallel.sequence_parallel: splits the sequence over tensor-parallel ranks, so it needs "
                       "parallel.tp > 1 (found tp 1)"),
             std::string::npos);
-  EXPECT_NE(error_of(kMinimal, {"parallel.pp=2"}).find("parallel.pp: pipeline parallelism is not available yet"),
+  EXPECT_NE(error_of(kMinimal, {"parallel.virtual_stages=2"})
+                .find("parallel.virtual_stages: 2 chunks per rank interleave a pipeline, so it needs parallel.pp > 1 "
+                      "(found pp 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"parallel.pp=2", "parallel.layers_per_stage=[2]"})
+                .find("parallel.layers_per_stage: expected a list of 2 block counts (pp 2 × virtual_stages 1), found [2]"),
+            std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"parallel.pp=2", "parallel.layers_per_stage=[2, 0]"})
+                .find("parallel.layers_per_stage[1]: expected a block count of at least 1, found 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"parallel.schedule=\"1f1b\""}).find("parallel.schedule: expected an object"),
             std::string::npos);
   EXPECT_NE(error_of(kMinimal, {"data.micro_batch=4", "data.global_batch=6"})
                 .find("data.global_batch: 6 sequences per step is not a multiple of micro_batch 4"),

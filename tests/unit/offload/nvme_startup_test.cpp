@@ -156,6 +156,24 @@ TEST(NvmeStartup, AReservationLargerThanTheFreeSpaceIsRefused) {
   EXPECT_EQ(0u, entries_in(scratch.path())) << "a refused start left files behind";
 }
 
+// The plugin's default capacity is the free space read a moment before: other ranks reserving
+// extents on the same disk at the same time must not make the start fail at random, so the
+// engine is told not to hold the folder to it again (check_free_space false).
+TEST(NvmeStartup, ACapacityReadFromTheFreeSpaceIsNotCheckedAgainstItAgain) {
+  offload_test::ScratchFolder scratch;
+  offload_test::require_direct_io(scratch.path());
+  struct statvfs info {};
+  ASSERT_EQ(0, statvfs(scratch.path().c_str(), &info));
+  keel_offload::NvmeEngineConfig config;
+  config.folder = scratch.path();
+  // As if another rank took 64 GiB between the snapshot and the check.
+  config.capacity_bytes = static_cast<uint64_t>(info.f_bavail) * info.f_frsize + (uint64_t(64) << 30);
+  config.check_free_space = false;
+  keel_offload::NvmeEngine engine(config);
+  EXPECT_EQ(engine.capacity_bytes(), config.capacity_bytes);
+  engine.add_extent("w", 4096);
+}
+
 TEST(NvmeStartup, AWrongConfigurationIsRefusedBeforeTheFolderIsTouched) {
   offload_test::ScratchFolder scratch;
   struct Case {

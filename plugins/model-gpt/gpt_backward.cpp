@@ -1,0 +1,262 @@
+// The gpt model's backward pass, the forward's layers in reverse (llm.c's gpt2_backward), and its
+// split for zero-bubble schedules: an INPUT part that computes only what the chunk below waits for
+// (the activation gradients) and a WEIGHT part, run later, that computes the weight gradients from
+// the output gradients the INPUT part kept. The WEIGHT part accumulates the same products in the
+// same order as the full backward, so the split changes no bit of any gradient.
+#include "gpt_model.hpp"
+
+#include <cstddef>
+
+namespace keel_gpt {
+
+using keel_model::Carver;
+using keel_model::LayerLease;
+using keel_support::StatusError;
+
+void GptModel::backward(const keel_backward_args& args) {
+  if (args.struct_size < offsetof(keel_backward_args, chunk))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args->struct_size is smaller than keel_backward_args");
+  if (!args.access || args.access->struct_size < sizeof(keel_param_access))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: an access table is required");
+  // The 0.7 fields, where the caller's struct has them; an older core runs the whole model.
+  const bool has_chunk = args.struct_size >= offsetof(keel_backward_args, part) + sizeof(args.part);
+  const int32_t chunk = has_chunk ? args.chunk : 0;
+  const float* output_grad = has_chunk ? args.output_grad : nullptr;
+  float* input_grad = has_chunk ? args.input_grad : nullptr;
+  const int32_t part = has_chunk ? args.part : KEEL_BACKWARD_FULL;
+  check_chunk(chunk, "backward");
+  if (part != KEEL_BACKWARD_FULL && part != KEEL_BACKWARD_INPUT && part != KEEL_BACKWARD_WEIGHT)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: part " + std::to_string(part) + " is none of "
+                                                 "KEEL_BACKWARD_FULL (0), _INPUT (1), _WEIGHT (2)");
+  if (part == KEEL_BACKWARD_WEIGHT) return weight_backward(args, chunk);
+  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
+  if ((!last && !output_grad) || (!first && !input_grad))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: chunk " + std::to_string(chunk) + " of " +
+                                                     std::to_string(plan_.chunks()) + " needs " +
+                                                     (!last && !output_grad ? "the gradient of its output"
+                                                                            : "an input_grad buffer"));
+  const ActivationKey key{args.microbatch, chunk};
+  auto found = activations_.find(key);
+  if (found == activations_.end() || !found->second.backward_pending)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
+                                                     (plan_.chunks() > 1 ? ", chunk " + std::to_string(chunk) : "") +
+                                                     " has no forward with targets awaiting its backward");
+  Activations& a = found->second;
+  a.backward_pending = false;
+  const keel_model::Backend& be = backend_;
+  const int64_t N = static_cast<int64_t>(a.B) * a.T, io_numel = stage_io_numel(a.B, a.T);
+  ensure_grad_scratch(N);
+  SavedOutputGrads* save = part == KEEL_BACKWARD_INPUT ? &saved_output_grads(a) : nullptr;
+
+  // scratch_.dresidual: the gradient of the residual stream, from the chunk's output down.
+  if (last) head_backward(a, args.access, args.loss_scale, save);
+  else KEEL_OP(be, copy, scratch_.dresidual, output_grad, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  for (int64_t l = a.blocks - 1; l >= 0; --l) block_backward(a, l, args.access, save);
+  if (!first) KEEL_OP(be, copy, input_grad, scratch_.dresidual, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  if (save) {  // the embedding has weights only: its backward is all WEIGHT part
+    if (first) KEEL_OP(be, copy, save->encoded, scratch_.dresidual, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+    a.weight_pending = true;
+    return;
+  }
+  if (first) embedding_backward(a, args.access, scratch_.dresidual);
+  recycle_activations(key);
+}
+
+// The WEIGHT part of a split backward: every weight gradient from the output gradients its INPUT
+// part saved, in the full backward's order, so each gradient buffer sums the same numbers in the
+// same order as it would without the split.
+void GptModel::weight_backward(const keel_backward_args& args, int32_t chunk) {
+  const ActivationKey key{args.microbatch, chunk};
+  auto found = activations_.find(key);
+  if (found == activations_.end() || !found->second.weight_pending)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
+                                                     ", chunk " + std::to_string(chunk) +
+                                                     ": KEEL_BACKWARD_WEIGHT without its KEEL_BACKWARD_INPUT part");
+  Activations& a = found->second;
+  a.weight_pending = false;
+  ensure_grad_scratch(static_cast<int64_t>(a.B) * a.T);
+  if (chunk == plan_.last_chunk()) head_weight_backward(a, args.access);
+  for (int64_t l = a.blocks - 1; l >= 0; --l) block_weight_backward(a, l, args.access);
+  if (chunk == 0) embedding_backward(a, args.access, a.saved.encoded);
+  recycle_activations(key);
+}
+
+SavedOutputGrads& GptModel::saved_output_grads(Activations& a) {
+  SavedOutputGrads& s = a.saved;
+  if (s.memory.get()) return s;
+  const int64_t L = a.blocks, C = config_.d_model, Cl = share_.channels, F = share_.hidden;
+  const int64_t N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N), head = a.head ? 1 : 0;
+  auto carve_all = [&](char* base) {
+    Carver carve(base);
+    s.fcproj = carve.take<float>(L * N * C);
+    s.fch = carve.take<float>(L * N * F);
+    s.ln2 = carve.take<float>(L * Nr * C);
+    s.attproj = carve.take<float>(L * N * C);
+    s.qkv = carve.take<float>(L * N * 3 * Cl);
+    s.ln1 = carve.take<float>(L * Nr * C);
+    s.logits = carve.take<float>(head * N * share_.vocab_rows);
+    s.lnf = carve.take<float>(head * Nr * C);
+    s.encoded = carve.take<float>(a.chunk == 0 ? Nr * C : 0);
+    return carve.used();
+  };
+  const size_t bytes = carve_all(nullptr);
+  s.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
+  carve_all(static_cast<char*>(s.memory.get()));
+  return s;
+}
+
+void GptModel::head_backward(Activations& a, const keel_param_access* access, float loss_scale,
+                             SavedOutputGrads* save) {
+  const keel_model::Backend& be = backend_;
+  GradScratch& g = scratch_;
+  const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
+  const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, Vl = share_.vocab_rows;
+  const float dloss = a.valid_targets ? loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
+  const int32_t phase = save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD;  // INPUT part: weights only
+
+  KEEL_OP(be, fill_zero, g.dlogits, N * Vl * sizeof(float));
+  KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
+  KEEL_OP(be, fill_zero, g.dresidual, Nr * C * sizeof(float));
+  if (tp_.active())
+    KEEL_OP(be, crossentropy_shard_backward, g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin,
+            share_.vocab_valid, Vl);  // (B,T,Vp/tp)
+  else
+    KEEL_OP(be, crossentropy_backward, g.dlogits, a.logits, a.targets, dloss, N, V, Vp);  // (B,T,Vp)
+  if (save) KEEL_OP(be, copy, save->logits, g.dlogits, N * Vl * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  {  // layer 0, first use: the lm_head. Not final where the embedding backward still adds to dwte;
+     // final on a later pipeline stage, whose wte copy serves the lm_head only.
+    LayerLease lease(access, 0, phase, layer_specs(0), layer_size(0));
+    float* dwte = save ? nullptr : lease.grad(WTE);
+    KEEL_OP(be, matmul_backward, g.dln, dwte, nullptr, g.dlogits, a.lnf, lease.param(WTE), N, C, Vl);
+    lease.release(!save && plan_.holds_wte_copy());
+  }
+  const float* last_residual = a.residual3 + (a.blocks - 1) * Nr * C;
+  {  // layer L+1: final layernorm; dresidual becomes the gradient of the last block's output
+    const int32_t layer = config_.n_layer + 1;
+    LayerLease lease(access, layer, phase, layer_specs(layer), layer_size(layer));
+    const float* dlnf = enter_tp_region_backward(g.dln, N);
+    if (save) KEEL_OP(be, copy, save->lnf, dlnf, Nr * C * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+    norm_backward(g.dresidual, save ? nullptr : lease.grad(LNF_W), save ? nullptr : lease.grad(LNF_B), dlnf,
+                  last_residual, lease.param(LNF_W), a.lnf_mean, a.lnf_rstd, N);
+    lease.release(!save);
+  }
+}
+
+void GptModel::head_weight_backward(Activations& a, const keel_param_access* access) {
+  const keel_model::Backend& be = backend_;
+  const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
+  {  // the lm_head's wte, as in head_backward
+    LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
+    KEEL_OP(be, matmul_backward, nullptr, lease.grad(WTE), nullptr, a.saved.logits, a.lnf, lease.param(WTE), N, C,
+            share_.vocab_rows);
+    lease.release(plan_.holds_wte_copy());
+  }
+  const int32_t layer = config_.n_layer + 1;
+  LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
+  norm_weight_backward(lease.grad(LNF_W), lease.grad(LNF_B), a.saved.lnf, a.residual3 + (a.blocks - 1) * Nr * C,
+                       lease.param(LNF_W), a.lnf_mean, a.lnf_rstd, N);
+  lease.release(true);
+}
+
+void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save) {
+  const keel_model::Backend& be = backend_;
+  GradScratch& g = scratch_;
+  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
+  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
+  const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
+  LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
+                   layer_size(layer));
+  auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
+  auto dw = [&](int i) { return save ? nullptr : lease.grad(static_cast<size_t>(i)); };  // INPUT part: none
+  // A split backward's INPUT part keeps each output gradient for the WEIGHT part.
+  auto keep = [&](float* to, const float* from, int64_t floats) {
+    KEEL_OP(be, copy, to, from, floats * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  };
+  const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
+  const float* ln1 = a.ln1 + l * N * C;
+  const float* ln1_mean = a.ln1_mean + l * Nr;
+  const float* ln1_rstd = a.ln1_rstd + l * Nr;
+  const float* qkv = a.qkv + l * N * 3 * Cl;
+  const float* atty = a.atty + l * N * Cl;
+  const float* att_saved = a.att_saved + l * a.att_saved_per_layer;
+  const float* residual2 = a.residual2 + l * Nr * C;
+  const float* ln2 = a.ln2 + l * N * C;
+  const float* ln2_mean = a.ln2_mean + l * Nr;
+  const float* ln2_rstd = a.ln2_rstd + l * Nr;
+  const float* fch = a.fch + l * N * F;
+  const float* fch_gelu = a.fch_gelu + l * N * F;
+
+  // MLP branch: residual3 = residual2 + proj(gelu(fc(ln2(residual2)))). dresidual holds
+  // ∂/∂residual3, which is also the gradient of the projection's output. The replicated
+  // projection bias gets its gradient from every row, so it is whole on every rank.
+  const float* dfcproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+  if (save) keep(save->fcproj + l * N * C, dfcproj_out, N * C);
+  KEEL_OP(be, fill_zero, g.dfch_gelu, N * F * sizeof(float));
+  KEEL_OP(be, fill_zero, g.dfch, N * F * sizeof(float));
+  KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
+  KEEL_OP(be, matmul_backward, g.dfch_gelu, dw(FCPROJ_W), dw(FCPROJ_B), dfcproj_out, fch_gelu, w(FCPROJ_W), N,
+          F, C);
+  KEEL_OP(be, gelu_backward, g.dfch, fch, g.dfch_gelu, N * F);
+  if (save) keep(save->fch + l * N * F, g.dfch, N * F);
+  KEEL_OP(be, matmul_backward, g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, F);
+  // adds ln2's path to the skip path already in dresidual: now ∂/∂residual2
+  const float* dln2 = enter_tp_region_backward(g.dln, N);
+  if (save) keep(save->ln2 + l * Nr * C, dln2, Nr * C);
+  norm_backward(g.dresidual, dw(LN2_W), dw(LN2_B), dln2, residual2, w(LN2_W), ln2_mean, ln2_rstd, N);
+
+  // Attention branch: residual2 = residual + proj(attention(qkv(ln1(residual)))).
+  const float* dproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+  if (save) keep(save->attproj + l * N * C, dproj_out, N * C);
+  KEEL_OP(be, fill_zero, g.datty, N * Cl * sizeof(float));
+  KEEL_OP(be, fill_zero, g.dqkv, N * 3 * Cl * sizeof(float));
+  KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
+  KEEL_OP(be, matmul_backward, g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, atty, w(ATTPROJ_W), N, Cl, C);
+  KEEL_OP(be, attention_backward, g.dqkv, g.datty, qkv, att_saved, B, T, Cl, NH);
+  if (save) keep(save->qkv + l * N * 3 * Cl, g.dqkv, N * 3 * Cl);
+  KEEL_OP(be, matmul_backward, g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
+  const float* dln1 = enter_tp_region_backward(g.dln, N);
+  if (save) keep(save->ln1 + l * Nr * C, dln1, Nr * C);
+  norm_backward(g.dresidual, dw(LN1_W), dw(LN1_B), dln1, residual, w(LN1_W), ln1_mean, ln1_rstd, N);
+  lease.release(!save);
+}
+
+void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param_access* access) {
+  const keel_model::Backend& be = backend_;
+  const SavedOutputGrads& d = a.saved;
+  const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
+  const int64_t Cl = share_.channels, F = share_.hidden;
+  const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
+  LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
+  auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
+  auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
+  const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
+  KEEL_OP(be, matmul_backward, nullptr, dw(FCPROJ_W), dw(FCPROJ_B), d.fcproj + l * N * C, a.fch_gelu + l * N * F,
+          w(FCPROJ_W), N, F, C);
+  KEEL_OP(be, matmul_backward, nullptr, dw(FC_W), dw(FC_B), d.fch + l * N * F, a.ln2 + l * N * C, w(FC_W), N, C, F);
+  norm_weight_backward(dw(LN2_W), dw(LN2_B), d.ln2 + l * Nr * C, a.residual2 + l * Nr * C, w(LN2_W),
+                       a.ln2_mean + l * Nr, a.ln2_rstd + l * Nr, N);
+  KEEL_OP(be, matmul_backward, nullptr, dw(ATTPROJ_W), dw(ATTPROJ_B), d.attproj + l * N * C, a.atty + l * N * Cl,
+          w(ATTPROJ_W), N, Cl, C);
+  KEEL_OP(be, matmul_backward, nullptr, dw(QKV_W), dw(QKV_B), d.qkv + l * N * 3 * Cl, a.ln1 + l * N * C, w(QKV_W), N,
+          C, 3 * Cl);
+  norm_weight_backward(dw(LN1_W), dw(LN1_B), d.ln1 + l * Nr * C, residual, w(LN1_W), a.ln1_mean + l * Nr,
+                       a.ln1_rstd + l * Nr, N);
+  lease.release(true);
+}
+
+void GptModel::embedding_backward(Activations& a, const keel_param_access* access, const float* dencoded_rows) {
+  const keel_model::Backend& be = backend_;
+  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T;
+  // layer 0, last use: the embeddings. Now wte's gradient is complete.
+  LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
+  if (!tp_.active()) {
+    KEEL_OP(be, embedding_backward, lease.grad(WTE), lease.grad(WPE), dencoded_rows, a.tokens, B, T, C);
+  } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
+    const float* dencoded = leave_tp_region_backward(dencoded_rows, N);
+    KEEL_OP(be, embedding_rows_backward, lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C,
+            share_.vocab_begin, share_.vocab_rows);
+  }
+  lease.release(true);
+}
+
+}  // namespace keel_gpt
