@@ -104,14 +104,19 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
           (spec.tp_dim < 0 && trainer.tp_rank() != 0))
         continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
-      buffers.push_back(trainer.read_range(kind, i, begin, end));
-      try {
-        require_finite(buffers.back(), kind_name + " of " + spec.name, step);
-      } catch (const KeelError& e) {
-        if (nonfinite.empty()) nonfinite = e.what();
-      }
       const std::string key = kind_name + "/" + spec.name + "/" + std::to_string(begin);
-      entries.push_back({key, "F32", {end - begin}, buffers.back().data(), size_t(end - begin) * sizeof(float)});
+      // Read as the file is written, one range at a time, and checked on the way.
+      auto produce = [&trainer, &nonfinite, kind, i, begin = begin, end = end, what = kind_name + " of " + spec.name,
+                      step]() {
+        std::vector<float> values = trainer.read_range(kind, i, begin, end);
+        try {
+          require_finite(values, what, step);
+        } catch (const KeelError& e) {
+          if (nonfinite.empty()) nonfinite = e.what();
+        }
+        return values;
+      };
+      entries.push_back({key, "F32", {end - begin}, nullptr, size_t(end - begin) * sizeof(float), produce});
       slices.push_back({{"tensor", spec.name}, {"kind", kind_name},
                         {"offset", std::vector<int64_t>(spec.local_offset, spec.local_offset + spec.ndim)},
                         {"shape", std::vector<int64_t>(spec.local_shape, spec.local_shape + spec.ndim)},
@@ -119,10 +124,6 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
     }
   }
   const nlohmann::json own_state = collect_strategy_own_state(trainer, rank_file, buffers, entries);
-  if (trainer.sum_over_world(nonfinite.empty() ? 0.0 : 1.0) > 0)
-    throw KeelError(KEEL_ERR_NONFINITE, nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
-                                                                " refused: another rank holds non-finite values"
-                                                          : nonfinite);
 
   // One temporary folder for all ranks, named after rank 0's process.
   const long run_id = long(trainer.sum_over_world(rank == 0 ? double(::getpid()) : 0.0));
@@ -139,6 +140,15 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   trainer.barrier();
 
   write_safetensors((fs::path(temporary) / rank_file).string(), entries);
+  // The values were checked as they were written: a refusal on any rank removes the temporary
+  // folder, so nothing is left on disk.
+  if (trainer.sum_over_world(nonfinite.empty() ? 0.0 : 1.0) > 0) {
+    trainer.barrier();
+    if (rank == 0) fs::remove_all(temporary, error);
+    throw KeelError(KEEL_ERR_NONFINITE, nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
+                                                                " refused: another rank holds non-finite values"
+                                                          : nonfinite);
+  }
   uint64_t bytes = 0;
   const uint32_t crc = file_crc32c((fs::path(temporary) / rank_file).string(), &bytes);
   const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}},

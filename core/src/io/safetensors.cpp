@@ -31,7 +31,18 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   const uint64_t length = text.size();
   out.write(reinterpret_cast<const char*>(&length), sizeof length);  // little-endian hosts only
   out.write(text.data(), std::streamsize(text.size()));
-  for (const auto& e : entries) out.write(static_cast<const char*>(e.data), std::streamsize(e.bytes));
+  for (const auto& e : entries) {
+    if (e.data) {
+      out.write(static_cast<const char*>(e.data), std::streamsize(e.bytes));
+      continue;
+    }
+    const std::vector<float> values = e.produce();
+    if (values.size() * sizeof(float) != e.bytes)
+      throw KeelError(KEEL_ERR_INTERNAL, path + ": tensor \"" + e.name + "\" produced " +
+                                             std::to_string(values.size() * sizeof(float)) + " bytes, its header says " +
+                                             std::to_string(e.bytes));
+    out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(e.bytes));
+  }
   out.close();
   if (!out) throw KeelError(KEEL_ERR_IO, path + ": write failed (disk full?)");
   fsync_path(path);

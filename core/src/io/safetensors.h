@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct SafetensorsEntry {
   std::vector<int64_t> shape;
   const void* data = nullptr;     // borrowed until write_safetensors returns
   size_t bytes = 0;
+  // When data is NULL: called once, as the writer reaches this entry, for exactly `bytes` bytes.
+  // A checkpoint streams its tensors through this, so it never holds a whole model in memory (an
+  // offloaded model may be larger than RAM).
+  std::function<std::vector<float>()> produce;
 };
 
 // Writes the file in one pass; metadata values must be strings. The file is fsync'ed before
