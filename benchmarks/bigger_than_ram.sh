@@ -30,7 +30,7 @@ sets=(
   --set train.steps=3 --set train.log_every=1 --set train.eval_every=0 --set train.sample_tokens=0
   --set train.tensorboard_dir=none --set "train.metrics_path=\"$work/metrics.jsonl\""
   --set "train.checkpoint.dir=\"$work/checkpoints\"" --set lr_schedule.warmup_steps=0 --set lr_schedule.decay=constant
-  --set optimizer.lr=1e-5  # Adam's first steps move every weight by about lr: at this width 1e-4 overshoots
+  --set optimizer.lr=1e-6  # Adam's first steps move every weight by about lr: at this width 1e-5 overshoots
 )
 rm -f "$work/metrics.jsonl"
 /usr/bin/time -v "$root/build/bin/keel" run "$root/examples/quickstart.json" "${sets[@]}" 2> "$work/time.txt" | tee "$work/stdout.txt"
