@@ -19,6 +19,7 @@
 #include "train/plugin_instances.h"
 #include "train/mesh_plan.h"
 #include "train/run_loop.h"
+#include "train/schedule_check_command.h"
 #include "train/trainer.h"
 
 namespace {
@@ -32,6 +33,7 @@ const char* kUsage =
     "       keel prepare-data INPUT... --out DIR [--val-fraction F] [--shard-tokens N]   text → byte-level token shards\n"
     "       keel export CHECKPOINT --out FILE.safetensors   a checkpoint in Hugging Face GPT-2 layout, with config.json\n"
     "       keel plot METRICS.jsonl --out PLOT.svg|PLOT.png [--title T]   loss and val_loss against step\n"
+    "       keel schedule-check NAME --pp P --microbatches M [--virtual-stages V]   simulate a schedule plugin's lists\n"
     "       keel --version\n"
     "--set values are parsed as JSON (a bare word is a string): --set train.steps=20 --set optimizer.lr=1e-3\n"
     "Plugins are searched in the config's plugin_path, then KEEL_PLUGIN_PATH, then the install's plugin folder.\n";
@@ -135,6 +137,8 @@ int main(int argc, char** argv) {
       return keel::export_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
     if (argc >= 2 && !std::strcmp(argv[1], "plot"))
       return keel::plot_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
+    if (argc >= 2 && !std::strcmp(argv[1], "schedule-check"))
+      return keel::schedule_check_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
     CommandLine line = parse_command_line(argc, argv);
     if (line.command == "plugins") return list_plugins(line);
     if (line.command == "validate") {

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -97,11 +98,13 @@ def check_shards(keel, config, workdir):
     assert last < first - 0.5 and "val_loss" in records[-1]
 
 
-def check_error(keel, args, pattern):
-    p = run([keel] + args)
-    print(p.stderr.strip())
+def check_error(keel, args, pattern, stream="stderr"):
+    """keel ARGS must exit non-zero within two minutes, with PATTERN in stderr (or stdout)."""
+    p = run([keel] + args, timeout=120)
+    output = p.stderr if stream == "stderr" else p.stdout + p.stderr
+    print(output.strip()[-3000:])
     assert p.returncode != 0, f"keel {' '.join(args)} exited 0"
-    assert re.search(pattern, p.stderr), f"stderr does not match {pattern!r}:\n{p.stderr}"
+    assert re.search(pattern, output), f"{stream} does not match {pattern!r}:\n{output}"
 
 
 def main():
@@ -112,6 +115,7 @@ def main():
     parser.add_argument("--fixtures", default="")
     parser.add_argument("--pattern", default="")
     parser.add_argument("--set", action="append", default=[])
+    parser.add_argument("--args", default="", help="command_error: keel's arguments, split as a shell would")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         if args.check == "loss_decreases":
@@ -125,6 +129,13 @@ def main():
         elif args.check == "error":
             cmd = ["validate", args.config] + [a for s in args.set for a in ("--set", s)]
             check_error(args.keel, cmd, args.pattern)
+        elif args.check == "run_error":  # as error, through keel run, writing only under workdir
+            cmd = ["run", args.config] + [a for s in args.set for a in ("--set", s)] + \
+                ["--set", f"train.checkpoint.dir=\"{workdir}/checkpoints\"",
+                 "--set", f"train.metrics_path=\"{workdir}/metrics.jsonl\""]
+            check_error(args.keel, cmd, args.pattern)
+        elif args.check == "command_error":
+            check_error(args.keel, shlex.split(args.args), args.pattern, stream="both")
         else:
             sys.exit(f"unknown check {args.check}")
     print("PASS")

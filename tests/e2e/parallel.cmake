@@ -34,4 +34,9 @@ if(TARGET keel-zero)
               --config ${quickstart} --strategies ddp,zero1,zero2,zero3)
     set_tests_properties(e2e.pipeline.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE TIMEOUT 1500)
   endforeach()
+  # Schedules with one mistake each, refused by validate and at start-up (not a hang, not wrong gradients).
+  add_test(NAME e2e.pipeline.broken_schedules
+    COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/pipeline_checks.py broken_schedules --keel ${keel}
+            --config ${quickstart} --fixtures ${fixtures})
+  set_tests_properties(e2e.pipeline.broken_schedules PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi TIMEOUT 600)
 endif()

@@ -11,7 +11,11 @@ global batch, seed and data:
 - end of run: evaluation, the final save and the sample finish on every stage, and the sample
   is the one-rank sample, token for token;
 - failure: a rank that fails between steps ends every stage (those waiting on it mid-schedule
-  included) with its message, and nothing hangs; a bad layout is refused by keel validate.
+  included) with its message, and nothing hangs; a bad layout is refused by keel validate;
+- broken_schedules: third-party schedules with one mistake each (tests/fixtures/plugins/
+  broken_schedules.c: a receive without its send, LAST_FOR_CHUNK on the first backward, a backward
+  before its forward) are refused by keel validate and by keel run at start-up, naming the plugin
+  and the first bad action, where they used to hang every rank or train on wrong gradients.
 Every check needs mpirun: without it the script exits 77 (skipped)."""
 import argparse
 import json
@@ -159,13 +163,44 @@ def check_failure(args, work):
         print(f"{mode} on stage 1 after step 2: exit {p.returncode} in {elapsed:.1f}s")
 
 
+BROKEN_SCHEDULES = (
+    ("unmatched-recv", r"deadlock: stage 0 waits at action \d+ RECV_GRAD\(mb 0, chunk 0, from 1\)"),
+    ("early-last", r"stage 0, chunk 0: last_for_chunk is not on the last weight-gradient action"),
+    ("backward-first", r"stage 1, action 1 B\(mb 0, chunk 1\): backward before the forward"))
+
+
+def check_broken_schedules(args, work):
+    plugin_path = f"plugin_path=\"{args.fixtures}/broken_schedules\""
+    for name, problem in BROKEN_SCHEDULES:
+        pattern = rf"parallel\.schedule\.plugin '{name}' built action lists that cannot run \(pp 2, 4 " \
+                  rf"micro-batches per step, virtual_stages 1\): {problem}"
+        sets = pc.TINY + [plugin_path, "parallel.pp=2", f"parallel.schedule={{\"plugin\": \"{name}\"}}",
+                          f"data.micro_batch={pc.G // 4}"]
+        cmd = [args.keel, "validate", args.config] + [a for s in sets for a in ("--set", s)] + ["--ranks", "2"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=pc.ENV, timeout=120)
+        assert p.returncode == 1 and re.search(pattern, p.stderr), \
+            f"keel validate with schedule {name}: exit {p.returncode}\n{p.stdout}{p.stderr[-1500:]}"
+        print(f"keel validate, schedule {name}: {p.stderr.strip()[:400]}")
+        start = time.time()
+        p = run_pp(args, 2, 2, "ddp", work, f"broken-{name}", [plugin_path, "comm.timeout_s=60"], schedule=name,
+                   steps=3, check=False)
+        elapsed = time.time() - start
+        assert p.returncode != 0, f"keel run with schedule {name} exited 0:\n{p.stdout[-1500:]}"
+        assert re.search(pattern, p.stderr), f"keel run with schedule {name}: no message naming it:\n{p.stderr[-2000:]}"
+        assert "step 1 " not in p.stdout and "step     1" not in p.stdout, f"{name}: trained a step:\n{p.stdout}"
+        assert elapsed < 60, f"keel run with schedule {name}: took {elapsed:.0f}s"
+        print(f"keel run, schedule {name}: exit {p.returncode} in {elapsed:.1f}s")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["parity", "resume", "reshard", "end_of_run", "failure"])
+    parser.add_argument("check", choices=["parity", "resume", "reshard", "end_of_run", "failure",
+                                            "broken_schedules"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--strategies", default="ddp,zero1,zero2,zero3")
     parser.add_argument("--schedules", default="gpipe,1f1b,interleaved,zero-bubble")
+    parser.add_argument("--fixtures", help="the build's fixtures folder (broken_schedules)")
     args = parser.parse_args()
     args.strategies = args.strategies.split(",")
     args.schedules = args.schedules.split(",")
@@ -175,7 +210,8 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as work:
         {"parity": check_parity, "resume": check_resume, "reshard": check_reshard,
-         "end_of_run": check_end_of_run, "failure": check_failure}[args.check](args, work)
+         "end_of_run": check_end_of_run, "failure": check_failure,
+         "broken_schedules": check_broken_schedules}[args.check](args, work)
     print("PASS")
     return 0
 

@@ -9,6 +9,7 @@
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "loader/plugin_registry.h"
+#include "train/schedule_lists.h"
 
 namespace keel {
 namespace {
@@ -74,16 +75,7 @@ std::string check_mesh_plan(const RunConfig& config, int32_t ranks) {
   }
   const auto* schedule =
       static_cast<const keel_schedule_api*>(registry.find(KEEL_KIND_SCHEDULE, config.schedule.plugin).info.api);
-  const std::string schedule_json = config.schedule.json.dump();
-  for (int32_t stage = 0; stage < pp; ++stage) {
-    const keel_schedule_shape shape{sizeof(shape), pp, microbatches, stage, v};
-    const keel_status status = schedule->check_shape(host_table(), schedule_json.c_str(), &shape);
-    if (status != KEEL_OK)
-      throw KeelError(status, config.file + ": parallel.schedule.plugin '" + config.schedule.plugin + "' cannot run pp " +
-                                  text(pp) + " with " + text(microbatches) + " micro-batches per step (global_batch " +
-                                  text(config.data.global_batch) + " / (micro_batch " + text(config.data.micro_batch) +
-                                  " × dp " + text(dp) + ")), virtual_stages " + text(v) + ": " + last_error());
-  }
+  build_checked_schedule(config, schedule, dp, microbatches);  // every stage simulated, as a run does
   if (pp > 1) check_model_cut(config);
   return text(ranks) + " ranks = tp " + text(tp) + " × dp " + text(dp) + " × pp " + text(pp) +
          (v > 1 ? " (" + text(v) + " chunks per rank)" : "") + ", schedule " + config.schedule.plugin + " with " +

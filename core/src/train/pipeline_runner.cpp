@@ -7,6 +7,7 @@
 
 #include "host/errors.h"
 #include "host/host_table.h"
+#include "train/schedule_lists.h"
 
 namespace keel {
 namespace {
@@ -15,27 +16,6 @@ const keel_dtype kFloat32{KEEL_DTYPE_FLOAT, 32, 1};
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// MPI tags need only be below 32768. Messages between two ranks with one tag arrive in the
-// order they were sent, and every schedule moves a chunk's micro-batches in order, so the tag
-// only has to tell apart what may be in flight at once: the kind, the chunk, the micro-batch.
-int32_t message_tag(int32_t microbatch, int32_t chunk, bool gradient) {
-  return ((microbatch % 64) * 256 + chunk % 256) * 2 + (gradient ? 1 : 0);
-}
-
-const char* action_name(int32_t kind) {
-  switch (kind) {
-    case KEEL_ACTION_FORWARD: return "FORWARD";
-    case KEEL_ACTION_BACKWARD: return "BACKWARD";
-    case KEEL_ACTION_BACKWARD_INPUT: return "BACKWARD_INPUT";
-    case KEEL_ACTION_BACKWARD_WEIGHT: return "BACKWARD_WEIGHT";
-    case KEEL_ACTION_SEND_ACTIVATION: return "SEND_ACTIVATION";
-    case KEEL_ACTION_RECV_ACTIVATION: return "RECV_ACTIVATION";
-    case KEEL_ACTION_SEND_GRADIENT: return "SEND_GRADIENT";
-    case KEEL_ACTION_RECV_GRADIENT: return "RECV_GRADIENT";
-    default: return "an unknown action";
-  }
 }
 
 }  // namespace
@@ -66,41 +46,11 @@ void PipelineRunner::check_microbatches(int32_t microbatches) { actions_for(micr
 const std::vector<keel_schedule_action>& PipelineRunner::actions_for(int32_t microbatches) {
   auto found = lists_.find(microbatches);
   if (found != lists_.end()) return found->second;
-  const keel_schedule_api* schedule = plugins_.schedule;
-  const std::string json = config_.schedule.json.dump();
-  const keel_schedule_shape shape{sizeof(shape), plugins_.pp_size, microbatches, plugins_.pp_rank, plugins_.virtual_stages};
-  const std::string where = config_.file + ": parallel.schedule.plugin '" + config_.schedule.plugin + "'";
-  keel_status status = schedule->check_shape(host_table(), json.c_str(), &shape);
-  if (status != KEEL_OK)
-    throw KeelError(status, where + " cannot run pp " + std::to_string(plugins_.pp_size) + ", " +
-                                std::to_string(microbatches) + " micro-batches per step (data.global_batch / (dp · "
-                                "data.micro_batch)), virtual_stages " + std::to_string(plugins_.virtual_stages) +
-                                ": " + last_error());
-  size_t count = 0;
-  check_plugin(schedule->build(host_table(), json.c_str(), &shape, nullptr, 0, &count), where + " build");
-  std::vector<keel_schedule_action> actions(count);
-  size_t written = 0;
-  check_plugin(schedule->build(host_table(), json.c_str(), &shape, actions.data(), actions.size(), &written),
-               where + " build");
-  if (written != count)
-    throw KeelError(KEEL_ERR_INTERNAL, where + " build: said " + std::to_string(count) + " actions, then wrote " +
-                                           std::to_string(written));
-  // The list is untrusted plugin output: every field is checked before the executor acts on it.
-  for (const auto& action : actions) {
-    const bool transfer = action.kind >= KEEL_ACTION_SEND_ACTIVATION && action.kind <= KEEL_ACTION_RECV_GRADIENT;
-    const bool ok = action.kind >= KEEL_ACTION_FORWARD && action.kind <= KEEL_ACTION_RECV_GRADIENT &&
-                    action.microbatch >= 0 && action.microbatch < microbatches && action.chunk >= 0 &&
-                    action.chunk < chunks_ &&
-                    (transfer ? action.peer_stage >= 0 && action.peer_stage < plugins_.pp_size &&
-                                    action.peer_stage != plugins_.pp_rank
-                              : action.chunk % plugins_.pp_size == plugins_.pp_rank);
-    if (!ok)
-      throw KeelError(KEEL_ERR_INTERNAL, where + " build: an invalid action " + action_name(action.kind) + "(micro-batch " +
-                                             std::to_string(action.microbatch) + ", chunk " + std::to_string(action.chunk) +
-                                             ", peer " + std::to_string(action.peer_stage) + ") for stage " +
-                                             std::to_string(plugins_.pp_rank));
-  }
-  return lists_.emplace(microbatches, std::move(actions)).first->second;
+  // Every stage's list is built and checked together, so a schedule that would hang or train
+  // wrong fails here, on every rank alike, before the first step.
+  keel_support::ScheduleLists all =
+      build_checked_schedule(config_, plugins_.schedule, plugins_.dp_size, microbatches);
+  return lists_.emplace(microbatches, std::move(all[size_t(plugins_.pp_rank)])).first->second;
 }
 
 void PipelineRunner::set_shape(int32_t batch, int32_t seq_len) {
@@ -172,7 +122,7 @@ void PipelineRunner::upload(size_t slot, const Batch& batch) {
 void PipelineRunner::send(float* buffer, int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient) {
   keel_comm_request* request = nullptr;
   check_plugin(plugins_.comm->send(plugins_.pp_obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
-                                   message_tag(microbatch, chunk, gradient), &request),
+                                   pipeline_message_tag(microbatch, chunk, gradient), &request),
                std::string("pipeline send of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
                    std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " to stage " +
                    std::to_string(peer_stage));
@@ -183,7 +133,7 @@ float* PipelineRunner::receive(int32_t peer_stage, int32_t microbatch, int32_t c
   float* buffer = io_buffer();
   const auto start = std::chrono::steady_clock::now();
   check_plugin(plugins_.comm->recv(plugins_.pp_obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
-                                   message_tag(microbatch, chunk, gradient), nullptr),
+                                   pipeline_message_tag(microbatch, chunk, gradient), nullptr),
                std::string("pipeline receive of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
                    std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " from stage " +
                    std::to_string(peer_stage));

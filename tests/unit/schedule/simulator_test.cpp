@@ -77,7 +77,14 @@ TEST(Simulator, WrongPeerAndWrongStageAreReported) {
   Lists lists = two_stage_lists();
   lists[1][0].peer_stage = 1;  // RECV_ACT naming itself as the sender
   auto report = simulate_pipeline(lists, kTwoStagesOneMicrobatch);
-  EXPECT_TRUE(any_violation_contains(report, "names stage 1 but the send came from stage 0")) << all_violations(report);
+  EXPECT_TRUE(any_violation_contains(report, "stage 1, action 0 RECV_ACT(mb 0, chunk 1, from 1): a transfer with its "
+                                             "own stage"))
+      << all_violations(report);
+
+  Lists three_stages = build_all_ranks("gpipe", 3, 1, 1);
+  three_stages[2][0].peer_stage = 0;  // stage 2 names stage 0 where stage 1 sends
+  report = simulate_pipeline(three_stages, PipelineShape{3, 1, 0, 1});
+  EXPECT_TRUE(any_violation_contains(report, "names stage 0 but the send came from stage 1")) << all_violations(report);
 
   Lists misplaced = {{F(0, 1)}, {}};  // chunk 1 lives on stage 1
   report = simulate_pipeline(misplaced, kTwoStagesOneMicrobatch);
