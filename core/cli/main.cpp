@@ -20,6 +20,7 @@
 #include "train/mesh_plan.h"
 #include "train/run_loop.h"
 #include "train/schedule_check_command.h"
+#include "train/stop_signals.h"
 #include "train/trainer.h"
 
 namespace {
@@ -155,6 +156,7 @@ int main(int argc, char** argv) {
       keel::require_writable_folder(config.train.checkpoint.dir, "train.checkpoint.dir");
       // A resumed run takes every weight from its checkpoint: model.init_from is not read again.
       if (!line.resume.empty()) config.model_init_from.clear();
+      keel::install_stop_signal_handlers();
       keel::Trainer trainer(std::move(config));
       try {
         if (!line.resume.empty()) {
@@ -166,6 +168,11 @@ int main(int argc, char** argv) {
             std::cout << "resuming from " << checkpoint << " at step " << trainer.step() << std::endl;
         }
         keel::run_training(trainer, std::cout, !line.resume.empty());
+      } catch (const keel::StopRequested& stop) {
+        // Every rank stopped after the same step: the trainer's teardown (offload tiers
+        // included) runs as at a normal end, then the shell sees 128 + the signal.
+        if (trainer.world_rank() == 0) std::cerr << "keel: " << stop.what() << std::endl;
+        return 128 + stop.signal_number;
       } catch (const std::exception& e) {
         // The other ranks may be waiting in a collective for this one: end them all, naming why.
         trainer.abort_all_ranks(e.what());

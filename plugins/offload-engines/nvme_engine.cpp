@@ -14,6 +14,7 @@
 
 #include "keel_support/abi_guard.hpp"
 #include "path_checks.hpp"
+#include "stale_folders.hpp"
 #include "uring_pump.hpp"
 
 namespace keel_offload {
@@ -87,6 +88,7 @@ NvmeEngine::NvmeEngine(const NvmeEngineConfig& config)
   check_offload_folder(config_.folder, config_.check_free_space ? config_.capacity_bytes : 0);
   files_folder_ = make_files_folder(config_.folder, config_.owner);
   try {
+    write_owner_file(files_folder_);  // so a later run can remove the folder if this process dies
     pump_ = std::make_unique<UringPump>(config_.queue_depth, tickets_);
   } catch (...) {
     remove_files();
@@ -107,6 +109,7 @@ void NvmeEngine::remove_files() noexcept {
     }
   }
   files_.clear();
+  if (!files_folder_.empty()) unlink((files_folder_ + "/" + kOwnerFileName).c_str());
   if (!files_folder_.empty() && rmdir(files_folder_.c_str()) != 0) {
     std::fprintf(stderr, "keel: nvme engine: cannot remove \"%s\": %s\n", files_folder_.c_str(), std::strerror(errno));
   }

@@ -19,6 +19,7 @@
 #include "offload_section.hpp"
 #include "offload_tier.hpp"
 #include "path_checks.hpp"
+#include "stale_folders.hpp"
 
 namespace keel_offload {
 namespace {
@@ -95,6 +96,9 @@ keel_status nvme_create(const keel_host* host, const keel_offload_create_args* a
                                                             : ".path") +
                                     ": " + e.what());
     }
+    // Folders of earlier processes of this host that died before their destroy ran.
+    for (const std::string& line : remove_stale_folders(config.folder))
+      keel_logf(host, KEEL_LOG_WARN, kNvmeSource, "%s", line.c_str());
     const std::string capacity_key = capacity_given ? json_path + ".capacity_bytes"
                                                     : json_path + ".capacity_bytes (not set: the free space in " +
                                                           json_path + ".path at start-up)";

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -396,15 +397,151 @@ def check_sigkill(args, work):
         for name in dirnames + filenames:
             assert "keel-offload" not in name and not name.endswith(".extent"), \
                 f"the tier's file {os.path.join(dirpath, name)} is in the checkpoint folder"
-    # The killed process could not remove its tier folder; the resumed run makes its own beside it.
+    # The killed process could not remove its tier folder; the resumed run removes it, saying so,
+    # and its own at the end.
     left = os.listdir(folder)
-    assert all(n.startswith(f"keel-offload-rank0-{proc.pid}-") for n in left), f"unexpected files in the tier: {left}"
+    assert len(left) == 1 and left[0].startswith(f"keel-offload-rank0-{proc.pid}-"), f"unexpected tier files: {left}"
     resumed = subprocess.run(keel_cmd(args, work, "killed", strategy="zero3", steps=step + 2, resume="latest",
                                       extra=[offload_section("nvme", folder, ["optimizer_state", "params"])]),
                              capture_output=True, text=True, env=ENV, cwd=work, timeout=300)
     assert resumed.returncode == 0, f"resuming from the killed run's checkpoint failed:\n{resumed.stderr}"
-    assert os.listdir(folder) == left, "the resumed run left its own tier files behind"
-    print(f"killed after step {step}'s checkpoint: it is complete, holds no tier files, and the run resumed from it")
+    removed = f'removed "{folder}/{left[0]}" ('
+    assert removed in resumed.stderr and f"left by process {proc.pid} of this host, which is no longer running" \
+        in resumed.stderr, f"the resumed run did not say it removed the killed run's tier:\n{resumed.stderr}"
+    assert os.listdir(folder) == [], f"tier files left after the resumed run: {os.listdir(folder)}"
+    print(f"killed after step {step}'s checkpoint: it is complete, holds no tier files, the run resumed from it "
+          f"and removed the killed run's tier")
+
+
+def start_and_wait_for_steps(cmd, work, metrics, steps=2):
+    """Starts cmd and returns the process once `metrics` holds `steps` records."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=work)
+    deadline = time.time() + 120
+    while not (os.path.exists(metrics) and len(open(metrics).read().splitlines()) >= steps):
+        if proc.poll() is not None:
+            sys.exit(f"FAIL: the run ended before step {steps}:\n{proc.stderr.read()}")
+        assert time.time() < deadline, f"no step {steps} within 120 s"
+        time.sleep(0.05)
+    return proc
+
+
+def tier_pids(folder):
+    """Rank -> pid, from the tier folders' owner files."""
+    pids = {}
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name, ".keel-owner")) as f:
+            pids[int(re.match(r"keel-offload-rank(\d+)-", name).group(1))] = int(f.read().split()[3])
+    return pids
+
+
+def check_signals(args, work):
+    """SIGINT and SIGTERM finish the step, remove the tier, say so and exit 130 / 143; on two ranks a
+    SIGTERM to one rank stops both after the same step."""
+    arrays = ["optimizer_state", "params"]
+    for name, number, code in (("SIGINT", signal.SIGINT, 130), ("SIGTERM", signal.SIGTERM, 143)):
+        folder = os.path.join(work, f"tier-{name}")
+        os.makedirs(folder)
+        tag = f"signal-{name}"
+        proc = start_and_wait_for_steps(keel_cmd(args, work, tag, strategy="zero3", steps=100000,
+                                                 extra=[offload_section("nvme", folder, arrays)]),
+                                        work, f"{work}/{tag}.jsonl")
+        assert len(os.listdir(folder)) == 1, os.listdir(folder)
+        proc.send_signal(number)
+        out, err = proc.communicate(timeout=120)
+        stopped = re.search(rf"keel: stopped by {name} after step (\d+) of 100000; this run saved no checkpoint", err)
+        assert proc.returncode == code and stopped, f"{name}: exit {proc.returncode}\n{err[-2000:]}"
+        last = json.loads(open(f"{work}/{tag}.jsonl").read().splitlines()[-1])["step"]
+        assert last == int(stopped.group(1)), f"{name}: the last logged step is {last}, the message says {stopped[1]}"
+        assert os.listdir(folder) == [], f"{name}: the tier was left: {os.listdir(folder)}"
+        print(f"{name}: stopped after step {last}, exit {code}, tier removed")
+    if not args.mpirun:
+        print("two ranks: skipped (no mpirun)")
+        return
+    folder = os.path.join(work, "tier-2ranks")
+    os.makedirs(folder)
+    proc = start_and_wait_for_steps(keel_cmd(args, work, "signal-2ranks", strategy="zero3", steps=100000, ranks=2,
+                                             extra=[offload_section("nvme", folder, arrays)]),
+                                    work, f"{work}/signal-2ranks.jsonl")
+    os.kill(tier_pids(folder)[1], signal.SIGTERM)  # rank 1 alone, as a scheduler preempting one node would
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and re.search(r"keel: stopped by SIGTERM after step \d+", err), \
+        f"two ranks: exit {proc.returncode}\n{err[-2000:]}"
+    assert "Exit code:    143" in err, f"rank 1 did not exit 143:\n{err[-2000:]}"
+    assert os.listdir(folder) == [], f"two ranks: tiers left: {os.listdir(folder)}"
+    print("two ranks, SIGTERM to rank 1: both stopped after the same step, both tiers removed")
+
+
+def check_failure_teardown(args, work):
+    """A rank that fails says why every time (its line is written before the abort, which waits for the
+    launcher to pass it on) and removes its tier first; what a rank killed by the launcher leaves
+    is removed by the next run, which says so."""
+    if not args.mpirun:
+        print("skipped: mpirun is not installed")
+        sys.exit(77)
+    folder = os.path.join(work, "tier")
+    os.makedirs(folder)
+    arrays = ["optimizer_state", "params"]
+    env = dict(ENV, KEEL_FAULT_INJECT="rank=1,step=3,mode=error")
+    for attempt in range(5):
+        cmd = keel_cmd(args, work, f"fail-{attempt}", strategy="zero3", steps=50, ranks=2,
+                       extra=[offload_section("nvme", folder, arrays)])
+        p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env, timeout=300, cwd=work)
+        assert p.returncode != 0, "the job exited 0 although rank 1 failed"
+        assert "keel: rank 1 of 2: injected fault after step 3 (KEEL_FAULT_INJECT)" in p.stderr, \
+            f"attempt {attempt}: the failing rank's message did not reach the user:\n{p.stderr[-3000:]}"
+        left = os.listdir(folder)
+        assert not any(n.startswith("keel-offload-rank1-") for n in left), f"rank 1 left its tier: {left}"
+        assert len(left) <= 1, f"more than rank 0's tier left: {left}"
+        for pid in tier_pids(folder).values():  # the launcher may return before its SIGKILL has landed
+            deadline = time.time() + 30
+            while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+                time.sleep(0.1)
+        p = run(args, work, f"after-{attempt}", strategy="zero3", steps=1,
+                extra=[offload_section("nvme", folder, arrays)])
+        for name in left:
+            assert f'removed "{folder}/{name}"' in p.stderr, f"the next run did not remove {name}:\n{p.stderr}"
+        assert os.listdir(folder) == [], f"tier files left after the next run: {os.listdir(folder)}"
+    print("5 failures on rank 1: its message reached the user each time, its tier was removed, and what rank 0 "
+          "left was removed by the next run")
+
+
+def check_stale_folders(args, work):
+    """Start-up removes only the tier folders of dead processes of this host, and only engine files."""
+    folder = os.path.join(work, "tier")
+    os.makedirs(folder)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = socket.gethostname()
+
+    def folder_with(name, owner, files=("0-params.extent",)):
+        path = os.path.join(folder, name)
+        os.makedirs(path)
+        if owner is not None:
+            with open(os.path.join(path, ".keel-owner"), "w") as f:
+                f.write(f"host {owner[0]}\npid {owner[1]}\n")
+        for file in files:
+            with open(os.path.join(path, file), "wb") as f:
+                f.write(b"\0" * 8192)
+        return path
+
+    stale = folder_with(f"keel-offload-rank0-{dead.pid}-0", (host, dead.pid), ("0-params.extent", "1-state0.extent"))
+    other_host = folder_with(f"keel-offload-rank1-{dead.pid}-0", ("another-host.example", dead.pid))
+    alive = folder_with(f"keel-offload-rank2-{os.getpid()}-0", (host, os.getpid()))
+    old_style = folder_with(f"keel-offload-rank3-{dead.pid}-0", None)
+    foreign = folder_with(f"keel-offload-rank4-{dead.pid}-0", (host, dead.pid), ("0-params.extent", "notes.txt"))
+    p = run(args, work, "stale", strategy="zero3", steps=1,
+            extra=[offload_section("nvme", folder, ["optimizer_state", "params"])])
+    assert f'removed "{stale}" (3 files, ' in p.stderr and f"left by process {dead.pid} of this host" in p.stderr, \
+        p.stderr
+    assert not os.path.exists(stale)
+    assert os.path.exists(other_host) and os.path.exists(alive), "a live or another host's tier was removed"
+    assert os.path.exists(old_style) and f'"{old_style}" has no owner file' in p.stderr, p.stderr
+    assert f'holds "notes.txt", which is not an engine file' in p.stderr, p.stderr
+    assert any(n.startswith(os.path.basename(foreign) + ".removing-") for n in os.listdir(folder)), os.listdir(folder)
+    for path in (other_host, alive, old_style):
+        assert os.path.isfile(os.path.join(path, "0-params.extent")), f"{path} lost a file"
+    print("removed the dead process's tier; left another host's, a live one's, an old unowned one (named) and one "
+          "holding a foreign file (named)")
 
 
 def main():
@@ -423,6 +560,7 @@ def main():
     with tempfile.TemporaryDirectory(dir=os.environ.get("KEEL_OFFLOAD_TEST_FOLDER")) as work:
         {"refusals": check_refusals, "bad_paths": check_bad_paths, "full_disk": check_full_disk,
          "parity": check_parity, "resume": check_resume, "metrics": check_metrics, "sigkill": check_sigkill,
+         "signals": check_signals, "failure_teardown": check_failure_teardown, "stale_folders": check_stale_folders,
          "reshard": check_reshard}[args.check](args, work)
     print("PASS")
 

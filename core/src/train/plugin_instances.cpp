@@ -8,6 +8,10 @@
 #include "train/model_specs.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <utility>
 #include <cstddef>
 #include <cstring>
 
@@ -243,7 +247,23 @@ void PluginInstances::adopt_model_specs(const RunConfig& config) {
 }
 
 void PluginInstances::abort_all_ranks(const std::string& reason) {
-  if (comm && world_obj && world_size > 1) comm->abort_world(world_obj, 1, reason.c_str());
+  if (!comm || !world_obj || world_size == 1) return;
+  std::fprintf(stderr, "keel: rank %d of %d: %s\n", world_rank, world_size, reason.c_str());
+  std::fflush(stderr);
+  if (offload_obj) {
+    // A strategy whose thread waits in a collective on a peer that failed may never finish its
+    // destroy: past the grace the world ends anyway, and the next run removes the tier's files.
+    std::thread([this] {
+      std::this_thread::sleep_for(std::chrono::seconds(kFailureTeardownSeconds));
+      comm->abort_world(world_obj, 1, "removing the offload tier after the error above took too long");
+    }).detach();
+    if (strategy_obj) strategy->destroy(std::exchange(strategy_obj, nullptr));
+    offload->destroy(std::exchange(offload_obj, nullptr));
+  }
+  // The launcher forwards each rank's output on its own schedule and may drop what a rank wrote
+  // just before the abort ended the job: give it a moment to pass the line above on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  comm->abort_world(world_obj, 1, "ending every rank after the error above");
 }
 
 PluginInstances::~PluginInstances() {

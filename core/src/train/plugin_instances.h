@@ -54,8 +54,13 @@ struct PluginInstances {
   void create(const RunConfig& config);
   // The tier's totals since create (offload.h counters); nullopt when there is no tier.
   std::optional<keel_offload_counters> offload_counters() const;
-  // A failing rank ends every rank with its reason rather than leaving them in a collective.
+  // A failing rank ends every rank with its reason rather than leaving them in a collective. On
+  // more than one rank: prints "keel: rank R of N: reason" first (flushed, so the launcher has it
+  // before the abort ends the job), tears down the strategy and its offload tier (whose files
+  // would outlive the process), bounded by kFailureTeardownSeconds, then ends the world; it
+  // returns only on one rank, where the caller's unwinding tears everything down.
   void abort_all_ranks(const std::string& reason);
+  static constexpr int kFailureTeardownSeconds = 10;
 
  private:
   void create_mesh(const RunConfig& config);

@@ -16,6 +16,7 @@
 #include "host/errors.h"
 #include "io/writable_folder.h"
 #include "metrics/run_reporter.h"
+#include "train/stop_signals.h"
 
 namespace keel {
 namespace {
@@ -79,6 +80,15 @@ void maybe_inject_fault(const Trainer& trainer, int64_t step) {
   if (rank != trainer.world_rank() || at_step != step) return;
   if (std::string(mode) == "kill") std::raise(SIGKILL);
   throw KeelError(KEEL_ERR_INTERNAL, "injected fault after step " + std::to_string(step) + " (KEEL_FAULT_INJECT)");
+}
+
+// The stop signal every rank agrees on after a step: this rank's, or SIGTERM when only another
+// rank was signalled (one small all_gather per step on more than one rank). 0: go on.
+int agreed_stop_signal(Trainer& trainer) {
+  const int mine = pending_stop_signal();
+  if (trainer.world_size() == 1) return mine;
+  const double signalled = trainer.sum_over_world(mine ? 1.0 : 0.0);
+  return mine ? mine : signalled > 0 ? SIGTERM : 0;
 }
 
 ReporterOptions reporter_options(const Trainer& trainer, bool reporting, bool append) {
@@ -222,6 +232,14 @@ void RunSession::run(const RunSlice& slice) {
       interval_tokens = 0;
     }
     if (slice.after_step && slice.after_step(result)) break;
+    if (const int signal_number = agreed_stop_signal(trainer)) {
+      reporter.finish();
+      throw StopRequested(signal_number,
+                          "stopped by " + signal_name(signal_number) + " after step " + std::to_string(result.step) +
+                              " of " + std::to_string(slice.until_step) + "; " +
+                              (last_saved_step >= 0 ? "this run's last checkpoint is step " + std::to_string(last_saved_step)
+                                                    : std::string("this run saved no checkpoint")));
+    }
   }
   if (slice.ends_run && trainer.step() > first_step && last_saved_step != trainer.step()) save(nullptr);
   reporter.finish();
