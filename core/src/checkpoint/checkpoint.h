@@ -25,7 +25,9 @@ constexpr int kOldestCheckpointFormatVersion = 1;
 std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t keep);
 
 // A checkpoint folder from what the user wrote: a step folder (it has manifest.json), or a root
-// folder whose `latest` names one. Throws KeelError naming the path when neither.
+// folder whose `latest` names one; when `latest` is missing or names no complete checkpoint, the
+// newest step folder, unless the root holds a step-* symlink (refused, named). Throws KeelError
+// naming the path when none of these.
 std::string resolve_checkpoint(const std::string& path);
 
 // The manifest, after checking its format version, its whole structure (checkpoint/
