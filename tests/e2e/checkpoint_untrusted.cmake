@@ -9,7 +9,7 @@ set_target_properties(fixture_load_marker PROPERTIES PREFIX "" OUTPUT_NAME "libk
 
 set(untrusted_checks ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/checkpoint_untrusted_checks.py)
 foreach(check numbers bypass overlap special_files plugin_path export_plugins huge_init_file init_from_tiling
-              tampered_values reused_key fallback_symlink)
+              tampered_values reused_key fallback_symlink manifest_model text_root_special)
   add_test(NAME e2e.checkpoint.untrusted.${check}
     COMMAND ${untrusted_checks} ${check} --keel $<TARGET_FILE:keel> --config ${PROJECT_SOURCE_DIR}/examples/quickstart.json
             --marker-library $<TARGET_FILE:fixture_load_marker>)
