@@ -112,8 +112,9 @@ nlohmann::json read_verified_manifest(const std::string& checkpoint_dir) {
 
 nlohmann::json verify_checkpoint(const std::string& checkpoint_dir) {
   nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
-  const CheckpointFiles files(manifest, checkpoint_dir);
-  for (const auto& file : manifest.at("files")) files.open(file.at("name").get<std::string>());
+  // One file in memory at a time: a checkpoint of many ranks may not fit in memory whole.
+  for (const auto& file : manifest.at("files"))
+    CheckpointFiles(manifest, checkpoint_dir).open(file.at("name").get<std::string>());
   return manifest;
 }
 
