@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/manifest_check.h"
 #include "config/run_config.h"
 #include "data/prepare_data.h"
 #include "host/errors.h"
@@ -27,7 +28,7 @@ namespace {
 
 const char* kUsage =
     "usage: keel run CONFIG [--set path=value ...] [--resume latest|DIR]   train from a JSON config\n"
-    "       keel inspect CHECKPOINT                   verify a checkpoint (checksums) and summarise it\n"
+    "       keel inspect CHECKPOINT                   verify a checkpoint as a resume would and summarise it\n"
     "       keel validate CONFIG [--set path=value ...] [--ranks N]   check a config and its parallel layout for N ranks\n"
     "                                                 (default: the launcher's world size, else 1) without training\n"
     "       keel plugins [--plugin-path DIR ...]      list plugins found, with versions and ABI\n"
@@ -101,21 +102,18 @@ int list_plugins(const CommandLine& line) {
   return 0;
 }
 
-// Verifies every checksum of a checkpoint and prints what it holds.
+// Runs every check a resume makes short of comparing with a model (keel::verify_checkpoint) and
+// prints what the checkpoint holds.
 int inspect_checkpoint(const std::string& path) {
   const std::string folder = keel::resolve_checkpoint(path);
-  const nlohmann::json manifest = keel::read_verified_manifest(folder);
-  int64_t elements = 0;
-  for (const auto& p : manifest.at("params")) {
-    int64_t n = 1;
-    for (int64_t d : p.at("shape").get<std::vector<int64_t>>()) n *= d;
-    elements += n;
-  }
+  const nlohmann::json manifest = keel::verify_checkpoint(folder);
+  int64_t elements = 0;  // bounded by check_manifest_structure
+  for (const auto& p : manifest.at("params")) elements += keel::manifest_param_elements(p);
   std::cout << folder << ": step " << manifest.at("step") << ", " << manifest.at("tokens_seen") << " tokens seen, model "
-            << manifest.at("config").at("model").value("plugin", "?") << " with " << manifest.at("params").size()
+            << manifest.at("config").at("model").at("plugin").get<std::string>() << " with " << manifest.at("params").size()
             << " tensors (" << elements << " parameters), optimizer " << manifest.at("optimizer").at("plugin")
             << ", mesh " << manifest.at("mesh").dump() << "; " << manifest.at("files").size()
-            << " file(s), checksums verified" << std::endl;
+            << " file(s), checksums verified, every slice present and finite" << std::endl;
   return 0;
 }
 

@@ -7,7 +7,9 @@
   with a clear error and nothing already saved is lost;
 - SIGKILL at random moments, saving every step: `latest` always names a complete, verified
   checkpoint, the step never goes backwards, and the run resumes;
-- non-finite values stop the run or skip the step, and are never checkpointed."""
+- non-finite values stop the run or skip the step, and are never checkpointed;
+- a `latest` pointer that cannot be written fails the save, naming it, and leaves no
+  latest.tmp-* behind."""
 import argparse
 import json
 import os
@@ -146,6 +148,20 @@ def check_nonfinite(keel, config, work):
     assert "update skipped" in skip.stdout
 
 
+def check_latest_write_failure(keel, config, work):
+    # A folder squats on the name `latest`: the pointer's temporary file is written, then its
+    # rename over a folder fails. Nothing of that attempt may stay in the root.
+    root = f"{work}/squatted"
+    os.makedirs(f"{root}/latest/occupied")
+    p = keel_run(keel, config, SMALL + run_dir(work, "squatted") + ["train.steps=1", "train.checkpoint.every=1"],
+                 check=False)
+    print(p.stderr.strip()[-300:])
+    assert p.returncode == 1, f"the run exited {p.returncode} although `latest` could not be written:\n{p.stderr}"
+    assert re.search(r"cannot rename .*/latest\.tmp-\d+ to .*/squatted/latest: Is a directory", p.stderr), p.stderr
+    leftovers = [n for n in os.listdir(root) if n.startswith("latest.tmp-")]
+    assert not leftovers, f"the failed pointer write left {leftovers} in {root}"
+
+
 def wait_for_save_to_start(root, proc, timeout_s=30):
     # Skip a save already in progress when we start looking, so the kill lands at a random depth
     # into a fresh one.
@@ -221,6 +237,7 @@ def main():
         {"resume": lambda: check_resume(args.keel, args.config, work),
          "refusals": lambda: check_refusals(args.keel, args.config, work),
          "nonfinite": lambda: check_nonfinite(args.keel, args.config, work),
+         "latest_write_failure": lambda: check_latest_write_failure(args.keel, args.config, work),
          "sigkill": lambda: check_sigkill(args.keel, args.config, work, args.trials, args.seed)}[args.check]()
     print("PASS")
 

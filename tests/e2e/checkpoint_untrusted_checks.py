@@ -13,12 +13,24 @@ half-loaded tensor, or code loaded from a folder the checkpoint names.
 - plugin_path: a manifest whose config names a plugin folder shipped with the checkpoint: export
   and resume must not load it (the fixture library writes a marker file when loaded);
 - export_plugins: export needs only the model and backend plugins of the run;
-- export_without_data: export works, and writes the same bytes, after the run's data is deleted.
+- export_without_data: export works, and writes the same bytes, after the run's data is deleted;
+- tampered_values: a rank file rewritten (and its checksum with it) to hold a NaN, or a slice
+  naming a key its file lacks: inspect, resume and export refuse alike;
+- reused_key: a slice split in two that keeps one key for both halves (the second would load the
+  first's values): each slice's tensor must hold exactly its range's elements;
+- fallback_symlink: with `latest` missing or naming a missing step, the fallback to the newest
+  step folder refuses a step-* symlink to a checkpoint outside the root;
+- manifest_model: config.model an array, missing, or with a numeric plugin;
+- huge_init_file: a 30 GB sparse model.init_from, and a header length of 2^40;
+- text_root_special: data.text_root naming a device or a FIFO;
+- init_from_tiling: a model.init_from whose tensors do not tile its data (four stray bytes before
+  the data, two tensors on the same bytes), as Hugging Face's reader refuses.
 Standard library only."""
 import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import struct
 import subprocess
@@ -35,15 +47,15 @@ def sets_of(assignments):
     return [a for s in assignments for a in ("--set", s)]
 
 
-def run(cmd, env=None):
+def run(cmd, env=None, preexec_fn=None):
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S, env=env)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S, env=env, preexec_fn=preexec_fn)
     except subprocess.TimeoutExpired:
         sys.exit(f"FAIL: hung (still running after {HANG_S} s): {' '.join(cmd)}")
 
 
-def expect_refusal(cmd, *patterns, env=None):
-    p = run(cmd, env)
+def expect_refusal(cmd, *patterns, env=None, preexec_fn=None):
+    p = run(cmd, env, preexec_fn)
     print(f"$ {' '.join(cmd[:2])} ... -> {p.returncode}: {p.stderr.strip()[-300:]}")
     assert p.returncode == 1, f"{' '.join(cmd)} exited {p.returncode} (expected 1, a refusal)\n{p.stdout}\n{p.stderr}"
     assert "internal error" not in p.stderr, p.stderr
@@ -81,6 +93,17 @@ class Work:
     def refused_everywhere(self, where, *patterns):
         expect_refusal([self.keel, "inspect", where], *patterns)
         expect_refusal(self.resume_cmd(where), *patterns)
+
+    def refused_by_all(self, where, *patterns):
+        """inspect, resume and export: the three ways a checkpoint is read check it alike."""
+        self.refused_everywhere(where, *patterns)
+        self.count += 1
+        expect_refusal([self.keel, "export", where, "--out", f"{self.folder}/export{self.count}/model.safetensors"],
+                       *patterns)
+
+    def init_from_cmd(self, path):
+        return [self.keel, "run", self.config] + sets_of(self.base_sets + [
+            "train.steps=1", f"train.checkpoint.dir=\"{self.folder}/init_runs\"", f"model.init_from=\"{path}\""])
 
 
 def setter(path, value):
@@ -288,6 +311,186 @@ def check_export_without_data(work):
     assert p.returncode == 0, f"export needed the run's data:\n{p.stdout}\n{p.stderr}"
     assert open(after, "rb").read() == open(before, "rb").read(), "the export differs from the one made with the data"
 
+def crc32c(data):
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as the manifest's crc32c."""
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def read_safetensors(path):
+    """(header dict, data bytes) of a safetensors file."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def write_safetensors_raw(path, header, data, between=b""):
+    """header and data as given (offsets are not recomputed); `between` lands after the header."""
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + between + data)
+
+
+def reseal(step, name="rank00000.safetensors"):
+    """The manifest's size and CRC-32C of a file edited in place, recomputed: what someone who
+    tampers with a checkpoint and knows its format does, so only the contents checks remain."""
+    manifest = json.load(open(f"{step}/manifest.json"))
+    raw = open(f"{step}/{name}", "rb").read()
+    for entry in manifest["files"]:
+        if entry["name"] == name:
+            entry["bytes"], entry["crc32c"] = len(raw), f"{crc32c(raw):08x}"
+    with open(f"{step}/manifest.json", "w") as f:
+        json.dump(manifest, f)
+
+
+def check_tampered_values(work):
+    manifest = json.load(open(f"{work.checkpoint}/manifest.json"))
+    index, piece = next((i, s) for i, s in enumerate(manifest["slices"]) if s["kind"] == "param" and s["end"] >= 8)
+    # A NaN at element 3 of a parameter slice, the checksum recomputed: resume would train from it
+    # and export would write it.
+    root, step = work.copy()
+    header, data = read_safetensors(f"{step}/rank00000.safetensors")
+    begin = header[piece["key"]]["data_offsets"][0] + 3 * 4
+    data = data[:begin] + struct.pack("<f", float("nan")) + data[begin + 4:]
+    write_safetensors_raw(f"{step}/rank00000.safetensors", header, data)
+    reseal(step)
+    where = rf"manifest\.json: slices\[{index}\] \(param of \"{re.escape(piece['tensor'])}\", range \[{piece['begin']}, {piece['end']}\)\)"
+    work.refused_by_all(root, rf"{where}: \"{re.escape(piece['key'])}\" in rank00000\.safetensors holds nan at element 3; "
+                              r"expected finite values")
+    # A slice naming a key its file does not hold: resume refused it, inspect said OK.
+    root, _ = work.copy(setter(["slices", index, "key"], "param/absent"))
+    work.refused_by_all(root, rf"manifest\.json: slices\[{index}\]\.key: \"param/absent\" is not in rank00000\.safetensors; "
+                              rf"expected a tensor of {piece['end'] - piece['begin']} F32 values")
+    # A damaged safetensors header behind a recomputed checksum: every reader refuses it alike.
+    root, step = work.copy()
+    header, data = read_safetensors(f"{step}/rank00000.safetensors")
+    header[piece["key"]]["dtype"] = "I32"
+    write_safetensors_raw(f"{step}/rank00000.safetensors", header, data)
+    reseal(step)
+    work.refused_by_all(root, rf"{where}: \"{re.escape(piece['key'])}\" in rank00000\.safetensors is I32; expected F32")
+
+
+def check_reused_key(work):
+    manifest = json.load(open(f"{work.checkpoint}/manifest.json"))
+    index, piece = next((i, s) for i, s in enumerate(manifest["slices"]) if s["kind"] == "param" and s["end"] >= 4)
+    half = piece["end"] // 2
+
+    def split_keeping_the_key(m):
+        # [0, half) and [half, end) tile the tensor, but both read the one key, which holds [0, end).
+        m["slices"][index]["end"] = half
+        m["slices"].append(dict(m["slices"][index], begin=half, end=piece["end"]))
+    root, _ = work.copy(split_keeping_the_key)
+    work.refused_by_all(root, rf"manifest\.json: slices\[{index}\] \(param of \"{re.escape(piece['tensor'])}\", "
+                              rf"range \[0, {half}\)\): \"{re.escape(piece['key'])}\" in rank00000\.safetensors holds "
+                              rf"{piece['end']} elements; expected {half}, the size of its range")
+
+
+def check_fallback_symlink(work):
+    # A checkpoint outside the root, linked in under a step name newer than any real one.
+    outside = f"{work.folder}/outside-the-root"
+    shutil.copytree(work.checkpoint, outside)
+    for latest in (None, "step-00000007\n"):  # no `latest`, or one naming a step that is gone
+        root, _ = work.copy()
+        os.remove(f"{root}/latest")
+        if latest:
+            with open(f"{root}/latest", "w") as f:
+                f.write(latest)
+        os.symlink(outside, f"{root}/step-99999999")
+        work.refused_everywhere(root, r"step-99999999: a symbolic link among the checkpoints of .*; checkpoints are "
+                                      r"step folders directly inside the root")
+
+
+def check_manifest_model(work):
+    def delete_model(m):
+        del m["config"]["model"]
+    for edit, pattern in ((setter(["config", "model"], []), r"manifest\.json: config\.model: expected an object, found \[\]"),
+                          (delete_model, r"manifest\.json: config\.model: missing; expected an object"),
+                          (setter(["config", "model", "plugin"], 5),
+                           r"manifest\.json: config\.model\.plugin: expected a string, found 5")):
+        root, _ = work.copy(edit)
+        work.refused_by_all(root, pattern)
+
+
+def limit_memory_to_8_gib():
+    # The same on any machine: a 30 GB allocation fails here instead of zero-filling 30 GB.
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+
+def check_huge_init_file(work):
+    sparse = f"{work.folder}/sparse.safetensors"
+    with open(sparse, "wb") as f:  # 30 GB of zeros on no disk: a header length of 0
+        f.truncate(30 << 30)
+    expect_refusal(work.init_from_cmd(sparse), rf"model\.init_from: {re.escape(sparse)}: not a valid safetensors file: "
+                                               r"the header length is 0", preexec_fn=limit_memory_to_8_gib)
+    claims = f"{work.folder}/claims.safetensors"
+    with open(claims, "wb") as f:  # a header length of 2^40, in a file of 30 GB
+        f.write(struct.pack("<Q", 1 << 40))
+        f.truncate(30 << 30)
+    expect_refusal(work.init_from_cmd(claims), rf"model\.init_from: {re.escape(claims)}: not a valid safetensors file: "
+                                               r"the header length 1099511627776 is more than the 100000000 bytes "
+                                               r"a header may have", preexec_fn=limit_memory_to_8_gib)
+    # A well-formed header whose one tensor fills 30 GB: more than this process may allocate.
+    whole = f"{work.folder}/whole.safetensors"
+    text = json.dumps({"big": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}}).encode()
+    padded = len(text) + 64
+    floats = ((30 << 30) - 8 - padded) // 4
+    text = json.dumps({"big": {"dtype": "F32", "shape": [floats], "data_offsets": [0, 4 * floats]}}).encode()
+    text += b" " * (padded - len(text))
+    with open(whole, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        f.truncate(8 + len(text) + 4 * floats)
+    expect_refusal(work.init_from_cmd(whole), rf"model\.init_from: {re.escape(whole)}: safetensors file is "
+                                              rf"{8 + len(text) + 4 * floats} bytes, more than this process can "
+                                              r"hold in memory", preexec_fn=limit_memory_to_8_gib)
+
+
+def check_text_root_special(work):
+    fifo = f"{work.folder}/text-fifo"
+    os.mkfifo(fifo)
+    for root, kind in (("/dev/zero", "a character device"), (fifo, "a FIFO")):
+        cmd = [work.keel, "run", work.config] + sets_of(SMALL + ["train.steps=1", f"data.text_root=\"{root}\""])
+        expect_refusal(cmd, rf"data\.text_root: {re.escape(root)} is {kind}; expected a folder of \.py, \.txt or "
+                            r"\.md files, or one such file")
+    missing = f"{work.folder}/no-such-folder"
+    cmd = [work.keel, "run", work.config] + sets_of(SMALL + ["train.steps=1", f"data.text_root=\"{missing}\""])
+    expect_refusal(cmd, rf"data\.text_root: {re.escape(missing)} does not exist; expected a folder")
+
+
+def check_init_from_tiling(work):
+    exported = f"{work.folder}/hf/model.safetensors"
+    p = run([work.keel, "export", work.checkpoint, "--out", exported])
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = run(work.init_from_cmd(exported))  # the file as exported loads
+    assert p.returncode == 0, p.stdout + p.stderr
+    header, data = read_safetensors(exported)
+    # Four stray bytes between the header and the data: every tensor would load one float off.
+    stray = f"{work.folder}/stray.safetensors"
+    write_safetensors_raw(stray, header, data, between=b"\0\0\0\0")
+    expect_refusal(work.init_from_cmd(stray), rf"model\.init_from: {re.escape(stray)}: not a valid safetensors file: "
+                                              rf"bytes \[{len(data)}, {len(data) + 4}\) of the data belong to no tensor")
+    # Two tensors of one size on the same bytes: the later one moved onto the earlier (its own
+    # bytes, further on, then belong to none, but the overlap comes first).
+    sizes = {}
+    for name, entry in header.items():
+        if name != "__metadata__":
+            sizes.setdefault(entry["data_offsets"][1] - entry["data_offsets"][0], []).append(name)
+    pair = next(names for names in sizes.values() if len(names) >= 2)[:2]
+    first, second = sorted(pair, key=lambda name: header[name]["data_offsets"][0])
+    header[second]["data_offsets"] = list(header[first]["data_offsets"])
+    overlap = f"{work.folder}/overlap.safetensors"
+    write_safetensors_raw(overlap, header, data)
+    expect_refusal(work.init_from_cmd(overlap), rf"model\.init_from: {re.escape(overlap)}: not a valid safetensors file: "
+                                                r"tensor \".*\" \(data_offsets \[\d+, \d+\]\) overlaps tensor \".*\"")
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -304,7 +507,14 @@ def main():
          "special_files": lambda: check_special_files(work),
          "plugin_path": lambda: check_plugin_path(work, args.marker_library),
          "export_plugins": lambda: check_export_plugins(work),
-         "export_without_data": lambda: check_export_without_data(work)}[args.check]()
+         "export_without_data": lambda: check_export_without_data(work),
+         "tampered_values": lambda: check_tampered_values(work),
+         "reused_key": lambda: check_reused_key(work),
+         "fallback_symlink": lambda: check_fallback_symlink(work),
+         "manifest_model": lambda: check_manifest_model(work),
+         "huge_init_file": lambda: check_huge_init_file(work),
+         "text_root_special": lambda: check_text_root_special(work),
+         "init_from_tiling": lambda: check_init_from_tiling(work)}[args.check]()
     print("PASS")
 
 

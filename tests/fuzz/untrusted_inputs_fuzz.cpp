@@ -3,18 +3,22 @@
 // Each mutated input must end in success or a KeelError with a message; any other exception
 // fails the run (the input is written beside the report), and a crash or hang fails the ctest
 // (which bounds it with TIMEOUT). The same --seed and --count always try the same inputs.
+// safetensors_tiling goes further: it knows which of its inputs are well formed, and requires
+// the reader to accept exactly those and read every tensor from its own bytes.
 //
-//   keel-fuzz manifest|safetensors|config --seed S --count N --work DIR
+//   keel-fuzz manifest|safetensors|safetensors_tiling|config --seed S --count N --work DIR
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -258,6 +262,98 @@ int fuzz_safetensors(Mutator& mutate, int64_t count, const std::string& work, Ta
   return 0;
 }
 
+// One tensor of a generated file: its elements and the data_offsets its header gives.
+struct TiledTensor {
+  std::string name;
+  int64_t elements;
+  uint64_t begin, end;
+};
+
+// What the safetensors format requires, written independently of the reader: offsets that,
+// sorted, run from byte 0 to the end of the data with no gap or overlap, each range the size
+// its shape needs.
+bool tiles_exactly(std::vector<TiledTensor> tensors, uint64_t data_bytes) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TiledTensor& a, const TiledTensor& b) { return std::make_pair(a.begin, a.end) < std::make_pair(b.begin, b.end); });
+  uint64_t next = 0;
+  for (const TiledTensor& t : tensors) {
+    if (t.begin != next || t.end < t.begin || t.end - t.begin != uint64_t(t.elements) * 4) return false;
+    next = t.end;
+  }
+  return next == data_bytes;
+}
+
+// Files of 1 to 5 F32 tensors laid out back to back in a random order, then perturbed: offsets
+// moved (gaps, overlaps, unaligned or shared ranges), stray bytes between header and data, a
+// buffer cut short or grown. The reader must refuse, with a message naming the file, exactly the
+// files that do not tile, and read every tensor of the others from its own bytes.
+int fuzz_safetensors_tiling(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<TiledTensor> tensors(1 + mutate.below(5));
+    for (size_t t = 0; t < tensors.size(); ++t) tensors[t] = {"t" + std::to_string(t), int64_t(mutate.below(9)), 0, 0};
+    std::vector<size_t> order(tensors.size());
+    for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+    for (size_t t = order.size(); t > 1; --t) std::swap(order[t - 1], order[mutate.below(t)]);
+    uint64_t data_bytes = 0;
+    for (size_t t : order) {
+      tensors[t].begin = data_bytes;
+      data_bytes += uint64_t(tensors[t].elements) * 4;
+      tensors[t].end = data_bytes;
+    }
+    std::vector<float> values(data_bytes / 4);
+    for (size_t v = 0; v < values.size(); ++v) values[v] = float(i % 1000) + float(v) / 16;
+    std::string data(reinterpret_cast<const char*>(values.data()), data_bytes), stray;
+    for (size_t n = mutate.below(3); n > 0; --n) {  // none, one or two perturbations
+      TiledTensor& t = tensors[mutate.below(tensors.size())];
+      const uint64_t shift = 1 + mutate.below(8);
+      switch (mutate.below(6)) {
+        case 0:  // a tensor moved later or earlier, whole
+          if (mutate.below(2) || t.begin < shift) t.begin += shift, t.end += shift;
+          else t.begin -= shift, t.end -= shift;
+          break;
+        case 1: t = {t.name, t.elements, tensors[0].begin, tensors[0].begin + uint64_t(t.elements) * 4}; break;  // shared bytes
+        case 2: stray.assign(shift, '\x7f'); break;  // bytes between the header and the data
+        case 3: data.resize(data.size() > shift ? data.size() - shift : 0); break;  // a short buffer
+        case 4: data.append(shift, '\0'); break;  // a long buffer
+        default: t.end += shift; break;  // a range longer than its shape
+      }
+    }
+    nlohmann::json header = nlohmann::json::object();
+    for (const TiledTensor& t : tensors)
+      header[t.name] = {{"dtype", "F32"}, {"shape", {t.elements}}, {"data_offsets", {t.begin, t.end}}};
+    std::string text = header.dump();
+    while (text.size() % 8) text += ' ';
+    const uint64_t length = text.size();
+    std::string input(reinterpret_cast<const char*>(&length), 8);
+    input += text + stray + data;
+    const bool well_formed = tiles_exactly(tensors, stray.size() + data.size());
+
+    auto body = [&] {
+      std::unique_ptr<keel::SafetensorsFile> file;
+      try {
+        file = std::make_unique<keel::SafetensorsFile>("<fuzz input>", std::vector<unsigned char>(input.begin(), input.end()));
+      } catch (const keel::KeelError& e) {
+        const std::string message = e.what();
+        if (well_formed) throw std::logic_error("a well-formed file was refused: " + message);
+        if (message.rfind("<fuzz input>: not a valid safetensors file: ", 0) != 0 || message.size() < 60)
+          throw std::logic_error("the refusal does not name the file and what is wrong: " + message);
+        throw;
+      }
+      if (!well_formed) throw std::logic_error("a file whose tensors do not tile its data was accepted");
+      const std::string stored = stray + data;
+      for (const TiledTensor& t : tensors) {
+        std::vector<float> read(size_t(t.elements)), expected(size_t(t.elements));
+        file->read_f32(t.name, 0, t.elements, read.data());
+        std::memcpy(expected.data(), stored.data() + t.begin, size_t(t.elements) * 4);
+        if (std::memcmp(read.data(), expected.data(), size_t(t.elements) * 4) != 0)
+          throw std::logic_error("tensor " + t.name + " was not read from its own bytes");
+      }
+    };
+    if (!try_input("safetensors_tiling", i, input, work, body, tally)) return 1;
+  }
+  return 0;
+}
+
 int fuzz_config(Mutator& mutate, int64_t count, const std::string& work, Tally& tally, const std::string& seed_config,
                 bool keep_going) {
   const std::string original = seed_config.empty() ? std::string(kTinyConfig) : read_text(seed_config);
@@ -288,12 +384,12 @@ int main(int argc, char** argv) {
     else if (arg == "--keep-going") keep_going = true;
     else if (target.empty() && arg[0] != '-') target = arg;
     else {
-      std::cerr << "usage: keel-fuzz manifest|safetensors|config --seed S --count N --work DIR [--config SEED.json]\n";
+      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config --seed S --count N --work DIR [--config SEED.json]\n";
       return 2;
     }
   }
   if (target.empty() || work.empty()) {
-    std::cerr << "usage: keel-fuzz manifest|safetensors|config --seed S --count N --work DIR [--config SEED.json]\n";
+    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config --seed S --count N --work DIR [--config SEED.json]\n";
     return 2;
   }
   work = (fs::path(work) / target).string();
@@ -305,6 +401,7 @@ int main(int argc, char** argv) {
   try {
     if (target == "manifest") status = fuzz_manifest(mutate, count, work, tally);
     else if (target == "safetensors") status = fuzz_safetensors(mutate, count, work, tally);
+    else if (target == "safetensors_tiling") status = fuzz_safetensors_tiling(mutate, count, work, tally);
     else if (target == "config") status = fuzz_config(mutate, count, work, tally, seed_config, keep_going);
     else std::cerr << "unknown target " << target << "\n";
   } catch (const std::exception& e) {  // setting up the seed inputs failed: not a finding

@@ -25,7 +25,9 @@ constexpr int kOldestCheckpointFormatVersion = 1;
 std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t keep);
 
 // A checkpoint folder from what the user wrote: a step folder (it has manifest.json), or a root
-// folder whose `latest` names one. Throws KeelError naming the path when neither.
+// folder whose `latest` names one; when `latest` is missing or names no complete checkpoint, the
+// newest step folder, unless the root holds a step-* symlink (refused, named). Throws KeelError
+// naming the path when none of these.
 std::string resolve_checkpoint(const std::string& path);
 
 // The manifest, after checking its format version, its whole structure (checkpoint/
@@ -33,12 +35,18 @@ std::string resolve_checkpoint(const std::string& path);
 // devices or symlinks) directly inside the folder are ever opened.
 nlohmann::json read_verified_manifest(const std::string& checkpoint_dir);
 
+// Every check a resume makes short of comparing with a model: the verified manifest, then each
+// listed file opened through CheckpointFiles (checkpoint_files.h: safetensors structure, every
+// slice's key, dtype, size and finite values). `keel inspect` runs this. Returns the manifest.
+nlohmann::json verify_checkpoint(const std::string& checkpoint_dir);
+
 // The run config stored in a checkpoint (with the saved overrides applied), less its
 // plugin_path: a checkpoint never chooses which libraries get loaded.
 RunConfig config_from_checkpoint(const std::string& checkpoint_dir);
 
 // Loads parameters, optimizer state, step, tokens seen and data position into a trainer built
-// from a compatible config. Refuses a model config that differs, naming the key.
+// from a compatible config. Refuses a model config that differs, naming the key, and any file
+// that fails the checks of verify_checkpoint as it is opened.
 void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir);
 
 // Loads the parameters alone (no optimizer state, no step or data position), for export.

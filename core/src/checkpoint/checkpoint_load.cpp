@@ -1,29 +1,28 @@
 // Loading: the manifest is checked (format version, its whole structure, every file's size and
-// CRC-32C) before any byte reaches the trainer, and each file is re-verified as it is parsed;
-// each parameter and state tensor is assembled from the slices that cover it, so a checkpoint
-// written by another layout loads the same way. A checkpoint is untrusted input throughout.
+// CRC-32C) before any byte reaches the trainer, and each file is re-verified as it is parsed,
+// with every slice it stores (checkpoint_files.h); each parameter and state tensor is assembled
+// from the slices that cover it, so a checkpoint written by another layout loads the same way.
+// A checkpoint is untrusted input throughout.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <memory>
 #include <set>
 
 #include <keel_support/json_parse.hpp>
 #include <keel_support/piece_box.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/manifest_check.h"
 #include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
 #include "host/log.h"
 #include "io/crc32c.h"
 #include "io/regular_file.h"
-#include "io/safetensors.h"
 #include "train/trainer.h"
 
 namespace keel {
@@ -32,12 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kMaxManifestBytes = size_t(256) << 20;
-
-std::string hex32(uint32_t crc) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%08x", crc);
-  return text;
-}
 
 // The CRC-32C and size of a checkpoint file, read in chunks (a rank file may be larger than
 // memory allows twice). Symlinks are refused: a checkpoint's files are its own.
@@ -59,19 +52,7 @@ std::string crc_of_file(const std::string& path, uint64_t* bytes) {
     *bytes += uint64_t(n);
   }
   ::close(fd);
-  return hex32(crc);
-}
-
-// Throws when a file's size or checksum differs from its manifest entry.
-void check_file_matches(const std::string& path, uint64_t bytes, const std::string& crc, const nlohmann::json& entry) {
-  const uint64_t listed_bytes = entry.at("bytes").get<uint64_t>();
-  const std::string listed_crc = entry.at("crc32c").get<std::string>();
-  if (bytes != listed_bytes)
-    throw KeelError(KEEL_ERR_IO, path + ": truncated or altered: " + std::to_string(bytes) + " bytes, the manifest says " +
-                                     std::to_string(listed_bytes));
-  if (crc != listed_crc)
-    throw KeelError(KEEL_ERR_IO, path + ": checksum mismatch: CRC-32C " + crc + ", the manifest says " + listed_crc +
-                                     " (the file is corrupted)");
+  return crc32c_hex(crc);
 }
 
 nlohmann::json parse_manifest(const std::string& manifest_path) {
@@ -129,6 +110,14 @@ nlohmann::json read_verified_manifest(const std::string& checkpoint_dir) {
   return manifest;
 }
 
+nlohmann::json verify_checkpoint(const std::string& checkpoint_dir) {
+  nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
+  // One file in memory at a time: a checkpoint of many ranks may not fit in memory whole.
+  for (const auto& file : manifest.at("files"))
+    CheckpointFiles(manifest, checkpoint_dir).open(file.at("name").get<std::string>());
+  return manifest;
+}
+
 RunConfig config_from_checkpoint(const std::string& checkpoint_dir) {
   nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
   nlohmann::json& config = manifest.at("config");
@@ -180,35 +169,6 @@ void check_same_model(Trainer& trainer, const nlohmann::json& manifest, const st
   }
 }
 
-// The checkpoint's safetensors files, each read once when first asked for, and checked against
-// its manifest entry again as it is parsed: what is loaded is exactly what was verified. Only
-// names listed in the manifest's files are opened.
-class VerifiedFiles {
- public:
-  VerifiedFiles(const nlohmann::json& manifest, std::string checkpoint_dir, std::string where)
-      : checkpoint_dir_(std::move(checkpoint_dir)), where_(std::move(where)) {
-    for (const auto& file : manifest.at("files")) listed_[file.at("name").get<std::string>()] = &file;
-  }
-  const SafetensorsFile& open(const std::string& name) const {
-    auto& slot = opened_[name];
-    if (!slot) {
-      auto entry = listed_.find(name);
-      if (entry == listed_.end())
-        throw KeelError(KEEL_ERR_IO, where_ + ": \"" + name + "\" is not listed in \"files\"; only listed files are read");
-      const std::string path = (fs::path(checkpoint_dir_) / name).string();
-      std::vector<unsigned char> bytes = read_regular_file(path, "checkpoint file", Symlinks::refuse);
-      check_file_matches(path, bytes.size(), hex32(crc32c(bytes.data(), bytes.size())), *entry->second);
-      slot = std::make_unique<SafetensorsFile>(path, std::move(bytes));
-    }
-    return *slot;
-  }
-
- private:
-  std::string checkpoint_dir_, where_;
-  std::map<std::string, const nlohmann::json*> listed_;
-  mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> opened_;
-};
-
 // The box a slice covers, in the model's global shape (format 1: the whole tensor).
 keel_support::PieceBox slice_box(const nlohmann::json& slice, const keel_param_spec& spec, bool whole_slices) {
   keel_support::PieceBox box = keel_support::PieceBox::whole(spec.ndim, spec.global_shape);
@@ -222,7 +182,7 @@ keel_support::PieceBox slice_box(const nlohmann::json& slice, const keel_param_s
 // slices overlap them: the part a saved (box, range) shares with this rank's (piece, range), so
 // a checkpoint saved at one (tp, dp) layout or ZeRO stage loads into any other.
 void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::string& where, int32_t last_kind,
-                 const VerifiedFiles& files) {
+                 const CheckpointFiles& files) {
   std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> slices;
   for (const auto& slice : manifest.at("slices"))
     slices[{slice.at("tensor").get<std::string>(), slice.at("kind").get<std::string>()}].push_back(slice);
@@ -244,7 +204,8 @@ void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::st
       int64_t covered = 0;
       std::vector<float> saved;
       for (const auto& slice : found->second) {
-        // In range and tiling the tensor exactly: check_manifest_structure saw to both.
+        // In range and tiling the tensor exactly (check_manifest_structure), and its key holding
+        // exactly end - begin finite values (CheckpointFiles, as the file is opened).
         const int64_t begin = slice.at("begin").get<int64_t>(), end = slice.at("end").get<int64_t>();
         const keel_support::PieceBox box = slice_box(slice, info.params[i], whole_slices);
         if (keel_support::same_box(box, piece)) {  // the common case: one memcpy-sized read
@@ -283,7 +244,7 @@ void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
                                                  manifest.at("optimizer").at("plugin").get<std::string>() + "' kept " +
                                                  std::to_string(saved_slots) + " state slots, this run's '" +
                                                  trainer.config().optimizer.plugin + "' keeps " + std::to_string(slots));
-  const VerifiedFiles files(manifest, checkpoint_dir, where);
+  const CheckpointFiles files(manifest, checkpoint_dir);
   load_ranges(trainer, manifest, where, slots - 1, files);
   restore_strategy_own_state(trainer, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
     return files.open(name);
@@ -300,7 +261,7 @@ int64_t load_checkpoint_parameters(Trainer& trainer, const std::string& checkpoi
   const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
   const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
   check_same_model(trainer, manifest, checkpoint_dir, where);
-  load_ranges(trainer, manifest, where, -1, VerifiedFiles(manifest, checkpoint_dir, where));
+  load_ranges(trainer, manifest, where, -1, CheckpointFiles(manifest, checkpoint_dir));
   return manifest.at("step").get<int64_t>();
 }
 

@@ -24,7 +24,8 @@ std::vector<std::string> complete_checkpoints(const std::string& root) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(root, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && fs::exists(entry.path() / "manifest.json")) found.push_back(entry.path().string());
+    if (name.rfind("step-", 0) == 0 && !entry.is_symlink(error) && fs::exists(entry.path() / "manifest.json", error))
+      found.push_back(entry.path().string());
   }
   std::sort(found.begin(), found.end());  // zero-padded step numbers sort by step
   return found;
@@ -57,6 +58,22 @@ std::string read_latest_pointer(const fs::path& pointer) {
   return name;
 }
 
+// Checkpoints are step folders directly inside the root, never links: a link could stand in for
+// the newest step and load a checkpoint from anywhere. The fallback refuses a root holding one
+// rather than pass over it, as `latest` naming one is refused.
+void refuse_symlinked_steps(const std::string& root) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || !entry.is_symlink(error)) continue;
+    const fs::path target = fs::read_symlink(entry.path(), error);
+    throw KeelError(KEEL_ERR_IO, entry.path().string() + ": a symbolic link among the checkpoints of " + root +
+                                     (target.empty() ? "" : " (to " + target.string() + ")") +
+                                     "; checkpoints are step folders directly inside the root, never links: remove "
+                                     "it, or name the checkpoint folder to load");
+  }
+}
+
 }  // namespace
 
 std::string resolve_checkpoint(const std::string& path) {
@@ -74,6 +91,7 @@ std::string resolve_checkpoint(const std::string& path) {
     // the target was removed by hand; the newest complete checkpoint is the honest answer.
     log_warn(pointer.string() + " names '" + name + "', which is not a complete checkpoint; using the newest complete one");
   }
+  refuse_symlinked_steps(path);
   std::vector<std::string> complete = complete_checkpoints(path);
   if (!complete.empty()) return complete.back();
   throw KeelError(KEEL_ERR_NOT_FOUND, path + ": no checkpoint here (expected a folder with manifest.json, or a "

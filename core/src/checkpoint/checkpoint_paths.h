@@ -10,7 +10,8 @@
 namespace keel {
 
 std::string step_folder_name(int64_t step);          // "step-00000100"
-// Complete checkpoints under root (folders step-* holding manifest.json), oldest first.
+// Complete checkpoints under root (folders step-* holding manifest.json; never symlinks), oldest
+// first.
 std::vector<std::string> complete_checkpoints(const std::string& root);
 // Deletes complete checkpoints beyond `keep` (never `protect`) and any .tmp-* leftovers.
 void prune_checkpoints(const std::string& root, int32_t keep, const std::string& protect);

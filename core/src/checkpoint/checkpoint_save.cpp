@@ -42,12 +42,6 @@ uint32_t file_crc32c(const std::string& path, uint64_t* bytes) {
   return crc;
 }
 
-std::string hex32(uint32_t v) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%08x", v);
-  return text;
-}
-
 void require_finite(const std::vector<float>& values, const std::string& what, int64_t step) {
   for (size_t i = 0; i < values.size(); ++i)
     if (!std::isfinite(values[i]))
@@ -151,7 +145,7 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
   }
   uint64_t bytes = 0;
   const uint32_t crc = file_crc32c((fs::path(temporary) / rank_file).string(), &bytes);
-  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", hex32(crc)}}},
+  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", crc32c_hex(crc)}}},
                                {"params", params}, {"slices", slices}, {"own_state", own_state}};
   const std::vector<std::string> everyone = trainer.gather_strings(mine.dump());
 

@@ -23,26 +23,28 @@ class ManifestReader {
     throw KeelError(KEEL_ERR_IO, manifest_path_ + ": " + json_path + ": " + why);
   }
 
-  const nlohmann::json& member(const nlohmann::json& object, const std::string& key, const std::string& json_path) const {
-    auto found = object.find(key);
-    if (found == object.end()) fail(json_path, "missing");
+  // parent[key], or "<json_path>: missing; expected <expected>".
+  const nlohmann::json& member(const nlohmann::json& parent, const std::string& key, const std::string& json_path,
+                               const std::string& expected) const {
+    auto found = parent.find(key);
+    if (found == parent.end()) fail(json_path, "missing; expected " + expected);
     return *found;
   }
 
   const nlohmann::json& object(const nlohmann::json& parent, const std::string& key, const std::string& json_path) const {
-    const nlohmann::json& value = member(parent, key, json_path);
+    const nlohmann::json& value = member(parent, key, json_path, "an object");
     if (!value.is_object()) fail(json_path, "expected an object, found " + shown(value));
     return value;
   }
 
   const nlohmann::json& array(const nlohmann::json& parent, const std::string& key, const std::string& json_path) const {
-    const nlohmann::json& value = member(parent, key, json_path);
+    const nlohmann::json& value = member(parent, key, json_path, "a list");
     if (!value.is_array()) fail(json_path, "expected a list, found " + shown(value));
     return value;
   }
 
   std::string string(const nlohmann::json& parent, const std::string& key, const std::string& json_path) const {
-    const nlohmann::json& value = member(parent, key, json_path);
+    const nlohmann::json& value = member(parent, key, json_path, "a string");
     if (!value.is_string()) fail(json_path, "expected a string, found " + shown(value));
     return value.get<std::string>();
   }
@@ -62,7 +64,7 @@ class ManifestReader {
 
   int64_t integer(const nlohmann::json& parent, const std::string& key, int64_t min, int64_t max,
                   const std::string& json_path) const {
-    return integer(member(parent, key, json_path), min, max, json_path);
+    return integer(member(parent, key, json_path, "an integer"), min, max, json_path);
   }
 
   static std::string shown(const nlohmann::json& value) {
@@ -137,7 +139,8 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
   if (!manifest.is_object()) r.fail("(top level)", "expected an object, found " + ManifestReader::shown(manifest));
   r.integer(manifest, "step", 0, kMaxManifestCount, "step");
   r.integer(manifest, "tokens_seen", 0, kMaxManifestCount, "tokens_seen");
-  r.object(manifest, "config", "config");
+  // The run's config: its model section names the network (inspect shows it, export rebuilds it).
+  r.string(r.object(r.object(manifest, "config", "config"), "model", "config.model"), "plugin", "config.model.plugin");
   r.string(r.object(manifest, "strategy", "strategy"), "plugin", "strategy.plugin");
   r.integer(r.object(manifest, "mesh", "mesh"), "dp", 1, INT32_MAX, "mesh.dp");
   r.object(manifest, "data_state", "data_state");

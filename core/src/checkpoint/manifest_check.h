@@ -22,8 +22,8 @@ constexpr int64_t kMaxBoxesPerTensor = 4096;  // distinct slice boxes of one ten
 bool is_plain_file_name(const std::string& name);
 
 // Throws KeelError(KEEL_ERR_IO) "<manifest_path>: <json path>: <what is wrong>, expected ...".
-// Checks: format and format_version; step and tokens_seen in [0, 2^62]; config and data_state
-// objects; optimizer.n_state_slots; params (unique names, shapes of sizes >= 0 whose product
+// Checks: format and format_version; step and tokens_seen in [0, 2^62]; config (with a
+// config.model object naming its plugin) and data_state objects; optimizer.n_state_slots; params (unique names, shapes of sizes >= 0 whose product
 // fits); files (unique plain names, byte counts, 8-digit hex CRC-32C); slices (a known tensor,
 // kind "param" or "stateK" below n_state_slots, 0 <= begin < end <= the tensor's elements, a
 // file listed in files); strategy.plugin and mesh.dp; strategy_own_state records (rank, name,

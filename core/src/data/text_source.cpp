@@ -1,7 +1,11 @@
 // The embedded default corpus: the bytes of the Python standard library's .py files, which
 // every machine of this kind has, so the quick start trains without a download. Files are
 // read in sorted order up to a byte budget; the last val_fraction of the bytes is validation.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -9,6 +13,7 @@
 #include "config/run_config.h"
 #include "data/token_source.h"
 #include "host/errors.h"
+#include "io/regular_file.h"
 
 namespace keel {
 namespace fs = std::filesystem;
@@ -51,8 +56,18 @@ std::string default_text_root() {
 std::vector<std::string> text_files_under(const std::string& root) {
   std::vector<std::string> files;
   std::error_code error;
-  if (fs::is_regular_file(root, error)) return {root};
-  if (!fs::is_directory(root, error)) throw KeelError(KEEL_ERR_NOT_FOUND, "data.text_root: " + root + " does not exist");
+  const std::string expected = "expected a folder of .py, .txt or .md files, or one such file";
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0) {  // follows a symlink: what it names must be a folder or a file
+    const int why = errno;
+    throw KeelError(KEEL_ERR_NOT_FOUND, "data.text_root: " + root +
+                                            (why == ENOENT ? " does not exist" : ": " + std::string(std::strerror(why))) +
+                                            "; " + expected);
+  }
+  if (S_ISREG(st.st_mode)) return {root};
+  // A device or FIFO would never end (/dev/zero) or block the read: refused by what it is.
+  if (!S_ISDIR(st.st_mode))
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, "data.text_root: " + root + " is " + file_type_name(st.st_mode) + "; " + expected);
   for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, error);
        it != fs::recursive_directory_iterator(); it.increment(error)) {
     if (error) break;

@@ -3,6 +3,7 @@
 #include "io/crc32c.h"
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 
 namespace keel {
@@ -39,6 +40,12 @@ uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
   }
   while (bytes--) crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xFF];
   return ~crc;
+}
+
+std::string crc32c_hex(uint32_t crc) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", crc);
+  return text;
 }
 
 }  // namespace keel

@@ -33,14 +33,19 @@ void rename_durably(const std::string& from, const std::string& to) {
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
-  {
+  try {
     std::ofstream out(temporary, std::ios::trunc);
     out << text;
     out.close();
     if (!out) throw KeelError(KEEL_ERR_IO, temporary + ": write failed (disk full?)");
+    fsync_path(temporary);
+    rename_durably(temporary, path);
+  } catch (...) {
+    // Whatever failed (the write, the fsync, the rename), the temporary has no reader and no
+    // later step removes it (.tmp-* leftovers are pruned by prefix, and this one is path.tmp-*).
+    std::remove(temporary.c_str());
+    throw;
   }
-  fsync_path(temporary);
-  rename_durably(temporary, path);
 }
 
 }  // namespace keel

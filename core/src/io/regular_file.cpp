@@ -13,7 +13,6 @@
 #include "host/errors.h"
 
 namespace keel {
-namespace {
 
 std::string file_type_name(mode_t mode) {
   if (S_ISDIR(mode)) return "a folder";
@@ -25,14 +24,9 @@ std::string file_type_name(mode_t mode) {
   return "not a regular file";
 }
 
-struct Descriptor {
-  int fd;
-  ~Descriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-}  // namespace
+FileDescriptor::~FileDescriptor() {
+  if (fd >= 0) ::close(fd);
+}
 
 int open_regular_file(const std::string& path, const std::string& what, Symlinks symlinks) {
   int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
@@ -44,7 +38,7 @@ int open_regular_file(const std::string& path, const std::string& what, Symlinks
       throw KeelError(KEEL_ERR_IO, path + ": " + what + " is a symbolic link; expected a regular file inside the folder");
     throw KeelError(KEEL_ERR_IO, path + ": cannot open " + what + ": " + std::strerror(error));
   }
-  Descriptor guard{fd};
+  FileDescriptor guard(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw KeelError(KEEL_ERR_IO, path + ": cannot stat " + what + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
@@ -56,26 +50,34 @@ int open_regular_file(const std::string& path, const std::string& what, Symlinks
   return fd;
 }
 
-std::vector<unsigned char> read_regular_file(const std::string& path, const std::string& what, Symlinks symlinks,
-                                             size_t max_bytes) {
-  Descriptor file{open_regular_file(path, what, symlinks)};
+uint64_t file_size(int fd, const std::string& path, const std::string& what) {
   struct stat st {};
-  if (::fstat(file.fd, &st) != 0) throw KeelError(KEEL_ERR_IO, path + ": cannot stat " + what + ": " + std::strerror(errno));
-  const uint64_t size = uint64_t(st.st_size);
-  if (size > max_bytes)
-    throw KeelError(KEEL_ERR_IO, path + ": " + what + " is " + std::to_string(size) + " bytes, more than the " +
-                                     std::to_string(max_bytes) + " bytes expected of it");
-  std::vector<unsigned char> bytes(static_cast<size_t>(size));
+  if (::fstat(fd, &st) != 0) throw KeelError(KEEL_ERR_IO, path + ": cannot stat " + what + ": " + std::strerror(errno));
+  return uint64_t(st.st_size);
+}
+
+void read_exactly(int fd, unsigned char* out, size_t bytes, const std::string& path, const std::string& what) {
   size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(file.fd, bytes.data() + done, bytes.size() - done);
+  while (done < bytes) {
+    const ssize_t n = ::read(fd, out + done, bytes - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw KeelError(KEEL_ERR_IO, path + ": cannot read " + what + ": " + std::strerror(errno));
     if (n == 0)
       throw KeelError(KEEL_ERR_IO, path + ": " + what + " shrank while being read: " + std::to_string(done) + " of " +
-                                       std::to_string(size) + " bytes");
+                                       std::to_string(bytes) + " bytes");
     done += size_t(n);
   }
+}
+
+std::vector<unsigned char> read_regular_file(const std::string& path, const std::string& what, Symlinks symlinks,
+                                             size_t max_bytes) {
+  FileDescriptor file(open_regular_file(path, what, symlinks));
+  const uint64_t size = file_size(file.fd, path, what);
+  if (size > max_bytes)
+    throw KeelError(KEEL_ERR_IO, path + ": " + what + " is " + std::to_string(size) + " bytes, more than the " +
+                                     std::to_string(max_bytes) + " bytes expected of it");
+  std::vector<unsigned char> bytes(static_cast<size_t>(size));
+  read_exactly(file.fd, bytes.data(), bytes.size(), path, what);
   return bytes;
 }
 
