@@ -104,6 +104,13 @@ def check_error(keel, args, pattern):
     assert re.search(pattern, p.stderr), f"stderr does not match {pattern!r}:\n{p.stderr}"
 
 
+def check_valid(keel, args, pattern):
+    p = run([keel] + args)
+    print(p.stdout.strip(), p.stderr.strip())
+    assert p.returncode == 0, f"keel {' '.join(args)} exited {p.returncode}:\n{p.stderr}"
+    assert re.search(pattern, p.stdout), f"stdout does not match {pattern!r}:\n{p.stdout}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -112,6 +119,7 @@ def main():
     parser.add_argument("--fixtures", default="")
     parser.add_argument("--pattern", default="")
     parser.add_argument("--set", action="append", default=[])
+    parser.add_argument("--ranks", default="", help="keel validate --ranks N (checks error and valid)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         if args.check == "loss_decreases":
@@ -122,9 +130,13 @@ def main():
             check_accumulation(args.keel, args.config, workdir)
         elif args.check == "shards":
             check_shards(args.keel, args.config, workdir)
-        elif args.check == "error":
+        elif args.check in ("error", "valid"):
             cmd = ["validate", args.config] + [a for s in args.set for a in ("--set", s)]
-            check_error(args.keel, cmd, args.pattern)
+            cmd += ["--ranks", args.ranks] if args.ranks else []
+            if args.check == "error":
+                check_error(args.keel, cmd, args.pattern)
+            else:
+                check_valid(args.keel, cmd, args.pattern)
         else:
             sys.exit(f"unknown check {args.check}")
     print("PASS")
