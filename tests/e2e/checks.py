@@ -107,6 +107,13 @@ def check_error(keel, args, pattern, stream="stderr"):
     assert re.search(pattern, output), f"{stream} does not match {pattern!r}:\n{output}"
 
 
+def check_valid(keel, args, pattern):
+    p = run([keel] + args)
+    print(p.stdout.strip(), p.stderr.strip())
+    assert p.returncode == 0, f"keel {' '.join(args)} exited {p.returncode}:\n{p.stderr}"
+    assert re.search(pattern, p.stdout), f"stdout does not match {pattern!r}:\n{p.stdout}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -116,6 +123,7 @@ def main():
     parser.add_argument("--pattern", default="")
     parser.add_argument("--set", action="append", default=[])
     parser.add_argument("--args", default="", help="command_error: keel's arguments, split as a shell would")
+    parser.add_argument("--ranks", default="", help="keel validate --ranks N (checks error and valid)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         if args.check == "loss_decreases":
@@ -126,9 +134,13 @@ def main():
             check_accumulation(args.keel, args.config, workdir)
         elif args.check == "shards":
             check_shards(args.keel, args.config, workdir)
-        elif args.check == "error":
+        elif args.check in ("error", "valid"):
             cmd = ["validate", args.config] + [a for s in args.set for a in ("--set", s)]
-            check_error(args.keel, cmd, args.pattern)
+            cmd += ["--ranks", args.ranks] if args.ranks else []
+            if args.check == "error":
+                check_error(args.keel, cmd, args.pattern)
+            else:
+                check_valid(args.keel, cmd, args.pattern)
         elif args.check == "run_error":  # as error, through keel run, writing only under workdir
             cmd = ["run", args.config] + [a for s in args.set for a in ("--set", s)] + \
                 ["--set", f"train.checkpoint.dir=\"{workdir}/checkpoints\"",

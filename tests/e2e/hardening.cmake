@@ -1,12 +1,16 @@
 # Bad input at the edges of a run (included by tests/e2e/CMakeLists.txt, whose ${keel},
 # ${quickstart}, ${KEEL_TEST_PYTHON} and keel_error_test() it uses): deep JSON, wrong types,
-# numbers past their range, full disks, an unwritable checkpoint folder, broken plugin files.
+# numbers past their range, full disks, an unwritable checkpoint folder, broken plugin files and
+# entry tables.
 set(hardening_checks ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/hardening_checks.py)
 foreach(check deep_json wrong_types metrics_full_disk tensorboard_full_disk checkpoint_dir_unwritable
               plugin_load_reason plugin_symlink_loop)
   add_test(NAME e2e.hardening.${check} COMMAND ${hardening_checks} ${check} --keel ${keel} --config ${quickstart})
   set_tests_properties(e2e.hardening.${check} PROPERTIES TIMEOUT 600)
 endforeach()
+# Libraries whose entry list is NULL, absurdly long, or lacks a name, version or table.
+add_test(NAME e2e.hardening.plugin_entry_table
+  COMMAND ${hardening_checks} plugin_entry_table --keel ${keel} --config ${quickstart} --fixtures ${CMAKE_BINARY_DIR}/fixtures)
 
 keel_error_test(int32_past_range_reports_value "model\\.n_layer: expected a value in \\[1, 4096\\], found 2147483648"
   "model.n_layer=2147483648")

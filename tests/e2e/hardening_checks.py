@@ -180,6 +180,33 @@ def check_plugin_symlink_loop(keel, config, workdir):
     assert p.returncode == 0, f"keel validate failed with a symlink loop in the plugin folder:\n{p.stderr}"
 
 
+# Each fixture's entry list (tests/fixtures/plugins/broken_entry_table.c) and the refusal it earns.
+ENTRY_TABLE_REFUSALS = {
+    "null_list": r"its plugin list has count 1 but no array \(plugins is NULL\)",
+    "huge_count": r"its plugin list claims 1099511627776 plugins; a library may hold at most 1024",
+    "null_name": r"plugin entry 0 has no name \(name is NULL\)",
+    "null_version": r"optimizer plugin 'broken_entry': its entry has no version \(version is NULL\)",
+    "null_table": r"optimizer plugin 'broken_entry': its entry has no function table \(api is NULL\)",
+}
+
+
+def check_plugin_entry_table(keel, config, workdir, fixtures):
+    """A library whose entry list is NULL where it claims entries, claims absurdly many, or holds an
+    entry without name, version or table: keel plugins lists the refusal and the other plugins; keel
+    run refuses naming the file. Both used to die of SIGSEGV on the NULL list."""
+    for defect, reason in ENTRY_TABLE_REFUSALS.items():
+        folder = os.path.join(fixtures, f"entry_{defect}")
+        library = re.escape(os.path.join(folder, f"libkeel-entry_{defect}.so"))
+        refusal = library + " was refused: " + reason
+        p = run([keel, "plugins", "--plugin-path", folder])
+        print(f"keel plugins, entry_{defect}: exit {p.returncode}\n{p.stderr.strip()[-300:]}")
+        assert p.returncode == 0, f"keel plugins exited {p.returncode} with entry_{defect} in its folder"
+        assert re.search("refused: plugin library " + refusal, p.stdout), f"entry_{defect}: refusal not listed:\n{p.stdout}"
+        assert re.search(r"optimizer\s+adamw", p.stdout), "the other plugins were not listed"
+        p = tiny_run(keel, config, workdir, [f"plugin_path=\"{folder}\"", "optimizer={\"plugin\": \"broken_entry\"}"])
+        expect_refusal(p, refusal, f"keel run with entry_{defect}")
+
+
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}
 
 
@@ -188,10 +215,12 @@ def main():
     parser.add_argument("check", choices=sorted(CHECKS))
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
+    parser.add_argument("--fixtures", default="", help="the build's fixtures folder (plugin_entry_table)")
     args = parser.parse_args()
     args.keel, args.config = os.path.abspath(args.keel), os.path.abspath(args.config)
+    extra = [os.path.abspath(args.fixtures)] if args.check == "plugin_entry_table" else []
     with tempfile.TemporaryDirectory() as workdir:
-        CHECKS[args.check](args.keel, args.config, workdir)
+        CHECKS[args.check](args.keel, args.config, workdir, *extra)
     print("PASS")
 
 

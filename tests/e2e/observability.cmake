@@ -8,6 +8,9 @@ set(KEEL_TEST_VENV ${PROJECT_SOURCE_DIR}/build/test-venv CACHE PATH "venv with P
 add_test(NAME e2e.observability.progress_bar
   COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} progress_bar --keel ${keel} --config ${quickstart})
 add_test(NAME e2e.observability.plot COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} plot --keel ${keel})
+# FIFOs, devices, oversized files and axes that are not finite.
+add_test(NAME e2e.observability.plot_untrusted
+  COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} plot_untrusted --keel ${keel})
 
 # sh -c 'SCRIPT VENV && VENV/bin/python CHECKS ...': the venv's exit 77 (no PyPI) ends the test as skipped.
 add_test(NAME e2e.observability.tensorboard_reads_events

@@ -272,16 +272,55 @@ def check_plot(keel, workdir):
         print(f"refused ({p.returncode}): {p.stderr.splitlines()[0]}")
 
     missing = os.path.join(workdir, "missing.jsonl")
-    refuses([missing, "--out", os.path.join(workdir, "x.svg")], re.escape(missing) + ": cannot read")
+    refuses([missing, "--out", os.path.join(workdir, "x.svg")], re.escape(missing) + ": cannot open the metrics file")
     empty = os.path.join(workdir, "empty.jsonl")
     open(empty, "w").write("{\"note\": \"no losses here\"}\n")
     refuses([empty, "--out", os.path.join(workdir, "x.png")], re.escape(empty) + ": no records")
     refuses([metrics, "--out", os.path.join(workdir, "x.gif")], r"unknown image format '\.gif'")
 
 
+def check_plot_untrusted(keel, workdir):
+    """keel plot on what is not a metrics file: a FIFO (used to block forever), /dev/zero (used to
+    read 1-2 GB and then say "no records"), a file past the size bound, and losses whose axis is not
+    finite (used to write -nan coordinates and exit 0). Each is refused quickly, naming the file."""
+    out = os.path.join(workdir, "untrusted.svg")
+
+    def refuses(metrics, pattern, what):
+        try:
+            p = subprocess.run([keel, "plot", metrics, "--out", out], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            fail(f"keel plot on {what} did not finish in 30 s")
+        if p.returncode != 1 or not re.search(pattern, p.stderr):
+            fail(f"keel plot on {what}: exit {p.returncode}, stderr {p.stderr[-400:]!r}; expected exit 1 and /{pattern}/")
+        if os.path.exists(out):
+            fail(f"keel plot on {what} wrote {out}: {open(out).read()[:300]!r}")
+        print(f"{what}: refused: {p.stderr.splitlines()[0]}")
+
+    fifo = os.path.join(workdir, "fifo.jsonl")
+    os.mkfifo(fifo)
+    refuses(fifo, re.escape(fifo) + r": the metrics file is a FIFO; expected a regular file", "a FIFO")
+    refuses("/dev/zero", r"/dev/zero: the metrics file is a character device; expected a regular file", "/dev/zero")
+    huge = os.path.join(workdir, "huge.jsonl")
+    with open(huge, "wb") as f:
+        f.truncate((1 << 30) + 1)  # sparse: nothing is written
+    refuses(huge, re.escape(huge) + r": the metrics file is 1073741825 bytes, more than the 1073741824 bytes",
+            "a file past the bound")
+    wide = os.path.join(workdir, "wide.jsonl")
+    open(wide, "w").write('{"step": 1, "loss": 1e308}\n{"step": 2, "loss": -1e308}\n')
+    refuses(wide, re.escape(wide) + r": the loss axis would span -1e\+308 to 1e\+308, a width that is not a finite number",
+            "losses of 1e308 and -1e308")
+    far = os.path.join(workdir, "far.jsonl")
+    open(far, "w").write('{"step": -1.7e308, "loss": 1}\n{"step": 1.7e308, "loss": 2}\n')
+    refuses(far, re.escape(far) + r": the step axis would span -1\.7e\+308 to 1\.7e\+308, a width that is not a finite",
+            "steps of -1.7e308 and 1.7e308")
+    infinite = os.path.join(workdir, "inf.jsonl")
+    open(infinite, "w").write('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 1e999}\n')
+    refuses(infinite, re.escape(infinite) + r":2: not valid JSON: .*number overflow", "a loss of 1e999 (past a double)")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["tensorboard", "progress_bar", "plot"])
+    parser.add_argument("check", choices=["tensorboard", "progress_bar", "plot", "plot_untrusted"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config")
     args = parser.parse_args()
@@ -290,6 +329,8 @@ def main():
             check_tensorboard(args.keel, args.config, workdir)
         elif args.check == "progress_bar":
             check_progress_bar(args.keel, args.config, workdir)
+        elif args.check == "plot_untrusted":
+            check_plot_untrusted(args.keel, workdir)
         else:
             check_plot(args.keel, workdir)
     print("PASS")

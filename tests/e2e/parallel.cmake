@@ -15,9 +15,10 @@ if(TARGET keel-zero)
   set_tests_properties(e2e.parallel.reshard PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 endif()
 # Tensor and sequence parallelism (tensor_parallel_checks.py): parity with one rank, resharding
-# across (tp, dp, ZeRO) layouts with export, and checkpoints of the format before boxes.
+# across (tp, dp, ZeRO) layouts with export, checkpoints of the format before boxes, and a
+# sequence-parallel seq_len that tp does not divide, refused at start-up.
 if(TARGET keel-zero)
-  foreach(check parity reshard format1 end_of_run init_from)
+  foreach(check parity reshard format1 end_of_run init_from sequence_parallel_seq_len)
     add_test(NAME e2e.tensor_parallel.${check}
       COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/tensor_parallel_checks.py ${check} --keel ${keel}
               --config ${quickstart} --strategies ddp,zero1,zero2,zero3)

@@ -170,8 +170,8 @@ def check_failure(args, work):
                        [a for s in TINY + ["data.micro_batch=4", "data.global_batch=8", "train.steps=2",
                                            f"train.metrics_path=\"{work}/g.jsonl\""] for a in ("--set", s)],
                        capture_output=True, text=True, timeout=120, env=ENV)
-    assert p.returncode != 0 and re.search(r"data\.global_batch: 8 sequences per step do not divide into "
-                                           r"micro_batch 4 × data-parallel size 3", p.stderr), p.stderr[-1500:]
+    assert p.returncode != 0 and re.search(r"data\.global_batch: 8 sequences per step are fewer than "
+                                           r"data\.micro_batch 4 × dp 3 = 12", p.stderr), p.stderr[-1500:]
     print("global_batch 8 over 3 ranks of micro_batch 4: refused")
     for mode, pattern in (("error", r"rank 1 of 3: .*injected fault after step 2"), ("kill", r"rank 1|signal 9|killed")):
         start = time.time()

@@ -168,9 +168,24 @@ def check_end_of_run(args, work):
         print(f"{tag}: evaluation, save and the one-rank sample, {elapsed:.1f}s")
 
 
+def check_sequence_parallel_seq_len(args, work):
+    """data.seq_len 31 under sequence parallelism at tp 2 is refused at start-up, before any step,
+    naming data.seq_len and parallel.tp (it used to fail only in the first forward)."""
+    p = run_tp(args, 2, 2, "ddp", work, "sp-seq31", ["data.seq_len=31", "comm.timeout_s=30"], sp=True, check=False)
+    print(p.stderr.strip()[-600:])
+    assert p.returncode != 0, "keel run accepted data.seq_len 31 with sequence parallelism at tp 2"
+    pattern = r"data\.seq_len \(31\) must be a multiple of parallel\.tp \(2\) with parallel\.sequence_parallel"
+    assert re.search(pattern, p.stderr), f"stderr does not match {pattern!r}:\n{p.stderr[-2000:]}"
+    metrics = f"{work}/sp-seq31.jsonl"
+    records = [l for l in open(metrics) if l.strip()] if os.path.exists(metrics) else []
+    assert not records, f"{len(records)} step(s) ran before the refusal"
+    assert "forward" not in p.stderr, "refused by the model's forward, not at start-up"
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["parity", "reshard", "format1", "end_of_run", "init_from"])
+    parser.add_argument("check", choices=["parity", "reshard", "format1", "end_of_run", "init_from",
+                                          "sequence_parallel_seq_len"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--strategies", default="ddp,zero1,zero2,zero3")
@@ -182,7 +197,8 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as work:
         {"parity": check_parity, "reshard": check_reshard, "format1": check_format1,
-         "end_of_run": check_end_of_run, "init_from": check_init_from}[args.check](args, work)
+         "end_of_run": check_end_of_run, "init_from": check_init_from,
+         "sequence_parallel_seq_len": check_sequence_parallel_seq_len}[args.check](args, work)
     print("PASS")
     return 0
 

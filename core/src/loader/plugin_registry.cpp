@@ -16,7 +16,7 @@
 #include "host/errors.h"
 #include "host/log.h"
 #include "loader/discovery.h"
-#include "loader/table_check.h"
+#include "loader/entry_check.h"
 
 namespace keel {
 namespace {
@@ -116,17 +116,17 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
   if (!list || list->struct_size < sizeof(keel_plugin_list))
     return refuse(std::string(KEEL_PLUGIN_ENTRY_SYMBOL) + " returned " + (list ? "a list smaller than ABI 0.1's" : "NULL"));
   if (std::string why = abi_refusal(list->abi_major, list->abi_minor); !why.empty()) return refuse(why);
+  if (std::string why = plugin_list_problem(*list); !why.empty()) return refuse(why);
 
   std::vector<LoadedPlugin> accepted;
   for (size_t i = 0; i < list->count; ++i) {
     const keel_plugin_info& info = list->plugins[i];
-    const std::string name = info.name ? info.name : "";
-    if (info.struct_size < sizeof(keel_plugin_info) || name.empty())
-      return refuse("plugin entry " + std::to_string(i) + " is malformed (struct_size too small or no name)");
+    if (std::string why = plugin_entry_identity_problem(info, i); !why.empty()) return refuse(why);
+    const std::string name = info.name;
     if (std::string why = abi_refusal(info.abi_major, info.abi_minor); !why.empty())
       return refuse("plugin '" + name + "': " + why, name);
-    std::string table_problem = check_kind_table(info);
-    if (!table_problem.empty()) return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "': " + table_problem, name);
+    if (std::string why = plugin_entry_contents_problem(info); !why.empty())
+      return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "': " + why, name);
     for (const auto& other : s.plugins)
       if (other.info.kind == info.kind && name == other.info.name)
         return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "' is already provided by " + other.path +
@@ -158,10 +158,9 @@ void PluginRegistry::register_in_process(const keel_plugin_info& info, bool repl
   auto refuse = [&](const std::string& why) {
     throw KeelError(KEEL_ERR_ABI_MISMATCH, "in-process plugin '" + name + "' was refused: " + why);
   };
-  if (info.struct_size < sizeof(keel_plugin_info) || name.empty()) refuse("its info is malformed (struct_size or name)");
+  if (std::string why = plugin_entry_identity_problem(info, 0); !why.empty()) refuse(why);
   if (std::string why = abi_refusal(info.abi_major, info.abi_minor); !why.empty()) refuse(why);
-  std::string table_problem = check_kind_table(info);
-  if (!table_problem.empty()) refuse(table_problem);
+  if (std::string why = plugin_entry_contents_problem(info); !why.empty()) refuse(why);
   for (auto& other : s.plugins) {
     if (other.info.kind != info.kind || name != other.info.name) continue;
     if (!replace)

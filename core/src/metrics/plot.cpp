@@ -1,15 +1,21 @@
 // Reads the JSONL metrics into two series (loss at every logged step, val_loss where it was
 // measured) and hands them to the SVG or PNG renderer by the output's extension. A resumed run
-// appends to its metrics file, so a step logged twice keeps its later record.
+// appends to its metrics file, so a step logged twice keeps its later record. The file is
+// untrusted: only a regular file of bounded size is read, and axes that are not finite are refused.
 #include "metrics/plot.h"
 
 #include <keel_support/json_parse.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
+#include "host/errors.h"
+#include "io/regular_file.h"
 #include "metrics/chart/png_chart.h"
 #include "metrics/chart/png_file.h"
 #include "metrics/chart/svg_chart.h"
@@ -59,21 +65,33 @@ bool is_number(const nlohmann::json& record, const char* key) {
   return record.contains(key) && record[key].is_number();
 }
 
+// A metrics file is untrusted input: only a regular file is opened (a FIFO would block the open,
+// /dev/zero would never end), and no more than this is read. 1 GiB holds millions of records.
+constexpr size_t kMaxMetricsBytes = size_t(1) << 30;
+
+std::string read_metrics_text(const std::string& path) {
+  try {
+    const std::vector<unsigned char> bytes = read_regular_file(path, "the metrics file", Symlinks::follow, kMaxMetricsBytes);
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const KeelError& e) {
+    throw PlotError{1, e.what()};
+  }
+}
+
 Losses read_losses(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw PlotError{1, path + ": cannot read (no such file, or not readable)"};
+  std::istringstream in(read_metrics_text(path));
   Losses losses;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(number);
     nlohmann::json record;
     try {
-      record = keel_support::parse_json(path + ":" + std::to_string(number), line);
-    } catch (const keel_support::ConfigError&) {
-      record = nullptr;  // refused below, with the line's number
+      record = keel_support::parse_json(where, line);
+    } catch (const keel_support::ConfigError& e) {
+      throw PlotError{1, e.what()};  // names the line and the parser's reason (a number past a double, ...)
     }
-    if (!record.is_object())
-      throw PlotError{1, path + ":" + std::to_string(number) + ": not a JSON object (expected one metrics record a line)"};
+    if (!record.is_object()) throw PlotError{1, where + ": not a JSON object (expected one metrics record a line)"};
     if (!is_number(record, "step")) continue;
     const double step = record["step"].get<double>();
     if (is_number(record, "loss")) losses.loss[step] = record["loss"].get<double>();
@@ -82,6 +100,26 @@ Losses read_losses(const std::string& path) {
   if (losses.loss.empty() && losses.val_loss.empty())
     throw PlotError{1, path + ": no records with \"step\" and \"loss\" (is it a keel metrics file?)"};
   return losses;
+}
+
+// Finite values can still span more than a double holds (losses of 1e308 and -1e308): the axis,
+// padded as the layout pads it, must be finite, or every coordinate would be NaN.
+void require_finite_axes(const chart::Layout& layout, const Losses& losses, const std::string& path) {
+  auto check = [&](const char* axis, double lo, double hi, double data_lo, double data_hi) {
+    if (std::isfinite(lo) && std::isfinite(hi) && std::isfinite(hi - lo)) return;
+    std::ostringstream message;
+    message << path << ": the " << axis << " axis would span " << data_lo << " to " << data_hi
+            << ", a width that is not a finite number; nothing was drawn";
+    throw PlotError{1, message.str()};
+  };
+  double step_lo = INFINITY, step_hi = -INFINITY, loss_lo = INFINITY, loss_hi = -INFINITY;
+  for (const auto* points : {&losses.loss, &losses.val_loss})
+    for (const auto& [step, value] : *points) {
+      step_lo = std::min(step_lo, step), step_hi = std::max(step_hi, step);
+      loss_lo = std::min(loss_lo, value), loss_hi = std::max(loss_hi, value);
+    }
+  check("step", layout.x_min, layout.x_max, step_lo, step_hi);
+  check("loss", layout.y_min, layout.y_max, loss_lo, loss_hi);
 }
 
 chart::Series to_series(const std::string& name, const std::map<double, double>& points, chart::Rgb colour) {
@@ -93,12 +131,14 @@ chart::Series to_series(const std::string& name, const std::map<double, double>&
   return series;
 }
 
-std::string render(const chart::Chart& chart, const std::string& out_path) {
-  const std::string extension = std::filesystem::path(out_path).extension().string();
+std::string render(const chart::Chart& chart, const Losses& losses, const PlotArgs& args) {
+  const std::string extension = std::filesystem::path(args.out_path).extension().string();
+  if (extension != ".svg" && extension != ".png")
+    throw PlotError{2, "--out " + args.out_path + ": unknown image format '" + extension + "' (use .svg or .png)"};
   const chart::Layout layout = chart::layout_chart(chart, 800, 500);
+  require_finite_axes(layout, losses, args.metrics_path);
   if (extension == ".svg") return chart::render_svg(chart, layout);
-  if (extension == ".png") return chart::encode_png(chart::render_raster(chart, layout));
-  throw PlotError{2, "--out " + out_path + ": unknown image format '" + extension + "' (use .svg or .png)"};
+  return chart::encode_png(chart::render_raster(chart, layout));
 }
 
 }  // namespace
@@ -113,7 +153,7 @@ int plot_command(const std::vector<std::string>& args, std::ostream& out, std::o
       chart.series.push_back(to_series("val_loss", losses.val_loss, {255, 127, 14}));
       chart.series.back().markers = true;
     }
-    const std::string image = render(chart, parsed.out_path);
+    const std::string image = render(chart, losses, parsed);
     std::ofstream file(parsed.out_path, std::ios::binary | std::ios::trunc);
     if (!(file << image) || !file.flush()) throw PlotError{1, parsed.out_path + ": cannot write"};
     out << "wrote " << parsed.out_path << ": " << losses.loss.size() << " loss and " << losses.val_loss.size()

@@ -1,7 +1,8 @@
 // `keel validate`'s check of the parallel layout before any rank starts: the world divides into
-// tp × dp × pp, the global batch into micro-batches per data-parallel rank, the schedule can run
-// that many micro-batches on that many stages, the model can be cut into the chunks asked for,
-// and every plugin is new enough for the layout. Each refusal names the numbers and the key.
+// tp × dp × pp, every plugin is new enough for the layout, the model accepts it (model_probe.h:
+// heads and widths tp divides, the chunks pp cuts, sequence parallelism), the batch fits
+// (batch_geometry.h, shared with a run's start-up), and the schedule can run that many
+// micro-batches on that many stages. Each refusal names the numbers and the key.
 #pragma once
 
 #include <cstdint>

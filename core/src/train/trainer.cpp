@@ -17,6 +17,7 @@
 #include "host/log.h"
 #include "host/param_init.h"
 #include "interop/huggingface.h"
+#include "train/batch_geometry.h"
 #include "train/lr_schedule.h"
 
 namespace keel {
@@ -25,21 +26,11 @@ std::string shard_token_out_of_range(const TokenSource& source, int32_t vocabula
 
 Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)) {
   plugins_.create(config_);
+  const BatchGeometry batches =
+      check_batch_geometry(config_, plugins_.dp_size, plugins_.tp_size, plugins_.model_info.max_seq_len);
+  seq_len_ = batches.seq_len;
+  accumulation_steps_ = batches.micro_steps;
   if (!config_.model_init_from.empty()) import_huggingface(*this, config_.model_init_from);  // model.init_from
-  const keel_model_info& info = plugins_.model_info;
-  seq_len_ = config_.data.seq_len > 0 ? config_.data.seq_len : info.max_seq_len;
-  if (seq_len_ > info.max_seq_len)
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.seq_len: " + std::to_string(seq_len_) +
-                                                 " is longer than the model's maximum sequence length " +
-                                                 std::to_string(info.max_seq_len));
-  const int32_t per_step = config_.data.micro_batch * plugins_.dp_size;
-  if (config_.data.global_batch % per_step != 0)
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.global_batch: " +
-                                                 std::to_string(config_.data.global_batch) +
-                                                 " sequences per step do not divide into micro_batch " +
-                                                 std::to_string(config_.data.micro_batch) + " × data-parallel size " +
-                                                 std::to_string(plugins_.dp_size) + " (= " + std::to_string(per_step) +
-                                                 " per micro-step); use a multiple of " + std::to_string(per_step));
   pipeline_ = std::make_unique<PipelineRunner>(plugins_, config_);
   pipeline_->check_microbatches(accumulation_steps());  // a schedule that cannot run this step fails now
   if (!plugins_.data && data == TrainerData::open) open_builtin_data();

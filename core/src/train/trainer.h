@@ -81,9 +81,7 @@ class Trainer {
   const keel_optimizer_info& optimizer_info() const { return plugins_.optimizer_info; }
   int64_t step() const { return step_; }
   int32_t seq_len() const { return seq_len_; }
-  int32_t accumulation_steps() const {
-    return config_.data.global_batch / (config_.data.micro_batch * plugins_.dp_size);
-  }
+  int32_t accumulation_steps() const { return accumulation_steps_; }
   // Where this process stands in the mesh.
   int32_t world_rank() const { return plugins_.world_rank; }
   int32_t world_size() const { return plugins_.world_size; }
@@ -146,6 +144,7 @@ class Trainer {
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;
   int32_t seq_len_ = 0;
+  int32_t accumulation_steps_ = 0;  // micro-batches per step on each data-parallel rank (batch_geometry.h)
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "metrics/chart/chart.h"
@@ -77,7 +78,7 @@ TEST(PlotCommand, RefusesWithMessagesThatNameTheFile) {
   fs::create_directories(dir);
   std::ostringstream out, err;
   EXPECT_EQ(plot_command({(dir / "missing.jsonl").string(), "--out", (dir / "a.svg").string()}, out, err), 1);
-  EXPECT_NE(err.str().find("missing.jsonl: cannot read"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("missing.jsonl: cannot open the metrics file: No such file"), std::string::npos) << err.str();
 
   std::ofstream((dir / "empty.jsonl").string()) << "{\"note\": 1}\n";
   err.str("");
@@ -91,6 +92,27 @@ TEST(PlotCommand, RefusesWithMessagesThatNameTheFile) {
   err.str("");
   EXPECT_EQ(plot_command({(dir / "one.jsonl").string()}, out, err), 2);
   EXPECT_NE(err.str().find("--out"), std::string::npos) << err.str();
+  fs::remove_all(dir);
+}
+
+TEST(PlotCommand, RefusesAnAxisWiderThanADouble) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "keel_plot_axis_unit_test";
+  fs::create_directories(dir);
+  const std::string metrics = (dir / "wide.jsonl").string(), svg = (dir / "wide.svg").string();
+  std::ofstream(metrics) << "{\"step\": 1, \"loss\": 1e308}\n{\"step\": 2, \"val_loss\": -1e308}\n";
+  std::ostringstream out, err;
+  EXPECT_EQ(plot_command({metrics, "--out", svg}, out, err), 1);
+  EXPECT_NE(err.str().find("wide.jsonl: the loss axis would span -1e+308 to 1e+308, a width that is not a finite number"),
+            std::string::npos) << err.str();
+  EXPECT_FALSE(fs::exists(svg)) << "a chart with NaN coordinates was written";
+  // The widest finite span still draws: 0 to 1e307 pads to a finite axis.
+  std::ofstream(metrics) << "{\"step\": 1, \"loss\": 0}\n{\"step\": 2, \"loss\": 1e307}\n";
+  err.str("");
+  EXPECT_EQ(plot_command({metrics, "--out", svg}, out, err), 0) << err.str();
+  std::ifstream written(svg);
+  const std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("nan"), std::string::npos);
   fs::remove_all(dir);
 }
 

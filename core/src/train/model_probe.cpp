@@ -1,0 +1,48 @@
+// The probe of model_probe.h, through the same plugin tables and create arguments a run uses
+// (plugin_instances.cpp), less the communicators.
+#include "train/model_probe.h"
+
+#include <keel/keel.h>
+
+#include <string>
+
+#include "host/errors.h"
+#include "host/host_table.h"
+#include "loader/plugin_registry.h"
+#include "train/shape_only_comm.h"
+
+namespace keel {
+
+int32_t probe_model_layout(const RunConfig& config) {
+  auto& registry = PluginRegistry::instance();
+  const auto* backend = static_cast<const keel_backend_api*>(registry.find(KEEL_KIND_BACKEND, config.backend.plugin).info.api);
+  const auto* model = static_cast<const keel_model_api*>(registry.find(KEEL_KIND_MODEL, config.model.plugin).info.api);
+  const std::string backend_json = config.backend.json.dump(), model_json = config.model.json.dump();
+  keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
+  void* backend_obj = nullptr;
+  check_plugin(backend->create(host_table(), &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
+
+  ShapeOnlyComm tp_group{0, config.tp};
+  const bool split = config.tp > 1;  // model.h: no tp group at tp 1
+  const int32_t* blocks = config.layers_per_stage.empty() ? nullptr : config.layers_per_stage.data();
+  keel_model_create_args args{sizeof(args), model_json.c_str(), config.model.json_path.c_str(), backend, backend_obj,
+                              0, config.tp, split ? shape_only_comm_api() : nullptr, split ? &tp_group : nullptr,
+                              config.sequence_parallel ? 1 : 0, 0, config.pp, config.virtual_stages, blocks,
+                              int32_t(config.layers_per_stage.size())};
+  void* model_obj = nullptr;
+  keel_status status = model->create(host_table(), &args, &model_obj);
+  // Worded as a run words it (plugin_instances.cpp), so validate and run refuse alike.
+  std::string problem = status == KEEL_OK ? "" : "creating model '" + config.model.plugin + "': " + last_error();
+  keel_model_info info{};
+  info.struct_size = sizeof(info);
+  if (status == KEEL_OK) {
+    status = model->describe(model_obj, &info);
+    if (status != KEEL_OK) problem = "model '" + config.model.plugin + "' describe: " + last_error();
+  }
+  if (model_obj) model->destroy(model_obj);
+  backend->destroy(backend_obj);
+  if (status != KEEL_OK) throw KeelError(status, config.file + ": " + problem);
+  return info.max_seq_len;
+}
+
+}  // namespace keel
