@@ -38,7 +38,8 @@ TEST(NvmeCleanup, FilesLiveInAFolderNamedForThisProcessAndGoWithTheEngine) {
     files_folder = engine->files_folder();
     std::string expected_prefix = scratch.path() + "/keel-offload-" + std::to_string(getpid()) + "-";
     EXPECT_EQ(0u, files_folder.rfind(expected_prefix, 0)) << files_folder;
-    EXPECT_EQ((std::set<std::string>{"0-layer.0_adam_m.extent", "1-layer.0_adam_v.extent"}), names_in(files_folder));
+    EXPECT_EQ((std::set<std::string>{".keel-owner", "0-layer.0_adam_m.extent", "1-layer.0_adam_v.extent"}),
+              names_in(files_folder));
     EXPECT_EQ(kMiB, std::filesystem::file_size(files_folder + "/0-layer.0_adam_m.extent"));
   }
   EXPECT_FALSE(std::filesystem::exists(files_folder)) << files_folder << " outlived its engine";
@@ -75,7 +76,7 @@ TEST(NvmeCleanup, TwoEnginesInOneFolderKeepApart) {
   second->add_extent("same-name", kMiB);
   EXPECT_NE(first->files_folder(), second->files_folder());
   first.reset();
-  EXPECT_EQ(std::set<std::string>{"0-same-name.extent"}, names_in(second->files_folder()));
+  EXPECT_EQ((std::set<std::string>{".keel-owner", "0-same-name.extent"}), names_in(second->files_folder()));
 }
 
 }  // namespace

@@ -238,7 +238,8 @@ TEST(OffloadPlugin, NvmeFilesCarryTheRankAndAreRemovedAtDestroy) {
   EXPECT_EQ(entries[0].rfind("keel-offload-rank3-" + std::to_string(getpid()) + "-", 0), 0u) << entries[0];
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(scratch.path() + "/" + entries[0]),
                           std::filesystem::directory_iterator()),
-            1);
+            2);  // the extent's file and the owner file
+  EXPECT_TRUE(std::filesystem::is_regular_file(scratch.path() + "/" + entries[0] + "/.keel-owner"));
   plugin.destroy();
   EXPECT_TRUE(std::filesystem::is_empty(scratch.path()));
 }

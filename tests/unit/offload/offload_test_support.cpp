@@ -79,7 +79,8 @@ int descriptor_of(const std::string& path) {
 
 std::string only_file_in(const std::string& folder) {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(folder)) files.push_back(entry.path().string());
+  for (const auto& entry : std::filesystem::directory_iterator(folder))
+    if (entry.path().extension() == ".extent") files.push_back(entry.path().string());  // not the owner file
   return files.size() == 1 ? files[0] : std::string();
 }
 

@@ -41,7 +41,7 @@ keel_offload::AlignedBuffer random_bytes(uint64_t bytes, uint32_t seed);
 
 // The descriptor this process holds for `path` (found through /proc/self/fd), or -1.
 int descriptor_of(const std::string& path);
-// The path of the one file in `folder`, or "" when there are none or several.
+// The path of the one extent file (*.extent) in `folder`, or "" when there are none or several.
 std::string only_file_in(const std::string& folder);
 
 // Runs `call` and returns the StatusError it throws; fails the test if it throws nothing.
