@@ -1,6 +1,6 @@
 // The checks of batch_geometry.h, in the order a reader would ask them: how long is a sequence,
-// does sequence parallelism split it, how many sequences does a micro-step take, and does one
-// micro-batch fit the bound.
+// does sequence parallelism split it, how many sequences does a micro-step take, how many
+// micro-steps make a step, and does one micro-batch fit the bound.
 #include "train/batch_geometry.h"
 
 #include <string>
@@ -42,6 +42,12 @@ BatchGeometry check_batch_geometry(const RunConfig& config, int64_t dp_size, int
                        text(data.micro_batch) + " × dp " + text(dp_size) + " (= " + text(sequences_per_micro_step) +
                        " per micro-step); use a multiple of " + text(sequences_per_micro_step));
   geometry.micro_steps = int32_t(data.global_batch / sequences_per_micro_step);  // <= global_batch <= 2^30
+  if (geometry.micro_steps > kMaxMicroStepsPerStep)
+    refuse(config, "data.global_batch: " + text(data.global_batch) + " sequences per step are " +
+                       text(geometry.micro_steps) + " micro-batches per data-parallel rank (micro_batch " +
+                       text(data.micro_batch) + " × dp " + text(dp_size) + "), more than the " +
+                       text(kMaxMicroStepsPerStep) + " a step may hold; raise data.micro_batch or lower "
+                       "data.global_batch");
 
   const int64_t tokens_per_micro_batch = int64_t(data.micro_batch) * geometry.seq_len;
   if (tokens_per_micro_batch > kMaxTokensPerMicroBatch)

@@ -15,6 +15,11 @@ namespace keel {
 // and the backend, and no model could hold the activations of more.
 inline constexpr int64_t kMaxTokensPerMicroBatch = INT32_MAX;
 
+// The most micro-batches one optimizer step may take per data-parallel rank: a step's batches
+// and its pipeline action lists are held whole, so past this a typo in data.global_batch would
+// grow memory without bound before the first step.
+inline constexpr int64_t kMaxMicroStepsPerStep = 65536;
+
 struct BatchGeometry {
   int32_t seq_len = 0;      // tokens per sequence: data.seq_len, else the model's maximum
   int32_t micro_steps = 0;  // micro-batches per optimizer step on each data-parallel rank

@@ -11,6 +11,7 @@
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "loader/plugin_registry.h"
+#include "train/batch_geometry.h"
 #include "train/schedule_lists.h"
 
 namespace keel {
@@ -47,7 +48,7 @@ CheckArgs parse_check_args(const std::vector<std::string>& args) {
       return args[++i];
     };
     if (arg == "--pp") parsed.stages = count_value(arg, value(), 1024);
-    else if (arg == "--microbatches") parsed.microbatches = count_value(arg, value(), int32_t(kMaxMicrobatchesPerStep));
+    else if (arg == "--microbatches") parsed.microbatches = count_value(arg, value(), int32_t(kMaxMicroStepsPerStep));
     else if (arg == "--virtual-stages") parsed.virtual_stages = count_value(arg, value(), 64);
     else if (arg == "--section") parsed.section = value();
     else if (arg == "--plugin-path") parsed.plugin_path.push_back(value());

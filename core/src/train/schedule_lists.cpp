@@ -75,16 +75,6 @@ int32_t pipeline_message_tag(int32_t microbatch, int32_t chunk, bool gradient) {
   return ((microbatch % 64) * 256 + chunk % 256) * 2 + (gradient ? 1 : 0);
 }
 
-void check_microbatch_count(const RunConfig& config, int64_t dp, int64_t microbatches) {
-  if (microbatches <= kMaxMicrobatchesPerStep) return;
-  throw KeelError(KEEL_ERR_INVALID_CONFIG,
-                  config.file + ": data.global_batch: " + text(config.data.global_batch) + " sequences per step are " +
-                      text(microbatches) + " micro-batches per data-parallel rank (micro_batch " +
-                      text(config.data.micro_batch) + " × dp " + text(dp) + "), more than the " +
-                      text(kMaxMicrobatchesPerStep) + " a step may hold; raise data.micro_batch or lower "
-                      "data.global_batch");
-}
-
 keel_support::ScheduleLists build_stage_lists(const ScheduleRequest& request) {
   keel_support::ScheduleLists lists;
   for (int32_t stage = 0; stage < request.stages; ++stage) {
@@ -115,7 +105,6 @@ std::string schedule_problem(const ScheduleRequest& request, const keel_support:
 
 keel_support::ScheduleLists build_checked_schedule(const RunConfig& config, const keel_schedule_api* schedule,
                                                    int64_t dp, int32_t microbatches) {
-  check_microbatch_count(config, dp, microbatches);
   ScheduleRequest request;
   request.schedule = schedule;
   request.name = config.schedule.plugin;

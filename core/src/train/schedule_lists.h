@@ -17,15 +17,6 @@
 
 namespace keel {
 
-// The most micro-batches one optimizer step may have per data-parallel rank: every step's
-// batches and the action lists are held whole, so past this a typo in data.global_batch would
-// grow memory without bound before the first step.
-constexpr int64_t kMaxMicrobatchesPerStep = 65536;
-
-// Refuses `microbatches` (= global_batch / (micro_batch × dp)) above kMaxMicrobatchesPerStep,
-// naming the keys and the numbers.
-void check_microbatch_count(const RunConfig& config, int64_t dp, int64_t microbatches);
-
 // What to build: a schedule plugin's table and section, the shape, and how messages name it.
 struct ScheduleRequest {
   const keel_schedule_api* schedule = nullptr;
@@ -47,8 +38,9 @@ std::string schedule_problem(const ScheduleRequest& request, const keel_support:
                              keel_support::ScheduleReport* report = nullptr);
 
 // Every stage's list for `microbatches` micro-batches on config.pp stages with
-// config.virtual_stages chunks each, built and checked as above: throws KeelError naming
-// parallel.schedule.plugin, the first bad action and the schedule-check command that lists all.
+// config.virtual_stages chunks each (a count check_batch_geometry bounded), built and checked as
+// above: throws KeelError naming parallel.schedule.plugin, the first bad action and the
+// schedule-check command that lists all.
 keel_support::ScheduleLists build_checked_schedule(const RunConfig& config, const keel_schedule_api* schedule,
                                                    int64_t dp, int32_t microbatches);
 
