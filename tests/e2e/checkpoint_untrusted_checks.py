@@ -180,10 +180,16 @@ def check_bypass(work):
         work.refused_everywhere(root, r"latest: names '.*'; expected the name of a step-NNNNNNNN folder directly inside")
 
 
-def check_overlap(work):
+def a_param_slice_to_split(work):
+    """The saved manifest and a parameter slice of at least 4 elements in it: (manifest, its index, the
+    slice, half its end)."""
     manifest = json.load(open(f"{work.checkpoint}/manifest.json"))
     index, piece = next((i, s) for i, s in enumerate(manifest["slices"]) if s["kind"] == "param" and s["end"] >= 4)
-    half = piece["end"] // 2
+    return manifest, index, piece, piece["end"] // 2
+
+
+def check_overlap(work):
+    manifest, index, piece, half = a_param_slice_to_split(work)
 
     def overlapping(m):
         # [0, half) twice: the lengths add up to `end` only when it is even, so make it so.
@@ -380,9 +386,7 @@ def check_tampered_values(work):
 
 
 def check_reused_key(work):
-    manifest = json.load(open(f"{work.checkpoint}/manifest.json"))
-    index, piece = next((i, s) for i, s in enumerate(manifest["slices"]) if s["kind"] == "param" and s["end"] >= 4)
-    half = piece["end"] // 2
+    _, index, piece, half = a_param_slice_to_split(work)
 
     def split_keeping_the_key(m):
         # [0, half) and [half, end) tile the tensor, but both read the one key, which holds [0, end).
