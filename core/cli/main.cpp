@@ -19,7 +19,7 @@
 #include "metrics/plot.h"
 #include "train/plugin_instances.h"
 #include "train/mesh_plan.h"
-#include "train/run_loop.h"
+#include "session/run_session.h"
 #include "train/schedule_check_command.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
@@ -161,15 +161,15 @@ int main(int argc, char** argv) {
           // "latest" is the newest checkpoint of this config's train.checkpoint.dir.
           const std::string where = line.resume == "latest" ? trainer.config().train.checkpoint.dir : line.resume;
           const std::string checkpoint = keel::resolve_checkpoint(where);
-          keel::load_checkpoint(trainer, checkpoint);
-          if (trainer.world_rank() == 0)
+          keel::load_checkpoint(trainer.state_view(), checkpoint);
+          if (trainer.mesh().world.rank == 0)
             std::cout << "resuming from " << checkpoint << " at step " << trainer.step() << std::endl;
         }
         keel::run_training(trainer, std::cout, !line.resume.empty());
       } catch (const keel::StopRequested& stop) {
         // Every rank stopped after the same step: the trainer's teardown (offload tiers
         // included) runs as at a normal end, then the shell sees 128 + the signal.
-        if (trainer.world_rank() == 0) std::cerr << "keel: " << stop.what() << std::endl;
+        if (trainer.mesh().world.rank == 0) std::cerr << "keel: " << stop.what() << std::endl;
         return 128 + stop.signal_number;
       } catch (const std::exception& e) {
         // The other ranks may be waiting in a collective for this one: end them all, naming why.

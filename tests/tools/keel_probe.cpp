@@ -50,10 +50,10 @@ int main(int argc, char** argv) {
     auto shape_of = [](const keel_param_spec& spec) {
       return std::vector<int64_t>(spec.global_shape, spec.global_shape + spec.ndim);
     };
-    for (size_t i = 0; i < info.n_params; ++i) params.push_back(trainer.read_param(i));
+    for (size_t i = 0; i < info.n_params; ++i) params.push_back(trainer.parameters().read_param(i));
     std::vector<float> logits = trainer.logits(batches[0].tokens, B, T);
     float loss0 = float(trainer.forward_backward(batches[0]));
-    for (size_t i = 0; i < info.n_params; ++i) grads.push_back(trainer.read_grad(i));
+    for (size_t i = 0; i < info.n_params; ++i) grads.push_back(trainer.parameters().read_grad(i));
     std::vector<float> losses;
     for (int s = 0; s < steps; ++s) losses.push_back(float(trainer.train_step_on({batches[s]}).loss));
 

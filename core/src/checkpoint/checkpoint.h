@@ -12,17 +12,17 @@
 
 namespace keel {
 
-class Trainer;
+struct RunStateView;
 
 // 2 (ABI 0.6): a slice is a flat range of a box (offset + shape) of its tensor. 1: of the whole
 // tensor; still read, so checkpoints from before tensor parallelism keep loading.
 constexpr int kCheckpointFormatVersion = 2;
 constexpr int kOldestCheckpointFormatVersion = 1;
 
-// Saves the trainer's state as <root>/step-NNNNNNNN and points <root>/latest at it; deletes the
+// Saves the run's state as <root>/step-NNNNNNNN and points <root>/latest at it; deletes the
 // oldest complete checkpoints beyond `keep`. Returns the new checkpoint's folder. Refuses (throws
 // KeelError, KEEL_ERR_NONFINITE) when a parameter or state value is not finite.
-std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t keep);
+std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep);
 
 // A checkpoint folder from what the user wrote: a step folder (it has manifest.json), or a root
 // folder whose `latest` names one; when `latest` is missing or names no complete checkpoint, the
@@ -44,13 +44,13 @@ nlohmann::json verify_checkpoint(const std::string& checkpoint_dir);
 // plugin_path: a checkpoint never chooses which libraries get loaded.
 RunConfig config_from_checkpoint(const std::string& checkpoint_dir);
 
-// Loads parameters, optimizer state, step, tokens seen and data position into a trainer built
+// Loads parameters, optimizer state, step, tokens seen and data position into a run built
 // from a compatible config. Refuses a model config that differs, naming the key, and any file
 // that fails the checks of verify_checkpoint as it is opened.
-void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir);
+void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir);
 
 // Loads the parameters alone (no optimizer state, no step or data position), for export.
 // Returns the checkpoint's step.
-int64_t load_checkpoint_parameters(Trainer& trainer, const std::string& checkpoint_dir);
+int64_t load_checkpoint_parameters(const RunStateView& view, const std::string& checkpoint_dir);
 
 }  // namespace keel

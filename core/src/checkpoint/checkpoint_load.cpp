@@ -23,7 +23,7 @@
 #include "host/log.h"
 #include "io/crc32c.h"
 #include "io/regular_file.h"
-#include "train/trainer.h"
+#include "train/run_state_view.h"
 
 namespace keel {
 namespace fs = std::filesystem;
@@ -133,31 +133,37 @@ RunConfig config_from_checkpoint(const std::string& checkpoint_dir) {
 
 namespace {
 
+int64_t global_numel(const keel_param_spec& spec) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < spec.ndim; ++d) n *= spec.global_shape[d];
+  return n;
+}
+
 // Refuses a checkpoint of another network: the model config (less init_from) and every
-// parameter's element count must match this trainer's.
-void check_same_model(Trainer& trainer, const nlohmann::json& manifest, const std::string& checkpoint_dir,
+// parameter's element count must match this run's.
+void check_same_model(const RunStateView& view, const nlohmann::json& manifest, const std::string& checkpoint_dir,
                       const std::string& where) {
   nlohmann::json saved_model = manifest.at("config").contains("model") ? manifest.at("config").at("model") : nlohmann::json();
   if (saved_model.is_object()) saved_model.erase("init_from");
-  const std::string difference = first_difference(saved_model, trainer.config().model.json, "model");
+  const std::string difference = first_difference(saved_model, view.config.model.json, "model");
   if (!difference.empty())
     throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": " + difference +
                                                  "; a checkpoint loads only into the model it was saved from");
   std::map<std::string, const nlohmann::json*> saved;
   for (const auto& param : manifest.at("params")) saved[param.at("name").get<std::string>()] = &param;
   const bool whole_slices = manifest.at("format_version").get<int64_t>() < 2;
-  const keel_model_info& info = trainer.model_info();
+  const keel_model_info& info = view.model;
   for (size_t i = 0; i < info.n_params; ++i) {
     const keel_param_spec& spec = info.params[i];
     auto found = saved.find(spec.name);
     if (found == saved.end())
       throw KeelError(KEEL_ERR_IO, where + ": params: no parameter \"" + std::string(spec.name) +
-                                       "\", which model '" + trainer.config().model.plugin + "' has");
+                                       "\", which model '" + view.config.model.plugin + "' has");
     const int64_t elements = manifest_param_elements(*found->second);
-    if (elements != trainer.global_numel(i))
+    if (elements != global_numel(info.params[i]))
       throw KeelError(KEEL_ERR_IO, where + ": params: \"" + found->first + "\" has " + std::to_string(elements) +
-                                       " elements in the checkpoint, but " + std::to_string(trainer.global_numel(i)) +
-                                       " in model '" + trainer.config().model.plugin + "'");
+                                       " elements in the checkpoint, but " + std::to_string(global_numel(info.params[i])) +
+                                       " in model '" + view.config.model.plugin + "'");
     // Boxes are read in the model's global shape. A format-1 checkpoint's slices are flat ranges
     // of the whole tensor, so a reshape that keeps the row-major order (GPT's qkv, (3C, C) before
     // 0.6 and (3, C, C) since) loads as it was; a format-2 box needs the same shape.
@@ -165,7 +171,7 @@ void check_same_model(Trainer& trainer, const nlohmann::json& manifest, const st
     if (!whole_slices && found->second->at("shape").get<std::vector<int64_t>>() != shape)
       throw KeelError(KEEL_ERR_IO, where + ": params: \"" + found->first + "\" has shape " +
                                        found->second->at("shape").dump() + " in the checkpoint, but " +
-                                       nlohmann::json(shape).dump() + " in model '" + trainer.config().model.plugin + "'");
+                                       nlohmann::json(shape).dump() + " in model '" + view.config.model.plugin + "'");
   }
 }
 
@@ -181,7 +187,7 @@ keel_support::PieceBox slice_box(const nlohmann::json& slice, const keel_param_s
 // Fills the ranges this rank holds, for kinds -1 (parameters) up to last_kind, from whatever
 // slices overlap them: the part a saved (box, range) shares with this rank's (piece, range), so
 // a checkpoint saved at one (tp, dp) layout or ZeRO stage loads into any other.
-void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::string& where, int32_t last_kind,
+void load_ranges(const RunStateView& view, const nlohmann::json& manifest, const std::string& where, int32_t last_kind,
                  const CheckpointFiles& files) {
   std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> slices;
   for (const auto& slice : manifest.at("slices"))
@@ -189,13 +195,13 @@ void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::st
   auto file = [&](const std::string& name) -> const SafetensorsFile& { return files.open(name); };
   const bool whole_slices = manifest.at("format_version").get<int64_t>() < 2;
 
-  const keel_model_info& info = trainer.model_info();
+  const keel_model_info& info = view.model;
   for (size_t i = 0; i < info.n_params; ++i) {
     const std::string name = info.params[i].name;
     const keel_support::PieceBox piece = keel_support::PieceBox::of_spec(info.params[i]);
     for (int32_t kind = -1; kind <= last_kind; ++kind) {
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
-      const auto [want_begin, want_end] = trainer.owned_range(kind, i);
+      const auto [want_begin, want_end] = view.strategy.owned_range(kind, i);
       if (want_end <= want_begin) continue;
       auto found = slices.find({name, kind_name});
       if (found == slices.end())
@@ -225,43 +231,43 @@ void load_ranges(Trainer& trainer, const nlohmann::json& manifest, const std::st
         throw KeelError(KEEL_ERR_IO, where + ": the " + kind_name + " slices of \"" + name + "\" cover " +
                                          std::to_string(covered) + " of the " + std::to_string(want_end - want_begin) +
                                          " elements this rank needs");
-      trainer.write_range(kind, i, want_begin, values);
+      view.strategy.write_range(kind, i, want_begin, values);
     }
   }
 }
 
 }  // namespace
 
-void load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir) {
+void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir) {
   const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
   const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
   // The model must be the same network; everything else (steps, lr, data, strategy) may change.
-  check_same_model(trainer, manifest, checkpoint_dir, where);
+  check_same_model(view, manifest, checkpoint_dir, where);
   const int32_t saved_slots = manifest.at("optimizer").at("n_state_slots").get<int32_t>();
-  const int32_t slots = trainer.optimizer_info().n_state_slots;
+  const int32_t slots = view.state_slots;
   if (saved_slots != slots)
     throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": its optimizer '" +
                                                  manifest.at("optimizer").at("plugin").get<std::string>() + "' kept " +
                                                  std::to_string(saved_slots) + " state slots, this run's '" +
-                                                 trainer.config().optimizer.plugin + "' keeps " + std::to_string(slots));
+                                                 view.config.optimizer.plugin + "' keeps " + std::to_string(slots));
   const CheckpointFiles files(manifest, checkpoint_dir);
-  load_ranges(trainer, manifest, where, slots - 1, files);
-  restore_strategy_own_state(trainer, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
+  load_ranges(view, manifest, where, slots - 1, files);
+  restore_strategy_own_state(view, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
     return files.open(name);
   });
   try {
-    trainer.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),
+    view.position.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),
                              manifest.at("data_state"));
   } catch (const KeelError& e) {
     throw KeelError(e.code, where + ": data_state: " + e.what());
   }
 }
 
-int64_t load_checkpoint_parameters(Trainer& trainer, const std::string& checkpoint_dir) {
+int64_t load_checkpoint_parameters(const RunStateView& view, const std::string& checkpoint_dir) {
   const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
   const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
-  check_same_model(trainer, manifest, checkpoint_dir, where);
-  load_ranges(trainer, manifest, where, -1, CheckpointFiles(manifest, checkpoint_dir));
+  check_same_model(view, manifest, checkpoint_dir, where);
+  load_ranges(view, manifest, where, -1, CheckpointFiles(manifest, checkpoint_dir));
   return manifest.at("step").get<int64_t>();
 }
 

@@ -21,7 +21,8 @@
 #include "io/crc32c.h"
 #include "io/durable_files.h"
 #include "io/safetensors.h"
-#include "train/trainer.h"
+#include "mesh/collectives.h"
+#include "train/run_state_view.h"
 
 namespace keel {
 namespace fs = std::filesystem;
@@ -50,59 +51,68 @@ void require_finite(const std::vector<float>& values, const std::string& what, i
                                               "; the previous checkpoint is kept");
 }
 
-}  // namespace
-
-std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t keep) {
-  const int64_t step = trainer.step();
-  const keel_model_info& info = trainer.model_info();
-  const int32_t slots = trainer.optimizer_info().n_state_slots;
-  const int32_t rank = trainer.world_rank(), ranks = trainer.world_size();
-  char rank_file_name[32];
-  std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", rank);
-  const std::string rank_file = rank_file_name;
-
-  // Gather this rank's slices first: the ranges it owns of its piece (a box of the tensor). A
-  // piece every rank holding it has whole is written by data-parallel rank 0 alone, a tensor
-  // replicated over tensor-parallel ranks by tp rank 0 alone, and a pipeline stage's copy of a
-  // tied tensor (STAGE_COPY) not at all, so each element is saved once.
-  // A refusal (non-finite values) on any rank must leave nothing on disk.
-  std::vector<std::vector<float>> buffers;
+// What this rank writes: its file's entries (read from the strategy as the file is written) and
+// the manifest records of its parameters and slices. `nonfinite` receives the first refusal
+// found while the values are read.
+struct RankPart {
+  std::vector<std::vector<float>> buffers;  // the own arrays' values, alive until the file is written
   std::vector<SafetensorsEntry> entries;
-  nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array();
-  buffers.reserve(info.n_params * size_t(1 + slots));
+  nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array(), own_state;
   std::string nonfinite;
-  // A tensor is replicated when every rank that holds it holds it whole (a ZeRO-3 shard may hold
-  // a small tensor whole on one rank only; under pipeline parallelism each stage holds its own
-  // tensors): one gather of per-(tensor, kind) flags, keyed by name, decides it.
-  auto flag_key = [](const keel_param_spec& spec, int32_t kind) { return std::string(spec.name) + "#" + std::to_string(kind); };
+};
+
+std::string flag_key(const keel_param_spec& spec, int32_t kind) { return std::string(spec.name) + "#" + std::to_string(kind); }
+
+int64_t local_numel(const keel_param_spec& spec) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < spec.ndim; ++d) n *= spec.local_shape[d];
+  return n;
+}
+
+// A tensor (or state slot) is replicated when every rank that holds it holds it whole (a ZeRO-3
+// shard may hold a small tensor whole on one rank only; under pipeline parallelism each stage
+// holds its own tensors): one gather of per-(tensor, kind) flags, keyed by name, decides it.
+std::map<std::string, bool> replicated_tensors(const RunStateView& view) {
+  const keel_model_info& info = view.model;
   nlohmann::json whole_here = nlohmann::json::object();
   for (size_t i = 0; i < info.n_params; ++i)
-    for (int32_t kind = -1; kind < slots; ++kind) {
-      const auto [begin, end] = trainer.owned_range(kind, i);
-      whole_here[flag_key(info.params[i], kind)] = begin == 0 && end == trainer.numel(i);
+    for (int32_t kind = -1; kind < view.state_slots; ++kind) {
+      const auto [begin, end] = view.strategy.owned_range(kind, i);
+      whole_here[flag_key(info.params[i], kind)] = begin == 0 && end == local_numel(info.params[i]);
     }
   std::map<std::string, bool> replicated;
-  for (const std::string& text : trainer.gather_strings(whole_here.dump())) {
+  for (const std::string& text : gather_strings(view.mesh.world, whole_here.dump())) {
     const nlohmann::json flags = nlohmann::json::parse(text);  // outlives the loop over its items
     for (const auto& [key, whole] : flags.items())
       replicated[key] = replicated.count(key) ? replicated[key] && whole.get<bool>() : whole.get<bool>();
   }
+  return replicated;
+}
+
+// The ranges this rank owns of its pieces (boxes of the tensors). A piece every rank holding it
+// has whole is written by data-parallel rank 0 alone, a tensor replicated over tensor-parallel
+// ranks by tp rank 0 alone, and a pipeline stage's copy of a tied tensor (STAGE_COPY) not at
+// all, so each element is saved once.
+void collect_slices(const RunStateView& view, const std::string& rank_file, int64_t step, RankPart& part) {
+  const keel_model_info& info = view.model;
+  const std::map<std::string, bool> replicated = replicated_tensors(view);
+  const MeshPosition& at = view.mesh.position();
+  part.buffers.reserve(info.n_params * size_t(1 + view.state_slots));
   for (size_t i = 0; i < info.n_params; ++i) {
     const keel_param_spec& spec = info.params[i];
     if (spec.flags & KEEL_PARAM_STAGE_COPY) continue;  // the first stage saves the tied tensor
-    params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.global_shape, spec.global_shape + spec.ndim)},
-                      {"dtype", "F32"}, {"layer", spec.layer}});
-    for (int32_t kind = -1; kind < slots; ++kind) {
-      const auto [begin, end] = trainer.owned_range(kind, i);
-      if (end <= begin || (replicated[flag_key(spec, kind)] && trainer.dp_rank() != 0) ||
-          (spec.tp_dim < 0 && trainer.tp_rank() != 0))
-        continue;
+    part.params.push_back({{"name", spec.name},
+                           {"shape", std::vector<int64_t>(spec.global_shape, spec.global_shape + spec.ndim)},
+                           {"dtype", "F32"}, {"layer", spec.layer}});
+    for (int32_t kind = -1; kind < view.state_slots; ++kind) {
+      const auto [begin, end] = view.strategy.owned_range(kind, i);
+      if (end <= begin || (replicated.at(flag_key(spec, kind)) && at.dp != 0) || (spec.tp_dim < 0 && at.tp != 0)) continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       const std::string key = kind_name + "/" + spec.name + "/" + std::to_string(begin);
       // Read as the file is written, one range at a time, and checked on the way.
-      auto produce = [&trainer, &nonfinite, kind, i, begin = begin, end = end, what = kind_name + " of " + spec.name,
-                      step]() {
-        std::vector<float> values = trainer.read_range(kind, i, begin, end);
+      auto produce = [&strategy = view.strategy, &nonfinite = part.nonfinite, kind, i, begin = begin, end = end,
+                      what = kind_name + " of " + spec.name, step]() {
+        std::vector<float> values = strategy.read_range(kind, i, begin, end);
         try {
           require_finite(values, what, step);
         } catch (const KeelError& e) {
@@ -110,94 +120,129 @@ std::string save_checkpoint(Trainer& trainer, const std::string& root, int32_t k
         }
         return values;
       };
-      entries.push_back({key, "F32", {end - begin}, nullptr, size_t(end - begin) * sizeof(float), produce});
-      slices.push_back({{"tensor", spec.name}, {"kind", kind_name},
-                        {"offset", std::vector<int64_t>(spec.local_offset, spec.local_offset + spec.ndim)},
-                        {"shape", std::vector<int64_t>(spec.local_shape, spec.local_shape + spec.ndim)},
-                        {"begin", begin}, {"end", end}, {"file", rank_file}, {"key", key}});
+      part.entries.push_back({key, "F32", {end - begin}, nullptr, size_t(end - begin) * sizeof(float), produce});
+      part.slices.push_back({{"tensor", spec.name}, {"kind", kind_name},
+                             {"offset", std::vector<int64_t>(spec.local_offset, spec.local_offset + spec.ndim)},
+                             {"shape", std::vector<int64_t>(spec.local_shape, spec.local_shape + spec.ndim)},
+                             {"begin", begin}, {"end", end}, {"file", rank_file}, {"key", key}});
     }
   }
-  const nlohmann::json own_state = collect_strategy_own_state(trainer, rank_file, buffers, entries);
+  part.own_state = collect_strategy_own_state(view, rank_file, part.buffers, part.entries);
+}
 
-  // One temporary folder for all ranks, named after rank 0's process.
-  const long run_id = long(trainer.sum_over_world(rank == 0 ? double(::getpid()) : 0.0));
-  const std::string name = step_folder_name(step);
+// One temporary folder for all ranks, named after rank 0's process (`run_id`), made by rank 0
+// before any rank writes into it.
+std::string make_temporary_folder(const CommGroup& world, const std::string& root, const std::string& name,
+                                  long run_id) {
   const std::string temporary = (fs::path(root) / (".tmp-" + name + "-" + std::to_string(run_id))).string();
   std::error_code error;
-  if (rank == 0) {
+  if (world.rank == 0) {
     fs::create_directories(root, error);
     if (error) throw KeelError(KEEL_ERR_IO, root + ": cannot create the checkpoint folder: " + error.message());
     fs::remove_all(temporary, error);
     fs::create_directories(temporary, error);
     if (error) throw KeelError(KEEL_ERR_IO, temporary + ": cannot create: " + error.message());
   }
-  trainer.barrier();
+  barrier(world);
+  return temporary;
+}
 
-  write_safetensors((fs::path(temporary) / rank_file).string(), entries);
-  // The values were checked as they were written: a refusal on any rank removes the temporary
-  // folder, so nothing is left on disk.
-  if (trainer.sum_over_world(nonfinite.empty() ? 0.0 : 1.0) > 0) {
-    trainer.barrier();
-    if (rank == 0) fs::remove_all(temporary, error);
-    throw KeelError(KEEL_ERR_NONFINITE, nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
-                                                                " refused: another rank holds non-finite values"
-                                                          : nonfinite);
+// Writes this rank's file; the values were checked as they were written, and a refusal on any
+// rank removes the temporary folder, so nothing is left on disk. Returns this rank's manifest part.
+nlohmann::json write_rank_file(const CommGroup& world, const std::string& temporary, const std::string& rank_file,
+                               int64_t step, RankPart& part) {
+  write_safetensors((fs::path(temporary) / rank_file).string(), part.entries);
+  if (sum_in_rank_order(world, part.nonfinite.empty() ? 0.0 : 1.0) > 0) {
+    barrier(world);
+    std::error_code error;
+    if (world.rank == 0) fs::remove_all(temporary, error);
+    throw KeelError(KEEL_ERR_NONFINITE, part.nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
+                                                                     " refused: another rank holds non-finite values"
+                                                               : part.nonfinite);
   }
   uint64_t bytes = 0;
   const uint32_t crc = file_crc32c((fs::path(temporary) / rank_file).string(), &bytes);
-  const nlohmann::json mine = {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", crc32c_hex(crc)}}},
-                               {"params", params}, {"slices", slices}, {"own_state", own_state}};
-  const std::vector<std::string> everyone = trainer.gather_strings(mine.dump());
+  return {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", crc32c_hex(crc)}}},
+          {"params", part.params}, {"slices", part.slices}, {"own_state", part.own_state}};
+}
 
-  const std::string final_folder = (fs::path(root) / name).string();
-  if (rank == 0) {
-    nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
-                   all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
-    std::set<std::string> listed;  // each stage lists its own tensors; the manifest lists each once
-    for (const auto& text : everyone) {
-      const nlohmann::json part = nlohmann::json::parse(text);
-      files.push_back(part.at("file"));
-      for (const auto& param : part.at("params"))
-        if (listed.insert(param.at("name").get<std::string>()).second) all_params.push_back(param);
-      for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
-      for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
-    }
-    const RunConfig& config = trainer.config();
-    nlohmann::json manifest = {
-        {"format", "keel-checkpoint"},
-        {"format_version", kCheckpointFormatVersion},
-        {"keel_abi", std::to_string(KEEL_ABI_VERSION_MAJOR) + "." + std::to_string(KEEL_ABI_VERSION_MINOR)},
-        {"step", step},
-        {"tokens_seen", trainer.tokens_seen()},
-        {"data_state", trainer.data_state()},
-        {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
-        {"mesh", {{"dp", trainer.dp_size()}, {"tp", config.tp}, {"pp", config.pp},
-                  {"virtual_stages", config.virtual_stages}, {"world_size", ranks}}},
-        {"strategy", config.strategy.json},
-        {"config", config.json},
-        {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", slots}}},
-        {"params", all_params},
-        {"slices", all_slices},
-        {"strategy_own_state", all_own_state},
-        {"files", files}};
-    write_file_atomically((fs::path(temporary) / "manifest.json").string(), manifest.dump(1));
-    fsync_path(temporary);
-    if (fs::exists(final_folder)) {
-      // The same step saved by an earlier run (a resume that retrained it): move the old one aside
-      // first; `latest` keeps naming a complete folder except between these two renames, and
-      // resolve_checkpoint falls back to the newest complete one if a crash lands there.
-      const std::string old = (fs::path(root) / (".tmp-old-" + name + "-" + std::to_string(run_id))).string();
-      rename_durably(final_folder, old);
-      rename_durably(temporary, final_folder);
-      fs::remove_all(old, error);
-    } else {
-      rename_durably(temporary, final_folder);
-    }
-    write_file_atomically((fs::path(root) / "latest").string(), name + "\n");
-    prune_checkpoints(root, keep, final_folder);
+// The manifest from every rank's part: the run, the mesh, each parameter once (each stage lists
+// its own), every slice, the strategy's own arrays and every file's size and checksum.
+nlohmann::json manifest_of(const RunStateView& view, int64_t step, const std::vector<std::string>& everyone) {
+  nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
+                 all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
+  std::set<std::string> listed;
+  for (const auto& text : everyone) {
+    const nlohmann::json part = nlohmann::json::parse(text);
+    files.push_back(part.at("file"));
+    for (const auto& param : part.at("params"))
+      if (listed.insert(param.at("name").get<std::string>()).second) all_params.push_back(param);
+    for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
+    for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
   }
-  trainer.barrier();  // nobody goes on (or reads the checkpoint) before it is complete
-  return final_folder;
+  const RunConfig& config = view.config;
+  return {{"format", "keel-checkpoint"},
+          {"format_version", kCheckpointFormatVersion},
+          {"keel_abi", std::to_string(KEEL_ABI_VERSION_MAJOR) + "." + std::to_string(KEEL_ABI_VERSION_MINOR)},
+          {"step", step},
+          {"tokens_seen", view.position.tokens_seen()},
+          {"data_state", view.position.data_state()},
+          {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
+          {"mesh", {{"dp", view.mesh.layout().dp}, {"tp", config.tp}, {"pp", config.pp},
+                    {"virtual_stages", config.virtual_stages}, {"world_size", view.mesh.world.size}}},
+          {"strategy", config.strategy.json},
+          {"config", config.json},
+          {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", view.state_slots}}},
+          {"params", all_params},
+          {"slices", all_slices},
+          {"strategy_own_state", all_own_state},
+          {"files", files}};
+}
+
+// Rank 0 moves the finished folder into place, then `latest`, then prunes beyond `keep`.
+void publish(const std::string& temporary, const std::string& root, const std::string& name, long run_id,
+             int32_t keep) {
+  const std::string final_folder = (fs::path(root) / name).string();
+  fsync_path(temporary);
+  std::error_code error;
+  if (fs::exists(final_folder)) {
+    // The same step saved by an earlier run (a resume that retrained it): move the old one aside
+    // first; `latest` keeps naming a complete folder except between these two renames, and
+    // resolve_checkpoint falls back to the newest complete one if a crash lands there.
+    const std::string old = (fs::path(root) / (".tmp-old-" + name + "-" + std::to_string(run_id))).string();
+    rename_durably(final_folder, old);
+    rename_durably(temporary, final_folder);
+    fs::remove_all(old, error);
+  } else {
+    rename_durably(temporary, final_folder);
+  }
+  write_file_atomically((fs::path(root) / "latest").string(), name + "\n");
+  prune_checkpoints(root, keep, final_folder);
+}
+
+}  // namespace
+
+std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep) {
+  const int64_t step = view.position.step();
+  const CommGroup& world = view.mesh.world;
+  char rank_file_name[32];
+  std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", world.rank);
+  const std::string rank_file = rank_file_name;
+
+  // A refusal (non-finite values) on any rank must leave nothing on disk: gather first, then write.
+  RankPart part;
+  collect_slices(view, rank_file, step, part);
+  const std::string name = step_folder_name(step);
+  const long run_id = long(broadcast_int64(world, int64_t(::getpid()), 0));
+  const std::string temporary = make_temporary_folder(world, root, name, run_id);
+  const nlohmann::json mine = write_rank_file(world, temporary, rank_file, step, part);
+  const std::vector<std::string> everyone = gather_strings(world, mine.dump());
+  if (world.rank == 0) {
+    write_file_atomically((fs::path(temporary) / "manifest.json").string(), manifest_of(view, step, everyone).dump(1));
+    publish(temporary, root, name, run_id, keep);
+  }
+  barrier(world);  // nobody goes on (or reads the checkpoint) before it is complete
+  return (fs::path(root) / name).string();
 }
 
 }  // namespace keel

@@ -134,9 +134,17 @@ int64_t manifest_param_elements(const nlohmann::json& param) {
   return elements;
 }
 
-void check_manifest_structure(const nlohmann::json& manifest, const std::string& manifest_path) {
-  const ManifestReader r(manifest_path);
-  if (!manifest.is_object()) r.fail("(top level)", "expected an object, found " + ManifestReader::shown(manifest));
+namespace {
+
+// The manifest's parameters: each name's element count and shape.
+struct ManifestParams {
+  std::map<std::string, int64_t> elements_of;
+  std::map<std::string, std::vector<int64_t>> shape_of;
+};
+
+// The run's fields: position, config, strategy, mesh, data position, optimizer. Returns the
+// optimizer's state slot count.
+int64_t check_run_fields(const ManifestReader& r, const nlohmann::json& manifest) {
   r.integer(manifest, "step", 0, kMaxManifestCount, "step");
   r.integer(manifest, "tokens_seen", 0, kMaxManifestCount, "tokens_seen");
   // The run's config: its model section names the network (inspect shows it, export rebuilds it).
@@ -146,13 +154,13 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
   r.object(manifest, "data_state", "data_state");
   const nlohmann::json& optimizer = r.object(manifest, "optimizer", "optimizer");
   r.string(optimizer, "plugin", "optimizer.plugin");
-  const int64_t slots = r.integer(optimizer, "n_state_slots", 0, kMaxStateSlots, "optimizer.n_state_slots");
+  return r.integer(optimizer, "n_state_slots", 0, kMaxStateSlots, "optimizer.n_state_slots");
+}
 
-  const int64_t format_version = r.integer(manifest, "format_version", kOldestCheckpointFormatVersion,
-                                           kCheckpointFormatVersion, "format_version");
-  // params: name -> elements, name -> shape.
-  std::map<std::string, int64_t> elements_of;
-  std::map<std::string, std::vector<int64_t>> shape_of;
+ManifestParams read_params(const ManifestReader& r, const nlohmann::json& manifest) {
+  ManifestParams out;
+  std::map<std::string, int64_t>& elements_of = out.elements_of;
+  std::map<std::string, std::vector<int64_t>>& shape_of = out.shape_of;
   int64_t total_elements = 0;
   const nlohmann::json& params = r.array(manifest, "params", "params");
   if (params.empty()) r.fail("params", "empty; a checkpoint lists every parameter of its model");
@@ -178,6 +186,11 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
       r.fail("params", "more than " + std::to_string(kMaxTensorElements) + " elements in all");
   }
 
+  return out;
+}
+
+// The files every read must go through, by name, each with its size and checksum.
+std::set<std::string> read_files(const ManifestReader& r, const nlohmann::json& manifest) {
   std::set<std::string> files;
   const nlohmann::json& file_list = r.array(manifest, "files", "files");
   for (size_t i = 0; i < file_list.size(); ++i) {
@@ -193,6 +206,10 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
     if (!is_crc_text(crc)) r.fail(at + ".crc32c", "\"" + crc + "\" is not 8 lowercase hex digits");
   }
 
+  return files;
+}
+
+void check_own_state_records(const ManifestReader& r, const nlohmann::json& manifest, const std::set<std::string>& files) {
   // A strategy's own per-rank arrays (ABI 0.5; absent from older checkpoints).
   if (manifest.contains("strategy_own_state")) {
     const nlohmann::json& records = r.array(manifest, "strategy_own_state", "strategy_own_state");
@@ -211,6 +228,16 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
     }
   }
 
+}
+
+// Every slice, in range of its tensor and its file listed, grouped by (tensor, kind).
+std::map<std::pair<std::string, int64_t>, std::vector<Piece>> read_slices(const ManifestReader& r,
+                                                                           const nlohmann::json& manifest,
+                                                                           ManifestParams& params, int64_t slots,
+                                                                           int64_t format_version,
+                                                                           const std::set<std::string>& files) {
+  const std::map<std::string, int64_t>& elements_of = params.elements_of;
+  std::map<std::string, std::vector<int64_t>>& shape_of = params.shape_of;
   std::map<std::pair<std::string, int64_t>, std::vector<Piece>> pieces;
   const nlohmann::json& slices = r.array(manifest, "slices", "slices");
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -256,6 +283,15 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
     pieces[{tensor, kind_number}].push_back(std::move(piece));
   }
 
+  return pieces;
+}
+
+// The slices of each (tensor, kind) tile it exactly: by flat range within each box, and the
+// boxes disjoint with volumes adding up to the tensor.
+void check_tiling(const ManifestReader& r, ManifestParams& params, int64_t slots,
+                  const std::map<std::pair<std::string, int64_t>, std::vector<Piece>>& pieces) {
+  const std::map<std::string, int64_t>& elements_of = params.elements_of;
+  std::map<std::string, std::vector<int64_t>>& shape_of = params.shape_of;
   for (const auto& [name, elements] : elements_of) {
     if (elements == 0) continue;
     for (int64_t kind = -1; kind < slots; ++kind) {
@@ -304,6 +340,20 @@ void check_manifest_structure(const nlohmann::json& manifest, const std::string&
                              std::to_string(elements) + " elements");
     }
   }
+}
+
+}  // namespace
+
+void check_manifest_structure(const nlohmann::json& manifest, const std::string& manifest_path) {
+  const ManifestReader r(manifest_path);
+  if (!manifest.is_object()) r.fail("(top level)", "expected an object, found " + ManifestReader::shown(manifest));
+  const int64_t slots = check_run_fields(r, manifest);
+  const int64_t format_version = r.integer(manifest, "format_version", kOldestCheckpointFormatVersion,
+                                           kCheckpointFormatVersion, "format_version");
+  ManifestParams params = read_params(r, manifest);
+  const std::set<std::string> files = read_files(r, manifest);
+  check_own_state_records(r, manifest, files);
+  check_tiling(r, params, slots, read_slices(r, manifest, params, slots, format_version, files));
 }
 
 }  // namespace keel

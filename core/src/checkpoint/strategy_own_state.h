@@ -15,17 +15,17 @@
 
 namespace keel {
 
-class Trainer;
+struct RunStateView;
 
 // Reads this rank's arrays into `buffers` (kept alive by the caller until the file is written)
 // and appends them to `entries`; returns their manifest records ({rank, name, count, file, key}).
-nlohmann::json collect_strategy_own_state(Trainer& trainer, const std::string& rank_file,
+nlohmann::json collect_strategy_own_state(const RunStateView& view, const std::string& rank_file,
                                           std::vector<std::vector<float>>& buffers,
                                           std::vector<SafetensorsEntry>& entries);
 
 // Gives this rank its arrays back from `manifest` (verified) where the layout allows; `open`
 // returns the checkpoint's safetensors file of that name.
-void restore_strategy_own_state(Trainer& trainer, const nlohmann::json& manifest, const std::string& where,
+void restore_strategy_own_state(const RunStateView& view, const nlohmann::json& manifest, const std::string& where,
                                 const std::function<const SafetensorsFile&(const std::string&)>& open);
 
 }  // namespace keel

@@ -56,10 +56,9 @@ void read_data(JsonSection s, DataConfig& out) {
   out.val_batches = s.get_in_range<int32_t>("val_batches", out.val_batches, 1, 1 << 20);
   if (out.source == "shards" && out.train_pattern.empty())
     throw ConfigError(s.path_of("train") + ": required when source is \"shards\" (a glob of llm.c .bin token shards)");
+  // 0: one micro-batch per step. Whether it divides among the ranks is batch_geometry.h's to
+  // say, once the data-parallel size is known (validate and a run's start-up alike).
   if (out.global_batch == 0) out.global_batch = out.micro_batch;
-  if (out.global_batch % out.micro_batch != 0)  // the data-parallel size is checked when it is known
-    throw ConfigError(s.path_of("global_batch") + ": " + std::to_string(out.global_batch) +
-                      " sequences per step is not a multiple of micro_batch " + std::to_string(out.micro_batch));
   s.finish();
 }
 

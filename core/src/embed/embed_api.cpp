@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
 #include "loader/plugin_registry.h"
-#include "train/run_loop.h"
+#include "session/run_session.h"
 #include "train/trainer.h"
 
 struct keel_trainer {
@@ -133,14 +133,14 @@ KEEL_API keel_status keel_trainer_last_metrics(keel_trainer* trainer, keel_step_
 KEEL_API keel_status keel_trainer_save(keel_trainer* trainer, const char* root_dir, int32_t keep) {
   return embed_call([&] {
     require(trainer && root_dir && keep > 0, "keel_trainer_save: trainer or root_dir is NULL, or keep < 1");
-    keel::save_checkpoint(*trainer->trainer, root_dir, keep);
+    keel::save_checkpoint(trainer->trainer->state_view(), root_dir, keep);
   });
 }
 
 KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkpoint_path) {
   return embed_call([&] {
     require(trainer && checkpoint_path, "keel_trainer_load: trainer and checkpoint_path must not be NULL");
-    keel::load_checkpoint(*trainer->trainer, keel::resolve_checkpoint(checkpoint_path));
+    keel::load_checkpoint(trainer->trainer->state_view(), keel::resolve_checkpoint(checkpoint_path));
   });
 }
 
@@ -171,8 +171,8 @@ KEEL_API keel_status keel_trainer_param_tensor(keel_trainer* trainer, const char
   return embed_call([&] {
     require(trainer && name && out_tensor, "keel_trainer_param_tensor: trainer, name and out_tensor must not be NULL");
     keel::Trainer& t = *trainer->trainer;
-    const size_t index = t.param_index(name);
-    keel_tensor tensor = t.param_tensor(index);
+    const size_t index = t.parameters().param_index(name);
+    keel_tensor tensor = t.parameters().param_tensor(index);
     const keel_param_spec& spec = t.model_info().params[index];
     for (int32_t d = 0; d < spec.ndim; ++d)
       if (spec.local_shape[d] != spec.global_shape[d])
@@ -186,12 +186,12 @@ KEEL_API keel_status keel_trainer_read_param(keel_trainer* trainer, const char* 
   return embed_call([&] {
     require(trainer && name && dst, "keel_trainer_read_param: trainer, name and dst must not be NULL");
     keel::Trainer& t = *trainer->trainer;
-    const size_t index = t.param_index(name);
-    if (int64_t(count) != t.global_numel(index))
+    const size_t index = t.parameters().param_index(name);
+    if (int64_t(count) != t.parameters().global_numel(index))
       throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + name + " has " +
-                                                           std::to_string(t.global_numel(index)) + " elements, not " +
+                                                           std::to_string(t.parameters().global_numel(index)) + " elements, not " +
                                                            std::to_string(count));
-    std::vector<float> values = t.read_param(index);
+    std::vector<float> values = t.parameters().read_param(index);
     std::memcpy(dst, values.data(), count * sizeof(float));
   });
 }
@@ -200,7 +200,7 @@ KEEL_API keel_status keel_trainer_write_param(keel_trainer* trainer, const char*
   return embed_call([&] {
     require(trainer && name && src, "keel_trainer_write_param: trainer, name and src must not be NULL");
     keel::Trainer& t = *trainer->trainer;
-    t.write_param(t.param_index(name), std::vector<float>(src, src + count));
+    t.parameters().write_param(t.parameters().param_index(name), std::vector<float>(src, src + count));
   });
 }
 

@@ -78,8 +78,8 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
   try {
     const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
     Trainer trainer(export_config(config_from_checkpoint(checkpoint)), TrainerData::none);
-    const int64_t step = load_checkpoint_parameters(trainer, checkpoint);  // no optimizer state or data position
-    export_huggingface(trainer, parsed.out);
+    const int64_t step = load_checkpoint_parameters(trainer.state_view(), checkpoint);  // no optimizer state or data position
+    export_huggingface(trainer.parameters(), parsed.out);
     out << "exported " << checkpoint << " (step " << step << ", " << trainer.model_info().n_params
         << " parameters) to " << parsed.out << " and config.json beside it" << std::endl;
     return 0;

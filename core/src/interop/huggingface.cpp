@@ -19,7 +19,7 @@
 #include "host/errors.h"
 #include "io/durable_files.h"
 #include "io/safetensors.h"
-#include "train/trainer.h"
+#include "train/model_parameters.h"
 
 namespace keel {
 
@@ -41,9 +41,9 @@ struct ExternalLayout {
   int64_t external_rows = 0, cols = 0;  // the external tensor before transposing: (external_rows, cols)
 };
 
-ExternalLayout layout_of(Trainer& trainer, size_t index) {
-  const keel_param_spec& spec = trainer.model_info().params[index];
-  const keel_external_tensor ext = trainer.external_tensor(kFormat, index);
+ExternalLayout layout_of(ModelParameters& params, size_t index) {
+  const keel_param_spec& spec = params.info().params[index];
+  const keel_external_tensor ext = params.external_tensor(kFormat, index);
   ExternalLayout out;
   out.keel_name = spec.name;
   out.keel_shape.assign(spec.global_shape, spec.global_shape + spec.ndim);
@@ -54,7 +54,7 @@ ExternalLayout layout_of(Trainer& trainer, size_t index) {
   // tensor-parallel piece is a box: gpt's qkv is (3, C, C), its bias (3, C). A transposed tensor
   // is the 2-D transpose of Keel's viewed as (all leading dims merged, last dim); a flattened one
   // (keel_external_tensor.flatten, 0.6) is Keel's as one dimension.
-  const int64_t numel = trainer.global_numel(index);
+  const int64_t numel = params.global_numel(index);
   const int64_t last = spec.ndim > 0 ? spec.global_shape[spec.ndim - 1] : 1;
   const int64_t leading = spec.ndim == 0 ? 1 : out.transpose ? (last > 0 ? numel / last : 0) : spec.global_shape[0];
   const bool flat = ext.struct_size >= offsetof(keel_external_tensor, flatten) + sizeof ext.flatten && ext.flatten != 0;
@@ -63,7 +63,7 @@ ExternalLayout layout_of(Trainer& trainer, size_t index) {
   if (out.external_rows > leading || (out.transpose && spec.ndim < 2) || (out.transpose && flat) ||
       (ext.rows >= 0 && spec.ndim == 0) ||
       (ext.rows >= 0 && (spec.ndim > 2 || flat)))
-    throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': external layout of " + spec.name +
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': external layout of " + spec.name +
                                            " (rows " + std::to_string(ext.rows) + ", transpose " +
                                            std::to_string(ext.transpose) + ") does not fit its shape " +
                                            shape_text(out.keel_shape));
@@ -121,19 +121,19 @@ void check_tied_lm_head(const SafetensorsFile& file) {
 
 }  // namespace
 
-void export_huggingface(Trainer& trainer, const std::string& out_safetensors_path) {
-  const size_t n = trainer.model_info().n_params;
+void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path) {
+  const size_t n = params.info().n_params;
   std::vector<std::vector<float>> buffers;  // kept alive until the file is written
   std::vector<SafetensorsEntry> entries;
   std::set<std::string> names;
   buffers.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    const ExternalLayout layout = layout_of(trainer, i);
+    const ExternalLayout layout = layout_of(params, i);
     if (layout.name.empty()) continue;
     if (!names.insert(layout.name).second)
-      throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "' gives two parameters the " +
+      throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "' gives two parameters the " +
                                              kFormat + " name " + layout.name);
-    std::vector<float> values = trainer.read_param(i);
+    std::vector<float> values = params.read_param(i);
     values.resize(size_t(layout.external_rows * layout.cols));  // cuts the padded rows
     if (layout.transpose) values = transposed(values.data(), layout.external_rows, layout.cols);
     buffers.push_back(std::move(values));
@@ -142,9 +142,9 @@ void export_huggingface(Trainer& trainer, const std::string& out_safetensors_pat
 
   nlohmann::json config;
   try {
-    config = keel_support::parse_json("config", trainer.external_config(kFormat));
+    config = keel_support::parse_json("config", params.external_config(kFormat));
   } catch (const keel_support::ConfigError& e) {
-    throw KeelError(KEEL_ERR_INTERNAL, "model '" + trainer.config().model.plugin + "': its " + kFormat +
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': its " + kFormat +
                                            " config is not JSON: " + e.what());
   }
 
@@ -176,15 +176,15 @@ SafetensorsFile open_init_file(const std::string& safetensors_path) {
 
 }  // namespace
 
-void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
+void import_huggingface(ModelParameters& params, const std::string& safetensors_path) {
   const SafetensorsFile file = open_init_file(safetensors_path);
-  const size_t n = trainer.model_info().n_params;
+  const size_t n = params.info().n_params;
   // Check everything before writing anything, so a refused file leaves the parameters as they were.
   std::vector<ExternalLayout> layouts;
   std::vector<std::string> stored;
   std::set<std::string> used;
   for (size_t i = 0; i < n; ++i) {
-    layouts.push_back(layout_of(trainer, i));
+    layouts.push_back(layout_of(params, i));
     const ExternalLayout& layout = layouts.back();
     stored.push_back(layout.name.empty() ? "" : stored_name(file, layout.name));
     if (layout.name.empty()) continue;
@@ -213,7 +213,7 @@ void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
     for (size_t k = 0; k < std::min<size_t>(unknown.size(), 5); ++k) list += (k ? ", " : "") + unknown[k];
     if (unknown.size() > 5) list += ", ... (" + std::to_string(unknown.size()) + " in all)";
     throw KeelError(KEEL_ERR_INVALID_ARGUMENT, safetensors_path + ": holds tensors model '" +
-                                                   trainer.config().model.plugin + "' does not have: " + list +
+                                                   params.model_plugin() + "' does not have: " + list +
                                                    "; does the model config match the file's?");
   }
   check_tied_lm_head(file);
@@ -225,9 +225,9 @@ void import_huggingface(Trainer& trainer, const std::string& safetensors_path) {
     std::vector<float> external(static_cast<size_t>(count));
     file.read_f32(stored[i], 0, count, external.data());
     if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
-    std::vector<float> values(size_t(trainer.global_numel(i)), 0.0f);  // rows the format lacks stay zero
+    std::vector<float> values(size_t(params.global_numel(i)), 0.0f);  // rows the format lacks stay zero
     std::copy(external.begin(), external.end(), values.begin());
-    trainer.write_param(i, values);
+    params.write_param(i, values);
   }
 }
 

@@ -7,12 +7,12 @@
 
 namespace keel {
 
-class Trainer;
+class ModelParameters;
 
 // Writes `out_safetensors_path` (F32 tensors under their external names, metadata
 // {"format": "pt"}) and config.json in the same folder, creating the folder; each file is
 // written to a temporary name, fsync'ed and renamed, so a reader never sees half of one.
-void export_huggingface(Trainer& trainer, const std::string& out_safetensors_path);
+void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path);
 
 // Sets every parameter the model names externally from such a file: transposed back where the
 // format transposes, padded vocabulary rows set to zero. Throws KeelError naming the file and
@@ -21,6 +21,6 @@ void export_huggingface(Trainer& trainer, const std::string& out_safetensors_pat
 // (tied to the embedding; refused if it differs from it) and the attention buffers
 // "*.attn.bias" / "*.attn.masked_bias" that older transformers versions saved. Names without
 // the "transformer." prefix (how GPT2Model and the gpt2 download store them) are accepted too.
-void import_huggingface(Trainer& trainer, const std::string& safetensors_path);
+void import_huggingface(ModelParameters& params, const std::string& safetensors_path);
 
 }  // namespace keel

@@ -20,9 +20,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config) : plugins_(plugins), config_(config) {
-  chunks_ = plugins_.pp_size * plugins_.virtual_stages;
-  last_local_chunk_ = plugins_.pp_rank + (plugins_.virtual_stages - 1) * plugins_.pp_size;
+PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config)
+    : plugins_(plugins), config_(config), pipeline_(plugins.mesh.pipeline), stage_(plugins.mesh.position().pp),
+      stages_(plugins.mesh.layout().pp) {
+  chunks_ = stages_ * plugins_.mesh.layout().virtual_stages;
+  last_local_chunk_ = stage_ + (plugins_.mesh.layout().virtual_stages - 1) * stages_;
 }
 
 PipelineRunner::~PipelineRunner() {
@@ -49,8 +51,8 @@ const std::vector<keel_schedule_action>& PipelineRunner::actions_for(int32_t mic
   // Every stage's list is built and checked together, so a schedule that would hang or train
   // wrong fails here, on every rank alike, before the first step.
   keel_support::ScheduleLists all =
-      build_checked_schedule(config_, plugins_.schedule, plugins_.dp_size, microbatches);
-  return lists_.emplace(microbatches, std::move(all[size_t(plugins_.pp_rank)])).first->second;
+      build_checked_schedule(config_, plugins_.schedule, plugins_.mesh.layout().dp, microbatches);
+  return lists_.emplace(microbatches, std::move(all[size_t(stage_)])).first->second;
 }
 
 void PipelineRunner::set_shape(int32_t batch, int32_t seq_len) {
@@ -89,7 +91,7 @@ float* PipelineRunner::take(std::map<Key, float*>& from, Key key, const char* wh
   auto found = from.find(key);
   if (found == from.end())
     throw KeelError(KEEL_ERR_INTERNAL, "parallel.schedule.plugin '" + config_.schedule.plugin + "': stage " +
-                                           std::to_string(plugins_.pp_rank) + " needs the " + what + " of micro-batch " +
+                                           std::to_string(stage_) + " needs the " + what + " of micro-batch " +
                                            std::to_string(key.first) + ", chunk " + std::to_string(key.second) +
                                            " before the action that provides it");
   float* buffer = found->second;
@@ -121,7 +123,7 @@ void PipelineRunner::upload(size_t slot, const Batch& batch) {
 
 void PipelineRunner::send(float* buffer, int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient) {
   keel_comm_request* request = nullptr;
-  check_plugin(plugins_.comm->send(plugins_.pp_obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
+  check_plugin(pipeline_.comm->send(pipeline_.obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
                                    pipeline_message_tag(microbatch, chunk, gradient), &request),
                std::string("pipeline send of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
                    std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " to stage " +
@@ -132,7 +134,7 @@ void PipelineRunner::send(float* buffer, int32_t peer_stage, int32_t microbatch,
 float* PipelineRunner::receive(int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient, PipelineTimes* times) {
   float* buffer = io_buffer();
   const auto start = std::chrono::steady_clock::now();
-  check_plugin(plugins_.comm->recv(plugins_.pp_obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
+  check_plugin(pipeline_.comm->recv(pipeline_.obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
                                    pipeline_message_tag(microbatch, chunk, gradient), nullptr),
                std::string("pipeline receive of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
                    std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " from stage " +
@@ -145,7 +147,7 @@ void PipelineRunner::finish_sends() {
   for (auto& pending : pending_sends_) {
     keel_comm_request* request = pending.request;
     pending.request = nullptr;
-    check_plugin(plugins_.comm->wait(plugins_.pp_obj, request), "pipeline send completion");
+    check_plugin(pipeline_.comm->wait(pipeline_.obj, request), "pipeline send completion");
     give_back(pending.buffer);
   }
   pending_sends_.clear();
@@ -263,7 +265,7 @@ double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTi
   if (!outgoing_activations_.empty() || !incoming_activations_.empty() || !outgoing_gradients_.empty() ||
       !incoming_gradients_.empty())
     throw KeelError(KEEL_ERR_INTERNAL, "parallel.schedule.plugin '" + config_.schedule.plugin + "': stage " +
-                                           std::to_string(plugins_.pp_rank) +
+                                           std::to_string(stage_) +
                                            " ended the step with activations or gradients never sent or consumed");
   return loss;
 }
@@ -274,13 +276,13 @@ double PipelineRunner::forward_only(const Batch& batch, bool with_targets, const
   double loss = 0;
   if (logits) *logits = nullptr;
   // Chunk order is a valid schedule of one forward: each rank receives, runs and sends on.
-  for (int32_t chunk = plugins_.pp_rank; chunk < chunks_; chunk += plugins_.pp_size) {
-    const int32_t previous = (chunk - 1 + plugins_.pp_size) % plugins_.pp_size;
+  for (int32_t chunk = stage_; chunk < chunks_; chunk += stages_) {
+    const int32_t previous = (chunk - 1 + stages_) % stages_;
     if (chunk > 0) incoming_activations_[{0, chunk}] = receive(previous, 0, chunk, false, nullptr);
     keel_schedule_action action{KEEL_ACTION_FORWARD, 0, chunk, -1, 0};
     forward_chunk(action, 1, with_targets, &loss, logits);
     if (chunk < chunks_ - 1)
-      send(take(outgoing_activations_, {0, chunk + 1}, "activation to send"), (chunk + 1) % plugins_.pp_size, 0,
+      send(take(outgoing_activations_, {0, chunk + 1}, "activation to send"), (chunk + 1) % stages_, 0,
            chunk + 1, false);
   }
   finish_sends();

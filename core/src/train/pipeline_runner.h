@@ -75,6 +75,8 @@ class PipelineRunner {
 
   PluginInstances& plugins_;
   const RunConfig& config_;
+  const CommGroup& pipeline_;  // this rank's pipeline group (the mesh's)
+  int32_t stage_ = 0, stages_ = 1;  // this rank's pipeline stage, of pp
   int32_t chunks_ = 1;
   int32_t last_local_chunk_ = 0;  // the highest chunk on this rank
   std::map<int32_t, std::vector<keel_schedule_action>> lists_;  // by micro-batch count

@@ -61,20 +61,6 @@ void validate_plugin_sections(const RunConfig& config) {
   }
 }
 
-// A plugin built before `minor` cannot take part in `what`; say which and how to go on.
-void PluginInstances::require_abi(const RunConfig& config, uint32_t minor, const std::string& what) const {
-  auto& registry = PluginRegistry::instance();
-  for (auto [kind, section] : {std::pair<int32_t, const PluginSection*>{KEEL_KIND_MODEL, &config.model},
-                               {KEEL_KIND_STRATEGY, &config.strategy}}) {
-    const keel_plugin_info& info = registry.find(kind, section->plugin).info;
-    if (info.abi_minor < minor)
-      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + what + ", which came in ABI 0." + std::to_string(minor) +
-                                                  "; " + section->json_path + ".plugin '" + section->plugin +
-                                                  "' was built against 0." + std::to_string(info.abi_minor) +
-                                                  ". Rebuild it, or run without it");
-  }
-}
-
 void PluginInstances::create(const RunConfig& config) {
   validate_plugin_sections(config);
   backend = table_for<keel_backend_api>(KEEL_KIND_BACKEND, config.backend, config);
@@ -83,7 +69,9 @@ void PluginInstances::create(const RunConfig& config) {
   strategy = table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config);
   schedule = table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config);
   const keel_host* host = host_table();
-  create_mesh(config);
+  mesh.create(config);
+  const MeshLayout& layout = mesh.layout();
+  const MeshPosition& at = mesh.position();
 
   const std::string backend_json = config.backend.json.dump();
   keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
@@ -93,17 +81,16 @@ void PluginInstances::create(const RunConfig& config) {
   auto& registry = PluginRegistry::instance();
   // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes; one
   // built before 0.7 knows nothing of chunks, tied stages or backwards out of forward order.
-  if (tp_size > 1) require_abi(config, 6, "parallel.tp: " + std::to_string(tp_size) + " needs tensor-parallel pieces");
-  if (pp_size > 1) require_abi(config, 7, "parallel.pp: " + std::to_string(pp_size) + " needs pipeline chunks");
-  if (pp_size > 1 && !KEEL_HAS_SLOT(model, stage_io_numel))
+  require_plugins_for_layout(config, layout);
+  if (layout.pp > 1 && !KEEL_HAS_SLOT(model, stage_io_numel))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.pp: model '" + config.model.plugin +
                                                 "' cannot be cut into pipeline stages (it has no stage_io_numel); run it at pp 1");
   const int32_t* stage_blocks = config.layers_per_stage.empty() ? nullptr : config.layers_per_stage.data();
   keel_model_create_args model_args{sizeof(model_args), model_json.c_str(), config.model.json_path.c_str(),
-                                    backend, backend_obj, tp_rank, tp_size,
-                                    tp_size > 1 ? comm : nullptr, tp_size > 1 ? tp_obj : nullptr,
+                                    backend, backend_obj, at.tp, layout.tp,
+                                    layout.tp > 1 ? mesh.comm() : nullptr, layout.tp > 1 ? mesh.model_tp.obj : nullptr,
                                     config.sequence_parallel ? 1 : 0,  // model.h: NULL at tp 1
-                                    pp_rank, pp_size, virtual_stages, stage_blocks,
+                                    at.pp, layout.pp, layout.virtual_stages, stage_blocks,
                                     int32_t(config.layers_per_stage.size())};
   check_plugin(model->create(host, &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
@@ -135,10 +122,11 @@ void PluginInstances::create(const RunConfig& config) {
   keel_strategy_create_args strategy_args{sizeof(strategy_args), strategy_json.c_str(), config.strategy.json_path.c_str(),
                                           backend, backend_obj, optimizer, optimizer_obj, strategy_params,
                                           model_info.n_params, model_info.n_layers, config.train.seed,
-                                          dp_obj ? comm : nullptr, dp_obj, dp_rank, dp_size, tp_rank, tp_size,
-                                          pp_rank, pp_size, embedding_obj ? comm : nullptr, embedding_obj,
+                                          mesh.strategy_dp.obj ? mesh.comm() : nullptr, mesh.strategy_dp.obj,
+                                          at.dp, layout.dp, at.tp, layout.tp, at.pp, layout.pp,
+                                          mesh.embedding.obj ? mesh.comm() : nullptr, mesh.embedding.obj,
                                           offload, offload_obj, offload ? config.offload.arrays() : 0u};
-  if (dp_size > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
+  if (layout.dp > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "
                                                 "parallelism; run it on one rank or rebuild it against this Keel");
@@ -163,7 +151,7 @@ void PluginInstances::create_offload(const RunConfig& config) {
   check_plugin(backend->device(backend_obj, &device), "backend '" + config.backend.plugin + "' device");
   const std::string offload_json = config.offload.tier.json.dump();
   keel_offload_create_args offload_args{sizeof(offload_args), offload_json.c_str(), config.offload.tier.json_path.c_str(),
-                                        world_rank, device.device_type == KEEL_DEVICE_CPU ? 0 : 1};
+                                        mesh.world.rank, device.device_type == KEEL_DEVICE_CPU ? 0 : 1};
   check_plugin(offload->create(host_table(), &offload_args, &offload_obj),
                "creating offload tier '" + config.offload.tier.plugin + "'");
 }
@@ -176,86 +164,22 @@ std::optional<keel_offload_counters> PluginInstances::offload_counters() const {
   return counters;
 }
 
-// The mesh of DESIGN.md §2 (pp × dp × tp, tp fastest): with tp = pp = 1 every rank is in one
-// data-parallel group, split from the world so the shape is already the general one.
-void PluginInstances::create_mesh(const RunConfig& config) {
-  PluginRegistry& registry = PluginRegistry::instance();
-  try {
-    comm = static_cast<const keel_comm_api*>(registry.find(KEEL_KIND_COMM, config.comm.plugin).info.api);
-  } catch (const KeelError& e) {
-    if (config.comm_explicit) throw KeelError(e.code, config.file + ": comm.plugin: " + e.what());
-    if (config.tp * config.pp > 1)
-      throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel: tp " + std::to_string(config.tp) + " × pp " +
-                                                   std::to_string(config.pp) + " needs that many ranks, but no comm "
-                                                   "plugin is installed (" + e.what() + ")");
-    return;  // no comm plugin installed and none asked for: one process
-  }
-  const std::string comm_json = config.comm.json.dump();
-  check_plugin(comm->create_world(host_table(), comm_json.c_str(), config.comm.json_path.c_str(), &world_obj),
-               "comm '" + config.comm.plugin + "' create_world");
-  check_plugin(comm->rank(world_obj, &world_rank), "comm rank");
-  check_plugin(comm->size(world_obj, &world_size), "comm size");
-  set_log_rank(world_rank, world_size);
-  const int32_t tp = config.tp, pp = config.pp;
-  if (world_size % (tp * pp) != 0)
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel: " + std::to_string(world_size) +
-                                                 " ranks do not divide into tp " + std::to_string(tp) + " × pp " +
-                                                 std::to_string(pp) + " (dp = ranks / (tp · pp) must be a whole "
-                                                 "number); launch a multiple of " + std::to_string(tp * pp) + " ranks");
-  const int32_t tp_index = world_rank % tp, dp_index = (world_rank / tp) % (world_size / (tp * pp)),
-                pp_index = world_rank / (world_size / pp);
-  check_plugin(comm->split(world_obj, pp_index * tp + tp_index, dp_index, &dp_obj), "comm split (data-parallel group)");
-  // A second communicator over the same ranks for the core: the strategy may be using dp_obj from
-  // its own thread (ddp's bucket reduction) while the core gathers the loss.
-  check_plugin(comm->split(world_obj, pp_index * tp + tp_index, dp_index, &core_dp_obj),
-               "comm split (the core's data-parallel communicator)");
-  check_plugin(comm->rank(dp_obj, &dp_rank), "comm rank");
-  check_plugin(comm->size(dp_obj, &dp_size), "comm size");
-  // The tensor-parallel group: the ranks that share a dp and a pp position, ordered by tp index.
-  const int32_t dp = world_size / (tp * pp);
-  check_plugin(comm->split(world_obj, pp_index * dp + dp_index, tp_index, &tp_obj), "comm split (tensor-parallel group)");
-  check_plugin(comm->split(world_obj, pp_index * dp + dp_index, tp_index, &core_tp_obj),
-               "comm split (the core's tensor-parallel communicator)");
-  check_plugin(comm->rank(tp_obj, &tp_rank), "comm rank");
-  check_plugin(comm->size(tp_obj, &tp_size), "comm size");
-  if (tp_size != tp || tp_rank != tp_index)
-    throw KeelError(KEEL_ERR_INTERNAL, "comm split gave tp rank " + std::to_string(tp_rank) + " of " +
-                                           std::to_string(tp_size) + ", expected " + std::to_string(tp_index) + " of " +
-                                           std::to_string(tp));
-  pp_rank = pp_index;
-  pp_size = pp;
-  virtual_stages = config.virtual_stages;
-  if (pp == 1) return;
-  // The pipeline group: the ranks that share a dp and a tp position, ordered by stage. Split by
-  // every rank (split is collective over the world).
-  check_plugin(comm->split(world_obj, dp_index * tp + tp_index, pp_index, &pp_obj), "comm split (pipeline group)");
-  // The embedding group (Megatron's): the first and the last stage of this pipeline, which both
-  // hold the tied word embedding. Every other rank gets a group of its own and drops it.
-  const bool holds_embedding = pp_index == 0 || pp_index == pp - 1;
-  void* embedding = nullptr;
-  check_plugin(comm->split(world_obj, holds_embedding ? dp_index * tp + tp_index : dp * tp + world_rank, pp_index,
-                           &embedding),
-               "comm split (embedding group)");
-  if (holds_embedding) embedding_obj = embedding;
-  else comm->destroy(embedding);
-}
-
 void PluginInstances::adopt_model_specs(const RunConfig& config) {
-  specs = widen_model_specs(model_info.params, model_info.n_params, tp_rank, tp_size,
+  specs = widen_model_specs(model_info.params, model_info.n_params, mesh.position().tp, mesh.layout().tp,
                             config.file + ": model '" + config.model.plugin + "': parameter ");
   model_info.params = specs.data();
 }
 
 void PluginInstances::abort_all_ranks(const std::string& reason) {
-  if (!comm || !world_obj || world_size == 1) return;
-  std::fprintf(stderr, "keel: rank %d of %d: %s\n", world_rank, world_size, reason.c_str());
+  if (mesh.world.alone()) return;
+  std::fprintf(stderr, "keel: rank %d of %d: %s\n", mesh.world.rank, mesh.world.size, reason.c_str());
   std::fflush(stderr);
   if (offload_obj) {
     // A strategy whose thread waits in a collective on a peer that failed may never finish its
     // destroy: past the grace the world ends anyway, and the next run removes the tier's files.
     std::thread([this] {
       std::this_thread::sleep_for(std::chrono::seconds(kFailureTeardownSeconds));
-      comm->abort_world(world_obj, 1, "removing the offload tier after the error above took too long");
+      mesh.abort_world("removing the offload tier after the error above took too long");
     }).detach();
     if (strategy_obj) strategy->destroy(std::exchange(strategy_obj, nullptr));
     offload->destroy(std::exchange(offload_obj, nullptr));
@@ -263,7 +187,7 @@ void PluginInstances::abort_all_ranks(const std::string& reason) {
   // The launcher forwards each rank's output on its own schedule and may drop what a rank wrote
   // just before the abort ended the job: give it a moment to pass the line above on.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  comm->abort_world(world_obj, 1, "ending every rank after the error above");
+  mesh.abort_world("ending every rank after the error above");
 }
 
 PluginInstances::~PluginInstances() {
@@ -273,13 +197,7 @@ PluginInstances::~PluginInstances() {
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);
   if (backend_obj) backend->destroy(backend_obj);
-  if (embedding_obj) comm->destroy(embedding_obj);
-  if (pp_obj) comm->destroy(pp_obj);
-  if (core_tp_obj) comm->destroy(core_tp_obj);
-  if (tp_obj) comm->destroy(tp_obj);
-  if (core_dp_obj) comm->destroy(core_dp_obj);
-  if (dp_obj) comm->destroy(dp_obj);
-  if (world_obj) comm->destroy(world_obj);
+  // The mesh's communicators go after this body: every plugin above may still hold them.
 }
 
 }  // namespace keel

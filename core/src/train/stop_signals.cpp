@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "mesh/collectives.h"
+
 namespace keel {
 namespace {
 
@@ -47,6 +49,13 @@ std::string signal_name(int signal_number) {
   if (signal_number == SIGINT) return "SIGINT";
   if (signal_number == SIGTERM) return "SIGTERM";
   return "signal " + std::to_string(signal_number);
+}
+
+int agreed_stop_signal(const CommGroup& world) {
+  const int mine = pending_stop_signal();
+  if (world.alone()) return mine;
+  const double signalled = sum_in_rank_order(world, mine ? 1.0 : 0.0);
+  return mine ? mine : signalled > 0 ? SIGTERM : 0;
 }
 
 }  // namespace keel

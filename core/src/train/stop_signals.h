@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "mesh/mesh.h"
+
 namespace keel {
 
 // Installs the handlers (sigaction, SA_RESTART). Idempotent; the CLI calls it, embedders do not.
@@ -16,6 +18,10 @@ void install_stop_signal_handlers();
 
 // The signal that asked this process to stop (SIGINT, SIGTERM), or 0.
 int pending_stop_signal();
+
+// The stop signal every rank of `world` agrees on after a step: this rank's, or SIGTERM when only
+// another rank was signalled (one small all_gather per step on more than one rank). 0: go on.
+int agreed_stop_signal(const CommGroup& world);
 
 // Thrown between steps when a stop was agreed; keel run catches it and exits 128 + signal.
 struct StopRequested : std::runtime_error {

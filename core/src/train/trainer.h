@@ -11,7 +11,11 @@
 #include "config/run_config.h"
 #include "data/token_source.h"
 #include "train/pipeline_runner.h"
+#include "train/model_parameters.h"
 #include "train/plugin_instances.h"
+#include "train/run_position.h"
+#include "train/run_state_view.h"
+#include "train/strategy_state.h"
 
 namespace keel {
 
@@ -33,7 +37,7 @@ struct StepResult {
 // work after the run's data is gone.
 enum class TrainerData { open, none };
 
-class Trainer {
+class Trainer final : public RunPosition {
  public:
   explicit Trainer(RunConfig config, TrainerData data = TrainerData::open);
   ~Trainer();
@@ -51,84 +55,37 @@ class Trainer {
   // Generates `count` tokens after `prompt`, sampling at `temperature` (0: greedy).
   std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature);
 
-  // Whole tensors, for the bindings and export. Reading refuses a parameter split over tp ranks
-  // (a whole tensor would need every rank); writing takes the whole tensor on every rank, and
-  // each keeps its piece.
-  std::vector<float> read_param(size_t index);
-  std::vector<float> read_grad(size_t index);
-  void write_param(size_t index, const std::vector<float>& values);
-  // Optimizer state slot `slot` of parameter `index` (whole tensor), for checkpoints.
-  std::vector<float> read_state(int32_t slot, size_t index);
-  void write_state(int32_t slot, size_t index, const std::vector<float>& values);
-  // How parameter `index` appears in an external format ("huggingface"); throws KeelError
-  // (KEEL_ERR_UNIMPLEMENTED) when the model does not know the format.
-  keel_external_tensor external_tensor(const std::string& format, size_t index);
-  std::string external_config(const std::string& format);
-  int64_t numel(size_t index) const;         // of this rank's piece (the whole tensor at tp 1)
-  int64_t global_numel(size_t index) const;  // of the whole tensor
-  // The index of parameter `name`; throws KeelError (KEEL_ERR_NOT_FOUND) with a suggestion.
-  size_t param_index(const std::string& name) const;
-  // Parameter `index` in the strategy's own memory (zero-copy), as its forward acquire gives it.
-  keel_tensor param_tensor(size_t index);
+  // The parameters as whole tensors, zero-copy views and external names (model_parameters.h).
+  ModelParameters& parameters() { return parameters_; }
 
-  // The resumable position of a run: optimizer steps, tokens trained, data position.
-  int64_t tokens_seen() const { return tokens_seen_; }
-  nlohmann::json data_state() const;
-  void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state);
+  // The resumable position of a run (run_position.h): optimizer steps, tokens trained, data position.
+  int64_t step() const override { return step_; }
+  int64_t tokens_seen() const override { return tokens_seen_; }
+  nlohmann::json data_state() const override;
+  void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) override;
+  // The strategy's ranges and own arrays, and its memory figures.
+  StrategyState& strategy_state() { return strategy_state_; }
+  const StrategyState& strategy_state() const { return strategy_state_; }
+  // All a checkpoint reads from and writes into this run.
+  RunStateView state_view();
 
   const RunConfig& config() const { return config_; }
   const keel_model_info& model_info() const { return plugins_.model_info; }
   const keel_optimizer_info& optimizer_info() const { return plugins_.optimizer_info; }
-  int64_t step() const { return step_; }
   int32_t seq_len() const { return seq_len_; }
   int32_t accumulation_steps() const { return accumulation_steps_; }
-  // Where this process stands in the mesh.
-  int32_t world_rank() const { return plugins_.world_rank; }
-  int32_t world_size() const { return plugins_.world_size; }
-  int32_t dp_size() const { return plugins_.dp_size; }
-  int32_t dp_rank() const { return plugins_.dp_rank; }
-  int32_t tp_rank() const { return plugins_.tp_rank; }
-  int32_t tp_size() const { return plugins_.tp_size; }
-  int32_t pp_rank() const { return plugins_.pp_rank; }
-  int32_t pp_size() const { return plugins_.pp_size; }
+  // Where this process stands in the pp × dp × tp mesh, and the groups' communicators for the
+  // collectives of mesh/collectives.h.
+  const Mesh& mesh() const { return plugins_.mesh; }
   // A failing rank ends every rank with its reason (no-op on one rank).
   void abort_all_ranks(const std::string& reason) { plugins_.abort_all_ranks(reason); }
-  // Collective over every rank of the world: waits for all of them (no-op on one rank). The
-  // core's calls on the world communicator come from its training thread only.
-  void barrier();
-  // Sum of one double per rank, in rank order so every rank agrees: over the data-parallel group
-  // (the loss), the tensor-parallel group (the gradient norm), or the world (checkpoints).
-  double sum_over_ranks(double value);
-  double sum_over_tp(double value);
-  double sum_over_pp(double value);
-  double sum_over_world(double value);
-  // Every rank's string in world rank order (for checkpoint manifests).
-  std::vector<std::string> gather_strings(const std::string& mine);
-  // This rank's persistent strategy memory and the dp group's communication counters.
-  keel_strategy_info strategy_info();
-  // The strategy's own per-rank arrays (strategy.h, ABI 0.5); none from an older strategy.
-  struct OwnStateArray {
-    std::string name;
-    int64_t count = 0;
-  };
-  std::vector<OwnStateArray> strategy_own_state();
-  std::vector<float> read_own_state(int32_t index, int64_t count);
-  void write_own_state(int32_t index, const std::vector<float>& values);
-  // The strategy's data-parallel communicator, or the model's tensor-parallel one (zeros where
-  // there is none).
-  enum class CommGroup { strategy_dp, model_tp, pipeline };
-  keel_comm_counters comm_counters(CommGroup group = CommGroup::strategy_dp);
   // The offload tier's totals since it was created; nullopt without an "offload" section.
   std::optional<keel_offload_counters> offload_counters() const { return plugins_.offload_counters(); }
-  // The global flat range of parameter `index` (kind -1) or its state slot this rank holds.
-  std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index);
-  std::vector<float> read_range(int32_t kind, size_t index, int64_t begin, int64_t end);
-  void write_range(int32_t kind, size_t index, int64_t begin, const std::vector<float>& values);
   double flops_per_token() const { return flops_per_token_; }
   double peak_flops() const { return peak_flops_; }  // of this rank's backend
   // MFU of the whole run: global tokens/s against the peak of every data-parallel rank.
   double mfu(double global_tokens_per_s) const {
-    return flops_per_token_ * global_tokens_per_s / (peak_flops_ * plugins_.world_size);
+    return flops_per_token_ * global_tokens_per_s / (peak_flops_ * plugins_.mesh.world.size);
   }
 
  private:
@@ -137,9 +94,9 @@ class Trainer {
   Batch plugin_batch(int32_t split);
 
   RunConfig config_;
-  double sum_over(void* comm, int32_t size, double value, const char* what);
-  void require_whole(size_t index, const char* what) const;
   PluginInstances plugins_;
+  StrategyState strategy_state_{plugins_, config_.strategy.plugin};
+  ModelParameters parameters_{plugins_, config_};
   std::unique_ptr<PipelineRunner> pipeline_;
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;

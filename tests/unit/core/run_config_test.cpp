@@ -59,9 +59,6 @@ TEST(RunConfig, ErrorsNameFilePathExpectedAndFound) {
             std::string::npos);
   EXPECT_NE(error_of(kMinimal, {"parallel.schedule=\"1f1b\""}).find("parallel.schedule: expected an object"),
             std::string::npos);
-  EXPECT_NE(error_of(kMinimal, {"data.micro_batch=4", "data.global_batch=6"})
-                .find("data.global_batch: 6 sequences per step is not a multiple of micro_batch 4"),
-            std::string::npos);
   EXPECT_NE(error_of("[1, 2]").find("expected an object"), std::string::npos);
   EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
 }

@@ -33,6 +33,17 @@ class RunSession {
   void run(const RunSlice& slice);
 
  private:
+  struct Progress;  // a slice's clocks and counts (run_session.cpp)
+  void note_past_horizon(int64_t until_step);
+  // Saves a checkpoint and says so; its time goes into `report` when one is given.
+  void save(Progress& progress, StepReport* report);
+  // The report of a logged step: the step's figures, throughput over the interval, memory,
+  // traffic, and the validation loss on evaluation steps.
+  StepReport logged_report(const StepResult& result, const RunSlice& slice, Progress& progress, bool evaluate,
+                           StepReport report);
+  // Throws StopRequested once every rank agrees a signal asked the run to stop.
+  void stop_if_signalled(const StepResult& result, const RunSlice& slice, const Progress& progress);
+
   Trainer& trainer_;
   bool reporting_;           // rank 0 alone reports, so a run under mpirun prints one story
   std::ostringstream silent_;

@@ -1,0 +1,73 @@
+// The core's collectives (collectives.h), each checked so a failing comm plugin's message names
+// the group.
+#include "mesh/collectives.h"
+
+#include <keel_support/rank_order_sum.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include "host/errors.h"
+
+namespace keel {
+namespace {
+
+constexpr keel_dtype kInt32 = {KEEL_DTYPE_INT, 32, 1};
+
+std::string on(const char* op, const CommGroup& group) { return std::string("comm ") + op + " (" + group.name + ")"; }
+
+}  // namespace
+
+void barrier(const CommGroup& group) {
+  if (!group.alone()) check_plugin(group.comm->barrier(group.obj), on("barrier", group));
+}
+
+double sum_in_rank_order(const CommGroup& group, double value) {
+  double sum = value;
+  if (!group.alone())
+    check_plugin(keel_support::sum_in_rank_order_host(group.comm, group.obj, group.size, value, &sum),
+                 on("all_gather", group));
+  return sum;
+}
+
+std::vector<std::string> gather_strings(const CommGroup& group, const std::string& mine) {
+  if (group.alone()) return {mine};
+  const size_t n = size_t(group.size);
+  int32_t length = int32_t(mine.size());
+  std::vector<int32_t> lengths(n);
+  check_plugin(group.comm->all_gather(group.obj, &length, lengths.data(), 1, kInt32, nullptr), on("all_gather", group));
+  const size_t words = (size_t(*std::max_element(lengths.begin(), lengths.end())) + 3) / 4;
+  std::vector<int32_t> padded(words, 0), all(words * n, 0);
+  std::memcpy(padded.data(), mine.data(), mine.size());
+  if (words > 0)
+    check_plugin(group.comm->all_gather(group.obj, padded.data(), all.data(), words, kInt32, nullptr),
+                 on("all_gather", group));
+  std::vector<std::string> out;
+  for (size_t r = 0; r < n; ++r) out.emplace_back(reinterpret_cast<const char*>(all.data() + r * words), size_t(lengths[r]));
+  return out;
+}
+
+int64_t broadcast_int64(const CommGroup& group, int64_t value, int32_t root) {
+  if (group.alone()) return value;
+  int32_t words[2];
+  std::memcpy(words, &value, sizeof(value));
+  check_plugin(group.comm->broadcast(group.obj, words, 2, kInt32, root, nullptr), on("broadcast", group));
+  std::memcpy(&value, words, sizeof(value));
+  return value;
+}
+
+void broadcast_floats(const CommGroup& group, std::vector<float>& values, int32_t root) {
+  if (group.alone() || values.empty()) return;
+  check_plugin(group.comm->broadcast(group.obj, values.data(), values.size(), keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, root,
+                                     nullptr),
+               on("broadcast", group));
+}
+
+keel_comm_counters comm_counters(const CommGroup& group) {
+  keel_comm_counters counters{};
+  counters.struct_size = sizeof(counters);
+  if (group.obj) check_plugin(group.comm->counters(group.obj, &counters), on("counters", group));
+  return counters;
+}
+
+}  // namespace keel

@@ -1,0 +1,64 @@
+// The communicators of a run's pp × dp × tp mesh (mesh_layout.h) and which plugin owns each.
+// comm.h allows one thread per communicator, so where a plugin talks on a group from its own
+// thread the core has a second communicator over the same ranks. Built by every rank at
+// start-up (split is collective over the world) and destroyed last, after the plugins.
+#pragma once
+
+#include <keel/keel.h>
+
+#include <string>
+
+#include "config/run_config.h"
+#include "mesh/mesh_layout.h"
+
+namespace keel {
+
+// One group of ranks as seen from this rank. With no communicator (one process, or a group this
+// rank is alone in) obj is NULL, and every collective on it is the identity.
+struct CommGroup {
+  const keel_comm_api* comm = nullptr;
+  void* obj = nullptr;
+  int32_t rank = 0, size = 1;
+  const char* name = "";  // in messages: "data-parallel group"
+
+  bool alone() const { return !obj || size <= 1; }
+};
+
+class Mesh {
+ public:
+  Mesh() = default;
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+  ~Mesh();
+
+  // Creates the world through config's comm plugin and splits it into the groups. Without a
+  // comm plugin (none installed and none asked for) the run is one process and every group is
+  // this rank alone. Throws KeelError naming the config.
+  void create(const RunConfig& config);
+
+  const MeshLayout& layout() const { return layout_; }
+  const MeshPosition& position() const { return position_; }
+  const keel_comm_api* comm() const { return comm_; }
+
+  // Ends every rank (comm abort_world); returns only without a world to end.
+  void abort_world(const std::string& why) const;
+
+  CommGroup world;        // every rank; the core's (checkpoint gathers, stop agreement)
+  CommGroup strategy_dp;  // this rank's data-parallel group (the world while tp = pp = 1): the strategy's
+  CommGroup core_dp;      // the same ranks: the core's (the loss)
+  CommGroup model_tp;     // this rank's tensor-parallel group: the model's
+  CommGroup core_tp;      // the same ranks: the core's (the gradient norm's tp sum)
+  CommGroup pipeline;     // this rank's pipeline group (pp > 1): the core's, for activations,
+                          // their gradients, the loss and the norm
+  CommGroup embedding;    // the first and last stage of this pipeline (pp > 1, those two ranks
+                          // only): the strategy's, for STAGE_TIED gradients
+
+ private:
+  CommGroup split(int32_t color, int32_t key, const char* name);
+
+  const keel_comm_api* comm_ = nullptr;
+  MeshLayout layout_;
+  MeshPosition position_;
+};
+
+}  // namespace keel

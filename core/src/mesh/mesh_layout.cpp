@@ -1,0 +1,54 @@
+// The one place the rank arithmetic and the layout's refusals are written (mesh_layout.h).
+#include "mesh/mesh_layout.h"
+
+#include <keel/keel.h>
+
+#include <utility>
+
+#include "host/errors.h"
+#include "loader/plugin_registry.h"
+
+namespace keel {
+namespace {
+
+std::string text(int64_t n) { return std::to_string(n); }
+
+}  // namespace
+
+std::string MeshLayout::describe() const {
+  return text(ranks) + " ranks = tp " + text(tp) + " × dp " + text(dp) + " × pp " + text(pp) +
+         (virtual_stages > 1 ? " (" + text(virtual_stages) + " chunks per rank)" : "");
+}
+
+MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks) {
+  const int64_t tp = config.tp, pp = config.pp;
+  if (ranks < 1 || ranks % (tp * pp) != 0)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel: " + text(ranks) + " ranks do not divide into tp " +
+                                                 text(tp) + " × pp " + text(pp) + " (dp = ranks / (tp · pp) must be a "
+                                                 "whole number); launch a multiple of " + text(tp * pp) + " ranks");
+  MeshLayout layout;
+  layout.ranks = ranks;
+  layout.tp = config.tp;
+  layout.pp = config.pp;
+  layout.dp = int32_t(ranks / (tp * pp));
+  layout.virtual_stages = config.virtual_stages;
+  return layout;
+}
+
+void require_plugins_for_layout(const RunConfig& config, const MeshLayout& layout) {
+  const uint32_t needed = layout.pp > 1 ? 7 : layout.tp > 1 ? 6 : 0;
+  if (needed == 0) return;
+  const std::string why = layout.pp > 1 ? "parallel.pp > 1 needs 0.7 (pipeline chunks)"
+                                        : "parallel.tp > 1 needs 0.6 (tensor-parallel pieces)";
+  auto& registry = PluginRegistry::instance();
+  for (auto [kind, section] : {std::pair<int32_t, const PluginSection*>{KEEL_KIND_MODEL, &config.model},
+                               {KEEL_KIND_STRATEGY, &config.strategy}}) {
+    const keel_plugin_info& info = registry.find(kind, section->plugin).info;
+    if (info.abi_minor < needed)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + section->json_path + ".plugin '" + section->plugin +
+                                                  "' was built against ABI 0." + text(info.abi_minor) + ", but " + why +
+                                                  ". Rebuild it, or run without it");
+  }
+}
+
+}  // namespace keel

@@ -1,0 +1,39 @@
+// The shape of a run's ranks: pp × dp × tp, tensor parallelism fastest, so the ranks of one
+// tensor-parallel group are neighbours (one node's fast links) and a pipeline stage is a
+// contiguous block of ranks. `keel validate` plans it for --ranks; a run plans it for the
+// launcher's world; both through plan_mesh_layout, so they agree on every refusal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/run_config.h"
+
+namespace keel {
+
+// Where one rank sits: its index along each axis.
+struct MeshPosition {
+  int32_t tp = 0, dp = 0, pp = 0;
+};
+
+struct MeshLayout {
+  int32_t ranks = 1, tp = 1, dp = 1, pp = 1;
+  int32_t virtual_stages = 1;  // model chunks per pipeline rank (interleaved schedules)
+
+  MeshPosition position_of(int32_t world_rank) const {
+    return {world_rank % tp, (world_rank / tp) % dp, world_rank / (tp * dp)};
+  }
+  // "8 ranks = tp 2 × dp 2 × pp 2 (2 chunks per rank)"
+  std::string describe() const;
+};
+
+// The layout of config's parallel section over `ranks` ranks; throws KeelError
+// (KEEL_ERR_INVALID_CONFIG) when the ranks do not divide into tp × pp, naming the numbers.
+MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks);
+
+// The model and strategy plugins must be new enough for the layout: tensor-parallel pieces came
+// in ABI 0.6, pipeline chunks in 0.7. Throws KeelError (KEEL_ERR_UNIMPLEMENTED) naming the
+// plugin, the ABI it was built against and the one the layout needs.
+void require_plugins_for_layout(const RunConfig& config, const MeshLayout& layout);
+
+}  // namespace keel

@@ -1,0 +1,66 @@
+// Counter differences over a logging interval (interval_traffic.h).
+#include "session/interval_traffic.h"
+
+#include <algorithm>
+
+#include "mesh/collectives.h"
+
+namespace keel {
+namespace {
+
+nlohmann::json per_step_bytes(const keel_comm_counters& now, const keel_comm_counters& start, int64_t steps) {
+  static const char* const kOpNames[KEEL_COMM_OP_COUNT] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                                           "send",       "recv",           "barrier"};
+  nlohmann::json per_step = nlohmann::json::object();
+  for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
+    if (now.bytes[op] > start.bytes[op]) per_step[kOpNames[op]] = double(now.bytes[op] - start.bytes[op]) / double(steps);
+  return per_step;
+}
+
+}  // namespace
+
+IntervalTraffic::IntervalTraffic(const Trainer& trainer)
+    : trainer_(trainer),
+      dp_start_(comm_counters(trainer.mesh().strategy_dp)),
+      tp_start_(comm_counters(trainer.mesh().model_tp)),
+      pp_start_(comm_counters(trainer.mesh().pipeline)),
+      offload_start_(trainer.offload_counters()) {}
+
+void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) {
+  const Mesh& mesh = trainer_.mesh();
+  if (!mesh.world.alone()) {
+    const keel_comm_counters dp_now = comm_counters(mesh.strategy_dp);
+    report.extra["comm_bytes_per_step"] = per_step_bytes(dp_now, dp_start_, steps);
+    dp_start_ = dp_now;
+    if (mesh.layout().tp > 1) {  // the model's tensor-parallel mappings
+      const keel_comm_counters tp_now = comm_counters(mesh.model_tp);
+      report.extra["tp_comm_bytes_per_step"] = per_step_bytes(tp_now, tp_start_, steps);
+      tp_start_ = tp_now;
+    }
+    if (mesh.layout().pp > 1) {  // activations and their gradients between stages
+      const keel_comm_counters pp_now = comm_counters(mesh.pipeline);
+      report.extra["pp_comm_bytes_per_step"] = per_step_bytes(pp_now, pp_start_, steps);
+      pp_start_ = pp_now;
+    }
+  }
+  if (offload_start_) {
+    const keel_offload_counters now = *trainer_.offload_counters();
+    const double read = double(now.bytes_read - offload_start_->bytes_read);
+    const double written = double(now.bytes_written - offload_start_->bytes_written);
+    const double wall = std::max(seconds, 1e-9);
+    report.extra["offload"] = {{"read_bytes_per_step", read / double(steps)},
+                               {"write_bytes_per_step", written / double(steps)},
+                               {"busy_ms_per_step", 1e3 * (now.busy_seconds - offload_start_->busy_seconds) / double(steps)},
+                               {"read_GBps", read / wall / 1e9},
+                               {"write_GBps", written / wall / 1e9}};
+    report.offload_GBps = {read / wall / 1e9, written / wall / 1e9};
+    offload_start_ = now;
+  }
+}
+
+void IntervalTraffic::restart_after_evaluation() {
+  pp_start_ = comm_counters(trainer_.mesh().pipeline);
+  if (offload_start_) offload_start_ = trainer_.offload_counters();
+}
+
+}  // namespace keel

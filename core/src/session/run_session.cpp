@@ -1,0 +1,183 @@
+// Throughput is measured over each logging interval and excludes evaluation and checkpoint
+// time, so tokens/s and MFU describe training alone.
+#include "session/run_session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "checkpoint/checkpoint.h"
+#include "host/errors.h"
+#include "io/writable_folder.h"
+#include "metrics/run_reporter.h"
+#include "session/interval_traffic.h"
+#include "session/run_summary.h"
+#include "train/stop_signals.h"
+
+namespace keel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// KEEL_FAULT_INJECT="rank=R,step=S[,mode=error|kill]" makes rank R fail (or die by SIGKILL)
+// after step S: how the tests show that one failing rank ends every rank with its reason.
+void maybe_inject_fault(const Trainer& trainer, int64_t step) {
+  static const char* spec = std::getenv("KEEL_FAULT_INJECT");
+  if (!spec) return;
+  int rank = -1;
+  long long at_step = -1;
+  char mode[16] = "error";
+  std::sscanf(spec, "rank=%d,step=%lld,mode=%15s", &rank, &at_step, mode);
+  if (rank != trainer.mesh().world.rank || at_step != step) return;
+  if (std::string(mode) == "kill") std::raise(SIGKILL);
+  throw KeelError(KEEL_ERR_INTERNAL, "injected fault after step " + std::to_string(step) + " (KEEL_FAULT_INJECT)");
+}
+
+ReporterOptions reporter_options(const Trainer& trainer, bool reporting, bool append) {
+  const TrainConfig& train = trainer.config().train;
+  ReporterOptions options;
+  options.metrics_path = reporting ? train.metrics_path : "/dev/null";
+  options.append = append;
+  options.tensorboard_dir = reporting ? train.tensorboard_dir : "";
+  options.progress_bar = reporting && ::isatty(STDOUT_FILENO) == 1;
+  return options;
+}
+
+StepReport phase_report(const Trainer& trainer, const StepResult& result) {
+  StepReport report;
+  report.phase_ms = {{"data", 1e3 * result.data_seconds},
+                     {"forward", 1e3 * result.forward_seconds},
+                     {"backward", 1e3 * result.backward_seconds},
+                     {"optimizer", 1e3 * result.optimizer_seconds}};
+  if (trainer.mesh().layout().pp > 1) report.phase_ms["pipeline_wait"] = 1e3 * result.pipeline_wait_seconds;
+  return report;
+}
+
+}  // namespace
+
+struct RunSession::Progress {
+  Progress(const Trainer& trainer) : first_step(trainer.step()), traffic(trainer) {}
+  const int64_t first_step;
+  const Clock::time_point start = Clock::now();
+  double train_seconds = 0;  // stepping alone, for the ETA
+  double interval_seconds = 0;
+  int64_t interval_tokens = 0, interval_steps = 0;
+  int64_t last_saved_step = -1;
+  IntervalTraffic traffic;
+};
+
+RunSession::RunSession(Trainer& trainer, std::ostream& out, bool append)
+    : trainer_(trainer),
+      reporting_(trainer.mesh().world.rank == 0),
+      out_(reporting_ ? out : silent_),
+      reporter_(reporter_options(trainer, reporting_, append), out_) {
+  // Periodic saves must be possible before any step is spent (keel run also checks at start-up,
+  // since it always saves at the end; an embedder's train(n) saves only every N steps).
+  if (trainer.config().train.checkpoint.every > 0)
+    require_writable_folder(trainer.config().train.checkpoint.dir, "train.checkpoint.dir");
+  reporter_.header(describe_run(trainer));
+}
+
+void RunSession::note_past_horizon(int64_t until_step) {
+  const TrainConfig& train = trainer_.config().train;
+  if (until_step <= train.steps || noted_past_horizon_) return;
+  noted_past_horizon_ = true;
+  reporter_.note("training to step " + std::to_string(until_step) + ", past train.steps (" +
+                 std::to_string(train.steps) + "): the learning-rate schedule, whose horizon is train.steps, "
+                 "holds its final value there");
+}
+
+void RunSession::save(Progress& progress, StepReport* report) {
+  const CheckpointConfig& checkpoint = trainer_.config().train.checkpoint;
+  const auto start = Clock::now();
+  const std::string folder = save_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
+  const double ms = 1e3 * seconds_since(start);
+  if (report) report->phase_ms["checkpoint"] = ms;
+  progress.last_saved_step = trainer_.step();
+  reporter_.note("checkpoint saved: " + folder + " (" + std::to_string(int64_t(ms)) + " ms)");
+}
+
+StepReport RunSession::logged_report(const StepResult& result, const RunSlice& slice, Progress& progress,
+                                     bool evaluate, StepReport report) {
+  report.step = result.step;
+  report.total_steps = slice.until_step;
+  report.loss = result.loss;
+  report.lr = result.lr;
+  report.grad_norm = result.grad_norm;
+  report.step_ms = 1e3 * result.step_seconds;
+  report.tokens_per_s = progress.interval_tokens / std::max(progress.interval_seconds, 1e-9);
+  report.mfu = trainer_.mfu(report.tokens_per_s);
+  report.elapsed_s = seconds_since(progress.start);
+  report.eta_s = progress.train_seconds / double(result.step - progress.first_step) * double(slice.until_step - result.step);
+  report.memory_bytes = resident_memory_bytes();
+  report.skipped = result.skipped;
+  const keel_strategy_info memory = trainer_.strategy_state().info();
+  report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
+                                    {"optimizer_state", memory.state_bytes}};
+  if (trainer_.mesh().layout().pp > 1) report.extra["pp_peak_in_flight"] = result.peak_in_flight;  // rank 0's stage
+  progress.traffic.report(report, progress.interval_steps, progress.interval_seconds);
+  if (evaluate) report.val_loss = trainer_.evaluate();
+  progress.traffic.restart_after_evaluation();
+  progress.interval_steps = 0;
+  progress.interval_seconds = 0;
+  progress.interval_tokens = 0;
+  return report;
+}
+
+void RunSession::stop_if_signalled(const StepResult& result, const RunSlice& slice, const Progress& progress) {
+  const int signal_number = agreed_stop_signal(trainer_.mesh().world);
+  if (!signal_number) return;
+  reporter_.finish();
+  throw StopRequested(signal_number, "stopped by " + signal_name(signal_number) + " after step " +
+                                         std::to_string(result.step) + " of " + std::to_string(slice.until_step) + "; " +
+                                         (progress.last_saved_step >= 0
+                                              ? "this run's last checkpoint is step " + std::to_string(progress.last_saved_step)
+                                              : std::string("this run saved no checkpoint")));
+}
+
+void RunSession::run(const RunSlice& slice) {
+  const TrainConfig& train = trainer_.config().train;
+  note_past_horizon(slice.until_step);
+  // Every rank trains, evaluates and checkpoints; rank 0 alone reports.
+  Progress progress(trainer_);
+  while (trainer_.step() < slice.until_step) {
+    const StepResult result = trainer_.train_step();
+    maybe_inject_fault(trainer_, result.step);
+    progress.train_seconds += result.step_seconds;
+    progress.interval_seconds += result.step_seconds;
+    progress.interval_tokens += result.tokens;
+    ++progress.interval_steps;
+    if (result.skipped) reporter_.note("step " + std::to_string(result.step) + ": non-finite values, update skipped");
+
+    StepReport report = phase_report(trainer_, result);
+    if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0) save(progress, &report);
+    const bool last = result.step == train.steps || (slice.ends_run && result.step == slice.until_step);
+    const bool evaluate = last || (train.eval_every > 0 && result.step % train.eval_every == 0);
+    const bool logged =
+        evaluate || result.step == progress.first_step + 1 || result.step % train.log_every == 0 || result.skipped;
+    if (logged) reporter_.step(logged_report(result, slice, progress, evaluate, std::move(report)));
+    if (slice.after_step && slice.after_step(result)) break;
+    stop_if_signalled(result, slice, progress);
+  }
+  if (slice.ends_run && trainer_.step() > progress.first_step && progress.last_saved_step != trainer_.step())
+    save(progress, nullptr);
+  reporter_.finish();
+  // Every rank samples (the same tokens, from the same seed): a sharding strategy gathers each
+  // layer over the whole group, so a forward on rank 0 alone would wait for the others forever.
+  if (slice.ends_run && train.sample_tokens > 0) print_sample(trainer_, out_);
+}
+
+void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
+  RunSession session(trainer, out, resumed);
+  RunSlice slice;
+  slice.until_step = trainer.config().train.steps;
+  session.run(slice);
+}
+
+}  // namespace keel

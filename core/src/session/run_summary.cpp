@@ -1,0 +1,62 @@
+// What a run says about itself (run_summary.h).
+#include "session/run_summary.h"
+
+#include <sstream>
+#include <vector>
+
+namespace keel {
+namespace {
+
+std::string printable(const std::vector<int32_t>& bytes) {
+  std::string text;
+  for (int32_t b : bytes) text += (b == '\n' || b == '\t' || (b >= 32 && b < 256 && b != 127)) ? char(b) : '?';
+  return text;
+}
+
+int64_t parameter_count(const keel_model_info& info) {
+  int64_t total = 0;
+  for (size_t i = 0; i < info.n_params; ++i) {
+    int64_t numel = 1;
+    for (int32_t d = 0; d < info.params[i].ndim; ++d) numel *= info.params[i].global_shape[d];
+    total += numel;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::string describe_run(const Trainer& trainer) {
+  const RunConfig& config = trainer.config();
+  const keel_model_info& info = trainer.model_info();
+  const MeshLayout& mesh = trainer.mesh().layout();
+  std::ostringstream text;
+  text << "model " << config.model.plugin << ": " << parameter_count(info) << " parameters in " << info.n_params
+       << " tensors"
+       << (mesh.pp > 1 ? " on pipeline stage " + std::to_string(trainer.mesh().position().pp) + " of " +
+                             std::to_string(mesh.pp)
+                       : std::string())
+       << ", " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
+       << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
+       << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
+  if (mesh.ranks > 1) text << " per rank × " << mesh.describe();
+  if (mesh.pp > 1) text << "; schedule " << config.schedule.plugin;
+  text << "; metrics → " << config.train.metrics_path;
+  if (trainer.step() > 0) text << "; resumed at step " << trainer.step();
+  return text.str();
+}
+
+void print_sample(Trainer& trainer, std::ostream& out) {
+  const TrainConfig& train = trainer.config().train;
+  const keel_model_info& info = trainer.model_info();
+  std::vector<int32_t> prompt;
+  for (unsigned char c : train.sample_prompt) prompt.push_back(c);
+  const bool bytes = info.vocab_size == 256;
+  if (!bytes) prompt.assign(1, 0);  // not a byte-level model: start from token 0
+  auto generated = trainer.sample(prompt, train.sample_tokens, train.seed, train.sample_temperature);
+  out << "--- sample (" << train.sample_tokens << " tokens) ---\n";
+  if (bytes) out << train.sample_prompt << printable(generated);
+  else for (int32_t t : generated) out << t << ' ';
+  out << "\n---" << std::endl;
+}
+
+}  // namespace keel

@@ -1,0 +1,25 @@
+// Everything of a run that a checkpoint saves and a resume restores, and nothing else: the
+// config it was built from, the parameters' specs, the optimizer's state slot count, the mesh,
+// the strategy's ranges and own arrays, and the run's position. Checkpoint code takes this view,
+// never the trainer, so it cannot reach into training.
+#pragma once
+
+#include <keel/keel.h>
+
+#include "config/run_config.h"
+#include "mesh/mesh.h"
+#include "train/run_position.h"
+#include "train/strategy_state.h"
+
+namespace keel {
+
+struct RunStateView {
+  const RunConfig& config;
+  const keel_model_info& model;  // this rank's pieces (widened specs)
+  int32_t state_slots;           // the optimizer's state arrays per parameter
+  const Mesh& mesh;
+  StrategyState& strategy;
+  RunPosition& position;
+};
+
+}  // namespace keel
