@@ -176,7 +176,7 @@ std::optional<keel_offload_counters> PluginInstances::offload_counters() const {
   return counters;
 }
 
-// The mesh of DESIGN.md §2 (pp × dp × tp, tp fastest): with tp = pp = 1 every rank is in one
+// The mesh of docs/architecture.md §4 (pp × dp × tp, tp fastest): with tp = pp = 1 every rank is in one
 // data-parallel group, split from the world so the shape is already the general one.
 void PluginInstances::create_mesh(const RunConfig& config) {
   PluginRegistry& registry = PluginRegistry::instance();
