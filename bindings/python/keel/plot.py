@@ -27,7 +27,8 @@ def read_metrics(path):
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"{path}: the metrics file is not a regular file")
     if info.st_size > MAX_METRICS_BYTES:
-        raise ValueError(f"{path}: the metrics file is {info.st_size} bytes, more than the {MAX_METRICS_BYTES} bytes read")
+        raise ValueError(f"{path}: the metrics file is {info.st_size} bytes, "
+                         f"more than the {MAX_METRICS_BYTES} bytes read")
     series = {"loss": {}, "val_loss": {}}
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):

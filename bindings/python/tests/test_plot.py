@@ -6,7 +6,6 @@ matplotlib). As a script: `python3 test_plot.py [--require-matplotlib]`; a check
 matplotlib where it is missing is skipped with the reason printed, or fails with the flag."""
 import importlib.util
 import json
-import os
 import pathlib
 import struct
 import sys
@@ -44,7 +43,7 @@ plot = plot_module()
 
 def have_matplotlib():
     try:
-        import matplotlib  # noqa: F401
+        importlib.import_module("matplotlib.backends.backend_agg")
         return True
     except ImportError:
         return False
