@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Creates the Python venv that test oracles needing PyPI packages run in (TensorBoard reads our
-# event files). Debian's python3 has no venv module, so this takes the first python3 on PATH
-# (pyenv's). Safe to run again: does nothing once the packages import.
+# event files; matplotlib draws keel.plot_metrics' PNGs). Debian's python3 has no venv module,
+# so this takes the first python3 on PATH (pyenv's). Safe to run again: does nothing once the
+# packages import.
 # Usage: scripts/test-venv.sh [VENV_DIR]   (default: build/test-venv under the repository)
 # Exits 0 when ready, 77 (ctest's skip code) when PyPI cannot be reached, 1 on other failures.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${1:-$repo/build/test-venv}"
-packages=(tensorboard)
-imports="import tensorboard.backend.event_processing.event_accumulator"
+packages=(tensorboard matplotlib)
+imports="import tensorboard.backend.event_processing.event_accumulator, matplotlib.backends.backend_agg"
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$imports" 2>/dev/null; then
   exit 0

@@ -1,6 +1,6 @@
 // ddp across data-parallel ranks: which releases start a bucket's all-reduce, and the wait
-// that turns the summed gradients into the mean before anyone reads them (DESIGN.md §2,
-// step 3). Only a step's last backward of a layer (begin_microbatch's is_last) reduces it;
+// that turns the summed gradients into the mean before anyone reads them (docs/architecture.md §3,
+// step 4). Only a step's last backward of a layer (begin_microbatch's is_last) reduces it;
 // earlier ones just accumulate. Under pipeline parallelism a STAGE_TIED parameter's gradient is
 // first summed over the embedding group (keel_support/stage_tied_grads.hpp): the buckets that
 // hold one wait for that sum, at the first grad_sq_norm or step.

@@ -1,4 +1,4 @@
-// Which layers' gradients are all-reduced together (DESIGN.md §2: reduction overlaps the rest
+// Which layers' gradients are all-reduced together (docs/architecture.md §3: reduction overlaps the rest
 // of the backward). Layers are taken from the last to the first, the order backward finishes
 // them, and coalesce until a bucket holds at least bucket_bytes; a layer never splits, and a
 // layer without parameters joins no bucket. Pure bookkeeping over the store's layout.

@@ -9,7 +9,7 @@
 //            Every micro-batch reduces this way, so the chunk accumulates the mean of each
 //            micro-batch's sum: Σ_m (1/N) Σ_r g(r,m) = the mean of the accumulated gradients.
 //            On several ranks that reduce_scatter runs on a communication thread (CommWorker)
-//            while the backward goes on with the layers below (DESIGN.md §2, step 3); the
+//            while the backward goes on with the layers below (docs/architecture.md §3, step 4); the
 //            training thread scales and adds each finished chunk in submission order, so the
 //            sums are the same bits as a blocking reduction. The worker has a communicator of
 //            its own, split from the group, because stage 3 gathers parameters on the training

@@ -13,7 +13,7 @@ plugin_dir="$work/plugin-build/lib/keel/plugins"
 # The author's contract and guide are installed, and every installed file a header or the guide
 # names (share/doc/keel/...) exists.
 doc="$work/prefix/share/doc/keel"
-for f in plugin-contract.md parallelism.md plugin-authors-guide.md example-localsgd/CMakeLists.txt example-localsgd/localsgd_strategy.cpp; do
+for f in architecture.md plugin-contract.md parallelism.md offload.md metrics.md plugin-authors-guide.md example-localsgd/CMakeLists.txt example-localsgd/localsgd_strategy.cpp; do
   test -f "$doc/$f" || { echo "FAIL: $doc/$f is not installed"; exit 1; }
 done
 for named in $(grep -rhoE "share/doc/keel/[A-Za-z0-9_./-]+[A-Za-z0-9_-]" "$work/prefix/include" "$doc" | sort -u); do

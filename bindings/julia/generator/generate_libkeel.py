@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes bindings/julia/Keel.jl/src/LibKeel.jl, the raw Julia layer of the Keel C ABI.
 
-Why generated: the ABI headers are the single contract (DESIGN.md section 3); a hand-copied
+Why generated: the ABI headers are the single contract (docs/architecture.md §8); a hand-copied
 Julia mirror would drift the day a field is appended. libclang reads abi/keel/keel.h exactly
 as a C compiler does, so struct field types, enum values and function signatures come from
 the compiler's view, not from a regex over the text. The output is deterministic (no dates,

@@ -14,6 +14,9 @@ Python plugins: keel.register_data_source(name, factory) and keel.register_optim
 factory) make a name usable as "data": {"plugin": name} or "optimizer": {"plugin": name}; a
 name already taken needs replace=True. An exception a plugin raises comes out of the Keel call
 that ran it as itself, traceback included. `pip install` also gives the `keel` command.
+
+keel.plot_metrics("runs/x/metrics.jsonl", "loss.png") draws a run's loss and val_loss with
+matplotlib, when it is installed (keel/plot.py); `keel plot ... --out loss.svg` needs nothing.
 """
 from keel._keel import (
     ABI_VERSION,
@@ -25,6 +28,7 @@ from keel._keel import (
     register_optimizer,
     register_plugin_library,
 )
+from keel.plot import plot_metrics
 
 __version__ = "0.1.0"
 __all__ = [
@@ -32,6 +36,7 @@ __all__ = [
     "Error",
     "Tensor",
     "Trainer",
+    "plot_metrics",
     "plugins",
     "register_data_source",
     "register_optimizer",

@@ -59,6 +59,11 @@ class Trainer:
 
 # Each: kind, name, version, abi, path ("" for Python plugins), description.
 def plugins() -> list[dict[str, str]]: ...
+# A run's metrics.jsonl (loss, val_loss against step) drawn with matplotlib into out_path (PNG,
+# or the format its extension names); returns the matplotlib Figure. ImportError naming
+# `pip install matplotlib` when matplotlib is missing; ValueError for a file that is not metrics.
+def plot_metrics(metrics_path: Union[str, os.PathLike[str]], out_path: Union[str, os.PathLike[str]],
+                 title: Optional[str] = None) -> Any: ...
 def register_plugin_library(path: Union[str, os.PathLike[str]]) -> None: ...
 
 # factory(config) -> iterable of integer arrays (micro_batch, seq_len + 1); config holds the data

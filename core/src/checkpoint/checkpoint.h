@@ -1,4 +1,4 @@
-// Checkpoints (DESIGN.md §5): a directory per save, written under a temporary name, fsync'ed and
+// Checkpoints (docs/architecture.md §6): a directory per save, written under a temporary name, fsync'ed and
 // renamed into place; a `latest` pointer replaced atomically; the last N kept. Each rank writes
 // the pieces it owns as (tensor, box, flat range in the box) slices, so a checkpoint loads into any layout; on
 // one rank every slice is whole. Optimizer state is stored the same way.

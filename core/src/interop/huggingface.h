@@ -1,4 +1,4 @@
-// Hugging Face interop (DESIGN.md §5): a model's parameters as one safetensors file with the
+// Hugging Face interop (docs/architecture.md §6): a model's parameters as one safetensors file with the
 // names and layouts its model plugin declares for the "huggingface" format (external_name),
 // plus the config.json transformers needs to load it (external_config).
 #pragma once

@@ -58,7 +58,7 @@ std::string canonical_or_same(const std::string& path) {
 
 std::string abi_text(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
-// The handshake of DESIGN.md §3 rule 2: the same major, and a minor no newer than the core's
+// The handshake of docs/architecture.md §8, rule 2: the same major, and a minor no newer than the core's
 // (minors only append, so an older plugin's shorter tables and structs still read correctly;
 // the core checks KEEL_HAS_SLOT before any slot a later minor appended). "" when acceptable.
 std::string abi_refusal(uint32_t major, uint32_t minor) {

@@ -1,4 +1,4 @@
-// The plugin registry: finds libkeel-<name>.so files in the discovery order of DESIGN.md §3
+// The plugin registry: finds libkeel-<name>.so files in the discovery order of docs/architecture.md §8
 // rule 8, loads them with dlopen, checks each entry (ABI major, table size, required slots,
 // duplicate names) and keeps every library loaded for the life of the process, so no object a
 // plugin made can outlive its code.

@@ -1,7 +1,7 @@
-// The shape of a run's ranks: pp × dp × tp, tensor parallelism fastest, so the ranks of one
-// tensor-parallel group are neighbours (one node's fast links) and a pipeline stage is a
-// contiguous block of ranks. `keel validate` plans it for --ranks; a run plans it for the
-// launcher's world; both through plan_mesh_layout, so they agree on every refusal.
+// The shape of a run's ranks (docs/architecture.md §4): pp × dp × tp, tensor parallelism
+// fastest, so the ranks of one tensor-parallel group are neighbours (one node's fast links) and
+// a pipeline stage is a contiguous block of ranks. `keel validate` plans it for --ranks, a run
+// for the launcher's world, both through plan_mesh_layout, so they agree on every refusal.
 #pragma once
 
 #include <cstdint>

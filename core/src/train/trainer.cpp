@@ -1,4 +1,4 @@
-// The training step of DESIGN.md §2 for one rank: for each micro-batch of the accumulation,
+// The training step of docs/architecture.md §3 for one rank: for each micro-batch of the accumulation,
 // forward and backward through the strategy's access table; then the global gradient norm,
 // the clip factor, the scheduled learning rate and the strategy's step.
 #include "train/trainer.h"

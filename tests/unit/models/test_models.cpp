@@ -858,7 +858,7 @@ TEST(GptModel, ExternalNamesRefuseUnknownFormatsAndIndices) {
   EXPECT_EQ(old.struct_size, offsetof(keel_external_tensor, rows));
 }
 
-// describe writes only the prefix the caller declared in struct_size (DESIGN.md §3 rule 3): a
+// describe writes only the prefix the caller declared in struct_size (docs/architecture.md §8, rule 3): a
 // caller too old for every field is refused and nothing past its struct is touched; a caller
 // newer than the plugin gets the plugin's size back and its extra bytes left alone.
 void check_describe_honours_struct_size(const char* model_name, const std::string& config) {

@@ -1,5 +1,5 @@
 # Out-parameter structs for the ABI: every struct the core fills starts with struct_size, which the
-# caller sets so an older core writes only the fields it knows (DESIGN.md section 3, rule 3).
+# caller sets so an older core writes only the fields it knows (docs/architecture.md §8, rule 3).
 
 zero_value(::Type{T}) where {T<:Number} = zero(T)
 zero_value(::Type{Ptr{T}}) where {T} = Ptr{T}(C_NULL)

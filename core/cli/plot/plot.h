@@ -1,5 +1,6 @@
-// `keel plot METRICS.jsonl --out loss.svg|loss.png [--title T]`: the training and validation
-// loss of a run against step, drawn without any plotting library.
+// `keel plot METRICS.jsonl --out loss.svg [--title T]`: the training and validation loss of a
+// run against step, as an SVG file (text a browser draws), with no plotting library. Built into
+// the keel CLI alone (core/CMakeLists.txt: keel_plot), not into libkeel-core.
 #pragma once
 
 #include <ostream>

@@ -1,16 +1,16 @@
-// The pieces behind `keel plot`: tick choice, the data-to-pixel map, the rasterizer, the PNG
-// container, and the command's refusals.
+// The pieces behind `keel plot`: tick choice, the data-to-pixel map, the SVG polylines, and the
+// command's refusals.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
-#include "metrics/chart/chart.h"
-#include "metrics/chart/png_file.h"
-#include "metrics/chart/raster.h"
-#include "metrics/plot.h"
+#include "plot/chart.h"
+#include "plot/plot.h"
+#include "plot/svg_chart.h"
 
 namespace keel::chart {
 namespace {
@@ -42,34 +42,14 @@ TEST(Layout, MapsTheDataRangeOntoTheFrame) {
   EXPECT_NEAR(l.py(3.0), (l.plot_top + l.plot_bottom) / 2.0, 1e-9);
 }
 
-TEST(Raster, LineCoversBothEndsAndItsThickness) {
-  Image image(20, 10, {255, 255, 255});
-  const Rgb red{255, 0, 0};
-  image.draw_line(2, 3, 15, 7, red, 2);
-  EXPECT_EQ(image.at(2, 3).r, 255);
-  EXPECT_EQ(image.at(2, 3).g, 0);
-  EXPECT_EQ(image.at(15, 7).g, 0);
-  EXPECT_EQ(image.at(16, 8).g, 0);   // 2 px thick: the brush covers (x, y)..(x+1, y+1)
-  EXPECT_EQ(image.at(0, 0).g, 255);  // untouched
-}
-
-TEST(Raster, TextUsesTheGlyphs) {
-  Image image(12, 8, {255, 255, 255});
-  image.draw_text(0, 0, "1", {0, 0, 0});
-  // '1' has a full vertical stroke in its middle column (0x7F: rows 0-6) and nothing in column 0.
-  for (int row = 0; row < 7; ++row) EXPECT_EQ(image.at(2, row).r, 0) << row;
-  for (int row = 0; row < 8; ++row) EXPECT_EQ(image.at(0, row).r, 255) << row;
-  EXPECT_EQ(Image::text_width("loss"), 23);  // 4 glyphs × 6 - the last gap
-}
-
-TEST(Png, ContainerLayout) {
-  Image image(3, 2, {1, 2, 3});
-  const std::string png = encode_png(image);
-  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
-  EXPECT_EQ(png.substr(8, 8), std::string("\0\0\0\x0dIHDR", 8));  // 13-byte header chunk
-  EXPECT_EQ(png.substr(16, 8), std::string("\0\0\0\x03\0\0\0\x02", 8));  // width 3, height 2, big-endian
-  EXPECT_EQ(png.substr(24, 5), std::string("\x08\x02\0\0\0", 5));  // 8-bit RGB, deflate, no interlace
-  EXPECT_EQ(png.substr(png.size() - 12), std::string("\0\0\0\0IEND\xae\x42\x60\x82", 12));  // IEND's fixed CRC
+TEST(Svg, EachSeriesIsOnePolylineThroughTheMappedPoints) {
+  Chart chart{"t", "step", "loss", {{"loss", {10, 20, 30}, {4.0, 3.0, 2.0}, {0, 0, 255}}}};
+  const Layout l = layout_chart(chart, 800, 500);
+  const std::string svg = render_svg(chart, l);
+  char expected[128];
+  std::snprintf(expected, sizeof expected, "<polyline id=\"loss\" points=\"%.2f,%.2f %.2f,%.2f %.2f,%.2f\"", l.px(10),
+                l.py(4.0), l.px(20), l.py(3.0), l.px(30), l.py(2.0));
+  EXPECT_NE(svg.find(expected), std::string::npos) << svg;
 }
 
 TEST(PlotCommand, RefusesWithMessagesThatNameTheFile) {
@@ -89,6 +69,11 @@ TEST(PlotCommand, RefusesWithMessagesThatNameTheFile) {
   err.str("");
   EXPECT_EQ(plot_command({(dir / "one.jsonl").string(), "--out", (dir / "a.jpg").string()}, out, err), 2);
   EXPECT_NE(err.str().find("unknown image format '.jpg'"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(plot_command({(dir / "one.jsonl").string(), "--out", (dir / "a.png").string()}, out, err), 2);
+  EXPECT_NE(err.str().find("keel plot writes SVG only"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("keel.plot_metrics"), std::string::npos) << err.str();
+  EXPECT_FALSE(fs::exists(dir / "a.png"));
   err.str("");
   EXPECT_EQ(plot_command({(dir / "one.jsonl").string()}, out, err), 2);
   EXPECT_NE(err.str().find("--out"), std::string::npos) << err.str();

@@ -1,5 +1,5 @@
 // Ranges, margins and ticks. The y range is padded by 5% so a curve never runs along the frame.
-#include "metrics/chart/chart.h"
+#include "plot/chart.h"
 
 #include <algorithm>
 #include <cmath>

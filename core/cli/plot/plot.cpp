@@ -1,8 +1,9 @@
 // Reads the JSONL metrics into two series (loss at every logged step, val_loss where it was
-// measured) and hands them to the SVG or PNG renderer by the output's extension. A resumed run
-// appends to its metrics file, so a step logged twice keeps its later record. The file is
-// untrusted: only a regular file of bounded size is read, and axes that are not finite are refused.
-#include "metrics/plot.h"
+// measured) and writes them as an SVG chart. A resumed run appends to its metrics file, so a step
+// logged twice keeps its later record. The file is untrusted: only a regular file of bounded size
+// is read, and axes that are not finite are refused. PNGs come from the Python package
+// (keel.plot_metrics, with matplotlib), so the CLI needs no font and no image encoder.
+#include "plot/plot.h"
 
 #include <keel_support/json_parse.hpp>
 #include <nlohmann/json.hpp>
@@ -16,14 +17,12 @@
 
 #include "host/errors.h"
 #include "io/regular_file.h"
-#include "metrics/chart/png_chart.h"
-#include "metrics/chart/png_file.h"
-#include "metrics/chart/svg_chart.h"
+#include "plot/svg_chart.h"
 
 namespace keel {
 namespace {
 
-const char* kPlotUsage = "usage: keel plot METRICS.jsonl --out PLOT.svg|PLOT.png [--title TITLE]\n";
+const char* kPlotUsage = "usage: keel plot METRICS.jsonl --out PLOT.svg [--title TITLE]\n";
 
 struct PlotArgs {
   std::string metrics_path, out_path, title;
@@ -51,7 +50,13 @@ PlotArgs parse_plot_args(const std::vector<std::string>& args) {
     else throw PlotError{2, "unexpected argument " + arg};
   }
   if (parsed.metrics_path.empty()) throw PlotError{2, "needs a METRICS.jsonl file"};
-  if (parsed.out_path.empty()) throw PlotError{2, "needs --out PLOT.svg or --out PLOT.png"};
+  if (parsed.out_path.empty()) throw PlotError{2, "needs --out PLOT.svg"};
+  const std::string extension = std::filesystem::path(parsed.out_path).extension().string();
+  if (extension == ".png")
+    throw PlotError{2, "--out " + parsed.out_path + ": keel plot writes SVG only; for a PNG, the Python package's "
+                       "keel.plot_metrics(METRICS, \"loss.png\") draws one with matplotlib"};
+  if (extension != ".svg")
+    throw PlotError{2, "--out " + parsed.out_path + ": unknown image format '" + extension + "' (use .svg)"};
   if (parsed.title.empty()) parsed.title = std::filesystem::path(parsed.metrics_path).filename().string();
   return parsed;
 }
@@ -132,13 +137,9 @@ chart::Series to_series(const std::string& name, const std::map<double, double>&
 }
 
 std::string render(const chart::Chart& chart, const Losses& losses, const PlotArgs& args) {
-  const std::string extension = std::filesystem::path(args.out_path).extension().string();
-  if (extension != ".svg" && extension != ".png")
-    throw PlotError{2, "--out " + args.out_path + ": unknown image format '" + extension + "' (use .svg or .png)"};
   const chart::Layout layout = chart::layout_chart(chart, 800, 500);
   require_finite_axes(layout, losses, args.metrics_path);
-  if (extension == ".svg") return chart::render_svg(chart, layout);
-  return chart::encode_png(chart::render_raster(chart, layout));
+  return chart::render_svg(chart, layout);
 }
 
 }  // namespace

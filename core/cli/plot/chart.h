@@ -1,6 +1,5 @@
 // A line chart as data: series in data units, and the layout that maps them to pixels with
-// "nice" ticks (1, 2 or 5 × 10^k). The SVG and PNG renderers both draw from this, so the two
-// formats show the same axes.
+// "nice" ticks (1, 2 or 5 × 10^k). The SVG renderer (svg_chart.h) draws from this.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +45,7 @@ Layout layout_chart(const Chart& chart, int width, int height);
 // `min_step` apart (1 for steps, which are whole numbers).
 std::vector<Tick> nice_ticks(double lo, double hi, int target, double min_step = 0);
 
-// The colours every renderer uses.
+// The chart's colours.
 inline constexpr Rgb kBackground{255, 255, 255}, kFrame{0, 0, 0}, kGrid{225, 225, 225}, kText{60, 60, 60};
 
 }  // namespace keel::chart

@@ -1,5 +1,5 @@
 // Written with snprintf into one string; coordinates to 0.01 px.
-#include "metrics/chart/svg_chart.h"
+#include "plot/svg_chart.h"
 
 #include <cstdio>
 
@@ -49,13 +49,18 @@ std::string render_svg(const Chart& chart, const Layout& l) {
                     std::to_string(l.width) + " " + std::to_string(l.height) + "\" font-family=\"sans-serif\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"" + hex(kBackground) + "\"/>\n";
   text(svg, l.width / 2.0, 24, "middle", 16, chart.title);
+  // Each tick is a group of its grid line and its label, so a reader can map pixels back to data.
   for (const Tick& t : l.y_ticks) {
+    svg += "<g class=\"tick-y\">\n";
     line(svg, left, l.py(t.value), right, l.py(t.value), kGrid);
     text(svg, left - 6, l.py(t.value) + 4, "end", 12, t.label);
+    svg += "</g>\n";
   }
   for (const Tick& t : l.x_ticks) {
+    svg += "<g class=\"tick-x\">\n";
     line(svg, l.px(t.value), top, l.px(t.value), bottom, kGrid);
     text(svg, l.px(t.value), bottom + 18, "middle", 12, t.label);
+    svg += "</g>\n";
   }
   svg += format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"", left, top, right - left, bottom - top) +
          " fill=\"none\" stroke=\"" + hex(kFrame) + "\"/>\n";
