@@ -68,23 +68,39 @@ void PluginInstances::create(const RunConfig& config) {
   optimizer = table_for<keel_optimizer_api>(KEEL_KIND_OPTIMIZER, config.optimizer, config);
   strategy = table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config);
   schedule = table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config);
-  const keel_host* host = host_table();
   mesh.create(config);
-  const MeshLayout& layout = mesh.layout();
-  const MeshPosition& at = mesh.position();
+  // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes; one
+  // built before 0.7 knows nothing of chunks, tied stages or backwards out of forward order.
+  require_plugins_for_layout(config, mesh.layout());
 
   const std::string backend_json = config.backend.json.dump();
   keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
-  check_plugin(backend->create(host, &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
+  check_plugin(backend->create(host_table(), &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
+  create_model(config);
+  const std::string optimizer_json = config.optimizer.json.dump();
+  check_plugin(optimizer->create(host_table(), optimizer_json.c_str(), config.optimizer.json_path.c_str(), &optimizer_obj),
+               "creating optimizer '" + config.optimizer.plugin + "'");
+  optimizer_info.struct_size = sizeof(optimizer_info);
+  check_plugin(optimizer->describe(optimizer_obj, &optimizer_info), "optimizer '" + config.optimizer.plugin + "' describe");
+  create_offload(config);
+  create_strategy(config);
+  if (!config.data_plugin.plugin.empty()) {
+    data = table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config);
+    const std::string data_json = config.data_plugin.json.dump();
+    check_plugin(data->create(host_table(), data_json.c_str(), config.data_plugin.json_path.c_str(), &data_obj),
+                 "creating data source '" + config.data_plugin.plugin + "'");
+  }
+}
 
-  const std::string model_json = config.model.json.dump();
-  auto& registry = PluginRegistry::instance();
-  // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes; one
-  // built before 0.7 knows nothing of chunks, tied stages or backwards out of forward order.
-  require_plugins_for_layout(config, layout);
+// The model's piece of the mesh: its tp group, its pipeline stage and chunks; then its specs,
+// and whether it can split a backward when the schedule asks.
+void PluginInstances::create_model(const RunConfig& config) {
+  const MeshLayout& layout = mesh.layout();
+  const MeshPosition& at = mesh.position();
   if (layout.pp > 1 && !KEEL_HAS_SLOT(model, stage_io_numel))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.pp: model '" + config.model.plugin +
                                                 "' cannot be cut into pipeline stages (it has no stage_io_numel); run it at pp 1");
+  const std::string model_json = config.model.json.dump();
   const int32_t* stage_blocks = config.layers_per_stage.empty() ? nullptr : config.layers_per_stage.data();
   keel_model_create_args model_args{sizeof(model_args), model_json.c_str(), config.model.json_path.c_str(),
                                     backend, backend_obj, at.tp, layout.tp,
@@ -92,7 +108,7 @@ void PluginInstances::create(const RunConfig& config) {
                                     config.sequence_parallel ? 1 : 0,  // model.h: NULL at tp 1
                                     at.pp, layout.pp, layout.virtual_stages, stage_blocks,
                                     int32_t(config.layers_per_stage.size())};
-  check_plugin(model->create(host, &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
+  check_plugin(model->create(host_table(), &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");
   if (schedule->splits_backward) {
@@ -104,18 +120,16 @@ void PluginInstances::create(const RunConfig& config) {
                                                   config.model.plugin + "' cannot do; use \"1f1b\" or \"interleaved\"");
   }
   adopt_model_specs(config);
+}
 
-  const std::string optimizer_json = config.optimizer.json.dump();
-  check_plugin(optimizer->create(host, optimizer_json.c_str(), config.optimizer.json_path.c_str(), &optimizer_obj),
-               "creating optimizer '" + config.optimizer.plugin + "'");
-  optimizer_info.struct_size = sizeof(optimizer_info);
-  check_plugin(optimizer->describe(optimizer_obj, &optimizer_info), "optimizer '" + config.optimizer.plugin + "' describe");
-
-  create_offload(config);
+// The strategy gets the model's specs (narrowed for one built before 0.6), the optimizer, its
+// dp group, the embedding group on the first and last stage, and the offload tier.
+void PluginInstances::create_strategy(const RunConfig& config) {
+  const MeshLayout& layout = mesh.layout();
+  const MeshPosition& at = mesh.position();
   const std::string strategy_json = config.strategy.json.dump();
-  // A strategy built before 0.6 indexes the specs with its own, shorter struct.
   const keel_param_spec* strategy_params = model_info.params;
-  if (registry.find(KEEL_KIND_STRATEGY, config.strategy.plugin).info.abi_minor < 6) {
+  if (PluginRegistry::instance().find(KEEL_KIND_STRATEGY, config.strategy.plugin).info.abi_minor < 6) {
     strategy_specs = narrow_model_specs(specs, offsetof(keel_param_spec, local_offset));
     strategy_params = reinterpret_cast<const keel_param_spec*>(strategy_specs.data());
   }
@@ -130,16 +144,9 @@ void PluginInstances::create(const RunConfig& config) {
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "
                                                 "parallelism; run it on one rank or rebuild it against this Keel");
-  check_plugin(strategy->create(host, &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
+  check_plugin(strategy->create(host_table(), &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
   access.struct_size = sizeof(access);
   check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");
-
-  if (!config.data_plugin.plugin.empty()) {
-    data = table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config);
-    const std::string data_json = config.data_plugin.json.dump();
-    check_plugin(data->create(host, data_json.c_str(), config.data_plugin.json_path.c_str(), &data_obj),
-                 "creating data source '" + config.data_plugin.plugin + "'");
-  }
 }
 
 // The tier of the "offload" section, for the strategy alone (strategy.h offload); the strategy's
