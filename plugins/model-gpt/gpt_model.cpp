@@ -10,8 +10,8 @@
 
 namespace keel_gpt {
 
-using keel_model::Carver;
-using keel_model::LayerLease;
+using keel_support::Carver;
+using keel_support::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
 
@@ -131,7 +131,7 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
     throw StatusError(KEEL_ERR_INTERNAL, "the backend's attention_saved_floats returned a negative size");
   size_t bytes = 0;
   carve_activations(a, nullptr, &bytes);
-  a.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
+  a.memory = backend_.alloc_bytes(bytes);
   carve_activations(a, static_cast<char*>(a.memory.get()), &bytes);
   a.backward_pending = false;
   // For benchmarks/tensor_parallel.py: the token-row regions are the tensors sequence parallelism
@@ -186,7 +186,7 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
   scratch_.memory = BackendBuffer();
   scratch_.rows = 0;
   size_t bytes = carve_all(scratch_, nullptr);
-  scratch_.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
+  scratch_.memory = backend_.alloc_bytes(bytes);
   carve_all(scratch_, static_cast<char*>(scratch_.memory.get()));
   scratch_.rows = rows;
 }
@@ -217,13 +217,13 @@ void GptModel::forward(keel_forward_args* args) {
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
                                                  "the tensor-parallel size " + std::to_string(tp_.size) +
                                                  ", which sequence parallelism splits it by");
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t N = static_cast<int64_t>(B) * T, io_numel = stage_io_numel(B, T);
 
-  if (first) keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
+  if (first) keel_support::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
   int64_t valid_targets = 0;
   if (args->targets && last)
-    valid_targets = keel_model::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
+    valid_targets = keel_support::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
 
   Activations& a = activations_for(args->microbatch, chunk, B, T);
   a.backward_pending = a.weight_pending = false;
@@ -248,7 +248,7 @@ void GptModel::forward(keel_forward_args* args) {
 }
 
 void GptModel::embedding_forward(Activations& a, const keel_param_access* access) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Vl = share_.vocab_rows;
   // layer 0: token and position embeddings
   LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
@@ -264,7 +264,7 @@ void GptModel::embedding_forward(Activations& a, const keel_param_access* access
 }
 
 void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   GradScratch& s = scratch_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
   const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
@@ -311,7 +311,7 @@ void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access*
 
 float GptModel::head_forward(Activations& a, const keel_param_access* access, bool training,
                              int64_t valid_targets, const float** out_logits) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, Vl = share_.vocab_rows;
   const float* last_residual = a.residual3 + (a.blocks - 1) * Nr * C;  // (Nr,C)
@@ -344,7 +344,7 @@ float GptModel::head_forward(Activations& a, const keel_param_access* access, bo
   KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
   a.backward_pending = true;
   // With no valid target the loss is 0 and, in backward, the gradients are zero.
-  return keel_model::mean_loss(be, a.losses, N, valid_targets);
+  return keel_support::mean_loss(be, a.losses, N, valid_targets);
 }
 
 }  // namespace keel_gpt

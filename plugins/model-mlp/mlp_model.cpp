@@ -14,13 +14,16 @@
 
 #include <keel_support/sized_output.hpp>
 
-#include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
+#include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/carver.hpp>          // defines: Carver
+#include <keel_support/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
 
 namespace {
 
-using keel_model::Carver;
+using keel_support::Carver;
 using keel_support::BackendBuffer;
-using keel_model::LayerLease;
+using keel_support::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
 
@@ -95,8 +98,8 @@ class MlpModel {
     // The backend's embedding op adds a position table; this model has none, so it passes a
     // zero table, and a sink for that table's gradient.
     const size_t position_bytes = static_cast<size_t>(config_.max_seq_len) * config_.d_model * sizeof(float);
-    zero_positions_ = BackendBuffer(backend_.api, backend_.obj, position_bytes);
-    position_grad_sink_ = BackendBuffer(backend_.api, backend_.obj, position_bytes);
+    zero_positions_ = backend_.alloc_bytes(position_bytes);
+    position_grad_sink_ = backend_.alloc_bytes(position_bytes);
     build_param_specs();
   }
 
@@ -120,7 +123,7 @@ class MlpModel {
     double n = 0;
     for (const auto& spec : specs_)
       n += std::string(spec.name) == "head.weight" ? static_cast<double>(config_.vocab_size) * config_.d_model
-                                                   : static_cast<double>(keel_model::element_count(spec));
+                                                   : static_cast<double>(keel_support::element_count(spec));
     return 6.0 * n;
   }
 
@@ -135,14 +138,14 @@ class MlpModel {
                                                        std::to_string(config_.max_seq_len) + ", found batch " +
                                                        std::to_string(B) + ", seq_len " + std::to_string(T));
     const keel_param_access* access = args->access;
-    const keel_model::Backend& be = backend_;
+    const keel_support::BackendOps& be = backend_;
     const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
     const int64_t Vp = config_.padded_vocab_size, N = static_cast<int64_t>(B) * T;
 
-    keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
+    keel_support::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
     int64_t valid_targets = 0;
     if (args->targets)
-      valid_targets = keel_model::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
+      valid_targets = keel_support::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
     Activations& a = activations_for(args->microbatch, B, T);
     a.backward_pending = false;
     KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
@@ -180,7 +183,7 @@ class MlpModel {
     KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
     a.valid_targets = valid_targets;
     a.backward_pending = true;
-    args->loss = keel_model::mean_loss(be, a.losses, N, valid_targets);
+    args->loss = keel_support::mean_loss(be, a.losses, N, valid_targets);
   }
 
   void backward(const keel_backward_args& args) {
@@ -195,7 +198,7 @@ class MlpModel {
     Activations& a = found->second;
     a.backward_pending = false;
     const keel_param_access* access = args.access;
-    const keel_model::Backend& be = backend_;
+    const keel_support::BackendOps& be = backend_;
     const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
     const int64_t Vp = config_.padded_vocab_size, B = a.B, T = a.T, N = B * T;
     ensure_grad_scratch(N);
@@ -241,21 +244,21 @@ class MlpModel {
     const int64_t Vp = config_.padded_vocab_size;
     const float std = 0.02f, residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(L > 0 ? L : 1));
     names_.push_back("wte");
-    specs_.push_back(keel_model::make_spec(nullptr, 0, {V, C}, 0, KEEL_INIT_NORMAL, std));
+    specs_.push_back(keel_support::make_spec(nullptr, 0, {V, C}, 0, KEEL_INIT_NORMAL, std));
     for (int64_t i = 0; i < L; ++i) {
       const int32_t layer = static_cast<int32_t>(1 + i);
       const std::string h = "h." + std::to_string(i) + ".";
       names_.push_back(h + "fc.weight");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {4 * C, C}, 0, KEEL_INIT_NORMAL, std));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {4 * C, C}, 0, KEEL_INIT_NORMAL, std));
       names_.push_back(h + "fc.bias");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {4 * C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {4 * C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
       names_.push_back(h + "proj.weight");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std));
       names_.push_back(h + "proj.bias");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
     }
     names_.push_back("head.weight");  // padded rows stay zero
-    specs_.push_back(keel_model::make_spec(nullptr, static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, std, V));
+    specs_.push_back(keel_support::make_spec(nullptr, static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, std, V));
     for (size_t i = 0; i < specs_.size(); ++i) specs_[i].name = names_[i].c_str();  // names_ is complete
   }
 
@@ -283,7 +286,7 @@ class MlpModel {
       a.targets = carve.take<int32_t>(N);
       return carve.used();
     };
-    a.memory = BackendBuffer(backend_.api, backend_.obj, carve_all(nullptr));
+    a.memory = backend_.alloc_bytes(carve_all(nullptr));
     carve_all(static_cast<char*>(a.memory.get()));
     a.backward_pending = false;
     return a;
@@ -303,13 +306,13 @@ class MlpModel {
     };
     scratch_ = BackendBuffer();
     scratch_rows_ = 0;
-    scratch_ = BackendBuffer(backend_.api, backend_.obj, carve_all(nullptr));
+    scratch_ = backend_.alloc_bytes(carve_all(nullptr));
     carve_all(static_cast<char*>(scratch_.get()));
     scratch_rows_ = rows;
   }
 
   const keel_host* host_;
-  keel_model::Backend backend_;
+  keel_support::BackendOps backend_;
   MlpConfig config_;
   std::vector<std::string> names_;
   std::vector<keel_param_spec> specs_;
