@@ -79,7 +79,8 @@ keel_strategy_api make_table() {
 
 const keel_strategy_api kTable = make_table();
 
-// Built against these headers' ABI version: a 0.x core loads it only if the minor matches.
+// Built against these headers' ABI version: a core of the same major loads it when its own minor
+// is this one or newer (minors only append), and refuses it when its minor is older.
 const keel_plugin_info kInfo = {
     sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "localsgd", "1.0.0",
     KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &kTable,
