@@ -38,10 +38,7 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
   backend_ = {args.backend, args.backend_obj};
   // Every op this model calls, so a backend missing one fails here rather than mid-step.
-#define KEEL_REQUIRE_OP(op)                                                                  \
-  if (!KEEL_HAS_SLOT(args.backend, op))                                                      \
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op ", which " \
-                                              "the gpt model needs");
+#define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the gpt model");
   KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
   KEEL_REQUIRE_OP(matmul_forward) KEEL_REQUIRE_OP(matmul_backward) KEEL_REQUIRE_OP(layernorm_forward)
   KEEL_REQUIRE_OP(layernorm_backward) KEEL_REQUIRE_OP(attention_saved_floats)
@@ -57,16 +54,8 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
 }
 
 void GptModel::describe(keel_model_info* out) const {
-  keel_model_info info{};
-  info.struct_size = sizeof info;
-  info.params = specs_.data();
-  info.n_params = specs_.size();
-  info.n_layers = config_.n_layer + 2;
-  info.vocab_size = config_.vocab_size;
-  info.padded_vocab_size = config_.padded_vocab_size;
-  info.max_seq_len = config_.max_seq_len;
-  info.n_blocks = config_.n_layer;
-  keel_support::write_sized_output(out, info, sizeof info, "describe: out_info");
+  keel_support::write_model_info(out, specs_, config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
+                                 config_.max_seq_len, /*n_blocks=*/config_.n_layer);
 }
 
 // PaLM (Chowdhery et al. 2022), appendix B: 6·N per token for the matmuls of forward and

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <keel_support/plugin_entry.hpp>
 #include <keel_support/sized_output.hpp>
 
 #include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
@@ -84,10 +85,7 @@ class MlpModel {
                                                     "), or use the gpt model");
     if (!args.backend || !args.backend_obj)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
-#define KEEL_REQUIRE_OP(op)                                                              \
-  if (!KEEL_HAS_SLOT(args.backend, op))                                                  \
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op ", " \
-                                              "which the mlp model needs");
+#define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the mlp model");
     KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
     KEEL_REQUIRE_OP(matmul_forward) KEEL_REQUIRE_OP(matmul_backward) KEEL_REQUIRE_OP(gelu_forward)
     KEEL_REQUIRE_OP(gelu_backward) KEEL_REQUIRE_OP(add) KEEL_REQUIRE_OP(embedding_forward)
@@ -106,15 +104,8 @@ class MlpModel {
   const keel_host* host() const { return host_; }
 
   void describe(keel_model_info* out) const {
-    keel_model_info info{};
-    info.struct_size = sizeof info;
-    info.params = specs_.data();
-    info.n_params = specs_.size();
-    info.n_layers = config_.n_layer + 2;
-    info.vocab_size = config_.vocab_size;
-    info.padded_vocab_size = config_.padded_vocab_size;
-    info.max_seq_len = config_.max_seq_len;
-    keel_support::write_sized_output(out, info, sizeof info, "describe: out_info");
+    keel_support::write_model_info(out, specs_, config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
+                                   config_.max_seq_len);
   }
 
   // 6·N per token (forward 2N, backward 4N for the matmuls); no attention term. The head's
@@ -384,13 +375,10 @@ const keel_model_api kMlpApi = {
     nullptr,                nullptr,  // stage_io_numel, splits_backward: it refuses pp > 1
 };
 
-const keel_plugin_info kPlugins[] = {{
-    sizeof(keel_plugin_info), KEEL_KIND_MODEL, "mlp", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kMlpApi, "tiny residual GELU MLP language model, for tests",
-}};
+const keel_plugin_info kPlugins[] = {keel_support::plugin_info(
+    KEEL_KIND_MODEL, "mlp", "0.1.0", &kMlpApi, "tiny residual GELU MLP language model, for tests")};
 
-const keel_plugin_list kPluginList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                      sizeof kPlugins / sizeof kPlugins[0], kPlugins};
+const keel_plugin_list kPluginList = keel_support::plugin_list(kPlugins);
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/offload_slots.hpp>
+#include <keel_support/plugin_entry.hpp>
 
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -117,14 +118,13 @@ constexpr keel_offload_api kNvmeApi = keel_support::OffloadSlots::table(nvme_val
 constexpr keel_offload_api kCpuApi = keel_support::OffloadSlots::table(cpu_validate_config, cpu_create);
 
 const keel_plugin_info kInfos[] = {
-    {sizeof(keel_plugin_info), KEEL_KIND_OFFLOAD, "nvme", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-     &kNvmeApi, "Offload tier in O_DIRECT files on a disk (one per extent, io_uring, queue_depth in flight)"},
-    {sizeof(keel_plugin_info), KEEL_KIND_OFFLOAD, "cpu", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-     &kCpuApi, "Offload tier in host memory (one aligned allocation per extent, copies on a worker thread)"},
+    keel_support::plugin_info(KEEL_KIND_OFFLOAD, "nvme", "0.1.0", &kNvmeApi,
+                              "Offload tier in O_DIRECT files on a disk (one per extent, io_uring, queue_depth in flight)"),
+    keel_support::plugin_info(KEEL_KIND_OFFLOAD, "cpu", "0.1.0", &kCpuApi,
+                              "Offload tier in host memory (one aligned allocation per extent, copies on a worker thread)"),
 };
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                sizeof kInfos / sizeof kInfos[0], kInfos};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_offload

@@ -4,6 +4,7 @@
 #include <keel/params.h>
 #include <keel/plugin.h>
 #include <keel_support/optimizer_slots.hpp>
+#include <keel_support/plugin_entry.hpp>
 
 #include "adamw_config.hpp"
 #include "adamw_update.hpp"
@@ -28,12 +29,11 @@ class AdamwOptimizer {
 
 constexpr keel_optimizer_api kApi = keel_support::OptimizerSlots<AdamwOptimizer, parse_adamw_config>::table();
 
-const keel_plugin_info kInfo = {
-    sizeof(keel_plugin_info), KEEL_KIND_OPTIMIZER, "adamw", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kApi, "AdamW with decoupled weight decay and bias correction (torch.optim.AdamW rule)",
-};
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_OPTIMIZER, "adamw", "0.1.0", &kApi,
+    "AdamW with decoupled weight decay and bias correction (torch.optim.AdamW rule)")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_adamw

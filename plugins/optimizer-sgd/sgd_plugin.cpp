@@ -4,6 +4,7 @@
 #include <keel/params.h>
 #include <keel/plugin.h>
 #include <keel_support/optimizer_slots.hpp>
+#include <keel_support/plugin_entry.hpp>
 
 #include "sgd_config.hpp"
 #include "sgd_update.hpp"
@@ -27,12 +28,11 @@ class SgdOptimizer {
 
 constexpr keel_optimizer_api kApi = keel_support::OptimizerSlots<SgdOptimizer, parse_sgd_config>::table();
 
-const keel_plugin_info kInfo = {
-    sizeof(keel_plugin_info), KEEL_KIND_OPTIMIZER, "sgd", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kApi, "SGD with momentum, dampening, Nesterov and coupled L2 weight decay (torch.optim.SGD rule)",
-};
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_OPTIMIZER, "sgd", "0.1.0", &kApi,
+    "SGD with momentum, dampening, Nesterov and coupled L2 weight decay (torch.optim.SGD rule)")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_sgd

@@ -9,6 +9,7 @@
 #include <keel/plugin.h>
 
 #include <cstdint>
+#include <string>
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/backend_buffer.hpp"
@@ -62,3 +63,12 @@ struct BackendOps {
 // as the slot and in the message.
 #define KEEL_OP(backend, op, ...) \
   ::keel_support::check_callee((backend).api->op((backend).obj, __VA_ARGS__), "backend op " #op)
+
+// In a plugin's create: refuses a backend table without slot `op` (KEEL_ERR_UNIMPLEMENTED),
+// naming the op and who needs it (`who`: "the gpt model"), so a missing op fails at start-up rather
+// than in the middle of a step.
+#define KEEL_REQUIRE_BACKEND_OP(table, op, who)                                                       \
+  if (!KEEL_HAS_SLOT(table, op))                                                                      \
+  throw ::keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED,                                           \
+                                    std::string("the backend does not implement " #op ", which ") + \
+                                        (who) + " needs")

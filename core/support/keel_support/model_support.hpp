@@ -1,10 +1,11 @@
 // What a hand-written model needs besides its math and its layer leases: parameter specs filled
-// the way every model fills them, token ids checked before a kernel indexes with them, and the
-// mean loss read back from backend memory. Used by the gpt and mlp plugins and installed for
+// the way every model fills them, describe's answer, token ids checked before a kernel indexes
+// with them, and the mean loss read back from backend memory. Used by the gpt and mlp plugins and installed for
 // third-party models.
 #pragma once
 
 #include <keel/backend.h>
+#include <keel/model.h>
 #include <keel/params.h>
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/backend_ops.hpp"
+#include "keel_support/sized_output.hpp"
 
 namespace keel_support {
 
@@ -26,6 +28,22 @@ inline float mean_loss(const BackendOps& backend, const float* device_losses, in
   double sum = 0;
   for (float x : losses) sum += x;
   return valid_targets ? static_cast<float>(sum / static_cast<double>(valid_targets)) : 0.0f;
+}
+
+// describe's answer, written up to the caller's struct_size. n_blocks: the repeated blocks a
+// pipeline may split (0: the model cannot run as pipeline chunks).
+inline void write_model_info(keel_model_info* out, const std::vector<keel_param_spec>& specs, int32_t n_layers,
+                             int32_t vocab_size, int32_t padded_vocab_size, int32_t max_seq_len, int32_t n_blocks = 0) {
+  keel_model_info info{};
+  info.struct_size = sizeof info;
+  info.params = specs.data();
+  info.n_params = specs.size();
+  info.n_layers = n_layers;
+  info.vocab_size = vocab_size;
+  info.padded_vocab_size = padded_vocab_size;
+  info.max_seq_len = max_seq_len;
+  info.n_blocks = n_blocks;
+  write_sized_output(out, info, sizeof info, "describe: out_info");
 }
 
 // Fills a spec with the fields every model sets the same way (replicated, local = global).

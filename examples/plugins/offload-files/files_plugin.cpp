@@ -6,6 +6,7 @@
 #include <keel_support/json_section.hpp>
 #include <keel_support/offload_engine_base.hpp>
 #include <keel_support/offload_slots.hpp>
+#include <keel_support/plugin_entry.hpp>
 
 #include <memory>
 #include <string>
@@ -53,11 +54,11 @@ keel_status create(const keel_host* host, const keel_offload_create_args* args, 
 
 constexpr keel_offload_api kApi = keel_support::OffloadSlots::table(validate_config, create);
 
-const keel_plugin_info kInfo = {sizeof(keel_plugin_info), KEEL_KIND_OFFLOAD, "files", "0.1.0",
-                                KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &kApi,
-                                "Example offload tier: one ordinary file per extent, through the page cache"};
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_OFFLOAD, "files", "0.1.0", &kApi,
+    "Example offload tier: one ordinary file per extent, through the page cache")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_files

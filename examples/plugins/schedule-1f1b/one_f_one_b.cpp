@@ -6,6 +6,7 @@
 #include <keel/schedule.h>
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/json_section.hpp>
+#include <keel_support/plugin_entry.hpp>
 
 #include <algorithm>
 #include <string>
@@ -98,11 +99,11 @@ keel_status build(const keel_host* host, const char* config_json, const keel_sch
 
 const keel_schedule_api kApi = {sizeof(keel_schedule_api), validate_config, check_shape, build, /*splits_backward=*/0};
 
-const keel_plugin_info kInfo = {sizeof(keel_plugin_info), KEEL_KIND_SCHEDULE, "my-1f1b", "0.1.0",
-                                KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &kApi,
-                                "Example schedule: 1F1B, the lists of the built-in \"1f1b\""};
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_SCHEDULE, "my-1f1b", "0.1.0", &kApi,
+    "Example schedule: 1F1B, the lists of the built-in \"1f1b\"")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace my_1f1b
