@@ -9,6 +9,9 @@ function(keel_add_plugin name)
   set(target keel-${name})
   add_library(${target} MODULE ${PLUGIN_SOURCES})
   target_link_libraries(${target} PRIVATE Keel::abi Keel::support ${PLUGIN_LIBS})
+  # keel_support's headers are C++17; a project that names no build type still gets optimised code.
+  target_compile_features(${target} PRIVATE cxx_std_17)
+  target_compile_options(${target} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:>>:-O2>)
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     LIBRARY_OUTPUT_DIRECTORY ${KEEL_PLUGIN_BUILD_DIR}

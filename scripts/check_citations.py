@@ -26,7 +26,8 @@ How a path is resolved, the first that exists wins (a file, a folder, or with * 
        include/keel_support/X      -> core/support/keel_support/X   (keel_support/X as in 3)
        share/doc/keel/X.md         -> docs/X.md, as CMakeLists.txt installs them; the installed
                                       plugin-authors-guide.md and example-localsgd/ are
-                                      examples/plugins/localsgd (README.md)
+                                      examples/plugins/localsgd (README.md), example-schedule/
+                                      and example-offload/ the two other examples
   5. a bare file name: any tracked file of that name (or an installed doc's name, as in 4).
 Paths that leave the repository (../shared/DESIGN.md) fail.
 
@@ -62,7 +63,8 @@ SCANNED_FOLDERS = ("core", "plugins", "abi/keel", "bindings", "tests", "scripts"
 NOT_READ = {"scripts/check_citations.py", "tests/docs/check_citations_test.py", "scripts/citation_exceptions.txt"}
 INCLUDE_ROOTS = ("core/src", "core/cli", "core/support", "abi", "plugins", "kernels")
 INSTALLED_DOCS = {"plugin-authors-guide.md": "examples/plugins/localsgd/README.md",
-                  "example-localsgd": "examples/plugins/localsgd", "": "docs"}
+                  "example-localsgd": "examples/plugins/localsgd", "example-schedule": "examples/plugins/schedule-1f1b",
+                  "example-offload": "examples/plugins/offload-files", "example-*": "examples/plugins/*", "": "docs"}
 # Names that look like files but are not this tree's: other projects' files, system and library
 # headers, and the example name plugin-contract.md §7 builds.
 NOT_FILES = {"llm.c", "train_gpt2.c", "train_gpt2.py", "dlpack.h", "pjrt_c_api.h", "ggml-backend-reg.cpp",
@@ -126,8 +128,12 @@ def candidates(path, citing_folder):
         if path.startswith(prefix):
             yield source + path[len(prefix):]
     if path == "share/doc/keel" or path.startswith("share/doc/keel/"):
-        name = path[len("share/doc/keel/"):]
-        yield INSTALLED_DOCS.get(name, "docs/" + name)
+        name = path[len("share/doc/keel/"):].rstrip("/")
+        head, _, rest = name.partition("/")  # an installed example's folder maps as a whole
+        if head in INSTALLED_DOCS and head:
+            yield INSTALLED_DOCS[head] + ("/" + rest if rest else "")
+        else:
+            yield INSTALLED_DOCS.get(name, "docs/" + name)
 
 
 def is_checked(path, tree):

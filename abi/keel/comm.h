@@ -60,7 +60,8 @@ typedef struct keel_comm_api {
      count is in elements of dtype. send may equal recv (in place) for all_reduce.
      Element types a comm plugin must accept, because the core and the built-in strategies use
      them: all_reduce and reduce_scatter: fp32 (SUM, MAX); all_gather, broadcast, send and
-     recv: fp32, int32 and fp64 (the core gathers one fp64 per rank). A type the plugin cannot
+     recv: fp32, int32 and fp64 (cores built before November 2026 gathered one fp64 per rank;
+     the core now moves its sums and strings as int32 words). A type the plugin cannot
      move is refused with KEEL_ERR_UNIMPLEMENTED naming it (the mpi plugin also takes int64;
      bf16 is refused until a device communicator exists). */
   keel_status (*all_reduce)(void* comm, const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,

@@ -16,10 +16,19 @@
      untouched until wait(ticket) or wait_all() returns. Many requests may be in flight; they
      complete in any order, so a read of a range whose write is still in flight may see old or
      new bytes: the caller orders them by waiting.
-   - wait(ticket) returns that request's I/O error; wait_all() waits for every request and returns
-     the first error among those not yet waited on.
+   - Ticket 0 is never issued, so a caller may hold 0 for "no request" (and not wait on it);
+     wait(0), like a wait on any ticket the engine never issued, is KEEL_ERR_INVALID_ARGUMENT.
+   - wait(ticket) returns that request's error; wait_all() waits for every request and returns
+     the first error among those not yet waited on. Each error is returned once: a second wait
+     on a ticket, or a wait on a ticket a wait_all() already covered, returns KEEL_OK at once.
+   - Errors reach the caller on the thread that called: set_error is per thread, so when a
+     request fails on one of the engine's own threads, the engine keeps the message with the
+     ticket and sets it from wait or wait_all, on the waiting thread.
    - One thread calls the engine at a time; the engine runs its own threads inside.
-   - destroy finishes what is in flight, then removes every file the engine made. */
+   - destroy finishes what is in flight, then removes every file the engine made.
+   keel_support (offload_engine_base.hpp, offload_slots.hpp) keeps all of this for an engine that
+   only reserves, reads and writes synchronously, and keel_support/testing/offload_conformance.hpp
+   checks an engine against it through this table. */
 #ifndef KEEL_OFFLOAD_H
 #define KEEL_OFFLOAD_H
 
@@ -63,6 +72,8 @@ typedef struct keel_offload_counters {
 
 typedef struct keel_offload_api {
   size_t struct_size;
+  /* config_json: as in keel_offload_create_args, the "offload" section less the core's keys
+     (plugin, optimizer_state, params, gradients); borrowed for the call. */
   keel_status (*validate_config)(const keel_host* host, const char* config_json, const char* json_path);
   keel_status (*create)(const keel_host* host, const keel_offload_create_args* args, void** out_engine);
   void (*destroy)(void* engine);
@@ -73,6 +84,7 @@ typedef struct keel_offload_api {
                               uint64_t* out_ticket);
   keel_status (*submit_read)(void* engine, const char* name, uint64_t offset, void* dst, uint64_t bytes,
                              uint64_t* out_ticket);
+  /* A ticket from submit_*; see the contract above for 0, repeats and what wait_all covered. */
   keel_status (*wait)(void* engine, uint64_t ticket);
   keel_status (*wait_all)(void* engine);
   /* The caller sets out->struct_size. */

@@ -2,7 +2,8 @@
    one rank's ordered action list. The core runs the list: it computes chunks through the
    model, moves activations and their gradients over the pipeline group, and tells the strategy
    which backward is a chunk's last. A schedule never runs anything itself, so it can be checked
-   by simulating every rank's list together (tests/unit/schedule).
+   by simulating every rank's list together: the core does so at start-up, `keel schedule-check`
+   does it for an author, and keel_support/schedule_check.hpp lets a schedule's own tests.
 
    Chunks. The model is cut into stages * virtual_stages chunks; chunk c runs on stage
    c % stages (model.h). Every action names a global chunk. A transfer names the chunk that
@@ -59,7 +60,9 @@ typedef struct keel_schedule_shape {
 
 typedef struct keel_schedule_api {
   size_t struct_size;
-  /* The "parallel.schedule" section (its own keys beside "plugin"). */
+  /* config_json, here and in check_shape and build: the "parallel.schedule" section as written,
+     its "plugin" key included, so a parser that refuses unknown keys must accept "plugin";
+     a schedule's own keys sit beside it. Borrowed for the call. */
   keel_status (*validate_config)(const keel_host* host, const char* config_json, const char* json_path);
   /* Whether the shape is one this schedule can run; when not, KEEL_ERR_INVALID_CONFIG with a
      message through host->set_error naming the numbers (interleaved: microbatches a multiple

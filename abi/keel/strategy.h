@@ -113,7 +113,7 @@ typedef struct keel_strategy_info {
                                (a zero-copy view of a parameter may be handed out); 0: gathered on demand */
   int32_t reserved;         /* 0 */
   /* Bytes this rank keeps allocated for the run's whole life (transient per-layer buffers of a
-     sharding strategy excluded), for the memory table of benchmarks/. */
+     sharding strategy excluded), for memory tables and benchmarks. */
   uint64_t param_bytes;
   uint64_t grad_bytes;
   uint64_t state_bytes;

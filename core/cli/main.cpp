@@ -3,6 +3,7 @@
 #include <keel/version.h>
 
 #include <cstring>
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <string>
@@ -89,12 +90,22 @@ int list_plugins(const CommandLine& line) {
   auto& registry = keel::PluginRegistry::instance();
   registry.add_search_folders(line.plugin_path);
   auto plugins = registry.list();
-  std::cout << std::left << std::setw(10) << "KIND" << std::setw(12) << "NAME" << std::setw(10) << "VERSION"
-            << std::setw(6) << "ABI" << "PATH\n";
+  // Columns as wide as their longest entry (names and versions are the plugins' own), two
+  // spaces apart, so a long name never runs into the next column.
+  size_t name_w = 4, version_w = 7;
+  for (const auto& p : plugins) {
+    name_w = std::max(name_w, std::string(p.info.name).size());
+    version_w = std::max(version_w, std::string(p.info.version).size());
+  }
+  auto row = [&](const std::string& kind, const std::string& name, const std::string& version, const std::string& abi,
+                 const std::string& path) {
+    std::cout << std::left << std::setw(9) << kind << "  " << std::setw(int(name_w)) << name << "  "
+              << std::setw(int(version_w)) << version << "  " << std::setw(4) << abi << "  " << path << "\n";
+  };
+  row("KIND", "NAME", "VERSION", "ABI", "PATH");
   for (const auto& p : plugins)
-    std::cout << std::setw(10) << keel::kind_name(p.info.kind) << std::setw(12) << p.info.name << std::setw(10)
-              << p.info.version << std::setw(6) << (std::to_string(p.info.abi_major) + "." + std::to_string(p.info.abi_minor))
-              << p.path << "\n";
+    row(keel::kind_name(p.info.kind), p.info.name, p.info.version,
+        std::to_string(p.info.abi_major) + "." + std::to_string(p.info.abi_minor), p.path);
   for (const auto& r : registry.refusals()) std::cout << "refused: " << r.reason << "\n";
   std::cout << "searched:";
   for (const auto& f : registry.search_folders()) std::cout << " " << f;

@@ -3,6 +3,7 @@
 // (every slot runs under keel_support::guard); the math lives in the kernels.
 #include <keel/backend.h>
 #include <keel/plugin.h>
+#include <keel_support/plugin_entry.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -425,10 +426,8 @@ keel_backend_api make_api() {
 
 extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) {
   static const keel_backend_api api = make_api();
-  static const keel_plugin_info info = {
-      sizeof(keel_plugin_info), KEEL_KIND_BACKEND, "cpu", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-      &api, "CPU backend: OpenMP kernels, OpenBLAS sgemm, fp32"};
-  static const keel_plugin_list list = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                        1, &info};
+  static const keel_plugin_info infos[] = {
+      keel_support::plugin_info(KEEL_KIND_BACKEND, "cpu", "0.1.0", &api, "CPU backend: OpenMP kernels, OpenBLAS sgemm, fp32")};
+  static const keel_plugin_list list = keel_support::plugin_list(infos);
   return &list;
 }

@@ -3,6 +3,7 @@
 #include <keel/comm.h>
 #include <keel/plugin.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/plugin_entry.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -140,12 +141,11 @@ const keel_comm_api kApi = {
     all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier, wait, counters, abort_world,
 };
 
-const keel_plugin_info kInfo = {
-    sizeof(keel_plugin_info), KEEL_KIND_COMM, "mpi", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &kApi,
-    "MPI collectives and point-to-point on host memory; a world of one without a launcher",
-};
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_COMM, "mpi", "0.1.0", &kApi,
+    "MPI collectives and point-to-point on host memory; a world of one without a launcher")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_mpi

@@ -9,8 +9,8 @@
 
 namespace keel_gpt {
 
-using keel_model::Carver;
-using keel_model::LayerLease;
+using keel_support::Carver;
+using keel_support::LayerLease;
 using keel_support::StatusError;
 
 void GptModel::backward(const keel_backward_args& args) {
@@ -43,7 +43,7 @@ void GptModel::backward(const keel_backward_args& args) {
                                                      " has no forward with targets awaiting its backward");
   Activations& a = found->second;
   a.backward_pending = false;
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t N = static_cast<int64_t>(a.B) * a.T, io_numel = stage_io_numel(a.B, a.T);
   ensure_grad_scratch(N);
   SavedOutputGrads* save = part == KEEL_BACKWARD_INPUT ? &saved_output_grads(a) : nullptr;
@@ -100,14 +100,14 @@ SavedOutputGrads& GptModel::saved_output_grads(Activations& a) {
     return carve.used();
   };
   const size_t bytes = carve_all(nullptr);
-  s.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
+  s.memory = backend_.alloc_bytes(bytes);
   carve_all(static_cast<char*>(s.memory.get()));
   return s;
 }
 
 void GptModel::head_backward(Activations& a, const keel_param_access* access, float loss_scale,
                              SavedOutputGrads* save) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   GradScratch& g = scratch_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, Vl = share_.vocab_rows;
@@ -143,7 +143,7 @@ void GptModel::head_backward(Activations& a, const keel_param_access* access, fl
 }
 
 void GptModel::head_weight_backward(Activations& a, const keel_param_access* access) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   {  // the lm_head's wte, as in head_backward
     LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
@@ -159,7 +159,7 @@ void GptModel::head_weight_backward(Activations& a, const keel_param_access* acc
 }
 
 void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   GradScratch& g = scratch_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
   const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
@@ -221,7 +221,7 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
 }
 
 void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param_access* access) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const SavedOutputGrads& d = a.saved;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t Cl = share_.channels, F = share_.hidden;
@@ -245,7 +245,7 @@ void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param
 }
 
 void GptModel::embedding_backward(Activations& a, const keel_param_access* access, const float* dencoded_rows) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T;
   // layer 0, last use: the embeddings. Now wte's gradient is complete.
   LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));

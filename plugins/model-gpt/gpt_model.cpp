@@ -10,8 +10,8 @@
 
 namespace keel_gpt {
 
-using keel_model::Carver;
-using keel_model::LayerLease;
+using keel_support::Carver;
+using keel_support::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
 
@@ -38,10 +38,7 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
   backend_ = {args.backend, args.backend_obj};
   // Every op this model calls, so a backend missing one fails here rather than mid-step.
-#define KEEL_REQUIRE_OP(op)                                                                  \
-  if (!KEEL_HAS_SLOT(args.backend, op))                                                      \
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op ", which " \
-                                              "the gpt model needs");
+#define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the gpt model");
   KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
   KEEL_REQUIRE_OP(matmul_forward) KEEL_REQUIRE_OP(matmul_backward) KEEL_REQUIRE_OP(layernorm_forward)
   KEEL_REQUIRE_OP(layernorm_backward) KEEL_REQUIRE_OP(attention_saved_floats)
@@ -57,16 +54,8 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
 }
 
 void GptModel::describe(keel_model_info* out) const {
-  keel_model_info info{};
-  info.struct_size = sizeof info;
-  info.params = specs_.data();
-  info.n_params = specs_.size();
-  info.n_layers = config_.n_layer + 2;
-  info.vocab_size = config_.vocab_size;
-  info.padded_vocab_size = config_.padded_vocab_size;
-  info.max_seq_len = config_.max_seq_len;
-  info.n_blocks = config_.n_layer;
-  keel_support::write_sized_output(out, info, sizeof info, "describe: out_info");
+  keel_support::write_model_info(out, specs_, config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
+                                 config_.max_seq_len, /*n_blocks=*/config_.n_layer);
 }
 
 // PaLM (Chowdhery et al. 2022), appendix B: 6·N per token for the matmuls of forward and
@@ -131,7 +120,7 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
     throw StatusError(KEEL_ERR_INTERNAL, "the backend's attention_saved_floats returned a negative size");
   size_t bytes = 0;
   carve_activations(a, nullptr, &bytes);
-  a.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
+  a.memory = backend_.alloc_bytes(bytes);
   carve_activations(a, static_cast<char*>(a.memory.get()), &bytes);
   a.backward_pending = false;
   // For benchmarks/tensor_parallel.py: the token-row regions are the tensors sequence parallelism
@@ -186,7 +175,7 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
   scratch_.memory = BackendBuffer();
   scratch_.rows = 0;
   size_t bytes = carve_all(scratch_, nullptr);
-  scratch_.memory = BackendBuffer(backend_.api, backend_.obj, bytes);
+  scratch_.memory = backend_.alloc_bytes(bytes);
   carve_all(scratch_, static_cast<char*>(scratch_.memory.get()));
   scratch_.rows = rows;
 }
@@ -217,13 +206,13 @@ void GptModel::forward(keel_forward_args* args) {
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
                                                  "the tensor-parallel size " + std::to_string(tp_.size) +
                                                  ", which sequence parallelism splits it by");
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t N = static_cast<int64_t>(B) * T, io_numel = stage_io_numel(B, T);
 
-  if (first) keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
+  if (first) keel_support::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
   int64_t valid_targets = 0;
   if (args->targets && last)
-    valid_targets = keel_model::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
+    valid_targets = keel_support::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
 
   Activations& a = activations_for(args->microbatch, chunk, B, T);
   a.backward_pending = a.weight_pending = false;
@@ -248,7 +237,7 @@ void GptModel::forward(keel_forward_args* args) {
 }
 
 void GptModel::embedding_forward(Activations& a, const keel_param_access* access) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Vl = share_.vocab_rows;
   // layer 0: token and position embeddings
   LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
@@ -264,7 +253,7 @@ void GptModel::embedding_forward(Activations& a, const keel_param_access* access
 }
 
 void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   GradScratch& s = scratch_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
   const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
@@ -311,7 +300,7 @@ void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access*
 
 float GptModel::head_forward(Activations& a, const keel_param_access* access, bool training,
                              int64_t valid_targets, const float** out_logits) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, Vl = share_.vocab_rows;
   const float* last_residual = a.residual3 + (a.blocks - 1) * Nr * C;  // (Nr,C)
@@ -344,7 +333,7 @@ float GptModel::head_forward(Activations& a, const keel_param_access* access, bo
   KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
   a.backward_pending = true;
   // With no valid target the loss is 0 and, in backward, the gradients are zero.
-  return keel_model::mean_loss(be, a.losses, N, valid_targets);
+  return keel_support::mean_loss(be, a.losses, N, valid_targets);
 }
 
 }  // namespace keel_gpt

@@ -24,13 +24,16 @@
 
 #include "gpt_external_names.hpp"  // defines: GptExternalNames
 #include "gpt_pipeline.hpp"        // defines: ChunkPlan
-#include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
+#include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/carver.hpp>          // defines: Carver
+#include <keel_support/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
 #include "tp_mappings.hpp"    // defines: TpGroup and the four mappings
 
 namespace keel_gpt {
 
-using keel_model::Backend;
-using keel_model::BackendBuffer;
+using keel_support::BackendOps;
+using keel_support::BackendBuffer;
 
 struct GptConfig {
   int32_t n_layer = 12;
@@ -217,7 +220,7 @@ class GptModel {
   size_t layer_size(int32_t layer) const { return layer_first_spec_[layer + 1] - layer_first_spec_[layer]; }
 
   const keel_host* host_;
-  Backend backend_;
+  BackendOps backend_;
   GptConfig config_;
   ChunkPlan plan_;
   double matmul_params_ = 0;  // the whole model's, for flops_per_token (every pipeline rank reports it)

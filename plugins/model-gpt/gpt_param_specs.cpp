@@ -27,7 +27,7 @@ void GptModel::build_param_specs() {
   // tp_dim: the dimension split over the tp group (-1: replicated); at tp 1 the piece is whole.
   auto add = [&](std::string name, int32_t layer, std::initializer_list<int64_t> shape, uint32_t flags,
                  int32_t init, float init_std, int64_t init_rows = -1, int32_t tp_dim = -1) {
-    keel_param_spec spec = keel_model::make_spec(nullptr, layer, shape, flags, init, init_std, init_rows);
+    keel_param_spec spec = keel_support::make_spec(nullptr, layer, shape, flags, init, init_std, init_rows);
     spec.tp_dim = tp_dim;
     if (tp_dim >= 0) {
       const int64_t piece = spec.global_shape[tp_dim] / tp_.size;
@@ -64,7 +64,7 @@ void GptModel::build_param_specs() {
   matmul_params_ = 0;
   for (const auto& p : pending) {
     if (p.name == "wpe") continue;
-    matmul_params_ += p.name == "wte" ? static_cast<double>(V) * C : static_cast<double>(keel_model::element_count(p.spec));
+    matmul_params_ += p.name == "wte" ? static_cast<double>(V) * C : static_cast<double>(keel_support::element_count(p.spec));
   }
   std::vector<Pending> mine;
   for (auto& p : pending) {

@@ -2,6 +2,7 @@
 // C arguments into a GptModel call under keel_support::guard, so no exception crosses the ABI.
 #include <keel/model.h>
 #include <keel/plugin.h>
+#include <keel_support/plugin_entry.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -121,13 +122,10 @@ const keel_model_api kGptApi = {
     gpt_stage_io_numel,     gpt_splits_backward,
 };
 
-const keel_plugin_info kPlugins[] = {{
-    sizeof(keel_plugin_info), KEEL_KIND_MODEL, "gpt", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kGptApi, "GPT-2 (llm.c's layout): tied embeddings, pre-norm blocks, GELU MLP",
-}};
+const keel_plugin_info kPlugins[] = {keel_support::plugin_info(
+    KEEL_KIND_MODEL, "gpt", "0.1.0", &kGptApi, "GPT-2 (llm.c's layout): tied embeddings, pre-norm blocks, GELU MLP")};
 
-const keel_plugin_list kPluginList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                      sizeof kPlugins / sizeof kPlugins[0], kPlugins};
+const keel_plugin_list kPluginList = keel_support::plugin_list(kPlugins);
 
 }  // namespace
 

@@ -64,9 +64,7 @@ void GptModel::check_tensor_parallel(const keel_model_create_args& args) {
                                           std::to_string(comm_size) + ", but tp_rank " + std::to_string(rank) +
                                           " of tp_size " + std::to_string(P) + " was given");
   // The mappings hand backend pointers to the communicator, which works on host memory.
-  keel_device device{};
-  keel_support::check_callee(args.backend->device(args.backend_obj, &device), "backend device");
-  if (device.device_type != KEEL_DEVICE_CPU)
+  if (backend_.device().device_type != KEEL_DEVICE_CPU)
     refuse(KEEL_ERR_UNIMPLEMENTED, "tensor parallelism in the gpt model needs a backend whose memory is host "
                                    "memory (the cpu backend): its tp communicator works on host memory");
 #define KEEL_REQUIRE_TP_OP(op)                                                                             \
@@ -111,7 +109,7 @@ const float* GptModel::leave_tp_region_backward(const float* drows, int64_t rows
 
 void GptModel::norm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                              const float* weight, const float* mean, const float* rstd, int64_t rows) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model;
   if (!dweight) {  // the op always writes a weight gradient: into scratch, discarded
     KEEL_OP(be, fill_zero, scratch_.dnorm, 2 * C * sizeof(float));
@@ -139,7 +137,7 @@ void GptModel::norm_weight_backward(float* dweight, float* dbias, const float* d
 }
 
 float GptModel::vocab_parallel_loss(Activations& a, int64_t rows) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   KEEL_OP(be, crossentropy_shard_stats, a.ce_stats, a.logits, a.targets, rows, share_.vocab_begin,
           share_.vocab_valid, share_.vocab_rows);
   const size_t n = static_cast<size_t>(rows);
@@ -171,11 +169,11 @@ float GptModel::vocab_parallel_loss(Activations& a, int64_t rows) {
 }
 
 const float* GptModel::gather_logits(const Activations& a, int64_t rows) {
-  const keel_model::Backend& be = backend_;
+  const keel_support::BackendOps& be = backend_;
   const int64_t Vp = config_.padded_vocab_size, cols = share_.vocab_rows;
   if (full_logits_rows_ < rows) {
     full_logits_ = BackendBuffer();
-    full_logits_ = BackendBuffer(backend_.api, backend_.obj, static_cast<size_t>(rows * Vp) * sizeof(float));
+    full_logits_ = backend_.alloc_bytes(static_cast<size_t>(rows * Vp) * sizeof(float));
     full_logits_rows_ = rows;
   }
   std::vector<float> mine(static_cast<size_t>(rows * cols)), all(mine.size() * static_cast<size_t>(tp_.size));

@@ -12,15 +12,19 @@
 #include <string>
 #include <vector>
 
+#include <keel_support/plugin_entry.hpp>
 #include <keel_support/sized_output.hpp>
 
-#include "model_support.hpp"  // defines: Backend, LayerLease, KEEL_OP, Carver
+#include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/carver.hpp>          // defines: Carver
+#include <keel_support/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
 
 namespace {
 
-using keel_model::Carver;
+using keel_support::Carver;
 using keel_support::BackendBuffer;
-using keel_model::LayerLease;
+using keel_support::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
 
@@ -81,10 +85,7 @@ class MlpModel {
                                                     "), or use the gpt model");
     if (!args.backend || !args.backend_obj)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
-#define KEEL_REQUIRE_OP(op)                                                              \
-  if (!KEEL_HAS_SLOT(args.backend, op))                                                  \
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op ", " \
-                                              "which the mlp model needs");
+#define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the mlp model");
     KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
     KEEL_REQUIRE_OP(matmul_forward) KEEL_REQUIRE_OP(matmul_backward) KEEL_REQUIRE_OP(gelu_forward)
     KEEL_REQUIRE_OP(gelu_backward) KEEL_REQUIRE_OP(add) KEEL_REQUIRE_OP(embedding_forward)
@@ -95,23 +96,16 @@ class MlpModel {
     // The backend's embedding op adds a position table; this model has none, so it passes a
     // zero table, and a sink for that table's gradient.
     const size_t position_bytes = static_cast<size_t>(config_.max_seq_len) * config_.d_model * sizeof(float);
-    zero_positions_ = BackendBuffer(backend_.api, backend_.obj, position_bytes);
-    position_grad_sink_ = BackendBuffer(backend_.api, backend_.obj, position_bytes);
+    zero_positions_ = backend_.alloc_bytes(position_bytes);
+    position_grad_sink_ = backend_.alloc_bytes(position_bytes);
     build_param_specs();
   }
 
   const keel_host* host() const { return host_; }
 
   void describe(keel_model_info* out) const {
-    keel_model_info info{};
-    info.struct_size = sizeof info;
-    info.params = specs_.data();
-    info.n_params = specs_.size();
-    info.n_layers = config_.n_layer + 2;
-    info.vocab_size = config_.vocab_size;
-    info.padded_vocab_size = config_.padded_vocab_size;
-    info.max_seq_len = config_.max_seq_len;
-    keel_support::write_sized_output(out, info, sizeof info, "describe: out_info");
+    keel_support::write_model_info(out, specs_, config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
+                                   config_.max_seq_len);
   }
 
   // 6·N per token (forward 2N, backward 4N for the matmuls); no attention term. The head's
@@ -120,7 +114,7 @@ class MlpModel {
     double n = 0;
     for (const auto& spec : specs_)
       n += std::string(spec.name) == "head.weight" ? static_cast<double>(config_.vocab_size) * config_.d_model
-                                                   : static_cast<double>(keel_model::element_count(spec));
+                                                   : static_cast<double>(keel_support::element_count(spec));
     return 6.0 * n;
   }
 
@@ -135,14 +129,14 @@ class MlpModel {
                                                        std::to_string(config_.max_seq_len) + ", found batch " +
                                                        std::to_string(B) + ", seq_len " + std::to_string(T));
     const keel_param_access* access = args->access;
-    const keel_model::Backend& be = backend_;
+    const keel_support::BackendOps& be = backend_;
     const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
     const int64_t Vp = config_.padded_vocab_size, N = static_cast<int64_t>(B) * T;
 
-    keel_model::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
+    keel_support::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
     int64_t valid_targets = 0;
     if (args->targets)
-      valid_targets = keel_model::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
+      valid_targets = keel_support::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
     Activations& a = activations_for(args->microbatch, B, T);
     a.backward_pending = false;
     KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
@@ -180,7 +174,7 @@ class MlpModel {
     KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
     a.valid_targets = valid_targets;
     a.backward_pending = true;
-    args->loss = keel_model::mean_loss(be, a.losses, N, valid_targets);
+    args->loss = keel_support::mean_loss(be, a.losses, N, valid_targets);
   }
 
   void backward(const keel_backward_args& args) {
@@ -195,7 +189,7 @@ class MlpModel {
     Activations& a = found->second;
     a.backward_pending = false;
     const keel_param_access* access = args.access;
-    const keel_model::Backend& be = backend_;
+    const keel_support::BackendOps& be = backend_;
     const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size;
     const int64_t Vp = config_.padded_vocab_size, B = a.B, T = a.T, N = B * T;
     ensure_grad_scratch(N);
@@ -241,21 +235,21 @@ class MlpModel {
     const int64_t Vp = config_.padded_vocab_size;
     const float std = 0.02f, residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(L > 0 ? L : 1));
     names_.push_back("wte");
-    specs_.push_back(keel_model::make_spec(nullptr, 0, {V, C}, 0, KEEL_INIT_NORMAL, std));
+    specs_.push_back(keel_support::make_spec(nullptr, 0, {V, C}, 0, KEEL_INIT_NORMAL, std));
     for (int64_t i = 0; i < L; ++i) {
       const int32_t layer = static_cast<int32_t>(1 + i);
       const std::string h = "h." + std::to_string(i) + ".";
       names_.push_back(h + "fc.weight");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {4 * C, C}, 0, KEEL_INIT_NORMAL, std));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {4 * C, C}, 0, KEEL_INIT_NORMAL, std));
       names_.push_back(h + "fc.bias");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {4 * C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {4 * C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
       names_.push_back(h + "proj.weight");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std));
       names_.push_back(h + "proj.bias");
-      specs_.push_back(keel_model::make_spec(nullptr, layer, {C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
+      specs_.push_back(keel_support::make_spec(nullptr, layer, {C}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0));
     }
     names_.push_back("head.weight");  // padded rows stay zero
-    specs_.push_back(keel_model::make_spec(nullptr, static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, std, V));
+    specs_.push_back(keel_support::make_spec(nullptr, static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, std, V));
     for (size_t i = 0; i < specs_.size(); ++i) specs_[i].name = names_[i].c_str();  // names_ is complete
   }
 
@@ -283,7 +277,7 @@ class MlpModel {
       a.targets = carve.take<int32_t>(N);
       return carve.used();
     };
-    a.memory = BackendBuffer(backend_.api, backend_.obj, carve_all(nullptr));
+    a.memory = backend_.alloc_bytes(carve_all(nullptr));
     carve_all(static_cast<char*>(a.memory.get()));
     a.backward_pending = false;
     return a;
@@ -303,13 +297,13 @@ class MlpModel {
     };
     scratch_ = BackendBuffer();
     scratch_rows_ = 0;
-    scratch_ = BackendBuffer(backend_.api, backend_.obj, carve_all(nullptr));
+    scratch_ = backend_.alloc_bytes(carve_all(nullptr));
     carve_all(static_cast<char*>(scratch_.get()));
     scratch_rows_ = rows;
   }
 
   const keel_host* host_;
-  keel_model::Backend backend_;
+  keel_support::BackendOps backend_;
   MlpConfig config_;
   std::vector<std::string> names_;
   std::vector<keel_param_spec> specs_;
@@ -381,13 +375,10 @@ const keel_model_api kMlpApi = {
     nullptr,                nullptr,  // stage_io_numel, splits_backward: it refuses pp > 1
 };
 
-const keel_plugin_info kPlugins[] = {{
-    sizeof(keel_plugin_info), KEEL_KIND_MODEL, "mlp", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kMlpApi, "tiny residual GELU MLP language model, for tests",
-}};
+const keel_plugin_info kPlugins[] = {keel_support::plugin_info(
+    KEEL_KIND_MODEL, "mlp", "0.1.0", &kMlpApi, "tiny residual GELU MLP language model, for tests")};
 
-const keel_plugin_list kPluginList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                      sizeof kPlugins / sizeof kPlugins[0], kPlugins};
+const keel_plugin_list kPluginList = keel_support::plugin_list(kPlugins);
 
 }  // namespace
 

@@ -1,12 +1,15 @@
-// One worker thread copies in submission order; memcpy at host bandwidth needs no more, and
-// order makes a read after a write of the same range see the write (more than the contract
-// promises, which is fine).
+// The cpu engine's store: memcpy into and out of one aligned allocation per extent. One worker
+// copies in submission order; memcpy at host bandwidth needs no more, and order makes a read
+// after a write of the same range see the write (more than the contract promises, which is fine).
 #include "cpu_engine.hpp"
 
-#include <cstring>
-#include <utility>
+#include <keel_support/aligned_buffer.hpp>
 
-#include "keel_support/abi_guard.hpp"
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace keel_offload {
 
@@ -31,73 +34,38 @@ const CpuEngineConfig& checked(const CpuEngineConfig& config) {
   return config;
 }
 
+class HostMemoryExtents final : public keel_support::ExtentStore {
+ public:
+  explicit HostMemoryExtents(uint64_t alignment_bytes) : alignment_bytes_(alignment_bytes) {}
+
+  void add_extent(size_t /*index*/, const std::string& /*name*/, uint64_t bytes) override {
+    storage_.emplace_back(bytes, alignment_bytes_);  // zero-filled
+  }
+  void write(size_t index, uint64_t offset, const void* src, uint64_t bytes) override {
+    std::memcpy(storage_[index].data() + offset, src, bytes);
+  }
+  void read(size_t index, uint64_t offset, void* dst, uint64_t bytes) override {
+    std::memcpy(dst, storage_[index].data() + offset, bytes);
+  }
+
+ private:
+  uint64_t alignment_bytes_;
+  std::vector<keel_support::AlignedBuffer> storage_;  // by extent index
+};
+
+keel_support::SyncEngineShape shape_of(const CpuEngineConfig& config) {
+  keel_support::SyncEngineShape shape;
+  shape.kind = "cpu";
+  shape.alignment_bytes = config.alignment_bytes;
+  shape.ideal_request_bytes = kCpuIdealRequestBytes;
+  shape.capacity_bytes = config.capacity_bytes;
+  shape.worker_threads = 1;
+  return shape;
+}
+
 }  // namespace
 
 CpuEngine::CpuEngine(const CpuEngineConfig& config)
-    : config_(checked(config)),
-      extents_("cpu", config.capacity_bytes, config.alignment_bytes),
-      tickets_("cpu"),
-      worker_([this] { run_copies(); }) {}
-
-CpuEngine::~CpuEngine() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  queued_.notify_all();
-  worker_.join();
-}
-
-uint64_t CpuEngine::ideal_request_bytes() const { return kCpuIdealRequestBytes; }
-
-void CpuEngine::add_extent(const std::string& name, uint64_t bytes) {
-  extents_.check_add(name, bytes);  // before allocating, so a refused extent costs nothing
-  AlignedBuffer memory(bytes, config_.alignment_bytes);
-  extents_.add(name, bytes);
-  storage_.push_back(std::move(memory));
-}
-
-uint64_t CpuEngine::extent_bytes(const std::string& name) const { return extents_.bytes_of(extents_.find(name)); }
-
-Ticket CpuEngine::submit_write(const std::string& name, uint64_t offset, const void* src, uint64_t bytes) {
-  size_t index = extents_.find(name);
-  extents_.check_request("submit_write", index, offset, src, bytes);
-  return queue_copy(Direction::write, storage_[index].data() + offset, src, bytes);
-}
-
-Ticket CpuEngine::submit_read(const std::string& name, uint64_t offset, void* dst, uint64_t bytes) {
-  size_t index = extents_.find(name);
-  extents_.check_request("submit_read", index, offset, dst, bytes);
-  return queue_copy(Direction::read, dst, storage_[index].data() + offset, bytes);
-}
-
-Ticket CpuEngine::queue_copy(Direction direction, void* to, const void* from, uint64_t bytes) {
-  if (bytes == 0) return tickets_.open(0, direction, 0);
-  // The queue's node is allocated before the ticket opens and spliced in after: once the ticket
-  // exists nothing can fail, so no ticket is left that the worker will never finish.
-  std::list<Copy> copy(1);
-  Ticket ticket = tickets_.open(1, direction, bytes);
-  copy.front() = {ticket, to, from, bytes};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    copies_.splice(copies_.end(), copy);
-  }
-  queued_.notify_one();
-  return ticket;
-}
-
-void CpuEngine::run_copies() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    queued_.wait(lock, [&] { return stopping_ || !copies_.empty(); });
-    if (copies_.empty()) return;  // stopping, and nothing left
-    Copy copy = copies_.front();
-    copies_.pop_front();
-    lock.unlock();
-    std::memcpy(copy.to, copy.from, copy.bytes);
-    tickets_.finish_piece(copy.ticket);
-    lock.lock();
-  }
-}
+    : SyncOffloadEngine(shape_of(checked(config)), std::make_unique<HostMemoryExtents>(config.alignment_bytes)) {}
 
 }  // namespace keel_offload

@@ -19,11 +19,20 @@
 #include <string>
 #include <vector>
 
-#include "extent_table.hpp"
-#include "offload_engine.hpp"
-#include "ticket_book.hpp"
+#include <keel_support/offload_engine.hpp>
+#include <keel_support/offload_extents.hpp>
+#include <keel_support/offload_tickets.hpp>
 
 namespace keel_offload {
+
+// The io_uring ring is this engine's own asynchrony, so it implements OffloadEngine over the
+// shared ticket book and extent table rather than through SyncOffloadEngine's worker threads.
+using keel_support::Direction;
+using keel_support::ExtentTable;
+using keel_support::OffloadCounters;
+using keel_support::OffloadEngine;
+using keel_support::Ticket;
+using keel_support::TicketBook;
 
 class UringPump;
 

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "aligned_buffer.hpp"
+#include <keel_support/aligned_buffer.hpp>
+
 #include "nvme_engine.hpp"
 
 namespace {
@@ -49,9 +50,9 @@ Options parse(int argc, char** argv) {
 
 // Streams the whole extent in requests of `request_bytes`, at most buffers.size() outstanding.
 double stream(keel_offload::NvmeEngine& engine, bool write, uint64_t extent_bytes, uint64_t request_bytes,
-              std::vector<keel_offload::AlignedBuffer>& buffers) {
+              std::vector<keel_support::AlignedBuffer>& buffers) {
   auto start = std::chrono::steady_clock::now();
-  std::deque<keel_offload::Ticket> outstanding;
+  std::deque<keel_support::Ticket> outstanding;
   size_t next_buffer = 0;
   for (uint64_t offset = 0; offset < extent_bytes; offset += request_bytes) {
     if (outstanding.size() == buffers.size()) {
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
     keel_offload::NvmeEngine engine(config);
     engine.add_extent("bench", options.bytes);
     uint64_t request_bytes = engine.ideal_request_bytes();
-    std::vector<keel_offload::AlignedBuffer> buffers;
+    std::vector<keel_support::AlignedBuffer> buffers;
     for (uint64_t i = 0; i < options.buffers; ++i) {
       buffers.emplace_back(request_bytes, engine.alignment_bytes());
       std::memset(buffers.back().data(), static_cast<int>(0x5a + i), request_bytes);

@@ -14,11 +14,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "aligned_buffer.hpp"
 #include "keel_support/abi_guard.hpp"
+#include "keel_support/aligned_buffer.hpp"
 
 namespace keel_offload {
 
+using keel_support::AlignedBuffer;
 using keel_support::StatusError;
 
 namespace {

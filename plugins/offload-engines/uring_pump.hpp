@@ -5,6 +5,7 @@
 // pieces only as queue slots free up, so a request of any size costs the same small memory.
 #pragma once
 
+#include <keel_support/offload_tickets.hpp>
 #include <liburing.h>
 
 #include <cstdint>
@@ -14,9 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "ticket_book.hpp"
-
 namespace keel_offload {
+
+using keel_support::Direction;
+using keel_support::Ticket;
+using keel_support::TicketBook;
 
 // What is left to issue of one caller request, inside one file: the pump cuts it into pieces of
 // at most block_bytes from the front.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <keel/optimizer.h>
+#include <keel_support/parallel_threshold.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -16,9 +17,6 @@
 #include "adamw_config.hpp"
 
 namespace keel_adamw {
-
-// Below this many elements a parallel region costs more than it saves.
-constexpr int64_t kParallelMinElements = 1 << 15;
 
 inline void adamw_update_host(const AdamwConfig& config, const keel_optimizer_step_args& args) {
   const double t = static_cast<double>(args.step);
@@ -43,7 +41,7 @@ inline void adamw_update_host(const AdamwConfig& config, const keel_optimizer_st
   const float one_minus_beta2 = static_cast<float>(1.0 - config.beta2);
   const float eps = static_cast<float>(config.eps);
   const int64_t n = args.n;
-#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMinElements)  // simd always
+#pragma omp parallel for simd schedule(static) if (parallel : n >= keel_support::kParallelMinElements)  // simd always
   for (int64_t i = 0; i < n; ++i) {
     const float g = grads[i] * grad_scale;
     const float m_i = m[i] + one_minus_beta1 * (g - m[i]);

@@ -7,15 +7,13 @@
 #pragma once
 
 #include <keel/optimizer.h>
+#include <keel_support/parallel_threshold.hpp>
 
 #include <cstdint>
 
 #include "sgd_config.hpp"
 
 namespace keel_sgd {
-
-// Below this many elements a parallel region costs more than it saves.
-constexpr int64_t kParallelMinElements = 1 << 15;
 
 inline void sgd_update_host(const SgdConfig& config, const keel_optimizer_step_args& args) {
   float* params = args.params;
@@ -29,7 +27,7 @@ inline void sgd_update_host(const SgdConfig& config, const keel_optimizer_step_a
   const bool first_step = args.step == 1;
   const bool nesterov = config.nesterov;
   const int64_t n = args.n;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+#pragma omp parallel for schedule(static) if (n >= keel_support::kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) {
     float g = grads[i] * grad_scale;
     if (weight_decay != 0.0f) g += weight_decay * params[i];

@@ -5,6 +5,7 @@
 #include <keel/schedule.h>
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/json_section.hpp>
+#include <keel_support/plugin_entry.hpp>
 
 #include <string>
 
@@ -83,14 +84,12 @@ const keel_schedule_api kTables[] = {make_table<0>(), make_table<1>(), make_tabl
 static_assert(sizeof(kTables) / sizeof(kTables[0]) == sizeof(kEntries) / sizeof(kEntries[0]));
 
 constexpr keel_plugin_info info(int i) {
-  return keel_plugin_info{sizeof(keel_plugin_info), KEEL_KIND_SCHEDULE, kEntries[i].name, "0.1.0",
-                          KEEL_ABI_VERSION_MAJOR,   KEEL_ABI_VERSION_MINOR, &kTables[i], kEntries[i].description};
+  return keel_support::plugin_info(KEEL_KIND_SCHEDULE, kEntries[i].name, "0.1.0", &kTables[i], kEntries[i].description);
 }
 
 const keel_plugin_info kInfos[] = {info(0), info(1), info(2), info(3)};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-                                sizeof(kInfos) / sizeof(kInfos[0]), kInfos};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_schedule

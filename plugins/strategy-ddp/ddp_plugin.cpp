@@ -2,14 +2,15 @@
 // StrategySlots, with ddp's own read_grad) and the entry symbol.
 #include <keel/plugin.h>
 #include <keel/strategy.h>
+#include <keel_support/abi_guard.hpp>
 #include <keel_support/json_section.hpp>
+#include <keel_support/plugin_entry.hpp>
+#include <keel_support/strategy_slots.hpp>
 
 #include <cstddef>
 #include <memory>
 
 #include "ddp_strategy.hpp"
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/strategy_slots.hpp>
 
 namespace keel_ddp {
 namespace {
@@ -60,13 +61,12 @@ keel_strategy_api make_table() {
 
 const keel_strategy_api kApi = make_table();
 
-const keel_plugin_info kInfo = {
-    sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "ddp", "0.2.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kApi, "Replicated parameters, gradients and optimizer state in flat buffers; gradients averaged over the "
-    "data-parallel group by bucketed all-reduce overlapping the backward",
-};
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_STRATEGY, "ddp", "0.2.0", &kApi,
+    "Replicated parameters, gradients and optimizer state in flat buffers; gradients averaged over the "
+    "data-parallel group by bucketed all-reduce overlapping the backward")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_ddp

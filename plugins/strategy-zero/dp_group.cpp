@@ -1,10 +1,10 @@
-// Per-layer collectives over the data-parallel group (see dp_group.hpp). sum_over_ranks
-// gathers each rank's double as raw bytes and adds them in rank order instead of an fp64
-// all_reduce: the result is bit-identical on every rank whatever algorithm the communicator
-// uses, and only 32-bit element types are needed (what every comm plugin moves).
+// Per-layer collectives over the data-parallel group (see dp_group.hpp). sum_over_ranks takes
+// the core's one rule for sums over ranks (keel_support/rank_order_sum.hpp): bit-identical on
+// every rank whatever algorithm the communicator uses, and 32-bit words only.
 #include "dp_group.hpp"
 
 #include <keel/plugin.h>
+#include <keel_support/rank_order_sum.hpp>
 
 #include <cstring>
 #include <string>
@@ -16,7 +16,6 @@ namespace {
 using keel_support::StatusError;
 
 constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
-constexpr keel_dtype kInt32 = {KEEL_DTYPE_INT, 32, 1};
 
 void check_comm_slots(const keel_comm_api* comm) {
   const char* missing = !KEEL_HAS_SLOT(comm, rank)             ? "rank"
@@ -89,17 +88,19 @@ void DataParallelGroup::all_gather_in_place(float* full, int64_t chunk) {
 }
 
 double DataParallelGroup::sum_over_ranks(double local) {
-  if (size_ == 1) return local;
-  static_assert(sizeof(double) == 2 * sizeof(float), "a double travels as two 32-bit words");
-  // Backend memory, like every other collective's buffers: word 0-1 this rank's value, then
-  // every rank's in rank order.
-  float* words = sum_words_.floats();
-  backend_.copy(words, reinterpret_cast<const float*>(&local), 2, KEEL_COPY_HOST_TO_DEVICE);
-  keel_support::check_callee(comm_->all_gather(comm_obj_, words, words + 2, 2, kInt32, nullptr), "comm all_gather");
-  std::vector<double> each(size_t(size_), 0.0);
-  backend_.copy(reinterpret_cast<float*>(each.data()), words + 2, 2 * int64_t(size_), KEEL_COPY_DEVICE_TO_HOST);
-  double sum = 0.0;
-  for (double value : each) sum += value;
+  // The core's rule for sums every rank must agree on (keel_support/rank_order_sum.hpp), through
+  // backend memory like every other collective's buffers here.
+  auto words = reinterpret_cast<int32_t*>(sum_words_.floats());
+  auto to_backend = [this](int32_t* dst, const int32_t* src, int64_t n) {
+    backend_.copy(reinterpret_cast<float*>(dst), reinterpret_cast<const float*>(src), n, KEEL_COPY_HOST_TO_DEVICE);
+  };
+  auto to_host = [this](int32_t* dst, const int32_t* src, int64_t n) {
+    backend_.copy(reinterpret_cast<float*>(dst), reinterpret_cast<const float*>(src), n, KEEL_COPY_DEVICE_TO_HOST);
+  };
+  double sum = local;
+  keel_support::check_callee(
+      keel_support::sum_in_rank_order(comm_, comm_obj_, size_, local, words, to_backend, to_host, &sum),
+      "comm all_gather");
   return sum;
 }
 

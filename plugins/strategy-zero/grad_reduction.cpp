@@ -16,9 +16,7 @@ GradReduction::GradReduction(const keel_host* host, int32_t stage, bool overlap,
                              keel_support::BackendOps backend, float* persistent, keel_support::TierHome* tier)
     : host_(host), stage_(stage), overlap_(overlap), layout_(layout), tied_(tied), group_(group), backend_(backend),
       persistent_(persistent), tier_(tier), transient_(layout.layers.size()), open_(layout.layers.size(), false) {
-  keel_device device{};
-  keel_support::check_callee(backend.api->device(backend.obj, &device), "backend device");
-  host_backend_ = device.device_type == KEEL_DEVICE_CPU;
+  host_backend_ = backend.device().device_type == KEEL_DEVICE_CPU;
 }
 
 void GradReduction::add_to_chunk(int32_t layer, const float* reduced) {

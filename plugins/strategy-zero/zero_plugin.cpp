@@ -3,6 +3,7 @@
 #include <keel/plugin.h>
 #include <keel/strategy.h>
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/plugin_entry.hpp>
 #include <keel_support/strategy_slots.hpp>
 
 #include <memory>
@@ -50,13 +51,12 @@ keel_strategy_api make_table() {
 
 const keel_strategy_api kApi = make_table();
 
-const keel_plugin_info kInfo = {
-    sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "zero", "0.1.0", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR,
-    &kApi, "ZeRO stages 1-3 across the data-parallel group: optimizer state, gradients and parameters sharded "
-           "per layer in equal chunks, stage 3 gathering each layer on use with prefetch",
-};
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_STRATEGY, "zero", "0.1.0", &kApi,
+    "ZeRO stages 1-3 across the data-parallel group: optimizer state, gradients and parameters sharded "
+    "per layer in equal chunks, stage 3 gathering each layer on use with prefetch")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace keel_zero

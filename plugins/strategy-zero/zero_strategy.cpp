@@ -92,9 +92,7 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
       grads_(host, config.stage, config.overlap_comm, store_.layout(), store_.stage_tied(), group_, store_.backend(),
              store_.grads_tier() ? nullptr : store_.grads(), store_.grads_tier()) {
   if (config.stage == 3) {
-    keel_device device{};
-    keel_support::check_callee(store_.backend().api->device(store_.backend().obj, &device), "backend device");
-    shard_ = std::make_unique<ParamShard>(store_.layout(), store_.backend(), device,
+    shard_ = std::make_unique<ParamShard>(store_.layout(), store_.backend(), store_.backend().device(),
                                           store_.params_tier() ? nullptr : store_.params(), store_.params_tier());
     gather_ = std::make_unique<ParamGather>(store_.layout(), group_, store_.backend(), *shard_);
   }

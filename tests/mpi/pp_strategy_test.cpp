@@ -22,8 +22,9 @@
 #include <string>
 #include <vector>
 
+#include <keel_support/testing/host_memory_backend.hpp>
+
 #include "comm_test_support.hpp"
-#include "host_memory_backend.hpp"
 
 namespace {
 
@@ -178,8 +179,8 @@ std::string bits_d(double x) {
 struct Rank {
   std::vector<Param> params;
   std::vector<keel_param_spec> specs;
-  keel_test::HostMemoryBackend backend;
-  keel_backend_api backend_api = keel_test::HostMemoryBackend::table();
+  keel_support::testing::HostMemoryBackend backend;
+  keel_backend_api backend_api = keel_support::testing::HostMemoryBackend::table();
   keel_optimizer_api optimizer_api{};
   void* strategy = nullptr;
   keel_param_access access{};
@@ -286,10 +287,6 @@ void run(int32_t n_layers) {
     rank.ref_state.push_back(std::vector<float>(size_t(p.numel), 0.0f));
   }
   rank.backend.host = &kTestHost;
-  rank.backend_api.accumulate = [](void*, float* dst, const float* src, int64_t n) -> keel_status {
-    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-    return KEEL_OK;
-  };
   rank.optimizer_api.struct_size = sizeof(keel_optimizer_api);
   rank.optimizer_api.describe = optimizer_describe;
   rank.optimizer_api.step = optimizer_step;

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include <keel_support/param_store.hpp>
+#include <keel_support/testing/host_memory_backend.hpp>
 
-#include "host_memory_backend.hpp"
 #include "plugin_test_support.hpp"
 #include "test_offload_tier.hpp"
 
@@ -72,9 +72,9 @@ Result run_mode(const std::string& mode, const keel_optimizer_api& adamw, void* 
                 const std::vector<keel_param_spec>& specs, const std::string& folder, int repeats, uint32_t depth,
                 uint64_t block, const std::string& engine) {
   keel_host host = bench_host();
-  keel_test::HostMemoryBackend backend;
+  keel_support::testing::HostMemoryBackend backend;
   backend.host = &host;
-  keel_backend_api backend_api = keel_test::HostMemoryBackend::table();
+  keel_backend_api backend_api = keel_support::testing::HostMemoryBackend::table();
   std::unique_ptr<keel_test::TestTier> tier;
   keel_strategy_create_args args{};
   args.struct_size = sizeof(args);

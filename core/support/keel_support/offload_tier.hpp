@@ -1,4 +1,4 @@
-// The strategy's view of the offload tier (abi/keel/offload.h) that the core hands it in the
+// The strategy's view of the offload tier (keel/offload.h) that the core hands it in the
 // create args: the engine's table and object behind checked C++ calls (a failing call throws
 // CalleeFailed, the engine's own message already set on the host), aligned host buffers that
 // return themselves to the engine, and the create-args fields read only when struct_size

@@ -66,7 +66,7 @@ class ParamStore {
         options_(std::move(options)),
         layout_(build_store_layout(args.params, args.n_params, args.n_layers, options_.shard_rank, options_.shards)),
         stage_tied_(args, layout_, backend_) {
-    check_callee(backend_.api->device(backend_.obj, &device_), "backend device");
+    device_ = backend_.device();
     optimizer_info_.struct_size = sizeof(optimizer_info_);
     check_callee(optimizer_->describe(optimizer_obj_, &optimizer_info_), "optimizer describe");
     if (optimizer_info_.n_state_slots < 0 || optimizer_info_.n_state_slots > KEEL_OPTIMIZER_MAX_STATE_SLOTS)

@@ -1,4 +1,4 @@
-// Every rank's pipeline action list (abi/keel/schedule.h) run together without a model, to
+// Every rank's pipeline action list (keel/schedule.h) run together without a model, to
 // check a schedule before anything trusts it. The core runs it at start-up and in `keel
 // validate` on the lists a schedule plugin builds, `keel schedule-check` runs it for a plugin's
 // author, and a schedule's own tests can include this header alone.

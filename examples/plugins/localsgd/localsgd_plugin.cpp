@@ -9,6 +9,7 @@
 
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/json_section.hpp>
+#include <keel_support/plugin_entry.hpp>
 #include <keel_support/strategy_slots.hpp>
 
 #include <climits>
@@ -79,14 +80,13 @@ keel_strategy_api make_table() {
 
 const keel_strategy_api kTable = make_table();
 
-// Built against these headers' ABI version: a 0.x core loads it only if the minor matches.
-const keel_plugin_info kInfo = {
-    sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "localsgd", "1.0.0",
-    KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &kTable,
-    "local SGD: each rank steps on its own gradients; parameters averaged every sync_every steps",
-};
+// Built against these headers' ABI version: a core of the same major loads it when its own minor
+// is this one or newer (minors only append), and refuses it when its minor is older.
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_STRATEGY, "localsgd", "1.0.0", &kTable,
+    "local SGD: each rank steps on its own gradients; parameters averaged every sync_every steps")};
 
-const keel_plugin_list kList = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &kInfo};
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 
 }  // namespace
 }  // namespace localsgd

@@ -47,7 +47,7 @@ LocalSgd::LocalSgd(const keel_host* host, const keel_strategy_create_args& args,
       dp_comm_obj_(args.dp_comm_obj),
       dp_size_(args.dp_comm ? args.dp_size : 1),
       config_(config),
-      norm_scalar_(args.backend, args.backend_obj, sizeof(double)) {
+      norm_scalar_(store_.backend().alloc_bytes(sizeof(double))) {
   own_state_names_.push_back("params");
   for (int32_t slot = 0; slot < store_.n_state_slots(); ++slot)
     own_state_names_.push_back("optimizer_state." + std::to_string(slot));
@@ -83,12 +83,11 @@ void LocalSgd::zero_grads() { store_.backend().fill_zero(store_.grads(), store_.
 double LocalSgd::grad_sq_norm() {
   double sum_squares = store_.counted_grad_sum_squares();  // tp-replicated ones on tp rank 0 only
   if (dp_size_ == 1) return sum_squares;
-  const keel_backend_api* backend = store_.backend().api;
-  void* backend_obj = store_.backend().obj;
-  check_callee(backend->copy(backend_obj, norm_scalar_.get(), &sum_squares, sizeof(double), KEEL_COPY_HOST_TO_DEVICE), "backend copy");
+  const keel_support::BackendOps& backend = store_.backend();
+  backend.copy_bytes(norm_scalar_.get(), &sum_squares, sizeof(double), KEEL_COPY_HOST_TO_DEVICE);
   check_callee(dp_comm_->all_reduce(dp_comm_obj_, norm_scalar_.get(), norm_scalar_.get(), 1, kFloat64, KEEL_REDUCE_SUM, nullptr),
                "comm all_reduce");
-  check_callee(backend->copy(backend_obj, &sum_squares, norm_scalar_.get(), sizeof(double), KEEL_COPY_DEVICE_TO_HOST), "backend copy");
+  backend.copy_bytes(&sum_squares, norm_scalar_.get(), sizeof(double), KEEL_COPY_DEVICE_TO_HOST);
   return sum_squares / dp_size_;
 }
 

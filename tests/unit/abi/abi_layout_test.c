@@ -1,8 +1,9 @@
 /* The ABI promise, checked at compile time: every shipped field of every table and argument
    struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
-   The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2 to 0.7 appended);
-   when 1.0 is released they are frozen again under abi/v1.0 and never edited afterwards. Compiled as C, so the headers stay C. */
+   The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2
+   to 0.7 appended); each release's headers are frozen beside them (abi/v0.7 and its elders), and a major
+   release starts a new frozen set, never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
 #include <stddef.h>

@@ -19,8 +19,8 @@
 
 namespace {
 
-using keel_offload::AlignedBuffer;
-using keel_offload::Ticket;
+using keel_support::AlignedBuffer;
+using keel_support::Ticket;
 
 constexpr uint64_t kBlock = 4096;
 

@@ -9,9 +9,9 @@
 
 namespace {
 
-using keel_offload::AlignedBuffer;
-using keel_offload::OffloadEngine;
-using keel_offload::Ticket;
+using keel_support::AlignedBuffer;
+using keel_support::OffloadEngine;
+using keel_support::Ticket;
 using offload_test::error_of;
 using offload_test::make_engine;
 using offload_test::random_bytes;

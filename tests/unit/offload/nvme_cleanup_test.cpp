@@ -50,9 +50,9 @@ TEST(NvmeCleanup, DestroyingWithRequestsInFlightFinishesThemFirst) {
   offload_test::ScratchFolder scratch;
   offload_test::require_direct_io(scratch.path());
   if (HasFatalFailure()) return;
-  keel_offload::AlignedBuffer source = offload_test::random_bytes(32 * kMiB, 3);
-  keel_offload::AlignedBuffer earlier = offload_test::random_bytes(16 * kMiB, 4);
-  keel_offload::AlignedBuffer landed(16 * kMiB, 4096);
+  keel_support::AlignedBuffer source = offload_test::random_bytes(32 * kMiB, 3);
+  keel_support::AlignedBuffer earlier = offload_test::random_bytes(16 * kMiB, 4);
+  keel_support::AlignedBuffer landed(16 * kMiB, 4096);
   {
     auto engine = engine_in(scratch.path());
     engine->add_extent("in-flight", 32 * kMiB);

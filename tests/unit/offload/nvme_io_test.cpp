@@ -13,8 +13,8 @@
 
 namespace {
 
-using keel_offload::AlignedBuffer;
-using keel_offload::Ticket;
+using keel_support::AlignedBuffer;
+using keel_support::Ticket;
 using offload_test::descriptor_of;
 using offload_test::error_of;
 using offload_test::only_file_in;

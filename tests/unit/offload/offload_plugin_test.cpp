@@ -85,7 +85,7 @@ void round_trip(OffloadPlugin& plugin) {
   ASSERT_EQ(api.alloc_buffer(plugin.tier(), bytes, &source), KEEL_OK) << last_error();
   ASSERT_EQ(api.alloc_buffer(plugin.tier(), bytes, &back), KEEL_OK) << last_error();
   ASSERT_EQ(reinterpret_cast<uintptr_t>(source) % info.alignment_bytes, 0u);
-  const keel_offload::AlignedBuffer random = random_bytes(bytes, 7);
+  const keel_support::AlignedBuffer random = random_bytes(bytes, 7);
   std::memcpy(source, random.data(), bytes);
 
   uint64_t write = 0, read = 0;

@@ -42,7 +42,7 @@ void require_direct_io(const std::string& folder) {
   }
 }
 
-std::unique_ptr<keel_offload::OffloadEngine> make_engine(const std::string& kind, const std::string& folder,
+std::unique_ptr<keel_support::OffloadEngine> make_engine(const std::string& kind, const std::string& folder,
                                                          uint64_t capacity_bytes, uint32_t queue_depth,
                                                          uint64_t block_bytes) {
   if (kind == "cpu") {
@@ -58,8 +58,8 @@ std::unique_ptr<keel_offload::OffloadEngine> make_engine(const std::string& kind
   return std::make_unique<keel_offload::NvmeEngine>(config);
 }
 
-keel_offload::AlignedBuffer random_bytes(uint64_t bytes, uint32_t seed) {
-  keel_offload::AlignedBuffer buffer(bytes, 4096);
+keel_support::AlignedBuffer random_bytes(uint64_t bytes, uint32_t seed) {
+  keel_support::AlignedBuffer buffer(bytes, 4096);
   std::mt19937_64 generator(seed);
   for (uint64_t i = 0; i < bytes; i += 8) {
     uint64_t value = generator();

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "aligned_buffer.hpp"
-#include "keel_support/abi_guard.hpp"
-#include "offload_engine.hpp"
+#include <keel_support/abi_guard.hpp>
+#include <keel_support/aligned_buffer.hpp>
+#include <keel_support/offload_engine.hpp>
 
 namespace offload_test {
 
@@ -32,12 +32,12 @@ class ScratchFolder {
 void require_direct_io(const std::string& folder);
 
 // "cpu" or "nvme", with `capacity_bytes`; the nvme engine keeps its files in `folder`.
-std::unique_ptr<keel_offload::OffloadEngine> make_engine(const std::string& kind, const std::string& folder,
+std::unique_ptr<keel_support::OffloadEngine> make_engine(const std::string& kind, const std::string& folder,
                                                          uint64_t capacity_bytes, uint32_t queue_depth = 16,
                                                          uint64_t block_bytes = uint64_t(1) << 20);
 
 // `bytes` random bytes from `seed`, in a buffer aligned for either engine.
-keel_offload::AlignedBuffer random_bytes(uint64_t bytes, uint32_t seed);
+keel_support::AlignedBuffer random_bytes(uint64_t bytes, uint32_t seed);
 
 // The descriptor this process holds for `path` (found through /proc/self/fd), or -1.
 int descriptor_of(const std::string& path);

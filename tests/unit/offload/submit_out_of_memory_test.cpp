@@ -13,14 +13,14 @@
 
 namespace {
 
-using keel_offload::AlignedBuffer;
-using keel_offload::Ticket;
+using keel_support::AlignedBuffer;
+using keel_support::Ticket;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = kKiB * kKiB;
 
 // wait_all()'s error message, or "" when it returns.
-std::string error_of_wait_all(keel_offload::OffloadEngine& engine) {
+std::string error_of_wait_all(keel_support::OffloadEngine& engine) {
   try {
     engine.wait_all();
   } catch (const keel_support::StatusError& error) {

@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "host_memory_backend.hpp"
+#include <keel_support/testing/host_memory_backend.hpp>
 #include "plugin_test_support.hpp"
 #include "recording_optimizer.hpp"
 
 namespace keel_test {
+
+using keel_support::testing::HostMemoryBackend;
 
 // Value of element `element` of a parameter as the test host initialises it: distinct per
 // parameter (through init_std, used here as a tag) and per element.

@@ -41,7 +41,7 @@ inline keel_host plain_tier_host() {
 
 struct TestTier {
   keel_host host = plain_tier_host();
-  std::unique_ptr<keel_offload::OffloadEngine> engine;
+  std::unique_ptr<keel_support::OffloadEngine> engine;
   int64_t fail_after = -1;  // >= 0: requests beyond this many fail
   int64_t requests = 0;
   int64_t live_buffers = 0;
@@ -118,7 +118,7 @@ inline const keel_offload_api& test_offload_api() {
     t.wait_all = [](void* obj) { return tier_call(obj, [&] { as_tier(obj).engine->wait_all(); }); };
     t.counters = [](void* obj, keel_offload_counters* out) {
       return tier_call(obj, [&] {
-        const keel_offload::OffloadCounters c = as_tier(obj).engine->counters();
+        const keel_support::OffloadCounters c = as_tier(obj).engine->counters();
         out->bytes_read = c.bytes_read;
         out->bytes_written = c.bytes_written;
         out->requests_completed = c.requests_completed;

@@ -39,7 +39,7 @@ class ZeroPipelineTest : public ::testing::TestWithParam<int32_t> {
   ZeroPlugins plugins;
   keel_host host = zero_test_host();
   HostMemoryBackend backend;
-  keel_backend_api backend_api = zero_backend_table();
+  keel_backend_api backend_api = HostMemoryBackend::table();
   std::vector<keel_param_spec> specs = zero_model_specs();
   void* strategy = nullptr;
 };

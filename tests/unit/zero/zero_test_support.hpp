@@ -14,11 +14,13 @@
 
 #include <keel_support/piece_box.hpp>
 
-#include "host_memory_backend.hpp"   // defines: HostMemoryBackend
+#include <keel_support/testing/host_memory_backend.hpp>  // defines: HostMemoryBackend
 #include "plugin_test_support.hpp"   // defines: LoadedPlugin
 #include "thread_comm.hpp"           // defines: ThreadWorld
 
 namespace keel_test {
+
+using keel_support::testing::HostMemoryBackend;
 
 // --- the model ---
 
@@ -96,21 +98,6 @@ inline keel_host zero_test_host() {
     return KEEL_OK;
   };
   return host;
-}
-
-// --- the backend: HostMemoryBackend plus scale and accumulate ---
-
-inline keel_backend_api zero_backend_table() {
-  keel_backend_api api = HostMemoryBackend::table();
-  api.scale = [](void*, float* x, float alpha, int64_t n) -> keel_status {
-    for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
-    return KEEL_OK;
-  };
-  api.accumulate = [](void*, float* dst, const float* src, int64_t n) -> keel_status {
-    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-    return KEEL_OK;
-  };
-  return api;
 }
 
 inline std::string stage_config(int32_t stage, bool prefetch = true) {
@@ -203,7 +190,7 @@ class ZeroRank {
   int32_t rank_, size_;
   keel_host host_ = zero_test_host();
   HostMemoryBackend backend_;
-  keel_backend_api backend_api_ = zero_backend_table();
+  keel_backend_api backend_api_ = HostMemoryBackend::table();
 };
 
 // The zero and sgd plugins, loaded once per test, and an sgd optimizer (momentum: one state

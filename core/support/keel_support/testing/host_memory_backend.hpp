@@ -1,15 +1,19 @@
-// The smallest backend a strategy needs, in host memory: alloc (aligned, zero-filled), free,
-// copy, fill_zero, sum_squares, scale (ddp's averaging) and device; every other op slot is
-// NULL. It counts live allocations so tests can see that destroy returns everything, and can
-// be told to fail an allocation.
+// A fake backend for testing a strategy (or anything that only moves and sums fp32 arrays)
+// without a real backend plugin: host memory, with the slots a strategy needs (device, alloc
+// aligned and zero-filled, free_memory, copy, fill_zero, sum_squares, scale, accumulate); every
+// compute op slot is NULL, so a test can also see how a plugin refuses a backend that lacks one.
+// It counts live allocations, so a test can see that destroy returned everything, and can be
+// told to fail an allocation. Installed, so a third-party strategy's tests can use it too; Keel's
+// own strategy, zero and pipeline tests all use this one table.
 #pragma once
 
 #include <keel/backend.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
-namespace keel_test {
+namespace keel_support::testing {
 
 struct HostMemoryBackend {
   int live_allocations = 0;
@@ -56,6 +60,10 @@ struct HostMemoryBackend {
     for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
     return KEEL_OK;
   }
+  static keel_status accumulate(void*, float* dst, const float* src, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+    return KEEL_OK;
+  }
 
   static keel_backend_api table() {
     keel_backend_api api{};
@@ -67,8 +75,9 @@ struct HostMemoryBackend {
     api.fill_zero = fill_zero;
     api.sum_squares = sum_squares;
     api.scale = scale;
+    api.accumulate = accumulate;
     return api;
   }
 };
 
-}  // namespace keel_test
+}  // namespace keel_support::testing

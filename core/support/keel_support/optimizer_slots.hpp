@@ -1,0 +1,100 @@
+// The optimizer table of a plugin, written once: every slot runs its body under guard (no
+// exception crosses the ABI), checks its pointers and the step's arguments, and forwards to the
+// optimizer class. An update rule then writes only what is its own: its config section, how
+// many state slots it uses, its describe answers and its update on host memory.
+//
+// OptimizerSlots<Optimizer, parse_config>: parse_config(config_json, json_path) reads the
+// "optimizer" section into the optimizer's config (throwing ConfigError), for validate_config
+// and create alike, so what validates is what runs. The optimizer class provides:
+//   static constexpr const char* kSource;              // "optimizer adamw": the messages' prefix
+//   explicit Optimizer(const Config&);                   // Config: what parse_config returns
+//   int32_t n_state_slots() const;                       // fp32 arrays per element
+//   float base_lr() const;
+//   uint32_t decay_flags() const;                        // KEEL_PARAM_* ranges without decay
+//   void update_host(const keel_optimizer_step_args&) const;  // the rule, arguments checked; the
+//                                                        // strategy may call it from several threads
+#pragma once
+
+#include <keel/optimizer.h>
+
+#include <memory>
+#include <string>
+
+#include "keel_support/abi_guard.hpp"
+#include "keel_support/sized_output.hpp"
+
+namespace keel_support {
+
+template <typename Optimizer, auto parse_config>
+struct OptimizerSlots {
+  // The optimizer and the host its slots report through.
+  struct Instance {
+    const keel_host* host;
+    Optimizer optimizer;
+  };
+
+  // What every update rule may assume: host memory, sane counts, and as many state arrays as
+  // describe announced (zero-filled by the strategy at the first step).
+  static void check_step_args(const Optimizer& optimizer, const keel_optimizer_step_args* args) {
+    if (!args || args->struct_size < sizeof(keel_optimizer_step_args))
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: args is NULL or older than this plugin's ABI");
+    // A CUDA path arrives with the CUDA backend; until then device memory is refused, not read.
+    if (args->device.device_type != KEEL_DEVICE_CPU)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "step: only host (CPU) memory is supported, found device type " +
+                                                    std::to_string(args->device.device_type));
+    if (args->n < 0) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: n is negative: " + std::to_string(args->n));
+    if (args->step < 1)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: step is 1-based, found " + std::to_string(args->step));
+    if (args->n == 0) return;
+    if (!args->params || !args->grads) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: params or grads is NULL");
+    const int32_t slots = optimizer.n_state_slots();
+    for (int32_t slot = 0; slot < slots; ++slot)
+      if (!args->state || !args->state[slot])
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: this optimizer needs " + std::to_string(slots) +
+                                                         " state slots; slot " + std::to_string(slot) + " is NULL");
+  }
+
+  // Runs body(instance) under guard; without an instance there is no host to carry a message.
+  template <typename Body>
+  static keel_status with(void* handle, Body&& body) noexcept {
+    auto* instance = static_cast<Instance*>(handle);
+    if (!instance) return KEEL_ERR_INVALID_ARGUMENT;
+    return guard(instance->host, Optimizer::kSource, [&] { body(*instance); });
+  }
+
+  static keel_status validate_config(const keel_host* host, const char* config_json, const char* json_path) {
+    return guard(host, Optimizer::kSource, [&] { parse_config(config_json, json_path); });
+  }
+  static keel_status create(const keel_host* host, const char* config_json, const char* json_path,
+                            void** out_optimizer) {
+    return guard(host, Optimizer::kSource, [&] {
+      if (!out_optimizer) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: out_optimizer is NULL");
+      auto instance =
+          std::make_unique<Instance>(Instance{host, Optimizer(parse_config(config_json, json_path))});
+      *out_optimizer = instance.release();
+    });
+  }
+  static void destroy(void* handle) { delete static_cast<Instance*>(handle); }
+  static keel_status describe(void* handle, keel_optimizer_info* out_info) {
+    return with(handle, [&](Instance& instance) {
+      keel_optimizer_info info{};
+      info.struct_size = sizeof(info);
+      info.n_state_slots = instance.optimizer.n_state_slots();
+      info.base_lr = instance.optimizer.base_lr();
+      info.decay_flags = instance.optimizer.decay_flags();
+      write_sized_output(out_info, info, sizeof info, "describe: out_info");
+    });
+  }
+  static keel_status step(void* handle, const keel_optimizer_step_args* args) {
+    return with(handle, [&](Instance& instance) {
+      check_step_args(instance.optimizer, args);
+      instance.optimizer.update_host(*args);
+    });
+  }
+
+  static constexpr keel_optimizer_api table() {
+    return keel_optimizer_api{sizeof(keel_optimizer_api), validate_config, create, destroy, describe, step};
+  }
+};
+
+}  // namespace keel_support
