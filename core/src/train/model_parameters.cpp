@@ -35,11 +35,16 @@ void ModelParameters::require_whole(size_t index, const char* what) const {
                         "to read whole tensors");
 }
 
-std::vector<float> ModelParameters::read_param(size_t index) {
-  require_whole(index, "reading the value");
+std::vector<float> ModelParameters::read_param(size_t index) { return read_whole(index, false); }
+
+std::vector<float> ModelParameters::read_grad(size_t index) { return read_whole(index, true); }
+
+std::vector<float> ModelParameters::read_whole(size_t index, bool gradient) {
+  require_whole(index, gradient ? "reading the gradient" : "reading the value");
   std::vector<float> out(numel(index));
-  check_plugin(plugins_.strategy->read_param(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
-               "strategy read_param");
+  auto* s = plugins_.strategy;
+  check_plugin((gradient ? s->read_grad : s->read_param)(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
+               gradient ? "strategy read_grad" : "strategy read_param");
   return out;
 }
 
@@ -114,14 +119,6 @@ keel_tensor ModelParameters::param_tensor(size_t index) {
                "strategy acquire");
   check_plugin(plugins_.access.release(plugins_.access.ctx, layer, KEEL_PHASE_FORWARD, 0), "strategy release");
   return tensors[index - first];
-}
-
-std::vector<float> ModelParameters::read_grad(size_t index) {
-  require_whole(index, "reading the gradient");
-  std::vector<float> out(numel(index));
-  check_plugin(plugins_.strategy->read_grad(plugins_.strategy_obj, index, 0, int64_t(out.size()), out.data()),
-               "strategy read_grad");
-  return out;
 }
 
 }  // namespace keel

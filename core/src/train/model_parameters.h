@@ -39,6 +39,7 @@ class ModelParameters {
 
  private:
   void require_whole(size_t index, const char* what) const;
+  std::vector<float> read_whole(size_t index, bool gradient);
 
   PluginInstances& plugins_;
   const RunConfig& config_;

@@ -15,29 +15,16 @@
 #include <string>
 
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/testing/recording_host.hpp>
 
 #include "cpu_engine.hpp"
 #include "nvme_engine.hpp"
 
 namespace keel_test {
 
-// A host that only keeps the last error message (per thread).
-inline std::string& tier_last_error() {
-  thread_local std::string message;
-  return message;
-}
-inline keel_host plain_tier_host() {
-  keel_host host{};
-  host.struct_size = sizeof(host);
-  host.abi_major = KEEL_ABI_VERSION_MAJOR;
-  host.abi_minor = KEEL_ABI_VERSION_MINOR;
-  host.set_error = [](keel_status code, const char* message) -> keel_status {
-    tier_last_error() = message ? message : "";
-    return code;
-  };
-  host.log = [](int32_t, const char*, const char*) {};
-  return host;
-}
+// A host that only keeps the last error message (per thread): the installed recording host.
+inline std::string& tier_last_error() { return keel_support::testing::last_message(); }
+inline keel_host plain_tier_host() { return keel_support::testing::recording_host(); }
 
 struct TestTier {
   keel_host host = plain_tier_host();

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <keel_support/testing/recording_host.hpp>
 #include <keel_support/piece_box.hpp>
 
 #include <keel_support/testing/host_memory_backend.hpp>  // defines: HostMemoryBackend
@@ -68,21 +69,10 @@ inline float zero_init_value(const keel_param_spec& spec, int64_t element) {
 
 // --- the host: errors per thread, so ranks running as threads keep their own messages ---
 
-inline std::string& zero_last_error() {
-  thread_local std::string message;
-  return message;
-}
+inline std::string& zero_last_error() { return keel_support::testing::last_message(); }
 
 inline keel_host zero_test_host() {
-  keel_host host{};
-  host.struct_size = sizeof(host);
-  host.abi_major = KEEL_ABI_VERSION_MAJOR;
-  host.abi_minor = KEEL_ABI_VERSION_MINOR;
-  host.set_error = [](keel_status code, const char* message) -> keel_status {
-    zero_last_error() = message ? message : "";
-    return code;
-  };
-  host.log = [](int32_t, const char*, const char*) {};
+  keel_host host = keel_support::testing::recording_host();
   host.init_param = [](const keel_param_spec* spec, uint64_t seed, int64_t begin, int64_t count,
                        float* out) -> keel_status {
     if (seed != kZeroSeed) return KEEL_ERR_INVALID_ARGUMENT;
