@@ -8,6 +8,7 @@
 #ifndef KEEL_COMM_H
 #define KEEL_COMM_H
 
+#include "keel/backend.h"
 #include "keel/host.h"
 #include "keel/types.h"
 
@@ -63,7 +64,7 @@ typedef struct keel_comm_api {
      recv: fp32, int32 and fp64 (cores built before November 2026 gathered one fp64 per rank;
      the core now moves its sums and strings as int32 words). A type the plugin cannot
      move is refused with KEEL_ERR_UNIMPLEMENTED naming it (the mpi plugin also takes int64;
-     bf16 is refused until a device communicator exists). */
+     from 0.8 every comm also takes bf16: moved as is, summed in fp32). */
   keel_status (*all_reduce)(void* comm, const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
                             keel_comm_request** out_request);
   /* send holds size*count elements; rank r receives the reduction of block r (count elements). */
@@ -88,7 +89,29 @@ typedef struct keel_comm_api {
   /* Ends every rank of the world with `reason` (a rank that hit an error no collective can
      recover from): the others must not hang in a collective. Does not return on success. */
   keel_status (*abort_world)(void* comm, int32_t exit_code, const char* reason);
+
+  /* --- appended in 0.8: device communicators --- */
+  /* As create_world, on the backend whose memory the collectives will move (it outlives the
+     communicator). A device communicator (nccl) takes its device and queue from it: every
+     operation, on this communicator and those split from it, is queued on the backend's queue
+     after the ops issued before it, and ops issued after it see its result. A host
+     communicator (mpi) may ignore the backend. The core calls this slot when it exists. */
+  keel_status (*create_world_on)(const keel_host* host, const char* config_json, const char* json_path,
+                                 const keel_backend_api* backend, void* backend_obj, void** out_comm);
+  /* How this communicator reaches memory on `device` (KEEL_COMM_REACH_*). */
+  keel_status (*reaches)(void* comm, keel_device device, int32_t* out_reach);
 } keel_comm_api;
+
+/* keel_comm_api.reaches (0.8). The core hands plugins communicators that keep the backend's
+   ordering whatever the plugin's reach: with SYNCED it synchronizes the backend before each
+   operation; with NONE it stages the buffers through the backend's host memory (alloc_host)
+   and says so once in the log. A comm built before 0.8 is SYNCED on host memory (KEEL_DEVICE_CPU)
+   and NONE elsewhere. */
+enum {
+  KEEL_COMM_REACH_NONE = 0,   /* cannot read or write that memory */
+  KEEL_COMM_REACH_SYNCED = 1, /* reads and writes it directly once the backend's queue has drained */
+  KEEL_COMM_REACH_QUEUED = 2  /* orders itself on the backend's queue (created with create_world_on) */
+};
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,13 @@ typedef struct keel_forward_args {
   float* output;            /* chunk < last: the caller's buffer of stage_io_numel floats in backend
                                memory, which the model overwrites with this chunk's output; NULL on
                                the last chunk (logits and loss as above) */
+  /* --- appended in 0.8: device-true --- */
+  /* When not NULL (an fp32 scalar in backend memory), the chunk that computes the loss adds
+     loss_weight × its mean loss there, queued on the backend, and leaves `loss` alone: the core
+     reads the step's loss once. Under compute type bf16 (backend.h compute_dtype) logits, input
+     and output hold bf16 elements, whatever their C type. */
+  float* loss_sum;
+  float loss_weight;
 } keel_forward_args;
 
 typedef struct keel_backward_args {
@@ -92,7 +99,8 @@ typedef struct keel_backward_args {
   int32_t chunk;            /* the chunk whose forward of this micro-batch is undone; 0 at pp 1 */
   const float* output_grad; /* chunk < last: gradient of the chunk's output (stage_io_numel floats,
                                backend memory, read during the call only); NULL on the last chunk,
-                               whose gradient starts at its loss */
+                               whose gradient starts at its loss (0.8: compute-type elements, as
+                               forward's input and output) */
   float* input_grad;        /* chunk > 0: the caller's buffer of stage_io_numel floats the model
                                overwrites with the gradient of the chunk's input; NULL on chunk 0 */
   int32_t part;             /* KEEL_BACKWARD_*: zero-bubble schedules split a backward in two */

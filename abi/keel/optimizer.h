@@ -1,8 +1,9 @@
-/* The optimizer kind: an update rule on flat fp32 arrays. It knows nothing of layers or
-   ranks: the strategy calls it once per contiguous range it owns. */
+/* The optimizer kind: an update rule on flat fp32 arrays (0.8: in the backend's memory). It
+   knows nothing of layers or ranks: the strategy calls it once per contiguous range it owns. */
 #ifndef KEEL_OPTIMIZER_H
 #define KEEL_OPTIMIZER_H
 
+#include "keel/backend.h"
 #include "keel/host.h"
 #include "keel/types.h"
 
@@ -30,6 +31,12 @@ typedef struct keel_optimizer_step_args {
   float grad_scale;           /* multiply grads by this first (clipping) */
   int64_t step;               /* 1-based count of optimizer steps, for bias correction */
   int32_t apply_weight_decay; /* 0 for ranges whose parameters are excluded */
+  /* --- appended in 0.8 --- */
+  /* The backend that owns params, grads and state. Where host code cannot read the device's
+     memory (anything but KEEL_DEVICE_CPU), the optimizer queues its update as backend ops
+     (backend.h adamw_update, sgd_update) instead of computing on the host. */
+  const keel_backend_api* backend;
+  void* backend_obj;
 } keel_optimizer_step_args;
 
 typedef struct keel_optimizer_api {

@@ -28,7 +28,9 @@ enum {
 };
 
 /* DLPack's DLDeviceType values, so a descriptor converts without a table. */
-enum { KEEL_DEVICE_CPU = 1, KEEL_DEVICE_CUDA = 2, KEEL_DEVICE_CUDA_HOST = 3 };
+enum { KEEL_DEVICE_CPU = 1, KEEL_DEVICE_CUDA = 2, KEEL_DEVICE_CUDA_HOST = 3,
+       /* 0.8 (DLPack's kDLExtDev): memory host code must not read, such as a test backend's */
+       KEEL_DEVICE_EXT = 12 };
 typedef struct keel_device {
   int32_t device_type; /* KEEL_DEVICE_* */
   int32_t device_id;   /* ordinal of the device; 0 on the CPU */

@@ -16,11 +16,15 @@
    0.7: pipeline parallelism: the schedule kind (schedule.h); the model runs a chunk of its
         layers on an activation (model.h stage fields); begin_microbatch precedes each backward
         and says whether it is the chunk's last; parameters tied across stages (params.h); the
-        offload kind (offload.h) and the strategy's tier. */
+        offload kind (offload.h) and the strategy's tier.
+   0.8: device-true contracts: the backend's queue, events, host staging memory and element
+        types (backend.h *_dt ops, fused cross-entropy and optimizer updates); the model adds its
+        loss in backend memory; communicators created on a backend and their reach (comm.h);
+        optimizers handed the backend (optimizer.h). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 7
+#define KEEL_ABI_VERSION_MINOR 8
 
 #endif

@@ -2,7 +2,7 @@
    struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
    The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2
-   to 0.7 appended); each release's headers are frozen beside them (abi/v0.7 and its elders), and a major
+   to 0.8 appended); each release's headers are frozen beside them (abi/v0.8 and its elders), and a major
    release starts a new frozen set, never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
@@ -384,8 +384,49 @@ KEEL_ASSERT_OFFSET(keel_offload_api, counters, 80);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_offload_api, alloc_buffer, 88);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_offload_api, free_buffer, 96);  /* 0.7 */
 
+KEEL_ASSERT_OFFSET(keel_backend_api, probe, 256);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, compute_dtype, 264);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, queue, 272);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, event_create, 280);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, event_destroy, 288);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, event_record, 296);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, event_wait, 304);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, event_synchronize, 312);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, alloc_host, 320);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, free_host, 328);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, copy_async, 336);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, convert, 344);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, matmul_forward_dt, 352);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, matmul_backward_dt, 360);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, layernorm_forward_dt, 368);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, layernorm_backward_dt, 376);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_saved_bytes, 384);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_forward_dt, 392);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_backward_dt, 400);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, gelu_forward_dt, 408);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, gelu_backward_dt, 416);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, add_dt, 424);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, accumulate_dt, 432);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, scale_dt, 440);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_forward_dt, 448);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_backward_dt, 456);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_rows_forward_dt, 464);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, embedding_rows_backward_dt, 472);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_stats_dt, 480);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_combine, 488);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, crossentropy_backward_dt, 496);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, sum_squares_dt, 504);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, adamw_update, 512);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_backend_api, sgd_update, 520);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_comm_api, reaches, 144);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend, 72);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend_obj, 80);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_forward_args, loss_sum, 88);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
+
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 7 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 8 ? 0 : 1;
 }
