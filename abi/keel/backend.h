@@ -220,13 +220,15 @@ typedef struct keel_backend_api {
                                        const int32_t* targets, int64_t N, int64_t col_begin, int64_t valid_cols,
                                        int64_t cols);
   /* stats holds n_shards blocks of (N,3), one per vocabulary shard (all-gathered over tp, or
-     one). lse(N) = each row's log Σ exp over every shard; *loss_sum += weight · Σ over rows
-     with a target >= 0 of (lse − the target's logit). loss_sum is an fp32 scalar in backend
+     one). lse(N) = each row's log Σ exp over every shard (-inf for a row no shard has a valid
+     column of); *loss_sum += weight · Σ over rows with a target >= 0 of (lse − the target's
+     logit). loss_sum is an fp32 scalar in backend
      memory: the loss stays there until the host reads it once per step. */
   keel_status (*crossentropy_combine)(void* backend, float* lse, float* loss_sum, const float* stats,
                                       int32_t n_shards, const int32_t* targets, int64_t N, float weight);
   /* As crossentropy_shard_backward. When dlogits == logits the gradient overwrites the logits
-     (llm.c's in-place classifier: the logits are dead after it), otherwise it is added. */
+     (llm.c's in-place classifier: the logits are dead after it), padding columns and rows whose
+     target < 0 included (their gradient is 0); otherwise it is added. */
   keel_status (*crossentropy_backward_dt)(void* backend, keel_dtype dt, void* dlogits, const void* logits,
                                           const float* lse, const int32_t* targets, float dloss, int64_t N,
                                           int64_t col_begin, int64_t valid_cols, int64_t cols);
@@ -234,14 +236,16 @@ typedef struct keel_backend_api {
   keel_status (*sum_squares_dt)(void* backend, keel_dtype dt, const void* x, int64_t n, float* acc);
 
   /* Fused optimizer updates on fp32 master parameters (n elements, in place), their fp32
-     gradients times grad_scale, and fp32 state; step is 1-based. The same rules as the adamw
-     and sgd plugins (torch.optim.AdamW; torch.optim.SGD with coupled weight decay, the first
-     step's momentum buffer the gradient itself). */
+     gradients times grad_scale, and fp32 state; step is 1-based. The same rules, rounded the
+     same way, as the adamw and sgd plugins (torch.optim.AdamW; torch.optim.SGD with coupled
+     weight decay, the first step's momentum buffer the gradient itself): hyperparameters come
+     as the doubles the config holds, and terms formed from them (bias corrections, 1 - beta)
+     are formed in double and rounded to fp32 once per call. weight_decay 0: no decay here. */
   keel_status (*adamw_update)(void* backend, float* params, const float* grads, float* m, float* v, int64_t n,
-                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                              float lr, double beta1, double beta2, double eps, double weight_decay, float grad_scale,
                               int64_t step);
   keel_status (*sgd_update)(void* backend, float* params, const float* grads, float* momentum_buffer, int64_t n,
-                            float lr, float momentum, float dampening, int32_t nesterov, float weight_decay,
+                            float lr, double momentum, double dampening, int32_t nesterov, double weight_decay,
                             float grad_scale, int64_t step);
 } keel_backend_api;
 

@@ -64,7 +64,7 @@ typedef struct keel_comm_api {
      recv: fp32, int32 and fp64 (cores built before November 2026 gathered one fp64 per rank;
      the core now moves its sums and strings as int32 words). A type the plugin cannot
      move is refused with KEEL_ERR_UNIMPLEMENTED naming it (the mpi plugin also takes int64;
-     from 0.8 every comm also takes bf16: moved as is, summed in fp32). */
+     from 0.8 every comm also takes bf16: moved as is, reduced in fp32 and rounded once). */
   keel_status (*all_reduce)(void* comm, const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
                             keel_comm_request** out_request);
   /* send holds size*count elements; rank r receives the reduction of block r (count elements). */

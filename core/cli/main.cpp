@@ -14,6 +14,7 @@
 #include "config/run_config.h"
 #include "data/prepare_data.h"
 #include "host/errors.h"
+#include "host/host_table.h"
 #include "interop/export_command.h"
 #include "io/writable_folder.h"
 #include "loader/plugin_registry.h"
@@ -106,6 +107,17 @@ int list_plugins(const CommandLine& line) {
   for (const auto& p : plugins)
     row(keel::kind_name(p.info.kind), p.info.name, p.info.version,
         std::to_string(p.info.abi_major) + "." + std::to_string(p.info.abi_minor), p.path);
+  // A backend that cannot run here (no GPU) is listed, and says why (backend.h probe).
+  for (const auto& p : plugins) {
+    if (p.info.kind != KEEL_KIND_BACKEND) continue;
+    const auto* backend = static_cast<const keel_backend_api*>(p.info.api);
+    if (!KEEL_HAS_SLOT(backend, probe)) continue;
+    try {
+      keel::check_plugin(backend->probe(keel::host_table()), "probe");
+    } catch (const keel::KeelError& e) {
+      std::cout << "unavailable: backend '" << p.info.name << "' (" << p.info.description << "): " << e.what() << "\n";
+    }
+  }
   for (const auto& r : registry.refusals()) std::cout << "refused: " << r.reason << "\n";
   std::cout << "searched:";
   for (const auto& f : registry.search_folders()) std::cout << " " << f;

@@ -51,7 +51,7 @@ void Communicator::all_reduce(const void* send, void* recv, size_t count, keel_d
                               keel_comm_request** out) {
   const char* name = "all_reduce";
   const ElementType type = element_type(dtype, name);
-  const MPI_Op mpi_op = reduce_op(op, name);
+  const MPI_Op mpi_op = reduce_op(op, name, type);
   const int n = mpi_count(count, 1, name);
   const size_t bytes = count * type.bytes;
   require_buffer(send, bytes, name, "send");
@@ -75,7 +75,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t count, ke
                                   keel_comm_request** out) {
   const char* name = "reduce_scatter";
   const ElementType type = element_type(dtype, name);
-  const MPI_Op mpi_op = reduce_op(op, name);
+  const MPI_Op mpi_op = reduce_op(op, name, type);
   const int n = mpi_count(count, size_, name);
   const size_t block_bytes = count * type.bytes;
   require_buffer(send, block_bytes * size_, name, "send");

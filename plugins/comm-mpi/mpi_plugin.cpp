@@ -132,6 +132,20 @@ keel_status counters(void* comm, keel_comm_counters* out) {
   });
 }
 
+// A host communicator: the backend changes nothing here (the core stages what it cannot reach).
+keel_status create_world_on(const keel_host* host, const char* config_json, const char* json_path,
+                            const keel_backend_api*, void*, void** out_comm) {
+  return create_world(host, config_json, json_path, out_comm);
+}
+
+// MPI moves host memory; the core drains the backend's queue before each call on it.
+keel_status reaches(void* comm, keel_device device, int32_t* out_reach) {
+  return with_communicator(comm, [&](Communicator&) {
+    require_out(out_reach, "reaches: out_reach");
+    *out_reach = device.device_type == KEEL_DEVICE_CPU ? KEEL_COMM_REACH_SYNCED : KEEL_COMM_REACH_NONE;
+  });
+}
+
 keel_status abort_world(void* comm, int32_t exit_code, const char* reason) {
   return with_communicator(comm, [&](Communicator& c) { c.abort_world(exit_code, reason ? reason : "(no reason)"); });
 }
@@ -139,6 +153,7 @@ keel_status abort_world(void* comm, int32_t exit_code, const char* reason) {
 const keel_comm_api kApi = {
     sizeof(keel_comm_api), validate_config, create_world, destroy, rank, size, split,
     all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier, wait, counters, abort_world,
+    create_world_on, reaches,
 };
 
 const keel_plugin_info kInfos[] = {keel_support::plugin_info(

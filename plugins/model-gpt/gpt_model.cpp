@@ -93,7 +93,8 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   a.logits = carve.take<float>(head * N * Vl);
   a.losses = carve.take<float>(head * N);
   a.lse = tp_.active() ? carve.take<float>(head * N) : nullptr;
-  a.ce_stats = tp_.active() ? carve.take<float>(head * 3 * N) : nullptr;
+  a.ce_stats = tp_.active() ? carve.take<float>(head * 3 * N * (1 + tp_.size)) : nullptr;
+  a.loss_sum = tp_.active() ? carve.take<float>(head) : nullptr;
   a.tokens = carve.take<int32_t>(N);
   a.targets = carve.take<int32_t>(head * N);
   *out_bytes = carve.used();

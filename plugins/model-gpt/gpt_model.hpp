@@ -117,7 +117,9 @@ struct Activations {
   float* lnf_rstd;   // (B,T)
   float* logits;     // (B,T,Vp) logits; probabilities after the cross-entropy forward (tp 1)
   float* lse;        // (B,T) log Σ exp of each row's logits over the whole vocabulary (tp > 1)
-  float* ce_stats;   // (B,T,3) this rank's cross-entropy shard statistics (tp > 1)
+  float* ce_stats;   // (B,T,3) this rank's cross-entropy shard statistics, then (tp,B,T,3) every
+                     // rank's, gathered (tp > 1)
+  float* loss_sum;   // 1: the mean loss, added on the backend (tp > 1)
   float* losses;     // (B,T)
   int32_t* tokens;   // (B,T) copied at forward for the embedding backward
   int32_t* targets;  // (B,T) copied at forward for the cross-entropy backward

@@ -27,7 +27,7 @@ void GptModel::check_tensor_parallel(const keel_model_create_args& args) {
     refuse(KEEL_ERR_INVALID_ARGUMENT, "create: tp_rank " + std::to_string(rank) + " is not in [0, tp_size " +
                                           std::to_string(P) + ")");
   sequence_parallel_ = args.sequence_parallel != 0;
-  tp_ = TpGroup{nullptr, nullptr, P, rank};
+  tp_ = TpGroup{nullptr, nullptr, P, rank, backend_};
   const int64_t NH = config_.n_head, C = config_.d_model, Vp = config_.padded_vocab_size;
   share_ = TpShape{NH / P, C / P, 4 * C / P, Vp / P, Vp / P * rank, 0};
   share_.vocab_valid = std::clamp<int64_t>(config_.vocab_size - share_.vocab_begin, 0, share_.vocab_rows);
@@ -63,16 +63,13 @@ void GptModel::check_tensor_parallel(const keel_model_create_args& args) {
     refuse(KEEL_ERR_INVALID_ARGUMENT, "create: the tp communicator is rank " + std::to_string(comm_rank) + " of " +
                                           std::to_string(comm_size) + ", but tp_rank " + std::to_string(rank) +
                                           " of tp_size " + std::to_string(P) + " was given");
-  // The mappings hand backend pointers to the communicator, which works on host memory.
-  if (backend_.device().device_type != KEEL_DEVICE_CPU)
-    refuse(KEEL_ERR_UNIMPLEMENTED, "tensor parallelism in the gpt model needs a backend whose memory is host "
-                                   "memory (the cpu backend): its tp communicator works on host memory");
-#define KEEL_REQUIRE_TP_OP(op)                                                                             \
-  if (!KEEL_HAS_SLOT(args.backend, op))                                                                    \
-    refuse(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op " (ABI 0.6), which the gpt model " \
+#define KEEL_REQUIRE_TP_OP(op, abi)                                                                          \
+  if (!KEEL_HAS_SLOT(args.backend, op))                                                                      \
+    refuse(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op " (ABI " abi "), which the gpt model " \
                                    "needs" + at);
-  KEEL_REQUIRE_TP_OP(embedding_rows_forward) KEEL_REQUIRE_TP_OP(embedding_rows_backward)
-  KEEL_REQUIRE_TP_OP(crossentropy_shard_stats) KEEL_REQUIRE_TP_OP(crossentropy_shard_backward)
+  KEEL_REQUIRE_TP_OP(embedding_rows_forward, "0.6") KEEL_REQUIRE_TP_OP(embedding_rows_backward, "0.6")
+  KEEL_REQUIRE_TP_OP(crossentropy_shard_stats, "0.6") KEEL_REQUIRE_TP_OP(crossentropy_shard_backward, "0.6")
+  KEEL_REQUIRE_TP_OP(crossentropy_combine, "0.8")
 #undef KEEL_REQUIRE_TP_OP
 }
 
@@ -138,55 +135,40 @@ void GptModel::norm_weight_backward(float* dweight, float* dbias, const float* d
 
 float GptModel::vocab_parallel_loss(Activations& a, int64_t rows) {
   const keel_support::BackendOps& be = backend_;
-  KEEL_OP(be, crossentropy_shard_stats, a.ce_stats, a.logits, a.targets, rows, share_.vocab_begin,
-          share_.vocab_valid, share_.vocab_rows);
-  const size_t n = static_cast<size_t>(rows);
-  std::vector<float> mine(3 * n), all(3 * n * static_cast<size_t>(tp_.size));
-  std::vector<int32_t> targets(n);
-  KEEL_OP(be, copy, mine.data(), a.ce_stats, mine.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
-  KEEL_OP(be, copy, targets.data(), a.targets, n * sizeof(int32_t), KEEL_COPY_DEVICE_TO_HOST);
-  keel_support::check_callee(tp_.api->all_gather(tp_.obj, mine.data(), all.data(), mine.size(),
+  float* mine = a.ce_stats;
+  float* all = a.ce_stats + 3 * rows;  // (tp, rows, 3)
+  KEEL_OP(be, crossentropy_shard_stats, mine, a.logits, a.targets, rows, share_.vocab_begin, share_.vocab_valid,
+          share_.vocab_rows);
+  keel_support::check_callee(tp_.api->all_gather(tp_.obj, mine, all, size_t(3 * rows),
                                                  keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, nullptr),
                              "tp all_gather of the cross-entropy statistics");
-  // Per row: M = max m_r, S = Σ s_r·e^(m_r−M), lse = M + log S, loss = lse − the target's logit
-  // (which exactly one rank reports; the others report 0).
-  std::vector<float> lse(n);
-  double sum = 0;
-  for (size_t row = 0; row < n; ++row) {
-    double M = -std::numeric_limits<double>::infinity(), S = 0, target_logit = 0;
-    for (int32_t r = 0; r < tp_.size; ++r) M = std::max<double>(M, all[(r * n + row) * 3]);
-    for (int32_t r = 0; r < tp_.size; ++r) {
-      const float* st = &all[(r * n + row) * 3];
-      if (st[1] > 0) S += st[1] * std::exp(static_cast<double>(st[0]) - M);
-      target_logit += st[2];
-    }
-    const double row_lse = M + std::log(S);
-    lse[row] = static_cast<float>(row_lse);
-    if (targets[row] >= 0) sum += static_cast<float>(row_lse - target_logit);
-  }
-  KEEL_OP(be, copy, a.lse, lse.data(), n * sizeof(float), KEEL_COPY_HOST_TO_DEVICE);
-  return a.valid_targets ? static_cast<float>(sum / static_cast<double>(a.valid_targets)) : 0.0f;
+  // Per row, on the backend: M = max m_r, S = Σ s_r·e^(m_r−M), lse = M + log S, and the loss
+  // lse − the target's logit (which exactly one rank reports; the others report 0).
+  KEEL_OP(be, fill_zero, a.loss_sum, sizeof(float));
+  const float weight = a.valid_targets ? 1.0f / static_cast<float>(a.valid_targets) : 0.0f;
+  KEEL_OP(be, crossentropy_combine, a.lse, a.loss_sum, all, tp_.size, a.targets, rows, weight);
+  float loss = 0.0f;
+  KEEL_OP(be, copy, &loss, a.loss_sum, sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
+  return loss;
 }
 
 const float* GptModel::gather_logits(const Activations& a, int64_t rows) {
   const keel_support::BackendOps& be = backend_;
-  const int64_t Vp = config_.padded_vocab_size, cols = share_.vocab_rows;
+  const int64_t Vp = config_.padded_vocab_size, cols = share_.vocab_rows, P = tp_.size;
   if (full_logits_rows_ < rows) {
     full_logits_ = BackendBuffer();
-    full_logits_ = backend_.alloc_bytes(static_cast<size_t>(rows * Vp) * sizeof(float));
+    full_logits_ = backend_.alloc_bytes(static_cast<size_t>(2 * rows * Vp) * sizeof(float));
     full_logits_rows_ = rows;
   }
-  std::vector<float> mine(static_cast<size_t>(rows * cols)), all(mine.size() * static_cast<size_t>(tp_.size));
-  KEEL_OP(be, copy, mine.data(), a.logits, mine.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
-  keel_support::check_callee(tp_.api->all_gather(tp_.obj, mine.data(), all.data(), mine.size(),
+  // Gathered rank-major (P, rows, cols) into the upper half, then laid out row-major (rows, Vp).
+  auto* out = static_cast<float*>(full_logits_.get());
+  float* gathered = out + rows * Vp;
+  keel_support::check_callee(tp_.api->all_gather(tp_.obj, a.logits, gathered, size_t(rows * cols),
                                                  keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, nullptr),
                              "tp all_gather of the logits");
-  std::vector<float> whole(static_cast<size_t>(rows * Vp));
-  for (int32_t r = 0; r < tp_.size; ++r)
+  for (int64_t r = 0; r < P; ++r)
     for (int64_t row = 0; row < rows; ++row)
-      std::copy_n(&all[static_cast<size_t>((r * rows + row) * cols)], cols, &whole[static_cast<size_t>(row * Vp + r * cols)]);
-  auto* out = static_cast<float*>(full_logits_.get());
-  KEEL_OP(be, copy, out, whole.data(), whole.size() * sizeof(float), KEEL_COPY_HOST_TO_DEVICE);
+      be.copy(out + row * Vp + r * cols, gathered + (r * rows + row) * cols, cols);
   return out;
 }
 

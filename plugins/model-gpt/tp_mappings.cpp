@@ -4,7 +4,6 @@
 
 #include <keel_support/abi_guard.hpp>
 
-#include <algorithm>
 #include <string>
 
 namespace keel_gpt {
@@ -15,18 +14,18 @@ using keel_support::StatusError;
 
 constexpr keel_dtype kFp32 = {KEEL_DTYPE_FLOAT, 32, 1};
 
-void identity(const float* in, float* out, int64_t n) {
-  if (in != out) std::copy(in, in + n, out);
+void identity(const TpGroup& g, const float* in, float* out, int64_t n) {
+  if (in != out) g.backend.copy(out, in, n);
 }
 
 void all_reduce(const TpGroup& g, const float* in, float* out, int64_t n) {
-  if (!g.active()) return identity(in, out, n);
+  if (!g.active()) return identity(g, in, out, n);
   keel_support::check_callee(g.api->all_reduce(g.obj, in, out, static_cast<size_t>(n), kFp32, KEEL_REDUCE_SUM, nullptr),
                              "tp all_reduce");
 }
 
 void all_gather(const TpGroup& g, const float* in, float* out, int64_t n) {
-  if (!g.active()) return identity(in, out, n);
+  if (!g.active()) return identity(g, in, out, n);
   keel_support::check_callee(g.api->all_gather(g.obj, in, out, static_cast<size_t>(n), kFp32, nullptr),
                              "tp all_gather");
 }
@@ -36,7 +35,7 @@ void reduce_scatter(const TpGroup& g, const float* in, float* out, int64_t n, co
     throw StatusError(KEEL_ERR_INTERNAL, std::string(mapping) + ": " + std::to_string(n) +
                                              " elements do not split into " + std::to_string(g.size) +
                                              " equal row blocks");
-  if (!g.active()) return identity(in, out, n);
+  if (!g.active()) return identity(g, in, out, n);
   keel_support::check_callee(g.api->reduce_scatter(g.obj, in, out, static_cast<size_t>(n / g.size), kFp32,
                                                    KEEL_REDUCE_SUM, nullptr),
                              "tp reduce_scatter");
@@ -44,11 +43,11 @@ void reduce_scatter(const TpGroup& g, const float* in, float* out, int64_t n, co
 
 }  // namespace
 
-void CopyToTpRegion::forward(const TpGroup&, const float* in, float* out, int64_t n) { identity(in, out, n); }
+void CopyToTpRegion::forward(const TpGroup& g, const float* in, float* out, int64_t n) { identity(g, in, out, n); }
 void CopyToTpRegion::backward(const TpGroup& g, const float* in, float* out, int64_t n) { all_reduce(g, in, out, n); }
 
 void ReduceFromTpRegion::forward(const TpGroup& g, const float* in, float* out, int64_t n) { all_reduce(g, in, out, n); }
-void ReduceFromTpRegion::backward(const TpGroup&, const float* in, float* out, int64_t n) { identity(in, out, n); }
+void ReduceFromTpRegion::backward(const TpGroup& g, const float* in, float* out, int64_t n) { identity(g, in, out, n); }
 
 void GatherFromSequenceRegion::forward(const TpGroup& g, const float* in, float* out, int64_t n) {
   all_gather(g, in, out, n);

@@ -1,8 +1,9 @@
 // Megatron's four tensor-parallel mappings (Shoeybi et al. 2019, Korthikanti et al. 2022), each a
 // forward and its backward, named for what they communicate over the model's tp group. The model
 // calls these and nothing else of the communicator, so every byte its tensor parallelism moves is
-// visible here. Buffers are host memory (the CPU backend's), fp32, row-major; a group of one
-// makes every mapping a copy (or nothing, in place).
+// visible here. Buffers are the backend's memory, fp32, row-major; the communicator is one the
+// core bridged for that memory (comm.h reaches), and the identity is a copy on the backend. A
+// group of one makes every mapping a copy (or nothing, in place).
 //
 //   mapping                      forward                    backward
 //   copy_to_tp_region            identity                   all-reduce (sum)
@@ -15,17 +16,20 @@
 #pragma once
 
 #include <keel/comm.h>
+#include <keel_support/backend_ops.hpp>
 
 #include <cstdint>
 
 namespace keel_gpt {
 
-// The model's tensor-parallel group: a communicator on host memory, its size and our rank.
+// The model's tensor-parallel group: a communicator on the backend's memory, its size, our rank,
+// and the backend that copies for the identity directions.
 struct TpGroup {
   const keel_comm_api* api = nullptr;
   void* obj = nullptr;
   int32_t size = 1;
   int32_t rank = 0;
+  keel_support::BackendOps backend;
   bool active() const { return size > 1; }
 };
 

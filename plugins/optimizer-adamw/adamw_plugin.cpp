@@ -22,6 +22,17 @@ class AdamwOptimizer {
     return config_.decay_all_params ? 0u : static_cast<uint32_t>(KEEL_PARAM_NO_WEIGHT_DECAY);
   }
   void update_host(const keel_optimizer_step_args& args) const { adamw_update_host(config_, args); }
+  // The same rule as the backend's fused op (backend.h adamw_update), in its queue.
+  void update_on_backend(const keel_optimizer_step_args& args) const {
+    if (!KEEL_HAS_SLOT(args.backend, adamw_update))
+      throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED, "step: the backend has no adamw_update (ABI 0.8), which "
+                                                              "AdamW needs on memory host code cannot read");
+    keel_support::check_callee(
+        args.backend->adamw_update(args.backend_obj, args.params, args.grads, args.state[0], args.state[1], args.n,
+                                   args.lr, config_.beta1, config_.beta2, config_.eps,
+                                   args.apply_weight_decay ? config_.weight_decay : 0.0, args.grad_scale, args.step),
+        "backend adamw_update");
+  }
 
  private:
   AdamwConfig config_;

@@ -21,6 +21,18 @@ class SgdOptimizer {
   // Biases, norm gains and position embeddings take no L2 decay, as in GPT-2 recipes.
   uint32_t decay_flags() const { return KEEL_PARAM_NO_WEIGHT_DECAY; }
   void update_host(const keel_optimizer_step_args& args) const { sgd_update_host(config_, args); }
+  // The same rule as the backend's fused op (backend.h sgd_update), in its queue.
+  void update_on_backend(const keel_optimizer_step_args& args) const {
+    if (!KEEL_HAS_SLOT(args.backend, sgd_update))
+      throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED, "step: the backend has no sgd_update (ABI 0.8), which "
+                                                              "SGD needs on memory host code cannot read");
+    keel_support::check_callee(
+        args.backend->sgd_update(args.backend_obj, args.params, args.grads,
+                                 config_.momentum > 0.0 ? args.state[0] : nullptr, args.n, args.lr, config_.momentum,
+                                 config_.dampening, config_.nesterov ? 1 : 0,
+                                 args.apply_weight_decay ? config_.weight_decay : 0.0, args.grad_scale, args.step),
+        "backend sgd_update");
+  }
 
  private:
   SgdConfig config_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <keel_support/abi_guard.hpp>
+#include <keel_support/testing/host_memory_backend.hpp>
 
 #include "comm_test_support.hpp"
 #include "tp_mappings.hpp"
@@ -151,14 +152,17 @@ int main(int argc, char** argv) {
   g_rank = r, g_size = s;
   if (argc > 1 && s != std::atoi(argv[1]))
     fail(__FILE__, __LINE__, "world size " + std::to_string(s) + ", expected " + argv[1]);
-  const TpGroup group{api, world, s, r};
+  keel_support::testing::HostMemoryBackend memory;
+  const keel_backend_api memory_table = keel_support::testing::HostMemoryBackend::table();
+  const keel_support::BackendOps host_backend{&memory_table, &memory};
+  const TpGroup group{api, world, s, r, host_backend};
   test_definitions(group);
   test_adjoints(group);
   test_uneven_rows_refused(group);
 
   void* alone = nullptr;  // a group of one: every mapping is a copy
   CHECK_OK(api->split(world, r, 0, &alone));
-  const TpGroup single{api, alone, 1, 0};
+  const TpGroup single{api, alone, 1, 0, host_backend};
   test_definitions(single);
   test_adjoints(single);
   api->destroy(alone);

@@ -1,5 +1,8 @@
-// Splitting the world into the mesh's groups (mesh.h), in the layout of mesh_layout.h.
+// Splitting the world into the mesh's groups (mesh.h), in the layout of mesh_layout.h, each
+// bridged for the side its buffers are on (comm_bridge.h).
 #include "mesh/mesh.h"
+
+#include <set>
 
 #include "host/errors.h"
 #include "host/host_table.h"
@@ -7,20 +10,51 @@
 #include "loader/plugin_registry.h"
 
 namespace keel {
+namespace {
 
-CommGroup Mesh::split(int32_t color, int32_t key, const char* name) {
-  CommGroup group{comm_, nullptr, 0, 1, name};
-  check_plugin(comm_->split(world.obj, color, key, &group.obj), std::string("comm split (") + name + ")");
-  check_plugin(comm_->rank(group.obj, &group.rank), std::string("comm rank (") + name + ")");
-  check_plugin(comm_->size(group.obj, &group.size), std::string("comm size (") + name + ")");
+// One line per kind of staging a run does, so a slow path is never silent.
+void log_staging(const keel_comm_api* comm, void* obj, BackendRef backend, BufferSide side, const std::string& plugin) {
+  const int32_t reach = comm_reach(comm, obj, backend, side);
+  if (reach != KEEL_COMM_REACH_NONE) return;
+  static std::set<int> said;
+  if (!said.insert(int(side)).second) return;
+  log_line(KEEL_LOG_INFO, "keel", "comm '" + plugin + "' " + describe_reach(reach, side));
+}
+
+}  // namespace
+
+CommGroup Mesh::split(int32_t color, int32_t key, const char* name, BufferSide side) {
+  void* part = nullptr;
+  check_plugin(comm_->split(plugin_world_, color, key, &part), std::string("comm split (") + name + ")");
+  const BridgedComm bridged = bridge_comm(comm_, part, backend_, side);
+  CommGroup group{bridged.comm, bridged.obj, 0, 1, name};
+  check_plugin(group.comm->rank(group.obj, &group.rank), std::string("comm rank (") + name + ")");
+  check_plugin(group.comm->size(group.obj, &group.size), std::string("comm size (") + name + ")");
   return group;
 }
 
-void Mesh::create(const RunConfig& config) {
+void Mesh::create_world(const RunConfig& config) {
+  const std::string comm_json = config.comm.json.dump();
+  if (KEEL_HAS_SLOT(comm_, create_world_on))
+    check_plugin(comm_->create_world_on(host_table(), comm_json.c_str(), config.comm.json_path.c_str(), backend_.api,
+                                        backend_.obj, &plugin_world_),
+                 "comm '" + config.comm.plugin + "' create_world_on");
+  else
+    check_plugin(comm_->create_world(host_table(), comm_json.c_str(), config.comm.json_path.c_str(), &plugin_world_),
+                 "comm '" + config.comm.plugin + "' create_world");
+  log_staging(comm_, plugin_world_, backend_, BufferSide::kHost, config.comm.plugin);
+  log_staging(comm_, plugin_world_, backend_, BufferSide::kBackend, config.comm.plugin);
+  world.name = "world";
+  check_plugin(comm_->rank(plugin_world_, &world.rank), "comm rank");
+  check_plugin(comm_->size(plugin_world_, &world.size), "comm size");
+}
+
+void Mesh::create(const RunConfig& config, BackendRef backend) {
+  backend_ = backend;
   world.name = "world";
   strategy_dp.name = core_dp.name = "data-parallel group";
   model_tp.name = core_tp.name = "tensor-parallel group";
-  pipeline.name = "pipeline group";
+  pipeline.name = stage_io.name = "pipeline group";
   embedding.name = "embedding group";
   try {
     comm_ = static_cast<const keel_comm_api*>(PluginRegistry::instance().find(KEEL_KIND_COMM, config.comm.plugin).info.api);
@@ -33,23 +67,20 @@ void Mesh::create(const RunConfig& config) {
     layout_ = plan_mesh_layout(config, 1);
     return;  // one process: every group is this rank alone
   }
-  const std::string comm_json = config.comm.json.dump();
-  world.comm = comm_;
-  check_plugin(comm_->create_world(host_table(), comm_json.c_str(), config.comm.json_path.c_str(), &world.obj),
-               "comm '" + config.comm.plugin + "' create_world");
-  check_plugin(comm_->rank(world.obj, &world.rank), "comm rank");
-  check_plugin(comm_->size(world.obj, &world.size), "comm size");
+  create_world(config);
   set_log_rank(world.rank, world.size);
+  // The core's world: a split of the plugin's over every rank, for host memory.
+  world = split(0, world.rank, "world", BufferSide::kHost);
   layout_ = plan_mesh_layout(config, world.size);
   position_ = layout_.position_of(world.rank);
   const int32_t tp = layout_.tp, dp = layout_.dp, pp = layout_.pp;
   const MeshPosition at = position_;
   // Groups are colored by the other axes' indices and ordered by their own, so a group's rank
   // is this rank's index along its axis. Every split is made by every rank.
-  strategy_dp = split(at.pp * tp + at.tp, at.dp, "data-parallel group");
-  core_dp = split(at.pp * tp + at.tp, at.dp, "the core's data-parallel communicator");
-  model_tp = split(at.pp * dp + at.dp, at.tp, "tensor-parallel group");
-  core_tp = split(at.pp * dp + at.dp, at.tp, "the core's tensor-parallel communicator");
+  strategy_dp = split(at.pp * tp + at.tp, at.dp, "data-parallel group", BufferSide::kBackend);
+  core_dp = split(at.pp * tp + at.tp, at.dp, "the core's data-parallel communicator", BufferSide::kHost);
+  model_tp = split(at.pp * dp + at.dp, at.tp, "tensor-parallel group", BufferSide::kBackend);
+  core_tp = split(at.pp * dp + at.dp, at.tp, "the core's tensor-parallel communicator", BufferSide::kHost);
   if (model_tp.size != tp || model_tp.rank != at.tp || strategy_dp.size != dp || strategy_dp.rank != at.dp)
     throw KeelError(KEEL_ERR_INTERNAL, "comm split gave tp rank " + std::to_string(model_tp.rank) + " of " +
                                            std::to_string(model_tp.size) + " and dp rank " +
@@ -57,22 +88,30 @@ void Mesh::create(const RunConfig& config) {
                                            ", expected " + std::to_string(at.tp) + " of " + std::to_string(tp) + " and " +
                                            std::to_string(at.dp) + " of " + std::to_string(dp));
   if (pp == 1) return;
-  pipeline = split(at.dp * tp + at.tp, at.pp, "pipeline group");
+  pipeline = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kHost);
+  stage_io = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kBackend);
   // The embedding group (Megatron's): the first and the last stage of this pipeline, which both
   // hold the tied word embedding. Every other rank gets a group of its own and drops it.
   const bool holds_embedding = at.pp == 0 || at.pp == pp - 1;
-  CommGroup tied = split(holds_embedding ? at.dp * tp + at.tp : dp * tp + world.rank, at.pp, "embedding group");
+  CommGroup tied = split(holds_embedding ? at.dp * tp + at.tp : dp * tp + world.rank, at.pp, "embedding group",
+                         BufferSide::kBackend);
   if (holds_embedding) embedding = tied;
-  else comm_->destroy(tied.obj);
+  else tied.comm->destroy(tied.obj);
 }
 
 void Mesh::abort_world(const std::string& why) const {
-  if (comm_ && world.obj) comm_->abort_world(world.obj, 1, why.c_str());
+  if (comm_ && plugin_world_) comm_->abort_world(plugin_world_, 1, why.c_str());
 }
 
-Mesh::~Mesh() {
-  for (CommGroup* group : {&embedding, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &world})
-    if (group->obj) comm_->destroy(group->obj);
+void Mesh::destroy() {
+  for (CommGroup* group : {&embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &world}) {
+    if (group->obj) group->comm->destroy(group->obj);
+    group->obj = nullptr;
+  }
+  if (plugin_world_) comm_->destroy(plugin_world_);
+  plugin_world_ = nullptr;
 }
+
+Mesh::~Mesh() { destroy(); }
 
 }  // namespace keel

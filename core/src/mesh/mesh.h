@@ -1,7 +1,9 @@
 // The communicators of a run's pp × dp × tp mesh (mesh_layout.h) and which plugin owns each.
 // comm.h allows one thread per communicator, so where a plugin talks on a group from its own
 // thread the core has a second communicator over the same ranks. Built by every rank at
-// start-up (split is collective over the world) and destroyed last, after the plugins.
+// start-up (split is collective over the world) and destroyed after the plugins, before the
+// backend. Every group is for buffers of one side (comm_bridge.h): the plugins' groups and the
+// pipeline's activations move backend memory, the core's own groups host memory.
 #pragma once
 
 #include <keel/keel.h>
@@ -9,6 +11,7 @@
 #include <string>
 
 #include "config/run_config.h"
+#include "mesh/comm_bridge.h"
 #include "mesh/mesh_layout.h"
 
 namespace keel {
@@ -31,14 +34,16 @@ class Mesh {
   Mesh& operator=(const Mesh&) = delete;
   ~Mesh();
 
-  // Creates the world through config's comm plugin and splits it into the groups. Without a
-  // comm plugin (none installed and none asked for) the run is one process and every group is
-  // this rank alone. Throws KeelError naming the config.
-  void create(const RunConfig& config);
+  // Creates the world through config's comm plugin, on `backend` where the plugin takes one
+  // (comm.h create_world_on), and splits it into the groups. Without a comm plugin (none
+  // installed and none asked for) the run is one process and every group is this rank alone.
+  // Throws KeelError naming the config.
+  void create(const RunConfig& config, BackendRef backend);
+  // Destroys every communicator (before the backend they may be ordered on).
+  void destroy();
 
   const MeshLayout& layout() const { return layout_; }
   const MeshPosition& position() const { return position_; }
-  const keel_comm_api* comm() const { return comm_; }
 
   // Ends every rank (comm abort_world); returns only without a world to end.
   void abort_world(const std::string& why) const;
@@ -48,15 +53,18 @@ class Mesh {
   CommGroup core_dp;      // the same ranks: the core's (the loss)
   CommGroup model_tp;     // this rank's tensor-parallel group: the model's
   CommGroup core_tp;      // the same ranks: the core's (the gradient norm's tp sum)
-  CommGroup pipeline;     // this rank's pipeline group (pp > 1): the core's, for activations,
-                          // their gradients, the loss and the norm
+  CommGroup pipeline;     // this rank's pipeline group (pp > 1): the core's, for the loss and the norm
+  CommGroup stage_io;     // the same ranks, for activations and their gradients (backend memory)
   CommGroup embedding;    // the first and last stage of this pipeline (pp > 1, those two ranks
                           // only): the strategy's, for STAGE_TIED gradients
 
  private:
-  CommGroup split(int32_t color, int32_t key, const char* name);
+  CommGroup split(int32_t color, int32_t key, const char* name, BufferSide side);
+  void create_world(const RunConfig& config);
 
-  const keel_comm_api* comm_ = nullptr;
+  const keel_comm_api* comm_ = nullptr;  // the plugin's table
+  void* plugin_world_ = nullptr;         // the plugin's world, which `world` bridges
+  BackendRef backend_;
   MeshLayout layout_;
   MeshPosition position_;
 };

@@ -23,7 +23,7 @@ IntervalTraffic::IntervalTraffic(const Trainer& trainer)
     : trainer_(trainer),
       dp_start_(comm_counters(trainer.mesh().strategy_dp)),
       tp_start_(comm_counters(trainer.mesh().model_tp)),
-      pp_start_(comm_counters(trainer.mesh().pipeline)),
+      pp_start_(comm_counters(trainer.mesh().stage_io)),
       offload_start_(trainer.offload_counters()) {}
 
 void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) {
@@ -38,7 +38,7 @@ void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) 
       tp_start_ = tp_now;
     }
     if (mesh.layout().pp > 1) {  // activations and their gradients between stages
-      const keel_comm_counters pp_now = comm_counters(mesh.pipeline);
+      const keel_comm_counters pp_now = comm_counters(mesh.stage_io);
       report.extra["pp_comm_bytes_per_step"] = per_step_bytes(pp_now, pp_start_, steps);
       pp_start_ = pp_now;
     }
@@ -59,7 +59,7 @@ void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) 
 }
 
 void IntervalTraffic::restart_after_evaluation() {
-  pp_start_ = comm_counters(trainer_.mesh().pipeline);
+  pp_start_ = comm_counters(trainer_.mesh().stage_io);
   if (offload_start_) offload_start_ = trainer_.offload_counters();
 }
 

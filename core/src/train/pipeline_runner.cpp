@@ -21,7 +21,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config)
-    : plugins_(plugins), config_(config), pipeline_(plugins.mesh.pipeline), stage_(plugins.mesh.position().pp),
+    : plugins_(plugins), config_(config), pipeline_(plugins.mesh.stage_io), stage_(plugins.mesh.position().pp),
       stages_(plugins.mesh.layout().pp) {
   chunks_ = stages_ * plugins_.mesh.layout().virtual_stages;
   last_local_chunk_ = stage_ + (plugins_.mesh.layout().virtual_stages - 1) * stages_;

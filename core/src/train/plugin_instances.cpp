@@ -68,14 +68,11 @@ void PluginInstances::create(const RunConfig& config) {
   optimizer = table_for<keel_optimizer_api>(KEEL_KIND_OPTIMIZER, config.optimizer, config);
   strategy = table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config);
   schedule = table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config);
-  mesh.create(config);
+  create_backend(config);
+  mesh.create(config, BackendRef{backend, backend_obj});
   // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes; one
   // built before 0.7 knows nothing of chunks, tied stages or backwards out of forward order.
   require_plugins_for_layout(config, mesh.layout());
-
-  const std::string backend_json = config.backend.json.dump();
-  keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
-  check_plugin(backend->create(host_table(), &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
   create_model(config);
   const std::string optimizer_json = config.optimizer.json.dump();
   check_plugin(optimizer->create(host_table(), optimizer_json.c_str(), config.optimizer.json_path.c_str(), &optimizer_obj),
@@ -92,6 +89,17 @@ void PluginInstances::create(const RunConfig& config) {
   }
 }
 
+// The backend first: a device communicator is created on it (comm.h create_world_on). One that
+// cannot run here (no GPU) says why before anything is allocated.
+void PluginInstances::create_backend(const RunConfig& config) {
+  if (KEEL_HAS_SLOT(backend, probe))
+    check_plugin(backend->probe(host_table()), config.file + ": " + config.backend.json_path + ".plugin '" +
+                                                   config.backend.plugin + "' cannot run on this machine");
+  const std::string backend_json = config.backend.json.dump();
+  keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
+  check_plugin(backend->create(host_table(), &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
+}
+
 // The model's piece of the mesh: its tp group, its pipeline stage and chunks; then its specs,
 // and whether it can split a backward when the schedule asks.
 void PluginInstances::create_model(const RunConfig& config) {
@@ -104,7 +112,7 @@ void PluginInstances::create_model(const RunConfig& config) {
   const int32_t* stage_blocks = config.layers_per_stage.empty() ? nullptr : config.layers_per_stage.data();
   keel_model_create_args model_args{sizeof(model_args), model_json.c_str(), config.model.json_path.c_str(),
                                     backend, backend_obj, at.tp, layout.tp,
-                                    layout.tp > 1 ? mesh.comm() : nullptr, layout.tp > 1 ? mesh.model_tp.obj : nullptr,
+                                    layout.tp > 1 ? mesh.model_tp.comm : nullptr, layout.tp > 1 ? mesh.model_tp.obj : nullptr,
                                     config.sequence_parallel ? 1 : 0,  // model.h: NULL at tp 1
                                     at.pp, layout.pp, layout.virtual_stages, stage_blocks,
                                     int32_t(config.layers_per_stage.size())};
@@ -136,9 +144,9 @@ void PluginInstances::create_strategy(const RunConfig& config) {
   keel_strategy_create_args strategy_args{sizeof(strategy_args), strategy_json.c_str(), config.strategy.json_path.c_str(),
                                           backend, backend_obj, optimizer, optimizer_obj, strategy_params,
                                           model_info.n_params, model_info.n_layers, config.train.seed,
-                                          mesh.strategy_dp.obj ? mesh.comm() : nullptr, mesh.strategy_dp.obj,
+                                          mesh.strategy_dp.obj ? mesh.strategy_dp.comm : nullptr, mesh.strategy_dp.obj,
                                           at.dp, layout.dp, at.tp, layout.tp, at.pp, layout.pp,
-                                          mesh.embedding.obj ? mesh.comm() : nullptr, mesh.embedding.obj,
+                                          mesh.embedding.obj ? mesh.embedding.comm : nullptr, mesh.embedding.obj,
                                           offload, offload_obj, offload ? config.offload.arrays() : 0u};
   if (layout.dp > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
@@ -203,8 +211,8 @@ PluginInstances::~PluginInstances() {
   if (offload_obj) offload->destroy(offload_obj);  // after the strategy: it calls the tier until destroyed
   if (optimizer_obj) optimizer->destroy(optimizer_obj);
   if (model_obj) model->destroy(model_obj);
+  mesh.destroy();  // after every plugin that holds a group, before the backend they are ordered on
   if (backend_obj) backend->destroy(backend_obj);
-  // The mesh's communicators go after this body: every plugin above may still hold them.
 }
 
 }  // namespace keel

@@ -51,6 +51,7 @@ struct PluginInstances {
   static constexpr int kFailureTeardownSeconds = 10;
 
  private:
+  void create_backend(const RunConfig& config);
   void create_model(const RunConfig& config);
   void create_strategy(const RunConfig& config);
   void adopt_model_specs(const RunConfig& config);

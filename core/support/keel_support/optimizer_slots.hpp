@@ -17,6 +17,7 @@
 
 #include <keel/optimizer.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -36,12 +37,16 @@ struct OptimizerSlots {
   // What every update rule may assume: host memory, sane counts, and as many state arrays as
   // describe announced (zero-filled by the strategy at the first step).
   static void check_step_args(const Optimizer& optimizer, const keel_optimizer_step_args* args) {
-    if (!args || args->struct_size < sizeof(keel_optimizer_step_args))
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: args is NULL or older than this plugin's ABI");
-    // A CUDA path arrives with the CUDA backend; until then device memory is refused, not read.
-    if (args->device.device_type != KEEL_DEVICE_CPU)
-      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "step: only host (CPU) memory is supported, found device type " +
-                                                    std::to_string(args->device.device_type));
+    // A strategy built before 0.8 hands the args without the backend fields: fine on host memory.
+    if (!args || args->struct_size < offsetof(keel_optimizer_step_args, backend))
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: args is NULL or shorter than ABI 0.1's");
+    // Memory host code cannot read is updated through the backend's fused op (0.8).
+    if (args->device.device_type != KEEL_DEVICE_CPU &&
+        (args->struct_size < offsetof(keel_optimizer_step_args, backend_obj) + sizeof(void*) || !args->backend ||
+         !args->backend_obj))
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: device type " + std::to_string(args->device.device_type) +
+                                                       " is not host memory, and no backend came with the step "
+                                                       "(optimizer.h backend, ABI 0.8) to run the update on");
     if (args->n < 0) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: n is negative: " + std::to_string(args->n));
     if (args->step < 1)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: step is 1-based, found " + std::to_string(args->step));
@@ -88,7 +93,9 @@ struct OptimizerSlots {
   static keel_status step(void* handle, const keel_optimizer_step_args* args) {
     return with(handle, [&](Instance& instance) {
       check_step_args(instance.optimizer, args);
-      instance.optimizer.update_host(*args);
+      if (args->n == 0) return;
+      if (args->device.device_type == KEEL_DEVICE_CPU) instance.optimizer.update_host(*args);
+      else instance.optimizer.update_on_backend(*args);
     });
   }
 

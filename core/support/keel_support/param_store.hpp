@@ -375,6 +375,8 @@ class ParamStore {
     step_args.lr = args.lr;
     step_args.grad_scale = args.grad_scale;
     step_args.step = args.step;
+    step_args.backend = backend_.api;
+    step_args.backend_obj = backend_.obj;
     step_args.apply_weight_decay = decay ? 1 : 0;
     check_callee(optimizer_->step(optimizer_obj_, &step_args), "optimizer step");
   }

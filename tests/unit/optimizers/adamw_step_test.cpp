@@ -96,14 +96,50 @@ TEST(AdamwStep, LargeRangeTakesTheParallelPathAndMatches) {
   run_and_compare(run);
 }
 
-TEST(AdamwStep, RefusesDeviceMemoryAndLeavesParamsUntouched) {
+TEST(AdamwStep, DeviceMemoryWithoutABackendIsRefusedAndLeftUntouched) {
   LoadedPlugin plugin(KEEL_ADAMW_PLUGIN_PATH, KEEL_KIND_OPTIMIZER, "adamw");
   const std::vector<float> initial = random_normal(16, 1);
   OptimizerHarness harness(plugin.api<keel_optimizer_api>(), "{}", initial);
-  EXPECT_EQ(harness.step(random_normal(16, 2), 1e-2f, 1.0f, 1, true, {KEEL_DEVICE_CUDA, 0}), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_EQ(harness.step(random_normal(16, 2), 1e-2f, 1.0f, 1, true, {KEEL_DEVICE_CUDA, 0}), KEEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("optimizer adamw: "), std::string::npos) << last_error();
-  EXPECT_NE(last_error().find("CPU"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("no backend"), std::string::npos) << last_error();
   EXPECT_EQ(harness.params, initial);
+  // A backend without the fused op is named.
+  RecordingUpdates backend;
+  keel_backend_api table = RecordingUpdates::table();
+  table.adamw_update = nullptr;
+  EXPECT_EQ(harness.step(random_normal(16, 2), 1e-2f, 1.0f, 1, true, {KEEL_DEVICE_CUDA, 0}, &table, &backend),
+            KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_NE(last_error().find("adamw_update"), std::string::npos) << last_error();
+  EXPECT_EQ(harness.params, initial);
+}
+
+TEST(AdamwStep, DeviceMemoryIsUpdatedByTheBackendsFusedOpWithTheConfigsNumbers) {
+  LoadedPlugin plugin(KEEL_ADAMW_PLUGIN_PATH, KEEL_KIND_OPTIMIZER, "adamw");
+  const std::vector<float> initial = random_normal(16, 1);
+  OptimizerHarness harness(plugin.api<keel_optimizer_api>(),
+                           R"({"betas": [0.8, 0.99], "eps": 1e-6, "weight_decay": 0.25})", initial);
+  RecordingUpdates backend;
+  const keel_backend_api table = RecordingUpdates::table();
+  const std::vector<float> grads = random_normal(16, 2);
+  for (bool decay : {true, false}) {
+    ASSERT_EQ(harness.step(grads, 3e-3f, 0.5f, 7, decay, {KEEL_DEVICE_CUDA, 0}, &table, &backend), KEEL_OK)
+        << last_error();
+    EXPECT_EQ(backend.calls, decay ? 1 : 2);
+    EXPECT_EQ(backend.params, harness.params.data());
+    EXPECT_EQ(backend.grads, grads.data());
+    EXPECT_EQ(backend.m, harness.state[0].data());
+    EXPECT_EQ(backend.v, harness.state[1].data());
+    EXPECT_EQ(backend.n, 16);
+    EXPECT_EQ(backend.lr, 3e-3f);
+    EXPECT_EQ(backend.beta1, 0.8);  // the config's doubles, not fp32 roundings of them
+    EXPECT_EQ(backend.beta2, 0.99);
+    EXPECT_EQ(backend.eps, 1e-6);
+    EXPECT_EQ(backend.weight_decay, decay ? 0.25 : 0.0);
+    EXPECT_EQ(backend.grad_scale, 0.5f);
+    EXPECT_EQ(backend.step, 7);
+  }
+  EXPECT_EQ(harness.params, initial);  // the host never touched the arrays
 }
 
 TEST(AdamwStep, RejectsZeroStepNumber) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <keel/backend.h>
 #include <keel/optimizer.h>
 
 #include <cmath>
@@ -29,7 +30,8 @@ class OptimizerHarness {
   ~OptimizerHarness() { api_.destroy(optimizer_); }
 
   keel_status step(const std::vector<float>& grads, float lr, float grad_scale, int64_t step_number,
-                   bool apply_weight_decay, keel_device device = {KEEL_DEVICE_CPU, 0}) {
+                   bool apply_weight_decay, keel_device device = {KEEL_DEVICE_CPU, 0},
+                   const keel_backend_api* backend = nullptr, void* backend_obj = nullptr) {
     std::vector<float*> state_ptrs;
     for (auto& slot : state) state_ptrs.push_back(slot.data());
     keel_optimizer_step_args args{};
@@ -43,6 +45,8 @@ class OptimizerHarness {
     args.grad_scale = grad_scale;
     args.step = step_number;
     args.apply_weight_decay = apply_weight_decay ? 1 : 0;
+    args.backend = backend;
+    args.backend_obj = backend_obj;
     return api_.step(optimizer_, &args);
   }
 
@@ -54,6 +58,45 @@ class OptimizerHarness {
   const keel_optimizer_api& api_;
   keel_host host_;
   void* optimizer_ = nullptr;
+};
+
+// A backend with only the fused updates (backend.h 0.8), which record their arguments and leave
+// the arrays alone: what an optimizer hands the backend when host code cannot read its memory.
+struct RecordingUpdates {
+  int calls = 0;
+  float *params = nullptr, *m = nullptr, *v = nullptr;
+  const float* grads = nullptr;
+  int64_t n = 0, step = 0;
+  float lr = 0, grad_scale = 0;
+  double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, momentum = 0, dampening = 0;
+  int32_t nesterov = -1;
+
+  static keel_status adamw(void* obj, float* params, const float* grads, float* m, float* v, int64_t n, float lr,
+                           double beta1, double beta2, double eps, double weight_decay, float grad_scale,
+                           int64_t step) {
+    auto& r = *static_cast<RecordingUpdates*>(obj);
+    ++r.calls;
+    r.params = params, r.grads = grads, r.m = m, r.v = v, r.n = n, r.lr = lr, r.beta1 = beta1, r.beta2 = beta2;
+    r.eps = eps, r.weight_decay = weight_decay, r.grad_scale = grad_scale, r.step = step;
+    return KEEL_OK;
+  }
+  static keel_status sgd(void* obj, float* params, const float* grads, float* momentum_buffer, int64_t n, float lr,
+                         double momentum, double dampening, int32_t nesterov, double weight_decay, float grad_scale,
+                         int64_t step) {
+    auto& r = *static_cast<RecordingUpdates*>(obj);
+    ++r.calls;
+    r.params = params, r.grads = grads, r.m = momentum_buffer, r.n = n, r.lr = lr, r.momentum = momentum;
+    r.dampening = dampening, r.nesterov = nesterov, r.weight_decay = weight_decay, r.grad_scale = grad_scale;
+    r.step = step;
+    return KEEL_OK;
+  }
+  static keel_backend_api table() {
+    keel_backend_api api{};
+    api.struct_size = sizeof(api);
+    api.adamw_update = adamw;
+    api.sgd_update = sgd;
+    return api;
+  }
 };
 
 // |actual - expected| <= abs_tol + rel_tol * |expected| for every element; on failure reports

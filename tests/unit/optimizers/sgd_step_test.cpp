@@ -95,12 +95,36 @@ TEST(SgdStep, FirstStepSeedsTheBufferWithTheUndampenedGradient) {
   EXPECT_FLOAT_EQ(harness.params[0], 0.95f - 0.1f * 0.95f);
 }
 
-TEST(SgdStep, RefusesDeviceMemory) {
+TEST(SgdStep, DeviceMemoryWithoutABackendIsRefused) {
   LoadedPlugin plugin(KEEL_SGD_PLUGIN_PATH, KEEL_KIND_OPTIMIZER, "sgd");
   OptimizerHarness harness(plugin.api<keel_optimizer_api>(), "{}", {1.0f});
-  EXPECT_EQ(harness.step({1.0f}, 0.1f, 1.0f, 1, true, {KEEL_DEVICE_CUDA, 0}), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_EQ(harness.step({1.0f}, 0.1f, 1.0f, 1, true, {KEEL_DEVICE_CUDA, 0}), KEEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("optimizer sgd: "), std::string::npos) << last_error();
   EXPECT_EQ(harness.params[0], 1.0f);
+}
+
+TEST(SgdStep, DeviceMemoryIsUpdatedByTheBackendsFusedOpWithTheConfigsNumbers) {
+  LoadedPlugin plugin(KEEL_SGD_PLUGIN_PATH, KEEL_KIND_OPTIMIZER, "sgd");
+  OptimizerHarness harness(plugin.api<keel_optimizer_api>(),
+                           R"({"momentum": 0.9, "nesterov": true, "weight_decay": 0.125})", {1.0f, 2.0f});
+  RecordingUpdates backend;
+  const keel_backend_api table = RecordingUpdates::table();
+  const std::vector<float> grads{0.5f, -0.5f};
+  ASSERT_EQ(harness.step(grads, 0.1f, 0.25f, 3, false, {KEEL_DEVICE_CUDA, 0}, &table, &backend), KEEL_OK)
+      << last_error();
+  EXPECT_EQ(backend.calls, 1);
+  EXPECT_EQ(backend.params, harness.params.data());
+  EXPECT_EQ(backend.grads, grads.data());
+  EXPECT_EQ(backend.m, harness.state[0].data());  // the momentum buffer
+  EXPECT_EQ(backend.n, 2);
+  EXPECT_EQ(backend.lr, 0.1f);
+  EXPECT_EQ(backend.momentum, 0.9);
+  EXPECT_EQ(backend.dampening, 0.0);
+  EXPECT_EQ(backend.nesterov, 1);
+  EXPECT_EQ(backend.weight_decay, 0.0);  // this range takes no decay
+  EXPECT_EQ(backend.grad_scale, 0.25f);
+  EXPECT_EQ(backend.step, 3);
+  EXPECT_EQ(harness.params, (std::vector<float>{1.0f, 2.0f}));
 }
 
 TEST(SgdDescribe, StateSlotOnlyWithMomentum) {
