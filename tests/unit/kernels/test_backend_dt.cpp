@@ -193,7 +193,7 @@ TEST_F(BackendCpuDt, AttentionSavedBytesForwardAndBackward) {
 }
 
 TEST_F(BackendCpuDt, GeluForwardAndBackward) {
-  const int64_t n = 1000;
+  const int64_t n = 70000;  // past the threading thresholds of gelu and of widening/rounding
   const auto inp = bf16_values(n, 20, -4, 4), dout = bf16_values(n, 21), dinp0 = bf16_values(n, 22);
   std::vector<float> ref(n), out(n);
   ASSERT_OK(api()->gelu_forward(h(), ref.data(), inp.f.data(), n));
@@ -241,7 +241,7 @@ TEST_F(BackendCpuDt, AddAccumulateScaleIncludingAnAliasedOutput) {
 }
 
 TEST_F(BackendCpuDt, EmbeddingForwardAndBackward) {
-  const int64_t B = 2, T = 5, C = 12, Vp = 11, maxT = 8;
+  const int64_t B = 2, T = 5, C = 4000, Vp = 11, maxT = 8;  // B·T·C past the threading threshold
   const std::vector<int32_t> tokens = {3, 0, 10, 3, 7, 1, 1, 9, 4, 3};  // repeats; the last row of the table
   const auto wte = bf16_values(Vp * C, 25), wpe = bf16_values(maxT * C, 26);
   std::vector<float> ref(B * T * C), out(B * T * C);
@@ -350,7 +350,7 @@ TEST_F(BackendCpuDt, CrossentropyStatsAndBackward) {
 }
 
 TEST_F(BackendCpuDt, CombineOverShardsEqualsTheUnshardedLseAndTheNaiveLoss) {
-  // Three shards of the 37 real columns of 40: [0, 20), [20, 37) plus 3 padding, and one of
+  // Shards of the 37 real columns of 40: [0, 20), [20, 37) plus 3 padding, and a third of
   // padding only (no valid column: m = -inf, which must add nothing).
   const int64_t N = 6, V = 37, Vp = 40;
   const std::vector<int32_t> targets = {3, -1, 36, 0, 20, 19};
@@ -373,22 +373,28 @@ TEST_F(BackendCpuDt, CombineOverShardsEqualsTheUnshardedLseAndTheNaiveLoss) {
   }
 
   const float weight = 0.25f, loss0 = 1.5f;
-  std::vector<float> lse_whole(N), lse_sharded(N);
-  float loss_whole = loss0, loss_sharded = loss0;
+  std::vector<float> lse_whole(N);
+  float loss_whole = loss0;
   ASSERT_OK(api()->crossentropy_combine(h(), lse_whole.data(), &loss_whole, whole.data(), 1, targets.data(), N, weight));
-  ASSERT_OK(api()->crossentropy_combine(h(), lse_sharded.data(), &loss_sharded, stacked.data(), 3, targets.data(), N,
-                                        weight));
   double naive_loss = 0;
+  std::vector<double> naive(N);
   for (int64_t n = 0; n < N; ++n) {
-    const double lse = naive_lse(logits.data() + n * Vp, V);
-    // fp32 statistics: the sum of V exponentials carries ~V·2^-24 relative error, so lse ~1e-5.
-    EXPECT_NEAR(lse_whole[n], lse, 1e-5) << "unsharded lse, row " << n;
-    EXPECT_NEAR(lse_sharded[n], lse_whole[n], 1e-5) << "sharded lse vs unsharded, row " << n;
-    if (targets[n] >= 0) naive_loss += lse - logits[n * Vp + targets[n]];
+    naive[n] = naive_lse(logits.data() + n * Vp, V);
+    if (targets[n] >= 0) naive_loss += naive[n] - logits[n * Vp + targets[n]];
   }
+  // fp32 statistics: a sum of V exponentials carries ~V·2^-24 relative error, so lse ~1e-5
+  // absolute, and the loss up to N times that.
   const double want = loss0 + weight * naive_loss;
-  EXPECT_NEAR(loss_whole, want, 1e-5 * N) << "the loss added to loss_sum";
-  EXPECT_NEAR(loss_sharded, want, 1e-5 * N) << "the loss over three shards";
+  for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(lse_whole[n], naive[n], 1e-5) << "unsharded lse, row " << n;
+  EXPECT_NEAR(loss_whole, want, 1e-5 * N) << "the loss added to loss_sum, one shard";
+  for (const int32_t n_shards : {2, 3}) {  // the two real shards; then with the padding-only one
+    std::vector<float> lse(N);
+    float loss = loss0;
+    ASSERT_OK(api()->crossentropy_combine(h(), lse.data(), &loss, stacked.data(), n_shards, targets.data(), N, weight));
+    for (int64_t n = 0; n < N; ++n)
+      EXPECT_NEAR(lse[n], lse_whole[n], 1e-5) << n_shards << " shards' lse vs the unsharded one, row " << n;
+    EXPECT_NEAR(loss, want, 1e-5 * N) << "the loss over " << n_shards << " shards";
+  }
 
   EXPECT_EQ(api()->crossentropy_combine(h(), lse_whole.data(), &loss_whole, whole.data(), 0, targets.data(), N, 1.0f),
             KEEL_ERR_INVALID_ARGUMENT);
