@@ -66,6 +66,15 @@ void require_copy_direction(int32_t direction, const char* op) {
           std::string(op) + ": unknown direction " + std::to_string(direction));
 }
 
+void* allocate_aligned(size_t bytes, size_t* out_rounded, const char* op) {
+  const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);  // aligned_alloc wants a multiple
+  void* ptr = std::aligned_alloc(64, rounded);
+  if (!ptr)
+    throw StatusError(KEEL_ERR_OUT_OF_MEMORY, std::string(op) + ": cannot allocate " + std::to_string(bytes) + " bytes");
+  *out_rounded = rounded;
+  return ptr;
+}
+
 }  // namespace keel_backend_cpu
 
 namespace {
@@ -162,9 +171,8 @@ keel_status peak_flops(void* backend, double* out_flops_per_s) {
 keel_status alloc(void* backend, size_t bytes, void** out_ptr) {
   return run(backend, [&] {
     require(out_ptr != nullptr, "alloc: out_ptr is NULL");
-    const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);  // aligned_alloc wants a multiple
-    void* ptr = std::aligned_alloc(64, rounded);
-    if (!ptr) throw StatusError(KEEL_ERR_OUT_OF_MEMORY, "alloc: cannot allocate " + std::to_string(bytes) + " bytes");
+    size_t rounded = 0;
+    void* ptr = allocate_aligned(bytes, &rounded, "alloc");
     keel::cpu::zero_fill(ptr, rounded);
     *out_ptr = ptr;
   });

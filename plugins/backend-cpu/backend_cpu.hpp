@@ -53,6 +53,10 @@ void require_row_block(int64_t begin, int64_t count, const char* op, const char*
 void require_column_block(int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, const char* op);
 void require_copy_direction(int32_t direction, const char* op);
 
+// 64-byte aligned memory of at least `bytes` (a multiple of 64, never 0), not yet zeroed, freed
+// with std::free; throws KEEL_ERR_OUT_OF_MEMORY naming `op`. Device and host memory alike.
+void* allocate_aligned(size_t bytes, size_t* out_rounded, const char* op);
+
 // Each fills the slots its file defines.
 void fill_queue_slots(keel_backend_api& api);
 void fill_dt_slots(keel_backend_api& api);

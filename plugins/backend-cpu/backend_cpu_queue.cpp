@@ -62,10 +62,8 @@ keel_status event_synchronize(void* backend, void* event) {
 keel_status alloc_host(void* backend, size_t bytes, void** out_ptr) {
   return run(backend, [&] {
     require(out_ptr != nullptr, "alloc_host: out_ptr is NULL");
-    const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);  // aligned_alloc wants a multiple
-    void* ptr = std::aligned_alloc(64, rounded);
-    if (!ptr)
-      throw StatusError(KEEL_ERR_OUT_OF_MEMORY, "alloc_host: cannot allocate " + std::to_string(bytes) + " bytes");
+    size_t rounded = 0;
+    void* ptr = allocate_aligned(bytes, &rounded, "alloc_host");
     std::memset(ptr, 0, rounded);
     *out_ptr = ptr;
   });
