@@ -111,7 +111,8 @@ void crossentropy_shard_backward_in_place(float* logits, const float* lse, const
       continue;
     }
     const float shift = lse[n];
-    for (int64_t i = 0; i < valid_cols; ++i) x[i] = 0.0f + std::exp(x[i] - shift) * dloss;  // 0 + : -0 → +0, as the += path
+    // 0 + ...: the bits the += path gives from a zeroed buffer (a -0 product becomes +0).
+    for (int64_t i = 0; i < valid_cols; ++i) x[i] = 0.0f + std::exp(x[i] - shift) * dloss;
     std::fill(x + valid_cols, x + cols, 0.0f);
     const int64_t target = static_cast<int64_t>(targets[n]) - col_begin;
     if (target >= 0 && target < valid_cols) x[target] -= dloss;

@@ -70,7 +70,8 @@ void* allocate_aligned(size_t bytes, size_t* out_rounded, const char* op) {
   const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);  // aligned_alloc wants a multiple
   void* ptr = std::aligned_alloc(64, rounded);
   if (!ptr)
-    throw StatusError(KEEL_ERR_OUT_OF_MEMORY, std::string(op) + ": cannot allocate " + std::to_string(bytes) + " bytes");
+    throw StatusError(KEEL_ERR_OUT_OF_MEMORY,
+                      std::string(op) + ": cannot allocate " + std::to_string(bytes) + " bytes");
   *out_rounded = rounded;
   return ptr;
 }

@@ -128,7 +128,8 @@ keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* 
   return run(backend, [&] {
     require_sizes({N, IC, OC}, "matmul_backward_dt");
     const bool bf = bf16_storage(dt, "matmul_backward_dt");
-    const Fp32Input g(bf, dout, N * OC), x(bf, dweight ? inp : nullptr, N * IC), w(bf, dinp ? weight : nullptr, OC * IC);
+    const Fp32Input g(bf, dout, N * OC);
+    const Fp32Input x(bf, dweight ? inp : nullptr, N * IC), w(bf, dinp ? weight : nullptr, OC * IC);  // only if read
     const Fp32Output dx(bf, dinp, N * IC, kAccumulate);
     cpu::matmul_backward(dx.get(), dweight, dbias, g.get(), x.get(), w.get(), N, IC, OC);
     dx.store();

@@ -181,7 +181,8 @@ TEST_F(BackendCpuDt, AttentionSavedBytesForwardAndBackward) {
 
   const auto dout = bf16_values(B * T * C, 18), dqkv0 = bf16_values(B * T * 3 * C, 19);
   auto ref_dqkv = dqkv0.f;
-  ASSERT_OK(api()->attention_backward(h(), ref_dqkv.data(), dout.f.data(), qkv.f.data(), ref_saved.data(), B, T, C, NH));
+  ASSERT_OK(
+      api()->attention_backward(h(), ref_dqkv.data(), dout.f.data(), qkv.f.data(), ref_saved.data(), B, T, C, NH));
   auto dqkv = dqkv0.f;
   ASSERT_OK(api()->attention_backward_dt(h(), kFp32, dqkv.data(), dout.f.data(), qkv.f.data(), out.data(),
                                          ref_saved.data(), B, T, C, NH));
@@ -375,7 +376,8 @@ TEST_F(BackendCpuDt, CombineOverShardsEqualsTheUnshardedLseAndTheNaiveLoss) {
   const float weight = 0.25f, loss0 = 1.5f;
   std::vector<float> lse_whole(N);
   float loss_whole = loss0;
-  ASSERT_OK(api()->crossentropy_combine(h(), lse_whole.data(), &loss_whole, whole.data(), 1, targets.data(), N, weight));
+  ASSERT_OK(
+      api()->crossentropy_combine(h(), lse_whole.data(), &loss_whole, whole.data(), 1, targets.data(), N, weight));
   double naive_loss = 0;
   std::vector<double> naive(N);
   for (int64_t n = 0; n < N; ++n) {

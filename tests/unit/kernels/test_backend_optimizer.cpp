@@ -129,7 +129,8 @@ TEST_P(BackendCpuOptimizer, SgdUpdateEqualsTheSgdPluginBitForBit) {
           << g_last_error;
     }
     expect_same_bits(params, plugin_params, std::string("params, ") + variant.config);
-    if (variant.momentum > 0) expect_same_bits(buffer, plugin.state[0], std::string("momentum buffer, ") + variant.config);
+    if (variant.momentum > 0)
+      expect_same_bits(buffer, plugin.state[0], std::string("momentum buffer, ") + variant.config);
   }
 }
 
