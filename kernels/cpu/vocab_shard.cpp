@@ -101,4 +101,41 @@ void crossentropy_shard_backward(float* dlogits, const float* logits, const floa
   }
 }
 
+void crossentropy_shard_backward_in_place(float* logits, const float* lse, const int32_t* targets, float dloss,
+                                          int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols) {
+#pragma omp parallel for if (N * valid_cols > keel_support::kParallelMinElements)
+  for (int64_t n = 0; n < N; ++n) {
+    float* x = logits + n * cols;
+    if (targets[n] < 0) {
+      std::fill(x, x + cols, 0.0f);
+      continue;
+    }
+    const float shift = lse[n];
+    // 0 + ...: the bits the += path gives from a zeroed buffer (a -0 product becomes +0).
+    for (int64_t i = 0; i < valid_cols; ++i) x[i] = 0.0f + std::exp(x[i] - shift) * dloss;
+    std::fill(x + valid_cols, x + cols, 0.0f);
+    const int64_t target = static_cast<int64_t>(targets[n]) - col_begin;
+    if (target >= 0 && target < valid_cols) x[target] -= dloss;
+  }
+}
+
+void crossentropy_combine(float* lse, float* loss_sum, const float* stats, int64_t n_shards,
+                          const int32_t* targets, int64_t N, float weight) {
+  double loss = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    double max = -INFINITY, target_logit = 0.0;
+    for (int64_t r = 0; r < n_shards; ++r) max = std::max(max, static_cast<double>(stats[(r * N + n) * 3]));
+    double sum = 0.0;
+    for (int64_t r = 0; r < n_shards; ++r) {
+      const float* s = stats + (r * N + n) * 3;
+      if (s[0] != -INFINITY) sum += s[1] * std::exp(s[0] - max);  // a shard with no valid column adds nothing
+      target_logit += s[2];
+    }
+    const double row_lse = max == -INFINITY ? -INFINITY : max + std::log(sum);
+    lse[n] = static_cast<float>(row_lse);
+    if (targets[n] >= 0) loss += row_lse - target_logit;
+  }
+  *loss_sum = static_cast<float>(*loss_sum + static_cast<double>(weight) * loss);
+}
+
 }  // namespace keel::cpu

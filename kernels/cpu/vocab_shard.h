@@ -39,4 +39,26 @@ void crossentropy_shard_backward(float* dlogits,          // (N,cols)
                                  const int32_t* targets,  // (N)
                                  float dloss, int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols);
 
+// The same gradient written over the logits (llm.c's in-place classifier, for when the logits are
+// dead after it): logits[n, i] = (exp(logit - lse[n]) - [col_begin + i == target]) * dloss over
+// the valid columns, and 0 (the gradient there) in the padding columns and in rows whose target
+// < 0. Each valid element has the bits crossentropy_shard_backward adds to a zeroed buffer.
+void crossentropy_shard_backward_in_place(float* logits,           // (N,cols) in: logits, out: dlogits
+                                          const float* lse,        // (N)
+                                          const int32_t* targets,  // (N)
+                                          float dloss, int64_t N, int64_t col_begin, int64_t valid_cols,
+                                          int64_t cols);
+
+// Combines the shards' statistics as a tensor-parallel model does: per row, over the n_shards
+// blocks of stats, M = max m_r, S = Σ s_r·e^(m_r−M), lse = M + log S (-inf for a row no shard
+// has a column of); *loss_sum += weight · Σ over rows with target ≥ 0 of (lse − Σ_r target_logit_r).
+// In double throughout, one row after another, so the result does not depend on the threads,
+// and *loss_sum is rounded once.
+void crossentropy_combine(float* lse,              // (N)
+                          float* loss_sum,         // (1)
+                          const float* stats,      // (n_shards,N,3) as crossentropy_shard_stats wrote
+                          int64_t n_shards,
+                          const int32_t* targets,  // (N)
+                          int64_t N, float weight);
+
 }  // namespace keel::cpu

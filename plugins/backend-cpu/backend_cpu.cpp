@@ -1,5 +1,6 @@
-// The `cpu` backend plugin: the keel_backend_api table over kernels/cpu. This file only
-// parses the config section, checks arguments, and keeps C++ exceptions from crossing the ABI
+// The `cpu` backend plugin: the keel_backend_api table over kernels/cpu. This file parses the
+// config section and holds the fp32 ops of ABI 0.1-0.6; the 0.8 slots live beside it (see
+// backend_cpu.hpp). Slots only check arguments and keep C++ exceptions from crossing the ABI
 // (every slot runs under keel_support::guard); the math lives in the kernels.
 #include <keel/backend.h>
 #include <keel/plugin.h>
@@ -21,17 +22,71 @@
 #include "cpu/matmul.h"         // defines: matmul_forward, matmul_backward
 #include "cpu/reduce.h"         // defines: sum_squares
 #include "cpu/vocab_shard.h"    // defines: embedding_rows_*, crossentropy_shard_*
-#include "keel_support/abi_guard.hpp"
+
+#include "backend_cpu.hpp"      // defines: CpuBackend, run, require*, fill_*_slots
+
+namespace keel_backend_cpu {
+
+std::string dtype_name(keel_dtype t) {
+  if (is_fp32(t)) return "fp32";
+  if (is_bf16(t)) return "bf16";
+  return "dtype {code " + std::to_string(t.code) + ", bits " + std::to_string(t.bits) + ", lanes " +
+         std::to_string(t.lanes) + "}";
+}
+
+// Shapes and ranges the 0.8 ops check the same way.
+
+void require_attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, const char* op) {
+  require_sizes({B, T, C}, op);
+  require(NH > 0 && C % NH == 0, std::string(op) + ": C = " + std::to_string(C) +
+                                     " must be a positive multiple of NH = " + std::to_string(NH));
+}
+
+// (The op has no vocabulary size, so ids past the table's end cannot be checked here.)
+void require_tokens(const int32_t* tokens, int64_t count, const char* op) {
+  for (int64_t i = 0; i < count; ++i)
+    require(tokens[i] >= 0, std::string(op) + ": token id " + std::to_string(tokens[i]) + " at position " +
+                                std::to_string(i) + " is negative");
+}
+
+void require_row_block(int64_t begin, int64_t count, const char* op, const char* begin_name, const char* count_name) {
+  require(begin >= 0 && count >= 0, std::string(op) + ": need " + begin_name + " >= 0 and " + count_name +
+                                        " >= 0, found " + std::to_string(begin) + " and " + std::to_string(count));
+}
+
+void require_column_block(int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, const char* op) {
+  require_sizes({N, cols}, op);
+  require_row_block(col_begin, valid_cols, op, "col_begin", "valid_cols");
+  require(valid_cols <= cols, std::string(op) + ": valid_cols " + std::to_string(valid_cols) +
+                                  " exceeds cols " + std::to_string(cols));
+}
+
+void require_copy_direction(int32_t direction, const char* op) {
+  require(direction >= KEEL_COPY_HOST_TO_DEVICE && direction <= KEEL_COPY_DEVICE_TO_DEVICE,
+          std::string(op) + ": unknown direction " + std::to_string(direction));
+}
+
+void* allocate_aligned(size_t bytes, size_t* out_rounded, const char* op) {
+  const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);  // aligned_alloc wants a multiple
+  void* ptr = std::aligned_alloc(64, rounded);
+  if (!ptr)
+    throw StatusError(KEEL_ERR_OUT_OF_MEMORY,
+                      std::string(op) + ": cannot allocate " + std::to_string(bytes) + " bytes");
+  *out_rounded = rounded;
+  return ptr;
+}
+
+}  // namespace keel_backend_cpu
 
 namespace {
 
-using keel_support::StatusError;
-constexpr const char* kSource = "backend cpu";
+using namespace keel_backend_cpu;
 
 struct Settings {
   int threads = 0;           // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
   double peak_tflops = 0.0;  // 0: measure sgemm at create
   std::string openblas_coretype = "auto";
+  keel_dtype compute_dtype{KEEL_DTYPE_FLOAT, 32, 1};  // "precision": "fp32" or "bf16" (bf16 storage, fp32 math)
 };
 
 Settings parse_settings(const char* config_json, const char* json_path) {
@@ -46,19 +101,14 @@ Settings parse_settings(const char* config_json, const char* json_path) {
                                     ": expected \"auto\", \"env\" or an OpenBLAS core name such as "
                                     "\"SkylakeX\", found \"\"");
   const std::string precision = section.get<std::string>("precision", "fp32");
-  if (precision != "fp32")
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, section.path_of("precision") + ": the cpu backend computes in "
-                                              "\"fp32\" only, found \"" + precision +
-                                              "\" (use \"fp32\", or the cuda backend for \"" + precision + "\")");
+  if (precision == "bf16")
+    s.compute_dtype = keel_dtype{KEEL_DTYPE_BFLOAT, 16, 1};
+  else if (precision != "fp32")
+    throw keel_support::ConfigError(section.path_of("precision") + ": expected \"fp32\" or \"bf16\" (bf16 "
+                                    "storage, fp32 arithmetic), found \"" + precision + "\"");
   section.finish();
   return s;
 }
-
-struct CpuBackend {
-  const keel_host* host;
-  int threads;
-  double peak_flops_per_s;
-};
 
 // Measuring takes ~0.5 s on 2 cores; every backend with the same thread count shares one
 // measurement.
@@ -69,23 +119,6 @@ double measured_peak_flops(int threads) {
   auto it = cache.find(threads);
   if (it != cache.end()) return it->second;
   return cache[threads] = keel::cpu::measure_sgemm_flops(2048, 5);
-}
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, what);
-}
-void require_sizes(std::initializer_list<int64_t> sizes, const char* op) {
-  for (int64_t s : sizes) require(s >= 0, std::string(op) + ": negative size " + std::to_string(s));
-}
-
-// Runs `body` for the backend object under the ABI guard.
-template <typename Body>
-keel_status run(void* backend, Body&& body) {
-  const keel_host* host = backend ? static_cast<CpuBackend*>(backend)->host : nullptr;
-  return keel_support::guard(host, kSource, [&] {
-    require(backend != nullptr, "backend handle is NULL");
-    body();
-  });
 }
 
 // --- lifetime and configuration ---
@@ -112,7 +145,7 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
       keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, configured peak %.1f GFLOP/s",
                 threads, keel::cpu::blas_corename().c_str(), peak / 1e9);
     }
-    *out_backend = new CpuBackend{host, threads, peak};
+    *out_backend = new CpuBackend{host, threads, peak, s.compute_dtype};
   });
 }
 
@@ -139,9 +172,8 @@ keel_status peak_flops(void* backend, double* out_flops_per_s) {
 keel_status alloc(void* backend, size_t bytes, void** out_ptr) {
   return run(backend, [&] {
     require(out_ptr != nullptr, "alloc: out_ptr is NULL");
-    const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);  // aligned_alloc wants a multiple
-    void* ptr = std::aligned_alloc(64, rounded);
-    if (!ptr) throw StatusError(KEEL_ERR_OUT_OF_MEMORY, "alloc: cannot allocate " + std::to_string(bytes) + " bytes");
+    size_t rounded = 0;
+    void* ptr = allocate_aligned(bytes, &rounded, "alloc");
     keel::cpu::zero_fill(ptr, rounded);
     *out_ptr = ptr;
   });
@@ -153,8 +185,7 @@ void free_memory(void* backend, void* ptr) {
 
 keel_status copy(void* backend, void* dst, const void* src, size_t bytes, int32_t direction) {
   return run(backend, [&] {
-    require(direction >= KEEL_COPY_HOST_TO_DEVICE && direction <= KEEL_COPY_DEVICE_TO_DEVICE,
-            "copy: unknown direction " + std::to_string(direction));
+    require_copy_direction(direction, "copy");
     require(bytes == 0 || (dst && src), "copy: NULL pointer");
     if (bytes) std::memmove(dst, src, bytes);  // memmove: a caller may copy within one buffer
   });
@@ -204,12 +235,6 @@ keel_status layernorm_backward(void* backend, float* dinp, float* dweight, float
     require_sizes({N, C}, "layernorm_backward");
     keel::cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   });
-}
-
-void require_attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, const char* op) {
-  require_sizes({B, T, C}, op);
-  require(NH > 0 && C % NH == 0, std::string(op) + ": C = " + std::to_string(C) +
-                                     " must be a positive multiple of NH = " + std::to_string(NH));
 }
 
 // Returns -1 (with the error set) for an impossible shape: the slot has no status to return.
@@ -273,14 +298,6 @@ keel_status scale(void* backend, float* x, float alpha, int64_t n) {
   });
 }
 
-// Token ids index memory directly, so a negative one is refused before anything is written.
-// (The op has no vocabulary size, so ids past the table's end cannot be checked here.)
-void require_tokens(const int32_t* tokens, int64_t count, const char* op) {
-  for (int64_t i = 0; i < count; ++i)
-    require(tokens[i] >= 0, std::string(op) + ": token id " + std::to_string(tokens[i]) + " at position " +
-                                std::to_string(i) + " is negative");
-}
-
 keel_status embedding_forward(void* backend, float* out, const int32_t* tokens, const float* wte, const float* wpe,
                               int64_t B, int64_t T, int64_t C) {
   return run(backend, [&] {
@@ -334,11 +351,6 @@ keel_status sum_squares(void* backend, const float* x, int64_t n, double* out_ho
 
 // --- 0.6: the vocabulary split over tensor-parallel ranks ---
 
-void require_row_block(int64_t begin, int64_t count, const char* op, const char* begin_name, const char* count_name) {
-  require(begin >= 0 && count >= 0, std::string(op) + ": need " + begin_name + " >= 0 and " + count_name +
-                                        " >= 0, found " + std::to_string(begin) + " and " + std::to_string(count));
-}
-
 keel_status embedding_rows_forward(void* backend, float* out, const int32_t* tokens, const float* wte_rows,
                                    const float* wpe, int64_t B, int64_t T, int64_t C, int64_t row_begin,
                                    int64_t rows) {
@@ -359,13 +371,6 @@ keel_status embedding_rows_backward(void* backend, float* dwte_rows, float* dwpe
     require_tokens(tokens, B * T, "embedding_rows_backward");
     keel::cpu::embedding_rows_backward(dwte_rows, dwpe, dout, tokens, B, T, C, row_begin, rows);
   });
-}
-
-void require_column_block(int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, const char* op) {
-  require_sizes({N, cols}, op);
-  require_row_block(col_begin, valid_cols, op, "col_begin", "valid_cols");
-  require(valid_cols <= cols, std::string(op) + ": valid_cols " + std::to_string(valid_cols) +
-                                  " exceeds cols " + std::to_string(cols));
 }
 
 keel_status crossentropy_shard_stats(void* backend, float* stats, const float* logits, const int32_t* targets,
@@ -419,6 +424,9 @@ keel_backend_api make_api() {
   api.embedding_rows_backward = embedding_rows_backward;
   api.crossentropy_shard_stats = crossentropy_shard_stats;
   api.crossentropy_shard_backward = crossentropy_shard_backward;
+  fill_queue_slots(api);  // 0.8
+  fill_dt_slots(api);
+  fill_optimizer_slots(api);
   return api;
 }
 
@@ -427,7 +435,7 @@ keel_backend_api make_api() {
 extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) {
   static const keel_backend_api api = make_api();
   static const keel_plugin_info infos[] = {
-      keel_support::plugin_info(KEEL_KIND_BACKEND, "cpu", "0.1.0", &api, "CPU backend: OpenMP kernels, OpenBLAS sgemm, fp32")};
+      keel_support::plugin_info(KEEL_KIND_BACKEND, "cpu", "0.1.0", &api, "CPU backend: OpenMP kernels, OpenBLAS sgemm, fp32 or bf16 storage")};
   static const keel_plugin_list list = keel_support::plugin_list(infos);
   return &list;
 }
