@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 7
+const KEEL_ABI_VERSION_MINOR = 8
 
 const KEEL_MAX_DIMS = 4
 
@@ -36,6 +36,7 @@ const KEEL_ERR_NONFINITE = Cint(9)  # NaN or Inf where a finite value was requir
 const KEEL_DEVICE_CPU = Cint(1)
 const KEEL_DEVICE_CUDA = Cint(2)
 const KEEL_DEVICE_CUDA_HOST = Cint(3)
+const KEEL_DEVICE_EXT = Cint(12)  # 0.8 (DLPack's kDLExtDev): memory host code must not read, such as a test backend's
 
 struct keel_device
     device_type::Int32
@@ -189,6 +190,40 @@ struct keel_backend_api
     embedding_rows_backward::Ptr{Cvoid}
     crossentropy_shard_stats::Ptr{Cvoid}
     crossentropy_shard_backward::Ptr{Cvoid}
+    probe::Ptr{Cvoid}
+    compute_dtype::Ptr{Cvoid}
+    queue::Ptr{Cvoid}
+    event_create::Ptr{Cvoid}
+    event_destroy::Ptr{Cvoid}
+    event_record::Ptr{Cvoid}
+    event_wait::Ptr{Cvoid}
+    event_synchronize::Ptr{Cvoid}
+    alloc_host::Ptr{Cvoid}
+    free_host::Ptr{Cvoid}
+    copy_async::Ptr{Cvoid}
+    convert::Ptr{Cvoid}
+    matmul_forward_dt::Ptr{Cvoid}
+    matmul_backward_dt::Ptr{Cvoid}
+    layernorm_forward_dt::Ptr{Cvoid}
+    layernorm_backward_dt::Ptr{Cvoid}
+    attention_saved_bytes::Ptr{Cvoid}
+    attention_forward_dt::Ptr{Cvoid}
+    attention_backward_dt::Ptr{Cvoid}
+    gelu_forward_dt::Ptr{Cvoid}
+    gelu_backward_dt::Ptr{Cvoid}
+    add_dt::Ptr{Cvoid}
+    accumulate_dt::Ptr{Cvoid}
+    scale_dt::Ptr{Cvoid}
+    embedding_forward_dt::Ptr{Cvoid}
+    embedding_backward_dt::Ptr{Cvoid}
+    embedding_rows_forward_dt::Ptr{Cvoid}
+    embedding_rows_backward_dt::Ptr{Cvoid}
+    crossentropy_stats_dt::Ptr{Cvoid}
+    crossentropy_combine::Ptr{Cvoid}
+    crossentropy_backward_dt::Ptr{Cvoid}
+    sum_squares_dt::Ptr{Cvoid}
+    adamw_update::Ptr{Cvoid}
+    sgd_update::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
@@ -229,7 +264,13 @@ struct keel_comm_api
     wait::Ptr{Cvoid}
     counters::Ptr{Cvoid}
     abort_world::Ptr{Cvoid}
+    create_world_on::Ptr{Cvoid}
+    reaches::Ptr{Cvoid}
 end
+
+const KEEL_COMM_REACH_NONE = Cint(0)  # cannot read or write that memory
+const KEEL_COMM_REACH_SYNCED = Cint(1)  # reads and writes it directly once the backend's queue has drained
+const KEEL_COMM_REACH_QUEUED = Cint(2)  # orders itself on the backend's queue (created with create_world_on)
 
 struct keel_model_create_args
     struct_size::Csize_t
@@ -273,6 +314,8 @@ struct keel_forward_args
     chunk::Int32
     input::Ptr{Cfloat}
     output::Ptr{Cfloat}
+    loss_sum::Ptr{Cfloat}
+    loss_weight::Cfloat
 end
 
 struct keel_backward_args
@@ -334,6 +377,8 @@ struct keel_optimizer_step_args
     grad_scale::Cfloat
     step::Int64
     apply_weight_decay::Int32
+    backend::Ptr{keel_backend_api}
+    backend_obj::Ptr{Cvoid}
 end
 
 struct keel_optimizer_api

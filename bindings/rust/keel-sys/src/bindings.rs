@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 7;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 8;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __uint16_t = ::std::os::raw::c_ushort;
@@ -23,6 +23,7 @@ pub type _bindgen_ty_1 = ::std::os::raw::c_uint;
 pub const KEEL_DEVICE_CPU: _bindgen_ty_2 = 1;
 pub const KEEL_DEVICE_CUDA: _bindgen_ty_2 = 2;
 pub const KEEL_DEVICE_CUDA_HOST: _bindgen_ty_2 = 3;
+pub const KEEL_DEVICE_EXT: _bindgen_ty_2 = 12;
 pub type _bindgen_ty_2 = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
