@@ -110,18 +110,15 @@ void GptModel::head_backward(Activations& a, const keel_param_access* access, fl
   const keel_support::BackendOps& be = backend_;
   GradScratch& g = scratch_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
-  const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, Vl = share_.vocab_rows;
+  const int64_t Vl = share_.vocab_rows;
   const float dloss = a.valid_targets ? loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
   const int32_t phase = save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD;  // INPUT part: weights only
 
   KEEL_OP(be, fill_zero, g.dlogits, N * Vl * sizeof(float));
   KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
   KEEL_OP(be, fill_zero, g.dresidual, Nr * C * sizeof(float));
-  if (tp_.active())
-    KEEL_OP(be, crossentropy_shard_backward, g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin,
-            share_.vocab_valid, Vl);  // (B,T,Vp/tp)
-  else
-    KEEL_OP(be, crossentropy_backward, g.dlogits, a.logits, a.targets, dloss, N, V, Vp);  // (B,T,Vp)
+  KEEL_OP(be, crossentropy_shard_backward, g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin,
+          share_.vocab_valid, Vl);  // (B,T,Vp/tp)
   if (save) KEEL_OP(be, copy, save->logits, g.dlogits, N * Vl * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
   {  // layer 0, first use: the lm_head. Not final where the embedding backward still adds to dwte;
      // final on a later pipeline stage, whose wte copy serves the lm_head only.

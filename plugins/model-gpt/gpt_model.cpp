@@ -44,8 +44,8 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   KEEL_REQUIRE_OP(layernorm_backward) KEEL_REQUIRE_OP(attention_saved_floats)
   KEEL_REQUIRE_OP(attention_forward) KEEL_REQUIRE_OP(attention_backward) KEEL_REQUIRE_OP(gelu_forward)
   KEEL_REQUIRE_OP(gelu_backward) KEEL_REQUIRE_OP(add) KEEL_REQUIRE_OP(embedding_forward)
-  KEEL_REQUIRE_OP(embedding_backward) KEEL_REQUIRE_OP(crossentropy_forward)
-  KEEL_REQUIRE_OP(crossentropy_backward)
+  KEEL_REQUIRE_OP(embedding_backward) KEEL_REQUIRE_OP(crossentropy_shard_stats)
+  KEEL_REQUIRE_OP(crossentropy_shard_backward) KEEL_REQUIRE_OP(crossentropy_combine)
 #undef KEEL_REQUIRE_OP
   check_tensor_parallel(args);
   plan_ = ChunkPlan(args, config_.n_layer);
@@ -91,10 +91,9 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   a.lnf_mean = carve.take<float>(head * Nr);
   a.lnf_rstd = carve.take<float>(head * Nr);
   a.logits = carve.take<float>(head * N * Vl);
-  a.losses = carve.take<float>(head * N);
-  a.lse = tp_.active() ? carve.take<float>(head * N) : nullptr;
-  a.ce_stats = tp_.active() ? carve.take<float>(head * 3 * N * (1 + tp_.size)) : nullptr;
-  a.loss_sum = tp_.active() ? carve.take<float>(head) : nullptr;
+  a.lse = carve.take<float>(head * N);
+  a.ce_stats = carve.take<float>(head * 3 * N * (tp_.active() ? 1 + tp_.size : 1));
+  a.loss_sum = carve.take<float>(head);
   a.tokens = carve.take<int32_t>(N);
   a.targets = carve.take<int32_t>(head * N);
   *out_bytes = carve.used();
@@ -233,8 +232,11 @@ void GptModel::forward(keel_forward_args* args) {
     a.backward_pending = args->targets != nullptr;  // a training forward: the backward comes
     return;
   }
-  const float loss = head_forward(a, args->access, args->targets != nullptr, valid_targets, &args->logits);
-  if (args->targets) args->loss = loss;
+  const bool device_loss = args->struct_size >= offsetof(keel_forward_args, loss_weight) + sizeof(float) &&
+                           args->loss_sum != nullptr;
+  const float loss = head_forward(a, args->access, args->targets != nullptr, valid_targets, &args->logits,
+                                  device_loss ? args->loss_sum : nullptr, device_loss ? args->loss_weight : 1.0f);
+  if (args->targets && !device_loss) args->loss = loss;
 }
 
 void GptModel::embedding_forward(Activations& a, const keel_param_access* access) {
@@ -300,10 +302,10 @@ void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access*
 }
 
 float GptModel::head_forward(Activations& a, const keel_param_access* access, bool training,
-                             int64_t valid_targets, const float** out_logits) {
+                             int64_t valid_targets, const float** out_logits, float* loss_sum, float loss_weight) {
   const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
-  const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, Vl = share_.vocab_rows;
+  const int64_t Vl = share_.vocab_rows;
   const float* last_residual = a.residual3 + (a.blocks - 1) * Nr * C;  // (Nr,C)
   {  // layer L+1: final layernorm
     const int32_t layer = config_.n_layer + 1;
@@ -325,16 +327,18 @@ float GptModel::head_forward(Activations& a, const keel_param_access* access, bo
     return 0.0f;
   }
   a.valid_targets = valid_targets;
-  if (tp_.active()) {
-    const float loss = vocab_parallel_loss(a, N);  // keeps the logits: the shard backward needs them
-    a.backward_pending = true;
-    return loss;
-  }
-  // The probabilities overwrite the logits: the backward needs only them.
-  KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
   a.backward_pending = true;
-  // With no valid target the loss is 0 and, in backward, the gradients are zero.
-  return keel_support::mean_loss(be, a.losses, N, valid_targets);
+  // The mean over valid targets; with none the loss is 0 and, in backward, the gradients are zero.
+  const float mean = valid_targets ? 1.0f / static_cast<float>(valid_targets) : 0.0f;
+  if (loss_sum) {  // the caller's scalar in backend memory: nothing is read back here
+    vocab_parallel_loss(a, N, loss_sum, loss_weight * mean);
+    return 0.0f;
+  }
+  KEEL_OP(be, fill_zero, a.loss_sum, sizeof(float));
+  vocab_parallel_loss(a, N, a.loss_sum, mean);
+  float loss = 0.0f;
+  KEEL_OP(be, copy, &loss, a.loss_sum, sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
+  return loss;
 }
 
 }  // namespace keel_gpt

@@ -116,11 +116,10 @@ struct Activations {
   float* lnf_mean;   // (B,T)
   float* lnf_rstd;   // (B,T)
   float* logits;     // (B,T,Vp) logits; probabilities after the cross-entropy forward (tp 1)
-  float* lse;        // (B,T) log Σ exp of each row's logits over the whole vocabulary (tp > 1)
-  float* ce_stats;   // (B,T,3) this rank's cross-entropy shard statistics, then (tp,B,T,3) every
-                     // rank's, gathered (tp > 1)
-  float* loss_sum;   // 1: the mean loss, added on the backend (tp > 1)
-  float* losses;     // (B,T)
+  float* lse;        // (B,T) log Σ exp of each row's logits over the whole vocabulary
+  float* ce_stats;   // (B,T,3) this rank's cross-entropy statistics of its vocabulary shard, then
+                     // (tp,B,T,3) every rank's, gathered (tp > 1)
+  float* loss_sum;   // 1: the mean loss, when the caller keeps none in backend memory
   int32_t* tokens;   // (B,T) copied at forward for the embedding backward
   int32_t* targets;  // (B,T) copied at forward for the cross-entropy backward
   int64_t att_saved_per_layer = 0;
@@ -179,8 +178,10 @@ class GptModel {
   // The pieces of a chunk's forward and backward, in llm.c's order.
   void embedding_forward(Activations& a, const keel_param_access* access);
   void block_forward(Activations& a, int64_t l, const keel_param_access* access);
+  // The logits and, when training, the loss: added × loss_weight into loss_sum (backend memory)
+  // when it is not NULL, else returned.
   float head_forward(Activations& a, const keel_param_access* access, bool training, int64_t valid_targets,
-                     const float** out_logits);
+                     const float** out_logits, float* loss_sum, float loss_weight);
   // The backward pieces compute every gradient or, given `save` (a split backward's INPUT part),
   // only the activation gradients, saving what the WEIGHT part's *_weight_backward read.
   void head_backward(Activations& a, const keel_param_access* access, float loss_scale, SavedOutputGrads* save);
@@ -215,7 +216,7 @@ class GptModel {
                             const float* mean, const float* rstd, int64_t rows);
   // Vocabulary-parallel cross-entropy: combines the tp ranks' shard statistics into each row's
   // log Σ exp (kept for the backward) and returns the mean loss over valid targets.
-  float vocab_parallel_loss(Activations& a, int64_t rows);
+  void vocab_parallel_loss(Activations& a, int64_t rows, float* loss_sum, float weight);
   // The vocabulary shards' logits gathered into whole (B,T,Vp) rows, for inference.
   const float* gather_logits(const Activations& a, int64_t rows);
   const keel_param_spec* layer_specs(int32_t layer) const { return &specs_[layer_first_spec_[layer]]; }

@@ -68,8 +68,6 @@ void GptModel::check_tensor_parallel(const keel_model_create_args& args) {
     refuse(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement " #op " (ABI " abi "), which the gpt model " \
                                    "needs" + at);
   KEEL_REQUIRE_TP_OP(embedding_rows_forward, "0.6") KEEL_REQUIRE_TP_OP(embedding_rows_backward, "0.6")
-  KEEL_REQUIRE_TP_OP(crossentropy_shard_stats, "0.6") KEEL_REQUIRE_TP_OP(crossentropy_shard_backward, "0.6")
-  KEEL_REQUIRE_TP_OP(crossentropy_combine, "0.8")
 #undef KEEL_REQUIRE_TP_OP
 }
 
@@ -133,23 +131,24 @@ void GptModel::norm_weight_backward(float* dweight, float* dbias, const float* d
   norm_backward(scratch_.dln, dweight, dbias, dout, inp, weight, mean, rstd, rows);
 }
 
-float GptModel::vocab_parallel_loss(Activations& a, int64_t rows) {
+// Cross-entropy without probabilities (Megatron's vocabulary-parallel form, the whole vocabulary
+// one shard at tp 1): each rank's statistics of its columns, gathered, combined per row on the
+// backend into lse (kept for the backward) and the loss, added × weight into loss_sum.
+void GptModel::vocab_parallel_loss(Activations& a, int64_t rows, float* loss_sum, float weight) {
   const keel_support::BackendOps& be = backend_;
   float* mine = a.ce_stats;
-  float* all = a.ce_stats + 3 * rows;  // (tp, rows, 3)
   KEEL_OP(be, crossentropy_shard_stats, mine, a.logits, a.targets, rows, share_.vocab_begin, share_.vocab_valid,
           share_.vocab_rows);
-  keel_support::check_callee(tp_.api->all_gather(tp_.obj, mine, all, size_t(3 * rows),
-                                                 keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, nullptr),
-                             "tp all_gather of the cross-entropy statistics");
-  // Per row, on the backend: M = max m_r, S = Σ s_r·e^(m_r−M), lse = M + log S, and the loss
-  // lse − the target's logit (which exactly one rank reports; the others report 0).
-  KEEL_OP(be, fill_zero, a.loss_sum, sizeof(float));
-  const float weight = a.valid_targets ? 1.0f / static_cast<float>(a.valid_targets) : 0.0f;
-  KEEL_OP(be, crossentropy_combine, a.lse, a.loss_sum, all, tp_.size, a.targets, rows, weight);
-  float loss = 0.0f;
-  KEEL_OP(be, copy, &loss, a.loss_sum, sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
-  return loss;
+  float* all = mine;
+  if (tp_.active()) {
+    all = a.ce_stats + 3 * rows;  // (tp, rows, 3)
+    keel_support::check_callee(tp_.api->all_gather(tp_.obj, mine, all, size_t(3 * rows),
+                                                   keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, nullptr),
+                               "tp all_gather of the cross-entropy statistics");
+  }
+  // Per row: M = max m_r, S = Σ s_r·e^(m_r−M), lse = M + log S, and the loss lse − the target's
+  // logit (which exactly one rank reports; the others report 0).
+  KEEL_OP(be, crossentropy_combine, a.lse, loss_sum, all, tp_.size, a.targets, rows, weight);
 }
 
 const float* GptModel::gather_logits(const Activations& a, int64_t rows) {

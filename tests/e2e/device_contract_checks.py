@@ -32,7 +32,7 @@ CASES = {
 }
 for schedule in ("gpipe", "1f1b", "interleaved", "zero-bubble"):
     virtual = 2 if schedule == "interleaved" else 1
-    CASES[f"pp2_{schedule}"] = (2, "ddp", ["parallel.pp=2", f"parallel.schedule={{\"plugin\": \"{schedule}\"}}",
+    CASES[f"pp2_{schedule}"] = (2, "ddp", ["model.n_layer=4", "parallel.pp=2", f"parallel.schedule={{\"plugin\": \"{schedule}\"}}",
                                            f"parallel.virtual_stages={virtual}"])
 
 

@@ -7,6 +7,7 @@
 
 #include "host/errors.h"
 #include "host/host_table.h"
+#include "loader/plugin_registry.h"
 #include "train/schedule_lists.h"
 
 namespace keel {
@@ -25,6 +26,10 @@ PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config
       stages_(plugins.mesh.layout().pp) {
   chunks_ = stages_ * plugins_.mesh.layout().virtual_stages;
   last_local_chunk_ = stage_ + (plugins_.mesh.layout().virtual_stages - 1) * stages_;
+  device_loss_ = PluginRegistry::instance().find(KEEL_KIND_MODEL, config.model.plugin).info.abi_minor >= 8;
+  if (device_loss_)
+    check_plugin(plugins_.backend->alloc(plugins_.backend_obj, sizeof(float), reinterpret_cast<void**>(&step_loss_)),
+                 "backend alloc (the step's loss)");
 }
 
 PipelineRunner::~PipelineRunner() {
@@ -41,6 +46,21 @@ PipelineRunner::~PipelineRunner() {
     if (batch.tokens) backend->free_memory(be, batch.tokens);
     if (batch.targets) backend->free_memory(be, batch.targets);
   }
+  if (step_loss_) backend->free_memory(be, step_loss_);
+}
+
+void PipelineRunner::clear_device_loss() {
+  if (device_loss_) check_plugin(plugins_.backend->fill_zero(plugins_.backend_obj, step_loss_, sizeof(float)),
+                                 "backend fill_zero (the step's loss)");
+}
+
+// The step's one read of its loss (a synchronisation point on a device backend).
+double PipelineRunner::read_device_loss(double host_loss) const {
+  if (!device_loss_ || !holds_last_chunk()) return host_loss;
+  float loss = 0.0f;
+  check_plugin(plugins_.backend->copy(plugins_.backend_obj, &loss, step_loss_, sizeof(float), KEEL_COPY_DEVICE_TO_HOST),
+               "backend copy (the step's loss)");
+  return double(loss);
 }
 
 void PipelineRunner::check_microbatches(int32_t microbatches) { actions_for(microbatches); }
@@ -170,13 +190,17 @@ void PipelineRunner::forward_chunk(const keel_schedule_action& action, int32_t n
   args.input = input;
   float* output = action.chunk < chunks_ - 1 ? io_buffer() : nullptr;
   args.output = output;
+  if (device_loss_ && with_targets) {
+    args.loss_sum = step_loss_;
+    args.loss_weight = 1.0f / float(n);
+  }
   check_plugin(plugins_.model->forward(plugins_.model_obj, &args),
                "model '" + config_.model.plugin + "' forward (micro-batch " + std::to_string(action.microbatch) +
                    ", chunk " + std::to_string(action.chunk) + ")");
   give_back(input);
   if (output) outgoing_activations_[{action.microbatch, action.chunk + 1}] = output;
   if (action.chunk == chunks_ - 1) {
-    if (with_targets) *loss += double(args.loss) / n;
+    if (with_targets && !device_loss_) *loss += double(args.loss) / n;
     if (logits) *logits = args.logits;
   }
 }
@@ -226,6 +250,7 @@ double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTi
     upload(size_t(m), micro_batches[m]);
   }
   double loss = 0;
+  clear_device_loss();
   int32_t in_flight = 0;
   for (const keel_schedule_action& action : actions_for(n)) {
     const auto start = std::chrono::steady_clock::now();
@@ -267,13 +292,14 @@ double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTi
     throw KeelError(KEEL_ERR_INTERNAL, "parallel.schedule.plugin '" + config_.schedule.plugin + "': stage " +
                                            std::to_string(stage_) +
                                            " ended the step with activations or gradients never sent or consumed");
-  return loss;
+  return read_device_loss(loss);
 }
 
 double PipelineRunner::forward_only(const Batch& batch, bool with_targets, const float** logits) {
   set_shape(batch.batch, batch.seq_len);
   upload(0, batch);
   double loss = 0;
+  clear_device_loss();
   if (logits) *logits = nullptr;
   // Chunk order is a valid schedule of one forward: each rank receives, runs and sends on.
   for (int32_t chunk = stage_; chunk < chunks_; chunk += stages_) {
@@ -286,7 +312,7 @@ double PipelineRunner::forward_only(const Batch& batch, bool with_targets, const
            chunk + 1, false);
   }
   finish_sends();
-  return loss;
+  return with_targets ? read_device_loss(loss) : 0.0;
 }
 
 }  // namespace keel

@@ -72,6 +72,8 @@ class PipelineRunner {
   void give_back(float* buffer);
   int64_t io_numel() const { return io_numel_; }
   void set_shape(int32_t batch, int32_t seq_len);
+  void clear_device_loss();
+  double read_device_loss(double host_loss) const;
 
   PluginInstances& plugins_;
   const RunConfig& config_;
@@ -87,6 +89,10 @@ class PipelineRunner {
   std::vector<float*> all_buffers_;
   std::map<Key, float*> outgoing_activations_, incoming_activations_, outgoing_gradients_, incoming_gradients_;
   std::vector<PendingSend> pending_sends_;
+  // A model of ABI 0.8 adds the step's loss here, in backend memory, read once per step
+  // (model.h loss_sum); an older one returns each micro-batch's loss on the host.
+  bool device_loss_ = false;
+  float* step_loss_ = nullptr;
 };
 
 }  // namespace keel
