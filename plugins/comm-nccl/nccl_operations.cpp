@@ -154,14 +154,15 @@ void Communicator::recv(void* buffer, size_t count, keel_dtype dtype, int32_t pe
   require_buffer(buffer, bytes, name, "buffer");
   const std::string what = "recv from rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
   std::shared_ptr<SelfReceive> self;
-  if (peer == rank_) self = self_recv(buffer, bytes, tag);
-  else check_nccl(ncclRecv(buffer, count, type.nccl, peer, comm_, stream_), name);
-  queued(KEEL_COMM_RECV, size_ > 1 ? bytes : 0, what);
-  if (!out) {
-    if (self) wait(new keel_comm_request{what, self});  // throws when nothing was sent yet
-    return;
+  if (peer == rank_) {
+    self = self_recv(buffer, bytes, tag);
+    // Blocking: completes now, or fails as a wait on it would (nothing sent, or truncated).
+    if (!out) wait(new keel_comm_request{what, self}), self.reset();
+  } else {
+    check_nccl(ncclRecv(buffer, count, type.nccl, peer, comm_, stream_), name);
   }
-  *out = new keel_comm_request{what, self};
+  queued(KEEL_COMM_RECV, size_ > 1 ? bytes : 0, what);
+  if (out) *out = new keel_comm_request{what, self};
 }
 
 void Communicator::barrier() {
