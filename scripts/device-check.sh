@@ -29,11 +29,15 @@ usage() {
 readonly kSystemLibraries='^(linux-vdso|ld-linux[^/]*|libc|libm|libmvec|libpthread|libdl|librt|libutil|libresolv)\.so'
 readonly kCudaLibraries='^lib(cuda|cudart|cublas|cublasLt|nccl|cudnn[a-z_]*|nvrtc[a-z-]*|nvJitLink|cufft[a-z]*|curand|cusparse[a-zA-Z]*|cusolver[a-zA-Z]*|nvToolsExt|cupti|nvidia-ml)\.so'
 
+# Libraries a plugin opens with dlopen, which ldd cannot see: the cpu backend's OpenBLAS
+# (kernels/cpu/blas.cpp). Copied when this machine has them, with what they load in turn.
+readonly kDlopenedLibraries=(libopenblas.so.0)
+
 # ---- bundle ------------------------------------------------------------------------------
 
-# One line per GPU test, tab-separated: name, timeout_s, skip_code, environment and argv (each
-# list joined by \x1f), with paths inside the build or source tree as @BUNDLE@/... after
-# collection. Read from ctest's own listing, so a test labelled gpu anywhere is found.
+# One line per GPU test, tab-separated: name, timeout_s, skip_code, environment ("-" when
+# empty: bash's read merges empty tab-separated fields) and argv, each list joined by \x1f;
+# in the bundle, paths inside the build or source tree become @BUNDLE@/.... Read from ctest's own listing, so a test labelled gpu anywhere is found.
 list_gpu_tests() {
   local build=$1
   ctest --test-dir "$build" -L gpu --show-only=json-v1 | python3 -c '
@@ -45,7 +49,7 @@ for test in json.load(sys.stdin).get("tests", []):
         continue
     env = props.get("ENVIRONMENT", [])
     fields = [test["name"], str(int(float(props.get("TIMEOUT", 600)))), str(props.get("SKIP_RETURN_CODE", 77)),
-              "\x1f".join(env), "\x1f".join(test["command"])]
+              "\x1f".join(env) or "-", "\x1f".join(test["command"])]
     if any("\t" in f or "\n" in f for f in fields):
         sys.exit("device-check: test %s has a tab or newline in its command or environment" % test["name"])
     print("\t".join(fields))
@@ -74,6 +78,11 @@ bundle_argument() {
 copy_dependencies() {
   local out=$1 file line name path
   local -A seen=()
+  for name in "${kDlopenedLibraries[@]}"; do
+    path=$({ ldconfig -p 2>/dev/null || true; } | awk -v n="$name" '$1 == n && /x86-64/ {print $NF; exit}')
+    if [ -n "$path" ]; then cp -L "$path" "$out/deps/$name"
+    else echo "device-check: warning: $name is not on this machine; the bundle goes without it" >&2; fi
+  done
   while IFS= read -r -d '' file; do
     [ "$(od -An -c -N4 "$file" | tr -d ' ')" = '177ELF' ] || continue
     while IFS= read -r line; do
@@ -89,7 +98,7 @@ copy_dependencies() {
       [ -n "$path" ] && [ -f "$path" ] || continue
       cp -L "$path" "$out/deps/$name"
     done < <(ldd "$file" 2>/dev/null || true)
-  done < <(find "$out/bin" "$out/lib" "$out/tests" -type f -print0)
+  done < <(find "$out/bin" "$out/lib" "$out/tests" "$out/deps" -type f -print0)
 }
 
 # Configures the bundle's own build tree (not one named with --build-dir, whose options are its
@@ -224,7 +233,8 @@ fi
 while IFS=$'\t' read -r name limit skip env argv; do
   [ -n "$name" ] || continue
   IFS=$'\x1f' read -r -a args <<<"${argv//@BUNDLE@/$here}"
-  IFS=$'\x1f' read -r -a vars <<<"$env"
+  vars=()
+  [ "$env" = - ] || IFS=$'\x1f' read -r -a vars <<<"$env"
   log="$logs/$name.log"
   start=$(now)
   (cd "$logs" && run_limited "$limit" env "${vars[@]}" "${args[@]}") >"$log" 2>&1

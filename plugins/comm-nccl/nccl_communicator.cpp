@@ -126,15 +126,17 @@ std::unique_ptr<Communicator> Communicator::create_world_on(const keel_host* hos
 Communicator::~Communicator() {
   stop_watching(this);
   if (comm_) {
-    // Finalize flushes what is queued; a peer that never comes would hang it, hence settle.
+    // Finalize flushes what is queued; a peer that never comes would hang it, hence settle. A
+    // communicator whose init or finalize failed is aborted instead.
+    bool finalised = false;
     try {
       const ncclResult_t result = ncclCommFinalize(comm_);
-      if (result == ncclInProgress || result == ncclSuccess) settle(comm_, "NCCL finalize");
-      ncclCommDestroy(comm_);
+      if (result == ncclInProgress || result == ncclSuccess) settle(comm_, "NCCL finalize"), finalised = true;
     } catch (const std::exception& e) {
       if (host_) keel_logf(host_, KEEL_LOG_WARN, "comm nccl", "destroy: %s; aborting the communicator", e.what());
-      ncclCommAbort(comm_);
     }
+    if (finalised) ncclCommDestroy(comm_);
+    else ncclCommAbort(comm_);
   }
   for (const SelfMessage& message : unreceived_) cudaFreeAsync(message.staged, stream_);
   for (const InFlight& entry : in_flight_) cudaEventDestroy(entry.event);
@@ -260,6 +262,7 @@ void Communicator::abort_world(int32_t exit_code, const std::string& reason) {
   const int code = exit_code > 0 && exit_code < 256 ? exit_code : 1;
   std::fprintf(stderr, "keel: rank %d of %d: %s\n", g_world_rank, g_world_size, reason.c_str());
   std::fflush(stderr);
+  hold_watchdog();                  // it must not query the communicator that is aborted now
   if (comm_) ncclCommAbort(comm_);  // kernels waiting on a peer stop; the others' NCCL sees us gone
   abort_launcher_world(code);       // mpirun/srun then end every rank (no-op without a launcher)
   std::_Exit(code);

@@ -14,5 +14,8 @@ class Communicator;
 // library can be unloaded after its last communicator is destroyed.
 void watch_communicator(Communicator* communicator);
 void stop_watching(Communicator* communicator);
+// Stops the watchdog from looking at any communicator again, for a thread that is ending the
+// process (the watchdog itself, when it is the one ending it, already holds it).
+void hold_watchdog();
 
 }  // namespace keel_nccl

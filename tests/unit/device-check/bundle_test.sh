@@ -22,7 +22,7 @@ done
 grep -q '^comm_nccl.gpu	' "$bundle/tests.tsv" || fail "comm_nccl.gpu (label gpu) is not among the bundle's tests"
 grep -q "$build" "$bundle/tests.tsv" && fail "tests.tsv still names the build tree: $(grep "$build" "$bundle/tests.tsv")"
 # No library outside the bundle but those it leaves to the machine (glibc's, CUDA's, NCCL's).
-missing=$(cd "$bundle" && LD_LIBRARY_PATH="$bundle/lib:$bundle/deps" ldd bin/keel lib/keel/plugins/*.so tests/* 2>/dev/null |
+missing=$(cd "$bundle" && LD_LIBRARY_PATH="$bundle/lib:$bundle/deps" ldd bin/keel lib/keel/plugins/*.so tests/* deps/* 2>/dev/null |
           awk '$2 == "=>" && $3 !~ "^'"$bundle"'" {print $1}' |
           grep -vE '^(linux-vdso|ld-linux|libc|libm|libmvec|libpthread|libdl|librt|libutil|libresolv)\.so|^lib(cuda|cudart|cublas|cublasLt|nccl|cudnn)' |
           sort -u || true)
