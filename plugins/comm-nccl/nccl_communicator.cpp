@@ -208,6 +208,7 @@ std::string Communicator::overdue_or_failed(Clock::time_point now) {
     return std::string("NCCL failed in the background: ") + ncclGetErrorString(state) + " (" +
            ncclGetLastError(comm_) + ")";
   std::lock_guard<std::mutex> lock(in_flight_mutex_);
+  cudaSetDevice(device_);  // the watchdog's thread: its events belong to this device
   while (!in_flight_.empty()) {
     const cudaError_t passed = cudaEventQuery(in_flight_.front().event);
     if (passed == cudaErrorNotReady) break;

@@ -206,7 +206,7 @@ void Communicator::self_send(const void* buffer, size_t bytes, int32_t tag) {
 }
 
 std::shared_ptr<SelfReceive> Communicator::self_recv(void* buffer, size_t bytes, int32_t tag) {
-  auto receive = std::make_shared<SelfReceive>(SelfReceive{buffer, bytes, tag});
+  auto receive = std::make_shared<SelfReceive>(SelfReceive{buffer, bytes, tag, false, {}});
   auto sent = std::find_if(unreceived_.begin(), unreceived_.end(), [tag](const auto& m) { return m.tag == tag; });
   if (sent == unreceived_.end()) {
     posted_.push_back(receive);

@@ -48,7 +48,7 @@ keel_status validate_config(const keel_host* host, const char* config_json, cons
   return keel_support::guard(host, kSource, [&] { parse_nccl_comm_config(config_json, json_path); });
 }
 
-keel_status create_world(const keel_host* host, const char* config_json, const char* json_path, void** out_comm) {
+keel_status create_world(const keel_host* host, const char* config_json, const char* json_path, void** /*out_comm*/) {
   return keel_support::guard(host, kSource, [&] {
     parse_nccl_comm_config(config_json, json_path);  // a bad section is still reported as such
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the nccl comm needs the backend (create_world_on, ABI 0.8)");

@@ -41,7 +41,7 @@ float from_bf16(uint16_t value) {
 template <typename T>
 T* to_device(const std::vector<T>& host) {
   T* device = nullptr;
-  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&device), host.size() * sizeof(T) + 1));
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&device), host.size() * sizeof(T)));
   CHECK_CUDA(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return device;
 }
