@@ -35,25 +35,11 @@ readonly kDlopenedLibraries=(libopenblas.so.0)
 
 # ---- bundle ------------------------------------------------------------------------------
 
-# One line per GPU test, tab-separated: name, timeout_s, skip_code, environment ("-" when
-# empty: bash's read merges empty tab-separated fields) and argv, each list joined by \x1f;
-# in the bundle, paths inside the build or source tree become @BUNDLE@/.... Read from ctest's own listing, so a test labelled gpu anywhere is found.
+# One line per GPU test (scripts/device_check_tests.py says the format); in the bundle, paths
+# inside the build or source tree become @BUNDLE@/....
 list_gpu_tests() {
   local build=$1
-  ctest --test-dir "$build" -L gpu --show-only=json-v1 | python3 -c '
-import json, sys
-for test in json.load(sys.stdin).get("tests", []):
-    props = {p["name"]: p["value"] for p in test.get("properties", [])}
-    labels = props.get("LABELS", [])
-    if "gpu" not in labels or props.get("DISABLED"):
-        continue
-    env = props.get("ENVIRONMENT", [])
-    fields = [test["name"], str(int(float(props.get("TIMEOUT", 600)))), str(props.get("SKIP_RETURN_CODE", 77)),
-              "\x1f".join(env) or "-", "\x1f".join(test["command"])]
-    if any("\t" in f or "\n" in f for f in fields):
-        sys.exit("device-check: test %s has a tab or newline in its command or environment" % test["name"])
-    print("\t".join(fields))
-'
+  ctest --test-dir "$build" -L gpu --show-only=json-v1 | python3 "$repo/scripts/device_check_tests.py" "$build"
 }
 
 # Copies the file an argument names into OUT/tests (plugins are in the bundle already) and

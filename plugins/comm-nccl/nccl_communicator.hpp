@@ -109,6 +109,9 @@ class Communicator {
   // Records an event behind the operation just queued, for the watchdog, and counts it.
   void queued(int op, uint64_t bytes, const std::string& what);
   void hand_out(const std::string& what, keel_comm_request** out);
+  template <typename Reduce>
+  void sum_bf16_in_fp32(const void* send, void* recv, size_t elements, size_t result_elements, const char* name,
+                        Reduce&& reduce);
   // A rank sending to itself (a world of one): NCCL's separate send and recv would deadlock on
   // one stream, so they pair up here by tag, in order, as device copies.
   void self_send(const void* buffer, size_t bytes, int32_t tag);

@@ -7,6 +7,7 @@
 
 #include <keel_support/abi_guard.hpp>
 
+#include "nccl_bf16.hpp"
 #include "nccl_communicator.hpp"
 
 namespace keel_nccl {
@@ -19,8 +20,8 @@ struct ElementType {
   size_t bytes;
 };
 
-// fp32, bf16, int32 and fp64: what comm.h asks of every comm plugin. bf16 is moved as is and
-// summed by NCCL in bf16 arithmetic (each hop rounds), not in fp32 as comm.h's note suggests.
+// fp32, bf16, int32 and fp64: what comm.h asks of every comm plugin. bf16 is moved as is; its
+// sums go through fp32 (sum_bf16_in_fp32 below).
 ElementType element_type(keel_dtype dtype, const char* operation) {
   if (dtype.lanes == 1) {
     if (dtype.code == KEEL_DTYPE_FLOAT && dtype.bits == 32) return {ncclFloat32, 4};
@@ -68,7 +69,29 @@ void check_cuda(cudaError_t error, const std::string& what) {
     throw StatusError(KEEL_ERR_IO, what + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
 }
 
+bool is_bf16_sum(const ElementType& type, ncclRedOp_t op) { return type.nccl == ncclBfloat16 && op == ncclSum; }
+
 }  // namespace
+
+// A bf16 SUM as comm.h asks for it (nccl_bf16.hpp): `elements` of send widened into a
+// stream-ordered fp32 buffer, `reduce` run on that buffer (it returns where its fp32 result is),
+// and `result_elements` of it narrowed into recv. The buffer is freed on the stream after.
+template <typename Reduce>
+void Communicator::sum_bf16_in_fp32(const void* send, void* recv, size_t elements, size_t result_elements,
+                                    const char* name, Reduce&& reduce) {
+  float* wide = nullptr;
+  check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&wide), elements * sizeof(float), stream_),
+             std::string(name) + ": cudaMallocAsync of the fp32 sum");
+  try {
+    check_cuda(widen_bf16(wide, send, elements, stream_), std::string(name) + ": widening bf16");
+    const float* result = reduce(wide);
+    check_cuda(narrow_to_bf16(recv, result, result_elements, stream_), std::string(name) + ": narrowing to bf16");
+  } catch (...) {
+    cudaFreeAsync(wide, stream_);
+    throw;
+  }
+  check_cuda(cudaFreeAsync(wide, stream_), std::string(name) + ": cudaFreeAsync");
+}
 
 int Communicator::checked_peer(int32_t peer, const char* operation) const {
   if (peer < 0 || peer >= size_)
@@ -87,7 +110,14 @@ void Communicator::all_reduce(const void* send, void* recv, size_t count, keel_d
   require_buffer(send, bytes, name, "send");
   require_buffer(recv, bytes, name, "recv");
   if (send != recv) require_disjoint(send, bytes, recv, bytes, name);
-  check_nccl(ncclAllReduce(send, recv, count, type.nccl, nccl_op, comm_, stream_), name);
+  if (is_bf16_sum(type, nccl_op)) {
+    sum_bf16_in_fp32(send, recv, count, count, name, [&](float* wide) {
+      check_nccl(ncclAllReduce(wide, wide, count, ncclFloat32, ncclSum, comm_, stream_), name);
+      return wide;
+    });
+  } else {
+    check_nccl(ncclAllReduce(send, recv, count, type.nccl, nccl_op, comm_, stream_), name);
+  }
   queued(KEEL_COMM_ALL_REDUCE, size_ > 1 ? 2 * bytes : 0, "collective all_reduce");  // comm.h: 2n
   hand_out("collective all_reduce", out);
 }
@@ -101,7 +131,16 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t count, ke
   require_buffer(send, block_bytes * size_, name, "send");
   require_buffer(recv, block_bytes, name, "recv");
   require_disjoint(send, block_bytes * size_, recv, block_bytes, name);
-  check_nccl(ncclReduceScatter(send, recv, count, type.nccl, nccl_op, comm_, stream_), name);
+  if (is_bf16_sum(type, nccl_op)) {
+    // In place in the fp32 buffer: NCCL takes recv == send + rank * count.
+    sum_bf16_in_fp32(send, recv, count * size_, count, name, [&](float* wide) {
+      float* block = wide + static_cast<size_t>(rank_) * count;
+      check_nccl(ncclReduceScatter(wide, block, count, ncclFloat32, ncclSum, comm_, stream_), name);
+      return block;
+    });
+  } else {
+    check_nccl(ncclReduceScatter(send, recv, count, type.nccl, nccl_op, comm_, stream_), name);
+  }
   queued(KEEL_COMM_REDUCE_SCATTER, size_ > 1 ? block_bytes * size_ : 0, "collective reduce_scatter");
   hand_out("collective reduce_scatter", out);
 }
