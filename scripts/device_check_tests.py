@@ -5,7 +5,7 @@ skip return code, environment ("-" when empty: bash's read merges empty tab-sepa
 and command, each list joined by \\x1f.
 
 ctest lists a test's command only once its program exists, so before the build the command is
-read from the add_test line that ctest itself reads (CTestTestfile.cmake in the build tree).
+read from the add_test line that ctest itself reads (build/**/CTestTestfile.cmake).
 
 Usage: ctest --test-dir BUILD -L gpu --show-only=json-v1 | device_check_tests.py BUILD
 """
@@ -20,7 +20,7 @@ QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
 def commands_in_testfiles(build):
-    """Every test's command as CMake wrote it into the build tree's CTestTestfile.cmake files."""
+    """Every test's command as CMake wrote it into build/**/CTestTestfile.cmake."""
     commands = {}
     for path in glob.glob(os.path.join(build, "**", "CTestTestfile.cmake"), recursive=True):
         with open(path) as testfile:
