@@ -100,14 +100,16 @@ build_tree() {
   local plugins targets
   mapfile -t plugins < <(ninja -C "$build" -t targets all | grep -oE '^lib/keel/plugins/libkeel-[^:]*\.so' | sort -u)
   targets=(bin/keel lib/libkeel-core.so "${plugins[@]}")
-  local test_binary
+  local test_binary tests
+  tests=$(list_gpu_tests "$build") || die "cannot list the GPU tests of $build"
   while IFS=$'\t' read -r _ _ _ _ argv; do
     test_binary=${argv%%$'\x1f'*}
     [[ "$test_binary" == "$build"/* ]] && targets+=("${test_binary#"$build"/}")
-  done < <(list_gpu_tests "$build")
+  done <<<"$tests"
   if [ "$no_build" = 0 ]; then
     echo "device-check: building ${#targets[@]} targets in $build" >&2
-    ninja -C "$build" -j "${KEEL_BUILD_JOBS:-$(nproc)}" "${targets[@]}" >/dev/null
+    ninja -C "$build" -j "${KEEL_BUILD_JOBS:-$(nproc)}" "${targets[@]}" >"$build/device-check-build.log" 2>&1 ||
+      { tail -n 30 "$build/device-check-build.log" >&2; die "the build failed (log: $build/device-check-build.log)"; }
   fi
   local target
   for target in "${targets[@]}"; do
@@ -137,17 +139,20 @@ bundle() {
   cp -L "$build"/lib/keel/plugins/libkeel-*.so "$out/lib/keel/plugins/"
   cp "$repo"/examples/device/*.json "$out/examples/"
 
-  local name timeout skip env argv arg rewritten
+  local name timeout skip env argv arg rewritten tests
+  tests=$(list_gpu_tests "$build") || die "cannot list the GPU tests of $build"
   : >"$out/tests.tsv"
   while IFS=$'\t' read -r name timeout skip env argv; do
+    [ -n "$name" ] || continue
     rewritten=()
     IFS=$'\x1f' read -r -a args <<<"$argv"
     for arg in "${args[@]}"; do rewritten+=("$(bundle_argument "$arg" "$build" "$out")"); done
     local joined
     joined=$(IFS=$'\x1f'; echo "${rewritten[*]}")
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$timeout" "$skip" "$env" "$joined" >>"$out/tests.tsv"
-  done < <(list_gpu_tests "$build")
+  done <<<"$tests"
 
+  [ -s "$out/tests.tsv" ] || echo "device-check: warning: no test in $build is labelled gpu" >&2
   copy_dependencies "$out"
   # Symbols for backtraces are not worth the bytes on the device: strip our own and the copies.
   if command -v strip >/dev/null; then
