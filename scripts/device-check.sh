@@ -158,6 +158,7 @@ bundle() {
   if command -v strip >/dev/null; then
     find "$out/bin" "$out/lib" "$out/tests" "$out/deps" -type f ! -name '*.json' -exec strip --strip-unneeded {} + 2>/dev/null || true
   fi
+  write_glibc_needs "$out"
   write_run_script "$out/run.sh"
   write_contents "$out" "$build"
 
@@ -169,6 +170,21 @@ bundle() {
     du -ab "$out" | sort -n | tail -8 >&2
     die "the bundle is $bytes bytes, over the limit of $kMaxBundleBytes (60 MiB); the largest files are above"
   fi
+}
+
+# The newest glibc each copied library needs (deps/ come from this machine's, perhaps newer,
+# distribution), and the newest our own binaries need: bundle/run.sh uses a copied library only
+# where the machine's glibc can load it, and the machine's own copy of it otherwise.
+write_glibc_needs() {
+  local out=$1 file newest
+  glibc_needed() { objdump -T "$@" 2>/dev/null | grep -oE 'GLIBC_[0-9]+(\.[0-9]+)+' | sed 's/GLIBC_//' | sort -V | tail -n1; }
+  command -v objdump >/dev/null || { echo "device-check: warning: no objdump, so no glibc check" >&2; return; }
+  : >"$out/glibc-needed.tsv"
+  for file in "$out"/deps/*; do
+    [ -f "$file" ] && printf '%s\t%s\n' "$(basename "$file")" "$(glibc_needed "$file")" >>"$out/glibc-needed.tsv"
+  done
+  newest=$(glibc_needed "$out"/bin/* "$out"/lib/*.so "$out"/lib/keel/plugins/*.so "$out"/tests/*)
+  printf '%s\t%s\n' "(keel)" "$newest" >>"$out/glibc-needed.tsv"
 }
 
 # What the bundle holds and what it leaves to the machine, for whoever unpacks it.
@@ -199,10 +215,30 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 require_gpu=0
 [ "${1:-}" = "--require-gpu" ] && require_gpu=1
-export LD_LIBRARY_PATH="$here/lib:$here/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 logs="$here/runs"
 rm -rf "$logs"
-mkdir -p "$logs"
+mkdir -p "$logs/libs"
+
+# The copied libraries this machine's glibc can load (glibc-needed.tsv); for the others the
+# machine's own copy serves, if it has one.
+version_le() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$1" ]; }
+machine_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+while IFS=$'\t' read -r name needs; do
+  [ -n "$name" ] || continue
+  if [ "$name" = "(keel)" ]; then
+    if [ -n "$machine_glibc" ] && [ -n "$needs" ] && ! version_le "$needs" "$machine_glibc"; then
+      echo "run.sh: this bundle needs glibc $needs or newer; this machine has $machine_glibc: build the bundle on an older distribution"
+      exit 2
+    fi
+  elif [ -z "$machine_glibc" ] || [ -z "$needs" ] || version_le "$needs" "$machine_glibc"; then
+    ln -s "$here/deps/$name" "$logs/libs/$name"
+  elif ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$name "; then
+    echo "run.sh: note: deps/$name needs glibc $needs (this machine: $machine_glibc); using the machine's own $name"
+  else
+    echo "run.sh: warning: deps/$name needs glibc $needs (this machine: $machine_glibc) and the machine has no $name of its own: what loads it will fail"
+  fi
+done < <(cat "$here/glibc-needed.tsv" 2>/dev/null || (cd "$here/deps" && ls | sed 's/$/\t/'))
+export LD_LIBRARY_PATH="$here/lib:$logs/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 names=() results=() seconds=() notes=()
 record() { names+=("$1"); results+=("$2"); seconds+=("$3"); notes+=("$4"); }
