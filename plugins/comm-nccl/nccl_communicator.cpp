@@ -131,7 +131,10 @@ Communicator::~Communicator() {
     bool finalised = false;
     try {
       const ncclResult_t result = ncclCommFinalize(comm_);
-      if (result == ncclInProgress || result == ncclSuccess) settle(comm_, "NCCL finalize"), finalised = true;
+      if (result == ncclInProgress || result == ncclSuccess) {
+        settle(comm_, "NCCL finalize");
+        finalised = true;
+      }
     } catch (const std::exception& e) {
       if (host_) keel_logf(host_, KEEL_LOG_WARN, "comm nccl", "destroy: %s; aborting the communicator", e.what());
     }

@@ -196,7 +196,10 @@ void Communicator::recv(void* buffer, size_t count, keel_dtype dtype, int32_t pe
   if (peer == rank_) {
     self = self_recv(buffer, bytes, tag);
     // Blocking: completes now, or fails as a wait on it would (nothing sent, or truncated).
-    if (!out) wait(new keel_comm_request{what, self}), self.reset();
+    if (!out) {
+      wait(new keel_comm_request{what, self});
+      self.reset();
+    }
   } else {
     check_nccl(ncclRecv(buffer, count, type.nccl, peer, comm_, stream_), name);
   }
