@@ -683,10 +683,14 @@ TEST(GptModel, TensorParallelCreateChecksItsGroupAndBackendAndDescribesPieces) {
   EXPECT_NE(g_last_error.find("the tp communicator is rank 0 of 2, but tp_rank 1 of tp_size 2"), std::string::npos)
       << g_last_error;
 
-  g_fake_rank = 1;  // a backend from before ABI 0.6 lacks the vocabulary-shard ops
+  g_fake_rank = 1;  // a backend from before ABI 0.8 lacks the cross-entropy combine the model needs at any tp
   keel_backend_api old_backend = *backend_api;
-  old_backend.struct_size = offsetof(keel_backend_api, embedding_rows_forward);
+  old_backend.struct_size = offsetof(keel_backend_api, probe);
   args.backend = &old_backend;
+  EXPECT_EQ(model_api("gpt")->create(&kHost, &args, &model), KEEL_ERR_UNIMPLEMENTED);
+  EXPECT_NE(g_last_error.find("crossentropy_combine"), std::string::npos) << g_last_error;
+  old_backend = *backend_api;  // one without the vocabulary-row embedding, which tp > 1 needs
+  old_backend.embedding_rows_forward = nullptr;
   EXPECT_EQ(model_api("gpt")->create(&kHost, &args, &model), KEEL_ERR_UNIMPLEMENTED);
   EXPECT_NE(g_last_error.find("embedding_rows_forward (ABI 0.6)"), std::string::npos) << g_last_error;
 
