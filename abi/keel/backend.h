@@ -38,7 +38,8 @@ typedef struct keel_backend_api {
   void (*destroy)(void* backend);
   /* Where this backend's memory lives. */
   keel_status (*device)(void* backend, keel_device* out_device);
-  /* Peak fp32 FLOP/s used as the MFU denominator: configured, or measured once. */
+  /* Peak FLOP/s used as the MFU denominator, configured or measured once: fp32 before 0.8; from
+     0.8, of the arithmetic the matmuls use (fp32, TF32 or bf16 tensor cores). */
   keel_status (*peak_flops)(void* backend, double* out_flops_per_s);
 
   /* --- memory --- */

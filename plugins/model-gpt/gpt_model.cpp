@@ -37,6 +37,7 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   if (args.backend == nullptr || args.backend_obj == nullptr)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
   backend_ = {args.backend, args.backend_obj};
+  keel_support::require_fp32_compute(backend_, "the gpt model");
   // Every op this model calls, so a backend missing one fails here rather than mid-step.
 #define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the gpt model");
   KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)

@@ -18,7 +18,7 @@
 #include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
 #include <keel_support/carver.hpp>          // defines: Carver
 #include <keel_support/layer_lease.hpp>     // defines: LayerLease
-#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
+#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, require_fp32_compute
 
 namespace {
 
@@ -60,8 +60,10 @@ struct Activations {
   float* x;          // (L+1,B,T,C) the residual stream before each block and after the last
   float* fc;         // (L,B,T,4C)
   float* fc_gelu;    // (L,B,T,4C)
-  float* logits;     // (B,T,Vp) logits; probabilities after the cross-entropy forward
-  float* losses;     // (B,T)
+  float* logits;     // (B,T,Vp)
+  float* stats;      // (B,T,3) each row's maximum logit, Σ exp, the target's logit
+  float* lse;        // (B,T) each row's log Σ exp, for the backward
+  float* loss_sum;   // 1: the mean loss, when the caller keeps none in backend memory
   int32_t* tokens;   // (B,T)
   int32_t* targets;  // (B,T)
   int64_t valid_targets = 0;
@@ -89,10 +91,11 @@ class MlpModel {
     KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
     KEEL_REQUIRE_OP(matmul_forward) KEEL_REQUIRE_OP(matmul_backward) KEEL_REQUIRE_OP(gelu_forward)
     KEEL_REQUIRE_OP(gelu_backward) KEEL_REQUIRE_OP(add) KEEL_REQUIRE_OP(embedding_forward)
-    KEEL_REQUIRE_OP(embedding_backward) KEEL_REQUIRE_OP(crossentropy_forward)
-    KEEL_REQUIRE_OP(crossentropy_backward)
+    KEEL_REQUIRE_OP(embedding_backward) KEEL_REQUIRE_OP(crossentropy_shard_stats)
+    KEEL_REQUIRE_OP(crossentropy_shard_backward) KEEL_REQUIRE_OP(crossentropy_combine)
 #undef KEEL_REQUIRE_OP
     backend_ = {args.backend, args.backend_obj};
+    keel_support::require_fp32_compute(backend_, "the mlp model");
     // The backend's embedding op adds a position table; this model has none, so it passes a
     // zero table, and a sink for that table's gradient.
     const size_t position_bytes = static_cast<size_t>(config_.max_seq_len) * config_.d_model * sizeof(float);
@@ -171,10 +174,18 @@ class MlpModel {
       args->logits = a.logits;
       return;
     }
-    KEEL_OP(be, crossentropy_forward, a.losses, a.logits, a.logits, a.targets, N, V, Vp);
+    // Cross-entropy without probabilities: per-row statistics combined into lse and the mean loss,
+    // added into the caller's scalar in backend memory (model.h loss_sum), or into ours and read.
     a.valid_targets = valid_targets;
     a.backward_pending = true;
-    args->loss = keel_support::mean_loss(be, a.losses, N, valid_targets);
+    const float mean = valid_targets ? 1.0f / static_cast<float>(valid_targets) : 0.0f;
+    const bool device_loss = args->struct_size >= offsetof(keel_forward_args, loss_weight) + sizeof(float) &&
+                             args->loss_sum != nullptr;
+    float* sum = device_loss ? args->loss_sum : a.loss_sum;
+    if (!device_loss) KEEL_OP(be, fill_zero, a.loss_sum, sizeof(float));
+    KEEL_OP(be, crossentropy_shard_stats, a.stats, a.logits, a.targets, N, 0, V, Vp);
+    KEEL_OP(be, crossentropy_combine, a.lse, sum, a.stats, 1, a.targets, N, device_loss ? args->loss_weight * mean : mean);
+    if (!device_loss) KEEL_OP(be, copy, &args->loss, a.loss_sum, sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
   }
 
   void backward(const keel_backward_args& args) {
@@ -197,7 +208,7 @@ class MlpModel {
 
     KEEL_OP(be, fill_zero, dlogits_, N * Vp * sizeof(float));
     KEEL_OP(be, fill_zero, dx_, N * C * sizeof(float));
-    KEEL_OP(be, crossentropy_backward, dlogits_, a.logits, a.targets, dloss, N, V, Vp);  // (B,T,Vp)
+    KEEL_OP(be, crossentropy_shard_backward, dlogits_, a.logits, a.lse, a.targets, dloss, N, 0, V, Vp);  // (B,T,Vp)
     {
       const int32_t layer = static_cast<int32_t>(L + 1);
       LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
@@ -272,7 +283,9 @@ class MlpModel {
       a.fc = carve.take<float>(L * N * 4 * C);
       a.fc_gelu = carve.take<float>(L * N * 4 * C);
       a.logits = carve.take<float>(N * Vp);
-      a.losses = carve.take<float>(N);
+      a.stats = carve.take<float>(3 * N);
+      a.lse = carve.take<float>(N);
+      a.loss_sum = carve.take<float>(1);
       a.tokens = carve.take<int32_t>(N);
       a.targets = carve.take<int32_t>(N);
       return carve.used();

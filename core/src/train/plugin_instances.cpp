@@ -94,7 +94,7 @@ void PluginInstances::create(const RunConfig& config) {
 void PluginInstances::create_backend(const RunConfig& config) {
   if (KEEL_HAS_SLOT(backend, probe))
     check_plugin(backend->probe(host_table()), config.file + ": " + config.backend.json_path + ".plugin '" +
-                                                   config.backend.plugin + "' cannot run on this machine");
+                                                   config.backend.plugin + "' probe");
   const std::string backend_json = config.backend.json.dump();
   keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
   check_plugin(backend->create(host_table(), &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");

@@ -30,6 +30,18 @@ inline float mean_loss(const BackendOps& backend, const float* device_losses, in
   return valid_targets ? static_cast<float>(sum / static_cast<double>(valid_targets)) : 0.0f;
 }
 
+// A model that computes in fp32 only refuses a backend configured for another compute type
+// (backend.h compute_dtype, 0.8) rather than train in fp32 while the config says otherwise.
+inline void require_fp32_compute(const BackendOps& backend, const char* who) {
+  if (!KEEL_HAS_SLOT(backend.api, compute_dtype)) return;  // before 0.8 every backend is fp32
+  keel_dtype dtype{};
+  check_callee(backend.api->compute_dtype(backend.obj, &dtype), "backend compute_dtype");
+  if (dtype.code != KEEL_DTYPE_FLOAT || dtype.bits != 32)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(who) + " computes in fp32 only so far; the backend is "
+                                                  "configured for " + (dtype.code == KEEL_DTYPE_BFLOAT ? "bf16" : "another type") +
+                                                  " (backend.precision): set it to \"fp32\"");
+}
+
 // describe's answer, written up to the caller's struct_size. n_blocks: the repeated blocks a
 // pipeline may split (0: the model cannot run as pipeline chunks).
 inline void write_model_info(keel_model_info* out, const std::vector<keel_param_spec>& specs, int32_t n_layers,
