@@ -1,0 +1,149 @@
+// cuBLASLt calls for the fully connected layer. cuBLASLt is column-major; a row-major (R,C)
+// buffer is a column-major (C,R) one, so out(N,OC) = inp · weightᵀ is computed as the
+// column-major outᵀ(OC,N) = weightᵀ(OC,IC) · inpᵀ(IC,N): A = weight read transposed, B = inp.
+// The bias epilogue adds bias(OC) along D's rows, which are out's columns, as wanted; the GELU
+// epilogue (GELU_AUX_BIAS) writes the pre-activation to the aux buffer and GELU of it to out.
+// Compute is fp32 (CUBLAS_COMPUTE_32F); fp32 inputs may use TF32 when the backend allows it.
+// The weight gradient reads dt inputs and accumulates into fp32 (Ctype fp32, beta 1), so
+// micro-batches add up without rounding to bf16. dbias is a fixed-order column sum (reduce.cu)
+// rather than the BGRADB epilogue, which overwrites where the ABI asks to accumulate.
+#include "cuda/matmul.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace keel::cuda {
+namespace {
+
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLASLt ") + what + ": " + cublasLtGetStatusString(status));
+}
+
+cudaDataType_t data_type(Elem e) { return e == Elem::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// RAII owners of the descriptors one call makes.
+struct Desc {
+  cublasLtMatmulDesc_t desc = nullptr;
+  ~Desc() { if (desc) cublasLtMatmulDescDestroy(desc); }
+};
+struct Layout {
+  cublasLtMatrixLayout_t layout = nullptr;
+  Layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+    check(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+  }
+  ~Layout() { if (layout) cublasLtMatrixLayoutDestroy(layout); }
+};
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Preference() { if (pref) cublasLtMatmulPreferenceDestroy(pref); }
+};
+
+// One column-major product D(m,n) = alpha op(A) op(B) + beta C, C = D. `ab` is A's and B's type,
+// `cd` C's and D's. The epilogue, with its bias and aux pointers, is set by the caller on `desc`.
+struct Gemm {
+  bool transa, transb;
+  int64_t m, n, k;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* d;
+  int64_t ldd;
+  float beta;
+};
+
+void run_gemm(const Matmul& mm, Elem ab, cudaDataType_t cd, const Gemm& g, Desc& desc) {
+  const cudaDataType_t ab_type = data_type(ab);
+  const Layout a(ab_type, g.transa ? g.k : g.m, g.transa ? g.m : g.k, g.lda);
+  const Layout b(ab_type, g.transb ? g.n : g.k, g.transb ? g.k : g.n, g.ldb);
+  const Layout d(cd, g.m, g.n, g.ldd);
+  const cublasOperation_t opa = g.transa ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), "set TRANSA");
+  check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), "set TRANSB");
+  Preference pref;
+  check(cublasLtMatmulPreferenceCreate(&pref.pref), "cublasLtMatmulPreferenceCreate");
+  check(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &mm.workspace_bytes,
+                                             sizeof(mm.workspace_bytes)),
+        "set MAX_WORKSPACE_BYTES");
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  check(cublasLtMatmulAlgoGetHeuristic(mm.handle, desc.desc, a.layout, b.layout, d.layout, d.layout, pref.pref, 1,
+                                       &heuristic, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0)
+    throw std::runtime_error("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) +
+                             "x" + std::to_string(g.k) + " matmul with these types and epilogue");
+  const float alpha = 1.0f;
+  check(cublasLtMatmul(mm.handle, desc.desc, &alpha, g.a, a.layout, g.b, b.layout, &g.beta, g.d, d.layout, g.d,
+                       d.layout, &heuristic.algo, mm.workspace, mm.workspace_bytes, mm.stream),
+        "cublasLtMatmul");
+}
+
+void make_desc(const Matmul& mm, Elem ab, Desc& desc) {
+  const cublasComputeType_t compute =
+      ab == Elem::f32 && mm.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  check(cublasLtMatmulDescCreate(&desc.desc, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+}
+
+void set_epilogue(Desc& desc, cublasLtEpilogue_t epilogue) {
+  check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+        "set EPILOGUE");
+}
+
+}  // namespace
+
+void matmul_forward(const Matmul& mm, Elem e, void* out, void* gelu_pre, const void* inp, const void* weight,
+                    const void* bias, int64_t N, int64_t IC, int64_t OC) {
+  if (N == 0 || OC == 0) return;
+  // The GELU epilogue needs its aux leading dimension (OC) divisible by 8; otherwise, and when
+  // there is nothing to multiply, the pre-activation is made first and GELU applied after.
+  const bool fused_gelu = gelu_pre && OC % 8 == 0 && IC > 0;
+  void* product = gelu_pre && !fused_gelu ? gelu_pre : out;
+  if (IC == 0) {
+    fill_rows(e, product, bias, N, OC, mm.stream);
+  } else {
+    Desc desc;
+    make_desc(mm, e, desc);
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    if (fused_gelu) {
+      epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      const int64_t aux_ld = OC;
+      check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_pre,
+                                           sizeof(gelu_pre)),
+            "set EPILOGUE_AUX_POINTER");
+      check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)),
+            "set EPILOGUE_AUX_LD");
+    } else if (bias) {
+      epilogue = CUBLASLT_EPILOGUE_BIAS;
+    }
+    if (bias)
+      check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+            "set BIAS_POINTER");
+    set_epilogue(desc, epilogue);
+    // outᵀ(OC,N) = weightᵀ · inpᵀ: A = weight as column-major (IC,OC) transposed, B = inp as (IC,N).
+    run_gemm(mm, e, data_type(e), Gemm{true, false, OC, N, IC, weight, IC, inp, IC, product, OC, 0.0f}, desc);
+  }
+  if (gelu_pre && !fused_gelu) gelu_forward(e, out, gelu_pre, N * OC, mm.stream);
+}
+
+void matmul_backward(const Matmul& mm, Elem e, void* dinp, float* dweight, float* dbias, const void* dout,
+                     const void* inp, const void* weight, int64_t N, int64_t IC, int64_t OC) {
+  if (N == 0) return;
+  if (dinp && OC > 0 && IC > 0) {
+    // dinpᵀ(IC,N) += weightᵀ-as-stored (IC,OC) · doutᵀ(OC,N)
+    Desc desc;
+    make_desc(mm, e, desc);
+    run_gemm(mm, e, data_type(e), Gemm{false, false, IC, N, OC, weight, IC, dout, OC, dinp, IC, 1.0f}, desc);
+  }
+  if (dweight && OC > 0 && IC > 0) {
+    // dweight as column-major (IC,OC) += inpᵀ(IC,N) · (doutᵀ(OC,N))ᵀ, into fp32
+    Desc desc;
+    make_desc(mm, e, desc);
+    run_gemm(mm, e, CUDA_R_32F, Gemm{false, true, IC, OC, N, inp, IC, dout, OC, dweight, IC, 1.0f}, desc);
+  }
+  if (dbias) column_sum(e, dbias, dout, N, OC, mm.stream);
+}
+
+}  // namespace keel::cuda
