@@ -81,10 +81,11 @@ void sum_squares_double(const float* x, int64_t n, double* out, double* partial,
 void column_sum(Elem e, float* dbias, const void* dout, int64_t N, int64_t OC, cudaStream_t stream);
 
 // --- optimizer.cu --- the adamw and sgd plugins' rules, on fp32 arrays in place
-void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, float grad_scale, int64_t step, cudaStream_t stream);
-void sgd_update(float* params, const float* grads, float* momentum_buffer, int64_t n, float lr, float momentum,
-                float dampening, bool nesterov, float weight_decay, float grad_scale, int64_t step,
+// Hyperparameters are the config's doubles; terms formed from them are rounded to fp32 once.
+void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, double beta1,
+                  double beta2, double eps, double weight_decay, float grad_scale, int64_t step, cudaStream_t stream);
+void sgd_update(float* params, const float* grads, float* momentum_buffer, int64_t n, float lr, double momentum,
+                double dampening, bool nesterov, double weight_decay, float grad_scale, int64_t step,
                 cudaStream_t stream);
 
 }  // namespace keel::cuda

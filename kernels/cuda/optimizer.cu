@@ -1,8 +1,9 @@
 // Fused optimizer updates on fp32 master parameters, element for element the rules of
 // plugins/optimizer-adamw/adamw_update.hpp and plugins/optimizer-sgd/sgd_update.hpp: the same
-// operations in the same order, scalars formed in double on the host as those plugins form
-// them. The file is compiled with --fmad=false (CMakeLists.txt), as the cpu plugins are built
-// with -ffp-contract=off, so no multiply-add is fused and each lane rounds as the host does.
+// operations in the same order, scalars formed in double on the host from the config's doubles
+// (the ABI hands them over) as those plugins form them. The file is compiled with --fmad=false
+// (CMakeLists.txt), as the cpu plugins are built with -ffp-contract=off, so no multiply-add is
+// fused and each lane rounds as the host does.
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
 
@@ -43,28 +44,28 @@ __global__ void sgd_kernel(float* params, const float* grads, float* momentum_bu
 
 }  // namespace
 
-void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, float grad_scale, int64_t step, cudaStream_t stream) {
+void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, double beta1,
+                  double beta2, double eps, double weight_decay, float grad_scale, int64_t step, cudaStream_t stream) {
   if (n <= 0) return;
   const double t = static_cast<double>(step);
-  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), t);
-  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(beta2), t);
+  const double bias_correction1 = 1.0 - std::pow(beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(beta2, t);
   const float step_size = static_cast<float>(static_cast<double>(lr) / bias_correction1);
   const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   const float decay_factor = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, grad_scale,
-                                                     static_cast<float>(1.0 - beta1), beta2,
-                                                     static_cast<float>(1.0 - beta2), eps, step_size,
-                                                     bias_correction2_sqrt, decay_factor);
+  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, grad_scale, static_cast<float>(1.0 - beta1),
+                                                     static_cast<float>(beta2), static_cast<float>(1.0 - beta2),
+                                                     static_cast<float>(eps), step_size, bias_correction2_sqrt,
+                                                     decay_factor);
 }
 
-void sgd_update(float* params, const float* grads, float* momentum_buffer, int64_t n, float lr, float momentum,
-                float dampening, bool nesterov, float weight_decay, float grad_scale, int64_t step,
+void sgd_update(float* params, const float* grads, float* momentum_buffer, int64_t n, float lr, double momentum,
+                double dampening, bool nesterov, double weight_decay, float grad_scale, int64_t step,
                 cudaStream_t stream) {
   if (n <= 0) return;
-  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, momentum > 0.0f ? momentum_buffer : nullptr, n, lr,
-                                                   momentum, static_cast<float>(1.0 - dampening), nesterov,
-                                                   weight_decay, grad_scale, step == 1);
+  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, momentum > 0.0 ? momentum_buffer : nullptr, n, lr,
+                                                   static_cast<float>(momentum), static_cast<float>(1.0 - dampening),
+                                                   nesterov, static_cast<float>(weight_decay), grad_scale, step == 1);
 }
 
 }  // namespace keel::cuda
