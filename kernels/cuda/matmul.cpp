@@ -9,9 +9,11 @@
 // rather than the BGRADB epilogue, which overwrites where the ABI asks to accumulate.
 #include "cuda/matmul.h"
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace keel::cuda {
 namespace {
@@ -40,6 +42,14 @@ struct Preference {
   ~Preference() { if (pref) cublasLtMatmulPreferenceDestroy(pref); }
 };
 
+// The largest power of two, up to 256, that divides the address.
+uint32_t alignment_bytes(const void* ptr) {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment >>= 1;
+  return alignment;
+}
+
 // One column-major product D(m,n) = alpha op(A) op(B) + beta C, C = D. `ab` is A's and B's type,
 // `cd` C's and D's. The epilogue, with its bias and aux pointers, is set by the caller on `desc`.
 struct Gemm {
@@ -67,6 +77,18 @@ void run_gemm(const Matmul& mm, Elem ab, cudaDataType_t cd, const Gemm& g, Desc&
   check(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &mm.workspace_bytes,
                                              sizeof(mm.workspace_bytes)),
         "set MAX_WORKSPACE_BYTES");
+  // The heuristic assumes 256-byte aligned matrices unless told otherwise; a caller may hand a
+  // slice of a larger buffer, so it is told each pointer's actual alignment.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.d}};
+  for (const auto& [attribute, ptr] : aligned) {
+    const uint32_t alignment = alignment_bytes(ptr);
+    check(cublasLtMatmulPreferenceSetAttribute(pref.pref, attribute, &alignment, sizeof(alignment)),
+          "set MIN_ALIGNMENT");
+  }
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   check(cublasLtMatmulAlgoGetHeuristic(mm.handle, desc.desc, a.layout, b.layout, d.layout, d.layout, pref.pref, 1,

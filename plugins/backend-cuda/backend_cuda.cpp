@@ -73,6 +73,18 @@ void check_cuda(cudaError_t status, const std::string& what) {
 // up at the next synchronising call (copy, synchronize, sum_squares).
 void launched(const char* op) { check_cuda(cudaGetLastError(), std::string(op) + ": kernel launch"); }
 
+// "CUDA driver version is insufficient" is also what the runtime says when there is no driver
+// at all; the versions tell the two apart.
+std::string driver_hint() {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  if (driver == 0) return " (no NVIDIA driver is installed: libcuda.so.1 was not found)";
+  return " (the NVIDIA driver supports CUDA " + version(driver) + "; this build of the plugin uses CUDA " +
+         version(runtime) + ")";
+}
+
 // The probe: a device the runtime can see, or why not (no driver, no GPU, a driver too old).
 int count_devices() {
   int count = 0;
@@ -80,7 +92,8 @@ int count_devices() {
   if (status != cudaSuccess) {
     cudaGetLastError();
     throw StatusError(KEEL_ERR_NOT_FOUND, std::string("no CUDA device: cudaGetDeviceCount: ") +
-                                              cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+                                              cudaGetErrorName(status) + ": " + cudaGetErrorString(status) +
+                                              driver_hint());
   }
   if (count == 0) throw StatusError(KEEL_ERR_NOT_FOUND, "no CUDA device: cudaGetDeviceCount found 0 devices");
   return count;
