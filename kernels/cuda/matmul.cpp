@@ -3,6 +3,8 @@
 // column-major outᵀ(OC,N) = weightᵀ(OC,IC) · inpᵀ(IC,N): A = weight read transposed, B = inp.
 // The bias epilogue adds bias(OC) along D's rows, which are out's columns, as wanted; the GELU
 // epilogue (GELU_AUX_BIAS) writes the pre-activation to the aux buffer and GELU of it to out.
+// Where an epilogue cannot be used (GELU with OC not a multiple of 8, or no algorithm offered),
+// the bias is broadcast first, the product added onto it (beta 1), and gelu.cu applied after.
 // Compute is fp32 (CUBLAS_COMPUTE_32F); fp32 inputs may use TF32 when the backend allows it.
 // The weight gradient reads dt inputs and accumulates into fp32 (Ctype fp32, beta 1), so
 // micro-batches add up without rounding to bf16. dbias is a fixed-order column sum (reduce.cu)
@@ -64,7 +66,9 @@ struct Gemm {
   float beta;
 };
 
-void run_gemm(const Matmul& mm, Elem ab, cudaDataType_t cd, const Gemm& g, Desc& desc) {
+// Queues the product; false (nothing queued) when cuBLASLt has no algorithm for these types
+// and this epilogue, so the caller can fall back to a plainer one.
+bool try_gemm(const Matmul& mm, Elem ab, cudaDataType_t cd, const Gemm& g, Desc& desc) {
   const cudaDataType_t ab_type = data_type(ab);
   const Layout a(ab_type, g.transa ? g.k : g.m, g.transa ? g.m : g.k, g.lda);
   const Layout b(ab_type, g.transb ? g.n : g.k, g.transb ? g.k : g.n, g.ldb);
@@ -91,16 +95,22 @@ void run_gemm(const Matmul& mm, Elem ab, cudaDataType_t cd, const Gemm& g, Desc&
   }
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(mm.handle, desc.desc, a.layout, b.layout, d.layout, d.layout, pref.pref, 1,
-                                       &heuristic, &found),
-        "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0)
-    throw std::runtime_error("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) +
-                             "x" + std::to_string(g.k) + " matmul with these types and epilogue");
+  const cublasStatus_t searched = cublasLtMatmulAlgoGetHeuristic(mm.handle, desc.desc, a.layout, b.layout, d.layout,
+                                                                 d.layout, pref.pref, 1, &heuristic, &found);
+  if (searched == CUBLAS_STATUS_NOT_SUPPORTED || (searched == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  check(searched, "cublasLtMatmulAlgoGetHeuristic");
   const float alpha = 1.0f;
   check(cublasLtMatmul(mm.handle, desc.desc, &alpha, g.a, a.layout, g.b, b.layout, &g.beta, g.d, d.layout, g.d,
                        d.layout, &heuristic.algo, mm.workspace, mm.workspace_bytes, mm.stream),
         "cublasLtMatmul");
+  return true;
+}
+
+// As try_gemm, for products every cuBLASLt supports (no epilogue): throws when there is none.
+void run_gemm(const Matmul& mm, Elem ab, cudaDataType_t cd, const Gemm& g, Desc& desc) {
+  if (!try_gemm(mm, ab, cd, g, desc))
+    throw std::runtime_error("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) +
+                             "x" + std::to_string(g.k) + " matmul with these types");
 }
 
 void make_desc(const Matmul& mm, Elem ab, Desc& desc) {
@@ -114,40 +124,52 @@ void set_epilogue(Desc& desc, cublasLtEpilogue_t epilogue) {
         "set EPILOGUE");
 }
 
+// out (or gelu_pre and out) in one cuBLASLt call with the bias or GELU epilogue; false when
+// that epilogue cannot be used here: GELU's aux buffer needs a leading dimension (OC) divisible
+// by 8, and cuBLASLt may offer no algorithm for an epilogue at some types.
+bool matmul_forward_fused(const Matmul& mm, Elem e, void* out, void* gelu_pre, const void* bias, const Gemm& product) {
+  if (gelu_pre && product.m % 8 != 0) return false;
+  Desc desc;
+  make_desc(mm, e, desc);
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (gelu_pre) {
+    epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    const int64_t aux_ld = product.m;
+    check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_pre,
+                                         sizeof(gelu_pre)),
+          "set EPILOGUE_AUX_POINTER");
+    check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)),
+          "set EPILOGUE_AUX_LD");
+  } else if (bias) {
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  }
+  if (bias)
+    check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+          "set BIAS_POINTER");
+  set_epilogue(desc, epilogue);
+  Gemm g = product;
+  g.d = out;
+  return try_gemm(mm, e, data_type(e), g, desc);
+}
+
 }  // namespace
 
 void matmul_forward(const Matmul& mm, Elem e, void* out, void* gelu_pre, const void* inp, const void* weight,
                     const void* bias, int64_t N, int64_t IC, int64_t OC) {
   if (N == 0 || OC == 0) return;
-  // The GELU epilogue needs its aux leading dimension (OC) divisible by 8; otherwise, and when
-  // there is nothing to multiply, the pre-activation is made first and GELU applied after.
-  const bool fused_gelu = gelu_pre && OC % 8 == 0 && IC > 0;
-  void* product = gelu_pre && !fused_gelu ? gelu_pre : out;
-  if (IC == 0) {
-    fill_rows(e, product, bias, N, OC, mm.stream);
-  } else {
+  // outᵀ(OC,N) = weightᵀ · inpᵀ: A = weight as column-major (IC,OC) read transposed, B = inp as (IC,N).
+  Gemm product{true, false, OC, N, IC, weight, IC, inp, IC, nullptr, OC, 0.0f};
+  if (IC > 0 && matmul_forward_fused(mm, e, out, gelu_pre, bias, product)) return;
+  // Unfused: the bias broadcast into the pre-activation, the product added to it, then GELU.
+  product.d = gelu_pre ? gelu_pre : out;
+  fill_rows(e, product.d, bias, N, OC, mm.stream);
+  if (IC > 0) {
+    product.beta = 1.0f;
     Desc desc;
     make_desc(mm, e, desc);
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    if (fused_gelu) {
-      epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-      const int64_t aux_ld = OC;
-      check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_pre,
-                                           sizeof(gelu_pre)),
-            "set EPILOGUE_AUX_POINTER");
-      check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)),
-            "set EPILOGUE_AUX_LD");
-    } else if (bias) {
-      epilogue = CUBLASLT_EPILOGUE_BIAS;
-    }
-    if (bias)
-      check(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
-            "set BIAS_POINTER");
-    set_epilogue(desc, epilogue);
-    // outᵀ(OC,N) = weightᵀ · inpᵀ: A = weight as column-major (IC,OC) transposed, B = inp as (IC,N).
-    run_gemm(mm, e, data_type(e), Gemm{true, false, OC, N, IC, weight, IC, inp, IC, product, OC, 0.0f}, desc);
+    run_gemm(mm, e, data_type(e), product, desc);
   }
-  if (gelu_pre && !fused_gelu) gelu_forward(e, out, gelu_pre, N * OC, mm.stream);
+  if (gelu_pre) gelu_forward(e, out, gelu_pre, N * OC, mm.stream);
 }
 
 void matmul_backward(const Matmul& mm, Elem e, void* dinp, float* dweight, float* dbias, const void* dout,
