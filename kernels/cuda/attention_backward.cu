@@ -13,8 +13,8 @@ namespace {
 
 // rowdot(B,NH,T) = Σ_d dout[b,t,h,d] out[b,t,h,d]; a warp per row.
 template <typename E>
-__global__ void attention_rowdot_kernel(float* rowdot, const E* dout, const E* out, int64_t T, int64_t C,
-                                        int64_t NH, int hs) {
+__global__ void attention_rowdot_kernel(float* rowdot, const E* dout, const E* out, int64_t T, int64_t C, int64_t NH,
+                                        int hs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int64_t t = blockIdx.y * int64_t(kWarps) + warp;
@@ -150,8 +150,8 @@ __global__ void attention_dkdv_kernel(E* dqkv, const E* dout, const E* qkv, cons
 }
 
 template <typename E>
-void launch(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, float* rowdot, int64_t B,
-            int64_t T, int64_t C, int64_t NH, cudaStream_t stream) {
+void launch(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, float* rowdot, int64_t B, int64_t T,
+            int64_t C, int64_t NH, cudaStream_t stream) {
   const int hs = static_cast<int>(C / NH);
   const float scale = 1.0f / sqrtf(static_cast<float>(hs));
   const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kWarps - 1) / kWarps));
@@ -159,8 +159,7 @@ void launch(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse
   const size_t dq_smem = (2 * kTile * (hs + 1) + 2 * kWarps * hs) * sizeof(float);
   attention_dq_kernel<<<grid, 32 * kWarps, dq_smem, stream>>>(dqkv, dout, qkv, lse, rowdot, T, C, NH, hs, scale);
   const size_t dkdv_smem = (2 * kTile * (hs + 1) + 2 * kTile + 2 * kWarps * hs) * sizeof(float);
-  attention_dkdv_kernel<<<grid, 32 * kWarps, dkdv_smem, stream>>>(dqkv, dout, qkv, lse, rowdot, T, C, NH, hs,
-                                                                   scale);
+  attention_dkdv_kernel<<<grid, 32 * kWarps, dkdv_smem, stream>>>(dqkv, dout, qkv, lse, rowdot, T, C, NH, hs, scale);
 }
 
 }  // namespace

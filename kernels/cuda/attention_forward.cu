@@ -10,8 +10,8 @@ namespace keel::cuda {
 namespace {
 
 template <typename E>
-__global__ void attention_forward_kernel(E* out, float* lse, const E* qkv, int64_t T, int64_t C, int64_t NH,
-                                         int hs, float scale) {
+__global__ void attention_forward_kernel(E* out, float* lse, const E* qkv, int64_t T, int64_t C, int64_t NH, int hs,
+                                         float scale) {
   extern __shared__ float smem[];
   const int ld = hs + 1;  // padded rows: lane j reading row j hits bank (j + d) % 32
   float* k_tile = smem;

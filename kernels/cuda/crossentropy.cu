@@ -106,7 +106,8 @@ __global__ void crossentropy_probs_forward_kernel(float* losses, float* probs, c
   sum = block_sum<kRowThreads>(sum, scratch);  // ends with a barrier: every read is done
   const float inv = 1.0f / sum;
   for (int64_t i = threadIdx.x; i < Vp; i += kRowThreads) p[i] = i < V ? expf(x[i] - max) * inv : 0.0f;
-  if (threadIdx.x == 0) losses[n] = target >= 0 ? static_cast<float>(log(static_cast<double>(sum)) + max - target_logit) : 0.0f;
+  if (threadIdx.x == 0)
+    losses[n] = target >= 0 ? static_cast<float>(log(static_cast<double>(sum)) + max - target_logit) : 0.0f;
 }
 
 __global__ void crossentropy_probs_backward_kernel(float* dlogits, const float* probs, const int32_t* targets,
@@ -120,8 +121,8 @@ __global__ void crossentropy_probs_backward_kernel(float* dlogits, const float* 
 
 }  // namespace
 
-void crossentropy_stats(Elem e, float* stats, const void* logits, const int32_t* targets, int64_t N,
-                        int64_t col_begin, int64_t valid_cols, int64_t cols, cudaStream_t stream) {
+void crossentropy_stats(Elem e, float* stats, const void* logits, const int32_t* targets, int64_t N, int64_t col_begin,
+                        int64_t valid_cols, int64_t cols, cudaStream_t stream) {
   if (N <= 0) return;
   if (e == Elem::bf16)
     crossentropy_stats_kernel<<<static_cast<unsigned>(N), kRowThreads, 0, stream>>>(
@@ -138,13 +139,13 @@ void crossentropy_combine(float* lse, float* loss_sum, const float* stats, int32
 }
 
 void crossentropy_backward(Elem e, void* dlogits, const void* logits, const float* lse, const int32_t* targets,
-                           float dloss, int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols,
-                           bool overwrite, cudaStream_t stream) {
+                           float dloss, int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, bool overwrite,
+                           cudaStream_t stream) {
   if (N <= 0) return;
   if (e == Elem::bf16)
     crossentropy_backward_kernel<<<static_cast<unsigned>(N), kRowThreads, 0, stream>>>(
-        static_cast<bf16*>(dlogits), static_cast<const bf16*>(logits), lse, targets, dloss, col_begin, valid_cols,
-        cols, overwrite);
+        static_cast<bf16*>(dlogits), static_cast<const bf16*>(logits), lse, targets, dloss, col_begin, valid_cols, cols,
+        overwrite);
   else
     crossentropy_backward_kernel<<<static_cast<unsigned>(N), kRowThreads, 0, stream>>>(
         static_cast<float*>(dlogits), static_cast<const float*>(logits), lse, targets, dloss, col_begin, valid_cols,

@@ -48,7 +48,8 @@ void accumulate(Elem e, void* dst, const void* src, int64_t n, cudaStream_t stre
   if (e == Elem::bf16)
     accumulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(dst), static_cast<const bf16*>(src), n);
   else
-    accumulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(dst), static_cast<const float*>(src), n);
+    accumulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(dst), static_cast<const float*>(src),
+                                                            n);
 }
 
 void scale(Elem e, void* x, float alpha, int64_t n, cudaStream_t stream) {
@@ -62,8 +63,8 @@ void scale(Elem e, void* x, float alpha, int64_t n, cudaStream_t stream) {
 void fill_rows(Elem e, void* out, const void* bias, int64_t N, int64_t OC, cudaStream_t stream) {
   if (N <= 0 || OC <= 0) return;
   if (e == Elem::bf16)
-    fill_rows_kernel<<<grid_for(N * OC), kThreads, 0, stream>>>(static_cast<bf16*>(out),
-                                                                static_cast<const bf16*>(bias), N, OC);
+    fill_rows_kernel<<<grid_for(N * OC), kThreads, 0, stream>>>(static_cast<bf16*>(out), static_cast<const bf16*>(bias),
+                                                                N, OC);
   else
     fill_rows_kernel<<<grid_for(N * OC), kThreads, 0, stream>>>(static_cast<float*>(out),
                                                                 static_cast<const float*>(bias), N, OC);

@@ -78,8 +78,8 @@ void backward(float* dwte_rows, float* dwpe, const E* dout, const int32_t* token
               int64_t row_begin, int64_t rows, cudaStream_t stream) {
   if (dwpe) embedding_dwpe_kernel<<<grid_for(T * C), kThreads, 0, stream>>>(dwpe, dout, B, T, C);
   if (dwte_rows)
-    embedding_dwte_kernel<<<static_cast<unsigned>(B * T), kScanThreads, 0, stream>>>(dwte_rows, dout, tokens, B * T,
-                                                                                     C, row_begin, rows);
+    embedding_dwte_kernel<<<static_cast<unsigned>(B * T), kScanThreads, 0, stream>>>(dwte_rows, dout, tokens, B * T, C,
+                                                                                     row_begin, rows);
 }
 
 }  // namespace

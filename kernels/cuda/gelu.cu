@@ -34,16 +34,18 @@ __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, int64
 void gelu_forward(Elem e, void* out, const void* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   if (e == Elem::bf16)
-    gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(out), static_cast<const bf16*>(inp), n);
+    gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(out), static_cast<const bf16*>(inp),
+                                                              n);
   else
-    gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(inp), n);
+    gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(inp),
+                                                              n);
 }
 
 void gelu_backward(Elem e, void* dinp, const void* inp, const void* dout, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   if (e == Elem::bf16)
-    gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(
-        static_cast<bf16*>(dinp), static_cast<const bf16*>(inp), static_cast<const bf16*>(dout), n);
+    gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(dinp), static_cast<const bf16*>(inp),
+                                                               static_cast<const bf16*>(dout), n);
   else
     gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(
         static_cast<float*>(dinp), static_cast<const float*>(inp), static_cast<const float*>(dout), n);

@@ -55,16 +55,16 @@ void embedding_backward(Elem e, float* dwte_rows, float* dwpe, const void* dout,
 
 // --- crossentropy.cu --- logits(N,cols) hold vocabulary columns [col_begin, col_begin+cols)
 // stats(N,3): max, Σ exp(x - max) over the first valid_cols columns, the target's logit (or 0).
-void crossentropy_stats(Elem e, float* stats, const void* logits, const int32_t* targets, int64_t N,
-                        int64_t col_begin, int64_t valid_cols, int64_t cols, cudaStream_t stream);
+void crossentropy_stats(Elem e, float* stats, const void* logits, const int32_t* targets, int64_t N, int64_t col_begin,
+                        int64_t valid_cols, int64_t cols, cudaStream_t stream);
 // stats(n_shards,N,3) -> lse(N); *loss_sum += weight · Σ_{target >= 0} (lse - target logit).
-void crossentropy_combine(float* lse, float* loss_sum, const float* stats, int32_t n_shards,
-                          const int32_t* targets, int64_t N, float weight, cudaStream_t stream);
+void crossentropy_combine(float* lse, float* loss_sum, const float* stats, int32_t n_shards, const int32_t* targets,
+                          int64_t N, float weight, cudaStream_t stream);
 // dlogits(N,cols) += (exp(x - lse) - onehot) * dloss over valid columns; `overwrite` writes the
 // gradient instead (0 where there is none), for dlogits == logits.
 void crossentropy_backward(Elem e, void* dlogits, const void* logits, const float* lse, const int32_t* targets,
-                           float dloss, int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols,
-                           bool overwrite, cudaStream_t stream);
+                           float dloss, int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, bool overwrite,
+                           cudaStream_t stream);
 // 0.1's fp32 pair: probs(N,Vp) (may alias logits), losses(N); dlogits(N,Vp) += (probs - onehot) * dloss.
 void crossentropy_probs_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int64_t N,
                                 int64_t V, int64_t Vp, cudaStream_t stream);

@@ -13,8 +13,8 @@ constexpr int kRowsPerBlock = 8;  // warps per block in the per-row kernels
 constexpr float kEps = 1e-5f;
 
 template <typename T>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                                         const T* bias, int64_t N, int64_t C) {
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias,
+                                         int64_t N, int64_t C) {
   const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= N) return;
@@ -38,8 +38,8 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 
 // dinp = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = weight * dout
 template <typename T>
-__global__ void layernorm_backward_inp_kernel(T* dinp, const T* dout, const T* inp, const T* weight,
-                                              const float* mean, const float* rstd, int64_t N, int64_t C) {
+__global__ void layernorm_backward_inp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
+                                              const float* rstd, int64_t N, int64_t C) {
   const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= N) return;
@@ -98,13 +98,12 @@ void layernorm_backward_typed(T* dinp, float* dweight, float* dbias, const T* do
                               const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
   if (dinp) {
     const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-    layernorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd,
-                                                                               N, C);
+    layernorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N, C);
   }
   if (dweight || dbias) {
     const unsigned blocks = static_cast<unsigned>((C + 31) / 32);
-    layernorm_backward_params_kernel<<<blocks, dim3(32, kRowGroups), 0, stream>>>(dweight, dbias, dout, inp, mean,
-                                                                                  rstd, N, C);
+    layernorm_backward_params_kernel<<<blocks, dim3(32, kRowGroups), 0, stream>>>(dweight, dbias, dout, inp, mean, rstd,
+                                                                                  N, C);
   }
 }
 

@@ -30,18 +30,24 @@ cudaDataType_t data_type(Elem e) { return e == Elem::bf16 ? CUDA_R_16BF : CUDA_R
 // RAII owners of the descriptors one call makes.
 struct Desc {
   cublasLtMatmulDesc_t desc = nullptr;
-  ~Desc() { if (desc) cublasLtMatmulDescDestroy(desc); }
+  ~Desc() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
 };
 struct Layout {
   cublasLtMatrixLayout_t layout = nullptr;
   Layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
     check(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
   }
-  ~Layout() { if (layout) cublasLtMatrixLayoutDestroy(layout); }
+  ~Layout() {
+    if (layout) cublasLtMatrixLayoutDestroy(layout);
+  }
 };
 struct Preference {
   cublasLtMatmulPreference_t pref = nullptr;
-  ~Preference() { if (pref) cublasLtMatmulPreferenceDestroy(pref); }
+  ~Preference() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  }
 };
 
 // The largest power of two, up to 256, that divides the address.

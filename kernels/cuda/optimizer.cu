@@ -4,10 +4,10 @@
 // (the ABI hands them over) as those plugins form them. The file is compiled with --fmad=false
 // (CMakeLists.txt), as the cpu plugins are built with -ffp-contract=off, so no multiply-add is
 // fused and each lane rounds as the host does.
+#include <cmath>
+
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
-
-#include <cmath>
 
 namespace keel::cuda {
 namespace {
@@ -53,10 +53,9 @@ void adamw_update(float* params, const float* grads, float* m, float* v, int64_t
   const float step_size = static_cast<float>(static_cast<double>(lr) / bias_correction1);
   const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   const float decay_factor = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, grad_scale, static_cast<float>(1.0 - beta1),
-                                                     static_cast<float>(beta2), static_cast<float>(1.0 - beta2),
-                                                     static_cast<float>(eps), step_size, bias_correction2_sqrt,
-                                                     decay_factor);
+  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+      params, grads, m, v, n, grad_scale, static_cast<float>(1.0 - beta1), static_cast<float>(beta2),
+      static_cast<float>(1.0 - beta2), static_cast<float>(eps), step_size, bias_correction2_sqrt, decay_factor);
 }
 
 void sgd_update(float* params, const float* grads, float* momentum_buffer, int64_t n, float lr, double momentum,

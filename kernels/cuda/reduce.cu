@@ -57,11 +57,11 @@ __global__ void column_sum_kernel(float* dbias, const E* dout, int64_t N, int64_
 void sum_squares(Elem e, const void* x, int64_t n, float* acc, float* partial, cudaStream_t stream) {
   if (n <= 0) return;
   if (e == Elem::bf16)
-    sum_squares_partial_kernel<float><<<kSumSquaresBlocks, kReduceThreads, 0, stream>>>(
-        partial, static_cast<const bf16*>(x), n);
+    sum_squares_partial_kernel<float>
+        <<<kSumSquaresBlocks, kReduceThreads, 0, stream>>>(partial, static_cast<const bf16*>(x), n);
   else
-    sum_squares_partial_kernel<float><<<kSumSquaresBlocks, kReduceThreads, 0, stream>>>(
-        partial, static_cast<const float*>(x), n);
+    sum_squares_partial_kernel<float>
+        <<<kSumSquaresBlocks, kReduceThreads, 0, stream>>>(partial, static_cast<const float*>(x), n);
   sum_partials_kernel<<<1, kReduceThreads, 0, stream>>>(acc, partial, true);
 }
 

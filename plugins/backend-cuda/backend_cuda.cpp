@@ -11,9 +11,9 @@
 // gives the same bits on every run with the same GPU model, toolkit and shapes. The one caveat
 // is cuBLASLt, which picks its algorithm by heuristic per shape and device: reproducible run to
 // run on one GPU model (cuBLAS's documented guarantee), not bit-identical across GPU models.
-// Ops that read token ids or targets cannot check them on the host (they are in device memory):
-// an embedding token outside the table reads zeros, and a target >= V is taken as "no target"
-// by nothing -- the caller's data loader must keep them in range, as with the cpu backend.
+// Token ids and targets live in device memory, so unlike the cpu backend this one cannot check
+// them on the host: a negative token id reads a zero row, while ids past the table's end (which
+// no argument bounds) and targets >= V are the data loader's to prevent.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <keel/backend.h>
@@ -113,8 +113,13 @@ double estimated_peak_flops(int device, const cudaDeviceProp& prop, const Settin
   if (prop.major == 10) tensor = 8192;
   double per_sm_clock = 2 * fma;
   *how = "fp32 FMA units";
-  if (s.compute == Elem::bf16) per_sm_clock = tensor, *how = "bf16 tensor cores";
-  else if (s.allow_tf32) per_sm_clock = tensor / 2, *how = "TF32 tensor cores";
+  if (s.compute == Elem::bf16) {
+    per_sm_clock = tensor;
+    *how = "bf16 tensor cores";
+  } else if (s.allow_tf32) {
+    per_sm_clock = tensor / 2;
+    *how = "TF32 tensor cores";
+  }
   return per_sm_clock * prop.multiProcessorCount * clock_khz * 1e3;
 }
 
@@ -163,10 +168,10 @@ keel_status run(void* backend, Body&& body) {
 Elem elem_of(keel_dtype dt, const char* op) {
   if (dt.code == KEEL_DTYPE_FLOAT && dt.bits == 32 && dt.lanes == 1) return Elem::f32;
   if (dt.code == KEEL_DTYPE_BFLOAT && dt.bits == 16 && dt.lanes == 1) return Elem::bf16;
-  throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(op) + ": the cuda backend computes in fp32 or bf16, not "
-                                            "dtype code " + std::to_string(dt.code) + " with " +
-                                            std::to_string(dt.bits) + " bits and " + std::to_string(dt.lanes) +
-                                            " lanes");
+  const std::string found = "dtype code " + std::to_string(dt.code) + " with " + std::to_string(dt.bits) +
+                            " bits and " + std::to_string(dt.lanes) + " lanes";
+  throw StatusError(KEEL_ERR_UNIMPLEMENTED,
+                    std::string(op) + ": the cuda backend computes in fp32 or bf16, not " + found);
 }
 keel_dtype dtype_of(Elem e) {
   return e == Elem::bf16 ? keel_dtype{KEEL_DTYPE_BFLOAT, 16, 1} : keel_dtype{KEEL_DTYPE_FLOAT, 32, 1};
@@ -197,8 +202,9 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
     cudaDeviceProp prop{};
     check_cuda(cudaGetDeviceProperties(&prop, s.device), "cudaGetDeviceProperties");
     if (prop.major < 8)
-      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(path) + ".device: " + prop.name + " has compute capability " +
-                                                    std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(path) + ".device: " + prop.name +
+                                                    " has compute capability " + std::to_string(prop.major) + "." +
+                                                    std::to_string(prop.minor) +
                                                     "; the cuda backend is built for 8.0 (A100) and newer");
     auto b = std::make_unique<CudaBackend>();
     b->host = host;
@@ -273,9 +279,12 @@ void free_memory(void* backend, void* ptr) {
 
 cudaMemcpyKind copy_kind(int32_t direction, const char* op) {
   switch (direction) {
-    case KEEL_COPY_HOST_TO_DEVICE: return cudaMemcpyHostToDevice;
-    case KEEL_COPY_DEVICE_TO_HOST: return cudaMemcpyDeviceToHost;
-    case KEEL_COPY_DEVICE_TO_DEVICE: return cudaMemcpyDeviceToDevice;
+    case KEEL_COPY_HOST_TO_DEVICE:
+      return cudaMemcpyHostToDevice;
+    case KEEL_COPY_DEVICE_TO_HOST:
+      return cudaMemcpyDeviceToHost;
+    case KEEL_COPY_DEVICE_TO_DEVICE:
+      return cudaMemcpyDeviceToDevice;
   }
   throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(op) + ": unknown direction " + std::to_string(direction));
 }
@@ -313,8 +322,8 @@ keel_status alloc_host(void* backend, size_t bytes, void** out_ptr) {
   return run(backend, [&](CudaBackend& b) {
     require(out_ptr != nullptr, "alloc_host: out_ptr is NULL");
     void* ptr = nullptr;
-    check_cuda(cudaMallocHost(&ptr, bytes ? bytes : 64), "alloc_host: cudaMallocHost of " + std::to_string(bytes) +
-                                                              " bytes");
+    check_cuda(cudaMallocHost(&ptr, bytes ? bytes : 64),
+               "alloc_host: cudaMallocHost of " + std::to_string(bytes) + " bytes");
     std::memset(ptr, 0, bytes);
     std::lock_guard<std::mutex> lock(b.host_mutex);
     b.host_blocks.insert(ptr);
@@ -371,8 +380,7 @@ keel_status event_synchronize(void* backend, void* event) {
   });
 }
 
-keel_status convert(void* backend, void* dst, keel_dtype dst_dtype, const void* src, keel_dtype src_dtype,
-                    int64_t n) {
+keel_status convert(void* backend, void* dst, keel_dtype dst_dtype, const void* src, keel_dtype src_dtype, int64_t n) {
   return run(backend, [&](CudaBackend& b) {
     require_sizes({n}, "convert");
     const Elem to = elem_of(dst_dtype, "convert"), from = elem_of(src_dtype, "convert");
@@ -394,9 +402,8 @@ keel_status matmul_forward_dt(void* backend, keel_dtype dt, void* out, void* gel
   });
 }
 
-keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* dweight, float* dbias,
-                               const void* dout, const void* inp, const void* weight, int64_t N, int64_t IC,
-                               int64_t OC) {
+keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* dweight, float* dbias, const void* dout,
+                               const void* inp, const void* weight, int64_t N, int64_t IC, int64_t OC) {
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "matmul_backward");
     require_sizes({N, IC, OC}, "matmul_backward");
@@ -584,8 +591,8 @@ keel_status embedding_rows_backward_dt(void* backend, keel_dtype dt, float* dwte
 void require_column_block(int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, const char* op) {
   require_sizes({N, cols}, op);
   require_row_block(col_begin, valid_cols, op, "col_begin", "valid_cols");
-  require(valid_cols <= cols, std::string(op) + ": valid_cols " + std::to_string(valid_cols) + " exceeds cols " +
-                                  std::to_string(cols));
+  require(valid_cols <= cols,
+          std::string(op) + ": valid_cols " + std::to_string(valid_cols) + " exceeds cols " + std::to_string(cols));
   require(N < (int64_t{1} << 31), std::string(op) + ": N = " + std::to_string(N) + " rows exceed the CUDA grid");
 }
 
@@ -611,9 +618,9 @@ keel_status crossentropy_combine(void* backend, float* lse, float* loss_sum, con
   });
 }
 
-keel_status crossentropy_backward_dt(void* backend, keel_dtype dt, void* dlogits, const void* logits,
-                                     const float* lse, const int32_t* targets, float dloss, int64_t N,
-                                     int64_t col_begin, int64_t valid_cols, int64_t cols) {
+keel_status crossentropy_backward_dt(void* backend, keel_dtype dt, void* dlogits, const void* logits, const float* lse,
+                                     const int32_t* targets, float dloss, int64_t N, int64_t col_begin,
+                                     int64_t valid_cols, int64_t cols) {
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "crossentropy_backward");
     require_column_block(N, col_begin, valid_cols, cols, "crossentropy_backward");
@@ -678,8 +685,8 @@ keel_status layernorm_forward(void* backend, float* out, float* mean, float* rst
 }
 
 keel_status layernorm_backward(void* backend, float* dinp, float* dweight, float* dbias, const float* dout,
-                               const float* inp, const float* weight, const float* mean, const float* rstd,
-                               int64_t N, int64_t C) {
+                               const float* inp, const float* weight, const float* mean, const float* rstd, int64_t N,
+                               int64_t C) {
   return layernorm_backward_dt(backend, kF32, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
@@ -741,8 +748,8 @@ keel_status embedding_backward(void* backend, float* dwte, float* dwpe, const fl
 
 void require_vocab(int64_t N, int64_t V, int64_t Vp, const char* op) {
   require_sizes({N, V, Vp}, op);
-  require(V > 0 && V <= Vp, std::string(op) + ": need 0 < V <= Vp, found V = " + std::to_string(V) +
-                                ", Vp = " + std::to_string(Vp));
+  require(V > 0 && V <= Vp,
+          std::string(op) + ": need 0 < V <= Vp, found V = " + std::to_string(V) + ", Vp = " + std::to_string(Vp));
   require(N < (int64_t{1} << 31), std::string(op) + ": N = " + std::to_string(N) + " rows exceed the CUDA grid");
 }
 
@@ -784,8 +791,7 @@ keel_status sum_squares(void* backend, const float* x, int64_t n, double* out_ho
 }
 
 keel_status embedding_rows_forward(void* backend, float* out, const int32_t* tokens, const float* wte_rows,
-                                   const float* wpe, int64_t B, int64_t T, int64_t C, int64_t row_begin,
-                                   int64_t rows) {
+                                   const float* wpe, int64_t B, int64_t T, int64_t C, int64_t row_begin, int64_t rows) {
   return embedding_rows_forward_dt(backend, kF32, out, tokens, wte_rows, wpe, B, T, C, row_begin, rows);
 }
 keel_status embedding_rows_backward(void* backend, float* dwte_rows, float* dwpe, const float* dout,
@@ -804,8 +810,8 @@ keel_status crossentropy_shard_backward(void* backend, float* dlogits, const flo
                                         int64_t valid_cols, int64_t cols) {
   return run(backend, [&](CudaBackend& b) {
     require_column_block(N, col_begin, valid_cols, cols, "crossentropy_shard_backward");
-    keel::cuda::crossentropy_backward(Elem::f32, dlogits, logits, lse, targets, dloss, N, col_begin, valid_cols,
-                                      cols, false, b.stream);
+    keel::cuda::crossentropy_backward(Elem::f32, dlogits, logits, lse, targets, dloss, N, col_begin, valid_cols, cols,
+                                      false, b.stream);
     launched("crossentropy_shard_backward");
   });
 }
@@ -885,9 +891,9 @@ keel_backend_api make_api() {
 
 extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) {
   static const keel_backend_api api = make_api();
-  static const keel_plugin_info infos[] = {keel_support::plugin_info(
-      KEEL_KIND_BACKEND, "cuda", "0.1.0", &api,
-      "CUDA backend (cuBLASLt, flash-style attention, fp32 or bf16); not yet run on a GPU")};
+  static const keel_plugin_info infos[] = {
+      keel_support::plugin_info(KEEL_KIND_BACKEND, "cuda", "0.1.0", &api,
+                                "CUDA backend (cuBLASLt, flash-style attention, fp32 or bf16); not yet run on a GPU")};
   static const keel_plugin_list list = keel_support::plugin_list(infos);
   return &list;
 }

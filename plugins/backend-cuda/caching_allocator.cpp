@@ -55,7 +55,8 @@ void CachingAllocator::release(void* ptr) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.find(ptr);
   if (it == live_.end())
-    throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT, "free_memory: pointer was not allocated by this backend");
+    throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT,
+                                    "free_memory: pointer was not allocated by this backend");
   free_[it->second].push_back(ptr);
   live_.erase(it);
 }

@@ -6,7 +6,8 @@ file(REMOVE_RECURSE ${WORKDIR})
 file(MAKE_DIRECTORY ${WORKDIR})
 execute_process(
   COMMAND ${KEEL} run ${CONFIG} --set "backend={\"plugin\": \"cuda\"}" --set train.steps=2
-          --set "train.checkpoint.dir=\"${WORKDIR}/checkpoints\"" --set "train.metrics_path=\"${WORKDIR}/metrics.jsonl\""
+          --set "train.checkpoint.dir=\"${WORKDIR}/checkpoints\""
+          --set "train.metrics_path=\"${WORKDIR}/metrics.jsonl\""
   WORKING_DIRECTORY ${WORKDIR}
   RESULT_VARIABLE status
   OUTPUT_VARIABLE out

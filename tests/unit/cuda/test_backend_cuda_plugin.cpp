@@ -19,7 +19,8 @@ keel_status set_error(keel_status code, const char* message) {
   return code;
 }
 void log_line(int32_t, const char*, const char*) {}
-const keel_host kHost = {sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, set_error, log_line, nullptr};
+const keel_host kHost = {
+    sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, set_error, log_line, nullptr};
 
 const keel_plugin_info* load_entry() {
   static void* library = dlopen(KEEL_CUDA_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);

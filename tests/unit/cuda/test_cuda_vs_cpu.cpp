@@ -34,17 +34,18 @@ keel_status set_error(keel_status code, const char* message) {
   return code;
 }
 void log_line(int32_t, const char* source, const char* message) { std::printf("[%s] %s\n", source, message); }
-const keel_host kHost = {sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, set_error, log_line, nullptr};
+const keel_host kHost = {
+    sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, set_error, log_line, nullptr};
 
 int g_checks = 0, g_failures = 0;
 
-#define CALL(expr)                                                                                         \
-  do {                                                                                                     \
-    const keel_status status_ = (expr);                                                                    \
-    if (status_ != KEEL_OK) {                                                                              \
+#define CALL(expr)                                                                                               \
+  do {                                                                                                           \
+    const keel_status status_ = (expr);                                                                          \
+    if (status_ != KEEL_OK) {                                                                                    \
       std::printf("FAIL %s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #expr, status_, g_last_error.c_str()); \
-      ++g_failures;                                                                                        \
-    }                                                                                                      \
+      ++g_failures;                                                                                              \
+    }                                                                                                            \
   } while (0)
 
 const keel_backend_api* load(const char* path) {
@@ -102,8 +103,8 @@ void compare(const std::string& what, const std::vector<float>& got, const std::
     if (diff > worst || std::isnan(diff)) worst = diff;
   }
   if (bad) {
-    std::printf("FAIL %s: %zu of %zu elements off (max |diff| %.3g); first at %zu: gpu %.8g, cpu %.8g\n",
-                what.c_str(), bad, got.size(), worst, first, got[first], want[first]);
+    std::printf("FAIL %s: %zu of %zu elements off (max |diff| %.3g); first at %zu: gpu %.8g, cpu %.8g\n", what.c_str(),
+                bad, got.size(), worst, first, got[first], want[first]);
     ++g_failures;
   } else {
     std::printf("ok   %s (%zu elements, max |diff| %.3g)\n", what.c_str(), got.size(), worst);
@@ -226,8 +227,8 @@ void test_layernorm(Cpu& cpu, Gpu& gpu, Elem e) {
     const int64_t N = 70;
     auto inp = random_values(N * C, e, -2.0f, 3.0f), weight = random_values(C, e), bias = random_values(C, e);
     std::vector<float> out(N * C), mean(N), rstd(N);
-    CALL(cpu.api->layernorm_forward(cpu.h, out.data(), mean.data(), rstd.data(), inp.data(), weight.data(),
-                                    bias.data(), N, C));
+    CALL(cpu.api->layernorm_forward(cpu.h, out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(),
+                                    N, C));
     void *d_inp = gpu.put(inp, e), *d_w = gpu.put(weight, e), *d_b = gpu.put(bias, e), *d_out = gpu.alloc(N * C * 4);
     float *d_mean = static_cast<float*>(gpu.alloc(N * 4)), *d_rstd = static_cast<float*>(gpu.alloc(N * 4));
     CALL(gpu.api->layernorm_forward_dt(gpu.h, dt, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C));
@@ -286,7 +287,8 @@ void test_attention(Cpu& cpu, Gpu& gpu, Elem e) {
 
     if (e == Elem::f32) {  // 0.1's slots: saved holds the log-sum-exps and a copy of out
       const int64_t floats = gpu.api->attention_saved_floats(gpu.h, B, T, C, NH);
-      float *d_saved01 = static_cast<float*>(gpu.alloc(floats * 4)), *d_out01 = static_cast<float*>(gpu.alloc(B * T * C * 4));
+      float *d_saved01 = static_cast<float*>(gpu.alloc(floats * 4)),
+            *d_out01 = static_cast<float*>(gpu.alloc(B * T * C * 4));
       float* d_dqkv01 = gpu.put32(dqkv0);
       CALL(gpu.api->attention_forward(gpu.h, d_out01, d_saved01, static_cast<float*>(d_qkv), B, T, C, NH));
       CALL(gpu.api->attention_backward(gpu.h, d_dqkv01, static_cast<float*>(d_dout), static_cast<float*>(d_qkv),
@@ -340,7 +342,8 @@ void test_embedding(Cpu& cpu, Gpu& gpu, Elem e) {
   CALL(gpu.api->embedding_forward_dt(gpu.h, dt, d_out, d_tokens, d_wte, d_wpe, B, T, C));
   compare(tag("embedding_forward", e), gpu.get(d_out, B * T * C, e), out, for_elem(e));
 
-  auto dout = random_values(B * T * C, e), dwte = random_values(V * C, Elem::f32), dwpe = random_values(T * C, Elem::f32);
+  auto dout = random_values(B * T * C, e), dwte = random_values(V * C, Elem::f32),
+       dwpe = random_values(T * C, Elem::f32);
   void* d_dout = gpu.put(dout, e);
   float *d_dwte = gpu.put32(dwte), *d_dwpe = gpu.put32(dwpe), *d_dwte2 = gpu.put32(dwte);
   CALL(cpu.api->embedding_backward(cpu.h, dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C));
@@ -366,8 +369,8 @@ void test_embedding(Cpu& cpu, Gpu& gpu, Elem e) {
     float *d_drows = gpu.put32(drows), *d_dpe = gpu.put32(dpe);
     CALL(cpu.api->embedding_rows_backward(cpu.h, drows.data(), with_wpe ? dpe.data() : nullptr, dout.data(),
                                           tokens.data(), B, T, C, row_begin, rows));
-    CALL(gpu.api->embedding_rows_backward_dt(gpu.h, dt, d_drows, with_wpe ? d_dpe : nullptr, d_dout, d_tokens, B, T,
-                                             C, row_begin, rows));
+    CALL(gpu.api->embedding_rows_backward_dt(gpu.h, dt, d_drows, with_wpe ? d_dpe : nullptr, d_dout, d_tokens, B, T, C,
+                                             row_begin, rows));
     compare(tag("embedding_rows_backward dwte_rows", e) + which, gpu.get32(d_drows, rows * C), drows, kTight);
     compare(tag("embedding_rows_backward dwpe", e) + which, gpu.get32(d_dpe, T * C), dpe, kTight);
   }
@@ -426,7 +429,8 @@ void test_crossentropy_shards(Cpu& cpu, Gpu& gpu, Elem e) {
   double loss_terms = 0.0;
   for (int64_t n = 0; n < N; ++n) {
     const double m = std::fmax(stats[n * 3], stats[(N + n) * 3]);
-    const double sum = stats[n * 3 + 1] * std::exp(stats[n * 3] - m) + stats[(N + n) * 3 + 1] * std::exp(stats[(N + n) * 3] - m);
+    const double sum =
+        stats[n * 3 + 1] * std::exp(stats[n * 3] - m) + stats[(N + n) * 3 + 1] * std::exp(stats[(N + n) * 3] - m);
     lse[n] = static_cast<float>(m + std::log(sum));
     if (targets[n] >= 0) loss_terms += m + std::log(sum) - (stats[n * 3 + 2] + stats[(N + n) * 3 + 2]);
   }
@@ -486,11 +490,11 @@ void test_sum_squares(Cpu& cpu, Gpu& gpu, Elem e) {
 
 void test_convert(Gpu& gpu) {
   std::vector<float> x = random_values(1000, Elem::f32, -100.0f, 100.0f);
-  x[0] = 1.00390625f;    // halfway between two bf16 values, even below: rounds down
-  x[1] = 1.01171875f;    // halfway, even above: rounds up
-  x[2] = 3.0e38f;        // large but finite in bf16, which has fp32's exponent range
+  x[0] = 1.00390625f;  // halfway between two bf16 values, even below: rounds down
+  x[1] = 1.01171875f;  // halfway, even above: rounds up
+  x[2] = 3.0e38f;      // large but finite in bf16, which has fp32's exponent range
   x[3] = -0.0f;
-  x[4] = 1e-40f;         // subnormal
+  x[4] = 1e-40f;  // subnormal
   float* d_x = gpu.put32(x);
   void* d_bf16 = gpu.alloc(x.size() * 2);
   float* d_back = static_cast<float*>(gpu.alloc(x.size() * 4));
@@ -529,7 +533,8 @@ void test_optimizer_updates(Gpu& gpu) {
     const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
     const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
     const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
-    const float omb1 = static_cast<float>(1.0 - beta1), b2 = static_cast<float>(beta2), omb2 = static_cast<float>(1.0 - beta2);
+    const float omb1 = static_cast<float>(1.0 - beta1), b2 = static_cast<float>(beta2),
+                omb2 = static_cast<float>(1.0 - beta2);
     for (int64_t i = 0; i < n; ++i) {
       const float g = grads[i] * grad_scale;
       const float m_i = m[i] + omb1 * (g - m[i]);
@@ -565,6 +570,100 @@ void test_optimizer_updates(Gpu& gpu) {
       compare("sgd_update momentum_buffer" + s, gpu.get32(d_buf, n), buf, kUpdate);
     }
   }
+}
+
+// The fp32 slots of 0.1 and 0.6 not covered above, against the cpu backend's same slots.
+void test_fp32_slots(Cpu& cpu, Gpu& gpu) {
+  const int64_t N = 20, IC = 24, OC = 16, C = 24, n = N * IC;
+  auto inp = random_values(N * IC, Elem::f32), weight = random_values(OC * IC, Elem::f32);
+  auto bias = random_values(OC, Elem::f32), dout = random_values(N * OC, Elem::f32);
+  float *d_inp = gpu.put32(inp), *d_w = gpu.put32(weight), *d_b = gpu.put32(bias), *d_dout = gpu.put32(dout);
+  std::vector<float> out(N * OC);
+  float* d_out = gpu.put32(out);
+  CALL(cpu.api->matmul_forward(cpu.h, out.data(), inp.data(), weight.data(), bias.data(), N, IC, OC));
+  CALL(gpu.api->matmul_forward(gpu.h, d_out, d_inp, d_w, d_b, N, IC, OC));
+  compare("matmul_forward (0.1)", gpu.get32(d_out, N * OC), out, kTight);
+  std::vector<float> dinp(N * IC, 0.5f), dweight(OC * IC, 0.25f), dbias(OC, 1.0f);
+  float *d_dinp = gpu.put32(dinp), *d_dw = gpu.put32(dweight), *d_db = gpu.put32(dbias);
+  CALL(cpu.api->matmul_backward(cpu.h, dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                                weight.data(), N, IC, OC));
+  CALL(gpu.api->matmul_backward(gpu.h, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, IC, OC));
+  compare("matmul_backward dinp (0.1)", gpu.get32(d_dinp, N * IC), dinp, kTight);
+  compare("matmul_backward dweight (0.1)", gpu.get32(d_dw, OC * IC), dweight, kTight);
+  compare("matmul_backward dbias (0.1)", gpu.get32(d_db, OC), dbias, kTight);
+
+  auto lw = random_values(C, Elem::f32), lb = random_values(C, Elem::f32), g = random_values(N * C, Elem::f32);
+  float *d_lw = gpu.put32(lw), *d_lb = gpu.put32(lb), *d_g = gpu.put32(g);
+  std::vector<float> ln(N * C), mean(N), rstd(N), ldx(N * C, 0.0f), ldw(C, 0.0f), ldb(C, 0.0f);
+  float *d_ln = gpu.put32(ln), *d_mean = gpu.put32(mean), *d_rstd = gpu.put32(rstd);
+  float *d_ldx = gpu.put32(ldx), *d_ldw = gpu.put32(ldw), *d_ldb = gpu.put32(ldb);
+  CALL(cpu.api->layernorm_forward(cpu.h, ln.data(), mean.data(), rstd.data(), inp.data(), lw.data(), lb.data(), N, C));
+  CALL(gpu.api->layernorm_forward(gpu.h, d_ln, d_mean, d_rstd, d_inp, d_lw, d_lb, N, C));
+  compare("layernorm_forward (0.1)", gpu.get32(d_ln, N * C), ln, kTight);
+  CALL(cpu.api->layernorm_backward(cpu.h, ldx.data(), ldw.data(), ldb.data(), g.data(), inp.data(), lw.data(),
+                                   mean.data(), rstd.data(), N, C));
+  CALL(gpu.api->layernorm_backward(gpu.h, d_ldx, d_ldw, d_ldb, d_g, d_inp, d_lw, d_mean, d_rstd, N, C));
+  compare("layernorm_backward dinp (0.1)", gpu.get32(d_ldx, N * C), ldx, kTight);
+  compare("layernorm_backward dweight (0.1)", gpu.get32(d_ldw, C), ldw, kTight);
+
+  std::vector<float> y(n), dy(n, 0.1f), a = inp;
+  float *d_y = gpu.put32(y), *d_dy = gpu.put32(dy), *d_a = gpu.put32(a);
+  CALL(cpu.api->gelu_forward(cpu.h, y.data(), inp.data(), n));
+  CALL(gpu.api->gelu_forward(gpu.h, d_y, d_inp, n));
+  compare("gelu_forward (0.1)", gpu.get32(d_y, n), y, kTight);
+  CALL(cpu.api->gelu_backward(cpu.h, dy.data(), inp.data(), g.data(), n));
+  CALL(gpu.api->gelu_backward(gpu.h, d_dy, d_inp, d_g, n));
+  compare("gelu_backward (0.1)", gpu.get32(d_dy, n), dy, kTight);
+  CALL(cpu.api->add(cpu.h, y.data(), inp.data(), g.data(), n));
+  CALL(gpu.api->add(gpu.h, d_y, d_inp, d_g, n));
+  compare("add (0.1)", gpu.get32(d_y, n), y, kTight);
+  CALL(cpu.api->accumulate(cpu.h, a.data(), g.data(), n));
+  CALL(gpu.api->accumulate(gpu.h, d_a, d_g, n));
+  compare("accumulate (0.1)", gpu.get32(d_a, n), a, kTight);
+  CALL(cpu.api->scale(cpu.h, a.data(), 3.0f, n));
+  CALL(gpu.api->scale(gpu.h, d_a, 3.0f, n));
+  compare("scale (0.1)", gpu.get32(d_a, n), a, kTight);
+
+  const int64_t B = 2, T = 5, V = 7;
+  auto tokens = random_ids(B * T, V);
+  auto wte = random_values(V * C, Elem::f32), wpe = random_values(T * C, Elem::f32);
+  auto eg = random_values(B * T * C, Elem::f32);
+  int32_t* d_tokens = gpu.put_ids(tokens);
+  float *d_wte = gpu.put32(wte), *d_wpe = gpu.put32(wpe), *d_eg = gpu.put32(eg);
+  std::vector<float> emb(B * T * C), dwte(V * C, 0.0f), dwpe(T * C, 0.0f);
+  float *d_emb = gpu.put32(emb), *d_dwte = gpu.put32(dwte), *d_dwpe = gpu.put32(dwpe);
+  CALL(cpu.api->embedding_forward(cpu.h, emb.data(), tokens.data(), wte.data(), wpe.data(), B, T, C));
+  CALL(gpu.api->embedding_forward(gpu.h, d_emb, d_tokens, d_wte, d_wpe, B, T, C));
+  compare("embedding_forward (0.1)", gpu.get32(d_emb, B * T * C), emb, kTight);
+  CALL(cpu.api->embedding_backward(cpu.h, dwte.data(), dwpe.data(), eg.data(), tokens.data(), B, T, C));
+  CALL(gpu.api->embedding_backward(gpu.h, d_dwte, d_dwpe, d_eg, d_tokens, B, T, C));
+  compare("embedding_backward dwte (0.1)", gpu.get32(d_dwte, V * C), dwte, kTight);
+  compare("embedding_backward dwpe (0.1)", gpu.get32(d_dwpe, T * C), dwpe, kTight);
+  CALL(
+      cpu.api->embedding_rows_forward(cpu.h, emb.data(), tokens.data(), wte.data() + 2 * C, wpe.data(), B, T, C, 2, 3));
+  CALL(gpu.api->embedding_rows_forward(gpu.h, d_emb, d_tokens, d_wte + 2 * C, d_wpe, B, T, C, 2, 3));
+  compare("embedding_rows_forward (0.6)", gpu.get32(d_emb, B * T * C), emb, kTight);
+  CALL(cpu.api->embedding_rows_backward(cpu.h, dwte.data() + 2 * C, dwpe.data(), eg.data(), tokens.data(), B, T, C, 2,
+                                        3));
+  CALL(gpu.api->embedding_rows_backward(gpu.h, d_dwte + 2 * C, d_dwpe, d_eg, d_tokens, B, T, C, 2, 3));
+  compare("embedding_rows_backward dwte (0.6)", gpu.get32(d_dwte, V * C), dwte, kTight);
+
+  const int64_t cols = 12, valid = 10;
+  auto logits = random_values(N * cols, Elem::f32, -3.0f, 3.0f);
+  auto targets = random_ids(N, 30);
+  targets[0] = -1;
+  std::vector<float> stats(N * 3), lse(N), dlogits(N * cols, 0.0f);
+  for (int64_t i = 0; i < N; ++i) lse[i] = 2.0f + 0.1f * i;
+  float *d_logits = gpu.put32(logits), *d_stats = gpu.put32(stats), *d_lse = gpu.put32(lse);
+  float* d_dlogits = gpu.put32(dlogits);
+  int32_t* d_targets = gpu.put_ids(targets);
+  CALL(cpu.api->crossentropy_shard_stats(cpu.h, stats.data(), logits.data(), targets.data(), N, 10, valid, cols));
+  CALL(gpu.api->crossentropy_shard_stats(gpu.h, d_stats, d_logits, d_targets, N, 10, valid, cols));
+  compare("crossentropy_shard_stats (0.6)", gpu.get32(d_stats, N * 3), stats, kTight);
+  CALL(cpu.api->crossentropy_shard_backward(cpu.h, dlogits.data(), logits.data(), lse.data(), targets.data(), 0.5f, N,
+                                            10, valid, cols));
+  CALL(gpu.api->crossentropy_shard_backward(gpu.h, d_dlogits, d_logits, d_lse, d_targets, 0.5f, N, 10, valid, cols));
+  compare("crossentropy_shard_backward (0.6)", gpu.get32(d_dlogits, N * cols), dlogits, kTight);
 }
 
 // Memory, copies, the queue and events.
@@ -667,6 +766,7 @@ int main() {
         test_crossentropy_probs(cpu, gpu);
         test_convert(gpu);
         test_optimizer_updates(gpu);
+        test_fp32_slots(cpu, gpu);
       }
       CALL(cuda->synchronize(handle));
     }
