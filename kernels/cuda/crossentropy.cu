@@ -37,30 +37,29 @@ __global__ void crossentropy_stats_kernel(float* stats, const E* logits, const i
   }
 }
 
-// One block: thread k takes rows k, k + kCombineThreads, ... in order; then a fixed tree.
+// One block: thread k takes rows k, k + kCombineThreads, ... in order; then a fixed tree. In
+// double, as kernels/cpu/vocab_shard.cpp combines: it is N rows of a few shards, once a step.
 constexpr int kCombineThreads = 1024;
 
 __global__ void crossentropy_combine_kernel(float* lse, float* loss_sum, const float* stats, int32_t n_shards,
                                             const int32_t* targets, int64_t N, float weight) {
-  __shared__ float scratch[kCombineThreads / 32];
-  float loss = 0.0f;
+  __shared__ double scratch[kCombineThreads / 32];
+  double loss = 0.0;
   for (int64_t n = threadIdx.x; n < N; n += kCombineThreads) {
-    float max = -INFINITY, target_logit = 0.0f;
+    double max = -INFINITY, target_logit = 0.0;
+    for (int32_t k = 0; k < n_shards; ++k) max = fmax(max, static_cast<double>(stats[(k * N + n) * 3 + 0]));
+    double sum = 0.0;
     for (int32_t k = 0; k < n_shards; ++k) {
-      max = fmaxf(max, stats[(k * N + n) * 3 + 0]);
-      target_logit += stats[(k * N + n) * 3 + 2];  // 0 from every shard but the target's
+      const float* shard = stats + (k * N + n) * 3;
+      if (shard[0] != -INFINITY) sum += shard[1] * exp(shard[0] - max);  // a shard with no valid column adds nothing
+      target_logit += shard[2];  // 0 from every shard but the target's
     }
-    float sum = 0.0f;
-    for (int32_t k = 0; k < n_shards; ++k) {
-      const float m = stats[(k * N + n) * 3 + 0];
-      if (m > -INFINITY) sum += stats[(k * N + n) * 3 + 1] * expf(m - max);
-    }
-    const float row_lse = max + logf(sum);
-    lse[n] = row_lse;
+    const double row_lse = max == -INFINITY ? -INFINITY : max + log(sum);
+    lse[n] = static_cast<float>(row_lse);
     if (targets[n] >= 0) loss += row_lse - target_logit;
   }
   loss = block_sum<kCombineThreads>(loss, scratch);
-  if (threadIdx.x == 0) *loss_sum += weight * loss;
+  if (threadIdx.x == 0) *loss_sum = static_cast<float>(*loss_sum + static_cast<double>(weight) * loss);
 }
 
 template <typename E>

@@ -1,9 +1,9 @@
-// Fused optimizer updates on fp32 master parameters, element for element the rules of
-// plugins/optimizer-adamw/adamw_update.hpp and plugins/optimizer-sgd/sgd_update.hpp: the same
-// operations in the same order, scalars formed in double on the host from the config's doubles
-// (the ABI hands them over) as those plugins form them. The file is compiled with --fmad=false
-// (CMakeLists.txt), as the cpu plugins are built with -ffp-contract=off, so no multiply-add is
-// fused and each lane rounds as the host does.
+// Fused optimizer updates on fp32 master parameters, element for element the one AdamW and SGD
+// rule of kernels/cpu/optimizer_update.h (which the adamw and sgd plugins and the cpu backend
+// run): the same operations in the same order, the per-call scalars formed in double on the host
+// from the config's doubles and rounded to fp32 once. The file is compiled with --fmad=false
+// (CMakeLists.txt), as the cpu code is built with -ffp-contract=off, so no multiply-add is fused
+// and each lane rounds as the host does.
 #include <cmath>
 
 #include "cuda/common.cuh"

@@ -2,7 +2,8 @@
 // dlopen as the core loads them, on the same random inputs: once with "precision": "fp32" (the
 // *_dt ops at fp32 and the fp32 slots of 0.1/0.6), once with "precision": "bf16" (the *_dt ops at
 // bf16; the cpu backend gets the same bf16-rounded inputs as fp32). Ops the cpu backend lacks
-// (combine, convert, the optimizer updates) are checked against host loops written here.
+// at 0.1 (combine, convert, the optimizer updates) are checked against its 0.8 slots at fp32, or
+// against a host loop (convert's rounding).
 //
 // Bounds, |gpu - cpu| <= atol + rtol·|cpu| per element:
 //   fp32 outputs (fp32 run, and the fp32 gradients/statistics of the bf16 run, whose inputs are
@@ -422,24 +423,16 @@ void test_crossentropy_shards(Cpu& cpu, Gpu& gpu, Elem e) {
   }
   compare(tag("crossentropy_stats", e), gpu.get32(d_stats, 2 * N * 3), stats, kTight);
 
-  // combine, against the same formula in double on the cpu's statistics
-  std::vector<float> lse(N);
-  double loss = 0.5;
+  // combine, on the same statistics on both sides
+  std::vector<float> lse(N), loss_sum{0.5f};
   const float weight = 1.0f / N;
-  double loss_terms = 0.0;
-  for (int64_t n = 0; n < N; ++n) {
-    const double m = std::fmax(stats[n * 3], stats[(N + n) * 3]);
-    const double sum =
-        stats[n * 3 + 1] * std::exp(stats[n * 3] - m) + stats[(N + n) * 3 + 1] * std::exp(stats[(N + n) * 3] - m);
-    lse[n] = static_cast<float>(m + std::log(sum));
-    if (targets[n] >= 0) loss_terms += m + std::log(sum) - (stats[n * 3 + 2] + stats[(N + n) * 3 + 2]);
-  }
-  loss += weight * loss_terms;
+  float* d_stats_cpu = gpu.put32(stats);
+  CALL(cpu.api->crossentropy_combine(cpu.h, lse.data(), loss_sum.data(), stats.data(), 2, targets.data(), N, weight));
   float* d_lse = static_cast<float*>(gpu.alloc(N * 4));
   float* d_loss = gpu.put32({0.5f});
-  CALL(gpu.api->crossentropy_combine(gpu.h, d_lse, d_loss, d_stats, 2, d_targets, N, weight));
+  CALL(gpu.api->crossentropy_combine(gpu.h, d_lse, d_loss, d_stats_cpu, 2, d_targets, N, weight));
   compare(tag("crossentropy_combine lse", e), gpu.get32(d_lse, N), lse, kTight);
-  compare(tag("crossentropy_combine loss_sum", e), gpu.get32(d_loss, 1), {static_cast<float>(loss)}, kTight);
+  compare(tag("crossentropy_combine loss_sum", e), gpu.get32(d_loss, 1), loss_sum, kTight);
 
   float* d_lse_cpu = gpu.put32(lse);  // both sides from the same lse
   for (int k = 0; k < 2; ++k) {
@@ -519,52 +512,32 @@ void test_convert(Gpu& gpu) {
   compare("convert fp32 -> fp32", gpu.get32(d_copy, x.size()), x, Tolerance{0.0, 0.0});
 }
 
-// The adamw and sgd plugins' rules (plugins/optimizer-*/..._update.hpp), restated on the host.
-void test_optimizer_updates(Gpu& gpu) {
+// The fused updates against the cpu backend's, which run the adamw and sgd plugins' own rule
+// (kernels/cpu/optimizer_update.h).
+void test_optimizer_updates(Cpu& cpu, Gpu& gpu) {
   const int64_t n = 1000;
   const float lr = 1e-3f, grad_scale = 0.5f;
-  const double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   for (int64_t step : {1, 3}) {
     auto params = random_values(n, Elem::f32), grads = random_values(n, Elem::f32);
     auto m = random_values(n, Elem::f32), v = random_values(n, Elem::f32, 0.0f, 0.01f);
     float *d_p = gpu.put32(params), *d_g = gpu.put32(grads), *d_m = gpu.put32(m), *d_v = gpu.put32(v);
-    CALL(gpu.api->adamw_update(gpu.h, d_p, d_g, d_m, d_v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, step));
-    const double t = static_cast<double>(step);
-    const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
-    const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
-    const float omb1 = static_cast<float>(1.0 - beta1), b2 = static_cast<float>(beta2),
-                omb2 = static_cast<float>(1.0 - beta2);
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = grads[i] * grad_scale;
-      const float m_i = m[i] + omb1 * (g - m[i]);
-      const float v_i = b2 * v[i] + omb2 * g * g;
-      m[i] = m_i;
-      v[i] = v_i;
-      const float denom = std::sqrt(v_i) / bc2_sqrt + static_cast<float>(eps);
-      params[i] = params[i] * decay - step_size * m_i / denom;
-    }
+    CALL(cpu.api->adamw_update(cpu.h, params.data(), grads.data(), m.data(), v.data(), n, lr, 0.9, 0.95, 1e-8, 0.1,
+                               grad_scale, step));
+    CALL(gpu.api->adamw_update(gpu.h, d_p, d_g, d_m, d_v, n, lr, 0.9, 0.95, 1e-8, 0.1, grad_scale, step));
     const std::string s = " step " + std::to_string(step);
     compare("adamw_update params" + s, gpu.get32(d_p, n), params, kUpdate);
     compare("adamw_update m" + s, gpu.get32(d_m, n), m, kUpdate);
     compare("adamw_update v" + s, gpu.get32(d_v, n), v, kUpdate);
   }
-  const double momentum = 0.9, dampening = 0.1, sgd_decay = 0.01;
   for (int32_t nesterov : {0, 1}) {
     auto params = random_values(n, Elem::f32), buf = random_values(n, Elem::f32);
     float *d_p = gpu.put32(params), *d_buf = gpu.put32(buf);
     for (int64_t step : {1, 2}) {
       auto grads = random_values(n, Elem::f32);
       float* d_g = gpu.put32(grads);
-      CALL(gpu.api->sgd_update(gpu.h, d_p, d_g, d_buf, n, lr, momentum, dampening, nesterov, sgd_decay, grad_scale,
-                               step));
-      for (int64_t i = 0; i < n; ++i) {
-        float g = grads[i] * grad_scale;
-        g += static_cast<float>(sgd_decay) * params[i];
-        const float b = step == 1 ? g : static_cast<float>(momentum) * buf[i] + static_cast<float>(1.0 - dampening) * g;
-        buf[i] = b;
-        params[i] -= lr * (nesterov ? g + static_cast<float>(momentum) * b : b);
-      }
+      CALL(cpu.api->sgd_update(cpu.h, params.data(), grads.data(), buf.data(), n, lr, 0.9, 0.1, nesterov, 0.01,
+                               grad_scale, step));
+      CALL(gpu.api->sgd_update(gpu.h, d_p, d_g, d_buf, n, lr, 0.9, 0.1, nesterov, 0.01, grad_scale, step));
       const std::string s = std::string(nesterov ? " nesterov" : "") + " step " + std::to_string(step);
       compare("sgd_update params" + s, gpu.get32(d_p, n), params, kUpdate);
       compare("sgd_update momentum_buffer" + s, gpu.get32(d_buf, n), buf, kUpdate);
@@ -765,7 +738,7 @@ int main() {
       if (e == Elem::f32) {
         test_crossentropy_probs(cpu, gpu);
         test_convert(gpu);
-        test_optimizer_updates(gpu);
+        test_optimizer_updates(cpu, gpu);
         test_fp32_slots(cpu, gpu);
       }
       CALL(cuda->synchronize(handle));
