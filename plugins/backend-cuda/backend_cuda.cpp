@@ -176,7 +176,6 @@ Elem elem_of(keel_dtype dt, const char* op) {
 keel_dtype dtype_of(Elem e) {
   return e == Elem::bf16 ? keel_dtype{KEEL_DTYPE_BFLOAT, 16, 1} : keel_dtype{KEEL_DTYPE_FLOAT, 32, 1};
 }
-size_t elem_bytes(Elem e) { return e == Elem::bf16 ? 2 : 4; }
 
 // --- lifetime and configuration ---
 
@@ -228,8 +227,14 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
   });
 }
 
+// Frees everything even when the device is in an error state (cudaSetDevice failing then).
 void destroy(void* backend) {
-  run(backend, [&](CudaBackend& b) { delete &b; });
+  auto* b = static_cast<CudaBackend*>(backend);
+  if (!b) return;
+  keel_support::guard(b->host, kSource, [&] {
+    cudaSetDevice(b->device);
+    delete b;
+  });
 }
 
 keel_status device(void* backend, keel_device* out_device) {
