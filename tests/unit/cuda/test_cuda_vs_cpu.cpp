@@ -331,17 +331,18 @@ void test_elementwise(Cpu& cpu, Gpu& gpu, Elem e) {
   compare(tag("scale", e), gpu.get(d_b, n, e), b, for_elem(e));
 }
 
-void test_embedding(Cpu& cpu, Gpu& gpu, Elem e) {
+// B·T = 18 positions over 11 ids, and 800 over 50 (the scatter scans tokens 256 at a time).
+void test_embedding(Cpu& cpu, Gpu& gpu, Elem e, int64_t B, int64_t T, int64_t C, int32_t V) {
   const keel_dtype dt = dtype(e);
-  const int64_t B = 2, T = 9, C = 40, V = 11;
-  auto tokens = random_ids(B * T, V);  // 18 positions over 11 ids: repeats
+  auto tokens = random_ids(B * T, V);
+  const std::string shape = " B*T=" + std::to_string(B * T);
   auto wte = random_values(V * C, e), wpe = random_values(T * C, e);
   int32_t* d_tokens = gpu.put_ids(tokens);
   void *d_wte = gpu.put(wte, e), *d_wpe = gpu.put(wpe, e), *d_out = gpu.alloc(B * T * C * 4);
   std::vector<float> out(B * T * C);
   CALL(cpu.api->embedding_forward(cpu.h, out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C));
   CALL(gpu.api->embedding_forward_dt(gpu.h, dt, d_out, d_tokens, d_wte, d_wpe, B, T, C));
-  compare(tag("embedding_forward", e), gpu.get(d_out, B * T * C, e), out, for_elem(e));
+  compare(tag("embedding_forward", e) + shape, gpu.get(d_out, B * T * C, e), out, for_elem(e));
 
   auto dout = random_values(B * T * C, e), dwte = random_values(V * C, Elem::f32),
        dwpe = random_values(T * C, Elem::f32);
@@ -351,9 +352,9 @@ void test_embedding(Cpu& cpu, Gpu& gpu, Elem e) {
   CALL(gpu.api->embedding_backward_dt(gpu.h, dt, d_dwte, d_dwpe, d_dout, d_tokens, B, T, C));
   CALL(gpu.api->embedding_backward_dt(gpu.h, dt, d_dwte2, nullptr, d_dout, d_tokens, B, T, C));
   const auto got = gpu.get32(d_dwte, V * C);
-  compare(tag("embedding_backward dwte", e), got, dwte, kTight);
-  compare(tag("embedding_backward dwpe", e), gpu.get32(d_dwpe, T * C), dwpe, kTight);
-  compare_bits(tag("embedding_backward twice", e), got, gpu.get32(d_dwte2, V * C));
+  compare(tag("embedding_backward dwte", e) + shape, got, dwte, kTight);
+  compare(tag("embedding_backward dwpe", e) + shape, gpu.get32(d_dwpe, T * C), dwpe, kTight);
+  compare_bits(tag("embedding_backward twice", e) + shape, got, gpu.get32(d_dwte2, V * C));
 
   // Rows [3, 8) of the table, with and without wpe.
   const int64_t row_begin = 3, rows = 5;
@@ -365,15 +366,15 @@ void test_embedding(Cpu& cpu, Gpu& gpu, Elem e) {
                                          with_wpe ? wpe.data() : nullptr, B, T, C, row_begin, rows));
     CALL(gpu.api->embedding_rows_forward_dt(gpu.h, dt, d_out, d_tokens, d_rows, with_wpe ? d_wpe : nullptr, B, T, C,
                                             row_begin, rows));
-    compare(tag("embedding_rows_forward", e) + which, gpu.get(d_out, B * T * C, e), out, for_elem(e));
+    compare(tag("embedding_rows_forward", e) + which + shape, gpu.get(d_out, B * T * C, e), out, for_elem(e));
     auto drows = random_values(rows * C, Elem::f32), dpe = random_values(T * C, Elem::f32);
     float *d_drows = gpu.put32(drows), *d_dpe = gpu.put32(dpe);
     CALL(cpu.api->embedding_rows_backward(cpu.h, drows.data(), with_wpe ? dpe.data() : nullptr, dout.data(),
                                           tokens.data(), B, T, C, row_begin, rows));
     CALL(gpu.api->embedding_rows_backward_dt(gpu.h, dt, d_drows, with_wpe ? d_dpe : nullptr, d_dout, d_tokens, B, T, C,
                                              row_begin, rows));
-    compare(tag("embedding_rows_backward dwte_rows", e) + which, gpu.get32(d_drows, rows * C), drows, kTight);
-    compare(tag("embedding_rows_backward dwpe", e) + which, gpu.get32(d_dpe, T * C), dpe, kTight);
+    compare(tag("embedding_rows_backward dwte_rows", e) + which + shape, gpu.get32(d_drows, rows * C), drows, kTight);
+    compare(tag("embedding_rows_backward dwpe", e) + which + shape, gpu.get32(d_dpe, T * C), dpe, kTight);
   }
 }
 
@@ -732,7 +733,8 @@ int main() {
       test_layernorm(cpu, gpu, e);
       test_attention(cpu, gpu, e);
       test_elementwise(cpu, gpu, e);
-      test_embedding(cpu, gpu, e);
+      test_embedding(cpu, gpu, e, 2, 9, 40, 11);
+      test_embedding(cpu, gpu, e, 4, 200, 72, 50);
       test_crossentropy_shards(cpu, gpu, e);
       test_sum_squares(cpu, gpu, e);
       if (e == Elem::f32) {
