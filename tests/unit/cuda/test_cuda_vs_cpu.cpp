@@ -9,6 +9,7 @@
 //   fp32 outputs (fp32 run, and the fp32 gradients/statistics of the bf16 run, whose inputs are
 //     identical on both sides): 1e-4 + 1e-4 (only the order of fp32 sums differs);
 //   cuBLASLt's GELU epilogue, fp32: 1e-3 + 1e-3 (its GELU need not round as tanhf does);
+//   matmuls with "allow_tf32": true: 1e-2 + 1e-2 (TF32 keeps 10 of fp32's 23 mantissa bits);
 //   bf16 outputs: 3e-2 + 3e-2 (a bf16 rounding is 2^-8 relative, plus gradients that add a bf16
 //     value to a bf16 buffer, plus attention's backward reading its own bf16 output);
 //   convert: bit-exact; the optimizer updates: 1e-6 relative (the same fp32 operations in the
@@ -85,7 +86,9 @@ struct Tolerance {
   double atol, rtol;
 };
 constexpr Tolerance kTight{1e-4, 1e-4}, kGeluEpilogue{1e-3, 1e-3}, kBf16{3e-2, 3e-2}, kUpdate{0.0, 1e-6};
+constexpr Tolerance kTf32{1e-2, 1e-2};  // TF32 keeps 10 mantissa bits of each operand
 Tolerance for_elem(Elem e) { return e == Elem::bf16 ? kBf16 : kTight; }
+bool g_tf32 = false;  // the fp32 run's matmuls may use TF32 ("allow_tf32": true)
 
 void compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, Tolerance tol) {
   ++g_checks;
@@ -190,9 +193,10 @@ std::string tag(const char* op, Elem e) { return std::string(op) + (e == Elem::b
 
 void test_matmul(Cpu& cpu, Gpu& gpu, Elem e) {
   const keel_dtype dt = dtype(e);
+  const Tolerance fp32 = g_tf32 ? kTf32 : kTight, out_tol = e == Elem::bf16 ? kBf16 : fp32;
   for (int64_t OC : {136, 50}) {  // 136: the fused GELU epilogue; 50: GELU after the product
     const int64_t N = 70, IC = 96;
-    const std::string shape = " OC=" + std::to_string(OC);
+    const std::string shape = " OC=" + std::to_string(OC) + (g_tf32 ? " TF32" : "");
     auto inp = random_values(N * IC, e), weight = random_values(OC * IC, e), bias = random_values(OC, e);
     std::vector<float> out(N * OC), out_nobias(N * OC), gelu(N * OC);
     CALL(cpu.api->matmul_forward(cpu.h, out.data(), inp.data(), weight.data(), bias.data(), N, IC, OC));
@@ -201,13 +205,13 @@ void test_matmul(Cpu& cpu, Gpu& gpu, Elem e) {
     void *d_inp = gpu.put(inp, e), *d_w = gpu.put(weight, e), *d_b = gpu.put(bias, e);
     void *d_out = gpu.alloc(N * OC * 4), *d_pre = gpu.alloc(N * OC * 4);
     CALL(gpu.api->matmul_forward_dt(gpu.h, dt, d_out, nullptr, d_inp, d_w, d_b, N, IC, OC));
-    compare(tag("matmul_forward", e) + shape, gpu.get(d_out, N * OC, e), out, for_elem(e));
+    compare(tag("matmul_forward", e) + shape, gpu.get(d_out, N * OC, e), out, out_tol);
     CALL(gpu.api->matmul_forward_dt(gpu.h, dt, d_out, nullptr, d_inp, d_w, nullptr, N, IC, OC));
-    compare(tag("matmul_forward without bias", e) + shape, gpu.get(d_out, N * OC, e), out_nobias, for_elem(e));
+    compare(tag("matmul_forward without bias", e) + shape, gpu.get(d_out, N * OC, e), out_nobias, out_tol);
     CALL(gpu.api->matmul_forward_dt(gpu.h, dt, d_out, d_pre, d_inp, d_w, d_b, N, IC, OC));
-    compare(tag("matmul_forward gelu_pre", e) + shape, gpu.get(d_pre, N * OC, e), out, for_elem(e));
+    compare(tag("matmul_forward gelu_pre", e) + shape, gpu.get(d_pre, N * OC, e), out, out_tol);
     compare(tag("matmul_forward GELU out", e) + shape, gpu.get(d_out, N * OC, e), gelu,
-            e == Elem::bf16 ? kBf16 : kGeluEpilogue);
+            e == Elem::bf16 ? kBf16 : (g_tf32 ? kTf32 : kGeluEpilogue));
 
     auto dout = random_values(N * OC, e), dinp = random_values(N * IC, e);
     auto dweight = random_values(OC * IC, Elem::f32), dbias = random_values(OC, Elem::f32);
@@ -216,9 +220,9 @@ void test_matmul(Cpu& cpu, Gpu& gpu, Elem e) {
     CALL(cpu.api->matmul_backward(cpu.h, dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
                                   weight.data(), N, IC, OC));
     CALL(gpu.api->matmul_backward_dt(gpu.h, dt, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, IC, OC));
-    compare(tag("matmul_backward dinp", e) + shape, gpu.get(d_dinp, N * IC, e), dinp, for_elem(e));
-    compare(tag("matmul_backward dweight", e) + shape, gpu.get32(d_dw, OC * IC), dweight, kTight);
-    compare(tag("matmul_backward dbias", e) + shape, gpu.get32(d_db, OC), dbias, kTight);
+    compare(tag("matmul_backward dinp", e) + shape, gpu.get(d_dinp, N * IC, e), dinp, out_tol);
+    compare(tag("matmul_backward dweight", e) + shape, gpu.get32(d_dw, OC * IC), dweight, fp32);
+    compare(tag("matmul_backward dbias", e) + shape, gpu.get32(d_db, OC), dbias, fp32);
   }
 }
 
@@ -747,6 +751,19 @@ int main() {
     }
     cuda->destroy(handle);
   }
+  // "allow_tf32": true: the fp32 matmuls on TF32 tensor cores, within TF32's bounds.
+  keel_backend_create_args tf32_args{sizeof(tf32_args), R"({"plugin": "cuda", "allow_tf32": true})", "backend"};
+  void* tf32 = nullptr;
+  if (cuda->create(&kHost, &tf32_args, &tf32) != KEEL_OK) {
+    std::printf("FAIL: cuda backend with allow_tf32: %s\n", g_last_error.c_str());
+    return 1;
+  }
+  {
+    Gpu gpu{cuda, tf32, {}};
+    g_tf32 = true;
+    test_matmul(cpu, gpu, Elem::f32);
+  }
+  cuda->destroy(tf32);
   cpu_api->destroy(cpu.h);
   std::printf("%d checks, %d failed\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
