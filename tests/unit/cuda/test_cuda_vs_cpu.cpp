@@ -704,9 +704,14 @@ void test_memory(Gpu& gpu, Elem e) {
 
 }  // namespace
 
-int main() {
-  const keel_backend_api* cuda = load(KEEL_CUDA_PLUGIN_PATH);
-  const keel_backend_api* cpu_api = load(KEEL_CPU_PLUGIN_PATH);
+// Usage: keel_backend_cuda_vs_cpu LIBKEEL-CUDA.SO LIBKEEL-CPU.SO
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::printf("usage: %s LIBKEEL-CUDA.SO LIBKEEL-CPU.SO\n", argv[0]);
+    return 2;
+  }
+  const keel_backend_api* cuda = load(argv[1]);
+  const keel_backend_api* cpu_api = load(argv[2]);
   if (!cuda || !cpu_api) {
     std::printf("FAIL: cannot load the plugins\n");
     return 1;
