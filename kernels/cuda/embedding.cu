@@ -27,9 +27,9 @@ __global__ void embedding_forward_kernel(E* out, const int32_t* tokens, const E*
 template <typename E>
 __global__ void embedding_dwpe_kernel(float* dwpe, const E* dout, int64_t B, int64_t T, int64_t C) {
   KEEL_GRID_STRIDE(i, T * C) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < B; ++b) sum += load(dout + b * T * C + i);
-    dwpe[i] += sum;
+    float acc = dwpe[i];
+    for (int64_t b = 0; b < B; ++b) acc += load(dout + b * T * C + i);
+    dwpe[i] = acc;
   }
 }
 
@@ -64,11 +64,12 @@ __global__ void embedding_dwte_kernel(float* dwte_rows, const E* dout, const int
     }
     if (match) positions[offset + __popc(ballot & ((1u << lane) - 1u))] = i;
     __syncthreads();
-    for (int64_t c = threadIdx.x; c < C; c += kScanThreads) {
-      float sum = 0.0f;
-      for (int k = 0; k < count; ++k) sum += load(dout + positions[k] * C + c);
-      if (count) d[c] += sum;
-    }
+    if (count)  // each gradient added onto the row in position order, as kernels/cpu does
+      for (int64_t c = threadIdx.x; c < C; c += kScanThreads) {
+        float acc = d[c];
+        for (int k = 0; k < count; ++k) acc += load(dout + positions[k] * C + c);
+        d[c] = acc;
+      }
     __syncthreads();  // positions and warp_counts are rewritten by the next chunk
   }
 }
