@@ -1,0 +1,91 @@
+// The launchers of kernels/cuda, as the `cuda` backend plugin calls them: plain functions in
+// llm.c's style, a shape comment on every buffer. `Elem` is the element type of the buffers typed
+// void* (the compute type; fp32 buffers are typed float*). Every launcher queues its work on
+// `stream` and returns at once; launch errors are read with cudaGetLastError by the caller.
+// Backward launchers ACCUMULATE (+=) into gradients, as the ABI requires.
+// One header for every .cu file: the plugin is their only user.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace keel::cuda {
+
+enum class Elem { f32, bf16 };
+
+// --- elementwise.cu ---
+void add(Elem e, void* out, const void* a, const void* b, int64_t n, cudaStream_t stream);  // out may alias a, b
+void accumulate(Elem e, void* dst, const void* src, int64_t n, cudaStream_t stream);
+void scale(Elem e, void* x, float alpha, int64_t n, cudaStream_t stream);
+// out(N,OC) = bias(OC) broadcast over rows, or 0 when bias is NULL (a matmul with IC = 0).
+void fill_rows(Elem e, void* out, const void* bias, int64_t N, int64_t OC, cudaStream_t stream);
+// dst(n) = src(n), fp32 <-> bf16 (round to nearest even), or a copy when the types agree.
+void convert(Elem dst_elem, void* dst, Elem src_elem, const void* src, int64_t n, cudaStream_t stream);
+
+// --- gelu.cu --- (tanh approximation, GPT-2's)
+void gelu_forward(Elem e, void* out, const void* inp, int64_t n, cudaStream_t stream);
+void gelu_backward(Elem e, void* dinp, const void* inp, const void* dout, int64_t n, cudaStream_t stream);
+
+// --- layernorm.cu --- eps 1e-5; mean(N), rstd(N) fp32
+void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                       const void* bias, int64_t N, int64_t C, cudaStream_t stream);
+// dweight(C), dbias(C) fp32; any of dinp, dweight, dbias may be NULL.
+void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                        const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        cudaStream_t stream);
+
+// --- attention_forward.cu, attention_backward.cu --- causal, flash-style (never T×T)
+constexpr int64_t kAttentionMaxHeadSize = 128;
+// out(B,T,C), lse(B,NH,T) fp32 from qkv(B,T,3C).
+void attention_forward(Elem e, void* out, float* lse, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                       cudaStream_t stream);
+// dqkv(B,T,3C) += given dout(B,T,C), out(B,T,C), lse(B,NH,T); `rowdot` is scratch of B·NH·T floats.
+void attention_backward(Elem e, void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                        float* rowdot, int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream);
+
+// --- embedding.cu --- tokens(B,T) int32; a token outside [row_begin, row_begin+rows) reads zeros
+// out(B,T,C) = wte_rows[tok - row_begin] + wpe[t] (wpe may be NULL).
+void embedding_forward(Elem e, void* out, const int32_t* tokens, const void* wte_rows, const void* wpe, int64_t B,
+                       int64_t T, int64_t C, int64_t row_begin, int64_t rows, cudaStream_t stream);
+// dwte_rows(rows,C) += scatter of dout by token (deterministic: no float atomics); dwpe(T,C) += Σ_b dout.
+// Either gradient may be NULL.
+void embedding_backward(Elem e, float* dwte_rows, float* dwpe, const void* dout, const int32_t* tokens, int64_t B,
+                        int64_t T, int64_t C, int64_t row_begin, int64_t rows, cudaStream_t stream);
+
+// --- crossentropy.cu --- logits(N,cols) hold vocabulary columns [col_begin, col_begin+cols)
+// stats(N,3): max, Σ exp(x - max) over the first valid_cols columns, the target's logit (or 0).
+void crossentropy_stats(Elem e, float* stats, const void* logits, const int32_t* targets, int64_t N, int64_t col_begin,
+                        int64_t valid_cols, int64_t cols, cudaStream_t stream);
+// stats(n_shards,N,3) -> lse(N); *loss_sum += weight · Σ_{target >= 0} (lse - target logit).
+void crossentropy_combine(float* lse, float* loss_sum, const float* stats, int32_t n_shards, const int32_t* targets,
+                          int64_t N, float weight, cudaStream_t stream);
+// dlogits(N,cols) += (exp(x - lse) - onehot) * dloss over valid columns; `overwrite` writes the
+// gradient instead (0 where there is none), for dlogits == logits.
+void crossentropy_backward(Elem e, void* dlogits, const void* logits, const float* lse, const int32_t* targets,
+                           float dloss, int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, bool overwrite,
+                           cudaStream_t stream);
+// 0.1's fp32 pair: probs(N,Vp) (may alias logits), losses(N); dlogits(N,Vp) += (probs - onehot) * dloss.
+void crossentropy_probs_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int64_t N,
+                                int64_t V, int64_t Vp, cudaStream_t stream);
+void crossentropy_probs_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int64_t N,
+                                 int64_t V, int64_t Vp, cudaStream_t stream);
+
+// --- reduce.cu --- two passes with a fixed grid and fixed trees: the same bits on every run
+constexpr int kSumSquaresBlocks = 512;
+// *acc += Σ x² in fp32; partial holds kSumSquaresBlocks floats.
+void sum_squares(Elem e, const void* x, int64_t n, float* acc, float* partial, cudaStream_t stream);
+// *out = Σ x² in double (fp32 x); partial holds kSumSquaresBlocks doubles.
+void sum_squares_double(const float* x, int64_t n, double* out, double* partial, cudaStream_t stream);
+// dbias(OC) += Σ_n dout(N,OC), in a fixed order per column.
+void column_sum(Elem e, float* dbias, const void* dout, int64_t N, int64_t OC, cudaStream_t stream);
+
+// --- optimizer.cu --- the adamw and sgd plugins' rules, on fp32 arrays in place
+// Hyperparameters are the config's doubles; terms formed from them are rounded to fp32 once.
+void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, double beta1,
+                  double beta2, double eps, double weight_decay, float grad_scale, int64_t step, cudaStream_t stream);
+void sgd_update(float* params, const float* grads, float* momentum_buffer, int64_t n, float lr, double momentum,
+                double dampening, bool nesterov, double weight_decay, float grad_scale, int64_t step,
+                cudaStream_t stream);
+
+}  // namespace keel::cuda

@@ -1,0 +1,139 @@
+// LayerNorm forward/backward at either compute type. One warp per row (lanes stride over the
+// channels, sums by warp butterfly); the forward takes the variance of the centred row in a
+// second pass, as kernels/cpu does. dweight and dbias sum over rows, which would take atomics
+// if rows wrote them; instead a second kernel gives each block 32 columns and walks the rows
+// in a fixed order, so the sums come out the same on every run.
+#include "cuda/common.cuh"
+#include "cuda/kernels.h"
+
+namespace keel::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block in the per-row kernels
+constexpr float kEps = 1e-5f;
+
+template <typename T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias,
+                                         int64_t N, int64_t C) {
+  const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (n >= N) return;
+  const T* x = inp + n * C;
+  float sum = 0.0f;
+  for (int64_t i = lane; i < C; i += 32) sum += load(x + i);
+  const float m = warp_sum(sum) / C;
+  float sq = 0.0f;
+  for (int64_t i = lane; i < C; i += 32) {
+    const float d = load(x + i) - m;
+    sq += d * d;
+  }
+  const float s = rsqrtf(warp_sum(sq) / C + kEps);
+  T* y = out + n * C;
+  for (int64_t i = lane; i < C; i += 32) store(y + i, (load(x + i) - m) * s * load(weight + i) + load(bias + i));
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+// dinp = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = weight * dout
+template <typename T>
+__global__ void layernorm_backward_inp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
+                                              const float* rstd, int64_t N, int64_t C) {
+  const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (n >= N) return;
+  const T* x = inp + n * C;
+  const T* g = dout + n * C;
+  const float m = mean[n], s = rstd[n];
+  float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
+  for (int64_t i = lane; i < C; i += 32) {
+    const float dnorm = load(weight + i) * load(g + i);
+    dnorm_sum += dnorm;
+    dnorm_norm_sum += dnorm * (load(x + i) - m) * s;
+  }
+  const float dnorm_mean = warp_sum(dnorm_sum) / C;
+  const float dnorm_norm_mean = warp_sum(dnorm_norm_sum) / C;
+  T* dx = dinp + n * C;
+  for (int64_t i = lane; i < C; i += 32) {
+    const float norm = (load(x + i) - m) * s;
+    store(dx + i, load(dx + i) + s * (load(weight + i) * load(g + i) - dnorm_mean - norm * dnorm_norm_mean));
+  }
+}
+
+// Block (32, kRowGroups): column blockIdx.x * 32 + threadIdx.x; thread row y sums rows y,
+// y + kRowGroups, ...; then the kRowGroups partial sums are added in order by row 0.
+constexpr int kRowGroups = 16;
+
+template <typename T>
+__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const T* dout, const T* inp,
+                                                 const float* mean, const float* rstd, int64_t N, int64_t C) {
+  __shared__ float partial_w[kRowGroups][33];
+  __shared__ float partial_b[kRowGroups][33];
+  const int64_t i = blockIdx.x * int64_t(32) + threadIdx.x;
+  float w = 0.0f, b = 0.0f;
+  if (i < C) {
+    for (int64_t n = threadIdx.y; n < N; n += kRowGroups) {
+      const float g = load(dout + n * C + i);
+      b += g;
+      w += (load(inp + n * C + i) - mean[n]) * rstd[n] * g;
+    }
+  }
+  partial_w[threadIdx.y][threadIdx.x] = w;
+  partial_b[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < C) {
+    float w_sum = 0.0f, b_sum = 0.0f;
+    for (int r = 0; r < kRowGroups; ++r) {
+      w_sum += partial_w[r][threadIdx.x];
+      b_sum += partial_b[r][threadIdx.x];
+    }
+    if (dweight) dweight[i] += w_sum;
+    if (dbias) dbias[i] += b_sum;
+  }
+}
+
+template <typename T>
+void layernorm_backward_typed(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                              const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
+  if (dinp) {
+    const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+    layernorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N, C);
+  }
+  if (dweight || dbias) {
+    const unsigned blocks = static_cast<unsigned>((C + 31) / 32);
+    layernorm_backward_params_kernel<<<blocks, dim3(32, kRowGroups), 0, stream>>>(dweight, dbias, dout, inp, mean, rstd,
+                                                                                  N, C);
+  }
+}
+
+}  // namespace
+
+void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                       const void* bias, int64_t N, int64_t C, cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (e == Elem::bf16)
+    layernorm_forward_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
+        static_cast<bf16*>(out), mean, rstd, static_cast<const bf16*>(inp), static_cast<const bf16*>(weight),
+        static_cast<const bf16*>(bias), N, C);
+  else
+    layernorm_forward_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
+        static_cast<float*>(out), mean, rstd, static_cast<const float*>(inp), static_cast<const float*>(weight),
+        static_cast<const float*>(bias), N, C);
+}
+
+void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                        const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  if (e == Elem::bf16)
+    layernorm_backward_typed(static_cast<bf16*>(dinp), dweight, dbias, static_cast<const bf16*>(dout),
+                             static_cast<const bf16*>(inp), static_cast<const bf16*>(weight), mean, rstd, N, C, stream);
+  else
+    layernorm_backward_typed(static_cast<float*>(dinp), dweight, dbias, static_cast<const float*>(dout),
+                             static_cast<const float*>(inp), static_cast<const float*>(weight), mean, rstd, N, C,
+                             stream);
+}
+
+}  // namespace keel::cuda

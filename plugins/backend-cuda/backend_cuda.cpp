@@ -1,0 +1,904 @@
+// The `cuda` backend plugin: the keel_backend_api table (ABI 0.8) over kernels/cuda, for one GPU.
+// This file parses the config section, owns the device objects (one stream, the cuBLASLt handle
+// and workspace, the caching allocator, pinned host blocks), checks arguments, and keeps C++
+// exceptions from crossing the ABI (every slot runs under keel_support::guard); the math lives
+// in the kernels. NOT YET RUN ON A GPU: it compiles, loads and refuses cleanly without one.
+//
+// Loading needs no GPU: only libcudart and libcublasLt are linked, and libcudart opens the
+// driver on first use, so probe and create can say "no CUDA device" instead of failing to load.
+//
+// Determinism: no op uses float atomics, and every reduction adds in a fixed order, so each op
+// gives the same bits on every run with the same GPU model, toolkit and shapes. The one caveat
+// is cuBLASLt, which picks its algorithm by heuristic per shape and device: reproducible run to
+// run on one GPU model (cuBLAS's documented guarantee), not bit-identical across GPU models.
+// Token ids and targets live in device memory, so unlike the cpu backend this one cannot check
+// them on the host: a negative token id reads a zero row, while ids past the table's end (which
+// no argument bounds) and targets >= V are the data loader's to prevent.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <keel/backend.h>
+#include <keel/plugin.h>
+#include <keel_support/plugin_entry.hpp>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "caching_allocator.hpp"  // defines: CachingAllocator
+#include "cuda/kernels.h"         // defines: every kernel launcher, Elem
+#include "cuda/matmul.h"          // defines: Matmul, matmul_forward, matmul_backward
+#include "keel_support/abi_guard.hpp"
+
+namespace {
+
+using keel::cuda::Elem;
+using keel_support::StatusError;
+constexpr const char* kSource = "backend cuda";
+constexpr size_t kMatmulWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
+
+struct Settings {
+  int device = 0;
+  Elem compute = Elem::f32;
+  bool allow_tf32 = false;
+  double peak_tflops = 0.0;  // 0: estimated from the device's properties
+};
+
+Settings parse_settings(const char* config_json, const char* json_path) {
+  auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "backend");
+  section.allow("plugin");
+  Settings s;
+  s.device = section.get_in_range<int>("device", 0, 0, 1023);
+  s.compute = section.get_choice("precision", "fp32", {"fp32", "bf16"}) == "bf16" ? Elem::bf16 : Elem::f32;
+  s.allow_tf32 = section.get<bool>("allow_tf32", false);
+  s.peak_tflops = section.get_in_range<double>("peak_tflops", 0.0, 0.0, 1e6);
+  section.finish();
+  return s;
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, what);
+}
+void require_sizes(std::initializer_list<int64_t> sizes, const char* op) {
+  for (int64_t s : sizes) require(s >= 0, std::string(op) + ": negative size " + std::to_string(s));
+}
+void check_cuda(cudaError_t status, const std::string& what) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear it, so the next call does not report it again (sticky errors stay)
+  throw StatusError(status == cudaErrorMemoryAllocation ? KEEL_ERR_OUT_OF_MEMORY : KEEL_ERR_INTERNAL,
+                    what + ": " + cudaGetErrorString(status));
+}
+// After a kernel launch: a bad launch configuration shows up here; faults inside the kernel show
+// up at the next synchronising call (copy, synchronize, sum_squares).
+void launched(const char* op) { check_cuda(cudaGetLastError(), std::string(op) + ": kernel launch"); }
+
+// "CUDA driver version is insufficient" is also what the runtime says when there is no driver
+// at all; the versions tell the two apart.
+std::string driver_hint() {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  if (driver == 0) return " (no NVIDIA driver is installed: libcuda.so.1 was not found)";
+  return " (the NVIDIA driver supports CUDA " + version(driver) + "; this build of the plugin uses CUDA " +
+         version(runtime) + ")";
+}
+
+// The probe: a device the runtime can see, or why not (no driver, no GPU, a driver too old).
+int count_devices() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw StatusError(KEEL_ERR_NOT_FOUND, std::string("no CUDA device: cudaGetDeviceCount: ") +
+                                              cudaGetErrorName(status) + ": " + cudaGetErrorString(status) +
+                                              driver_hint());
+  }
+  if (count == 0) throw StatusError(KEEL_ERR_NOT_FOUND, "no CUDA device: cudaGetDeviceCount found 0 devices");
+  return count;
+}
+
+// The MFU denominator, from the device's SM count and peak clock times the per-SM, per-clock
+// rate of the arithmetic the matmuls run at: dense bf16 tensor cores under "precision": "bf16",
+// TF32 tensor cores (half that) for fp32 with "allow_tf32", else fp32 FMA units. The per-SM
+// rates are NVIDIA's published figures: sm_80 (A100) 2048 bf16 FLOP/clock, 64 fp32 FMA; sm_9x
+// (H100/H200) 4096 and 128; sm_10x 8192 and 128; other sm_8x 1024 and 128.
+double estimated_peak_flops(int device, const cudaDeviceProp& prop, const Settings& s, std::string* how) {
+  int clock_khz = 0;
+  check_cuda(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute(ClockRate)");
+  double tensor = 1024, fma = 128;
+  if (prop.major == 8 && prop.minor == 0) tensor = 2048, fma = 64;
+  if (prop.major == 9) tensor = 4096;
+  if (prop.major == 10) tensor = 8192;
+  double per_sm_clock = 2 * fma;
+  *how = "fp32 FMA units";
+  if (s.compute == Elem::bf16) {
+    per_sm_clock = tensor;
+    *how = "bf16 tensor cores";
+  } else if (s.allow_tf32) {
+    per_sm_clock = tensor / 2;
+    *how = "TF32 tensor cores";
+  }
+  return per_sm_clock * prop.multiProcessorCount * clock_khz * 1e3;
+}
+
+struct CudaBackend {
+  const keel_host* host = nullptr;
+  int device = 0;
+  Settings settings;
+  double peak_flops_per_s = 0.0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t cublaslt = nullptr;
+  void* matmul_workspace = nullptr;
+  void* reduce_scratch = nullptr;  // kSumSquaresBlocks doubles of partial sums, then one double
+  keel_cuda::CachingAllocator allocator;
+  std::mutex host_mutex;
+  std::unordered_set<void*> host_blocks;  // alloc_host's live blocks, freed at destroy
+
+  keel::cuda::Matmul matmul() const {
+    return keel::cuda::Matmul{cublaslt, matmul_workspace, kMatmulWorkspaceBytes, stream, settings.allow_tf32};
+  }
+  double* reduce_partial() const { return static_cast<double*>(reduce_scratch); }
+  double* reduce_result() const { return reduce_partial() + keel::cuda::kSumSquaresBlocks; }
+
+  ~CudaBackend() {
+    if (stream) cudaStreamSynchronize(stream);
+    allocator.release_all();
+    if (matmul_workspace) cudaFree(matmul_workspace);
+    if (reduce_scratch) cudaFree(reduce_scratch);
+    for (void* ptr : host_blocks) cudaFreeHost(ptr);
+    if (cublaslt) cublasLtDestroy(cublaslt);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+// Runs `body` for the backend object under the ABI guard, on the backend's device (a thread may
+// have another device current).
+template <typename Body>
+keel_status run(void* backend, Body&& body) {
+  auto* b = static_cast<CudaBackend*>(backend);
+  return keel_support::guard(b ? b->host : nullptr, kSource, [&] {
+    require(b != nullptr, "backend handle is NULL");
+    check_cuda(cudaSetDevice(b->device), "cudaSetDevice(" + std::to_string(b->device) + ")");
+    body(*b);
+  });
+}
+
+Elem elem_of(keel_dtype dt, const char* op) {
+  if (dt.code == KEEL_DTYPE_FLOAT && dt.bits == 32 && dt.lanes == 1) return Elem::f32;
+  if (dt.code == KEEL_DTYPE_BFLOAT && dt.bits == 16 && dt.lanes == 1) return Elem::bf16;
+  const std::string found = "dtype code " + std::to_string(dt.code) + " with " + std::to_string(dt.bits) +
+                            " bits and " + std::to_string(dt.lanes) + " lanes";
+  throw StatusError(KEEL_ERR_UNIMPLEMENTED,
+                    std::string(op) + ": the cuda backend computes in fp32 or bf16, not " + found);
+}
+keel_dtype dtype_of(Elem e) {
+  return e == Elem::bf16 ? keel_dtype{KEEL_DTYPE_BFLOAT, 16, 1} : keel_dtype{KEEL_DTYPE_FLOAT, 32, 1};
+}
+
+// --- lifetime and configuration ---
+
+keel_status validate_config(const keel_host* host, const char* config_json, const char* json_path) {
+  return keel_support::guard(host, kSource, [&] { parse_settings(config_json, json_path); });
+}
+
+keel_status probe(const keel_host* host) {
+  return keel_support::guard(host, kSource, [] { count_devices(); });
+}
+
+keel_status create(const keel_host* host, const keel_backend_create_args* args, void** out_backend) {
+  return keel_support::guard(host, kSource, [&] {
+    require(host != nullptr && args != nullptr && out_backend != nullptr, "create: NULL argument");
+    const char* path = args->json_path ? args->json_path : "backend";
+    const Settings s = parse_settings(args->config_json, path);
+    const int count = count_devices();
+    if (s.device >= count)
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, std::string(path) + ".device: " + std::to_string(s.device) +
+                                                     " is not a CUDA device of this machine (it has " +
+                                                     std::to_string(count) + ": 0 to " + std::to_string(count - 1) +
+                                                     ")");
+    cudaDeviceProp prop{};
+    check_cuda(cudaGetDeviceProperties(&prop, s.device), "cudaGetDeviceProperties");
+    if (prop.major < 8)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(path) + ".device: " + prop.name +
+                                                    " has compute capability " + std::to_string(prop.major) + "." +
+                                                    std::to_string(prop.minor) +
+                                                    "; the cuda backend is built for 8.0 (A100) and newer");
+    auto b = std::make_unique<CudaBackend>();
+    b->host = host;
+    b->device = s.device;
+    b->settings = s;
+    check_cuda(cudaSetDevice(s.device), "cudaSetDevice");
+    check_cuda(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const cublasStatus_t lt = cublasLtCreate(&b->cublaslt);
+    if (lt != CUBLAS_STATUS_SUCCESS)
+      throw StatusError(KEEL_ERR_INTERNAL, std::string("cublasLtCreate: ") + cublasLtGetStatusString(lt));
+    check_cuda(cudaMalloc(&b->matmul_workspace, kMatmulWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+    check_cuda(cudaMalloc(&b->reduce_scratch, (keel::cuda::kSumSquaresBlocks + 1) * sizeof(double)),
+               "cudaMalloc (reduction scratch)");
+    std::string how = "configured";
+    b->peak_flops_per_s = s.peak_tflops > 0 ? s.peak_tflops * 1e12 : estimated_peak_flops(s.device, prop, s, &how);
+    keel_logf(host, KEEL_LOG_INFO, kSource, "device %d: %s (sm_%d%d, %d SMs, %zu MiB), %s%s, peak %.1f TFLOP/s (%s)",
+              s.device, prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem >> 20,
+              s.compute == Elem::bf16 ? "bf16" : "fp32", s.allow_tf32 ? " (TF32 matmuls allowed)" : "",
+              b->peak_flops_per_s / 1e12, how.c_str());
+    *out_backend = b.release();
+  });
+}
+
+// Frees everything even when the device is in an error state (cudaSetDevice failing then).
+void destroy(void* backend) {
+  auto* b = static_cast<CudaBackend*>(backend);
+  if (!b) return;
+  keel_support::guard(b->host, kSource, [&] {
+    cudaSetDevice(b->device);
+    delete b;
+  });
+}
+
+keel_status device(void* backend, keel_device* out_device) {
+  return run(backend, [&](CudaBackend& b) {
+    require(out_device != nullptr, "device: out_device is NULL");
+    *out_device = keel_device{KEEL_DEVICE_CUDA, b.device};
+  });
+}
+
+keel_status peak_flops(void* backend, double* out_flops_per_s) {
+  return run(backend, [&](CudaBackend& b) {
+    require(out_flops_per_s != nullptr, "peak_flops: output is NULL");
+    *out_flops_per_s = b.peak_flops_per_s;
+  });
+}
+
+keel_status compute_dtype(void* backend, keel_dtype* out_dtype) {
+  return run(backend, [&](CudaBackend& b) {
+    require(out_dtype != nullptr, "compute_dtype: output is NULL");
+    *out_dtype = dtype_of(b.settings.compute);
+  });
+}
+
+keel_status queue(void* backend, void** out_queue) {
+  return run(backend, [&](CudaBackend& b) {
+    require(out_queue != nullptr, "queue: output is NULL");
+    *out_queue = b.stream;
+  });
+}
+
+// --- memory ---
+
+keel_status alloc(void* backend, size_t bytes, void** out_ptr) {
+  return run(backend, [&](CudaBackend& b) {
+    require(out_ptr != nullptr, "alloc: out_ptr is NULL");
+    void* ptr = b.allocator.allocate(bytes, b.stream);
+    const cudaError_t zeroed = cudaMemsetAsync(ptr, 0, bytes, b.stream);
+    if (zeroed != cudaSuccess) b.allocator.release(ptr);
+    check_cuda(zeroed, "alloc: cudaMemsetAsync");
+    *out_ptr = ptr;
+  });
+}
+
+void free_memory(void* backend, void* ptr) {
+  run(backend, [&](CudaBackend& b) { b.allocator.release(ptr); });
+}
+
+cudaMemcpyKind copy_kind(int32_t direction, const char* op) {
+  switch (direction) {
+    case KEEL_COPY_HOST_TO_DEVICE:
+      return cudaMemcpyHostToDevice;
+    case KEEL_COPY_DEVICE_TO_HOST:
+      return cudaMemcpyDeviceToHost;
+    case KEEL_COPY_DEVICE_TO_DEVICE:
+      return cudaMemcpyDeviceToDevice;
+  }
+  throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(op) + ": unknown direction " + std::to_string(direction));
+}
+
+keel_status copy(void* backend, void* dst, const void* src, size_t bytes, int32_t direction) {
+  return run(backend, [&](CudaBackend& b) {
+    const cudaMemcpyKind kind = copy_kind(direction, "copy");
+    require(bytes == 0 || (dst && src), "copy: NULL pointer");
+    if (bytes == 0) return;
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, kind, b.stream), "copy: cudaMemcpyAsync");
+    check_cuda(cudaStreamSynchronize(b.stream), "copy: cudaStreamSynchronize");
+  });
+}
+
+keel_status copy_async(void* backend, void* dst, const void* src, size_t bytes, int32_t direction) {
+  return run(backend, [&](CudaBackend& b) {
+    const cudaMemcpyKind kind = copy_kind(direction, "copy_async");
+    require(bytes == 0 || (dst && src), "copy_async: NULL pointer");
+    if (bytes) check_cuda(cudaMemcpyAsync(dst, src, bytes, kind, b.stream), "copy_async: cudaMemcpyAsync");
+  });
+}
+
+keel_status fill_zero(void* backend, void* ptr, size_t bytes) {
+  return run(backend, [&](CudaBackend& b) {
+    require(bytes == 0 || ptr, "fill_zero: NULL pointer");
+    if (bytes) check_cuda(cudaMemsetAsync(ptr, 0, bytes, b.stream), "fill_zero: cudaMemsetAsync");
+  });
+}
+
+keel_status synchronize(void* backend) {
+  return run(backend, [&](CudaBackend& b) { check_cuda(cudaStreamSynchronize(b.stream), "synchronize"); });
+}
+
+keel_status alloc_host(void* backend, size_t bytes, void** out_ptr) {
+  return run(backend, [&](CudaBackend& b) {
+    require(out_ptr != nullptr, "alloc_host: out_ptr is NULL");
+    void* ptr = nullptr;
+    check_cuda(cudaMallocHost(&ptr, bytes ? bytes : 64),
+               "alloc_host: cudaMallocHost of " + std::to_string(bytes) + " bytes");
+    std::memset(ptr, 0, bytes);
+    std::lock_guard<std::mutex> lock(b.host_mutex);
+    b.host_blocks.insert(ptr);
+    *out_ptr = ptr;
+  });
+}
+
+void free_host(void* backend, void* ptr) {
+  run(backend, [&](CudaBackend& b) {
+    if (!ptr) return;
+    {
+      std::lock_guard<std::mutex> lock(b.host_mutex);
+      require(b.host_blocks.erase(ptr) == 1, "free_host: pointer was not allocated by alloc_host");
+    }
+    check_cuda(cudaFreeHost(ptr), "free_host: cudaFreeHost");
+  });
+}
+
+// --- events ---
+
+keel_status event_create(void* backend, void** out_event) {
+  return run(backend, [&](CudaBackend&) {
+    require(out_event != nullptr, "event_create: out_event is NULL");
+    cudaEvent_t event = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "event_create");
+    *out_event = event;
+  });
+}
+
+void event_destroy(void* backend, void* event) {
+  run(backend, [&](CudaBackend&) {
+    if (event) check_cuda(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "event_destroy");
+  });
+}
+
+keel_status event_record(void* backend, void* event) {
+  return run(backend, [&](CudaBackend& b) {
+    require(event != nullptr, "event_record: event is NULL");
+    check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(event), b.stream), "event_record");
+  });
+}
+
+keel_status event_wait(void* backend, void* event) {
+  return run(backend, [&](CudaBackend& b) {
+    require(event != nullptr, "event_wait: event is NULL");
+    check_cuda(cudaStreamWaitEvent(b.stream, static_cast<cudaEvent_t>(event), 0), "event_wait");
+  });
+}
+
+keel_status event_synchronize(void* backend, void* event) {
+  return run(backend, [&](CudaBackend&) {
+    require(event != nullptr, "event_synchronize: event is NULL");
+    check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "event_synchronize");
+  });
+}
+
+keel_status convert(void* backend, void* dst, keel_dtype dst_dtype, const void* src, keel_dtype src_dtype, int64_t n) {
+  return run(backend, [&](CudaBackend& b) {
+    require_sizes({n}, "convert");
+    const Elem to = elem_of(dst_dtype, "convert"), from = elem_of(src_dtype, "convert");
+    require(n == 0 || (dst && src), "convert: NULL pointer");
+    keel::cuda::convert(to, dst, from, src, n, b.stream);
+    launched("convert");
+  });
+}
+
+// --- ops at an element type (0.8); the fp32 slots of 0.1 and 0.6 call these with fp32 ---
+
+keel_status matmul_forward_dt(void* backend, keel_dtype dt, void* out, void* gelu_pre, const void* inp,
+                              const void* weight, const void* bias, int64_t N, int64_t IC, int64_t OC) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "matmul_forward");
+    require_sizes({N, IC, OC}, "matmul_forward");
+    keel::cuda::matmul_forward(b.matmul(), e, out, gelu_pre, inp, weight, bias, N, IC, OC);
+    launched("matmul_forward");
+  });
+}
+
+keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* dweight, float* dbias, const void* dout,
+                               const void* inp, const void* weight, int64_t N, int64_t IC, int64_t OC) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "matmul_backward");
+    require_sizes({N, IC, OC}, "matmul_backward");
+    keel::cuda::matmul_backward(b.matmul(), e, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+    launched("matmul_backward");
+  });
+}
+
+keel_status layernorm_forward_dt(void* backend, keel_dtype dt, void* out, float* mean, float* rstd, const void* inp,
+                                 const void* weight, const void* bias, int64_t N, int64_t C) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "layernorm_forward");
+    require_sizes({N, C}, "layernorm_forward");
+    keel::cuda::layernorm_forward(e, out, mean, rstd, inp, weight, bias, N, C, b.stream);
+    launched("layernorm_forward");
+  });
+}
+
+keel_status layernorm_backward_dt(void* backend, keel_dtype dt, void* dinp, float* dweight, float* dbias,
+                                  const void* dout, const void* inp, const void* weight, const float* mean,
+                                  const float* rstd, int64_t N, int64_t C) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "layernorm_backward");
+    require_sizes({N, C}, "layernorm_backward");
+    keel::cuda::layernorm_backward(e, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, b.stream);
+    launched("layernorm_backward");
+  });
+}
+
+// The flash-style kernels keep a head size of at most kAttentionMaxHeadSize in registers and
+// their tiles in 48 KiB of shared memory; the grid puts B·NH on x and T/8 on y.
+void require_attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, const char* op) {
+  require_sizes({B, T, C}, op);
+  require(NH > 0 && C % NH == 0, std::string(op) + ": C = " + std::to_string(C) +
+                                     " must be a positive multiple of NH = " + std::to_string(NH));
+  const int64_t hs = C / NH;
+  if (hs > keel::cuda::kAttentionMaxHeadSize)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(op) + ": head size C/NH = " + std::to_string(hs) +
+                                                  " exceeds the cuda backend's " +
+                                                  std::to_string(keel::cuda::kAttentionMaxHeadSize));
+  require(B * NH < (int64_t{1} << 31) && T <= int64_t{65535} * 8,
+          std::string(op) + ": B·NH = " + std::to_string(B * NH) + " or T = " + std::to_string(T) +
+              " is beyond the CUDA grid (B·NH < 2^31, T <= 524280)");
+}
+
+int64_t attention_saved_bytes(void* backend, keel_dtype dt, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  int64_t bytes = -1;
+  run(backend, [&](CudaBackend&) {
+    elem_of(dt, "attention_saved_bytes");
+    require_attention_shape(B, T, C, NH, "attention_saved_bytes");
+    bytes = B * NH * T * static_cast<int64_t>(sizeof(float));  // one log-sum-exp per (b, head, t)
+  });
+  return bytes;
+}
+
+keel_status attention_forward_dt(void* backend, keel_dtype dt, void* out, void* saved, const void* qkv, int64_t B,
+                                 int64_t T, int64_t C, int64_t NH) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "attention_forward");
+    require_attention_shape(B, T, C, NH, "attention_forward");
+    keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, b.stream);
+    launched("attention_forward");
+  });
+}
+
+// D = rowsum(dout ∘ out) goes to scratch from the caching allocator, handed back at once: the
+// stream orders its next user after these kernels.
+void attention_backward_on(CudaBackend& b, Elem e, void* dqkv, const void* dout, const void* qkv, const void* out,
+                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  if (B == 0 || T == 0 || C == 0) return;
+  void* rowdot = b.allocator.allocate(static_cast<size_t>(B * NH * T) * sizeof(float), b.stream);
+  keel::cuda::attention_backward(e, dqkv, dout, qkv, out, lse, static_cast<float*>(rowdot), B, T, C, NH, b.stream);
+  const cudaError_t status = cudaGetLastError();
+  b.allocator.release(rowdot);
+  check_cuda(status, "attention_backward: kernel launch");
+}
+
+keel_status attention_backward_dt(void* backend, keel_dtype dt, void* dqkv, const void* dout, const void* qkv,
+                                  const void* out, const void* saved, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "attention_backward");
+    require_attention_shape(B, T, C, NH, "attention_backward");
+    attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH);
+  });
+}
+
+keel_status gelu_forward_dt(void* backend, keel_dtype dt, void* out, const void* inp, int64_t n) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "gelu_forward");
+    require_sizes({n}, "gelu_forward");
+    keel::cuda::gelu_forward(e, out, inp, n, b.stream);
+    launched("gelu_forward");
+  });
+}
+
+keel_status gelu_backward_dt(void* backend, keel_dtype dt, void* dinp, const void* inp, const void* dout, int64_t n) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "gelu_backward");
+    require_sizes({n}, "gelu_backward");
+    keel::cuda::gelu_backward(e, dinp, inp, dout, n, b.stream);
+    launched("gelu_backward");
+  });
+}
+
+keel_status add_dt(void* backend, keel_dtype dt, void* out, const void* a, const void* x, int64_t n) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "add");
+    require_sizes({n}, "add");
+    keel::cuda::add(e, out, a, x, n, b.stream);
+    launched("add");
+  });
+}
+
+keel_status accumulate_dt(void* backend, keel_dtype dt, void* dst, const void* src, int64_t n) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "accumulate");
+    require_sizes({n}, "accumulate");
+    keel::cuda::accumulate(e, dst, src, n, b.stream);
+    launched("accumulate");
+  });
+}
+
+keel_status scale_dt(void* backend, keel_dtype dt, void* x, float alpha, int64_t n) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "scale");
+    require_sizes({n}, "scale");
+    keel::cuda::scale(e, x, alpha, n, b.stream);
+    launched("scale");
+  });
+}
+
+void require_row_block(int64_t begin, int64_t count, const char* op, const char* begin_name, const char* count_name) {
+  require(begin >= 0 && count >= 0, std::string(op) + ": need " + begin_name + " >= 0 and " + count_name +
+                                        " >= 0, found " + std::to_string(begin) + " and " + std::to_string(count));
+}
+
+// The whole table is the block of rows [0, 2^62): any non-negative token id is in it.
+constexpr int64_t kAllRows = int64_t{1} << 62;
+
+keel_status embedding_forward_dt(void* backend, keel_dtype dt, void* out, const int32_t* tokens, const void* wte,
+                                 const void* wpe, int64_t B, int64_t T, int64_t C) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "embedding_forward");
+    require_sizes({B, T, C}, "embedding_forward");
+    require(wpe != nullptr, "embedding_forward: wpe is NULL");
+    keel::cuda::embedding_forward(e, out, tokens, wte, wpe, B, T, C, 0, kAllRows, b.stream);
+    launched("embedding_forward");
+  });
+}
+
+keel_status embedding_backward_dt(void* backend, keel_dtype dt, float* dwte, float* dwpe, const void* dout,
+                                  const int32_t* tokens, int64_t B, int64_t T, int64_t C) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "embedding_backward");
+    require_sizes({B, T, C}, "embedding_backward");
+    keel::cuda::embedding_backward(e, dwte, dwpe, dout, tokens, B, T, C, 0, kAllRows, b.stream);
+    launched("embedding_backward");
+  });
+}
+
+keel_status embedding_rows_forward_dt(void* backend, keel_dtype dt, void* out, const int32_t* tokens,
+                                      const void* wte_rows, const void* wpe, int64_t B, int64_t T, int64_t C,
+                                      int64_t row_begin, int64_t rows) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "embedding_rows_forward");
+    require_sizes({B, T, C}, "embedding_rows_forward");
+    require_row_block(row_begin, rows, "embedding_rows_forward", "row_begin", "rows");
+    keel::cuda::embedding_forward(e, out, tokens, wte_rows, wpe, B, T, C, row_begin, rows, b.stream);
+    launched("embedding_rows_forward");
+  });
+}
+
+keel_status embedding_rows_backward_dt(void* backend, keel_dtype dt, float* dwte_rows, float* dwpe, const void* dout,
+                                       const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t row_begin,
+                                       int64_t rows) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "embedding_rows_backward");
+    require_sizes({B, T, C}, "embedding_rows_backward");
+    require_row_block(row_begin, rows, "embedding_rows_backward", "row_begin", "rows");
+    keel::cuda::embedding_backward(e, dwte_rows, dwpe, dout, tokens, B, T, C, row_begin, rows, b.stream);
+    launched("embedding_rows_backward");
+  });
+}
+
+void require_column_block(int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols, const char* op) {
+  require_sizes({N, cols}, op);
+  require_row_block(col_begin, valid_cols, op, "col_begin", "valid_cols");
+  require(valid_cols <= cols,
+          std::string(op) + ": valid_cols " + std::to_string(valid_cols) + " exceeds cols " + std::to_string(cols));
+  require(N < (int64_t{1} << 31), std::string(op) + ": N = " + std::to_string(N) + " rows exceed the CUDA grid");
+}
+
+keel_status crossentropy_stats_dt(void* backend, keel_dtype dt, float* stats, const void* logits,
+                                  const int32_t* targets, int64_t N, int64_t col_begin, int64_t valid_cols,
+                                  int64_t cols) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "crossentropy_stats");
+    require_column_block(N, col_begin, valid_cols, cols, "crossentropy_stats");
+    keel::cuda::crossentropy_stats(e, stats, logits, targets, N, col_begin, valid_cols, cols, b.stream);
+    launched("crossentropy_stats");
+  });
+}
+
+keel_status crossentropy_combine(void* backend, float* lse, float* loss_sum, const float* stats, int32_t n_shards,
+                                 const int32_t* targets, int64_t N, float weight) {
+  return run(backend, [&](CudaBackend& b) {
+    require_sizes({N}, "crossentropy_combine");
+    require(n_shards >= 1, "crossentropy_combine: n_shards = " + std::to_string(n_shards) + ", need at least 1");
+    require(N == 0 || (lse && loss_sum && stats && targets), "crossentropy_combine: NULL pointer");
+    keel::cuda::crossentropy_combine(lse, loss_sum, stats, n_shards, targets, N, weight, b.stream);
+    launched("crossentropy_combine");
+  });
+}
+
+keel_status crossentropy_backward_dt(void* backend, keel_dtype dt, void* dlogits, const void* logits, const float* lse,
+                                     const int32_t* targets, float dloss, int64_t N, int64_t col_begin,
+                                     int64_t valid_cols, int64_t cols) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "crossentropy_backward");
+    require_column_block(N, col_begin, valid_cols, cols, "crossentropy_backward");
+    keel::cuda::crossentropy_backward(e, dlogits, logits, lse, targets, dloss, N, col_begin, valid_cols, cols,
+                                      dlogits == logits, b.stream);
+    launched("crossentropy_backward");
+  });
+}
+
+keel_status sum_squares_dt(void* backend, keel_dtype dt, const void* x, int64_t n, float* acc) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "sum_squares");
+    require_sizes({n}, "sum_squares");
+    require(acc != nullptr, "sum_squares: acc is NULL");
+    keel::cuda::sum_squares(e, x, n, acc, reinterpret_cast<float*>(b.reduce_partial()), b.stream);
+    launched("sum_squares");
+  });
+}
+
+keel_status adamw_update(void* backend, float* params, const float* grads, float* m, float* v, int64_t n, float lr,
+                         double beta1, double beta2, double eps, double weight_decay, float grad_scale, int64_t step) {
+  return run(backend, [&](CudaBackend& b) {
+    require_sizes({n}, "adamw_update");
+    require(step >= 1, "adamw_update: step " + std::to_string(step) + " is not 1-based");
+    require(n == 0 || (params && grads && m && v), "adamw_update: NULL pointer");
+    keel::cuda::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, step, b.stream);
+    launched("adamw_update");
+  });
+}
+
+keel_status sgd_update(void* backend, float* params, const float* grads, float* momentum_buffer, int64_t n, float lr,
+                       double momentum, double dampening, int32_t nesterov, double weight_decay, float grad_scale,
+                       int64_t step) {
+  return run(backend, [&](CudaBackend& b) {
+    require_sizes({n}, "sgd_update");
+    require(step >= 1, "sgd_update: step " + std::to_string(step) + " is not 1-based");
+    require(n == 0 || (params && grads), "sgd_update: NULL pointer");
+    require(n == 0 || momentum <= 0.0 || momentum_buffer, "sgd_update: momentum > 0 needs a momentum_buffer");
+    keel::cuda::sgd_update(params, grads, momentum_buffer, n, lr, momentum, dampening, nesterov != 0, weight_decay,
+                           grad_scale, step, b.stream);
+    launched("sgd_update");
+  });
+}
+
+// --- the fp32 slots of 0.1 and 0.6 ---
+
+constexpr keel_dtype kF32{KEEL_DTYPE_FLOAT, 32, 1};
+
+keel_status matmul_forward(void* backend, float* out, const float* inp, const float* weight, const float* bias,
+                           int64_t N, int64_t IC, int64_t OC) {
+  return matmul_forward_dt(backend, kF32, out, nullptr, inp, weight, bias, N, IC, OC);
+}
+
+keel_status matmul_backward(void* backend, float* dinp, float* dweight, float* dbias, const float* dout,
+                            const float* inp, const float* weight, int64_t N, int64_t IC, int64_t OC) {
+  return matmul_backward_dt(backend, kF32, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+
+keel_status layernorm_forward(void* backend, float* out, float* mean, float* rstd, const float* inp,
+                              const float* weight, const float* bias, int64_t N, int64_t C) {
+  return layernorm_forward_dt(backend, kF32, out, mean, rstd, inp, weight, bias, N, C);
+}
+
+keel_status layernorm_backward(void* backend, float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, const float* mean, const float* rstd, int64_t N,
+                               int64_t C) {
+  return layernorm_backward_dt(backend, kF32, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+
+// 0.1's attention_backward is not handed the forward's output, which the flash-style backward
+// needs, so 0.1's `saved` holds the log-sum-exps (B·NH·T floats) followed by a copy of out
+// (B·T·C floats).
+int64_t attention_saved_floats(void* backend, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  int64_t floats = -1;
+  run(backend, [&](CudaBackend&) {
+    require_attention_shape(B, T, C, NH, "attention_saved_floats");
+    floats = B * NH * T + B * T * C;
+  });
+  return floats;
+}
+
+keel_status attention_forward(void* backend, float* out, float* saved, const float* qkv, int64_t B, int64_t T,
+                              int64_t C, int64_t NH) {
+  return run(backend, [&](CudaBackend& b) {
+    require_attention_shape(B, T, C, NH, "attention_forward");
+    keel::cuda::attention_forward(Elem::f32, out, saved, qkv, B, T, C, NH, b.stream);
+    launched("attention_forward");
+    if (B * T * C > 0)
+      check_cuda(cudaMemcpyAsync(saved + B * NH * T, out, static_cast<size_t>(B * T * C) * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, b.stream),
+                 "attention_forward: saving out");
+  });
+}
+
+keel_status attention_backward(void* backend, float* dqkv, const float* dout, const float* qkv, const float* saved,
+                               int64_t B, int64_t T, int64_t C, int64_t NH) {
+  return run(backend, [&](CudaBackend& b) {
+    require_attention_shape(B, T, C, NH, "attention_backward");
+    attention_backward_on(b, Elem::f32, dqkv, dout, qkv, saved + B * NH * T, saved, B, T, C, NH);
+  });
+}
+
+keel_status gelu_forward(void* backend, float* out, const float* inp, int64_t n) {
+  return gelu_forward_dt(backend, kF32, out, inp, n);
+}
+keel_status gelu_backward(void* backend, float* dinp, const float* inp, const float* dout, int64_t n) {
+  return gelu_backward_dt(backend, kF32, dinp, inp, dout, n);
+}
+keel_status add(void* backend, float* out, const float* a, const float* x, int64_t n) {
+  return add_dt(backend, kF32, out, a, x, n);
+}
+keel_status accumulate(void* backend, float* dst, const float* src, int64_t n) {
+  return accumulate_dt(backend, kF32, dst, src, n);
+}
+keel_status scale(void* backend, float* x, float alpha, int64_t n) { return scale_dt(backend, kF32, x, alpha, n); }
+
+keel_status embedding_forward(void* backend, float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                              int64_t B, int64_t T, int64_t C) {
+  return embedding_forward_dt(backend, kF32, out, tokens, wte, wpe, B, T, C);
+}
+keel_status embedding_backward(void* backend, float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                               int64_t B, int64_t T, int64_t C) {
+  return embedding_backward_dt(backend, kF32, dwte, dwpe, dout, tokens, B, T, C);
+}
+
+void require_vocab(int64_t N, int64_t V, int64_t Vp, const char* op) {
+  require_sizes({N, V, Vp}, op);
+  require(V > 0 && V <= Vp,
+          std::string(op) + ": need 0 < V <= Vp, found V = " + std::to_string(V) + ", Vp = " + std::to_string(Vp));
+  require(N < (int64_t{1} << 31), std::string(op) + ": N = " + std::to_string(N) + " rows exceed the CUDA grid");
+}
+
+keel_status crossentropy_forward(void* backend, float* losses, float* probs, const float* logits,
+                                 const int32_t* targets, int64_t N, int64_t V, int64_t Vp) {
+  return run(backend, [&](CudaBackend& b) {
+    require_vocab(N, V, Vp, "crossentropy_forward");
+    keel::cuda::crossentropy_probs_forward(losses, probs, logits, targets, N, V, Vp, b.stream);
+    launched("crossentropy_forward");
+  });
+}
+
+keel_status crossentropy_backward(void* backend, float* dlogits, const float* probs, const int32_t* targets,
+                                  float dloss, int64_t N, int64_t V, int64_t Vp) {
+  return run(backend, [&](CudaBackend& b) {
+    require_vocab(N, V, Vp, "crossentropy_backward");
+    keel::cuda::crossentropy_probs_backward(dlogits, probs, targets, dloss, N, V, Vp, b.stream);
+    launched("crossentropy_backward");
+  });
+}
+
+// 0.1: the result reaches the host, so this waits for everything issued before it.
+keel_status sum_squares(void* backend, const float* x, int64_t n, double* out_host) {
+  return run(backend, [&](CudaBackend& b) {
+    require_sizes({n}, "sum_squares");
+    require(out_host != nullptr, "sum_squares: out_host is NULL");
+    if (n == 0) {
+      *out_host = 0.0;
+      return;
+    }
+    keel::cuda::sum_squares_double(x, n, b.reduce_result(), b.reduce_partial(), b.stream);
+    launched("sum_squares");
+    double result = 0.0;
+    check_cuda(cudaMemcpyAsync(&result, b.reduce_result(), sizeof(double), cudaMemcpyDeviceToHost, b.stream),
+               "sum_squares: cudaMemcpyAsync");
+    check_cuda(cudaStreamSynchronize(b.stream), "sum_squares: cudaStreamSynchronize");
+    *out_host = result;
+  });
+}
+
+keel_status embedding_rows_forward(void* backend, float* out, const int32_t* tokens, const float* wte_rows,
+                                   const float* wpe, int64_t B, int64_t T, int64_t C, int64_t row_begin, int64_t rows) {
+  return embedding_rows_forward_dt(backend, kF32, out, tokens, wte_rows, wpe, B, T, C, row_begin, rows);
+}
+keel_status embedding_rows_backward(void* backend, float* dwte_rows, float* dwpe, const float* dout,
+                                    const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t row_begin,
+                                    int64_t rows) {
+  return embedding_rows_backward_dt(backend, kF32, dwte_rows, dwpe, dout, tokens, B, T, C, row_begin, rows);
+}
+keel_status crossentropy_shard_stats(void* backend, float* stats, const float* logits, const int32_t* targets,
+                                     int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols) {
+  return crossentropy_stats_dt(backend, kF32, stats, logits, targets, N, col_begin, valid_cols, cols);
+}
+
+// 0.6 always adds, even when a caller hands the logits as their own gradient.
+keel_status crossentropy_shard_backward(void* backend, float* dlogits, const float* logits, const float* lse,
+                                        const int32_t* targets, float dloss, int64_t N, int64_t col_begin,
+                                        int64_t valid_cols, int64_t cols) {
+  return run(backend, [&](CudaBackend& b) {
+    require_column_block(N, col_begin, valid_cols, cols, "crossentropy_shard_backward");
+    keel::cuda::crossentropy_backward(Elem::f32, dlogits, logits, lse, targets, dloss, N, col_begin, valid_cols, cols,
+                                      false, b.stream);
+    launched("crossentropy_shard_backward");
+  });
+}
+
+keel_backend_api make_api() {
+  keel_backend_api api{};
+  api.struct_size = sizeof(keel_backend_api);
+  api.validate_config = validate_config;
+  api.create = create;
+  api.destroy = destroy;
+  api.device = device;
+  api.peak_flops = peak_flops;
+  api.alloc = alloc;
+  api.free_memory = free_memory;
+  api.copy = copy;
+  api.fill_zero = fill_zero;
+  api.synchronize = synchronize;
+  api.matmul_forward = matmul_forward;
+  api.matmul_backward = matmul_backward;
+  api.layernorm_forward = layernorm_forward;
+  api.layernorm_backward = layernorm_backward;
+  api.attention_saved_floats = attention_saved_floats;
+  api.attention_forward = attention_forward;
+  api.attention_backward = attention_backward;
+  api.gelu_forward = gelu_forward;
+  api.gelu_backward = gelu_backward;
+  api.add = add;
+  api.accumulate = accumulate;
+  api.scale = scale;
+  api.embedding_forward = embedding_forward;
+  api.embedding_backward = embedding_backward;
+  api.crossentropy_forward = crossentropy_forward;
+  api.crossentropy_backward = crossentropy_backward;
+  api.sum_squares = sum_squares;
+  api.embedding_rows_forward = embedding_rows_forward;
+  api.embedding_rows_backward = embedding_rows_backward;
+  api.crossentropy_shard_stats = crossentropy_shard_stats;
+  api.crossentropy_shard_backward = crossentropy_shard_backward;
+  api.probe = probe;
+  api.compute_dtype = compute_dtype;
+  api.queue = queue;
+  api.event_create = event_create;
+  api.event_destroy = event_destroy;
+  api.event_record = event_record;
+  api.event_wait = event_wait;
+  api.event_synchronize = event_synchronize;
+  api.alloc_host = alloc_host;
+  api.free_host = free_host;
+  api.copy_async = copy_async;
+  api.convert = convert;
+  api.matmul_forward_dt = matmul_forward_dt;
+  api.matmul_backward_dt = matmul_backward_dt;
+  api.layernorm_forward_dt = layernorm_forward_dt;
+  api.layernorm_backward_dt = layernorm_backward_dt;
+  api.attention_saved_bytes = attention_saved_bytes;
+  api.attention_forward_dt = attention_forward_dt;
+  api.attention_backward_dt = attention_backward_dt;
+  api.gelu_forward_dt = gelu_forward_dt;
+  api.gelu_backward_dt = gelu_backward_dt;
+  api.add_dt = add_dt;
+  api.accumulate_dt = accumulate_dt;
+  api.scale_dt = scale_dt;
+  api.embedding_forward_dt = embedding_forward_dt;
+  api.embedding_backward_dt = embedding_backward_dt;
+  api.embedding_rows_forward_dt = embedding_rows_forward_dt;
+  api.embedding_rows_backward_dt = embedding_rows_backward_dt;
+  api.crossentropy_stats_dt = crossentropy_stats_dt;
+  api.crossentropy_combine = crossentropy_combine;
+  api.crossentropy_backward_dt = crossentropy_backward_dt;
+  api.sum_squares_dt = sum_squares_dt;
+  api.adamw_update = adamw_update;
+  api.sgd_update = sgd_update;
+  return api;
+}
+
+}  // namespace
+
+extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) {
+  static const keel_backend_api api = make_api();
+  static const keel_plugin_info infos[] = {
+      keel_support::plugin_info(KEEL_KIND_BACKEND, "cuda", "0.1.0", &api,
+                                "CUDA backend (cuBLASLt, flash-style attention, fp32 or bf16); not yet run on a GPU")};
+  static const keel_plugin_list list = keel_support::plugin_list(infos);
+  return &list;
+}

@@ -1,0 +1,775 @@
+// Every op of the `cuda` backend against the `cpu` backend (the reference), both loaded with
+// dlopen as the core loads them, on the same random inputs: once with "precision": "fp32" (the
+// *_dt ops at fp32 and the fp32 slots of 0.1/0.6), once with "precision": "bf16" (the *_dt ops at
+// bf16; the cpu backend gets the same bf16-rounded inputs as fp32). Ops the cpu backend lacks
+// at 0.1 (combine, convert, the optimizer updates) are checked against its 0.8 slots at fp32, or
+// against a host loop (convert's rounding).
+//
+// Bounds, |gpu - cpu| <= atol + rtol·|cpu| per element:
+//   fp32 outputs (fp32 run, and the fp32 gradients/statistics of the bf16 run, whose inputs are
+//     identical on both sides): 1e-4 + 1e-4 (only the order of fp32 sums differs);
+//   cuBLASLt's GELU epilogue, fp32: 1e-3 + 1e-3 (its GELU need not round as tanhf does);
+//   matmuls with "allow_tf32": true: 1e-2 + 1e-2 (TF32 keeps 10 of fp32's 23 mantissa bits);
+//   bf16 outputs: 3e-2 + 3e-2 (a bf16 rounding is 2^-8 relative, plus gradients that add a bf16
+//     value to a bf16 buffer, plus attention's backward reading its own bf16 output);
+//   convert: bit-exact; the optimizer updates: 1e-6 relative (the same fp32 operations in the
+//     same order, no fused multiply-add, so they should be bit-exact).
+// Determinism: attention backward, embedding backward and sum_squares run twice and must agree
+// bit for bit.
+// Without a GPU it prints "skipped: no CUDA device (<reason>)" and exits 77 (ctest's skip code).
+#include <dlfcn.h>
+#include <keel/backend.h>
+#include <keel/plugin.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string g_last_error;
+keel_status set_error(keel_status code, const char* message) {
+  g_last_error = message;
+  return code;
+}
+void log_line(int32_t, const char* source, const char* message) { std::printf("[%s] %s\n", source, message); }
+const keel_host kHost = {
+    sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, set_error, log_line, nullptr};
+
+int g_checks = 0, g_failures = 0;
+
+#define CALL(expr)                                                                                               \
+  do {                                                                                                           \
+    const keel_status status_ = (expr);                                                                          \
+    if (status_ != KEEL_OK) {                                                                                    \
+      std::printf("FAIL %s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #expr, status_, g_last_error.c_str()); \
+      ++g_failures;                                                                                              \
+    }                                                                                                            \
+  } while (0)
+
+const keel_backend_api* load(const char* path) {
+  void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    std::printf("dlopen %s: %s\n", path, dlerror());
+    return nullptr;
+  }
+  auto entry = reinterpret_cast<keel_plugin_entry_fn>(dlsym(library, KEEL_PLUGIN_ENTRY_SYMBOL));
+  const keel_plugin_list* list = entry ? entry() : nullptr;
+  return list && list->count == 1 ? static_cast<const keel_backend_api*>(list->plugins[0].api) : nullptr;
+}
+
+enum class Elem { f32, bf16 };
+keel_dtype dtype(Elem e) {
+  return e == Elem::bf16 ? keel_dtype{KEEL_DTYPE_BFLOAT, 16, 1} : keel_dtype{KEEL_DTYPE_FLOAT, 32, 1};
+}
+size_t elem_bytes(Elem e) { return e == Elem::bf16 ? 2 : 4; }
+
+uint16_t bf16_bits(float f) {  // round to nearest even
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bf16_bits(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+float round_to(Elem e, float f) { return e == Elem::bf16 ? from_bf16_bits(bf16_bits(f)) : f; }
+
+struct Tolerance {
+  double atol, rtol;
+};
+constexpr Tolerance kTight{1e-4, 1e-4}, kGeluEpilogue{1e-3, 1e-3}, kBf16{3e-2, 3e-2}, kUpdate{0.0, 1e-6};
+constexpr Tolerance kTf32{1e-2, 1e-2};  // TF32 keeps 10 mantissa bits of each operand
+Tolerance for_elem(Elem e) { return e == Elem::bf16 ? kBf16 : kTight; }
+bool g_tf32 = false;  // the fp32 run's matmuls may use TF32 ("allow_tf32": true)
+
+void compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, Tolerance tol) {
+  ++g_checks;
+  if (got.size() != want.size()) {
+    std::printf("FAIL %s: %zu elements, expected %zu\n", what.c_str(), got.size(), want.size());
+    ++g_failures;
+    return;
+  }
+  size_t bad = 0, first = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(diff <= tol.atol + tol.rtol * std::fabs(want[i]))) {
+      if (bad++ == 0) first = i;
+    }
+    if (diff > worst || std::isnan(diff)) worst = diff;
+  }
+  if (bad) {
+    std::printf("FAIL %s: %zu of %zu elements off (max |diff| %.3g); first at %zu: gpu %.8g, cpu %.8g\n", what.c_str(),
+                bad, got.size(), worst, first, got[first], want[first]);
+    ++g_failures;
+  } else {
+    std::printf("ok   %s (%zu elements, max |diff| %.3g)\n", what.c_str(), got.size(), worst);
+  }
+}
+
+void compare_bits(const std::string& what, const std::vector<float>& a, const std::vector<float>& b) {
+  ++g_checks;
+  if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) {
+    std::printf("ok   %s (bit-identical)\n", what.c_str());
+    return;
+  }
+  std::printf("FAIL %s: two runs differ\n", what.c_str());
+  ++g_failures;
+}
+
+std::mt19937 g_rng(20261124);
+std::vector<float> random_values(size_t n, Elem e, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to(e, dist(g_rng));
+  return v;
+}
+std::vector<int32_t> random_ids(size_t n, int32_t below) {
+  std::uniform_int_distribution<int32_t> dist(0, below - 1);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = dist(g_rng);
+  return v;
+}
+
+// The cuda backend's memory, freed at scope exit.
+struct Gpu {
+  const keel_backend_api* api;
+  void* h;
+  std::vector<void*> owned;
+  ~Gpu() {
+    for (void* p : owned) api->free_memory(h, p);
+  }
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    CALL(api->alloc(h, bytes, &p));
+    owned.push_back(p);
+    return p;
+  }
+  void* put(const std::vector<float>& v, Elem e) {
+    void* p = alloc(v.size() * elem_bytes(e));
+    if (e == Elem::f32) {
+      CALL(api->copy(h, p, v.data(), v.size() * 4, KEEL_COPY_HOST_TO_DEVICE));
+    } else {
+      std::vector<uint16_t> bits(v.size());
+      for (size_t i = 0; i < v.size(); ++i) bits[i] = bf16_bits(v[i]);
+      CALL(api->copy(h, p, bits.data(), bits.size() * 2, KEEL_COPY_HOST_TO_DEVICE));
+    }
+    return p;
+  }
+  float* put32(const std::vector<float>& v) { return static_cast<float*>(put(v, Elem::f32)); }
+  int32_t* put_ids(const std::vector<int32_t>& v) {
+    void* p = alloc(v.size() * 4);
+    CALL(api->copy(h, p, v.data(), v.size() * 4, KEEL_COPY_HOST_TO_DEVICE));
+    return static_cast<int32_t*>(p);
+  }
+  std::vector<float> get(const void* p, size_t n, Elem e) {
+    std::vector<float> v(n);
+    if (e == Elem::f32) {
+      CALL(api->copy(h, v.data(), p, n * 4, KEEL_COPY_DEVICE_TO_HOST));
+    } else {
+      std::vector<uint16_t> bits(n);
+      CALL(api->copy(h, bits.data(), p, n * 2, KEEL_COPY_DEVICE_TO_HOST));
+      for (size_t i = 0; i < n; ++i) v[i] = from_bf16_bits(bits[i]);
+    }
+    return v;
+  }
+  std::vector<float> get32(const void* p, size_t n) { return get(p, n, Elem::f32); }
+};
+
+struct Cpu {
+  const keel_backend_api* api;
+  void* h;
+};
+
+std::string tag(const char* op, Elem e) { return std::string(op) + (e == Elem::bf16 ? " [bf16]" : " [fp32]"); }
+
+void test_matmul(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e);
+  const Tolerance fp32 = g_tf32 ? kTf32 : kTight, out_tol = e == Elem::bf16 ? kBf16 : fp32;
+  for (int64_t OC : {136, 50}) {  // 136: the fused GELU epilogue; 50: GELU after the product
+    const int64_t N = 70, IC = 96;
+    const std::string shape = " OC=" + std::to_string(OC) + (g_tf32 ? " TF32" : "");
+    auto inp = random_values(N * IC, e), weight = random_values(OC * IC, e), bias = random_values(OC, e);
+    std::vector<float> out(N * OC), out_nobias(N * OC), gelu(N * OC);
+    CALL(cpu.api->matmul_forward(cpu.h, out.data(), inp.data(), weight.data(), bias.data(), N, IC, OC));
+    CALL(cpu.api->matmul_forward(cpu.h, out_nobias.data(), inp.data(), weight.data(), nullptr, N, IC, OC));
+    CALL(cpu.api->gelu_forward(cpu.h, gelu.data(), out.data(), N * OC));
+    void *d_inp = gpu.put(inp, e), *d_w = gpu.put(weight, e), *d_b = gpu.put(bias, e);
+    void *d_out = gpu.alloc(N * OC * 4), *d_pre = gpu.alloc(N * OC * 4);
+    CALL(gpu.api->matmul_forward_dt(gpu.h, dt, d_out, nullptr, d_inp, d_w, d_b, N, IC, OC));
+    compare(tag("matmul_forward", e) + shape, gpu.get(d_out, N * OC, e), out, out_tol);
+    CALL(gpu.api->matmul_forward_dt(gpu.h, dt, d_out, nullptr, d_inp, d_w, nullptr, N, IC, OC));
+    compare(tag("matmul_forward without bias", e) + shape, gpu.get(d_out, N * OC, e), out_nobias, out_tol);
+    CALL(gpu.api->matmul_forward_dt(gpu.h, dt, d_out, d_pre, d_inp, d_w, d_b, N, IC, OC));
+    compare(tag("matmul_forward gelu_pre", e) + shape, gpu.get(d_pre, N * OC, e), out, out_tol);
+    compare(tag("matmul_forward GELU out", e) + shape, gpu.get(d_out, N * OC, e), gelu,
+            e == Elem::bf16 ? kBf16 : (g_tf32 ? kTf32 : kGeluEpilogue));
+
+    auto dout = random_values(N * OC, e), dinp = random_values(N * IC, e);
+    auto dweight = random_values(OC * IC, Elem::f32), dbias = random_values(OC, Elem::f32);
+    void *d_dout = gpu.put(dout, e), *d_dinp = gpu.put(dinp, e);
+    float *d_dw = gpu.put32(dweight), *d_db = gpu.put32(dbias);
+    CALL(cpu.api->matmul_backward(cpu.h, dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                                  weight.data(), N, IC, OC));
+    CALL(gpu.api->matmul_backward_dt(gpu.h, dt, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, IC, OC));
+    compare(tag("matmul_backward dinp", e) + shape, gpu.get(d_dinp, N * IC, e), dinp, out_tol);
+    compare(tag("matmul_backward dweight", e) + shape, gpu.get32(d_dw, OC * IC), dweight, fp32);
+    compare(tag("matmul_backward dbias", e) + shape, gpu.get32(d_db, OC), dbias, fp32);
+  }
+}
+
+void test_layernorm(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e);
+  for (int64_t C : {96, 40}) {
+    const int64_t N = 70;
+    auto inp = random_values(N * C, e, -2.0f, 3.0f), weight = random_values(C, e), bias = random_values(C, e);
+    std::vector<float> out(N * C), mean(N), rstd(N);
+    CALL(cpu.api->layernorm_forward(cpu.h, out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(),
+                                    N, C));
+    void *d_inp = gpu.put(inp, e), *d_w = gpu.put(weight, e), *d_b = gpu.put(bias, e), *d_out = gpu.alloc(N * C * 4);
+    float *d_mean = static_cast<float*>(gpu.alloc(N * 4)), *d_rstd = static_cast<float*>(gpu.alloc(N * 4));
+    CALL(gpu.api->layernorm_forward_dt(gpu.h, dt, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C));
+    const std::string shape = " C=" + std::to_string(C);
+    compare(tag("layernorm_forward out", e) + shape, gpu.get(d_out, N * C, e), out, for_elem(e));
+    compare(tag("layernorm_forward mean", e) + shape, gpu.get32(d_mean, N), mean, kTight);
+    compare(tag("layernorm_forward rstd", e) + shape, gpu.get32(d_rstd, N), rstd, kTight);
+
+    auto dout = random_values(N * C, e), dinp = random_values(N * C, e);
+    auto dweight = random_values(C, Elem::f32), dbias = random_values(C, Elem::f32);
+    void *d_dout = gpu.put(dout, e), *d_dinp = gpu.put(dinp, e);
+    float *d_dw = gpu.put32(dweight), *d_db = gpu.put32(dbias);
+    // Both sides read the cpu's mean and rstd, so only the backward is compared.
+    float *d_mean_cpu = gpu.put32(mean), *d_rstd_cpu = gpu.put32(rstd);
+    CALL(cpu.api->layernorm_backward(cpu.h, dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                                     weight.data(), mean.data(), rstd.data(), N, C));
+    CALL(gpu.api->layernorm_backward_dt(gpu.h, dt, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean_cpu, d_rstd_cpu, N,
+                                        C));
+    compare(tag("layernorm_backward dinp", e) + shape, gpu.get(d_dinp, N * C, e), dinp, for_elem(e));
+    compare(tag("layernorm_backward dweight", e) + shape, gpu.get32(d_dw, C), dweight, kTight);
+    compare(tag("layernorm_backward dbias", e) + shape, gpu.get32(d_db, C), dbias, kTight);
+  }
+}
+
+void test_attention(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e);
+  struct Shape {
+    int64_t B, T, C, NH;
+  };
+  for (const Shape& s : {Shape{2, 67, 96, 3}, Shape{1, 130, 256, 2}, Shape{2, 33, 160, 2}}) {  // hs 32, 128, 80
+    const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH;
+    const std::string shape = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " hs=" + std::to_string(C / NH);
+    auto qkv = random_values(B * T * 3 * C, e, -2.0f, 2.0f);
+    std::vector<float> out(B * T * C), saved(cpu.api->attention_saved_floats(cpu.h, B, T, C, NH));
+    CALL(cpu.api->attention_forward(cpu.h, out.data(), saved.data(), qkv.data(), B, T, C, NH));
+    auto dout = random_values(B * T * C, e), dqkv0 = random_values(B * T * 3 * C, e);
+    std::vector<float> dqkv = dqkv0;
+    CALL(cpu.api->attention_backward(cpu.h, dqkv.data(), dout.data(), qkv.data(), saved.data(), B, T, C, NH));
+
+    const int64_t saved_bytes = gpu.api->attention_saved_bytes(gpu.h, dt, B, T, C, NH);
+    if (saved_bytes != B * NH * T * 4) {
+      std::printf("FAIL attention_saved_bytes%s: %lld, expected B·NH·T·4 = %lld\n", shape.c_str(),
+                  static_cast<long long>(saved_bytes), static_cast<long long>(B * NH * T * 4));
+      ++g_failures;
+      continue;
+    }
+    void *d_qkv = gpu.put(qkv, e), *d_out = gpu.alloc(B * T * C * 4), *d_saved = gpu.alloc(saved_bytes);
+    CALL(gpu.api->attention_forward_dt(gpu.h, dt, d_out, d_saved, d_qkv, B, T, C, NH));
+    compare(tag("attention_forward", e) + shape, gpu.get(d_out, B * T * C, e), out, for_elem(e));
+    void *d_dout = gpu.put(dout, e), *d_dqkv = gpu.put(dqkv0, e), *d_dqkv2 = gpu.put(dqkv0, e);
+    CALL(gpu.api->attention_backward_dt(gpu.h, dt, d_dqkv, d_dout, d_qkv, d_out, d_saved, B, T, C, NH));
+    CALL(gpu.api->attention_backward_dt(gpu.h, dt, d_dqkv2, d_dout, d_qkv, d_out, d_saved, B, T, C, NH));
+    const auto got = gpu.get(d_dqkv, B * T * 3 * C, e);
+    compare(tag("attention_backward", e) + shape, got, dqkv, for_elem(e));
+    compare_bits(tag("attention_backward twice", e) + shape, got, gpu.get(d_dqkv2, B * T * 3 * C, e));
+
+    if (e == Elem::f32) {  // 0.1's slots: saved holds the log-sum-exps and a copy of out
+      const int64_t floats = gpu.api->attention_saved_floats(gpu.h, B, T, C, NH);
+      float *d_saved01 = static_cast<float*>(gpu.alloc(floats * 4)),
+            *d_out01 = static_cast<float*>(gpu.alloc(B * T * C * 4));
+      float* d_dqkv01 = gpu.put32(dqkv0);
+      CALL(gpu.api->attention_forward(gpu.h, d_out01, d_saved01, static_cast<float*>(d_qkv), B, T, C, NH));
+      CALL(gpu.api->attention_backward(gpu.h, d_dqkv01, static_cast<float*>(d_dout), static_cast<float*>(d_qkv),
+                                       d_saved01, B, T, C, NH));
+      compare("attention_forward (0.1)" + shape, gpu.get32(d_out01, B * T * C), out, kTight);
+      compare("attention_backward (0.1)" + shape, gpu.get32(d_dqkv01, B * T * 3 * C), dqkv, kTight);
+    }
+  }
+}
+
+void test_elementwise(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e);
+  const int64_t n = 1000;
+  auto a = random_values(n, e, -4.0f, 4.0f), b = random_values(n, e, -4.0f, 4.0f);
+  void *d_a = gpu.put(a, e), *d_b = gpu.put(b, e), *d_out = gpu.alloc(n * 4);
+  std::vector<float> want(n);
+
+  CALL(cpu.api->gelu_forward(cpu.h, want.data(), a.data(), n));
+  CALL(gpu.api->gelu_forward_dt(gpu.h, dt, d_out, d_a, n));
+  compare(tag("gelu_forward", e), gpu.get(d_out, n, e), want, for_elem(e));
+
+  std::vector<float> dinp = random_values(n, e);
+  void* d_dinp = gpu.put(dinp, e);
+  CALL(cpu.api->gelu_backward(cpu.h, dinp.data(), a.data(), b.data(), n));
+  CALL(gpu.api->gelu_backward_dt(gpu.h, dt, d_dinp, d_a, d_b, n));
+  compare(tag("gelu_backward", e), gpu.get(d_dinp, n, e), dinp, for_elem(e));
+
+  CALL(cpu.api->add(cpu.h, want.data(), a.data(), b.data(), n));
+  CALL(gpu.api->add_dt(gpu.h, dt, d_out, d_a, d_b, n));
+  compare(tag("add", e), gpu.get(d_out, n, e), want, for_elem(e));
+
+  std::vector<float> acc = a;
+  CALL(cpu.api->accumulate(cpu.h, acc.data(), b.data(), n));
+  CALL(gpu.api->accumulate_dt(gpu.h, dt, d_a, d_b, n));  // d_a now holds a + b
+  compare(tag("accumulate", e), gpu.get(d_a, n, e), acc, for_elem(e));
+
+  CALL(cpu.api->scale(cpu.h, b.data(), -0.37f, n));
+  CALL(gpu.api->scale_dt(gpu.h, dt, d_b, -0.37f, n));
+  compare(tag("scale", e), gpu.get(d_b, n, e), b, for_elem(e));
+}
+
+// B·T = 18 positions over 11 ids, and 800 over 50 (the scatter scans tokens 256 at a time).
+void test_embedding(Cpu& cpu, Gpu& gpu, Elem e, int64_t B, int64_t T, int64_t C, int32_t V) {
+  const keel_dtype dt = dtype(e);
+  auto tokens = random_ids(B * T, V);
+  const std::string shape = " B*T=" + std::to_string(B * T);
+  auto wte = random_values(V * C, e), wpe = random_values(T * C, e);
+  int32_t* d_tokens = gpu.put_ids(tokens);
+  void *d_wte = gpu.put(wte, e), *d_wpe = gpu.put(wpe, e), *d_out = gpu.alloc(B * T * C * 4);
+  std::vector<float> out(B * T * C);
+  CALL(cpu.api->embedding_forward(cpu.h, out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C));
+  CALL(gpu.api->embedding_forward_dt(gpu.h, dt, d_out, d_tokens, d_wte, d_wpe, B, T, C));
+  compare(tag("embedding_forward", e) + shape, gpu.get(d_out, B * T * C, e), out, for_elem(e));
+
+  auto dout = random_values(B * T * C, e), dwte = random_values(V * C, Elem::f32),
+       dwpe = random_values(T * C, Elem::f32);
+  void* d_dout = gpu.put(dout, e);
+  float *d_dwte = gpu.put32(dwte), *d_dwpe = gpu.put32(dwpe), *d_dwte2 = gpu.put32(dwte);
+  CALL(cpu.api->embedding_backward(cpu.h, dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C));
+  CALL(gpu.api->embedding_backward_dt(gpu.h, dt, d_dwte, d_dwpe, d_dout, d_tokens, B, T, C));
+  CALL(gpu.api->embedding_backward_dt(gpu.h, dt, d_dwte2, nullptr, d_dout, d_tokens, B, T, C));
+  const auto got = gpu.get32(d_dwte, V * C);
+  compare(tag("embedding_backward dwte", e) + shape, got, dwte, kTight);
+  compare(tag("embedding_backward dwpe", e) + shape, gpu.get32(d_dwpe, T * C), dwpe, kTight);
+  compare_bits(tag("embedding_backward twice", e) + shape, got, gpu.get32(d_dwte2, V * C));
+
+  // Rows [3, 8) of the table, with and without wpe.
+  const int64_t row_begin = 3, rows = 5;
+  std::vector<float> wte_rows(wte.begin() + row_begin * C, wte.begin() + (row_begin + rows) * C);
+  void* d_rows = gpu.put(wte_rows, e);
+  for (bool with_wpe : {true, false}) {
+    const std::string which = with_wpe ? " with wpe" : " without wpe";
+    CALL(cpu.api->embedding_rows_forward(cpu.h, out.data(), tokens.data(), wte_rows.data(),
+                                         with_wpe ? wpe.data() : nullptr, B, T, C, row_begin, rows));
+    CALL(gpu.api->embedding_rows_forward_dt(gpu.h, dt, d_out, d_tokens, d_rows, with_wpe ? d_wpe : nullptr, B, T, C,
+                                            row_begin, rows));
+    compare(tag("embedding_rows_forward", e) + which + shape, gpu.get(d_out, B * T * C, e), out, for_elem(e));
+    auto drows = random_values(rows * C, Elem::f32), dpe = random_values(T * C, Elem::f32);
+    float *d_drows = gpu.put32(drows), *d_dpe = gpu.put32(dpe);
+    CALL(cpu.api->embedding_rows_backward(cpu.h, drows.data(), with_wpe ? dpe.data() : nullptr, dout.data(),
+                                          tokens.data(), B, T, C, row_begin, rows));
+    CALL(gpu.api->embedding_rows_backward_dt(gpu.h, dt, d_drows, with_wpe ? d_dpe : nullptr, d_dout, d_tokens, B, T, C,
+                                             row_begin, rows));
+    compare(tag("embedding_rows_backward dwte_rows", e) + which + shape, gpu.get32(d_drows, rows * C), drows, kTight);
+    compare(tag("embedding_rows_backward dwpe", e) + which + shape, gpu.get32(d_dpe, T * C), dpe, kTight);
+  }
+}
+
+// 0.1's cross-entropy with probabilities (fp32 only).
+void test_crossentropy_probs(Cpu& cpu, Gpu& gpu) {
+  const int64_t N = 37, V = 300, Vp = 320;
+  auto logits = random_values(N * Vp, Elem::f32, -4.0f, 4.0f);
+  auto targets = random_ids(N, static_cast<int32_t>(V));
+  targets[5] = -1;
+  std::vector<float> losses(N), probs(N * Vp);
+  CALL(cpu.api->crossentropy_forward(cpu.h, losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp));
+  float *d_logits = gpu.put32(logits), *d_losses = static_cast<float*>(gpu.alloc(N * 4));
+  float* d_probs = static_cast<float*>(gpu.alloc(N * Vp * 4));
+  int32_t* d_targets = gpu.put_ids(targets);
+  CALL(gpu.api->crossentropy_forward(gpu.h, d_losses, d_probs, d_logits, d_targets, N, V, Vp));
+  compare("crossentropy_forward losses (0.1)", gpu.get32(d_losses, N), losses, kTight);
+  compare("crossentropy_forward probs (0.1)", gpu.get32(d_probs, N * Vp), probs, kTight);
+  CALL(gpu.api->crossentropy_forward(gpu.h, d_losses, d_logits, d_logits, d_targets, N, V, Vp));  // in place
+  compare("crossentropy_forward probs in place (0.1)", gpu.get32(d_logits, N * Vp), probs, kTight);
+
+  auto dlogits = random_values(N * Vp, Elem::f32);
+  float* d_dlogits = gpu.put32(dlogits);
+  CALL(cpu.api->crossentropy_backward(cpu.h, dlogits.data(), probs.data(), targets.data(), 0.03f, N, V, Vp));
+  CALL(gpu.api->crossentropy_backward(gpu.h, d_dlogits, d_probs, d_targets, 0.03f, N, V, Vp));
+  compare("crossentropy_backward (0.1)", gpu.get32(d_dlogits, N * Vp), dlogits, kTight);
+}
+
+// 0.8's cross-entropy over two vocabulary shards: stats, combine, backward (added and in place),
+// and 0.6's fp32 shard ops.
+void test_crossentropy_shards(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e);
+  const int64_t N = 37, cols = 160, V = 300;
+  const int64_t col_begin[2] = {0, 160}, valid[2] = {160, 140};
+  auto targets = random_ids(N, static_cast<int32_t>(V));
+  targets[3] = -1;
+  int32_t* d_targets = gpu.put_ids(targets);
+  std::vector<float> logits[2], stats(2 * N * 3);
+  void* d_logits[2];
+  float* d_stats = static_cast<float*>(gpu.alloc(2 * N * 3 * 4));
+  for (int k = 0; k < 2; ++k) {
+    logits[k] = random_values(N * cols, e, -4.0f, 4.0f);
+    d_logits[k] = gpu.put(logits[k], e);
+    CALL(cpu.api->crossentropy_shard_stats(cpu.h, stats.data() + k * N * 3, logits[k].data(), targets.data(), N,
+                                           col_begin[k], valid[k], cols));
+    CALL(gpu.api->crossentropy_stats_dt(gpu.h, dt, d_stats + k * N * 3, d_logits[k], d_targets, N, col_begin[k],
+                                        valid[k], cols));
+  }
+  compare(tag("crossentropy_stats", e), gpu.get32(d_stats, 2 * N * 3), stats, kTight);
+
+  // combine, on the same statistics on both sides
+  std::vector<float> lse(N), loss_sum{0.5f};
+  const float weight = 1.0f / N;
+  float* d_stats_cpu = gpu.put32(stats);
+  CALL(cpu.api->crossentropy_combine(cpu.h, lse.data(), loss_sum.data(), stats.data(), 2, targets.data(), N, weight));
+  float* d_lse = static_cast<float*>(gpu.alloc(N * 4));
+  float* d_loss = gpu.put32({0.5f});
+  CALL(gpu.api->crossentropy_combine(gpu.h, d_lse, d_loss, d_stats_cpu, 2, d_targets, N, weight));
+  compare(tag("crossentropy_combine lse", e), gpu.get32(d_lse, N), lse, kTight);
+  compare(tag("crossentropy_combine loss_sum", e), gpu.get32(d_loss, 1), loss_sum, kTight);
+
+  float* d_lse_cpu = gpu.put32(lse);  // both sides from the same lse
+  for (int k = 0; k < 2; ++k) {
+    const std::string shard = " shard " + std::to_string(k);
+    auto dlogits = random_values(N * cols, e);
+    void* d_dlogits = gpu.put(dlogits, e);
+    std::vector<float> in_place(N * cols, 0.0f);
+    CALL(cpu.api->crossentropy_shard_backward(cpu.h, dlogits.data(), logits[k].data(), lse.data(), targets.data(),
+                                              0.02f, N, col_begin[k], valid[k], cols));
+    CALL(cpu.api->crossentropy_shard_backward(cpu.h, in_place.data(), logits[k].data(), lse.data(), targets.data(),
+                                              0.02f, N, col_begin[k], valid[k], cols));
+    CALL(gpu.api->crossentropy_backward_dt(gpu.h, dt, d_dlogits, d_logits[k], d_lse_cpu, d_targets, 0.02f, N,
+                                           col_begin[k], valid[k], cols));
+    compare(tag("crossentropy_backward added", e) + shard, gpu.get(d_dlogits, N * cols, e), dlogits, for_elem(e));
+    CALL(gpu.api->crossentropy_backward_dt(gpu.h, dt, d_logits[k], d_logits[k], d_lse_cpu, d_targets, 0.02f, N,
+                                           col_begin[k], valid[k], cols));
+    compare(tag("crossentropy_backward in place", e) + shard, gpu.get(d_logits[k], N * cols, e), in_place,
+            e == Elem::bf16 ? kBf16 : kTight);
+  }
+}
+
+void test_sum_squares(Cpu& cpu, Gpu& gpu, Elem e) {
+  const int64_t n = 100003;
+  auto x = random_values(n, e, -3.0f, 3.0f);
+  void* d_x = gpu.put(x, e);
+  double want = 0.0;
+  for (float v : x) want += static_cast<double>(v) * v;
+  float *d_acc = gpu.put32({2.0f}), *d_acc2 = gpu.put32({2.0f});
+  CALL(gpu.api->sum_squares_dt(gpu.h, dtype(e), d_x, n, d_acc));
+  CALL(gpu.api->sum_squares_dt(gpu.h, dtype(e), d_x, n, d_acc2));
+  const auto got = gpu.get32(d_acc, 1);
+  compare(tag("sum_squares_dt", e), got, {static_cast<float>(want + 2.0)}, kTight);
+  compare_bits(tag("sum_squares_dt twice", e), got, gpu.get32(d_acc2, 1));
+  if (e == Elem::f32) {
+    double cpu_sum = 0.0, gpu_sum = 0.0, gpu_sum2 = 0.0;
+    CALL(cpu.api->sum_squares(cpu.h, x.data(), n, &cpu_sum));
+    CALL(gpu.api->sum_squares(gpu.h, static_cast<float*>(d_x), n, &gpu_sum));
+    CALL(gpu.api->sum_squares(gpu.h, static_cast<float*>(d_x), n, &gpu_sum2));
+    ++g_checks;
+    if (std::fabs(gpu_sum - cpu_sum) > 1e-10 * cpu_sum || gpu_sum != gpu_sum2) {
+      std::printf("FAIL sum_squares (0.1): gpu %.17g and %.17g, cpu %.17g\n", gpu_sum, gpu_sum2, cpu_sum);
+      ++g_failures;
+    } else {
+      std::printf("ok   sum_squares (0.1): %.17g\n", gpu_sum);
+    }
+  }
+}
+
+void test_convert(Gpu& gpu) {
+  std::vector<float> x = random_values(1000, Elem::f32, -100.0f, 100.0f);
+  x[0] = 1.00390625f;  // halfway between two bf16 values, even below: rounds down
+  x[1] = 1.01171875f;  // halfway, even above: rounds up
+  x[2] = 3.0e38f;      // large but finite in bf16, which has fp32's exponent range
+  x[3] = -0.0f;
+  x[4] = 1e-40f;  // subnormal
+  float* d_x = gpu.put32(x);
+  void* d_bf16 = gpu.alloc(x.size() * 2);
+  float* d_back = static_cast<float*>(gpu.alloc(x.size() * 4));
+  CALL(gpu.api->convert(gpu.h, d_bf16, dtype(Elem::bf16), d_x, dtype(Elem::f32), x.size()));
+  CALL(gpu.api->convert(gpu.h, d_back, dtype(Elem::f32), d_bf16, dtype(Elem::bf16), x.size()));
+  std::vector<uint16_t> bits(x.size());
+  CALL(gpu.api->copy(gpu.h, bits.data(), d_bf16, bits.size() * 2, KEEL_COPY_DEVICE_TO_HOST));
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) bad += bits[i] != bf16_bits(x[i]);
+  ++g_checks;
+  if (bad) {
+    std::printf("FAIL convert fp32 -> bf16: %zu of %zu not rounded to nearest even\n", bad, x.size());
+    ++g_failures;
+  } else {
+    std::printf("ok   convert fp32 -> bf16 (bit-exact)\n");
+  }
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = from_bf16_bits(bf16_bits(x[i]));
+  compare("convert bf16 -> fp32", gpu.get32(d_back, x.size()), want, Tolerance{0.0, 0.0});
+  float* d_copy = static_cast<float*>(gpu.alloc(x.size() * 4));
+  CALL(gpu.api->convert(gpu.h, d_copy, dtype(Elem::f32), d_x, dtype(Elem::f32), x.size()));
+  compare("convert fp32 -> fp32", gpu.get32(d_copy, x.size()), x, Tolerance{0.0, 0.0});
+}
+
+// The fused updates against the cpu backend's, which run the adamw and sgd plugins' own rule
+// (kernels/cpu/optimizer_update.h).
+void test_optimizer_updates(Cpu& cpu, Gpu& gpu) {
+  const int64_t n = 1000;
+  const float lr = 1e-3f, grad_scale = 0.5f;
+  for (int64_t step : {1, 3}) {
+    auto params = random_values(n, Elem::f32), grads = random_values(n, Elem::f32);
+    auto m = random_values(n, Elem::f32), v = random_values(n, Elem::f32, 0.0f, 0.01f);
+    float *d_p = gpu.put32(params), *d_g = gpu.put32(grads), *d_m = gpu.put32(m), *d_v = gpu.put32(v);
+    CALL(cpu.api->adamw_update(cpu.h, params.data(), grads.data(), m.data(), v.data(), n, lr, 0.9, 0.95, 1e-8, 0.1,
+                               grad_scale, step));
+    CALL(gpu.api->adamw_update(gpu.h, d_p, d_g, d_m, d_v, n, lr, 0.9, 0.95, 1e-8, 0.1, grad_scale, step));
+    const std::string s = " step " + std::to_string(step);
+    compare("adamw_update params" + s, gpu.get32(d_p, n), params, kUpdate);
+    compare("adamw_update m" + s, gpu.get32(d_m, n), m, kUpdate);
+    compare("adamw_update v" + s, gpu.get32(d_v, n), v, kUpdate);
+  }
+  for (int32_t nesterov : {0, 1}) {
+    auto params = random_values(n, Elem::f32), buf = random_values(n, Elem::f32);
+    float *d_p = gpu.put32(params), *d_buf = gpu.put32(buf);
+    for (int64_t step : {1, 2}) {
+      auto grads = random_values(n, Elem::f32);
+      float* d_g = gpu.put32(grads);
+      CALL(cpu.api->sgd_update(cpu.h, params.data(), grads.data(), buf.data(), n, lr, 0.9, 0.1, nesterov, 0.01,
+                               grad_scale, step));
+      CALL(gpu.api->sgd_update(gpu.h, d_p, d_g, d_buf, n, lr, 0.9, 0.1, nesterov, 0.01, grad_scale, step));
+      const std::string s = std::string(nesterov ? " nesterov" : "") + " step " + std::to_string(step);
+      compare("sgd_update params" + s, gpu.get32(d_p, n), params, kUpdate);
+      compare("sgd_update momentum_buffer" + s, gpu.get32(d_buf, n), buf, kUpdate);
+    }
+  }
+}
+
+// The fp32 slots of 0.1 and 0.6 not covered above, against the cpu backend's same slots.
+void test_fp32_slots(Cpu& cpu, Gpu& gpu) {
+  const int64_t N = 20, IC = 24, OC = 16, C = 24, n = N * IC;
+  auto inp = random_values(N * IC, Elem::f32), weight = random_values(OC * IC, Elem::f32);
+  auto bias = random_values(OC, Elem::f32), dout = random_values(N * OC, Elem::f32);
+  float *d_inp = gpu.put32(inp), *d_w = gpu.put32(weight), *d_b = gpu.put32(bias), *d_dout = gpu.put32(dout);
+  std::vector<float> out(N * OC);
+  float* d_out = gpu.put32(out);
+  CALL(cpu.api->matmul_forward(cpu.h, out.data(), inp.data(), weight.data(), bias.data(), N, IC, OC));
+  CALL(gpu.api->matmul_forward(gpu.h, d_out, d_inp, d_w, d_b, N, IC, OC));
+  compare("matmul_forward (0.1)", gpu.get32(d_out, N * OC), out, kTight);
+  std::vector<float> dinp(N * IC, 0.5f), dweight(OC * IC, 0.25f), dbias(OC, 1.0f);
+  float *d_dinp = gpu.put32(dinp), *d_dw = gpu.put32(dweight), *d_db = gpu.put32(dbias);
+  CALL(cpu.api->matmul_backward(cpu.h, dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                                weight.data(), N, IC, OC));
+  CALL(gpu.api->matmul_backward(gpu.h, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, IC, OC));
+  compare("matmul_backward dinp (0.1)", gpu.get32(d_dinp, N * IC), dinp, kTight);
+  compare("matmul_backward dweight (0.1)", gpu.get32(d_dw, OC * IC), dweight, kTight);
+  compare("matmul_backward dbias (0.1)", gpu.get32(d_db, OC), dbias, kTight);
+
+  auto lw = random_values(C, Elem::f32), lb = random_values(C, Elem::f32), g = random_values(N * C, Elem::f32);
+  float *d_lw = gpu.put32(lw), *d_lb = gpu.put32(lb), *d_g = gpu.put32(g);
+  std::vector<float> ln(N * C), mean(N), rstd(N), ldx(N * C, 0.0f), ldw(C, 0.0f), ldb(C, 0.0f);
+  float *d_ln = gpu.put32(ln), *d_mean = gpu.put32(mean), *d_rstd = gpu.put32(rstd);
+  float *d_ldx = gpu.put32(ldx), *d_ldw = gpu.put32(ldw), *d_ldb = gpu.put32(ldb);
+  CALL(cpu.api->layernorm_forward(cpu.h, ln.data(), mean.data(), rstd.data(), inp.data(), lw.data(), lb.data(), N, C));
+  CALL(gpu.api->layernorm_forward(gpu.h, d_ln, d_mean, d_rstd, d_inp, d_lw, d_lb, N, C));
+  compare("layernorm_forward (0.1)", gpu.get32(d_ln, N * C), ln, kTight);
+  CALL(cpu.api->layernorm_backward(cpu.h, ldx.data(), ldw.data(), ldb.data(), g.data(), inp.data(), lw.data(),
+                                   mean.data(), rstd.data(), N, C));
+  CALL(gpu.api->layernorm_backward(gpu.h, d_ldx, d_ldw, d_ldb, d_g, d_inp, d_lw, d_mean, d_rstd, N, C));
+  compare("layernorm_backward dinp (0.1)", gpu.get32(d_ldx, N * C), ldx, kTight);
+  compare("layernorm_backward dweight (0.1)", gpu.get32(d_ldw, C), ldw, kTight);
+
+  std::vector<float> y(n), dy(n, 0.1f), a = inp;
+  float *d_y = gpu.put32(y), *d_dy = gpu.put32(dy), *d_a = gpu.put32(a);
+  CALL(cpu.api->gelu_forward(cpu.h, y.data(), inp.data(), n));
+  CALL(gpu.api->gelu_forward(gpu.h, d_y, d_inp, n));
+  compare("gelu_forward (0.1)", gpu.get32(d_y, n), y, kTight);
+  CALL(cpu.api->gelu_backward(cpu.h, dy.data(), inp.data(), g.data(), n));
+  CALL(gpu.api->gelu_backward(gpu.h, d_dy, d_inp, d_g, n));
+  compare("gelu_backward (0.1)", gpu.get32(d_dy, n), dy, kTight);
+  CALL(cpu.api->add(cpu.h, y.data(), inp.data(), g.data(), n));
+  CALL(gpu.api->add(gpu.h, d_y, d_inp, d_g, n));
+  compare("add (0.1)", gpu.get32(d_y, n), y, kTight);
+  CALL(cpu.api->accumulate(cpu.h, a.data(), g.data(), n));
+  CALL(gpu.api->accumulate(gpu.h, d_a, d_g, n));
+  compare("accumulate (0.1)", gpu.get32(d_a, n), a, kTight);
+  CALL(cpu.api->scale(cpu.h, a.data(), 3.0f, n));
+  CALL(gpu.api->scale(gpu.h, d_a, 3.0f, n));
+  compare("scale (0.1)", gpu.get32(d_a, n), a, kTight);
+
+  const int64_t B = 2, T = 5, V = 7;
+  auto tokens = random_ids(B * T, V);
+  auto wte = random_values(V * C, Elem::f32), wpe = random_values(T * C, Elem::f32);
+  auto eg = random_values(B * T * C, Elem::f32);
+  int32_t* d_tokens = gpu.put_ids(tokens);
+  float *d_wte = gpu.put32(wte), *d_wpe = gpu.put32(wpe), *d_eg = gpu.put32(eg);
+  std::vector<float> emb(B * T * C), dwte(V * C, 0.0f), dwpe(T * C, 0.0f);
+  float *d_emb = gpu.put32(emb), *d_dwte = gpu.put32(dwte), *d_dwpe = gpu.put32(dwpe);
+  CALL(cpu.api->embedding_forward(cpu.h, emb.data(), tokens.data(), wte.data(), wpe.data(), B, T, C));
+  CALL(gpu.api->embedding_forward(gpu.h, d_emb, d_tokens, d_wte, d_wpe, B, T, C));
+  compare("embedding_forward (0.1)", gpu.get32(d_emb, B * T * C), emb, kTight);
+  CALL(cpu.api->embedding_backward(cpu.h, dwte.data(), dwpe.data(), eg.data(), tokens.data(), B, T, C));
+  CALL(gpu.api->embedding_backward(gpu.h, d_dwte, d_dwpe, d_eg, d_tokens, B, T, C));
+  compare("embedding_backward dwte (0.1)", gpu.get32(d_dwte, V * C), dwte, kTight);
+  compare("embedding_backward dwpe (0.1)", gpu.get32(d_dwpe, T * C), dwpe, kTight);
+  CALL(
+      cpu.api->embedding_rows_forward(cpu.h, emb.data(), tokens.data(), wte.data() + 2 * C, wpe.data(), B, T, C, 2, 3));
+  CALL(gpu.api->embedding_rows_forward(gpu.h, d_emb, d_tokens, d_wte + 2 * C, d_wpe, B, T, C, 2, 3));
+  compare("embedding_rows_forward (0.6)", gpu.get32(d_emb, B * T * C), emb, kTight);
+  CALL(cpu.api->embedding_rows_backward(cpu.h, dwte.data() + 2 * C, dwpe.data(), eg.data(), tokens.data(), B, T, C, 2,
+                                        3));
+  CALL(gpu.api->embedding_rows_backward(gpu.h, d_dwte + 2 * C, d_dwpe, d_eg, d_tokens, B, T, C, 2, 3));
+  compare("embedding_rows_backward dwte (0.6)", gpu.get32(d_dwte, V * C), dwte, kTight);
+
+  const int64_t cols = 12, valid = 10;
+  auto logits = random_values(N * cols, Elem::f32, -3.0f, 3.0f);
+  auto targets = random_ids(N, 30);
+  targets[0] = -1;
+  std::vector<float> stats(N * 3), lse(N), dlogits(N * cols, 0.0f);
+  for (int64_t i = 0; i < N; ++i) lse[i] = 2.0f + 0.1f * i;
+  float *d_logits = gpu.put32(logits), *d_stats = gpu.put32(stats), *d_lse = gpu.put32(lse);
+  float* d_dlogits = gpu.put32(dlogits);
+  int32_t* d_targets = gpu.put_ids(targets);
+  CALL(cpu.api->crossentropy_shard_stats(cpu.h, stats.data(), logits.data(), targets.data(), N, 10, valid, cols));
+  CALL(gpu.api->crossentropy_shard_stats(gpu.h, d_stats, d_logits, d_targets, N, 10, valid, cols));
+  compare("crossentropy_shard_stats (0.6)", gpu.get32(d_stats, N * 3), stats, kTight);
+  CALL(cpu.api->crossentropy_shard_backward(cpu.h, dlogits.data(), logits.data(), lse.data(), targets.data(), 0.5f, N,
+                                            10, valid, cols));
+  CALL(gpu.api->crossentropy_shard_backward(gpu.h, d_dlogits, d_logits, d_lse, d_targets, 0.5f, N, 10, valid, cols));
+  compare("crossentropy_shard_backward (0.6)", gpu.get32(d_dlogits, N * cols), dlogits, kTight);
+}
+
+// Memory, copies, the queue and events.
+void test_memory(Gpu& gpu, Elem e) {
+  keel_device device{};
+  CALL(gpu.api->device(gpu.h, &device));
+  ++g_checks;
+  if (device.device_type != KEEL_DEVICE_CUDA) {
+    std::printf("FAIL device: type %d, expected KEEL_DEVICE_CUDA\n", device.device_type);
+    ++g_failures;
+  }
+  keel_dtype compute{};
+  CALL(gpu.api->compute_dtype(gpu.h, &compute));
+  ++g_checks;
+  if (compute.code != dtype(e).code || compute.bits != dtype(e).bits) {
+    std::printf("FAIL compute_dtype: code %d bits %d\n", compute.code, compute.bits);
+    ++g_failures;
+  }
+  double flops = 0.0;
+  void* queue = nullptr;
+  CALL(gpu.api->peak_flops(gpu.h, &flops));
+  CALL(gpu.api->queue(gpu.h, &queue));
+  ++g_checks;
+  if (!(flops > 1e12) || !queue) {
+    std::printf("FAIL peak_flops %.3g or queue %p\n", flops, queue);
+    ++g_failures;
+  }
+
+  const size_t n = 5000;
+  void* d = gpu.alloc(n * 4);
+  compare("alloc is zero-filled", gpu.get32(d, n), std::vector<float>(n, 0.0f), Tolerance{0, 0});
+  auto x = random_values(n, Elem::f32);
+  float* d_x = gpu.put32(x);
+  CALL(gpu.api->copy(gpu.h, d, d_x, n * 4, KEEL_COPY_DEVICE_TO_DEVICE));
+  compare("copy device to device", gpu.get32(d, n), x, Tolerance{0, 0});
+  CALL(gpu.api->fill_zero(gpu.h, d, n * 4));
+  compare("fill_zero", gpu.get32(d, n), std::vector<float>(n, 0.0f), Tolerance{0, 0});
+
+  void *pinned_in = nullptr, *pinned_out = nullptr, *event = nullptr;
+  CALL(gpu.api->alloc_host(gpu.h, n * 4, &pinned_in));
+  CALL(gpu.api->alloc_host(gpu.h, n * 4, &pinned_out));
+  CALL(gpu.api->event_create(gpu.h, &event));
+  if (!pinned_in || !pinned_out || !event) return;
+  CALL(gpu.api->event_synchronize(gpu.h, event));  // never recorded: has passed
+  std::memcpy(pinned_in, x.data(), n * 4);
+  CALL(gpu.api->copy_async(gpu.h, d, pinned_in, n * 4, KEEL_COPY_HOST_TO_DEVICE));
+  CALL(gpu.api->scale_dt(gpu.h, dtype(Elem::f32), d, 2.0f, n));
+  CALL(gpu.api->copy_async(gpu.h, pinned_out, d, n * 4, KEEL_COPY_DEVICE_TO_HOST));
+  CALL(gpu.api->event_record(gpu.h, event));
+  CALL(gpu.api->event_wait(gpu.h, event));
+  CALL(gpu.api->event_synchronize(gpu.h, event));
+  std::vector<float> got(n), want(n);
+  std::memcpy(got.data(), pinned_out, n * 4);
+  for (size_t i = 0; i < n; ++i) want[i] = 2.0f * x[i];
+  compare("copy_async in, scale, copy_async out, event", got, want, Tolerance{0, 0});
+  gpu.api->event_destroy(gpu.h, event);
+  gpu.api->free_host(gpu.h, pinned_in);
+  gpu.api->free_host(gpu.h, pinned_out);
+}
+
+}  // namespace
+
+// Usage: keel_backend_cuda_vs_cpu LIBKEEL-CUDA.SO LIBKEEL-CPU.SO
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::printf("usage: %s LIBKEEL-CUDA.SO LIBKEEL-CPU.SO\n", argv[0]);
+    return 2;
+  }
+  const keel_backend_api* cuda = load(argv[1]);
+  const keel_backend_api* cpu_api = load(argv[2]);
+  if (!cuda || !cpu_api) {
+    std::printf("FAIL: cannot load the plugins\n");
+    return 1;
+  }
+  if (cuda->probe(&kHost) != KEEL_OK) {
+    std::printf("skipped: no CUDA device (%s)\n", g_last_error.c_str());
+    return 77;
+  }
+  Cpu cpu{cpu_api, nullptr};
+  keel_backend_create_args cpu_args{sizeof(cpu_args), R"({"plugin": "cpu", "peak_tflops": 1})", "backend"};
+  if (cpu_api->create(&kHost, &cpu_args, &cpu.h) != KEEL_OK) {
+    std::printf("FAIL: cpu backend: %s\n", g_last_error.c_str());
+    return 1;
+  }
+  for (Elem e : {Elem::f32, Elem::bf16}) {
+    const std::string config = std::string(R"({"plugin": "cuda", "precision": ")") +
+                               (e == Elem::bf16 ? "bf16" : "fp32") + R"(", "allow_tf32": false})";
+    keel_backend_create_args args{sizeof(args), config.c_str(), "backend"};
+    void* handle = nullptr;
+    if (cuda->create(&kHost, &args, &handle) != KEEL_OK) {
+      std::printf("FAIL: cuda backend %s: %s\n", config.c_str(), g_last_error.c_str());
+      return 1;
+    }
+    {
+      Gpu gpu{cuda, handle, {}};
+      test_memory(gpu, e);
+      test_matmul(cpu, gpu, e);
+      test_layernorm(cpu, gpu, e);
+      test_attention(cpu, gpu, e);
+      test_elementwise(cpu, gpu, e);
+      test_embedding(cpu, gpu, e, 2, 9, 40, 11);
+      test_embedding(cpu, gpu, e, 4, 200, 72, 50);
+      test_crossentropy_shards(cpu, gpu, e);
+      test_sum_squares(cpu, gpu, e);
+      if (e == Elem::f32) {
+        test_crossentropy_probs(cpu, gpu);
+        test_convert(gpu);
+        test_optimizer_updates(cpu, gpu);
+        test_fp32_slots(cpu, gpu);
+      }
+      CALL(cuda->synchronize(handle));
+    }
+    cuda->destroy(handle);
+  }
+  // "allow_tf32": true: the fp32 matmuls on TF32 tensor cores, within TF32's bounds.
+  keel_backend_create_args tf32_args{sizeof(tf32_args), R"({"plugin": "cuda", "allow_tf32": true})", "backend"};
+  void* tf32 = nullptr;
+  if (cuda->create(&kHost, &tf32_args, &tf32) != KEEL_OK) {
+    std::printf("FAIL: cuda backend with allow_tf32: %s\n", g_last_error.c_str());
+    return 1;
+  }
+  {
+    Gpu gpu{cuda, tf32, {}};
+    g_tf32 = true;
+    test_matmul(cpu, gpu, Elem::f32);
+  }
+  cuda->destroy(tf32);
+  cpu_api->destroy(cpu.h);
+  std::printf("%d checks, %d failed\n", g_checks, g_failures);
+  return g_failures ? 1 : 0;
+}
