@@ -7,7 +7,7 @@
 
    Meant for Java (built and tested by bindings/swig/tests.cmake with `-module Keel -package
    keel`), and kept usable by SWIG's other class-based targets (C#, Python, Go, Ruby, ...): the
-   only language-specific parts are the #ifdef SWIGJAVA sections (float[]/long[] arrays, the
+   only language-specific parts are the #ifdef SWIGJAVA sections (float[]/int[]/long[] arrays, the
    checked keel.KeelException, AutoCloseable, loading the JNI library). Other languages get
    std::vector wrappers and SWIG's generic runtime error. Directors (a subclassed StepCallback)
    need a language with director support. */
@@ -119,7 +119,8 @@ static int32_t keel_on_step(const keel_step_metrics* metrics, void* user_data) {
 %template(StringList) std::vector<std::string>;
 
 #ifdef SWIGJAVA
-/* Java: parameters cross as float[] and shapes as long[], copied once, instead of List proxies. */
+/* Java: parameters and logits cross as float[], token ids as int[] and shapes as long[], copied
+   once, instead of List proxies. */
 %define KEEL_JAVA_ARRAY(CTYPE, JNITYPE, JAVATYPE, JNIELEM, NEWARRAY, SETREGION, GETREGION)
 %typemap(jni) std::vector<CTYPE>, const std::vector<CTYPE>& "JNITYPE"
 %typemap(jtype) std::vector<CTYPE>, const std::vector<CTYPE>& "JAVATYPE"
@@ -141,6 +142,7 @@ static int32_t keel_on_step(const keel_step_metrics* metrics, void* user_data) {
 }
 %enddef
 KEEL_JAVA_ARRAY(float, jfloatArray, float[], jfloat, NewFloatArray, SetFloatArrayRegion, GetFloatArrayRegion)
+KEEL_JAVA_ARRAY(int32_t, jintArray, int[], jint, NewIntArray, SetIntArrayRegion, GetIntArrayRegion)
 KEEL_JAVA_ARRAY(long long, jlongArray, long[], jlong, NewLongArray, SetLongArrayRegion, GetLongArrayRegion)
 
 /* Java: try-with-resources closes a trainer; the JNI library loads once, from the path in
@@ -161,6 +163,7 @@ KEEL_JAVA_ARRAY(long long, jlongArray, long[], jlong, NewLongArray, SetLongArray
 %}
 #else
 %template(FloatVector) std::vector<float>;
+%template(Int32Vector) std::vector<int32_t>;
 %template(LongLongVector) std::vector<long long>;
 #endif
 
@@ -293,6 +296,42 @@ class Trainer {
     keel_check(keel_trainer_write_param(handle_, name.c_str(), values.data(), values.size()));
   }
 
+  /* The model's true vocabulary size (without padding): token ids are in [0, vocabSize()). */
+  int32_t vocabSize() {
+    int32_t vocab = 0;
+    keel_check(keel_trainer_vocab_size(handle_, &vocab));
+    return vocab;
+  }
+  /* The longest row logits() takes: the run's data.seq_len. */
+  int32_t contextLength() {
+    int32_t seqLen = 0;
+    keel_check(keel_trainer_context_length(handle_, &seqLen));
+    return seqLen;
+  }
+  /* Logits of an inference forward of `tokens` ((batch, seqLen) row-major, 1 <= seqLen <=
+     contextLength()), flat (batch, seqLen, vocabSize()) row-major. The shape is checked here
+     because the output is allocated here and C cannot see the array's length; ids and the
+     context length are checked by the core. */
+  std::vector<float> logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seqLen) {
+    if (batch < 1 || seqLen < 1 || tokens.size() != size_t(batch) * size_t(seqLen))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "logits: " + std::to_string(tokens.size()) + " token ids for batch " +
+                                                     std::to_string(batch) + " and seqLen " + std::to_string(seqLen) +
+                                                     "; expected batch >= 1, seqLen >= 1 and batch * seqLen ids");
+    std::vector<float> values(tokens.size() * size_t(vocabSize()));
+    keel_check(keel_trainer_logits(handle_, tokens.data(), batch, seqLen, values.data(), values.size()));
+    return values;
+  }
+  /* `count` tokens generated after `prompt` (which may be empty), as `keel run` samples: softmax
+     at `temperature` (0: in effect the argmax; negative: train.sample_temperature) seeded by
+     all 64 bits of `seed` (int64_t so that Java gets a long, not a BigInteger): the same seed
+     gives the same tokens. The prompt is not repeated in the result. */
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int32_t count, double temperature, int64_t seed) {
+    std::vector<int32_t> tokens(count > 0 ? size_t(count) : 0);  // a negative count is refused by the core
+    keel_check(keel_trainer_generate(handle_, prompt.data(), prompt.size(), count, temperature, uint64_t(seed),
+                                     tokens.data()));
+    return tokens;
+  }
+
  private:
   explicit Trainer(keel_trainer* handle) : handle_(handle) {}
   Trainer(const Trainer&);
@@ -333,7 +372,15 @@ std::vector<PluginDescription> plugins() {
   return found;
 }
 
-/* Adds one plugin library by path ahead of every search folder. */
+/* Adds one plugin library by path ahead of every search folder.
+
+   keel_register_plugin and keel_register_plugin_replace (0.5) are not wrapped: they take a
+   keel_plugin_info whose strings and table of C function pointers must stay valid for the rest
+   of the process and are called from the core's threads. Here that would mean a director class
+   per plugin kind with a C trampoline per slot, and every call on the training path crossing
+   JNI. A plugin for a SWIG language is written in C or C++ as a library and added with
+   registerPluginLibrary; added before the first plugins() call or trainer, it is searched
+   first, so its plugins take the place of bundled ones of the same names. */
 void registerPluginLibrary(const std::string& path) { keel_check(keel_register_plugin_library(path.c_str())); }
 %}
 
