@@ -56,7 +56,9 @@ typedef struct keel_param_access {
   /* Layer `layer`'s parameters in param-spec order (n tensors, local shapes, backend memory)
      and, in KEEL_PHASE_BACKWARD, its gradient buffers to ACCUMULATE into (grads may be NULL
      in the forward phase: the model chooses, and a strategy must accept NULL there). The
-     descriptors' memory stays valid until the matching release. */
+     descriptors' memory stays valid until the matching release. Gradients are fp32; from 0.8 the
+     parameters are at the backend's compute type (backend.h compute_dtype): under bf16, a bf16
+     copy of the fp32 masters the strategy keeps for the optimizer and checkpoints. */
   keel_status (*acquire)(void* ctx, int32_t layer, int32_t phase,
                          keel_tensor* params, keel_tensor* grads, size_t n);
   /* Done with the layer. `grads_final` (backward only) says this was the layer's last use in

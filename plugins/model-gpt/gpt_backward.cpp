@@ -43,18 +43,17 @@ void GptModel::backward(const keel_backward_args& args) {
                                                      " has no forward with targets awaiting its backward");
   Activations& a = found->second;
   a.backward_pending = false;
-  const keel_support::BackendOps& be = backend_;
   const int64_t N = static_cast<int64_t>(a.B) * a.T, io_numel = stage_io_numel(a.B, a.T);
   ensure_grad_scratch(N);
   SavedOutputGrads* save = part == KEEL_BACKWARD_INPUT ? &saved_output_grads(a) : nullptr;
 
   // scratch_.dresidual: the gradient of the residual stream, from the chunk's output down.
   if (last) head_backward(a, args.access, args.loss_scale, save);
-  else KEEL_OP(be, copy, scratch_.dresidual, output_grad, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  else ops_.copy(scratch_.dresidual, ops_.at(output_grad), io_numel);
   for (int64_t l = a.blocks - 1; l >= 0; --l) block_backward(a, l, args.access, save);
-  if (!first) KEEL_OP(be, copy, input_grad, scratch_.dresidual, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  if (!first) ops_.copy(ops_.at(input_grad), scratch_.dresidual, io_numel);
   if (save) {  // the embedding has weights only: its backward is all WEIGHT part
-    if (first) KEEL_OP(be, copy, save->encoded, scratch_.dresidual, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+    if (first) ops_.copy(save->encoded, scratch_.dresidual, io_numel);
     a.weight_pending = true;
     return;
   }
@@ -88,15 +87,16 @@ SavedOutputGrads& GptModel::saved_output_grads(Activations& a) {
   const int64_t N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N), head = a.head ? 1 : 0;
   auto carve_all = [&](char* base) {
     Carver carve(base);
-    s.fcproj = carve.take<float>(L * N * C);
-    s.fch = carve.take<float>(L * N * F);
-    s.ln2 = carve.take<float>(L * Nr * C);
-    s.attproj = carve.take<float>(L * N * C);
-    s.qkv = carve.take<float>(L * N * 3 * Cl);
-    s.ln1 = carve.take<float>(L * Nr * C);
-    s.logits = carve.take<float>(head * N * share_.vocab_rows);
-    s.lnf = carve.take<float>(head * Nr * C);
-    s.encoded = carve.take<float>(a.chunk == 0 ? Nr * C : 0);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    s.fcproj = elems(L * N * C);
+    s.fch = elems(L * N * F);
+    s.ln2 = elems(L * Nr * C);
+    s.attproj = elems(L * N * C);
+    s.qkv = elems(L * N * 3 * Cl);
+    s.ln1 = elems(L * Nr * C);
+    s.logits = elems(head * N * share_.vocab_rows);
+    s.lnf = elems(head * Nr * C);
+    s.encoded = elems(a.chunk == 0 ? Nr * C : 0);
     return carve.used();
   };
   const size_t bytes = carve_all(nullptr);
@@ -107,151 +107,143 @@ SavedOutputGrads& GptModel::saved_output_grads(Activations& a) {
 
 void GptModel::head_backward(Activations& a, const keel_param_access* access, float loss_scale,
                              SavedOutputGrads* save) {
-  const keel_support::BackendOps& be = backend_;
   GradScratch& g = scratch_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t Vl = share_.vocab_rows;
   const float dloss = a.valid_targets ? loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
   const int32_t phase = save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD;  // INPUT part: weights only
 
-  KEEL_OP(be, fill_zero, g.dlogits, N * Vl * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dresidual, Nr * C * sizeof(float));
-  KEEL_OP(be, crossentropy_shard_backward, g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin,
-          share_.vocab_valid, Vl);  // (B,T,Vp/tp)
-  if (save) KEEL_OP(be, copy, save->logits, g.dlogits, N * Vl * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  ops_.fill_zero(g.dlogits, N * Vl);
+  ops_.fill_zero(g.dln, N * C);
+  ops_.fill_zero(g.dresidual, Nr * C);
+  ops_.crossentropy_backward(g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin, share_.vocab_valid,
+                             Vl);  // (B,T,Vp/tp)
+  if (save) ops_.copy(save->logits, g.dlogits, N * Vl);
   {  // layer 0, first use: the lm_head. Not final where the embedding backward still adds to dwte;
      // final on a later pipeline stage, whose wte copy serves the lm_head only.
     LayerLease lease(access, 0, phase, layer_specs(0), layer_size(0));
     float* dwte = save ? nullptr : lease.grad(WTE);
-    KEEL_OP(be, matmul_backward, g.dln, dwte, nullptr, g.dlogits, a.lnf, lease.param(WTE), N, C, Vl);
+    ops_.matmul_backward(g.dln, dwte, nullptr, g.dlogits, a.lnf, lease.param_elems(WTE), N, C, Vl);
     lease.release(!save && plan_.holds_wte_copy());
   }
-  const float* last_residual = a.residual3 + (a.blocks - 1) * Nr * C;
+  const Elems last_residual = a.residual3 + (a.blocks - 1) * Nr * C;
   {  // layer L+1: final layernorm; dresidual becomes the gradient of the last block's output
     const int32_t layer = config_.n_layer + 1;
     LayerLease lease(access, layer, phase, layer_specs(layer), layer_size(layer));
-    const float* dlnf = enter_tp_region_backward(g.dln, N);
-    if (save) KEEL_OP(be, copy, save->lnf, dlnf, Nr * C * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+    const Elems dlnf = enter_tp_region_backward(g.dln, N);
+    if (save) ops_.copy(save->lnf, dlnf, Nr * C);
     norm_backward(g.dresidual, save ? nullptr : lease.grad(LNF_W), save ? nullptr : lease.grad(LNF_B), dlnf,
-                  last_residual, lease.param(LNF_W), a.lnf_mean, a.lnf_rstd, N);
+                  last_residual, lease.param_elems(LNF_W), a.lnf_mean, a.lnf_rstd, N);
     lease.release(!save);
   }
 }
 
 void GptModel::head_weight_backward(Activations& a, const keel_param_access* access) {
-  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   {  // the lm_head's wte, as in head_backward
     LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-    KEEL_OP(be, matmul_backward, nullptr, lease.grad(WTE), nullptr, a.saved.logits, a.lnf, lease.param(WTE), N, C,
-            share_.vocab_rows);
+    ops_.matmul_backward(Elems(), lease.grad(WTE), nullptr, a.saved.logits, a.lnf, lease.param_elems(WTE), N, C,
+                         share_.vocab_rows);
     lease.release(plan_.holds_wte_copy());
   }
   const int32_t layer = config_.n_layer + 1;
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
   norm_weight_backward(lease.grad(LNF_W), lease.grad(LNF_B), a.saved.lnf, a.residual3 + (a.blocks - 1) * Nr * C,
-                       lease.param(LNF_W), a.lnf_mean, a.lnf_rstd, N);
+                       lease.param_elems(LNF_W), a.lnf_mean, a.lnf_rstd, N);
   lease.release(true);
 }
 
 void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save) {
-  const keel_support::BackendOps& be = backend_;
   GradScratch& g = scratch_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
   const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
-  auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
+  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
   auto dw = [&](int i) { return save ? nullptr : lease.grad(static_cast<size_t>(i)); };  // INPUT part: none
   // A split backward's INPUT part keeps each output gradient for the WEIGHT part.
-  auto keep = [&](float* to, const float* from, int64_t floats) {
-    KEEL_OP(be, copy, to, from, floats * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
-  };
-  const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-  const float* ln1 = a.ln1 + l * N * C;
+  auto keep = [&](Elems to, Elems from, int64_t n) { ops_.copy(to, from, n); };
+  const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
+  const Elems ln1 = a.ln1 + l * N * C;
   const float* ln1_mean = a.ln1_mean + l * Nr;
   const float* ln1_rstd = a.ln1_rstd + l * Nr;
-  const float* qkv = a.qkv + l * N * 3 * Cl;
-  const float* atty = a.atty + l * N * Cl;
-  const float* att_saved = a.att_saved + l * a.att_saved_per_layer;
-  const float* residual2 = a.residual2 + l * Nr * C;
-  const float* ln2 = a.ln2 + l * N * C;
+  const Elems qkv = a.qkv + l * N * 3 * Cl;
+  const Elems atty = a.atty + l * N * Cl;
+  const char* att_saved = a.att_saved + l * a.att_saved_per_layer;
+  const Elems residual2 = a.residual2 + l * Nr * C;
+  const Elems ln2 = a.ln2 + l * N * C;
   const float* ln2_mean = a.ln2_mean + l * Nr;
   const float* ln2_rstd = a.ln2_rstd + l * Nr;
-  const float* fch = a.fch + l * N * F;
-  const float* fch_gelu = a.fch_gelu + l * N * F;
+  const Elems fch = a.fch + l * N * F;
+  const Elems fch_gelu = a.fch_gelu + l * N * F;
 
   // MLP branch: residual3 = residual2 + proj(gelu(fc(ln2(residual2)))). dresidual holds
   // ∂/∂residual3, which is also the gradient of the projection's output. The replicated
   // projection bias gets its gradient from every row, so it is whole on every rank.
-  const float* dfcproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+  const Elems dfcproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
   if (save) keep(save->fcproj + l * N * C, dfcproj_out, N * C);
-  KEEL_OP(be, fill_zero, g.dfch_gelu, N * F * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dfch, N * F * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-  KEEL_OP(be, matmul_backward, g.dfch_gelu, dw(FCPROJ_W), dw(FCPROJ_B), dfcproj_out, fch_gelu, w(FCPROJ_W), N,
-          F, C);
-  KEEL_OP(be, gelu_backward, g.dfch, fch, g.dfch_gelu, N * F);
+  ops_.fill_zero(g.dfch_gelu, N * F);
+  ops_.fill_zero(g.dfch, N * F);
+  ops_.fill_zero(g.dln, N * C);
+  ops_.matmul_backward(g.dfch_gelu, dw(FCPROJ_W), dw(FCPROJ_B), dfcproj_out, fch_gelu, w(FCPROJ_W), N, F, C);
+  ops_.gelu_backward(g.dfch, fch, g.dfch_gelu, N * F);
   if (save) keep(save->fch + l * N * F, g.dfch, N * F);
-  KEEL_OP(be, matmul_backward, g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, F);
+  ops_.matmul_backward(g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, F);
   // adds ln2's path to the skip path already in dresidual: now ∂/∂residual2
-  const float* dln2 = enter_tp_region_backward(g.dln, N);
+  const Elems dln2 = enter_tp_region_backward(g.dln, N);
   if (save) keep(save->ln2 + l * Nr * C, dln2, Nr * C);
   norm_backward(g.dresidual, dw(LN2_W), dw(LN2_B), dln2, residual2, w(LN2_W), ln2_mean, ln2_rstd, N);
 
   // Attention branch: residual2 = residual + proj(attention(qkv(ln1(residual)))).
-  const float* dproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+  const Elems dproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
   if (save) keep(save->attproj + l * N * C, dproj_out, N * C);
-  KEEL_OP(be, fill_zero, g.datty, N * Cl * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dqkv, N * 3 * Cl * sizeof(float));
-  KEEL_OP(be, fill_zero, g.dln, N * C * sizeof(float));
-  KEEL_OP(be, matmul_backward, g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, atty, w(ATTPROJ_W), N, Cl, C);
-  KEEL_OP(be, attention_backward, g.dqkv, g.datty, qkv, att_saved, B, T, Cl, NH);
+  ops_.fill_zero(g.datty, N * Cl);
+  ops_.fill_zero(g.dqkv, N * 3 * Cl);
+  ops_.fill_zero(g.dln, N * C);
+  ops_.matmul_backward(g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, atty, w(ATTPROJ_W), N, Cl, C);
+  ops_.attention_backward(g.dqkv, g.datty, qkv, atty, att_saved, B, T, Cl, NH);
   if (save) keep(save->qkv + l * N * 3 * Cl, g.dqkv, N * 3 * Cl);
-  KEEL_OP(be, matmul_backward, g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
-  const float* dln1 = enter_tp_region_backward(g.dln, N);
+  ops_.matmul_backward(g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
+  const Elems dln1 = enter_tp_region_backward(g.dln, N);
   if (save) keep(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(LN1_W), dw(LN1_B), dln1, residual, w(LN1_W), ln1_mean, ln1_rstd, N);
   lease.release(!save);
 }
 
 void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param_access* access) {
-  const keel_support::BackendOps& be = backend_;
   const SavedOutputGrads& d = a.saved;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t Cl = share_.channels, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
+  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
   auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
-  const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-  KEEL_OP(be, matmul_backward, nullptr, dw(FCPROJ_W), dw(FCPROJ_B), d.fcproj + l * N * C, a.fch_gelu + l * N * F,
-          w(FCPROJ_W), N, F, C);
-  KEEL_OP(be, matmul_backward, nullptr, dw(FC_W), dw(FC_B), d.fch + l * N * F, a.ln2 + l * N * C, w(FC_W), N, C, F);
+  const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
+  ops_.matmul_backward(Elems(), dw(FCPROJ_W), dw(FCPROJ_B), d.fcproj + l * N * C, a.fch_gelu + l * N * F, w(FCPROJ_W),
+                       N, F, C);
+  ops_.matmul_backward(Elems(), dw(FC_W), dw(FC_B), d.fch + l * N * F, a.ln2 + l * N * C, w(FC_W), N, C, F);
   norm_weight_backward(dw(LN2_W), dw(LN2_B), d.ln2 + l * Nr * C, a.residual2 + l * Nr * C, w(LN2_W),
                        a.ln2_mean + l * Nr, a.ln2_rstd + l * Nr, N);
-  KEEL_OP(be, matmul_backward, nullptr, dw(ATTPROJ_W), dw(ATTPROJ_B), d.attproj + l * N * C, a.atty + l * N * Cl,
-          w(ATTPROJ_W), N, Cl, C);
-  KEEL_OP(be, matmul_backward, nullptr, dw(QKV_W), dw(QKV_B), d.qkv + l * N * 3 * Cl, a.ln1 + l * N * C, w(QKV_W), N,
-          C, 3 * Cl);
+  ops_.matmul_backward(Elems(), dw(ATTPROJ_W), dw(ATTPROJ_B), d.attproj + l * N * C, a.atty + l * N * Cl,
+                       w(ATTPROJ_W), N, Cl, C);
+  ops_.matmul_backward(Elems(), dw(QKV_W), dw(QKV_B), d.qkv + l * N * 3 * Cl, a.ln1 + l * N * C, w(QKV_W), N, C,
+                       3 * Cl);
   norm_weight_backward(dw(LN1_W), dw(LN1_B), d.ln1 + l * Nr * C, residual, w(LN1_W), a.ln1_mean + l * Nr,
                        a.ln1_rstd + l * Nr, N);
   lease.release(true);
 }
 
-void GptModel::embedding_backward(Activations& a, const keel_param_access* access, const float* dencoded_rows) {
-  const keel_support::BackendOps& be = backend_;
+void GptModel::embedding_backward(Activations& a, const keel_param_access* access, Elems dencoded_rows) {
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T;
   // layer 0, last use: the embeddings. Now wte's gradient is complete.
   LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
   if (!tp_.active()) {
-    KEEL_OP(be, embedding_backward, lease.grad(WTE), lease.grad(WPE), dencoded_rows, a.tokens, B, T, C);
+    ops_.embedding_backward(lease.grad(WTE), lease.grad(WPE), dencoded_rows, a.tokens, B, T, C);
   } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
-    const float* dencoded = leave_tp_region_backward(dencoded_rows, N);
-    KEEL_OP(be, embedding_rows_backward, lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C,
-            share_.vocab_begin, share_.vocab_rows);
+    const Elems dencoded = leave_tp_region_backward(dencoded_rows, N);
+    ops_.embedding_rows_backward(lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C, share_.vocab_begin,
+                                 share_.vocab_rows);
   }
   lease.release(true);
 }

@@ -37,7 +37,7 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   if (args.backend == nullptr || args.backend_obj == nullptr)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
   backend_ = {args.backend, args.backend_obj};
-  keel_support::require_fp32_compute(backend_, "the gpt model");
+  ops_ = ComputeOps(backend_);
   // Every op this model calls, so a backend missing one fails here rather than mid-step.
 #define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the gpt model");
   KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
@@ -74,24 +74,25 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   const int64_t N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t head = a.head ? 1 : 0;  // the head's buffers exist on the last chunk only
   Carver carve(base);
-  a.encoded = carve.take<float>(Nr * C);
-  a.ln1 = carve.take<float>(L * N * C);
+  auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+  a.encoded = elems(Nr * C);
+  a.ln1 = elems(L * N * C);
   a.ln1_mean = carve.take<float>(L * Nr);
   a.ln1_rstd = carve.take<float>(L * Nr);
-  a.qkv = carve.take<float>(L * N * 3 * Cl);
-  a.atty = carve.take<float>(L * N * Cl);
-  a.att_saved = carve.take<float>(L * a.att_saved_per_layer);
-  a.residual2 = carve.take<float>(L * Nr * C);
-  a.ln2 = carve.take<float>(L * N * C);
+  a.qkv = elems(L * N * 3 * Cl);
+  a.atty = elems(L * N * Cl);
+  a.att_saved = carve.take<char>(L * a.att_saved_per_layer);
+  a.residual2 = elems(L * Nr * C);
+  a.ln2 = elems(L * N * C);
   a.ln2_mean = carve.take<float>(L * Nr);
   a.ln2_rstd = carve.take<float>(L * Nr);
-  a.fch = carve.take<float>(L * N * F);
-  a.fch_gelu = carve.take<float>(L * N * F);
-  a.residual3 = carve.take<float>(L * Nr * C);
-  a.lnf = carve.take<float>(head * N * C);
+  a.fch = elems(L * N * F);
+  a.fch_gelu = elems(L * N * F);
+  a.residual3 = elems(L * Nr * C);
+  a.lnf = elems(head * N * C);
   a.lnf_mean = carve.take<float>(head * Nr);
   a.lnf_rstd = carve.take<float>(head * Nr);
-  a.logits = carve.take<float>(head * N * Vl);
+  a.logits = elems(head * N * Vl);
   a.lse = carve.take<float>(head * N);
   a.ce_stats = carve.take<float>(head * 3 * N * (tp_.active() ? 1 + tp_.size : 1));
   a.loss_sum = carve.take<float>(head);
@@ -116,9 +117,7 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
   a.chunk = chunk;
   a.blocks = plan_.block_count(chunk);
   a.head = chunk == plan_.last_chunk();
-  a.att_saved_per_layer = backend_.api->attention_saved_floats(backend_.obj, B, T, share_.channels, share_.heads);
-  if (a.att_saved_per_layer < 0)
-    throw StatusError(KEEL_ERR_INTERNAL, "the backend's attention_saved_floats returned a negative size");
+  a.att_saved_per_layer = ops_.attention_saved_bytes(B, T, share_.channels, share_.heads);
   size_t bytes = 0;
   carve_activations(a, nullptr, &bytes);
   a.memory = backend_.alloc_bytes(bytes);
@@ -128,12 +127,12 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
   // holds as this rank's rows (the embedding output, the residual stream, the norms' statistics);
   // the norms' outputs are kept gathered, as the column-parallel matmuls' weight gradients read them.
   const int64_t L = a.blocks, C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(B) * T);
-  const int64_t row_floats = Nr * C + 2 * L * Nr * C + 4 * L * Nr + (a.head ? 2 * Nr : 0);
+  const int64_t row_bytes = int64_t(ops_.bytes(Nr * C + 2 * L * Nr * C)) + int64_t(sizeof(float)) * (4 * L * Nr + (a.head ? 2 * Nr : 0));
   keel_logf(host_, KEEL_LOG_DEBUG, "model gpt",
             "activations for micro-batch %d%s (%d x %d tokens, tp %d%s): %zu bytes, of which token-row regions "
             "%lld bytes",
             microbatch, plan_.chunks() > 1 ? (", chunk " + std::to_string(chunk)).c_str() : "", B, T, tp_.size, sequence_parallel_ ? ", sequence parallel" : "", bytes,
-            static_cast<long long>(row_floats * static_cast<int64_t>(sizeof(float))));
+            static_cast<long long>(row_bytes));
   return a;
 }
 
@@ -159,17 +158,18 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
   const int64_t sp = sequence_parallel_ ? 1 : 0;
   auto carve_all = [&](GradScratch& s, char* base) {
     Carver carve(base);
-    s.dlogits = carve.take<float>(rows * Vl);
-    s.dresidual = carve.take<float>(norm_rows(rows) * C);
-    s.dln = carve.take<float>(rows * C);
-    s.datty = carve.take<float>(rows * Cl);
-    s.dqkv = carve.take<float>(rows * 3 * Cl);
-    s.dfch_gelu = carve.take<float>(rows * F);
-    s.dfch = carve.take<float>(rows * F);
-    s.ln_rows = carve.take<float>(sp * norm_rows(rows) * C);
-    s.partial = carve.take<float>(sp * rows * C);
-    s.dln_rows = carve.take<float>(sp * norm_rows(rows) * C);
-    s.dgathered = carve.take<float>(sp * rows * C);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    s.dlogits = elems(rows * Vl);
+    s.dresidual = elems(norm_rows(rows) * C);
+    s.dln = elems(rows * C);
+    s.datty = elems(rows * Cl);
+    s.dqkv = elems(rows * 3 * Cl);
+    s.dfch_gelu = elems(rows * F);
+    s.dfch = elems(rows * F);
+    s.ln_rows = elems(sp * norm_rows(rows) * C);
+    s.partial = elems(sp * rows * C);
+    s.dln_rows = elems(sp * norm_rows(rows) * C);
+    s.dgathered = elems(sp * rows * C);
     s.dnorm = carve.take<float>(2 * C);
     return carve.used();
   };
@@ -225,11 +225,10 @@ void GptModel::forward(keel_forward_args* args) {
     KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
 
   if (first) embedding_forward(a, args->access);
-  else KEEL_OP(be, copy, a.encoded, input, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+  else ops_.copy(a.encoded, ops_.at(input), io_numel);
   for (int64_t l = 0; l < a.blocks; ++l) block_forward(a, l, args->access);
   if (!last) {
-    const float* block_out = a.residual3 + (a.blocks - 1) * io_numel;
-    KEEL_OP(be, copy, output, block_out, io_numel * sizeof(float), KEEL_COPY_DEVICE_TO_DEVICE);
+    ops_.copy(ops_.at(output), a.residual3 + (a.blocks - 1) * io_numel, io_numel);
     a.backward_pending = args->targets != nullptr;  // a training forward: the backward comes
     return;
   }
@@ -241,64 +240,62 @@ void GptModel::forward(keel_forward_args* args) {
 }
 
 void GptModel::embedding_forward(Activations& a, const keel_param_access* access) {
-  const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Vl = share_.vocab_rows;
   // layer 0: token and position embeddings
   LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
   if (!tp_.active()) {
-    KEEL_OP(be, embedding_forward, a.encoded, a.tokens, lease.param(WTE), lease.param(WPE), B, T, C);  // (B,T,C)
+    ops_.embedding_forward(a.encoded, a.tokens, lease.param_elems(WTE), lease.param_elems(WPE), B, T, C);  // (B,T,C)
   } else {  // each rank embeds the tokens of its vocabulary rows (wpe once, on rank 0); the sum is the embedding
-    float* partial = sequence_parallel_ ? scratch_.partial : a.encoded;
-    KEEL_OP(be, embedding_rows_forward, partial, a.tokens, lease.param(WTE), tp_.rank == 0 ? lease.param(WPE) : nullptr,
-            B, T, C, share_.vocab_begin, Vl);
+    Elems partial = sequence_parallel_ ? scratch_.partial : a.encoded;
+    ops_.embedding_rows_forward(partial, a.tokens, lease.param_elems(WTE),
+                                tp_.rank == 0 ? lease.param_elems(WPE) : Elems(), B, T, C, share_.vocab_begin, Vl);
     leave_tp_region(partial, a.encoded, N);
   }
   lease.release(false);
 }
 
 void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
-  const keel_support::BackendOps& be = backend_;
   GradScratch& s = scratch_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
   const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-  auto w = [&](int i) { return lease.param(static_cast<size_t>(i)); };
-  const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-  float* ln1 = a.ln1 + l * N * C;                 // (B,T,C)
+  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
+  const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
+  const Elems ln1 = a.ln1 + l * N * C;            // (B,T,C)
   float* ln1_mean = a.ln1_mean + l * Nr;          // (Nr)
   float* ln1_rstd = a.ln1_rstd + l * Nr;          // (Nr)
-  float* qkv = a.qkv + l * N * 3 * Cl;            // (B,T,3C/tp)
-  float* atty = a.atty + l * N * Cl;              // (B,T,C/tp)
-  float* att_saved = a.att_saved + l * a.att_saved_per_layer;
-  float* residual2 = a.residual2 + l * Nr * C;    // (Nr,C)
-  float* ln2 = a.ln2 + l * N * C;                 // (B,T,C)
+  const Elems qkv = a.qkv + l * N * 3 * Cl;       // (B,T,3C/tp)
+  const Elems atty = a.atty + l * N * Cl;         // (B,T,C/tp)
+  char* att_saved = a.att_saved + l * a.att_saved_per_layer;
+  const Elems residual2 = a.residual2 + l * Nr * C;  // (Nr,C)
+  const Elems ln2 = a.ln2 + l * N * C;            // (B,T,C)
   float* ln2_mean = a.ln2_mean + l * Nr;          // (Nr)
   float* ln2_rstd = a.ln2_rstd + l * Nr;          // (Nr)
-  float* fch = a.fch + l * N * F;                 // (B,T,4C/tp)
-  float* fch_gelu = a.fch_gelu + l * N * F;       // (B,T,4C/tp)
-  float* residual3 = a.residual3 + l * Nr * C;    // (Nr,C)
+  const Elems fch = a.fch + l * N * F;            // (B,T,4C/tp)
+  const Elems fch_gelu = a.fch_gelu + l * N * F;  // (B,T,4C/tp)
+  const Elems residual3 = a.residual3 + l * Nr * C;  // (Nr,C)
   // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
   // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
-  float* ln_out1 = sequence_parallel_ ? s.ln_rows : ln1;
-  float* ln_out2 = sequence_parallel_ ? s.ln_rows : ln2;
-  float* proj_out = sequence_parallel_ ? s.partial : residual2;
-  float* fcproj_out = sequence_parallel_ ? s.partial : residual3;
+  const Elems ln_out1 = sequence_parallel_ ? s.ln_rows : ln1;
+  const Elems ln_out2 = sequence_parallel_ ? s.ln_rows : ln2;
+  const Elems proj_out = sequence_parallel_ ? s.partial : residual2;
+  const Elems fcproj_out = sequence_parallel_ ? s.partial : residual3;
 
-  KEEL_OP(be, layernorm_forward, ln_out1, ln1_mean, ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
+  ops_.layernorm_forward(ln_out1, ln1_mean, ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
   enter_tp_region(ln_out1, ln1, N);
-  KEEL_OP(be, matmul_forward, qkv, ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
-  KEEL_OP(be, attention_forward, atty, att_saved, qkv, B, T, Cl, NH);
-  KEEL_OP(be, matmul_forward, proj_out, atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
+  ops_.matmul_forward(qkv, ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
+  ops_.attention_forward(atty, att_saved, qkv, B, T, Cl, NH);
+  ops_.matmul_forward(proj_out, atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
   leave_tp_region(proj_out, residual2, N);
-  KEEL_OP(be, add, residual2, residual2, residual, Nr * C);
-  KEEL_OP(be, layernorm_forward, ln_out2, ln2_mean, ln2_rstd, residual2, w(LN2_W), w(LN2_B), Nr, C);
+  ops_.add(residual2, residual2, residual, Nr * C);
+  ops_.layernorm_forward(ln_out2, ln2_mean, ln2_rstd, residual2, w(LN2_W), w(LN2_B), Nr, C);
   enter_tp_region(ln_out2, ln2, N);
-  KEEL_OP(be, matmul_forward, fch, ln2, w(FC_W), w(FC_B), N, C, F);
-  KEEL_OP(be, gelu_forward, fch_gelu, fch, N * F);
-  KEEL_OP(be, matmul_forward, fcproj_out, fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
+  ops_.matmul_forward(fch, ln2, w(FC_W), w(FC_B), N, C, F);
+  ops_.gelu_forward(fch_gelu, fch, N * F);
+  ops_.matmul_forward(fcproj_out, fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
   leave_tp_region(fcproj_out, residual3, N);
-  KEEL_OP(be, add, residual3, residual3, residual2, Nr * C);
+  ops_.add(residual3, residual3, residual2, Nr * C);
   lease.release(false);
 }
 
@@ -307,24 +304,24 @@ float GptModel::head_forward(Activations& a, const keel_param_access* access, bo
   const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t Vl = share_.vocab_rows;
-  const float* last_residual = a.residual3 + (a.blocks - 1) * Nr * C;  // (Nr,C)
+  const Elems last_residual = a.residual3 + (a.blocks - 1) * Nr * C;  // (Nr,C)
   {  // layer L+1: final layernorm
     const int32_t layer = config_.n_layer + 1;
     LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-    float* lnf_out = sequence_parallel_ ? scratch_.ln_rows : a.lnf;
-    KEEL_OP(be, layernorm_forward, lnf_out, a.lnf_mean, a.lnf_rstd, last_residual, lease.param(LNF_W),
-            lease.param(LNF_B), Nr, C);
+    const Elems lnf_out = sequence_parallel_ ? scratch_.ln_rows : a.lnf;
+    ops_.layernorm_forward(lnf_out, a.lnf_mean, a.lnf_rstd, last_residual, lease.param_elems(LNF_W),
+                           lease.param_elems(LNF_B), Nr, C);
     enter_tp_region(lnf_out, a.lnf, N);
     lease.release(false);
   }
   {  // layer 0 again: the lm_head is wte (this rank's vocabulary rows; on a later pipeline stage its copy)
     LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
-    KEEL_OP(be, matmul_forward, a.logits, a.lnf, lease.param(WTE), nullptr, N, C, Vl);  // (B,T,Vp/tp)
+    ops_.matmul_forward(a.logits, a.lnf, lease.param_elems(WTE), Elems(), N, C, Vl);  // (B,T,Vp/tp)
     lease.release(false);
   }
 
   if (!training) {
-    *out_logits = tp_.active() ? gather_logits(a, N) : a.logits;
+    *out_logits = inference_logits(a, N);
     return 0.0f;
   }
   a.valid_targets = valid_targets;

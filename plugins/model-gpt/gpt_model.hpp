@@ -25,6 +25,7 @@
 #include "gpt_external_names.hpp"  // defines: GptExternalNames
 #include "gpt_pipeline.hpp"        // defines: ChunkPlan
 #include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/carver.hpp>          // defines: Carver
 #include <keel_support/layer_lease.hpp>     // defines: LayerLease
 #include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
@@ -34,6 +35,8 @@ namespace keel_gpt {
 
 using keel_support::BackendOps;
 using keel_support::BackendBuffer;
+using keel_support::ComputeOps;
+using keel_support::Elems;
 
 struct GptConfig {
   int32_t n_layer = 12;
@@ -70,19 +73,20 @@ struct TpShape {
 // the chunk's input gradient. Shapes as in Activations; allocated at a chunk's first split.
 struct SavedOutputGrads {
   BackendBuffer memory;
-  float* fcproj;   // (L,B,T,C) of mlp.proj's output
-  float* fch;      // (L,B,T,4C) of mlp.fc's output
-  float* ln2;      // (L,Nr,C) of ln_2's output, this rank's rows
-  float* attproj;  // (L,B,T,C) of attn.proj's output
-  float* qkv;      // (L,B,T,3C) of attn.qkv's output
-  float* ln1;      // (L,Nr,C) of ln_1's output
-  float* logits;   // (B,T,Vp) of the lm_head's output (last chunk)
-  float* lnf;      // (Nr,C) of ln_f's output (last chunk)
-  float* encoded;  // (Nr,C) of the embedding's output (chunk 0)
+  Elems fcproj;   // (L,B,T,C) of mlp.proj's output
+  Elems fch;      // (L,B,T,4C) of mlp.fc's output
+  Elems ln2;      // (L,Nr,C) of ln_2's output, this rank's rows
+  Elems attproj;  // (L,B,T,C) of attn.proj's output
+  Elems qkv;      // (L,B,T,3C) of attn.qkv's output
+  Elems ln1;      // (L,Nr,C) of ln_1's output
+  Elems logits;   // (B,T,Vp) of the lm_head's output (last chunk)
+  Elems lnf;      // (Nr,C) of ln_f's output (last chunk)
+  Elems encoded;  // (Nr,C) of the embedding's output (chunk 0)
 };
 
 // One micro-batch's saved forward state of one chunk in one backend allocation (llm.c's
-// ActivationTensors). L below is the chunk's block count; lnf, logits and the loss buffers exist on
+// ActivationTensors); Elems are at the compute type (fp32 or bf16), float* fp32 always. L below
+// is the chunk's block count; lnf, logits and the loss buffers exist on
 // the last chunk only, and `encoded` is the chunk's residual-stream start (the embedding on chunk 0,
 // the previous chunk's output on later ones).
 // Shapes below are at tp 1; at tp > 1 the head, hidden and vocabulary dimensions are this rank's
@@ -98,31 +102,31 @@ struct Activations {
   int32_t blocks = 0;   // its transformer blocks (L)
   bool head = false;    // it is the last chunk: ln_f, logits and loss
   BackendBuffer memory;
-  float* encoded;    // (B,T,C) token + position embedding
-  float* ln1;        // (L,B,T,C)
+  Elems encoded;     // (B,T,C) token + position embedding
+  Elems ln1;         // (L,B,T,C)
   float* ln1_mean;   // (L,B,T)
   float* ln1_rstd;   // (L,B,T)
-  float* qkv;        // (L,B,T,3C)
-  float* atty;       // (L,B,T,C) attention output before its projection
-  float* att_saved;  // (L, attention_saved_floats) what attention_backward needs
-  float* residual2;  // (L,B,T,C) residual after the attention branch
-  float* ln2;        // (L,B,T,C)
+  Elems qkv;         // (L,B,T,3C)
+  Elems atty;        // (L,B,T,C) attention output before its projection
+  char* att_saved;  // (L, attention_saved_bytes) what attention_backward needs
+  Elems residual2;   // (L,B,T,C) residual after the attention branch
+  Elems ln2;         // (L,B,T,C)
   float* ln2_mean;   // (L,B,T)
   float* ln2_rstd;   // (L,B,T)
-  float* fch;        // (L,B,T,4C)
-  float* fch_gelu;   // (L,B,T,4C)
-  float* residual3;  // (L,B,T,C) residual after the MLP branch: the block's output
-  float* lnf;        // (B,T,C)
+  Elems fch;         // (L,B,T,4C)
+  Elems fch_gelu;    // (L,B,T,4C)
+  Elems residual3;   // (L,B,T,C) residual after the MLP branch: the block's output
+  Elems lnf;         // (B,T,C)
   float* lnf_mean;   // (B,T)
   float* lnf_rstd;   // (B,T)
-  float* logits;     // (B,T,Vp) logits; probabilities after the cross-entropy forward (tp 1)
+  Elems logits;      // (B,T,Vp) logits (this rank's vocabulary shard)
   float* lse;        // (B,T) log Σ exp of each row's logits over the whole vocabulary
   float* ce_stats;   // (B,T,3) this rank's cross-entropy statistics of its vocabulary shard, then
                      // (tp,B,T,3) every rank's, gathered (tp > 1)
   float* loss_sum;   // 1: the mean loss, when the caller keeps none in backend memory
   int32_t* tokens;   // (B,T) copied at forward for the embedding backward
   int32_t* targets;  // (B,T) copied at forward for the cross-entropy backward
-  int64_t att_saved_per_layer = 0;
+  int64_t att_saved_per_layer = 0;  // bytes
   int64_t valid_targets = 0;      // targets >= 0: the mean's denominator
   bool backward_pending = false;  // forward had targets and no backward has consumed it yet
   bool weight_pending = false;    // a split backward's INPUT part ran, its WEIGHT part not yet
@@ -134,18 +138,18 @@ struct Activations {
 struct GradScratch {
   int64_t rows = 0;  // B*T it was sized for
   BackendBuffer memory;
-  float* dlogits;    // (B,T,Vp)
-  float* dresidual;  // (B,T,C) gradient of the residual stream, carried down the blocks
-  float* dln;        // (B,T,C) gradient of a layernorm's output (ln_f, ln_2, ln_1 in turn)
-  float* datty;      // (B,T,C)
-  float* dqkv;       // (B,T,3C)
-  float* dfch_gelu;  // (B,T,4C)
-  float* dfch;       // (B,T,4C)
+  Elems dlogits;     // (B,T,Vp)
+  Elems dresidual;   // (B,T,C) gradient of the residual stream, carried down the blocks
+  Elems dln;         // (B,T,C) gradient of a layernorm's output (ln_f, ln_2, ln_1 in turn)
+  Elems datty;       // (B,T,C)
+  Elems dqkv;        // (B,T,3C)
+  Elems dfch_gelu;   // (B,T,4C)
+  Elems dfch;        // (B,T,4C)
   // tensor and sequence parallelism only
-  float* ln_rows;    // (N/tp,C) a layernorm's output on this rank's rows, before the all-gather
-  float* partial;    // (B,T,C) a row-parallel matmul's partial sums, before the reduce-scatter
-  float* dln_rows;   // (N/tp,C) dln reduce-scattered to this rank's rows
-  float* dgathered;  // (B,T,C) dresidual all-gathered from every rank's rows
+  Elems ln_rows;     // (N/tp,C) a layernorm's output on this rank's rows, before the all-gather
+  Elems partial;     // (B,T,C) a row-parallel matmul's partial sums, before the reduce-scatter
+  Elems dln_rows;    // (N/tp,C) dln reduce-scattered to this rank's rows
+  Elems dgathered;   // (B,T,C) dresidual all-gathered from every rank's rows
   float* dnorm;      // (2C) a layernorm's weight and bias gradient from this rank's rows
 };
 
@@ -158,7 +162,8 @@ class GptModel {
   double flops_per_token(int32_t seq_len) const;
   void forward(keel_forward_args* args);
   void backward(const keel_backward_args& args);
-  // Floats a chunk hands the next: its residual stream, this rank's rows under sequence parallelism.
+  // Elements a chunk hands the next (at the compute type): its residual stream, this rank's rows
+  // under sequence parallelism.
   int64_t stage_io_numel(int32_t B, int32_t T) const {
     return norm_rows(static_cast<int64_t>(B) * T) * config_.d_model;
   }
@@ -186,7 +191,7 @@ class GptModel {
   // only the activation gradients, saving what the WEIGHT part's *_weight_backward read.
   void head_backward(Activations& a, const keel_param_access* access, float loss_scale, SavedOutputGrads* save);
   void block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save);
-  void embedding_backward(Activations& a, const keel_param_access* access, const float* dencoded_rows);
+  void embedding_backward(Activations& a, const keel_param_access* access, Elems dencoded_rows);
   void head_weight_backward(Activations& a, const keel_param_access* access);
   void block_weight_backward(Activations& a, int64_t l, const keel_param_access* access);
   SavedOutputGrads& saved_output_grads(Activations& a);
@@ -197,33 +202,36 @@ class GptModel {
   int64_t norm_rows(int64_t rows) const { return sequence_parallel_ ? rows / tp_.size : rows; }
   // Rank 0 adds a row-parallel layer's replicated bias into its partial sums, so the reduction
   // adds it exactly once.
-  const float* bias_once(const float* bias) const { return tp_.rank == 0 ? bias : nullptr; }
+  Elems bias_once(Elems bias) const { return tp_.rank == 0 ? bias : Elems(); }
   // Into the column-parallel region: ln (norm rows) becomes full (all rows, every rank's copy).
-  void enter_tp_region(const float* ln_rows, float* full, int64_t rows) const;
+  void enter_tp_region(Elems ln_rows, Elems full, int64_t rows) const;
   // Out of the row-parallel region: partial sums over all rows become this rank's norm rows.
-  void leave_tp_region(float* partial, float* out_rows, int64_t rows) const;
+  void leave_tp_region(Elems partial, Elems out_rows, int64_t rows) const;
   // Backward of enter_tp_region: dfull (all rows, partial sums) → d of this rank's norm rows.
-  const float* enter_tp_region_backward(float* dfull, int64_t rows);
+  Elems enter_tp_region_backward(Elems dfull, int64_t rows);
   // Backward of leave_tp_region: d of this rank's norm rows → d of every row.
-  const float* leave_tp_region_backward(const float* drows, int64_t rows);
+  Elems leave_tp_region_backward(Elems drows, int64_t rows);
   // layernorm_backward whose weight and bias gradients reach every tp rank whole: under sequence
   // parallelism each rank's rows give a part, summed over tp before it is accumulated.
   // dweight and dbias NULL: the input gradient only (a split backward's INPUT part).
-  void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, const float* mean, const float* rstd, int64_t rows);
+  void norm_backward(Elems dinp, float* dweight, float* dbias, Elems dout, Elems inp, Elems weight,
+                     const float* mean, const float* rstd, int64_t rows);
   // The weight and bias gradients only, from dout (this rank's rows), for the WEIGHT part.
-  void norm_weight_backward(float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                            const float* mean, const float* rstd, int64_t rows);
+  void norm_weight_backward(float* dweight, float* dbias, Elems dout, Elems inp, Elems weight, const float* mean,
+                            const float* rstd, int64_t rows);
   // Vocabulary-parallel cross-entropy: combines the tp ranks' shard statistics into each row's
   // log Σ exp (kept for the backward) and returns the mean loss over valid targets.
   void vocab_parallel_loss(Activations& a, int64_t rows, float* loss_sum, float weight);
   // The vocabulary shards' logits gathered into whole (B,T,Vp) rows, for inference.
-  const float* gather_logits(const Activations& a, int64_t rows);
+  Elems gather_logits(const Activations& a, int64_t rows);
+  // Inference logits for the caller: whole rows, fp32 whatever the compute type (model.h).
+  const float* inference_logits(const Activations& a, int64_t rows);
   const keel_param_spec* layer_specs(int32_t layer) const { return &specs_[layer_first_spec_[layer]]; }
   size_t layer_size(int32_t layer) const { return layer_first_spec_[layer + 1] - layer_first_spec_[layer]; }
 
   const keel_host* host_;
   BackendOps backend_;
+  ComputeOps ops_;  // the ops at the backend's compute type
   GptConfig config_;
   ChunkPlan plan_;
   double matmul_params_ = 0;  // the whole model's, for flops_per_token (every pipeline rank reports it)
@@ -236,7 +244,7 @@ class GptModel {
   std::map<ActivationKey, Activations> activations_;
   std::vector<Activations> spare_activations_;  // freed by finished backwards, reused by forwards
   GradScratch scratch_;
-  BackendBuffer full_logits_;  // (B,T,Vp) gathered logits for inference at tp > 1
+  BackendBuffer full_logits_;  // (B,T,Vp) gathered logits for inference at tp > 1, then their fp32 copy
   int64_t full_logits_rows_ = 0;
   std::unique_ptr<const GptExternalNames> external_;  // built from names_ once the specs exist
 };

@@ -12,54 +12,52 @@ namespace {
 
 using keel_support::StatusError;
 
-constexpr keel_dtype kFp32 = {KEEL_DTYPE_FLOAT, 32, 1};
-
-void identity(const TpGroup& g, const float* in, float* out, int64_t n) {
-  if (in != out) g.backend.copy(out, in, n);
+void identity(const TpGroup& g, const void* in, void* out, int64_t n) {
+  if (in != out) g.ops.copy(g.ops.at(out), g.ops.at(in), n);
 }
 
-void all_reduce(const TpGroup& g, const float* in, float* out, int64_t n) {
+void all_reduce(const TpGroup& g, const void* in, void* out, int64_t n) {
   if (!g.active()) return identity(g, in, out, n);
-  keel_support::check_callee(g.api->all_reduce(g.obj, in, out, static_cast<size_t>(n), kFp32, KEEL_REDUCE_SUM, nullptr),
+  keel_support::check_callee(g.api->all_reduce(g.obj, in, out, static_cast<size_t>(n), g.ops.dtype(), KEEL_REDUCE_SUM, nullptr),
                              "tp all_reduce");
 }
 
-void all_gather(const TpGroup& g, const float* in, float* out, int64_t n) {
+void all_gather(const TpGroup& g, const void* in, void* out, int64_t n) {
   if (!g.active()) return identity(g, in, out, n);
-  keel_support::check_callee(g.api->all_gather(g.obj, in, out, static_cast<size_t>(n), kFp32, nullptr),
+  keel_support::check_callee(g.api->all_gather(g.obj, in, out, static_cast<size_t>(n), g.ops.dtype(), nullptr),
                              "tp all_gather");
 }
 
-void reduce_scatter(const TpGroup& g, const float* in, float* out, int64_t n, const char* mapping) {
+void reduce_scatter(const TpGroup& g, const void* in, void* out, int64_t n, const char* mapping) {
   if (n % g.size != 0)
     throw StatusError(KEEL_ERR_INTERNAL, std::string(mapping) + ": " + std::to_string(n) +
                                              " elements do not split into " + std::to_string(g.size) +
                                              " equal row blocks");
   if (!g.active()) return identity(g, in, out, n);
-  keel_support::check_callee(g.api->reduce_scatter(g.obj, in, out, static_cast<size_t>(n / g.size), kFp32,
+  keel_support::check_callee(g.api->reduce_scatter(g.obj, in, out, static_cast<size_t>(n / g.size), g.ops.dtype(),
                                                    KEEL_REDUCE_SUM, nullptr),
                              "tp reduce_scatter");
 }
 
 }  // namespace
 
-void CopyToTpRegion::forward(const TpGroup& g, const float* in, float* out, int64_t n) { identity(g, in, out, n); }
-void CopyToTpRegion::backward(const TpGroup& g, const float* in, float* out, int64_t n) { all_reduce(g, in, out, n); }
+void CopyToTpRegion::forward(const TpGroup& g, const void* in, void* out, int64_t n) { identity(g, in, out, n); }
+void CopyToTpRegion::backward(const TpGroup& g, const void* in, void* out, int64_t n) { all_reduce(g, in, out, n); }
 
-void ReduceFromTpRegion::forward(const TpGroup& g, const float* in, float* out, int64_t n) { all_reduce(g, in, out, n); }
-void ReduceFromTpRegion::backward(const TpGroup& g, const float* in, float* out, int64_t n) { identity(g, in, out, n); }
+void ReduceFromTpRegion::forward(const TpGroup& g, const void* in, void* out, int64_t n) { all_reduce(g, in, out, n); }
+void ReduceFromTpRegion::backward(const TpGroup& g, const void* in, void* out, int64_t n) { identity(g, in, out, n); }
 
-void GatherFromSequenceRegion::forward(const TpGroup& g, const float* in, float* out, int64_t n) {
+void GatherFromSequenceRegion::forward(const TpGroup& g, const void* in, void* out, int64_t n) {
   all_gather(g, in, out, n);
 }
-void GatherFromSequenceRegion::backward(const TpGroup& g, const float* in, float* out, int64_t n) {
+void GatherFromSequenceRegion::backward(const TpGroup& g, const void* in, void* out, int64_t n) {
   reduce_scatter(g, in, out, n, "gather_from_sequence_region backward");
 }
 
-void ScatterToSequenceRegion::forward(const TpGroup& g, const float* in, float* out, int64_t n) {
+void ScatterToSequenceRegion::forward(const TpGroup& g, const void* in, void* out, int64_t n) {
   reduce_scatter(g, in, out, n, "scatter_to_sequence_region forward");
 }
-void ScatterToSequenceRegion::backward(const TpGroup& g, const float* in, float* out, int64_t n) {
+void ScatterToSequenceRegion::backward(const TpGroup& g, const void* in, void* out, int64_t n) {
   all_gather(g, in, out, n);
 }
 

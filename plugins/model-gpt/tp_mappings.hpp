@@ -1,9 +1,10 @@
 // Megatron's four tensor-parallel mappings (Shoeybi et al. 2019, Korthikanti et al. 2022), each a
 // forward and its backward, named for what they communicate over the model's tp group. The model
 // calls these and nothing else of the communicator, so every byte its tensor parallelism moves is
-// visible here. Buffers are the backend's memory, fp32, row-major; the communicator is one the
-// core bridged for that memory (comm.h reaches), and the identity is a copy on the backend. A
-// group of one makes every mapping a copy (or nothing, in place).
+// visible here. Buffers are the backend's memory, row-major, at the model's compute type (fp32
+// or bf16); the communicator is one the core bridged for that memory (comm.h reaches), and the
+// identity is a copy on the backend. A group of one makes every mapping a copy (or nothing, in
+// place).
 //
 //   mapping                      forward                    backward
 //   copy_to_tp_region            identity                   all-reduce (sum)
@@ -16,42 +17,42 @@
 #pragma once
 
 #include <keel/comm.h>
-#include <keel_support/backend_ops.hpp>
+#include <keel_support/compute_ops.hpp>
 
 #include <cstdint>
 
 namespace keel_gpt {
 
 // The model's tensor-parallel group: a communicator on the backend's memory, its size, our rank,
-// and the backend that copies for the identity directions.
+// and the compute type's ops, which give the element type and copy for the identity directions.
 struct TpGroup {
   const keel_comm_api* api = nullptr;
   void* obj = nullptr;
   int32_t size = 1;
   int32_t rank = 0;
-  keel_support::BackendOps backend;
+  keel_support::ComputeOps ops;
   bool active() const { return size > 1; }
 };
 
 // in and out may be the same buffer for the identity and all-reduce directions, never for the
 // gather and scatter ones.
 struct CopyToTpRegion {
-  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // identity
-  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // all-reduce
+  static void forward(const TpGroup& group, const void* in, void* out, int64_t n);   // identity
+  static void backward(const TpGroup& group, const void* in, void* out, int64_t n);  // all-reduce
 };
 struct ReduceFromTpRegion {
-  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // all-reduce
-  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // identity
+  static void forward(const TpGroup& group, const void* in, void* out, int64_t n);   // all-reduce
+  static void backward(const TpGroup& group, const void* in, void* out, int64_t n);  // identity
 };
 // forward: in (rows/size, C) → out (rows, C); backward: in (rows, C) → out (rows/size, C).
 struct GatherFromSequenceRegion {
-  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // all-gather
-  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // reduce-scatter
+  static void forward(const TpGroup& group, const void* in, void* out, int64_t n);   // all-gather
+  static void backward(const TpGroup& group, const void* in, void* out, int64_t n);  // reduce-scatter
 };
 // forward: in (rows, C) partial sums → out (rows/size, C); backward: in (rows/size, C) → out (rows, C).
 struct ScatterToSequenceRegion {
-  static void forward(const TpGroup& group, const float* in, float* out, int64_t n);   // reduce-scatter
-  static void backward(const TpGroup& group, const float* in, float* out, int64_t n);  // all-gather
+  static void forward(const TpGroup& group, const void* in, void* out, int64_t n);   // reduce-scatter
+  static void backward(const TpGroup& group, const void* in, void* out, int64_t n);  // all-gather
 };
 
 }  // namespace keel_gpt

@@ -8,7 +8,11 @@ arithmetic, and the core stages their memory through host buffers for the mpi co
 every logged loss must equal the cpu run's exactly; a case where a backend logged no common step
 fails. Cases: one rank; ddp and ZeRO-1/2/3 at dp 2; tp 2 with sequence parallelism; pp 2 with
 each schedule; offload to cpu and nvme; resume (4 steps + 4 resumed equal 8 straight); export
-(the safetensors of a test backend's checkpoint equal the cpu run's byte for byte).
+(the safetensors of a test backend's checkpoint equal the cpu run's byte for byte). The bf16_*
+cases train at "precision": "bf16" (bf16 activations and parameter copies, fp32 masters, weight
+gradients and arithmetic): the test backends equal the cpu backend's bf16 losses bit for bit, the
+bf16 losses stay within BF16_BOUND of the fp32 run's yet differ from them (else bf16 never took
+effect), and a bf16 run resumes bit for bit.
 Usage: device_contract_checks.py CASE --keel KEEL --config QUICKSTART --plugins FOLDER"""
 import argparse
 import os
@@ -30,14 +34,23 @@ CASES = {
     "tp2_sp": (2, "ddp", ["parallel.tp=2", "parallel.sequence_parallel=true"]),
     "offload_cpu": (1, "zero3", ['offload={"plugin": "cpu", "optimizer_state": true, "params": true, "gradients": true}']),
 }
+for case in ("single", "zero2_dp2", "tp2_sp"):
+    CASES[f"bf16_{case}"] = CASES[case]
+CASES["bf16_pp2_1f1b"] = (2, "ddp", ["model.n_layer=4", "parallel.pp=2"])
+# bf16 keeps 8 significant bits: each stored activation and parameter copy is within 2^-9
+# relative of its fp32 value. The loss (about ln 256 = 5.5 here) is a mean over every position,
+# so these errors average rather than add; over 8 steps at this learning rate the fp32 and bf16
+# runs' losses stay within 2^-8 of the loss's size, 0.022 (measured: about 0.003).
+BF16_BOUND = 5.5 / 256
 for schedule in ("gpipe", "1f1b", "interleaved", "zero-bubble"):
     virtual = 2 if schedule == "interleaved" else 1
     CASES[f"pp2_{schedule}"] = (2, "ddp", ["model.n_layer=4", "parallel.pp=2", f"parallel.schedule={{\"plugin\": \"{schedule}\"}}",
                                            f"parallel.virtual_stages={virtual}"])
 
 
-def train(args, work, case, backend, steps=6, extra=(), resume=None, tag=None):
+def train(args, work, case, backend, steps=6, extra=(), resume=None, tag=None, precision=None):
     ranks, strategy, sets = CASES.get(case, CASES["single"])
+    precision = precision or ("bf16" if case.startswith("bf16") else "fp32")
     sets = list(sets)
     if case == "offload_nvme":
         ranks, strategy = 1, "zero3"
@@ -45,7 +58,8 @@ def train(args, work, case, backend, steps=6, extra=(), resume=None, tag=None):
         os.makedirs(folder, exist_ok=True)
         sets = [f'offload={{"plugin": "nvme", "path": "{folder}", "optimizer_state": true, "params": true, "gradients": true}}']
     tag = tag or backend
-    sets += [f"backend={{\"plugin\": \"{backend}\"}}", "lr_schedule.decay_steps=8"] + list(extra)
+    sets += [f"backend={{\"plugin\": \"{backend}\", \"precision\": \"{precision}\"}}",
+             "lr_schedule.decay_steps=8"] + list(extra)
     if "parallel.pp=2" in sets:
         sets.append(f"data.micro_batch={pc.G // 4}")  # 4 micro-batches: every schedule can run
     pc.run(args, ranks, strategy, work, tag, sets, steps=steps, resume=resume)
@@ -66,16 +80,30 @@ def check_layout(args, work, case):
     reference = train(args, work, case, "cpu")
     for backend in BACKENDS:
         same_losses(reference, train(args, work, case, backend), f"{case} on {backend}")
+    if case.startswith("bf16"):
+        close_to_fp32(train(args, work, case, "cpu", precision="fp32", tag="cpu-fp32"), reference, case)
 
 
-def check_resume(args, work):
+def close_to_fp32(fp32, bf16, what):
+    common = sorted(set(fp32) & set(bf16))
+    if not common:
+        sys.exit(f"FAIL: {what}: no common step between the fp32 and bf16 runs")
+    worst = max(abs(fp32[s] - bf16[s]) for s in common)
+    if worst > BF16_BOUND:
+        sys.exit(f"FAIL: {what}: bf16 losses differ from fp32 by {worst:.5f} > {BF16_BOUND:.5f}: {fp32} vs {bf16}")
+    if all(fp32[s] == bf16[s] for s in common):
+        sys.exit(f"FAIL: {what}: bf16 losses equal the fp32 ones bit for bit: bf16 never took effect")
+    print(f"{what}: bf16 within {worst:.5f} of fp32 over {len(common)} steps (bound {BF16_BOUND:.5f}), not equal")
+
+
+def check_resume(args, work, case="zero2_dp2"):
     common = ["train.checkpoint.every=4"]
-    reference = train(args, work, "zero2_dp2", "cpu", steps=8, extra=common, tag="cpu-straight")
-    for backend in BACKENDS:
+    reference = train(args, work, case, "cpu", steps=8, extra=common, tag="cpu-straight")
+    for backend in ("cpu",) + BACKENDS:
         tag = f"{backend}-split"
-        train(args, work, "zero2_dp2", backend, steps=4, extra=common, tag=tag)
-        resumed = train(args, work, "zero2_dp2", backend, steps=8, extra=common, resume="latest", tag=tag)
-        same_losses(reference, resumed, f"resume on {backend} (zero-2 x2, 4 + 4 steps)")
+        train(args, work, case, backend, steps=4, extra=common, tag=tag)
+        resumed = train(args, work, case, backend, steps=8, extra=common, resume="latest", tag=tag)
+        same_losses(reference, resumed, f"resume of {case} on {backend} (4 + 4 steps)")
         if sorted(resumed) != list(range(1, 9)):
             sys.exit(f"FAIL: resume on {backend}: logged steps {sorted(resumed)}, expected 1..8")
 
@@ -95,21 +123,21 @@ def check_export(args, work):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=sorted(CASES) + ["offload_nvme", "resume", "export"])
+    parser.add_argument("case", choices=sorted(CASES) + ["offload_nvme", "resume", "bf16_resume", "export"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--plugins", required=True, help="the folder holding libkeel-test_backends.so")
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
     args = parser.parse_args()
     pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins  # every run, and export, finds the test backends there
-    ranks = CASES.get(args.case, (2 if args.case == "resume" else 1,))[0]
+    ranks = CASES.get(args.case, (2 if args.case.endswith("resume") else 1,))[0]
     if ranks > 1 and not args.mpirun:
         print("skipped: mpirun not found")
         return 77
     work = tempfile.mkdtemp(prefix=f"keel-device-{args.case}-")
     try:
-        if args.case == "resume":
-            check_resume(args, work)
+        if args.case.endswith("resume"):
+            check_resume(args, work, "bf16_zero2_dp2" if args.case == "bf16_resume" else "zero2_dp2")
         elif args.case == "export":
             check_export(args, work)
         else:

@@ -19,7 +19,7 @@ namespace {
 
 using namespace comm_test;
 using keel_gpt::TpGroup;
-using Mapping = void (*)(const TpGroup&, const float*, float*, int64_t);
+using Mapping = void (*)(const TpGroup&, const void*, void*, int64_t);
 
 const keel_comm_api* api;
 
@@ -155,14 +155,14 @@ int main(int argc, char** argv) {
   keel_support::testing::HostMemoryBackend memory;
   const keel_backend_api memory_table = keel_support::testing::HostMemoryBackend::table();
   const keel_support::BackendOps host_backend{&memory_table, &memory};
-  const TpGroup group{api, world, s, r, host_backend};
+  const TpGroup group{api, world, s, r, keel_support::ComputeOps(host_backend)};
   test_definitions(group);
   test_adjoints(group);
   test_uneven_rows_refused(group);
 
   void* alone = nullptr;  // a group of one: every mapping is a copy
   CHECK_OK(api->split(world, r, 0, &alone));
-  const TpGroup single{api, alone, 1, 0, host_backend};
+  const TpGroup single{api, alone, 1, 0, keel_support::ComputeOps(host_backend)};
   test_definitions(single);
   test_adjoints(single);
   api->destroy(alone);

@@ -84,8 +84,8 @@ typedef struct keel_forward_args {
   /* --- appended in 0.8: device-true --- */
   /* When not NULL (an fp32 scalar in backend memory), the chunk that computes the loss adds
      loss_weight × its mean loss there, queued on the backend, and leaves `loss` alone: the core
-     reads the step's loss once. Under compute type bf16 (backend.h compute_dtype) logits, input
-     and output hold bf16 elements, whatever their C type. */
+     reads the step's loss once. Under compute type bf16 (backend.h compute_dtype) input and
+     output hold bf16 elements, whatever their C type; logits stay fp32 (an output for the host). */
   float* loss_sum;
   float loss_weight;
 } keel_forward_args;

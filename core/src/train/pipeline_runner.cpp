@@ -8,12 +8,13 @@
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "loader/plugin_registry.h"
+
+#include <keel_support/compute_ops.hpp>
 #include "train/schedule_lists.h"
 
 namespace keel {
 namespace {
 
-const keel_dtype kFloat32{KEEL_DTYPE_FLOAT, 32, 1};
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -27,6 +28,8 @@ PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config
   chunks_ = stages_ * plugins_.mesh.layout().virtual_stages;
   last_local_chunk_ = stage_ + (plugins_.mesh.layout().virtual_stages - 1) * stages_;
   device_loss_ = PluginRegistry::instance().find(KEEL_KIND_MODEL, config.model.plugin).info.abi_minor >= 8;
+  // Activations travel at the compute type (model.h 0.8: fp32 for a model built before it).
+  if (device_loss_) io_dtype_ = keel_support::compute_dtype_of({plugins_.backend, plugins_.backend_obj});
   if (device_loss_)
     check_plugin(plugins_.backend->alloc(plugins_.backend_obj, sizeof(float), reinterpret_cast<void**>(&step_loss_)),
                  "backend alloc (the step's loss)");
@@ -97,8 +100,8 @@ float* PipelineRunner::io_buffer() {
     return buffer;
   }
   void* memory = nullptr;
-  check_plugin(plugins_.backend->alloc(plugins_.backend_obj, size_t(io_numel_) * sizeof(float), &memory),
-               "backend alloc (a pipeline activation of " + std::to_string(io_numel_) + " floats)");
+  check_plugin(plugins_.backend->alloc(plugins_.backend_obj, size_t(io_numel_) * size_t(io_dtype_.bits / 8), &memory),
+               "backend alloc (a pipeline activation of " + std::to_string(io_numel_) + " elements)");
   all_buffers_.push_back(static_cast<float*>(memory));
   return static_cast<float*>(memory);
 }
@@ -143,7 +146,7 @@ void PipelineRunner::upload(size_t slot, const Batch& batch) {
 
 void PipelineRunner::send(float* buffer, int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient) {
   keel_comm_request* request = nullptr;
-  check_plugin(pipeline_.comm->send(pipeline_.obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
+  check_plugin(pipeline_.comm->send(pipeline_.obj, buffer, size_t(io_numel_), io_dtype_, peer_stage,
                                    pipeline_message_tag(microbatch, chunk, gradient), &request),
                std::string("pipeline send of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
                    std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " to stage " +
@@ -154,7 +157,7 @@ void PipelineRunner::send(float* buffer, int32_t peer_stage, int32_t microbatch,
 float* PipelineRunner::receive(int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient, PipelineTimes* times) {
   float* buffer = io_buffer();
   const auto start = std::chrono::steady_clock::now();
-  check_plugin(pipeline_.comm->recv(pipeline_.obj, buffer, size_t(io_numel_), kFloat32, peer_stage,
+  check_plugin(pipeline_.comm->recv(pipeline_.obj, buffer, size_t(io_numel_), io_dtype_, peer_stage,
                                    pipeline_message_tag(microbatch, chunk, gradient), nullptr),
                std::string("pipeline receive of the ") + (gradient ? "gradient" : "activation") + " of micro-batch " +
                    std::to_string(microbatch) + ", chunk " + std::to_string(chunk) + " from stage " +

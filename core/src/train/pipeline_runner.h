@@ -84,7 +84,7 @@ class PipelineRunner {
   std::map<int32_t, std::vector<keel_schedule_action>> lists_;  // by micro-batch count
   std::vector<DeviceBatch> device_batches_;  // one per micro-batch of a step
   int32_t batch_ = 0, seq_len_ = 0;
-  int64_t io_numel_ = 0;                     // floats of one chunk-boundary activation
+  int64_t io_numel_ = 0;                     // elements of one chunk-boundary activation
   std::vector<float*> free_buffers_;         // of io_numel_ floats, backend memory
   std::vector<float*> all_buffers_;
   std::map<Key, float*> outgoing_activations_, incoming_activations_, outgoing_gradients_, incoming_gradients_;
@@ -93,6 +93,7 @@ class PipelineRunner {
   // (model.h loss_sum); an older one returns each micro-batch's loss on the host.
   bool device_loss_ = false;
   float* step_loss_ = nullptr;
+  keel_dtype io_dtype_{KEEL_DTYPE_FLOAT, 32, 1};  // of the activations chunks hand on
 };
 
 }  // namespace keel

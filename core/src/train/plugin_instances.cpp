@@ -1,6 +1,8 @@
 // Resolving config sections to plugins and creating their objects.
 #include "train/plugin_instances.h"
 
+#include <keel_support/compute_ops.hpp>
+
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "host/log.h"
@@ -69,6 +71,7 @@ void PluginInstances::create(const RunConfig& config) {
   strategy = table_for<keel_strategy_api>(KEEL_KIND_STRATEGY, config.strategy, config);
   schedule = table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config);
   create_backend(config);
+  require_model_for_compute_type(config);
   mesh.create(config, BackendRef{backend, backend_obj});
   // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes; one
   // built before 0.7 knows nothing of chunks, tied stages or backwards out of forward order.
@@ -98,6 +101,17 @@ void PluginInstances::create_backend(const RunConfig& config) {
   const std::string backend_json = config.backend.json.dump();
   keel_backend_create_args backend_args{sizeof(backend_args), backend_json.c_str(), config.backend.json_path.c_str()};
   check_plugin(backend->create(host_table(), &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
+}
+
+// A model built before 0.8 computes in fp32 whatever the backend says: refused under bf16.
+void PluginInstances::require_model_for_compute_type(const RunConfig& config) const {
+  if (keel_support::is_fp32(keel_support::compute_dtype_of({backend, backend_obj}))) return;
+  const uint32_t minor = PluginRegistry::instance().find(KEEL_KIND_MODEL, config.model.plugin).info.abi_minor;
+  if (minor < 8)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + config.backend.json_path + ".precision: model '" +
+                                                config.model.plugin + "' was built against ABI 0." + std::to_string(minor) +
+                                                " and computes in fp32 only; a bf16 compute type needs a model built "
+                                                "against 0.8 or later");
 }
 
 // The model's piece of the mesh: its tp group, its pipeline stage and chunks; then its specs,

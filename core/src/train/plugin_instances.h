@@ -52,6 +52,7 @@ struct PluginInstances {
 
  private:
   void create_backend(const RunConfig& config);
+  void require_model_for_compute_type(const RunConfig& config) const;
   void create_model(const RunConfig& config);
   void create_strategy(const RunConfig& config);
   void adopt_model_specs(const RunConfig& config);

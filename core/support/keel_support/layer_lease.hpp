@@ -11,6 +11,7 @@
 #include <string>
 
 #include "keel_support/abi_guard.hpp"
+#include "keel_support/compute_ops.hpp"
 
 namespace keel_support {
 
@@ -41,6 +42,8 @@ class LayerLease {
 
   float* param(size_t i) const { return data_of(params_[i]); }
   float* grad(size_t i) const { return data_of(grads_[i]); }
+  // A parameter at the compute type the strategy hands out (fp32, or bf16 under a bf16 backend).
+  Elems param_elems(size_t i) const { return Elems(data_of(params_[i]), int32_t(params_[i].dtype.bits / 8)); }
 
   // grads_final: backward only; this was the layer's last use in this backward pass.
   void release(bool grads_final) {
@@ -54,13 +57,17 @@ class LayerLease {
   }
   // A strategy bug shows up here, named, instead of as corrupted memory later.
   void check_tensor(const keel_tensor& t, const keel_param_spec& spec, const char* what) const {
-    bool ok = t.data != nullptr && t.dtype.code == KEEL_DTYPE_FLOAT && t.dtype.bits == 32 && t.ndim == spec.ndim;
+    // Gradients are fp32; parameters fp32 or bf16 (a bf16 compute copy, backend.h 0.8).
+    const bool fp32 = t.dtype.code == KEEL_DTYPE_FLOAT && t.dtype.bits == 32;
+    const bool bf16 = t.dtype.code == KEEL_DTYPE_BFLOAT && t.dtype.bits == 16 && std::string(what) == "parameter";
+    bool ok = t.data != nullptr && (fp32 || bf16) && t.ndim == spec.ndim;
     for (int d = 0; ok && d < spec.ndim; ++d) ok = t.shape[d] == spec.local_shape[d];
     if (!ok)
       throw keel_support::StatusError(
           KEEL_ERR_INTERNAL, std::string("the strategy's acquire returned a ") + what + " tensor for \"" +
                                  spec.name + "\" (layer " + std::to_string(layer_) +
-                                 ") that is NULL, not fp32, or not of the declared local shape");
+                                 ") that is NULL, not of a compute type (fp32; bf16 for a parameter), or not of the "
+                                 "declared local shape");
   }
 
   const keel_param_access* access_;

@@ -26,6 +26,7 @@
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/backend_ops.hpp"
+#include "keel_support/compute_ops.hpp"
 #include "keel_support/offload_tier.hpp"
 #include "keel_support/param_specs.hpp"
 #include "keel_support/shard_home.hpp"
@@ -80,6 +81,7 @@ class ParamStore {
     for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
       state_.push_back(make(StoreArray::kState, layout_.shard_elements));  // zero: "first step" state
     initialise_params(args.seed);
+    make_compute_copy();
   }
 
   const keel_host* host() const { return host_; }
@@ -134,11 +136,15 @@ class ParamStore {
 
   // Descriptors of the layer's pieces inside full regions `param_base` and `grad_base` (a NULL
   // base gives data NULL; grads NULL: none wanted).
+  // Under a bf16 compute type the parameters are views of the compute copy (fp32 masters stay
+  // here for the optimizer and checkpoints); gradients are fp32 always.
   void describe_layer(int32_t layer, float* param_base, float* grad_base, keel_tensor* params, keel_tensor* grads,
                       size_t n) const {
     const std::vector<size_t>& indices = layout_.layers[size_t(layer)].param_indices;
+    const bool compute_copy = compute_params_.get() != nullptr && param_base != nullptr;
+    if (compute_copy) refresh_compute_layer(layer);
     for (size_t k = 0; k < n; ++k) {
-      params[k] = view(indices[k], param_base);
+      params[k] = compute_copy ? compute_view(indices[k], param_base - params_->data()) : view(indices[k], param_base);
       if (grads) grads[k] = view(indices[k], grad_base);
     }
   }
@@ -180,6 +186,7 @@ class ParamStore {
     auto update = [&](float* params, float* grads, float** state, int64_t count, bool decay) {
       run_optimizer(params, grads, state, count, decay, args);
     };
+    mark_compute_copy_stale();  // the step (and a strategy's gathers after it) change the masters
     if (!tier_) {
       float* state[KEEL_OPTIMIZER_MAX_STATE_SLOTS] = {};
       for (const StreamRun& run : runs) {
@@ -240,6 +247,7 @@ class ParamStore {
     check_range("write_param", index, begin, count, src_host);
     if (options_.params_sharded) check_owned("write_param", "parameter", index, begin, count);
     if (count > 0) write_array(*params_, position(options_.params_sharded, index, begin), count, src_host);
+    mark_compute_copy_stale();
   }
   // Full gradients: any range; sharded: the owned part.
   void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) const {
@@ -269,7 +277,7 @@ class ParamStore {
     keel_strategy_info info{};
     info.struct_size = sizeof(info);
     info.params_resident = params_resident;
-    info.param_bytes = params_->backend_bytes();
+    info.param_bytes = params_->backend_bytes() + compute_params_.bytes();
     info.grad_bytes = grads_->backend_bytes();
     for (const auto& slot : state_) info.state_bytes += slot->backend_bytes();
     return info;
@@ -351,6 +359,41 @@ class ParamStore {
     }
   }
 
+  // The bf16 compute copy (backend.h 0.8): made when the backend computes in another type than
+  // fp32, for whole resident parameters only. Each layer is converted from the fp32 masters when
+  // it is next acquired after they changed (a step, a write).
+  void make_compute_copy() {
+    compute_dtype_ = compute_dtype_of(backend_);
+    if (is_fp32(compute_dtype_)) return;
+    if (options_.params_sharded || params_->tiered())
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, options_.sharding_label + "the backend computes in bf16, which needs "
+                                                "whole parameters in backend memory (ddp, ZeRO stage 1 or 2, no "
+                                                "offloaded parameters) so far: set backend.precision to \"fp32\"");
+    if (!KEEL_HAS_SLOT(backend_.api, convert))
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend computes in bf16 but has no convert (ABI 0.8)");
+    compute_params_ = backend_.alloc_bytes(size_t(layout_.full_elements) * size_t(compute_dtype_.bits / 8));
+    mark_compute_copy_stale();
+  }
+  void mark_compute_copy_stale() { compute_stale_.assign(layout_.layers.size(), 1); }
+  void refresh_compute_layer(int32_t layer) const {
+    if (!compute_stale_[size_t(layer)]) return;
+    const LayerPlace& place = layout_.layers[size_t(layer)];
+    const int64_t padded = place.chunk * layout_.size;
+    char* compute = static_cast<char*>(compute_params_.get()) + place.full_offset * (compute_dtype_.bits / 8);
+    if (padded > 0)
+      check_callee(backend_.api->convert(backend_.obj, compute, compute_dtype_, params_->data() + place.full_offset,
+                                         keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, padded),
+                   "backend convert (the parameters' compute copy)");
+    compute_stale_[size_t(layer)] = 0;
+  }
+  keel_tensor compute_view(size_t index, int64_t layer_offset) const {
+    keel_tensor tensor = view(index, nullptr);
+    tensor.dtype = compute_dtype_;
+    tensor.data = static_cast<char*>(compute_params_.get()) +
+                  (layer_offset + layout_.params[index].offset_in_layer) * (compute_dtype_.bits / 8);
+    return tensor;
+  }
+
   keel_tensor view(size_t index, float* layer_base) const {
     const keel_param_spec& spec = specs_[index];
     keel_tensor tensor{};
@@ -414,6 +457,9 @@ class ParamStore {
   std::unique_ptr<ShardHome> params_, grads_;
   std::vector<std::unique_ptr<ShardHome>> state_;  // one per optimizer state slot
   std::unique_ptr<StateStreamer> streamer_;        // the offloaded step's, made at the first step
+  keel_dtype compute_dtype_{KEEL_DTYPE_FLOAT, 32, 1};
+  BackendBuffer compute_params_;              // bf16 compute copy of the full parameters, or empty
+  mutable std::vector<char> compute_stale_;   // per layer: the masters changed since its conversion
 };
 
 }  // namespace keel_support
