@@ -55,7 +55,8 @@ uint64_t physical_memory_bytes(uint64_t alignment) {
 void hand_out(const keel_host* host, const char* source, std::unique_ptr<keel_support::OffloadEngine> engine,
               const keel_offload_create_args* args, const std::string& capacity_key, void** out_engine) {
   if (args->device_backend)
-    keel_logf(host, KEEL_LOG_DEBUG, source, "alloc_buffer gives unpinned host memory (no device pinning yet)");
+    keel_logf(host, KEEL_LOG_DEBUG, source, "alloc_buffer gives unpinned host memory; keel_support strategies stage device copies "
+              "through the backend's pinned alloc_host");
   *out_engine = new keel_support::OffloadEngineHandle(host, source, std::move(engine), capacity_key);
 }
 

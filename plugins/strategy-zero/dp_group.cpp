@@ -70,10 +70,15 @@ void DataParallelGroup::reduce_scatter_sum(const float* send, float* recv, int64
 }
 
 void DataParallelGroup::all_gather(const float* send, float* recv, int64_t chunk, keel_comm_request** out_request) {
+  all_gather(send, recv, chunk, kFloat32, out_request);
+}
+
+void DataParallelGroup::all_gather(const void* send, void* recv, int64_t chunk, keel_dtype dtype,
+                                   keel_comm_request** out_request) {
   if (out_request) *out_request = nullptr;
   if (chunk == 0) return;
-  if (size_ == 1) return backend_.copy(recv, send, chunk);
-  keel_support::check_callee(comm_->all_gather(comm_obj_, send, recv, size_t(chunk), kFloat32, out_request),
+  if (size_ == 1) return backend_.copy_bytes(recv, send, size_t(chunk) * (dtype.bits / 8), KEEL_COPY_DEVICE_TO_DEVICE);
+  keel_support::check_callee(comm_->all_gather(comm_obj_, send, recv, size_t(chunk), dtype, out_request),
                              "comm all_gather");
 }
 

@@ -1,8 +1,8 @@
 // The data-parallel group as the zero strategy uses it: blocking and non-blocking per-layer
-// collectives on fp32 chunks, plus the sum of one double over ranks. A group of one (no
-// communicator, or dp_size 1) degenerates to local copies, so every stage runs single-rank
-// without communication. Buffers are backend memory, which the communicator must be able to
-// reach (host memory for the mpi comm plugin with the CPU backend).
+// collectives on fp32 chunks (all_gather also at the compute type), plus the sum of one double
+// over ranks. A group of one (no communicator, or dp_size 1) degenerates to local copies, so
+// every stage runs single-rank without communication. Buffers are backend memory, which the
+// communicator must be able to reach (host memory for the mpi comm plugin with the CPU backend).
 #pragma once
 
 #include <keel/comm.h>
@@ -31,6 +31,8 @@ class DataParallelGroup {
   // recv (size * chunk elements) = every rank's chunk in rank order. Non-blocking when
   // out_request is given (NULL comes back when nothing is in flight); send must not lie in recv.
   void all_gather(const float* send, float* recv, int64_t chunk, keel_comm_request** out_request = nullptr);
+  // The same for chunks of another element type (stage 3's bf16 parameter gathers).
+  void all_gather(const void* send, void* recv, int64_t chunk, keel_dtype dtype, keel_comm_request** out_request);
   void wait(keel_comm_request* request);
   // all_gather where this rank's chunk already sits at its place in `full` (staged through
   // the scratch buffer, since a collective's send and recv may not overlap).

@@ -34,26 +34,31 @@ void GradReduction::add_to_chunk(int32_t layer, const float* reduced) {
   tier_->write_span_behind(std::move(span));  // lands while the backward goes on below
 }
 
-double GradReduction::chunk_sum_squares(int32_t layer, const std::vector<keel_support::ElementRange>& runs) const {
+void GradReduction::chunk_sum_squares(int32_t layer, const std::vector<keel_support::ElementRange>& runs,
+                                      keel_support::SumSquaresBatch& sum, keel_support::BackendBuffer& staging) const {
   const int64_t chunk = layout_.layers[size_t(layer)].chunk;
   const int64_t chunk_begin = layout_.owned_chunk(layer).begin;
-  double sum = 0.0;
-  if (chunk == 0 || runs.empty()) return sum;
+  if (chunk == 0 || runs.empty()) return;
   if (!tier_) {
-    for (const keel_support::ElementRange& run : runs)
-      sum += backend_.sum_squares(owned_chunk(layer) + run.begin - chunk_begin, run.count());
-    return sum;
+    for (const keel_support::ElementRange& run : runs) sum.add(owned_chunk(layer) + run.begin - chunk_begin, run.count());
+    return;
   }
   keel_support::TierHome::Span span = tier_->read_span(layout_.layers[size_t(layer)].shard_offset, chunk);
   const float* data = span.at;
-  keel_support::BackendBuffer staging;
   if (!host_backend_) {
-    staging = backend_.alloc_floats(chunk);
+    // One staging buffer for every chunk: the synchronous copy into it waits for the sums
+    // queued on the previous chunk (backend.h ordering).
+    if (staging.bytes() < size_t(chunk) * sizeof(float)) staging = backend_.alloc_floats(max_chunk_elements());
     backend_.copy(staging.floats(), span.at, chunk, KEEL_COPY_HOST_TO_DEVICE);
     data = staging.floats();
   }
-  for (const keel_support::ElementRange& run : runs) sum += backend_.sum_squares(data + run.begin - chunk_begin, run.count());
-  return sum;
+  for (const keel_support::ElementRange& run : runs) sum.add(data + run.begin - chunk_begin, run.count());
+}
+
+int64_t GradReduction::max_chunk_elements() const {
+  int64_t most = 0;
+  for (const keel_support::LayerPlace& place : layout_.layers) most = std::max(most, place.chunk);
+  return most;
 }
 
 // At the first reduction, not in the constructor: creating a strategy does not communicate
@@ -209,11 +214,12 @@ float* GradReduction::owned_chunk(int32_t layer) const {
 
 double GradReduction::local_sum_squares(const std::vector<char>& counted) const {
   const bool every_param = std::all_of(counted.begin(), counted.end(), [](char c) { return c != 0; });
-  double sum = 0.0;
+  keel_support::SumSquaresBatch sum(backend_);
+  keel_support::BackendBuffer staging;  // offloaded chunks on a device backend
   if (every_param) {  // one call per chunk, as at tp 1
     for (size_t l = 0; l < layout_.layers.size(); ++l)
-      sum += chunk_sum_squares(int32_t(l), {layout_.owned_chunk(int32_t(l))});
-    return sum;
+      chunk_sum_squares(int32_t(l), {layout_.owned_chunk(int32_t(l))}, sum, staging);
+    return sum.total();
   }
   // One call per maximal run of counted parameters' owned parts within each chunk.
   for (size_t l = 0; l < layout_.layers.size(); ++l) {
@@ -240,9 +246,9 @@ double GradReduction::local_sum_squares(const std::vector<char>& counted) const 
       }
     }
     flush();
-    sum += chunk_sum_squares(int32_t(l), runs);
+    chunk_sum_squares(int32_t(l), runs, sum, staging);
   }
-  return sum;
+  return sum.total();
 }
 
 void GradReduction::zero() {

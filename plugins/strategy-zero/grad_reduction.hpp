@@ -36,6 +36,7 @@
 #include <keel_support/backend_ops.hpp>
 #include <keel_support/stage_tied_grads.hpp>
 #include <keel_support/store_layout.hpp>
+#include <keel_support/sum_squares_batch.hpp>
 #include <keel_support/tier_home.hpp>
 
 #include "dp_group.hpp"
@@ -74,7 +75,8 @@ class GradReduction {
   // resident chunks only.
   float* owned_chunk(int32_t layer) const;
   // Σ g² over this rank's chunks (padding is zero and adds nothing), counting only the
-  // parameters whose `counted` entry is set (tensor parallelism: replicated ones on tp rank 0).
+  // parameters whose `counted` entry is set (tensor parallelism: replicated ones on tp rank 0);
+  // read back from the backend once.
   double local_sum_squares(const std::vector<char>& counted) const;
   // Starts a new accumulation: every persistent gradient is zeroed.
   void zero();
@@ -110,8 +112,11 @@ class GradReduction {
   void reduce_layers_waiting_for_tied_sum();
   // Adds a reduced chunk (backend memory) to the layer's persistent chunk, wherever it lives.
   void add_to_chunk(int32_t layer, const float* reduced);
-  // Σ g² over `runs` (layer-flat ranges inside the layer's chunk) of the layer's persistent chunk.
-  double chunk_sum_squares(int32_t layer, const std::vector<keel_support::ElementRange>& runs) const;
+  // Queues Σ g² over `runs` (layer-flat ranges inside the layer's chunk) of the layer's persistent
+  // chunk into `sum`; an offloaded chunk is staged through `staging` (grown on first use).
+  void chunk_sum_squares(int32_t layer, const std::vector<keel_support::ElementRange>& runs,
+                         keel_support::SumSquaresBatch& sum, keel_support::BackendBuffer& staging) const;
+  int64_t max_chunk_elements() const;
   void start_worker();
   void* worker_comm_ = nullptr;  // split from the group; destroyed last
   std::deque<InFlight> in_flight_;

@@ -5,13 +5,16 @@
 
 #include <string>
 
+#include <keel_support/compute_ops.hpp>
+
 namespace keel_zero {
 
 using keel_support::StatusError;
 
 ParamGather::ParamGather(const keel_support::StoreLayout& layout, DataParallelGroup& group, keel_support::BackendOps backend,
                          ParamShard& shard)
-    : layout_(layout), group_(group), backend_(backend), shard_(shard), layers_(layout.layers.size()) {}
+    : layout_(layout), group_(group), backend_(backend), shard_(shard),
+      compute_dtype_(keel_support::compute_dtype_of(backend)), layers_(layout.layers.size()) {}
 
 ParamGather::~ParamGather() {
   // A gather still in flight writes into its buffer: complete it before the buffer goes.
@@ -29,9 +32,23 @@ ParamGather::~ParamGather() {
 void ParamGather::start_gather(int32_t layer, keel_comm_request** out_request) {
   GatheredLayer& gathered = layers_[size_t(layer)];
   const keel_support::LayerPlace& shards = layout_.layers[size_t(layer)];
-  gathered.full = backend_.alloc_floats(layout_.padded(layer));
-  group_.all_gather(shard_.chunk(layer), gathered.full.floats(), shards.chunk, out_request);
-  if (!out_request) shard_.release(layer);  // gathered: the staged chunk is done
+  const size_t element_bytes = compute_dtype_.bits / 8;
+  gathered.full = backend_.alloc_bytes(size_t(layout_.padded(layer)) * element_bytes);
+  const void* send = shard_.chunk(layer);
+  if (!keel_support::is_fp32(compute_dtype_)) {
+    gathered.converted = backend_.alloc_bytes(size_t(shards.chunk) * element_bytes);
+    KEEL_OP(backend_, convert, gathered.converted.get(), compute_dtype_, send, keel_dtype{KEEL_DTYPE_FLOAT, 32, 1},
+            shards.chunk);
+    send = gathered.converted.get();
+  }
+  group_.all_gather(send, gathered.full.get(), shards.chunk, compute_dtype_, out_request);
+  if (!out_request) finished(gathered, layer);
+}
+
+// The gather has ended: its staged and converted chunks are done.
+void ParamGather::finished(GatheredLayer& gathered, int32_t layer) {
+  gathered.converted = keel_support::BackendBuffer();
+  shard_.release(layer);
 }
 
 // Waits for the layer's gather in flight; its staged chunk is done then.
@@ -41,7 +58,7 @@ void ParamGather::finish_gather(int32_t layer) {
   keel_comm_request* request = gathered.pending;
   gathered.pending = nullptr;
   group_.wait(request);
-  shard_.release(layer);
+  finished(gathered, layer);
 }
 
 void ParamGather::read_ahead(int32_t layer) {
@@ -49,7 +66,7 @@ void ParamGather::read_ahead(int32_t layer) {
   shard_.read_ahead(layer);
 }
 
-float* ParamGather::hold(int32_t layer) {
+void* ParamGather::hold(int32_t layer) {
   GatheredLayer& gathered = layers_[size_t(layer)];
   if (layout_.layers[size_t(layer)].chunk > 0) {
     if (gathered.pending) {
@@ -59,7 +76,7 @@ float* ParamGather::hold(int32_t layer) {
     }
   }
   ++gathered.holds;
-  return gathered.full.floats();
+  return gathered.full.get();
 }
 
 void ParamGather::drop(int32_t layer) {

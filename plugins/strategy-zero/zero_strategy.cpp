@@ -102,13 +102,12 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
 
 // --- model access ---
 
-// The layer's full parameters. Stage 3 holds the gathered layer once per use, and once more
-// for a whole backward pass (from the layer's first backward acquire to its final release),
-// so a tied layer used twice in the backward is gathered once.
-float* ZeroStrategy::acquire_params(int32_t layer, int32_t phase, bool opens_backward) {
-  if (config_.stage < 3) return store_.full_layer(store_.params(), layer);
+// Stage 3's gathered layer, at the compute type. It is held once per use, and once more for a
+// whole backward pass (from the layer's first backward acquire to its final release), so a
+// tied layer used twice in the backward is gathered once.
+void* ZeroStrategy::gathered_params(int32_t layer, int32_t phase, bool opens_backward) {
   if (opens_backward) gather_->hold(layer);  // the backward pass's hold
-  float* base = gather_->hold(layer);
+  void* base = gather_->hold(layer);
   // The layer the model acquires next, and the one after: gathered ahead (prefetch), and read
   // ahead from the offload tier (offload.params) so its gather need not wait for the read.
   const int32_t direction = phase == KEEL_PHASE_BACKWARD ? -1 : 1;
@@ -123,8 +122,10 @@ void ZeroStrategy::acquire(int32_t layer, int32_t phase, keel_tensor* params, ke
   const bool opens_backward = backward && !grads_.is_open(layer);
   // Forward: stages 2/3 keep no full gradient, so requested descriptors come back with data NULL.
   float* grad_base = backward ? grads_.open_layer(layer) : grads_.resident_layer(layer);
-  float* param_base = acquire_params(layer, phase, opens_backward);
-  store_.describe_layer(layer, param_base, grad_base, params, grads, n);
+  if (config_.stage < 3)
+    store_.describe_layer(layer, store_.full_layer(store_.params(), layer), grad_base, params, grads, n);
+  else
+    store_.describe_layer_at(layer, gathered_params(layer, phase, opens_backward), grad_base, params, grads, n);
 }
 
 void ZeroStrategy::release(int32_t layer, int32_t phase, int32_t grads_final) {

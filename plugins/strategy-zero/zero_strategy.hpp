@@ -54,7 +54,7 @@ class ZeroStrategy {
   void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host);
 
  private:
-  float* acquire_params(int32_t layer, int32_t phase, bool opens_backward);
+  void* gathered_params(int32_t layer, int32_t phase, bool opens_backward);
 
   const ZeroConfig config_;
   keel_support::ParamStore store_;

@@ -12,10 +12,13 @@ each schedule; offload to cpu and nvme; resume (4 steps + 4 resumed equal 8 stra
 cases train at "precision": "bf16" (bf16 activations and parameter copies, fp32 masters, weight
 gradients and arithmetic): the test backends equal the cpu backend's bf16 losses bit for bit, the
 bf16 losses stay within BF16_BOUND of the fp32 run's yet differ from them (else bf16 never took
-effect), and a bf16 run resumes bit for bit.
+effect), ZeRO-3's bf16 gathers equal ZeRO-2's whole bf16 copy, and a bf16 run resumes bit for
+bit. On the deferred backend every run must also keep the gradient norm off the blocking 0.1
+sum_squares (it logs how often that ran).
 Usage: device_contract_checks.py CASE --keel KEEL --config QUICKSTART --plugins FOLDER"""
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -34,7 +37,7 @@ CASES = {
     "tp2_sp": (2, "ddp", ["parallel.tp=2", "parallel.sequence_parallel=true"]),
     "offload_cpu": (1, "zero3", ['offload={"plugin": "cpu", "optimizer_state": true, "params": true, "gradients": true}']),
 }
-for case in ("single", "zero2_dp2", "tp2_sp"):
+for case in ("single", "zero2_dp2", "zero3_dp2", "tp2_sp", "offload_cpu"):
     CASES[f"bf16_{case}"] = CASES[case]
 CASES["bf16_pp2_1f1b"] = (2, "ddp", ["model.n_layer=4", "parallel.pp=2"])
 # bf16 keeps 8 significant bits: each stored activation and parameter copy is within 2^-9
@@ -62,8 +65,21 @@ def train(args, work, case, backend, steps=6, extra=(), resume=None, tag=None, p
              "lr_schedule.decay_steps=8"] + list(extra)
     if "parallel.pp=2" in sets:
         sets.append(f"data.micro_batch={pc.G // 4}")  # 4 micro-batches: every schedule can run
-    pc.run(args, ranks, strategy, work, tag, sets, steps=steps, resume=resume)
+    process = pc.run(args, ranks, strategy, work, tag, sets, steps=steps, resume=resume)
+    if backend == "deferred":
+        no_blocking_norm(process, f"{case} on deferred")
     return pc.losses(work, tag)
+
+
+def no_blocking_norm(process, what):
+    """The gradient norm stays in backend memory until it is read once per step (sum_squares_dt
+    into backend scalars): the deferred backend logs how often the blocking 0.1 sum_squares ran,
+    once per rank, and every count must be 0."""
+    counts = re.findall(r"deferred backend: (\d+) calls to the 0.1 sum_squares", process.stdout + process.stderr)
+    if not counts:
+        sys.exit(f"FAIL: {what}: the deferred backend logged no count of its sum_squares calls")
+    if any(int(c) != 0 for c in counts):
+        sys.exit(f"FAIL: {what}: the gradient norm waited on the queue through the 0.1 sum_squares ({counts} calls per rank)")
 
 
 def same_losses(reference, other, what):
@@ -82,6 +98,8 @@ def check_layout(args, work, case):
         same_losses(reference, train(args, work, case, backend), f"{case} on {backend}")
     if case.startswith("bf16"):
         close_to_fp32(train(args, work, case, "cpu", precision="fp32", tag="cpu-fp32"), reference, case)
+    if case == "bf16_zero3_dp2":  # the gathered bf16 chunks make the layer ZeRO-2 converts whole
+        same_losses(train(args, work, "bf16_zero2_dp2", "cpu", tag="cpu-zero2"), reference, "bf16 ZeRO-3 against ZeRO-2")
 
 
 def close_to_fp32(fp32, bf16, what):

@@ -85,9 +85,9 @@ class OffloadEngineHandle {
     }
   }
 
-  // Host memory of `bytes` (a positive multiple of the alignment), zero-filled. Not pinned: no
-  // backend is a device yet; a device backend (create args device_backend) will register these
-  // buffers with it so copies to the device run at full speed.
+  // Host memory of `bytes` (a positive multiple of the alignment), zero-filled. Not pinned: the
+  // engine has no backend. A strategy built on keel_support takes the buffers it copies to a
+  // device backend from that backend's alloc_host instead (offload_tier.hpp), pinned there.
   void* alloc_buffer(uint64_t bytes) {
     const uint64_t alignment = engine_->alignment_bytes();
     if (bytes == 0 || bytes % alignment != 0)

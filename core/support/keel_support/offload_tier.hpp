@@ -1,19 +1,26 @@
 // The strategy's view of the offload tier (keel/offload.h) that the core hands it in the
 // create args: the engine's table and object behind checked C++ calls (a failing call throws
 // CalleeFailed, the engine's own message already set on the host), aligned host buffers that
-// return themselves to the engine, and the create-args fields read only when struct_size
-// covers them (args from before ABI 0.7 have no tier).
+// return themselves to where they came from, and the create-args fields read only when
+// struct_size covers them (args from before ABI 0.7 have no tier).
+// Where the backend is a device with alloc_host (0.8), the buffers every tier transfer passes
+// through come from it, pinned, so the copies between them and the device run at full speed;
+// elsewhere they come from the engine's alloc_buffer. Both meet the tier's alignment.
 #pragma once
 
+#include <keel/backend.h>
 #include <keel/offload.h>
 #include <keel/strategy.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "keel_support/abi_guard.hpp"
+#include "keel_support/backend_ops.hpp"
 
 namespace keel_support {
 
@@ -48,8 +55,8 @@ inline const char* offload_key(uint32_t array) {
 
 class OffloadTier;
 
-// Host memory from the engine's alloc_buffer (aligned, pinned where the backend is a device),
-// freed through its free_buffer.
+// Host memory of the tier's alignment, zero-filled: pinned by a device backend, else the engine's
+// alloc_buffer; returned where it came from.
 class TierBuffer {
  public:
   TierBuffer() = default;
@@ -69,13 +76,11 @@ class TierBuffer {
 
  private:
   void swap(TierBuffer& other) noexcept {
-    std::swap(api_, other.api_);
-    std::swap(obj_, other.obj_);
+    std::swap(tier_, other.tier_);
     std::swap(data_, other.data_);
     std::swap(bytes_, other.bytes_);
   }
-  const keel_offload_api* api_ = nullptr;
-  void* obj_ = nullptr;
+  const OffloadTier* tier_ = nullptr;
   void* data_ = nullptr;
   uint64_t bytes_ = 0;
 };
@@ -84,7 +89,8 @@ class OffloadTier {
  public:
   using Ticket = uint64_t;
 
-  explicit OffloadTier(const OffloadRequest& request) : api_(request.api), obj_(request.obj) {
+  // `backend`: the strategy's; its alloc_host pins the buffers when its memory is a device's.
+  OffloadTier(const OffloadRequest& request, BackendOps backend) : api_(request.api), obj_(request.obj) {
     if (!api_ || !api_->describe || !api_->add_extent || !api_->submit_read || !api_->submit_write || !api_->wait ||
         !api_->wait_all || !api_->alloc_buffer || !api_->free_buffer)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: the offload tier's table lacks a slot the strategy needs "
@@ -96,7 +102,12 @@ class OffloadTier {
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: the offload tier's alignment_bytes is " +
                                                        std::to_string(info_.alignment_bytes) +
                                                        "; expected a positive multiple of 4");
+    if (KEEL_HAS_SLOT(backend.api, alloc_host) && KEEL_HAS_SLOT(backend.api, free_host) &&
+        backend.device().device_type != KEEL_DEVICE_CPU)
+      pinning_ = backend;
   }
+  OffloadTier(const OffloadTier&) = delete;
+  OffloadTier& operator=(const OffloadTier&) = delete;
 
   uint64_t alignment() const { return info_.alignment_bytes; }
   uint64_t ideal_request_bytes() const { return info_.ideal_request_bytes; }
@@ -121,12 +132,36 @@ class OffloadTier {
   }
   // For error paths: nothing may still write into a buffer about to be freed.
   void wait_all_quietly() const noexcept { (void)api_->wait_all(obj_); }
+  // Buffers for transfers (TierBuffer): thread-safe, since a communication thread may stage too.
   void* alloc(uint64_t bytes) const {
     void* data = nullptr;
-    check_callee(api_->alloc_buffer(obj_, bytes, &data), "offload alloc_buffer");
+    if (!pinning_.api) {
+      check_callee(api_->alloc_buffer(obj_, bytes, &data), "offload alloc_buffer");
+      return data;
+    }
+    // alloc_host promises 64-byte alignment; the tier may ask more (4096 for O_DIRECT), so the
+    // block is over-allocated and the buffer starts at its first aligned byte.
+    void* block = nullptr;
+    check_callee(pinning_.api->alloc_host(pinning_.obj, bytes + alignment(), &block), "backend alloc_host");
+    const uintptr_t start = (reinterpret_cast<uintptr_t>(block) + alignment() - 1) / alignment() * alignment();
+    data = reinterpret_cast<void*>(start);
+    std::lock_guard<std::mutex> lock(pinned_mutex_);
+    pinned_blocks_.emplace(data, block);
     return data;
   }
-  void free(void* data) const { api_->free_buffer(obj_, data); }
+  void free(void* data) const {
+    if (!pinning_.api) return api_->free_buffer(obj_, data);
+    void* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(pinned_mutex_);
+      auto found = pinned_blocks_.find(data);
+      if (found == pinned_blocks_.end()) return;  // not ours: a caller bug, but never a bad free
+      block = found->second;
+      pinned_blocks_.erase(found);
+    }
+    pinning_.api->free_host(pinning_.obj, block);
+  }
+  bool pinned() const { return pinning_.api != nullptr; }
   const keel_offload_api* api() const { return api_; }
   void* obj() const { return obj_; }
 
@@ -134,14 +169,16 @@ class OffloadTier {
   const keel_offload_api* api_;
   void* obj_;
   keel_offload_info info_{};
+  BackendOps pinning_;  // api NULL: the engine's alloc_buffer
+  mutable std::mutex pinned_mutex_;
+  mutable std::unordered_map<void*, void*> pinned_blocks_;  // aligned buffer -> alloc_host block
 };
 
-inline TierBuffer::TierBuffer(const OffloadTier& tier, uint64_t bytes)
-    : api_(tier.api()), obj_(tier.obj()), bytes_(bytes) {
+inline TierBuffer::TierBuffer(const OffloadTier& tier, uint64_t bytes) : tier_(&tier), bytes_(bytes) {
   if (bytes > 0) data_ = tier.alloc(bytes);
 }
 inline TierBuffer::~TierBuffer() {
-  if (data_) api_->free_buffer(obj_, data_);
+  if (data_) tier_->free(data_);
 }
 
 }  // namespace keel_support

@@ -34,6 +34,7 @@
 #include "keel_support/state_streamer.hpp"
 #include "keel_support/store_checks.hpp"
 #include "keel_support/store_layout.hpp"
+#include "keel_support/sum_squares_batch.hpp"
 #include "keel_support/tier_home.hpp"
 #include "keel_support/tp_pieces.hpp"
 
@@ -134,17 +135,30 @@ class ParamStore {
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "acquire: grads is NULL in the backward phase");
   }
 
-  // Descriptors of the layer's pieces inside full regions `param_base` and `grad_base` (a NULL
-  // base gives data NULL; grads NULL: none wanted).
+  // Descriptors of the layer's pieces inside full regions `param_base` (the store's whole fp32
+  // masters) and `grad_base` (a NULL base gives data NULL; grads NULL: none wanted).
   // Under a bf16 compute type the parameters are views of the compute copy (fp32 masters stay
   // here for the optimizer and checkpoints); gradients are fp32 always.
   void describe_layer(int32_t layer, float* param_base, float* grad_base, keel_tensor* params, keel_tensor* grads,
                       size_t n) const {
+    void* compute_base = param_base;
+    if (compute_params_.get() != nullptr && param_base != nullptr) {
+      refresh_compute_layer(layer);
+      compute_base = static_cast<char*>(compute_params_.get()) +
+                     (param_base - params_->data()) * (compute_dtype_.bits / 8);
+    }
+    describe_layer_at(layer, compute_base, grad_base, params, grads, n);
+  }
+  // The same over a layer's full region already at the compute type, wherever it lives (ZeRO-3's
+  // gathered layer).
+  void describe_layer_at(int32_t layer, void* compute_base, float* grad_base, keel_tensor* params, keel_tensor* grads,
+                         size_t n) const {
     const std::vector<size_t>& indices = layout_.layers[size_t(layer)].param_indices;
-    const bool compute_copy = compute_params_.get() != nullptr && param_base != nullptr;
-    if (compute_copy) refresh_compute_layer(layer);
     for (size_t k = 0; k < n; ++k) {
-      params[k] = compute_copy ? compute_view(indices[k], param_base - params_->data()) : view(indices[k], param_base);
+      params[k] = view(indices[k], nullptr);
+      params[k].dtype = compute_dtype_;
+      if (compute_base)
+        params[k].data = static_cast<char*>(compute_base) + layout_.params[indices[k]].offset_in_layer * (compute_dtype_.bits / 8);
       if (grads) grads[k] = view(indices[k], grad_base);
     }
   }
@@ -206,10 +220,10 @@ class ParamStore {
 
   // Σ g² over the gradients this rank's grad_sq_norm counts (tp: replicated ones on tp rank 0
   // only; pp: no STAGE_COPY), one backend call per run of counted parameters back to back in
-  // the gradient array (the whole array at tp rank 0 without a copy). For strategies whose
-  // gradients are whole (one shard).
+  // the gradient array (the whole array at tp rank 0 without a copy), read back once. For
+  // strategies whose gradients are whole (one shard).
   double counted_grad_sum_squares() const {
-    double sum = 0.0;
+    SumSquaresBatch sum(backend_);
     const size_t n = n_params();
     for (size_t first = 0; first < n;) {
       const bool counted = counts_in_grad_norm(specs_[first], tp_);
@@ -219,10 +233,10 @@ class ParamStore {
         ++end;
       const float* begin = grad_element(first, 0);
       const int64_t count = grad_element(end - 1, 0) + layout_.params[end - 1].numel - begin;
-      if (counted) sum += backend_.sum_squares(begin, count);
+      if (counted) sum.add(begin, count);
       first = end;
     }
-    return sum;
+    return sum.total();
   }
 
   // --- host access by piece-local flat range (checkpoints, bindings) ---
@@ -335,7 +349,7 @@ class ParamStore {
                             "directly (expected false, or a strategy that streams it, e.g. zero stage 3 for params, "
                             "stage 2 or 3 for gradients)");
     }
-    tier_ = std::make_shared<const OffloadTier>(request);
+    tier_ = std::make_shared<const OffloadTier>(request, backend_);
     return tier_homes(tier_, request.arrays, resident_homes(backend_));
   }
 
@@ -360,17 +374,16 @@ class ParamStore {
   }
 
   // The bf16 compute copy (backend.h 0.8): made when the backend computes in another type than
-  // fp32, for whole resident parameters only. Each layer is converted from the fp32 masters when
+  // fp32, for whole parameters only. Each layer is converted from the fp32 masters when
   // it is next acquired after they changed (a step, a write).
   void make_compute_copy() {
     compute_dtype_ = compute_dtype_of(backend_);
     if (is_fp32(compute_dtype_)) return;
-    if (options_.params_sharded || params_->tiered())
-      throw StatusError(KEEL_ERR_UNIMPLEMENTED, options_.sharding_label + "the backend computes in bf16, which needs "
-                                                "whole parameters in backend memory (ddp, ZeRO stage 1 or 2, no "
-                                                "offloaded parameters) so far: set backend.precision to \"fp32\"");
     if (!KEEL_HAS_SLOT(backend_.api, convert))
       throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend computes in bf16 but has no convert (ABI 0.8)");
+    // Sharded parameters (ZeRO-3, resident or offloaded) have no whole copy: the strategy
+    // converts each chunk as it gathers the layer (describe_layer_at).
+    if (options_.params_sharded) return;
     compute_params_ = backend_.alloc_bytes(size_t(layout_.full_elements) * size_t(compute_dtype_.bits / 8));
     mark_compute_copy_stale();
   }
@@ -386,14 +399,6 @@ class ParamStore {
                    "backend convert (the parameters' compute copy)");
     compute_stale_[size_t(layer)] = 0;
   }
-  keel_tensor compute_view(size_t index, int64_t layer_offset) const {
-    keel_tensor tensor = view(index, nullptr);
-    tensor.dtype = compute_dtype_;
-    tensor.data = static_cast<char*>(compute_params_.get()) +
-                  (layer_offset + layout_.params[index].offset_in_layer) * (compute_dtype_.bits / 8);
-    return tensor;
-  }
-
   keel_tensor view(size_t index, float* layer_base) const {
     const keel_param_spec& spec = specs_[index];
     keel_tensor tensor{};

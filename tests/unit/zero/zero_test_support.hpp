@@ -109,6 +109,7 @@ class ZeroRank {
   ~ZeroRank() {
     if (strategy) api_.destroy(strategy);
     EXPECT_EQ(backend_.live_allocations, 0) << "rank " << rank_ << ": destroy returned every allocation";
+    EXPECT_EQ(backend_.live_host_allocations, 0) << "rank " << rank_ << ": destroy returned every pinned buffer";
   }
 
   keel_status create(const std::string& config) {
@@ -162,6 +163,7 @@ class ZeroRank {
   }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
+  const HostMemoryBackend& backend() const { return backend_; }
 
   std::vector<keel_param_spec> specs = zero_model_specs();  // a test may cut pieces before create
   int32_t tp_rank = 0, tp_size = 1;                          // this rank's tensor-parallel position

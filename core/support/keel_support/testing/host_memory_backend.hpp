@@ -1,9 +1,9 @@
 // A fake backend for testing a strategy (or anything that only moves and sums fp32 arrays)
 // without a real backend plugin: host memory, with the slots a strategy needs (device, alloc
-// aligned and zero-filled, free_memory, copy, fill_zero, sum_squares, scale, accumulate); every
-// compute op slot is NULL, so a test can also see how a plugin refuses a backend that lacks one.
-// It counts live allocations, so a test can see that destroy returned everything, and can be
-// told to fail an allocation. Installed, so a third-party strategy's tests can use it too; Keel's
+// aligned and zero-filled, free_memory, copy, fill_zero, sum_squares, scale, accumulate,
+// alloc_host/free_host); every compute op slot is NULL, so a test can also see how a plugin
+// refuses a backend that lacks one. It counts live allocations of both kinds, so a test can see
+// that destroy returned everything, and can be told to fail an allocation. Installed, so a third-party strategy's tests can use it too; Keel's
 // own strategy, zero and pipeline tests all use this one table.
 #pragma once
 
@@ -17,6 +17,8 @@ namespace keel_support::testing {
 
 struct HostMemoryBackend {
   int live_allocations = 0;
+  int live_host_allocations = 0;  // alloc_host's, not yet freed
+  int host_allocations = 0;       // alloc_host calls ever made
   int allocations_before_failure = -1;  // -1: never fail; 0: the next alloc fails
   const keel_host* host = nullptr;      // for the failure's message
 
@@ -39,6 +41,22 @@ struct HostMemoryBackend {
   static void free_memory(void* self, void* ptr) {
     if (!ptr) return;
     --static_cast<HostMemoryBackend*>(self)->live_allocations;
+    std::free(ptr);
+  }
+  // Pinned host memory where a real device backend gives it; plain host memory here.
+  static keel_status alloc_host(void* self, size_t bytes, void** out_ptr) {
+    auto* backend = static_cast<HostMemoryBackend*>(self);
+    const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+    void* data = std::aligned_alloc(64, rounded);
+    std::memset(data, 0, rounded);
+    ++backend->live_host_allocations;
+    ++backend->host_allocations;
+    *out_ptr = data;
+    return KEEL_OK;
+  }
+  static void free_host(void* self, void* ptr) {
+    if (!ptr) return;
+    --static_cast<HostMemoryBackend*>(self)->live_host_allocations;
     std::free(ptr);
   }
   static keel_status copy(void*, void* dst, const void* src, size_t bytes, int32_t) {
@@ -76,6 +94,8 @@ struct HostMemoryBackend {
     api.sum_squares = sum_squares;
     api.scale = scale;
     api.accumulate = accumulate;
+    api.alloc_host = alloc_host;
+    api.free_host = free_host;
     return api;
   }
 };
