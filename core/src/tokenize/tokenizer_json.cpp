@@ -12,7 +12,7 @@
 // truncation and padding do not apply to whole documents.
 #include <nlohmann/json.hpp>
 
-#include <keel_support/json_parse.hpp>  // defines: parse_json (depth-bounded)
+#include <keel_support/json_parse.hpp>  // defines: kMaxJsonDepth
 
 #include <set>
 
@@ -288,15 +288,42 @@ void read_added_tokens(const At& node, const BpeSpec& spec, bool has_normalizer,
   }
 }
 
+// The deepest nesting of arrays and objects in `text`, read past strings. Checked before parsing
+// instead of through keel_support::parse_json's callback: nlohmann's callback parser rescans
+// the parent container at each closing brace, quadratic in Llama 3's 256 (or our test's 70,000)
+// added tokens.
+int json_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 }  // namespace
 
 TokenizerPipeline read_tokenizer_json(const std::string& path) {
   const std::vector<unsigned char> bytes = read_regular_file(path, "tokenizer file", Symlinks::follow, kMaxFileBytes);
+  const std::string text(bytes.begin(), bytes.end());
+  if (json_depth(text) > keel_support::kMaxJsonDepth)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG,
+                    path + ": JSON nested deeper than " + std::to_string(keel_support::kMaxJsonDepth) + " levels");
   json root;
   try {
-    root = keel_support::parse_json(path, std::string(bytes.begin(), bytes.end()));
-  } catch (const std::exception& e) {
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, e.what());
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, path + ": not valid JSON: " + e.what());
   }
   const At top{root, "", path};
   if (!root.is_object()) throw KeelError(KEEL_ERR_INVALID_CONFIG, path + ": not a tokenizer.json (the top level is not an object)");
