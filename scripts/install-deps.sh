@@ -17,6 +17,7 @@ packages=(
   python3-clang-14 libclang1-14                 # bindings/julia: LibKeel.jl generator (libclang)
   swig                                          # bindings/swig: the Java binding
   liburing-dev                                  # plugins/offload-engines: io_uring for the nvme offload engine
+  libpcre2-dev                                  # core/src/tokenize: tokenizer.json pre-tokenizer regexes (\p{L}, lookahead)
   fio                                           # benchmarks/offload_bandwidth.py: the nvme engine's yardstick
 )
 missing=()

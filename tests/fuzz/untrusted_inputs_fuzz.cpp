@@ -1,12 +1,13 @@
 // A bounded, seeded mutation fuzzer (no libFuzzer) over the parsers that read input from
-// elsewhere: a checkpoint's manifest and its loader, the safetensors reader, and the run config.
+// elsewhere: a checkpoint's manifest and its loader, the safetensors reader, the run config, and
+// a Hugging Face tokenizer.json (read, then run over text with special tokens and Unicode).
 // Each mutated input must end in success or a KeelError with a message; any other exception
 // fails the run (the input is written beside the report), and a crash or hang fails the ctest
 // (which bounds it with TIMEOUT). The same --seed and --count always try the same inputs.
 // safetensors_tiling goes further: it knows which of its inputs are well formed, and requires
 // the reader to accept exactly those and read every tensor from its own bytes.
 //
-//   keel-fuzz manifest|safetensors|safetensors_tiling|config --seed S --count N --work DIR
+//   keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer --seed S --count N --work DIR
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "config/run_config.h"
 #include "host/errors.h"
 #include "io/safetensors.h"
+#include "tokenize/tokenizer.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -368,6 +370,51 @@ int fuzz_config(Mutator& mutate, int64_t count, const std::string& work, Tally& 
   return status;
 }
 
+// Two small tokenizer.json seeds: byte-level BPE with GPT-2's pre-tokenizer and an added token,
+// and SentencePiece-style BPE (Prepend + Replace, byte fallback, unk) behind a Split.
+const char* const kTokenizerSeeds[] = {
+    R"({"version": "1.0", "added_tokens": [{"id": 12, "content": "<|eot|>", "single_word": false, "lstrip": false,
+        "rstrip": false, "normalized": false, "special": true}], "normalizer": null,
+      "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\p{L}+|\\p{N}{1,3}|\\s+(?!\\S)|\\s+|[^\\s\\p{L}\\p{N}]+"},
+         "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": false}]},
+      "post_processor": null, "decoder": null,
+      "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "fuse_unk": false, "byte_fallback": false,
+        "ignore_merges": true, "vocab": {"<unk>": 13, "a": 0, "b": 1, "Ġ": 2, "Ċ": 3, "Ã": 4, "©": 5, "1": 6, "Ġa": 7, "ab": 8, "Ġab": 9,
+        "2": 10, "12": 11}, "merges": ["Ġ a", "a b", "Ġa b", ["1", "2"]]}})",
+    R"({"added_tokens": [{"id": 1, "content": "<s>", "special": true, "normalized": false}],
+      "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+      "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true},
+      "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "fuse_unk": true,
+        "vocab": {"<unk>": 0, "<s>": 1, "<0xC3>": 2, "<0xA9>": 3, "<0x0A>": 4, "▁": 5, "a": 6, "b": 7, "▁a": 8, "▁ab": 9},
+        "merges": ["▁ a", "▁a b"]}})"};
+
+int fuzz_tokenizer(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
+  const std::string text = "ab ab12 a\n<|eot|>b\xC3\xA9 <s> a  b\n\n123 \xF0\x9F\x9A\x80z";
+  const std::string path = work + "/tokenizer.json";
+  for (const char* seed : kTokenizerSeeds) {  // each seed itself is accepted
+    write_text(path, seed);
+    std::vector<uint32_t> ids;
+    keel::open_tokenizer(path)->encode(text, "<fuzz text>", ids);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const std::string input = mutate.mutate(kTokenizerSeeds[mutate.below(2)]);
+    write_text(path, input);
+    const bool ok = try_input("tokenizer", i, input, work, [&] {
+      const auto tokenizer = keel::open_tokenizer(path);
+      std::vector<uint32_t> ids;
+      tokenizer->encode(text, "<fuzz text>", ids);
+      for (uint32_t id : ids)
+        if (int64_t(id) >= tokenizer->vocab_size())
+          throw std::logic_error("id " + std::to_string(id) + " past the vocabulary " + std::to_string(tokenizer->vocab_size()));
+    }, tally);
+    if (!ok) return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -384,12 +431,12 @@ int main(int argc, char** argv) {
     else if (arg == "--keep-going") keep_going = true;
     else if (target.empty() && arg[0] != '-') target = arg;
     else {
-      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config --seed S --count N --work DIR [--config SEED.json]\n";
+      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer --seed S --count N --work DIR [--config SEED.json]\n";
       return 2;
     }
   }
   if (target.empty() || work.empty()) {
-    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config --seed S --count N --work DIR [--config SEED.json]\n";
+    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer --seed S --count N --work DIR [--config SEED.json]\n";
     return 2;
   }
   work = (fs::path(work) / target).string();
@@ -403,6 +450,7 @@ int main(int argc, char** argv) {
     else if (target == "safetensors") status = fuzz_safetensors(mutate, count, work, tally);
     else if (target == "safetensors_tiling") status = fuzz_safetensors_tiling(mutate, count, work, tally);
     else if (target == "config") status = fuzz_config(mutate, count, work, tally, seed_config, keep_going);
+    else if (target == "tokenizer") status = fuzz_tokenizer(mutate, count, work, tally);
     else std::cerr << "unknown target " << target << "\n";
   } catch (const std::exception& e) {  // setting up the seed inputs failed: not a finding
     std::cerr << "FAIL: " << target << ": could not prepare the seed input: " << e.what() << "\n";

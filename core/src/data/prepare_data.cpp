@@ -1,4 +1,5 @@
-// Turns text into byte-level token shards. Documents are files: each goes whole to train or
+// Turns text into token shards, with the byte-level tokenizer (token = byte) or a Hugging Face
+// tokenizer.json (core/src/tokenize). Documents are files: each goes whole to train or
 // to validation, chosen by a hash of its path relative to the input (so the choice does not
 // depend on where the folder lives), until about --val-fraction of the bytes are validation.
 // Files are read in sorted path order, so the same inputs always give the same shards.
@@ -18,22 +19,29 @@
 #include "data/shard_writer.h"
 #include "host/errors.h"
 #include "host/param_init.h"
+#include "io/regular_file.h"
+#include "tokenize/tokenizer.h"
 
 namespace keel {
 namespace {
 namespace fs = std::filesystem;
 
 const char* kPrepareUsage =
-    "usage: keel prepare-data INPUT... --out DIR [--val-fraction F] [--shard-tokens N]\n"
+    "usage: keel prepare-data INPUT... --out DIR [--tokenizer PATH|bytes] [--val-fraction F] [--shard-tokens N]\n"
     "  INPUT          text files or folders (read recursively; hidden entries and binary files are skipped)\n"
     "  --out DIR      where train_000000.bin, ... and val_000000.bin, ... are written\n"
     "  --val-fraction about this fraction of the bytes, in whole files, goes to validation (default 0.05)\n"
     "  --shard-tokens tokens per shard (default 100M; K, M and G suffixes allowed)\n"
-    "Tokens are bytes (vocabulary 256), in llm.c's shard format.\n";
+    "  --tokenizer    'bytes' (the default: token = byte, vocabulary 256) or a Hugging Face tokenizer.json\n"
+    "                 (byte-level BPE as GPT-2 and Llama 3 use, or SentencePiece-style BPE with byte\n"
+    "                 fallback as Llama 2 uses)\n"
+    "Shards are llm.c's: uint16 tokens (magic 20240520) for vocabularies up to 65,535, else uint32\n"
+    "tokens (Llama 3's format, magic 20240801).\n";
 
 constexpr int64_t kMinShardTokens = 1024;
 constexpr size_t kBinaryProbeBytes = 8192;  // a NUL byte in the first 8 KiB marks a binary file
 constexpr size_t kReadChunkBytes = 1 << 20;
+constexpr size_t kMaxWholeDocumentBytes = size_t(1) << 31;  // a tokenizer.json tokenizer reads a document whole
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -44,6 +52,7 @@ struct PrepareOptions {
   std::string out_dir;
   double val_fraction = 0.05;
   int64_t shard_tokens = 100'000'000;
+  std::string tokenizer = "bytes";  // or the path of a tokenizer.json
   std::string shard_tokens_note;  // set when the requested size was clamped
 };
 
@@ -100,6 +109,9 @@ PrepareOptions parse_options(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
         throw UsageError("--shard-tokens: expected a positive token count such as 100M, found '" + text + "'");
       }
+    } else if (arg == "--tokenizer") {
+      options.tokenizer = take_value();
+      if (options.tokenizer.empty()) throw UsageError("--tokenizer: expected 'bytes' or the path of a tokenizer.json");
     } else if (arg == "-h" || arg == "--help") throw UsageError("");
     else if (is_flag) throw UsageError("unknown option " + arg);
     else options.inputs.push_back(arg);
@@ -215,11 +227,19 @@ std::vector<bool> choose_validation(const std::vector<Document>& docs, double fr
   return is_val;
 }
 
-void write_document(const Document& doc, ShardWriter& writer) {
+// A tokenizer that encodes in chunks (bytes) streams the file; any other reads it whole, since
+// where a BPE word ends depends on what follows.
+void write_document(const Document& doc, const Tokenizer& tokenizer, ShardWriter& writer) {
+  std::vector<uint32_t> tokens;
+  if (!tokenizer.encodes_in_chunks()) {
+    const std::vector<unsigned char> text = read_regular_file(doc.path, "document", Symlinks::follow, kMaxWholeDocumentBytes);
+    tokenizer.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), doc.path, tokens);
+    writer.append(tokens.data(), int64_t(tokens.size()));
+    return;
+  }
   const int fd = ::open(doc.path.c_str(), O_RDONLY);
   if (fd < 0) throw read_error(doc.path, "read");
-  std::vector<unsigned char> bytes(kReadChunkBytes);
-  std::vector<uint16_t> tokens(kReadChunkBytes);
+  std::vector<char> bytes(kReadChunkBytes);
   for (;;) {
     const ssize_t n = ::read(fd, bytes.data(), bytes.size());
     if (n < 0) {
@@ -229,8 +249,9 @@ void write_document(const Document& doc, ShardWriter& writer) {
       throw read_error(doc.path, "read");
     }
     if (n == 0) break;
-    std::copy(bytes.begin(), bytes.begin() + n, tokens.begin());  // the byte-level tokenizer
-    writer.append(tokens.data(), n);
+    tokens.clear();
+    tokenizer.encode(std::string_view(bytes.data(), size_t(n)), doc.path, tokens);
+    writer.append(tokens.data(), int64_t(tokens.size()));
   }
   ::close(fd);
 }
@@ -258,13 +279,13 @@ struct SplitSummary {
   int64_t stale_removed = 0;
 };
 
-SplitSummary write_split(const PrepareOptions& options, const std::string& split, const Listing& listing,
-                         const std::vector<bool>& is_val, bool want_val) {
-  ShardWriter writer(options.out_dir, split, options.shard_tokens);
+SplitSummary write_split(const PrepareOptions& options, const Tokenizer& tokenizer, const std::string& split,
+                         const Listing& listing, const std::vector<bool>& is_val, bool want_val) {
+  ShardWriter writer(options.out_dir, split, options.shard_tokens, shard_format_for(tokenizer.vocab_size()));
   SplitSummary summary;
   for (size_t i = 0; i < listing.documents.size(); ++i) {
     if (is_val[i] != want_val) continue;
-    write_document(listing.documents[i], writer);
+    write_document(listing.documents[i], tokenizer, writer);
     ++summary.documents;
   }
   writer.finish();
@@ -295,6 +316,7 @@ void print_split(const std::string& split, const SplitSummary& s, std::ostream& 
 }
 
 int prepare(const PrepareOptions& options, std::ostream& out) {
+  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(options.tokenizer);  // refuse a bad file before any work
   const Listing listing = list_documents(options.inputs);
   if (listing.documents.empty())
     throw KeelError(KEEL_ERR_NOT_FOUND, "no text documents found in " + options.inputs.front() +
@@ -306,15 +328,18 @@ int prepare(const PrepareOptions& options, std::ostream& out) {
     throw KeelError(KEEL_ERR_IO, options.out_dir + ": cannot create the output folder (" +
                                      (error ? error.message() : "a file of that name exists") + ")");
   print_listing(options, listing, out);
+  const ShardFormat format = shard_format_for(tokenizer->vocab_size());
+  out << "tokenizer: " << tokenizer->describe() << "; shards of uint" << format.token_bytes * 8 << " tokens (magic "
+      << format.magic << ", version " << format.version << ")\n";
   const std::vector<bool> is_val = choose_validation(listing.documents, options.val_fraction);
-  const SplitSummary train = write_split(options, "train", listing, is_val, false);
-  const SplitSummary val = write_split(options, "val", listing, is_val, true);
+  const SplitSummary train = write_split(options, *tokenizer, "train", listing, is_val, false);
+  const SplitSummary val = write_split(options, *tokenizer, "val", listing, is_val, true);
   print_split("train", train, out);
   print_split("val", val, out);
   if (val.documents == 0) out << "  no validation split (" << listing.documents.size() << " document(s), --val-fraction "
                               << options.val_fraction << "): data.val can point at the train shards\n";
   out << "train with data.source \"shards\", data.train \"" << options.out_dir << "/train_*.bin\", data.val \""
-      << options.out_dir << "/val_*.bin\" and model.vocab_size >= 256" << std::endl;
+      << options.out_dir << "/val_*.bin\" and model.vocab_size >= " << tokenizer->vocab_size() << std::endl;
   return 0;
 }
 

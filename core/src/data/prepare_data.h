@@ -1,5 +1,6 @@
-// `keel prepare-data INPUT... --out DIR [--val-fraction F] [--shard-tokens N]`: text files
-// and folders → llm.c token shards with the built-in byte-level tokenizer (token = byte).
+// `keel prepare-data INPUT... --out DIR [--tokenizer PATH|bytes] [--val-fraction F]
+// [--shard-tokens N]`: text files and folders → llm.c token shards, tokenized byte by byte
+// (the default) or with a Hugging Face tokenizer.json (core/src/tokenize).
 #pragma once
 
 #include <ostream>

@@ -1,6 +1,7 @@
-// The llm.c token shard format, shared by the reader (token_shards.cpp) and the writer
+// The llm.c token shard formats, shared by the reader (token_shards.cpp) and the writer
 // (shard_writer.cpp): a header of 256 little-endian int32 — magic, version, token count, then
-// zeros — followed by that many uint16 tokens.
+// zeros — followed by that many tokens. GPT-2's format (magic 20240520, version 1) holds uint16
+// tokens; Llama 3's (magic 20240801, version 7) holds uint32 tokens, for vocabularies past 65,535.
 #pragma once
 
 #include <cstddef>
@@ -8,8 +9,21 @@
 
 namespace keel {
 
-constexpr int32_t kShardMagic = 20240520;
-constexpr int32_t kShardVersion = 1;
+struct ShardFormat {
+  int32_t magic;
+  int32_t version;
+  size_t token_bytes;  // 2: uint16 tokens, 4: uint32
+};
+
+constexpr ShardFormat kShardFormatU16{20240520, 1, 2};
+constexpr ShardFormat kShardFormatU32{20240801, 7, 4};
+constexpr int64_t kShardU16MaxVocabulary = 65535;  // a vocabulary past this is written as uint32
+
+// The format prepare-data writes for a vocabulary of `vocab_size` tokens.
+constexpr ShardFormat shard_format_for(int64_t vocab_size) {
+  return vocab_size > kShardU16MaxVocabulary ? kShardFormatU32 : kShardFormatU16;
+}
+
 constexpr size_t kShardHeaderInts = 256;
 constexpr size_t kShardHeaderBytes = kShardHeaderInts * sizeof(int32_t);
 constexpr int64_t kShardMaxTokens = INT32_MAX;  // the count is an int32

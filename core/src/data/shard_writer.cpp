@@ -22,8 +22,8 @@ KeelError write_error(const std::string& path, const std::string& doing) {
 
 }  // namespace
 
-ShardWriter::ShardWriter(std::string dir, std::string split, int64_t max_tokens_per_shard)
-    : dir_(std::move(dir)), split_(std::move(split)), max_tokens_(max_tokens_per_shard) {}
+ShardWriter::ShardWriter(std::string dir, std::string split, int64_t max_tokens_per_shard, ShardFormat format)
+    : dir_(std::move(dir)), split_(std::move(split)), max_tokens_(max_tokens_per_shard), format_(format) {}
 
 ShardWriter::~ShardWriter() {
   if (file_) {
@@ -49,8 +49,8 @@ void ShardWriter::open_shard() {
 
 void ShardWriter::close_shard() {
   int32_t header[kShardHeaderInts] = {};
-  header[0] = kShardMagic;
-  header[1] = kShardVersion;
+  header[0] = format_.magic;
+  header[1] = format_.version;
   header[2] = int32_t(shard_tokens_);
   const std::string path = shard_path(dir_, split_, int64_t(files_.size()));
   if (std::fseek(file_, 0, SEEK_SET) != 0 || std::fwrite(header, 1, kShardHeaderBytes, file_) != kShardHeaderBytes ||
@@ -65,11 +65,21 @@ void ShardWriter::close_shard() {
   files_.push_back(path);
 }
 
-void ShardWriter::append(const uint16_t* tokens, int64_t count) {
+void ShardWriter::append(const uint32_t* tokens, int64_t count) {
   while (count > 0) {
     if (!file_) open_shard();
     const int64_t n = std::min(count, max_tokens_ - shard_tokens_);
-    if (std::fwrite(tokens, sizeof(uint16_t), size_t(n), file_) != size_t(n)) throw write_error(temp_path_, "write");
+    const void* data = tokens;
+    if (format_.token_bytes == 2) {
+      narrow_.resize(size_t(n));
+      for (int64_t i = 0; i < n; ++i) {
+        if (tokens[i] > UINT16_MAX)
+          throw KeelError(KEEL_ERR_INTERNAL, temp_path_ + ": token " + std::to_string(tokens[i]) + " does not fit a uint16 shard");
+        narrow_[size_t(i)] = uint16_t(tokens[i]);
+      }
+      data = narrow_.data();
+    }
+    if (std::fwrite(data, format_.token_bytes, size_t(n), file_) != size_t(n)) throw write_error(temp_path_, "write");
     shard_tokens_ += n;
     total_tokens_ += n;
     tokens += n;

@@ -1,5 +1,5 @@
 // Writes one split of a dataset as llm.c token shards DIR/<split>_000000.bin, _000001.bin, ...
-// of at most max_tokens_per_shard tokens each. Each shard is written under a hidden temporary
+// of at most max_tokens_per_shard tokens each, in one of llm.c's two formats (shard_format.h). Each shard is written under a hidden temporary
 // name and renamed when complete, so a reader (or a glob) never sees a half-written shard.
 #pragma once
 
@@ -8,16 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "data/shard_format.h"
+
 namespace keel {
 
 class ShardWriter {
  public:
-  ShardWriter(std::string dir, std::string split, int64_t max_tokens_per_shard);
+  ShardWriter(std::string dir, std::string split, int64_t max_tokens_per_shard, ShardFormat format = kShardFormatU16);
   ~ShardWriter();  // removes an unfinished temporary file
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
-  void append(const uint16_t* tokens, int64_t count);
+  // Throws KeelError (internal) for a token that does not fit the format's width.
+  void append(const uint32_t* tokens, int64_t count);
   // Completes the last shard. A split that received no tokens writes no file.
   void finish();
 
@@ -32,6 +35,8 @@ class ShardWriter {
 
   std::string dir_, split_;
   int64_t max_tokens_;
+  ShardFormat format_;
+  std::vector<uint16_t> narrow_;  // a uint16 shard's tokens on their way out
   std::FILE* file_ = nullptr;
   std::string temp_path_;
   int64_t shard_tokens_ = 0;

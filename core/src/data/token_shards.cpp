@@ -1,5 +1,6 @@
-// llm.c token shards: a header of 256 int32 (magic 20240520, version 1, token count) followed
-// by uint16 tokens. The shards matching a glob, sorted, form one source whose shard boundaries
+// llm.c token shards: a header of 256 int32 (magic, version, token count) followed by the
+// tokens, uint16 in GPT-2's format (20240520, version 1) or uint32 in Llama 3's (20240801,
+// version 7); one glob may mix both. The shards matching a glob, sorted, form one source whose shard boundaries
 // the sampler respects. Tokens are read with pread, not through a memory map: a shard cut
 // short while a run reads it (a copy still in progress, a full disk) then gives an error
 // naming the shard instead of a SIGBUS with no message.
@@ -28,16 +29,21 @@ constexpr int64_t kScanChunkTokens = int64_t(1) << 20;  // tokens per pread whil
 struct ShardFile {
   std::string path;
   int fd = -1;
-  int64_t count = 0;  // tokens the header promises (checked against the size at open)
+  int64_t count = 0;       // tokens the header promises (checked against the size at open)
+  size_t token_bytes = 2;  // 2: uint16 tokens, 4: uint32
 
-  // Tokens [first, first+n) of this shard. Throws KeelError naming the shard when the file no
-  // longer holds them.
-  void read_tokens(int64_t first, int64_t n, uint16_t* out) const {
-    const size_t want = size_t(n) * sizeof(uint16_t);
-    const off_t offset = off_t(kHeaderBytes + size_t(first) * sizeof(uint16_t));
+  size_t offset_of(int64_t token) const { return kHeaderBytes + size_t(token) * token_bytes; }
+
+  // Tokens [first, first+n) of this shard, widened to uint32. Throws KeelError naming the shard
+  // when the file no longer holds them.
+  void read_tokens(int64_t first, int64_t n, uint32_t* out) const {
+    const size_t want = size_t(n) * token_bytes;
+    const off_t offset = off_t(offset_of(first));
+    std::vector<uint16_t> narrow(token_bytes == 2 ? size_t(n) : 0);  // uint16 tokens, widened below
+    char* raw = token_bytes == 2 ? reinterpret_cast<char*>(narrow.data()) : reinterpret_cast<char*>(out);
     size_t got = 0;
     while (got < want) {
-      const ssize_t r = ::pread(fd, reinterpret_cast<char*>(out) + got, want - got, offset + off_t(got));
+      const ssize_t r = ::pread(fd, raw + got, want - got, offset + off_t(got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) throw KeelError(KEEL_ERR_IO, path + ": reading tokens at offset " + std::to_string(offset) + " failed: " +
                                                   std::strerror(errno));
@@ -48,12 +54,13 @@ struct ShardFile {
                                          " (the header promised " + std::to_string(count) + " tokens)");
       got += size_t(r);
     }
+    std::copy(narrow.begin(), narrow.end(), out);
   }
 
   // Calls visit(index, token) for every token, in chunks.
   template <typename Visit>
   void scan(Visit&& visit) const {
-    std::vector<uint16_t> chunk;
+    std::vector<uint32_t> chunk;
     for (int64_t first = 0; first < count; first += kScanChunkTokens) {
       const int64_t n = std::min(kScanChunkTokens, count - first);
       chunk.resize(size_t(n));
@@ -77,16 +84,21 @@ ShardFile open_shard(const std::string& path) {
     fail("truncated token shard: " + std::to_string(bytes) + " bytes, smaller than the 1024-byte header");
   int32_t header[kShardHeaderInts];
   if (::pread(fd, header, kHeaderBytes, 0) != ssize_t(kHeaderBytes)) fail("cannot read the 1024-byte header");
-  if (header[0] != kShardMagic)
-    fail("offset 0: bad magic " + std::to_string(header[0]) + ", expected " + std::to_string(kShardMagic) +
-         " (an llm.c token shard)");
-  if (header[1] != kShardVersion)
-    fail("offset 4: unsupported version " + std::to_string(header[1]) + ", expected " + std::to_string(kShardVersion));
+  ShardFormat format{};
+  if (header[0] == kShardFormatU16.magic) format = kShardFormatU16;
+  else if (header[0] == kShardFormatU32.magic) format = kShardFormatU32;
+  else
+    fail("offset 0: bad magic " + std::to_string(header[0]) + ", expected " + std::to_string(kShardFormatU16.magic) +
+         " (an llm.c token shard of uint16 tokens) or " + std::to_string(kShardFormatU32.magic) + " (uint32 tokens)");
+  if (header[1] != format.version)
+    fail("offset 4: unsupported version " + std::to_string(header[1]) + ", expected " + std::to_string(format.version) +
+         " for magic " + std::to_string(format.magic));
   const int64_t count = header[2];
-  if (count < 0 || kHeaderBytes + size_t(count) * 2 > bytes)
-    fail("truncated: the header promises " + std::to_string(count) + " tokens (" +
-         std::to_string(kHeaderBytes + size_t(count) * 2) + " bytes) but the file has " + std::to_string(bytes) + " bytes");
-  return {path, fd, count};
+  const size_t need = kHeaderBytes + size_t(std::max<int64_t>(count, 0)) * format.token_bytes;
+  if (count < 0 || need > bytes)
+    fail("truncated: the header promises " + std::to_string(count) + " tokens (" + std::to_string(need) +
+         " bytes) but the file has " + std::to_string(bytes) + " bytes");
+  return {path, fd, count, format.token_bytes};
 }
 
 class ShardSource : public TokenSource {
@@ -97,8 +109,8 @@ class ShardSource : public TokenSource {
         shards_.push_back(open_shard(path));
         starts_.push_back(total_);
         total_ += shards_.back().count;
-        shards_.back().scan([&](int64_t, uint16_t token) {
-          max_token_ = std::max<int32_t>(max_token_, token);
+        shards_.back().scan([&](int64_t, uint32_t token) {
+          max_token_ = std::max<int64_t>(max_token_, token);
           return true;
         });
       }
@@ -109,18 +121,19 @@ class ShardSource : public TokenSource {
   }
   ~ShardSource() override { close_all(); }
   int64_t num_tokens() const override { return total_; }
-  int32_t max_token() const override { return max_token_; }
+  // A uint32 token past INT32_MAX reads as INT32_MAX, which no vocabulary reaches either.
+  int32_t max_token() const override { return int32_t(std::min<int64_t>(max_token_, INT32_MAX)); }
   void read(int64_t start, int64_t count, int32_t* out) const override {
     size_t shard = size_t(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
     int64_t offset = start - starts_[shard];
-    std::vector<uint16_t> tokens;
+    std::vector<uint32_t> tokens;
     while (count > 0) {
       while (offset >= shards_[shard].count) offset -= shards_[shard++].count;
       const int64_t n = std::min(count, shards_[shard].count - offset);
       tokens.resize(size_t(n));
       shards_[shard].read_tokens(offset, n, tokens.data());
-      std::copy(tokens.begin(), tokens.end(), out);
-      out += n, count -= n, offset += n;
+      for (uint32_t token : tokens) *out++ = int32_t(std::min<uint32_t>(token, INT32_MAX));
+      count -= n, offset += n;
     }
   }
   std::string describe() const override { return what_; }
@@ -133,9 +146,9 @@ class ShardSource : public TokenSource {
   std::string find_token_at_least(int32_t vocabulary) const {
     std::string found;
     for (const auto& shard : shards_) {
-      shard.scan([&](int64_t i, uint16_t token) {
-        if (token < vocabulary) return true;
-        found = shard.path + ": offset " + std::to_string(kHeaderBytes + size_t(i) * 2) + ": token " + std::to_string(token);
+      shard.scan([&](int64_t i, uint32_t token) {
+        if (int64_t(token) < vocabulary) return true;
+        found = shard.path + ": offset " + std::to_string(shard.offset_of(i)) + ": token " + std::to_string(token);
         return false;
       });
       if (!found.empty()) return found;
@@ -152,7 +165,7 @@ class ShardSource : public TokenSource {
   std::vector<ShardFile> shards_;
   std::vector<int64_t> starts_;
   int64_t total_ = 0;
-  int32_t max_token_ = 0;
+  int64_t max_token_ = 0;
   std::string what_;
 };
 

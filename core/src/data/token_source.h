@@ -95,4 +95,8 @@ struct DataSplits {
 // Builds the configured train/validation sources; throws KeelError naming the file or folder.
 DataSplits open_data(const DataConfig& config);
 
+// For shards (token_shards.cpp): "<shard>: offset <byte>: token <id>" of the first token id at
+// or past `vocabulary`, or "" if none (or if `source` is not shards).
+std::string shard_token_out_of_range(const TokenSource& source, int32_t vocabulary);
+
 }  // namespace keel

@@ -23,8 +23,6 @@
 
 namespace keel {
 
-std::string shard_token_out_of_range(const TokenSource& source, int32_t vocabulary);  // data/token_shards.cpp
-
 Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)) {
   plugins_.create(config_);
   const BatchGeometry batches =

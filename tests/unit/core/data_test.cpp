@@ -93,6 +93,38 @@ TEST(TokenShards, ReadAcrossShardBoundaries) {
   EXPECT_EQ(got, (std::vector<int32_t>{2, 3, 4, 5, 6}));
 }
 
+// Llama 3's format: magic 20240801, version 7, uint32 tokens; one glob may mix it with GPT-2's.
+void write_shard_u32(const fs::path& file, const std::vector<uint32_t>& tokens, int64_t claimed = -1) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240801, header[1] = 7, header[2] = int32_t(claimed < 0 ? tokens.size() : claimed);
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
+}
+
+TEST(TokenShards, ReadsUint32ShardsBesideUint16Ones) {
+  TempDir dir;
+  write_shard(dir.path / "train_000.bin", {1, 2, 3});
+  write_shard_u32(dir.path / "train_001.bin", {70000, 5, 128255, 7});
+  auto splits = keel::open_data(shard_config(dir.path));
+  ASSERT_EQ(splits.train->num_tokens(), 7);
+  EXPECT_EQ(splits.train->max_token(), 128255);
+  EXPECT_EQ(splits.train->shard_token_counts(), (std::vector<int64_t>{3, 4}));
+  std::vector<int32_t> got(5);
+  splits.train->read(2, 5, got.data());
+  EXPECT_EQ(got, (std::vector<int32_t>{3, 70000, 5, 128255, 7}));
+  // The first token past the vocabulary, named by file, byte offset (4 bytes a token) and id.
+  EXPECT_EQ(keel::shard_token_out_of_range(*splits.train, 100000),
+            (dir.path / "train_001.bin").string() + ": offset 1032: token 128255");
+
+  write_shard_u32(dir.path / "train_001.bin", {1, 2}, 3);
+  std::string e = open_error(shard_config(dir.path));
+  EXPECT_NE(e.find("train_001.bin: truncated: the header promises 3 tokens (1036 bytes)"), std::string::npos) << e;
+  write_shard(dir.path / "train_001.bin", {1, 2}, 20240801, -1, 1);
+  e = open_error(shard_config(dir.path));
+  EXPECT_NE(e.find("offset 4: unsupported version 1, expected 7 for magic 20240801"), std::string::npos) << e;
+}
+
 TEST(TokenShards, BadShardsNameFileAndOffset) {
   TempDir dir;
   write_shard(dir.path / "train_000.bin", {1, 2, 3}, 12345);

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""End-to-end checks of `keel prepare-data --tokenizer`, run by ctest (tests/e2e/tokenizer.cmake).
+
+  oracle   trains four tokenizers with PyPI's `tokenizers` (tests/e2e/tokenizer_oracle.py) and
+           requires keel's shards to hold exactly its ids, token for token, for every document;
+           the llama3 one passes 65,535 tokens, so its shards are Llama 3's uint32 format. keel
+           trains from the shards and refuses a token id past model.vocab_size naming the shard
+           and the id. Runs in the venv of scripts/tokenizers-venv.sh (exit 77: PyPI unreachable).
+  refuse   writes a small hand-made tokenizer.json broken one way (--case) and requires keel
+           prepare-data to exit 1 with a message matching --pattern. Standard library only."""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FORMATS = {20240520: (1, "H"), 20240801: (7, "I")}  # magic: (version, struct code of a token)
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def must_run(cmd):
+    p = run(cmd)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p.stdout
+
+
+def read_shard(path):
+    """(magic, tokens) of one shard, after checking the header and the file size."""
+    data = open(path, "rb").read()
+    header = struct.unpack("<256i", data[:1024])
+    assert header[0] in FORMATS, f"{path}: magic {header[0]}"
+    version, code = FORMATS[header[0]]
+    assert header[1] == version, f"{path}: version {header[1]} for magic {header[0]}"
+    assert all(v == 0 for v in header[3:]), f"{path}: header ints 3..255 are not zero"
+    count, width = header[2], struct.calcsize(code)
+    assert len(data) == 1024 + width * count, f"{path}: {len(data)} bytes for {count} tokens of {width} bytes"
+    return header[0], struct.unpack(f"<{count}{code}", data[1024:])
+
+
+def first_difference(keel_ids, oracle_ids):
+    for i, (a, b) in enumerate(zip(keel_ids, oracle_ids)):
+        if a != b:
+            return i
+    return None if len(keel_ids) == len(oracle_ids) else min(len(keel_ids), len(oracle_ids))
+
+
+def check_oracle(keel, config, workdir, **_):
+    import tokenizer_oracle as oracle
+    from tokenizers import Tokenizer
+    corpus = oracle.make_corpus(workdir)
+    total_bytes = sum(os.path.getsize(p) for p in oracle.documents(corpus))
+    paths = oracle.build_tokenizers(workdir, corpus)
+    for name, path in paths.items():
+        tok = Tokenizer.from_file(path)
+        vocab = tok.get_vocab_size(with_added_tokens=True)
+        out = os.path.join(workdir, f"shards_{name}")
+        log = must_run([keel, "prepare-data", corpus, "--out", out, "--tokenizer", path, "--val-fraction", "0",
+                        "--shard-tokens", "200000"])
+        assert f"model.vocab_size >= {vocab}" in log, f"{name}: the summary does not say vocabulary {vocab}:\n{log}"
+        shards = [read_shard(f) for f in sorted(glob.glob(out + "/train_*.bin"))]
+        keel_ids = [t for _, tokens in shards for t in tokens]
+        expected, bounds = oracle.oracle_ids(path, corpus)
+        want_magic = 20240801 if vocab > 65535 else 20240520
+        assert {magic for magic, _ in shards} == {want_magic}, f"{name}: vocabulary {vocab} in shards of magic {shards[0][0]}"
+        assert len(expected) > 100_000, f"{name}: the oracle gave only {len(expected)} ids"
+        at = first_difference(keel_ids, expected)
+        if at is not None:
+            doc, start = max((b for b in bounds if b[1] <= at), key=lambda b: b[1])
+            sys.exit(f"FAIL: {name}: keel's {len(keel_ids)} ids differ from tokenizers' {len(expected)} at id {at} "
+                     f"({doc}, its id {at - start}): keel {[tok.id_to_token(t) for t in keel_ids[at:at + 6]]}, "
+                     f"tokenizers {[tok.id_to_token(t) for t in expected[at:at + 6]]}")
+        byte_fallback = sum(3 <= t < 259 for t in keel_ids) if name in ("llama2", "metaspace") else 0
+        past_u16 = sum(t > 65535 for t in keel_ids)
+        print(f"{name}: vocabulary {vocab}, {len(shards)} shard(s) of magic {want_magic}: {len(keel_ids)} ids for "
+              f"{total_bytes} bytes equal tokenizers' id for id ({byte_fallback} byte-fallback ids, {past_u16} ids > 65535)")
+        if name == "llama3":
+            assert past_u16 > 0, "no id past 65535 in the uint32 shards"
+        if name in ("llama2", "metaspace"):
+            assert byte_fallback > 100, f"{name}: only {byte_fallback} byte-fallback ids"
+
+    # keel trains from uint32 shards, and refuses an id past the vocabulary naming shard and id.
+    out = os.path.join(workdir, "shards_llama3")
+    settings = ["data.source=\"shards\"", f"data.train=\"{out}/train_*.bin\"", f"data.val=\"{out}/train_000000.bin\"",
+                "train.log_every=1", "train.sample_tokens=0", "data.val_batches=1", "train.checkpoint.every=0",
+                f"train.metrics_path=\"{workdir}/llama3.jsonl\"", "train.tensorboard_dir=\"none\""]
+    sets = [a for s in settings for a in ("--set", s)]
+    p = run([keel, "run", config, "--set", "train.steps=1"] + sets)
+    first_big = min(i for i, t in enumerate(read_shard(out + "/train_000000.bin")[1]) if t >= 256)
+    token = read_shard(out + "/train_000000.bin")[1][first_big]
+    expected = f"{out}/train_000000.bin: offset {1024 + 4 * first_big}: token {token}"
+    print(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "(no stderr)")
+    assert p.returncode != 0 and expected in p.stderr and "model.vocab_size 256" in p.stderr, \
+        f"expected a refusal naming {expected!r}:\n{p.stderr}"
+    vocab = Tokenizer.from_file(paths["llama3"]).get_vocab_size(with_added_tokens=True)
+    must_run([keel, "run", config, "--set", "train.steps=2", "--set", f"model.vocab_size={vocab}"] + sets)
+    losses = [json.loads(line)["loss"] for line in open(f"{workdir}/llama3.jsonl") if '"loss"' in line]
+    print(f"trained 2 steps on the uint32 shards: loss {losses[0]:.3f} (ln {vocab} = {math.log(vocab):.3f})")
+    assert abs(losses[0] - math.log(vocab)) < 1.5, f"initial loss {losses[0]} is not near ln {vocab}"
+
+
+# A small byte-level BPE tokenizer.json, the base of every refusal case.
+def base_tokenizer():
+    chars = [chr(c) for c in range(ord("!"), ord("~") + 1)] + ["Ġ", "Ċ", "ĉ"]
+    vocab = {c: i for i, c in enumerate(chars)}
+    merges = ["Ġ t", "h e", "Ġt he"]
+    for m in merges:
+        vocab["".join(m.split(" "))] = len(vocab)
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": len(vocab), "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": False, "special": True}],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+            "post_processor": None, "decoder": None,
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": vocab, "merges": merges}}
+
+
+def _dedupe_id(t):
+    t["model"]["vocab"]["he"] = t["model"]["vocab"]["!"]
+
+
+# case: how to break the base file (a function of the parsed JSON, or raw text).
+REFUSAL_CASES = {
+    "nfkc_normalizer": lambda t: t.update(normalizer={"type": "NFKC"}),
+    "nested_unknown_normalizer": lambda t: t.update(normalizer={"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "_"}, {"type": "Lowercase"}]}),
+    "regex_replace": lambda t: t.update(normalizer={"type": "Replace", "pattern": {"Regex": " +"}, "content": " "}),
+    "whitespace_pre_tokenizer": lambda t: t.update(pre_tokenizer={"type": "Whitespace"}),
+    "split_contiguous": lambda t: t.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Contiguous", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}),
+    "bad_regex": lambda t: t.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "(\\p{L}+"},
+                                                   "behavior": "Isolated", "invert": False}),
+    "byte_level_not_last": lambda t: t.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        {"type": "Split", "pattern": {"String": "x"}, "behavior": "Isolated", "invert": False}]}),
+    "wordpiece_model": lambda t: t["model"].update(type="WordPiece"),
+    "unigram_model": lambda t: t["model"].update(type="Unigram"),
+    "dropout": lambda t: t["model"].update(dropout=0.1),
+    "subword_prefix": lambda t: t["model"].update(continuing_subword_prefix="##"),
+    "duplicate_id": _dedupe_id,
+    "negative_id": lambda t: t["model"]["vocab"].update({"!": -1}),
+    "huge_id": lambda t: t["model"]["vocab"].update({"!": 1 << 40}),
+    "fractional_id": lambda t: t["model"]["vocab"].update({"!": 1.5}),
+    "long_token": lambda t: t["model"]["vocab"].update({"x" * 5000: 999}),
+    "merge_unknown_token": lambda t: t["model"]["merges"].append("Ġ zz"),
+    "merge_result_unknown": lambda t: t["model"]["merges"].append("! !"),
+    "merge_bad_form": lambda t: t["model"]["merges"].append("a b c"),
+    "merge_repeated": lambda t: t["model"]["merges"].append("h e"),
+    "unknown_unk": lambda t: t["model"].update(unk_token="<unk>"),
+    "unknown_model_key": lambda t: t["model"].update(frobnicate=True),
+    "unknown_top_key": lambda t: t.update(frobnicate=1),
+    "added_lstrip": lambda t: t["added_tokens"][0].update(lstrip=True),
+    "added_duplicate_id": lambda t: t["added_tokens"].append(dict(t["added_tokens"][0], content="<|other|>")),
+    "added_id_clash": lambda t: t["added_tokens"][0].update(id=0),
+    "added_empty": lambda t: t["added_tokens"][0].update(content=""),
+    "truncated": "truncate",
+    "too_deep": "deep",
+    "not_utf8_document": "bad_document",
+    "character_outside_vocabulary": "unknown_character",
+    "folder_as_tokenizer": "folder",
+    "missing_tokenizer": "missing",
+}
+
+
+def check_refuse(keel, workdir, case, pattern, **_):
+    spec = base_tokenizer()
+    action = REFUSAL_CASES[case]
+    doc = os.path.join(workdir, "doc.txt")
+    with open(doc, "w", encoding="utf-8") as f:
+        f.write("the theme<|endoftext|> then\n")
+    text = None
+    if callable(action):
+        action(spec)
+    elif action == "truncate":
+        text = json.dumps(spec)[:700]
+    elif action == "deep":
+        spec["decoder"] = json.loads("[" * 200 + "]" * 200)
+    elif action == "bad_document":
+        with open(doc, "wb") as f:
+            f.write(b"the caf\xe9 is here\n")  # Latin-1, not UTF-8
+    elif action == "unknown_character":
+        spec["pre_tokenizer"] = None  # raw characters reach the model: "é" is not in the vocabulary
+        with open(doc, "w", encoding="utf-8") as f:
+            f.write("theé\n")
+    path = os.path.join(workdir, "tokenizer.json")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text if text is not None else json.dumps(spec, ensure_ascii=False))
+    if action == "folder":
+        path = workdir
+    elif action == "missing":
+        path = os.path.join(workdir, "absent.json")
+    out = os.path.join(workdir, "out")
+    p = run([keel, "prepare-data", doc, "--out", out, "--tokenizer", path])
+    print(f"keel prepare-data --tokenizer ({case}) -> {p.returncode}: {p.stderr.strip()}")
+    assert p.returncode == 1, f"exit {p.returncode}, expected 1"
+    assert re.search(pattern, p.stderr), f"stderr does not match {pattern!r}"
+    assert not glob.glob(out + "/*.bin"), "a refused run wrote shards"
+
+
+def check_base_accepted(keel, workdir, **_):
+    """The refusal cases' base file is itself accepted, and its ids are the hand-computed ones."""
+    path = os.path.join(workdir, "tokenizer.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(base_tokenizer(), f, ensure_ascii=False)
+    doc = os.path.join(workdir, "doc.txt")
+    with open(doc, "w", encoding="utf-8") as f:
+        f.write("the theme<|endoftext|> then\n")
+    out = os.path.join(workdir, "out")
+    must_run([keel, "prepare-data", doc, "--out", out, "--tokenizer", path])
+    vocab = base_tokenizer()["model"]["vocab"]
+    ids = read_shard(out + "/train_000000.bin")[1]
+    # "the" → t h e → t he; " theme" → Ġthe m e; <|endoftext|>; " then" → Ġthe n; "\n" → Ċ
+    want = [vocab["t"], vocab["he"], vocab["Ġthe"], vocab["m"], vocab["e"], len(vocab), vocab["Ġthe"], vocab["n"], vocab["Ċ"]]
+    assert list(ids) == want, f"ids {list(ids)}, expected {want}"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check", choices=["oracle", "refuse", "base_accepted"])
+    parser.add_argument("--keel", required=True)
+    parser.add_argument("--config", help="oracle: the run config to train with")
+    parser.add_argument("--venv", help="oracle: the venv of scripts/tokenizers-venv.sh")
+    parser.add_argument("--case", choices=sorted(REFUSAL_CASES))
+    parser.add_argument("--pattern")
+    args = parser.parse_args()
+    if args.check == "oracle" and not os.environ.get("KEEL_IN_TOKENIZERS_VENV"):
+        script = os.path.join(HERE, "..", "..", "scripts", "tokenizers-venv.sh")
+        code = subprocess.run(["bash", script, args.venv]).returncode
+        if code != 0:
+            sys.exit(code)  # 77: skipped, PyPI out of reach
+        os.environ["KEEL_IN_TOKENIZERS_VENV"] = "1"
+        python = os.path.join(args.venv, "bin", "python")
+        os.execv(python, [python] + sys.argv)
+    sys.path.insert(0, HERE)
+    with tempfile.TemporaryDirectory() as workdir:
+        {"oracle": check_oracle, "refuse": check_refuse, "base_accepted": check_base_accepted}[args.check](
+            keel=args.keel, config=args.config, workdir=workdir, case=args.case, pattern=args.pattern)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
