@@ -1,0 +1,77 @@
+// RoPE, parallel over rows. Each row's cos and sin are computed once per frequency from the fp32
+// angle position · inv_freq (transformers forms that product in fp32 too) and shared by its
+// heads.
+#include "cpu/rope.h"
+
+#include "keel_support/parallel_threshold.hpp"
+
+#include <cmath>
+#include <vector>
+
+namespace keel::cpu {
+namespace {
+
+void turn(float* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
+          int64_t first, int64_t position0, float direction) {
+  const int64_t half = head_dim / 2;
+#pragma omp parallel if (B * T * heads * head_dim > keel_support::kParallelMinElementsHeavy)
+  {
+    std::vector<float> cosines(static_cast<size_t>(half)), sines(static_cast<size_t>(half));
+#pragma omp for
+    for (int64_t row = 0; row < B * T; ++row) {
+      const float position = static_cast<float>(position0 + row % T);
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(position * inv_freq[i]);
+        cosines[i] = static_cast<float>(std::cos(angle));
+        sines[i] = direction * static_cast<float>(std::sin(angle));
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* a = x + row * stride + first + h * head_dim;
+        float* b = a + half;
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) {
+          const float ai = a[i], bi = b[i];
+          a[i] = ai * cosines[i] - bi * sines[i];
+          b[i] = bi * cosines[i] + ai * sines[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void rope_inverse_frequencies(float* inv_freq, int64_t head_dim, double theta, const RopeScaling& scaling) {
+  constexpr double kTwoPi = 6.283185307179586;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    // fp32 exponent and power, as transformers' default rope init evaluates it.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    const float base = static_cast<float>(std::pow(static_cast<float>(theta), exponent));
+    float frequency = 1.0f / base;
+    if (scaling.factor > 0.0) {
+      const double wavelength = kTwoPi / frequency;
+      const double long_wavelength = scaling.original_max_position / scaling.low_freq_factor;
+      const double short_wavelength = scaling.original_max_position / scaling.high_freq_factor;
+      if (wavelength > long_wavelength) {
+        frequency = static_cast<float>(frequency / scaling.factor);
+      } else if (wavelength >= short_wavelength) {
+        const double smooth = (scaling.original_max_position / wavelength - scaling.low_freq_factor) /
+                              (scaling.high_freq_factor - scaling.low_freq_factor);
+        frequency = static_cast<float>((1.0 - smooth) * frequency / scaling.factor + smooth * frequency);
+      }
+    }
+    inv_freq[i] = frequency;
+  }
+}
+
+void rope_forward(float* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim,
+                  int64_t stride, int64_t first, int64_t position0) {
+  turn(x, inv_freq, B, T, heads, head_dim, stride, first, position0, 1.0f);
+}
+
+void rope_backward(float* dx, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim,
+                   int64_t stride, int64_t first, int64_t position0) {
+  turn(dx, inv_freq, B, T, heads, head_dim, stride, first, position0, -1.0f);
+}
+
+}  // namespace keel::cpu
