@@ -18,10 +18,13 @@ namespace {
 
 constexpr int64_t kBlock = 64;
 
-int64_t head_size(int64_t C, int64_t NH) {
+int64_t head_size(int64_t C, int64_t NH, int64_t NKV) {
   if (NH <= 0 || C % NH != 0)
     throw std::invalid_argument("attention: C = " + std::to_string(C) + " is not divisible by NH = " +
                                 std::to_string(NH));
+  if (NKV <= 0 || NH % NKV != 0)
+    throw std::invalid_argument("attention: NH = " + std::to_string(NH) + " is not a multiple of NKV = " +
+                                std::to_string(NKV));
   return C / NH;
 }
 
@@ -54,31 +57,34 @@ int64_t attention_saved_floats(int64_t B, int64_t T, int64_t C, int64_t NH) {
   return B * NH * T * T;
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = head_size(C, NH), C3 = 3 * C;
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                       int64_t NKV) {
+  const int64_t hs = head_size(C, NH, NKV), KC = NKV * hs, row = C + 2 * KC, group = NH / NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   BlasSingleThreaded single_threaded_blas;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
-      const float* q = qkv + b * T * C3 + h * hs;  // (T,hs), row stride 3C
-      const float* k = q + C;
-      const float* v = q + 2 * C;
+      const float* q = qkv + b * T * row + h * hs;             // (T,hs), row stride `row`
+      const float* k = qkv + b * T * row + C + h / group * hs;  // its key/value head
+      const float* v = k + KC;
       float* p = att + (b * NH + h) * T * T;  // (T,T)
       float* o = out + b * T * C + h * hs;    // (T,hs), row stride C
       for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
         const int64_t r1 = std::min(T, r0 + kBlock), rows = r1 - r0;
-        sgemm(false, true, rows, r1, hs, scale, q + r0 * C3, C3, k, C3, 0.0f, p + r0 * T, T);
+        sgemm(false, true, rows, r1, hs, scale, q + r0 * row, row, k, row, 0.0f, p + r0 * T, T);
         for (int64_t t = r0; t < r1; ++t) causal_softmax_row(p + t * T, t, T);
-        sgemm(false, false, rows, hs, r1, 1.0f, p + r0 * T, T, v, C3, 0.0f, o + r0 * C, C);
+        sgemm(false, false, rows, hs, r1, 1.0f, p + r0 * T, T, v, row, 0.0f, o + r0 * C, C);
       }
     }
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,
-                        int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = head_size(C, NH), C3 = 3 * C;
+// Threads take (batch, key/value head) pairs, so the query heads that share a key/value head
+// add into its dk and dv one after another, never at once.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+                        int64_t C, int64_t NH, int64_t NKV) {
+  const int64_t hs = head_size(C, NH, NKV), KC = NKV * hs, row = C + 2 * KC, group = NH / NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   BlasSingleThreaded single_threaded_blas;
 #pragma omp parallel
@@ -86,32 +92,34 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     std::vector<float> ds(T * T);  // per thread: dP, then dS in place
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b) {
-      for (int64_t h = 0; h < NH; ++h) {
-        const float* q = qkv + b * T * C3 + h * hs;
-        const float* k = q + C;
-        const float* v = q + 2 * C;
-        float* dq = dqkv + b * T * C3 + h * hs;
-        float* dk = dq + C;
-        float* dv = dq + 2 * C;
-        const float* p = att + (b * NH + h) * T * T;
-        const float* dO = dout + b * T * C + h * hs;
-        // dP = dO · vᵀ, then dS = softmax backward of dP, one row block at a time.
-        for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
-          const int64_t r1 = std::min(T, r0 + kBlock);
-          sgemm(false, true, r1 - r0, r1, hs, 1.0f, dO + r0 * C, C, v, C3, 0.0f, ds.data() + r0 * T, T);
-          for (int64_t t = r0; t < r1; ++t) causal_softmax_backward_row(ds.data() + t * T, p + t * T, t, T, scale);
-        }
-        // dv += Pᵀ · dO and dk += dSᵀ · q; key block c0..c1 is only seen by queries t ≥ c0.
-        for (int64_t c0 = 0; c0 < T; c0 += kBlock) {
-          const int64_t cols = std::min(T, c0 + kBlock) - c0, rows = T - c0;
-          sgemm(true, false, cols, hs, rows, 1.0f, p + c0 * T + c0, T, dO + c0 * C, C, 1.0f, dv + c0 * C3, C3);
-          sgemm(true, false, cols, hs, rows, 1.0f, ds.data() + c0 * T + c0, T, q + c0 * C3, C3, 1.0f,
-                dk + c0 * C3, C3);
-        }
-        // dq += dS · k, where query block r0..r1 only meets keys before r1.
-        for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
-          const int64_t r1 = std::min(T, r0 + kBlock);
-          sgemm(false, false, r1 - r0, hs, r1, 1.0f, ds.data() + r0 * T, T, k, C3, 1.0f, dq + r0 * C3, C3);
+      for (int64_t g = 0; g < NKV; ++g) {
+        const float* k = qkv + b * T * row + C + g * hs;
+        const float* v = k + KC;
+        float* dk = dqkv + b * T * row + C + g * hs;
+        float* dv = dk + KC;
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const float* q = qkv + b * T * row + h * hs;
+          float* dq = dqkv + b * T * row + h * hs;
+          const float* p = att + (b * NH + h) * T * T;
+          const float* dO = dout + b * T * C + h * hs;
+          // dP = dO · vᵀ, then dS = softmax backward of dP, one row block at a time.
+          for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+            const int64_t r1 = std::min(T, r0 + kBlock);
+            sgemm(false, true, r1 - r0, r1, hs, 1.0f, dO + r0 * C, C, v, row, 0.0f, ds.data() + r0 * T, T);
+            for (int64_t t = r0; t < r1; ++t) causal_softmax_backward_row(ds.data() + t * T, p + t * T, t, T, scale);
+          }
+          // dv += Pᵀ · dO and dk += dSᵀ · q; key block c0..c1 is only seen by queries t ≥ c0.
+          for (int64_t c0 = 0; c0 < T; c0 += kBlock) {
+            const int64_t cols = std::min(T, c0 + kBlock) - c0, rows = T - c0;
+            sgemm(true, false, cols, hs, rows, 1.0f, p + c0 * T + c0, T, dO + c0 * C, C, 1.0f, dv + c0 * row, row);
+            sgemm(true, false, cols, hs, rows, 1.0f, ds.data() + c0 * T + c0, T, q + c0 * row, row, 1.0f,
+                  dk + c0 * row, row);
+          }
+          // dq += dS · k, where query block r0..r1 only meets keys before r1.
+          for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+            const int64_t r1 = std::min(T, r0 + kBlock);
+            sgemm(false, false, r1 - r0, hs, r1, 1.0f, ds.data() + r0 * T, T, k, row, 1.0f, dq + r0 * row, row);
+          }
         }
       }
     }

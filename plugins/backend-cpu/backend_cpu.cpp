@@ -251,7 +251,7 @@ keel_status attention_forward(void* backend, float* out, float* saved, const flo
                               int64_t C, int64_t NH) {
   return run(backend, [&] {
     require_attention_shape(B, T, C, NH, "attention_forward");
-    keel::cpu::attention_forward(out, saved, qkv, B, T, C, NH);
+    keel::cpu::attention_forward(out, saved, qkv, B, T, C, NH, NH);
   });
 }
 
@@ -259,7 +259,7 @@ keel_status attention_backward(void* backend, float* dqkv, const float* dout, co
                                int64_t B, int64_t T, int64_t C, int64_t NH) {
   return run(backend, [&] {
     require_attention_shape(B, T, C, NH, "attention_backward");
-    keel::cpu::attention_backward(dqkv, dout, qkv, saved, B, T, C, NH);
+    keel::cpu::attention_backward(dqkv, dout, qkv, saved, B, T, C, NH, NH);
   });
 }
 

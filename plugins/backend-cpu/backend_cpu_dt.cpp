@@ -179,7 +179,7 @@ keel_status attention_forward_dt(void* backend, keel_dtype dt, void* out, void* 
     const bool bf = bf16_storage(dt, "attention_forward_dt");
     const Fp32Input x(bf, qkv, B * T * 3 * C);
     const Fp32Output y(bf, out, B * T * C, kWrite);
-    cpu::attention_forward(y.get(), static_cast<float*>(saved), x.get(), B, T, C, NH);
+    cpu::attention_forward(y.get(), static_cast<float*>(saved), x.get(), B, T, C, NH, NH);
     y.store();
   });
 }
@@ -193,7 +193,7 @@ keel_status attention_backward_dt(void* backend, keel_dtype dt, void* dqkv, cons
     const bool bf = bf16_storage(dt, "attention_backward_dt");
     const Fp32Input g(bf, dout, B * T * C), x(bf, qkv, B * T * 3 * C);
     const Fp32Output dx(bf, dqkv, B * T * 3 * C, kAccumulate);
-    cpu::attention_backward(dx.get(), g.get(), x.get(), static_cast<const float*>(saved), B, T, C, NH);
+    cpu::attention_backward(dx.get(), g.get(), x.get(), static_cast<const float*>(saved), B, T, C, NH, NH);
     dx.store();
   });
 }
