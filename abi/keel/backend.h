@@ -248,6 +248,42 @@ typedef struct keel_backend_api {
   keel_status (*sgd_update)(void* backend, float* params, const float* grads, float* momentum_buffer, int64_t n,
                             float lr, double momentum, double dampening, int32_t nesterov, double weight_decay,
                             float grad_scale, int64_t step);
+
+  /* --- appended in 0.9: the Llama family's ops, at the compute type like the 0.8 *_dt ops.
+     Optional: a model needs them only to build such a network, and refuses a backend without. */
+  /* out(N,C) = (inp · rstd) · weight with rstd = 1/sqrt(mean over the row of inp² + eps): RMSNorm
+     (no centring, no bias); saves rstd(N), fp32. */
+  keel_status (*rmsnorm_forward_dt)(void* backend, keel_dtype dt, void* out, float* rstd, const void* inp,
+                                    const void* weight, int64_t N, int64_t C, float eps);
+  keel_status (*rmsnorm_backward_dt)(void* backend, keel_dtype dt, void* dinp, float* dweight, const void* dout,
+                                     const void* inp, const void* weight, const float* rstd, int64_t N, int64_t C);
+  /* Rotary position embedding in place, Hugging Face's rotate-half convention: in each of B·T
+     rows of x (row stride `stride` elements), the `heads` heads of head_dim channels from column
+     `first` on are split in halves a, b, and pair i turns by θ = position · inv_freq[i]:
+     a' = a cos θ − b sin θ, b' = b cos θ + a sin θ, where row b·T + t is at position
+     position0 + t. inv_freq(head_dim/2) is fp32 backend memory; θ is formed in fp32. The
+     backward turns by −θ in place: dx holds ∂loss/∂x' on entry and ∂loss/∂x on return. */
+  keel_status (*rope_forward_dt)(void* backend, keel_dtype dt, void* x, const float* inv_freq, int64_t B, int64_t T,
+                                 int64_t heads, int64_t head_dim, int64_t stride, int64_t first, int64_t position0);
+  keel_status (*rope_backward_dt)(void* backend, keel_dtype dt, void* dx, const float* inv_freq, int64_t B,
+                                  int64_t T, int64_t heads, int64_t head_dim, int64_t stride, int64_t first,
+                                  int64_t position0);
+  /* SwiGLU over rows holding the gate and up projections side by side (gate_up(N,2F): gate in
+     columns 0..F-1): out(N,F) = silu(gate) · up, silu(g) = g / (1 + e^−g). */
+  keel_status (*swiglu_forward_dt)(void* backend, keel_dtype dt, void* out, const void* gate_up, int64_t N,
+                                   int64_t F);
+  keel_status (*swiglu_backward_dt)(void* backend, keel_dtype dt, void* dgate_up, const void* dout,
+                                    const void* gate_up, int64_t N, int64_t F);
+  /* Grouped-query attention: as attention_*_dt, but each qkv row holds q as NH heads of
+     hs = C/NH, then k and v as NKV heads each (row width C + 2·NKV·hs; NH a multiple of NKV),
+     and query head h attends with key/value head h / (NH/NKV). NKV = NH is the 0.8 op. */
+  int64_t (*attention_gqa_saved_bytes)(void* backend, keel_dtype dt, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                       int64_t NKV);
+  keel_status (*attention_gqa_forward_dt)(void* backend, keel_dtype dt, void* out, void* saved, const void* qkv,
+                                          int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV);
+  keel_status (*attention_gqa_backward_dt)(void* backend, keel_dtype dt, void* dqkv, const void* dout,
+                                           const void* qkv, const void* out, const void* saved, int64_t B,
+                                           int64_t T, int64_t C, int64_t NH, int64_t NKV);
 } keel_backend_api;
 
 #ifdef __cplusplus

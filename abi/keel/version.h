@@ -20,11 +20,13 @@
    0.8: device-true contracts: the backend's queue, events, host staging memory and element
         types (backend.h *_dt ops, fused cross-entropy and optimizer updates); the model adds its
         loss in backend memory; communicators created on a backend and their reach (comm.h);
-        optimizers handed the backend (optimizer.h). */
+        optimizers handed the backend (optimizer.h).
+   0.9: the Llama family's backend ops: RMSNorm, rotary position embedding, SwiGLU and
+        grouped-query attention (backend.h). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 8
+#define KEEL_ABI_VERSION_MINOR 9
 
 #endif

@@ -427,6 +427,7 @@ keel_backend_api make_api() {
   fill_queue_slots(api);  // 0.8
   fill_dt_slots(api);
   fill_optimizer_slots(api);
+  fill_llama_slots(api);
   return api;
 }
 

@@ -2,7 +2,8 @@
 // under, the argument checks, and the functions that fill each file's part of the table.
 // backend_cpu.cpp holds the config and the fp32 ops of ABI 0.1-0.6; the 0.8 slots live in
 // backend_cpu_queue.cpp (queue, events, host memory, convert), backend_cpu_dt.cpp (the ops at an
-// element type) and backend_cpu_optimizer.cpp (the fused optimizer updates).
+// element type) and backend_cpu_optimizer.cpp (the fused optimizer updates); the 0.9 slots in
+// backend_cpu_llama.cpp (the Llama family's ops).
 #pragma once
 
 #include <keel/backend.h>
@@ -61,5 +62,6 @@ void* allocate_aligned(size_t bytes, size_t* out_rounded, const char* op);
 void fill_queue_slots(keel_backend_api& api);
 void fill_dt_slots(keel_backend_api& api);
 void fill_optimizer_slots(keel_backend_api& api);
+void fill_llama_slots(keel_backend_api& api);
 
 }  // namespace keel_backend_cpu

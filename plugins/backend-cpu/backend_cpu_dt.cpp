@@ -13,6 +13,7 @@
 #include "keel_support/parallel_threshold.hpp"
 
 #include "backend_cpu.hpp"      // defines: CpuBackend, run, require*, is_bf16
+#include "backend_cpu_dt.hpp"   // defines: bf16_storage, Fp32Input, Fp32Output
 #include "cpu/attention.h"      // defines: attention_forward, attention_backward
 #include "cpu/bf16.h"           // defines: bf16, widen_bf16, round_to_bf16
 #include "cpu/elementwise.h"    // defines: add, accumulate, scale
@@ -28,55 +29,6 @@ namespace {
 
 namespace cpu = keel::cpu;
 using cpu::bf16;
-
-// True at bf16, false at fp32; any other type is refused naming the op.
-bool bf16_storage(keel_dtype dt, const char* op) {
-  if (is_fp32(dt)) return false;
-  if (is_bf16(dt)) return true;
-  throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(op) + ": the cpu backend runs fp32 and bf16, not " +
-                                                dtype_name(dt));
-}
-
-// An operand the op reads, at fp32: the caller's memory at fp32, a widened copy at bf16. NULL
-// (an absent bias, wpe) stays NULL.
-class Fp32Input {
- public:
-  Fp32Input(bool widen, const void* data, int64_t n) : ptr_(static_cast<const float*>(data)) {
-    if (!widen || !data) return;
-    scratch_.reset(new float[n]);
-    cpu::widen_bf16(scratch_.get(), static_cast<const bf16*>(data), n);
-    ptr_ = scratch_.get();
-  }
-  const float* get() const { return ptr_; }
-
- private:
-  std::unique_ptr<float[]> scratch_;
-  const float* ptr_;
-};
-
-// An operand the op writes, at fp32: the caller's memory at fp32; at bf16 fp32 scratch that
-// store() rounds into the caller's memory. kAccumulate (a backward's +=, scale's *=) widens
-// the caller's values into the scratch first. NULL (an output not wanted) stays NULL.
-enum Access { kWrite, kAccumulate };
-class Fp32Output {
- public:
-  Fp32Output(bool round, void* data, int64_t n, Access access) : ptr_(static_cast<float*>(data)), dst_(data), n_(n) {
-    if (!round || !data) return;
-    scratch_.reset(new float[n]);
-    if (access == kAccumulate) cpu::widen_bf16(scratch_.get(), static_cast<const bf16*>(data), n);
-    ptr_ = scratch_.get();
-  }
-  float* get() const { return ptr_; }
-  void store() const {
-    if (scratch_) cpu::round_to_bf16(static_cast<bf16*>(dst_), scratch_.get(), n_);
-  }
-
- private:
-  std::unique_ptr<float[]> scratch_;
-  float* ptr_;
-  void* dst_;
-  int64_t n_;
-};
 
 // The table rows the tokens pick, widened, in token order: rows(count, C), and `local[i]` the
 // row of token i in it, or `count` (no row) for a token outside [row_begin, row_begin+rows).

@@ -89,9 +89,19 @@ TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
   EXPECT_SLOT(sum_squares_dt);
   EXPECT_SLOT(adamw_update);
   EXPECT_SLOT(sgd_update);
+  EXPECT_SLOT(rmsnorm_forward_dt);  // 0.9
+  EXPECT_SLOT(rmsnorm_backward_dt);
+  EXPECT_SLOT(rope_forward_dt);
+  EXPECT_SLOT(rope_backward_dt);
+  EXPECT_SLOT(swiglu_forward_dt);
+  EXPECT_SLOT(swiglu_backward_dt);
+  EXPECT_SLOT(attention_gqa_saved_bytes);
+  EXPECT_SLOT(attention_gqa_forward_dt);
+  EXPECT_SLOT(attention_gqa_backward_dt);
 #undef EXPECT_SLOT
   // Every slot of this ABI minor is listed above: the table holds nothing after the last one.
-  EXPECT_EQ(offsetof(keel_backend_api, sgd_update) + sizeof(table->sgd_update), sizeof(keel_backend_api));
+  EXPECT_EQ(offsetof(keel_backend_api, attention_gqa_backward_dt) + sizeof(table->attention_gqa_backward_dt),
+            sizeof(keel_backend_api));
 }
 
 TEST(BackendCpuPlugin, ValidateConfigAcceptsItsKeysAndExplainsMistakes) {

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 8
+const KEEL_ABI_VERSION_MINOR = 9
 
 const KEEL_MAX_DIMS = 4
 
@@ -224,6 +224,15 @@ struct keel_backend_api
     sum_squares_dt::Ptr{Cvoid}
     adamw_update::Ptr{Cvoid}
     sgd_update::Ptr{Cvoid}
+    rmsnorm_forward_dt::Ptr{Cvoid}
+    rmsnorm_backward_dt::Ptr{Cvoid}
+    rope_forward_dt::Ptr{Cvoid}
+    rope_backward_dt::Ptr{Cvoid}
+    swiglu_forward_dt::Ptr{Cvoid}
+    swiglu_backward_dt::Ptr{Cvoid}
+    attention_gqa_saved_bytes::Ptr{Cvoid}
+    attention_gqa_forward_dt::Ptr{Cvoid}
+    attention_gqa_backward_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
