@@ -10,7 +10,6 @@
 namespace keel_gpt {
 
 using keel_support::Carver;
-using keel_support::LayerLease;
 using keel_support::StatusError;
 
 void GptModel::backward(const keel_backward_args& args) {
@@ -165,18 +164,12 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   // A split backward's INPUT part keeps each output gradient for the WEIGHT part.
   auto keep = [&](Elems to, Elems from, int64_t n) { ops_.copy(to, from, n); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-  const Elems ln1 = a.ln1 + l * N * C;
-  const float* ln1_mean = a.ln1_mean + l * Nr;
-  const float* ln1_rstd = a.ln1_rstd + l * Nr;
-  const Elems qkv = a.qkv + l * N * 3 * Cl;
-  const Elems atty = a.atty + l * N * Cl;
-  const char* att_saved = a.att_saved + l * a.att_saved_per_layer;
-  const Elems residual2 = a.residual2 + l * Nr * C;
-  const Elems ln2 = a.ln2 + l * N * C;
-  const float* ln2_mean = a.ln2_mean + l * Nr;
-  const float* ln2_rstd = a.ln2_rstd + l * Nr;
-  const Elems fch = a.fch + l * N * F;
-  const Elems fch_gelu = a.fch_gelu + l * N * F;
+  const BlockActivations v = block_activations(a, l);
+  recompute_block(v, residual, lease, B, T, /*for_input=*/true);
+  const Elems ln1 = v.ln1, qkv = v.qkv, atty = v.atty, residual2 = v.residual2, ln2 = v.ln2;
+  const Elems fch = v.fch, fch_gelu = v.fch_gelu;
+  const float *ln1_mean = v.ln1_mean, *ln1_rstd = v.ln1_rstd, *ln2_mean = v.ln2_mean, *ln2_rstd = v.ln2_rstd;
+  const char* att_saved = v.att_saved;
 
   // MLP branch: residual3 = residual2 + proj(gelu(fc(ln2(residual2)))). dresidual holds
   // ∂/∂residual3, which is also the gradient of the projection's output. The replicated
@@ -220,17 +213,14 @@ void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param
   auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
   auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-  ops_.matmul_backward(Elems(), dw(FCPROJ_W), dw(FCPROJ_B), d.fcproj + l * N * C, a.fch_gelu + l * N * F, w(FCPROJ_W),
-                       N, F, C);
-  ops_.matmul_backward(Elems(), dw(FC_W), dw(FC_B), d.fch + l * N * F, a.ln2 + l * N * C, w(FC_W), N, C, F);
-  norm_weight_backward(dw(LN2_W), dw(LN2_B), d.ln2 + l * Nr * C, a.residual2 + l * Nr * C, w(LN2_W),
-                       a.ln2_mean + l * Nr, a.ln2_rstd + l * Nr, N);
-  ops_.matmul_backward(Elems(), dw(ATTPROJ_W), dw(ATTPROJ_B), d.attproj + l * N * C, a.atty + l * N * Cl,
-                       w(ATTPROJ_W), N, Cl, C);
-  ops_.matmul_backward(Elems(), dw(QKV_W), dw(QKV_B), d.qkv + l * N * 3 * Cl, a.ln1 + l * N * C, w(QKV_W), N, C,
-                       3 * Cl);
-  norm_weight_backward(dw(LN1_W), dw(LN1_B), d.ln1 + l * Nr * C, residual, w(LN1_W), a.ln1_mean + l * Nr,
-                       a.ln1_rstd + l * Nr, N);
+  const BlockActivations v = block_activations(a, l);
+  recompute_block(v, residual, lease, a.B, a.T, /*for_input=*/false);  // FULL: again, the INPUT part's is gone
+  ops_.matmul_backward(Elems(), dw(FCPROJ_W), dw(FCPROJ_B), d.fcproj + l * N * C, v.fch_gelu, w(FCPROJ_W), N, F, C);
+  ops_.matmul_backward(Elems(), dw(FC_W), dw(FC_B), d.fch + l * N * F, v.ln2, w(FC_W), N, C, F);
+  norm_weight_backward(dw(LN2_W), dw(LN2_B), d.ln2 + l * Nr * C, v.residual2, w(LN2_W), v.ln2_mean, v.ln2_rstd, N);
+  ops_.matmul_backward(Elems(), dw(ATTPROJ_W), dw(ATTPROJ_B), d.attproj + l * N * C, v.atty, w(ATTPROJ_W), N, Cl, C);
+  ops_.matmul_backward(Elems(), dw(QKV_W), dw(QKV_B), d.qkv + l * N * 3 * Cl, v.ln1, w(QKV_W), N, C, 3 * Cl);
+  norm_weight_backward(dw(LN1_W), dw(LN1_B), d.ln1 + l * Nr * C, residual, w(LN1_W), v.ln1_mean, v.ln1_rstd, N);
   lease.release(true);
 }
 

@@ -5,6 +5,7 @@
 
 #include <keel_support/sized_output.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -24,12 +25,18 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
   c.d_model = section.get_in_range<int32_t>("d_model", c.d_model, 1, 1 << 20);
   c.vocab_size = section.get_in_range<int32_t>("vocab_size", c.vocab_size, 1, (1 << 30));
   c.max_seq_len = section.get_in_range<int32_t>("seq_len", c.max_seq_len, 1, 1 << 24);
+  const std::string recompute = section.get_choice("recompute", "none", {"none", "selective", "full"});
+  c.recompute = recompute == "full" ? Recompute::FULL : recompute == "selective" ? Recompute::SELECTIVE : Recompute::NONE;
   section.finish();
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));
   c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
   return c;
+}
+
+const char* recompute_name(Recompute mode) {
+  return mode == Recompute::FULL ? "full" : mode == Recompute::SELECTIVE ? "selective" : "none";
 }
 
 GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
@@ -73,21 +80,24 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   const int64_t Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
   const int64_t N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t head = a.head ? 1 : 0;  // the head's buffers exist on the last chunk only
+  // Layers of each kept tensor: FULL keeps only the blocks' outputs, SELECTIVE all but attention's state.
+  const int64_t Lk = config_.recompute == Recompute::FULL ? 0 : L;
+  const int64_t La = config_.recompute == Recompute::NONE ? L : 0;
   Carver carve(base);
   auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
   a.encoded = elems(Nr * C);
-  a.ln1 = elems(L * N * C);
-  a.ln1_mean = carve.take<float>(L * Nr);
-  a.ln1_rstd = carve.take<float>(L * Nr);
-  a.qkv = elems(L * N * 3 * Cl);
-  a.atty = elems(L * N * Cl);
-  a.att_saved = carve.take<char>(L * a.att_saved_per_layer);
-  a.residual2 = elems(L * Nr * C);
-  a.ln2 = elems(L * N * C);
-  a.ln2_mean = carve.take<float>(L * Nr);
-  a.ln2_rstd = carve.take<float>(L * Nr);
-  a.fch = elems(L * N * F);
-  a.fch_gelu = elems(L * N * F);
+  a.ln1 = elems(Lk * N * C);
+  a.ln1_mean = carve.take<float>(Lk * Nr);
+  a.ln1_rstd = carve.take<float>(Lk * Nr);
+  a.qkv = elems(Lk * N * 3 * Cl);
+  a.atty = elems(Lk * N * Cl);
+  a.att_saved = carve.take<char>(La * a.att_saved_per_layer);
+  a.residual2 = elems(Lk * Nr * C);
+  a.ln2 = elems(Lk * N * C);
+  a.ln2_mean = carve.take<float>(Lk * Nr);
+  a.ln2_rstd = carve.take<float>(Lk * Nr);
+  a.fch = elems(Lk * N * F);
+  a.fch_gelu = elems(Lk * N * F);
   a.residual3 = elems(L * Nr * C);
   a.lnf = elems(head * N * C);
   a.lnf_mean = carve.take<float>(head * Nr);
@@ -99,6 +109,66 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   a.tokens = carve.take<int32_t>(N);
   a.targets = carve.take<int32_t>(head * N);
   *out_bytes = carve.used();
+}
+
+BlockActivations GptModel::block_activations(const Activations& a, int64_t l) const {
+  if (config_.recompute == Recompute::FULL) return recompute_.block;
+  const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
+  const int64_t Cl = share_.channels, F = share_.hidden;
+  BlockActivations v;
+  v.ln1 = a.ln1 + l * N * C;
+  v.ln1_mean = a.ln1_mean + l * Nr;
+  v.ln1_rstd = a.ln1_rstd + l * Nr;
+  v.qkv = a.qkv + l * N * 3 * Cl;
+  v.atty = a.atty + l * N * Cl;
+  v.att_saved = config_.recompute == Recompute::SELECTIVE ? recompute_.block.att_saved
+                                                            : a.att_saved + l * a.att_saved_per_layer;
+  v.residual2 = a.residual2 + l * Nr * C;
+  v.ln2 = a.ln2 + l * N * C;
+  v.ln2_mean = a.ln2_mean + l * Nr;
+  v.ln2_rstd = a.ln2_rstd + l * Nr;
+  v.fch = a.fch + l * N * F;
+  v.fch_gelu = a.fch_gelu + l * N * F;
+  return v;
+}
+
+// One block's worth of what recomputation writes: every block tensor but the output under FULL,
+// attention's saved state and output under SELECTIVE. Sized by the same formulas as
+// carve_activations' per-layer pieces, so the log's numbers add up with the activations' own.
+void GptModel::ensure_recompute_scratch(int64_t B, int64_t T) {
+  const int64_t N = B * T, att_bytes = ops_.attention_saved_bytes(B, T, share_.channels, share_.heads);
+  if (config_.recompute == Recompute::NONE || (recompute_.rows >= N && recompute_.att_saved_bytes >= att_bytes)) return;
+  const int64_t rows = std::max(N, recompute_.rows), att = std::max(att_bytes, recompute_.att_saved_bytes);
+  const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Nr = norm_rows(rows);
+  const int64_t full = config_.recompute == Recompute::FULL ? 1 : 0;
+  auto carve_all = [&](RecomputeScratch& r, char* base) {
+    Carver carve(base);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    BlockActivations& v = r.block;
+    v.ln1 = elems(full * rows * C);
+    v.ln1_mean = carve.take<float>(full * Nr);
+    v.ln1_rstd = carve.take<float>(full * Nr);
+    v.qkv = elems(full * rows * 3 * Cl);
+    v.atty = elems(full * rows * Cl);
+    v.att_saved = carve.take<char>(att);
+    v.residual2 = elems(full * Nr * C);
+    v.ln2 = elems(full * rows * C);
+    v.ln2_mean = carve.take<float>(full * Nr);
+    v.ln2_rstd = carve.take<float>(full * Nr);
+    v.fch = elems(full * rows * F);
+    v.fch_gelu = elems(full * rows * F);
+    r.atty = elems((1 - full) * rows * Cl);
+    return carve.used();
+  };
+  recompute_.memory = BackendBuffer();  // free the smaller one first: peak memory is one copy
+  recompute_.rows = 0;
+  const size_t bytes = carve_all(recompute_, nullptr);
+  recompute_.memory = backend_.alloc_bytes(bytes);
+  carve_all(recompute_, static_cast<char*>(recompute_.memory.get()));
+  recompute_.rows = rows;
+  recompute_.att_saved_bytes = att;
+  keel_logf(host_, KEEL_LOG_DEBUG, "model gpt", "recompute buffer (%s, one block, %lld tokens): %zu bytes",
+            recompute_name(config_.recompute), static_cast<long long>(rows), bytes);
 }
 
 Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T) {
@@ -127,11 +197,14 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
   // holds as this rank's rows (the embedding output, the residual stream, the norms' statistics);
   // the norms' outputs are kept gathered, as the column-parallel matmuls' weight gradients read them.
   const int64_t L = a.blocks, C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(B) * T);
-  const int64_t row_bytes = int64_t(ops_.bytes(Nr * C + 2 * L * Nr * C)) + int64_t(sizeof(float)) * (4 * L * Nr + (a.head ? 2 * Nr : 0));
+  const int64_t Lk = config_.recompute == Recompute::FULL ? 0 : L;  // layers of residual2 and the norms' statistics
+  const int64_t row_bytes = int64_t(ops_.bytes(Nr * C + (L + Lk) * Nr * C)) +
+                            int64_t(sizeof(float)) * (4 * Lk * Nr + (a.head ? 2 * Nr : 0));
   keel_logf(host_, KEEL_LOG_DEBUG, "model gpt",
-            "activations for micro-batch %d%s (%d x %d tokens, tp %d%s): %zu bytes, of which token-row regions "
-            "%lld bytes",
-            microbatch, plan_.chunks() > 1 ? (", chunk " + std::to_string(chunk)).c_str() : "", B, T, tp_.size, sequence_parallel_ ? ", sequence parallel" : "", bytes,
+            "activations for micro-batch %d%s (%d x %d tokens, tp %d%s, recompute %s): %zu bytes, of which token-row "
+            "regions %lld bytes",
+            microbatch, plan_.chunks() > 1 ? (", chunk " + std::to_string(chunk)).c_str() : "", B, T, tp_.size,
+            sequence_parallel_ ? ", sequence parallel" : "", recompute_name(config_.recompute), bytes,
             static_cast<long long>(row_bytes));
   return a;
 }
@@ -218,6 +291,7 @@ void GptModel::forward(keel_forward_args* args) {
   Activations& a = activations_for(args->microbatch, chunk, B, T);
   a.backward_pending = a.weight_pending = false;
   ensure_grad_scratch(N);
+  ensure_recompute_scratch(B, T);
   if (first) {
     KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
   }
@@ -255,48 +329,54 @@ void GptModel::embedding_forward(Activations& a, const keel_param_access* access
 }
 
 void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
-  GradScratch& s = scratch_;
-  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
-  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
+  const int64_t C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(a.B) * a.T);
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
-  const Elems ln1 = a.ln1 + l * N * C;            // (B,T,C)
-  float* ln1_mean = a.ln1_mean + l * Nr;          // (Nr)
-  float* ln1_rstd = a.ln1_rstd + l * Nr;          // (Nr)
-  const Elems qkv = a.qkv + l * N * 3 * Cl;       // (B,T,3C/tp)
-  const Elems atty = a.atty + l * N * Cl;         // (B,T,C/tp)
-  char* att_saved = a.att_saved + l * a.att_saved_per_layer;
-  const Elems residual2 = a.residual2 + l * Nr * C;  // (Nr,C)
-  const Elems ln2 = a.ln2 + l * N * C;            // (B,T,C)
-  float* ln2_mean = a.ln2_mean + l * Nr;          // (Nr)
-  float* ln2_rstd = a.ln2_rstd + l * Nr;          // (Nr)
-  const Elems fch = a.fch + l * N * F;            // (B,T,4C/tp)
-  const Elems fch_gelu = a.fch_gelu + l * N * F;  // (B,T,4C/tp)
-  const Elems residual3 = a.residual3 + l * Nr * C;  // (Nr,C)
+  block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
+  lease.release(false);
+}
+
+void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elems residual3, const LayerLease& lease,
+                                 int64_t B, int64_t T) {
+  GradScratch& s = scratch_;
+  const int64_t C = config_.d_model, N = B * T, Nr = norm_rows(N);
+  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
+  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
   // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
   // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
-  const Elems ln_out1 = sequence_parallel_ ? s.ln_rows : ln1;
-  const Elems ln_out2 = sequence_parallel_ ? s.ln_rows : ln2;
-  const Elems proj_out = sequence_parallel_ ? s.partial : residual2;
-  const Elems fcproj_out = sequence_parallel_ ? s.partial : residual3;
+  const Elems ln_out1 = sequence_parallel_ ? s.ln_rows : v.ln1;
+  const Elems ln_out2 = sequence_parallel_ ? s.ln_rows : v.ln2;
+  const Elems proj_out = sequence_parallel_ ? s.partial : v.residual2;
 
-  ops_.layernorm_forward(ln_out1, ln1_mean, ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
-  enter_tp_region(ln_out1, ln1, N);
-  ops_.matmul_forward(qkv, ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
-  ops_.attention_forward(atty, att_saved, qkv, B, T, Cl, NH);
-  ops_.matmul_forward(proj_out, atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
-  leave_tp_region(proj_out, residual2, N);
-  ops_.add(residual2, residual2, residual, Nr * C);
-  ops_.layernorm_forward(ln_out2, ln2_mean, ln2_rstd, residual2, w(LN2_W), w(LN2_B), Nr, C);
-  enter_tp_region(ln_out2, ln2, N);
-  ops_.matmul_forward(fch, ln2, w(FC_W), w(FC_B), N, C, F);
-  ops_.gelu_forward(fch_gelu, fch, N * F);
-  ops_.matmul_forward(fcproj_out, fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
+  ops_.layernorm_forward(ln_out1, v.ln1_mean, v.ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
+  enter_tp_region(ln_out1, v.ln1, N);
+  ops_.matmul_forward(v.qkv, v.ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
+  ops_.attention_forward(v.atty, v.att_saved, v.qkv, B, T, Cl, NH);
+  ops_.matmul_forward(proj_out, v.atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
+  leave_tp_region(proj_out, v.residual2, N);
+  ops_.add(v.residual2, v.residual2, residual, Nr * C);
+  ops_.layernorm_forward(ln_out2, v.ln2_mean, v.ln2_rstd, v.residual2, w(LN2_W), w(LN2_B), Nr, C);
+  enter_tp_region(ln_out2, v.ln2, N);
+  ops_.matmul_forward(v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
+  ops_.gelu_forward(v.fch_gelu, v.fch, N * F);
+  if (!residual3) return;  // a recomputation: the backward reads nothing past the GELU
+  const Elems fcproj_out = sequence_parallel_ ? s.partial : residual3;
+  ops_.matmul_forward(fcproj_out, v.fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
   leave_tp_region(fcproj_out, residual3, N);
-  ops_.add(residual3, residual3, residual2, Nr * C);
-  lease.release(false);
+  ops_.add(residual3, residual3, v.residual2, Nr * C);
+}
+
+// The same ops on the same inputs (the block's kept input, the parameters the strategy hands out
+// again) write the same bits the forward wrote, so the gradients equal recompute "none"'s. Under
+// tensor parallelism the recomputed forward redoes its communication: the all-gathers of ln_1 and
+// ln_2 (sequence parallel) and attn.proj's reduce-scatter (sequence parallel) or all-reduce, which
+// residual2 needs; it stops before mlp.proj, whose output no backward reads.
+void GptModel::recompute_block(const BlockActivations& v, Elems residual, const LayerLease& lease, int64_t B,
+                               int64_t T, bool for_input) {
+  if (config_.recompute == Recompute::FULL) return block_forward_ops(v, residual, Elems(), lease, B, T);
+  if (config_.recompute == Recompute::SELECTIVE && for_input)
+    ops_.attention_forward(recompute_.atty, v.att_saved, v.qkv, B, T, share_.channels, share_.heads);
 }
 
 float GptModel::head_forward(Activations& a, const keel_param_access* access, bool training,

@@ -37,6 +37,15 @@ using keel_support::BackendOps;
 using keel_support::BackendBuffer;
 using keel_support::ComputeOps;
 using keel_support::Elems;
+using keel_support::LayerLease;
+
+// Activation recomputation (Korthikanti et al. 2022, Megatron-LM's --recompute-granularity):
+// what a training forward keeps for the backward and what the backward computes again.
+enum class Recompute {
+  NONE,       // every block's tensors are kept
+  SELECTIVE,  // attention's saved state (the (B,NH,T,T) probabilities) is dropped and recomputed
+  FULL,       // only each block's input (the residual stream) is kept; the block runs again
+};
 
 struct GptConfig {
   int32_t n_layer = 12;
@@ -45,7 +54,10 @@ struct GptConfig {
   int32_t vocab_size = 50257;
   int32_t padded_vocab_size = 50304;  // vocab_size rounded up to a multiple of 128
   int32_t max_seq_len = 1024;
+  Recompute recompute = Recompute::NONE;
 };
+
+const char* recompute_name(Recompute mode);  // as the config writes it
 
 // Reads and checks the "model" section; throws keel_support::ConfigError naming the JSON path.
 GptConfig parse_gpt_config(const char* config_json, const char* json_path);
@@ -84,11 +96,41 @@ struct SavedOutputGrads {
   Elems encoded;  // (Nr,C) of the embedding's output (chunk 0)
 };
 
+// One block's forward tensors that its backward reads (shapes as in Activations, one layer): views
+// into a micro-batch's Activations, or, for what recomputation drops, into RecomputeScratch.
+struct BlockActivations {
+  Elems ln1;         // (B,T,C)
+  float* ln1_mean;   // (Nr)
+  float* ln1_rstd;   // (Nr)
+  Elems qkv;         // (B,T,3C)
+  Elems atty;        // (B,T,C)
+  char* att_saved;   // attention_saved_bytes
+  Elems residual2;   // (Nr,C)
+  Elems ln2;         // (B,T,C)
+  float* ln2_mean;   // (Nr)
+  float* ln2_rstd;   // (Nr)
+  Elems fch;         // (B,T,4C)
+  Elems fch_gelu;    // (B,T,4C)
+};
+
+// What recomputation writes, one block's worth shared by every micro-batch and layer (one forward
+// or backward runs at a time), sized for the largest B*T seen: the forward writes a dropped tensor
+// here and the next layer overwrites it; the backward recomputes it here just before reading it.
+struct RecomputeScratch {
+  int64_t rows = 0;             // B*T it was sized for
+  int64_t att_saved_bytes = 0;  // attention_saved_bytes at that shape
+  BackendBuffer memory;
+  BlockActivations block;       // FULL: every view; SELECTIVE: att_saved only
+  Elems atty;                   // (B,T,C) SELECTIVE: attention's output again (equal to the kept one)
+};
+
 // One micro-batch's saved forward state of one chunk in one backend allocation (llm.c's
 // ActivationTensors); Elems are at the compute type (fp32 or bf16), float* fp32 always. L below
 // is the chunk's block count; lnf, logits and the loss buffers exist on
 // the last chunk only, and `encoded` is the chunk's residual-stream start (the embedding on chunk 0,
 // the previous chunk's output on later ones).
+// Recomputation (GptConfig::recompute) leaves out what it drops: att_saved under SELECTIVE, and
+// under FULL every per-layer tensor but residual3 (each block's output, the next one's input).
 // Shapes below are at tp 1; at tp > 1 the head, hidden and vocabulary dimensions are this rank's
 // share (TpShape) and, with sequence parallelism, the norm and residual regions (encoded,
 // residual*, the norms' mean/rstd) hold this rank's N/tp rows, while ln1, ln2 and lnf hold the
@@ -183,6 +225,17 @@ class GptModel {
   // The pieces of a chunk's forward and backward, in llm.c's order.
   void embedding_forward(Activations& a, const keel_param_access* access);
   void block_forward(Activations& a, int64_t l, const keel_param_access* access);
+  // Block l's tensors that the backward reads, where the recompute mode keeps them.
+  BlockActivations block_activations(const Activations& a, int64_t l) const;
+  // The block's forward ops from its input into v; with `residual3` empty (a recomputation) it stops
+  // after the GELU, the last tensor a backward reads.
+  void block_forward_ops(const BlockActivations& v, Elems residual, Elems residual3, const LayerLease& lease,
+                         int64_t B, int64_t T);
+  // At the start of a block's backward (or WEIGHT part), under the same lease: FULL recomputes the
+  // block's forward; SELECTIVE recomputes attention for att_saved (INPUT parts only, `for_input`).
+  void recompute_block(const BlockActivations& v, Elems residual, const LayerLease& lease, int64_t B, int64_t T,
+                       bool for_input);
+  void ensure_recompute_scratch(int64_t B, int64_t T);
   // The logits and, when training, the loss: added × loss_weight into loss_sum (backend memory)
   // when it is not NULL, else returned.
   float head_forward(Activations& a, const keel_param_access* access, bool training, int64_t valid_targets,
@@ -244,6 +297,7 @@ class GptModel {
   std::map<ActivationKey, Activations> activations_;
   std::vector<Activations> spare_activations_;  // freed by finished backwards, reused by forwards
   GradScratch scratch_;
+  RecomputeScratch recompute_;
   BackendBuffer full_logits_;  // (B,T,Vp) gathered logits for inference at tp > 1, then their fp32 copy
   int64_t full_logits_rows_ = 0;
   std::unique_ptr<const GptExternalNames> external_;  // built from names_ once the specs exist

@@ -504,6 +504,48 @@ void check_microbatches_are_independent(const std::string& model_name, const cha
 }
 
 TEST(GptModel, MicrobatchesKeepSeparateActivations) { check_microbatches_are_independent("gpt", kTinyGpt); }
+
+// Activation recomputation: "selective" and "full" give "none"'s loss and gradients bit for bit,
+// with two micro-batches in flight, so the second forward overwrites the one-block recompute
+// buffer before the first one's backward recomputes into it.
+TEST(GptModel, RecomputeGivesTheSameBitsAsKeepingEverything) {
+  const int32_t B = 2, T = 4;
+  const auto tokens_a = random_ids(B * T, 37, 1), targets_a = random_ids(B * T, 37, 2);
+  const auto tokens_b = random_ids(B * T, 37, 3), targets_b = random_ids(B * T, 37, 4);
+  auto run = [&](const char* mode, std::vector<float>* losses) {
+    const std::string json = R"({"plugin":"gpt","n_layer":2,"n_head":2,"d_model":8,"vocab_size":37,"seq_len":8,)"
+                             R"("recompute":")" + std::string(mode) + R"("})";
+    ModelRig rig("gpt", json);
+    std::vector<std::vector<float>> grads;
+    if (!rig.ok()) return grads;
+    rig.store().fill(3, 0);
+    rig.store().zero_grads();
+    float loss_a = 0, loss_b = 0;
+    EXPECT_EQ(rig.forward(tokens_a, targets_a, B, T, 0, &loss_a), KEEL_OK) << g_last_error;
+    EXPECT_EQ(rig.forward(tokens_b, targets_b, B, T, 1, &loss_b), KEEL_OK) << g_last_error;
+    EXPECT_EQ(rig.backward(0, 0.5f), KEEL_OK) << g_last_error;
+    EXPECT_EQ(rig.backward(1, 0.5f), KEEL_OK) << g_last_error;
+    *losses = {loss_a, loss_b};
+    for (size_t p = 0; p < rig.store().count(); ++p)
+      grads.emplace_back(rig.store().grad(p), rig.store().grad(p) + rig.store().size(p));
+    return grads;
+  };
+  std::vector<float> none_losses, losses;
+  const auto none = run("none", &none_losses);
+  ASSERT_FALSE(none.empty());
+  for (const char* mode : {"selective", "full"}) {
+    const auto grads = run(mode, &losses);
+    ASSERT_EQ(grads.size(), none.size()) << mode;
+    EXPECT_EQ(losses, none_losses) << mode;
+    size_t nonzero = 0;
+    for (size_t p = 0; p < none.size(); ++p) {
+      EXPECT_EQ(0, std::memcmp(grads[p].data(), none[p].data(), none[p].size() * sizeof(float)))
+          << mode << ": gradient of parameter " << p << " differs from recompute none's";
+      for (float g : none[p]) nonzero += g != 0.0f;
+    }
+    EXPECT_GT(nonzero, 0u);  // the comparison compared something
+  }
+}
 TEST(MlpModel, MicrobatchesKeepSeparateActivations) { check_microbatches_are_independent("mlp", kTinyMlp); }
 
 // ---------------------------------------------------------------------------------------------
@@ -611,12 +653,17 @@ TEST(GptModel, BadConfigsNameTheJsonPath) {
   expect_config_rejected("gpt", {R"({"n_layer":"two"})", {"model.n_layer", "expected an integer", "\"two\""}});
   expect_config_rejected("gpt", {R"({"vocab_size":0})", {"model.vocab_size", "expected a value in"}});
   expect_config_rejected("gpt", {R"([1,2])", {"model", "expected an object"}});
+  expect_config_rejected("gpt", {R"({"recompute":"some"})",
+                                 {"model.recompute", "expected one of \"none\", \"selective\", \"full\"", "\"some\""}});
+  expect_config_rejected("gpt", {R"({"recompute":true})", {"model.recompute", "expected a string"}});
   EXPECT_EQ(model_api("gpt")->validate_config(&kHost, kTinyGpt, "model"), KEEL_OK) << g_last_error;
 }
 
 TEST(MlpModel, BadConfigsNameTheJsonPath) {
   expect_config_rejected("mlp", {R"({"d_modle":8})", {"model.d_modle", "did you mean \"d_model\""}});
   expect_config_rejected("mlp", {R"({"n_layer":1.5})", {"model.n_layer", "expected an integer"}});
+  // nothing to recompute: the key is the gpt model's, refused rather than ignored
+  expect_config_rejected("mlp", {R"({"recompute":"full"})", {"model.recompute", "unknown key"}});
   EXPECT_EQ(model_api("mlp")->validate_config(&kHost, kTinyMlp, "model"), KEEL_OK) << g_last_error;
 }
 
@@ -776,9 +823,28 @@ TEST(GptModel, LogsItsActivationBytesByRegion) {
   ASSERT_EQ(rig.forward(random_ids(8, 37, 1), random_ids(8, 37, 2), 2, 4, 0, &loss), KEEL_OK) << g_last_error;
   bool found = false;
   for (const auto& line : g_log)
-    found = found || (line.find("model gpt: activations for micro-batch 0 (2 x 4 tokens, tp 1): ") == 0 &&
+    found = found || (line.find("model gpt: activations for micro-batch 0 (2 x 4 tokens, tp 1, recompute none): ") == 0 &&
                       line.find(" bytes, of which token-row regions 1600 bytes") != std::string::npos);
   EXPECT_TRUE(found) << "no activation line among " << g_log.size() << " messages";
+}
+
+// Under recompute "full" the block keeps only its output: N·C + L·N·C + 2·N = 64 + 128 + 16 floats of
+// token-row regions, and one block's recompute buffer is logged once.
+TEST(GptModel, LogsItsActivationBytesUnderFullRecompute) {
+  ModelRig rig("gpt", R"({"plugin":"gpt","n_layer":2,"n_head":2,"d_model":8,"vocab_size":37,"seq_len":8,"recompute":"full"})");
+  ASSERT_TRUE(rig.ok());
+  rig.store().fill(3, 0);
+  g_log.clear();
+  float loss = 0;
+  ASSERT_EQ(rig.forward(random_ids(8, 37, 1), random_ids(8, 37, 2), 2, 4, 0, &loss), KEEL_OK) << g_last_error;
+  bool activations = false, buffer = false;
+  for (const auto& line : g_log) {
+    activations = activations || (line.find("activations for micro-batch 0 (2 x 4 tokens, tp 1, recompute full): ") !=
+                                      std::string::npos &&
+                                  line.find(" bytes, of which token-row regions 832 bytes") != std::string::npos);
+    buffer = buffer || line.find("recompute buffer (full, one block, 8 tokens): ") != std::string::npos;
+  }
+  EXPECT_TRUE(activations && buffer) << "no activation or recompute buffer line among " << g_log.size() << " messages";
 }
 
 TEST(GptModel, OutOfRangeTokensAreRejectedNotRead) {
