@@ -41,29 +41,6 @@ void turn(float* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, 
 
 }  // namespace
 
-void rope_inverse_frequencies(float* inv_freq, int64_t head_dim, double theta, const RopeScaling& scaling) {
-  constexpr double kTwoPi = 6.283185307179586;
-  for (int64_t i = 0; i < head_dim / 2; ++i) {
-    // fp32 exponent and power, as transformers' default rope init evaluates it.
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    const float base = static_cast<float>(std::pow(static_cast<float>(theta), exponent));
-    float frequency = 1.0f / base;
-    if (scaling.factor > 0.0) {
-      const double wavelength = kTwoPi / frequency;
-      const double long_wavelength = scaling.original_max_position / scaling.low_freq_factor;
-      const double short_wavelength = scaling.original_max_position / scaling.high_freq_factor;
-      if (wavelength > long_wavelength) {
-        frequency = static_cast<float>(frequency / scaling.factor);
-      } else if (wavelength >= short_wavelength) {
-        const double smooth = (scaling.original_max_position / wavelength - scaling.low_freq_factor) /
-                              (scaling.high_freq_factor - scaling.low_freq_factor);
-        frequency = static_cast<float>((1.0 - smooth) * frequency / scaling.factor + smooth * frequency);
-      }
-    }
-    inv_freq[i] = frequency;
-  }
-}
-
 void rope_forward(float* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim,
                   int64_t stride, int64_t first, int64_t position0) {
   turn(x, inv_freq, B, T, heads, head_dim, stride, first, position0, 1.0f);

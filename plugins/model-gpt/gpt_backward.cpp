@@ -93,7 +93,7 @@ SavedOutputGrads& GptModel::saved_output_grads(Activations& a) {
     s.attproj = elems(L * N * C);
     s.qkv = elems(L * N * 3 * Cl);
     s.ln1 = elems(L * Nr * C);
-    s.logits = elems(head * N * share_.vocab_rows);
+    s.logits = elems(head * N * share_.vocab.rows);
     s.lnf = elems(head * Nr * C);
     s.encoded = elems(a.chunk == 0 ? Nr * C : 0);
     return carve.used();
@@ -108,14 +108,14 @@ void GptModel::head_backward(Activations& a, const keel_param_access* access, fl
                              SavedOutputGrads* save) {
   GradScratch& g = scratch_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
-  const int64_t Vl = share_.vocab_rows;
+  const int64_t Vl = share_.vocab.rows;
   const float dloss = a.valid_targets ? loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
   const int32_t phase = save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD;  // INPUT part: weights only
 
   ops_.fill_zero(g.dlogits, N * Vl);
   ops_.fill_zero(g.dln, N * C);
   ops_.fill_zero(g.dresidual, Nr * C);
-  ops_.crossentropy_backward(g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab_begin, share_.vocab_valid,
+  ops_.crossentropy_backward(g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab.begin, share_.vocab.valid,
                              Vl);  // (B,T,Vp/tp)
   if (save) ops_.copy(save->logits, g.dlogits, N * Vl);
   {  // layer 0, first use: the lm_head. Not final where the embedding backward still adds to dwte;
@@ -129,7 +129,7 @@ void GptModel::head_backward(Activations& a, const keel_param_access* access, fl
   {  // layer L+1: final layernorm; dresidual becomes the gradient of the last block's output
     const int32_t layer = config_.n_layer + 1;
     LayerLease lease(access, layer, phase, layer_specs(layer), layer_size(layer));
-    const Elems dlnf = enter_tp_region_backward(g.dln, N);
+    const Elems dlnf = tp_.enter_backward(g.dln, scratch_.dln_rows, N);
     if (save) ops_.copy(save->lnf, dlnf, Nr * C);
     norm_backward(g.dresidual, save ? nullptr : lease.grad(LNF_W), save ? nullptr : lease.grad(LNF_B), dlnf,
                   last_residual, lease.param_elems(LNF_W), a.lnf_mean, a.lnf_rstd, N);
@@ -142,7 +142,7 @@ void GptModel::head_weight_backward(Activations& a, const keel_param_access* acc
   {  // the lm_head's wte, as in head_backward
     LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
     ops_.matmul_backward(Elems(), lease.grad(WTE), nullptr, a.saved.logits, a.lnf, lease.param_elems(WTE), N, C,
-                         share_.vocab_rows);
+                         share_.vocab.rows);
     lease.release(plan_.holds_wte_copy());
   }
   const int32_t layer = config_.n_layer + 1;
@@ -174,7 +174,7 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   // MLP branch: residual3 = residual2 + proj(gelu(fc(ln2(residual2)))). dresidual holds
   // ∂/∂residual3, which is also the gradient of the projection's output. The replicated
   // projection bias gets its gradient from every row, so it is whole on every rank.
-  const Elems dfcproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+  const Elems dfcproj_out = tp_.leave_backward(g.dresidual, scratch_.dgathered, N);  // (B,T,C)
   if (save) keep(save->fcproj + l * N * C, dfcproj_out, N * C);
   ops_.fill_zero(g.dfch_gelu, N * F);
   ops_.fill_zero(g.dfch, N * F);
@@ -184,12 +184,12 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   if (save) keep(save->fch + l * N * F, g.dfch, N * F);
   ops_.matmul_backward(g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, F);
   // adds ln2's path to the skip path already in dresidual: now ∂/∂residual2
-  const Elems dln2 = enter_tp_region_backward(g.dln, N);
+  const Elems dln2 = tp_.enter_backward(g.dln, scratch_.dln_rows, N);
   if (save) keep(save->ln2 + l * Nr * C, dln2, Nr * C);
   norm_backward(g.dresidual, dw(LN2_W), dw(LN2_B), dln2, residual2, w(LN2_W), ln2_mean, ln2_rstd, N);
 
   // Attention branch: residual2 = residual + proj(attention(qkv(ln1(residual)))).
-  const Elems dproj_out = leave_tp_region_backward(g.dresidual, N);  // (B,T,C)
+  const Elems dproj_out = tp_.leave_backward(g.dresidual, scratch_.dgathered, N);  // (B,T,C)
   if (save) keep(save->attproj + l * N * C, dproj_out, N * C);
   ops_.fill_zero(g.datty, N * Cl);
   ops_.fill_zero(g.dqkv, N * 3 * Cl);
@@ -198,7 +198,7 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   ops_.attention_backward(g.dqkv, g.datty, qkv, atty, att_saved, B, T, Cl, NH);
   if (save) keep(save->qkv + l * N * 3 * Cl, g.dqkv, N * 3 * Cl);
   ops_.matmul_backward(g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
-  const Elems dln1 = enter_tp_region_backward(g.dln, N);
+  const Elems dln1 = tp_.enter_backward(g.dln, scratch_.dln_rows, N);
   if (save) keep(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(LN1_W), dw(LN1_B), dln1, residual, w(LN1_W), ln1_mean, ln1_rstd, N);
   lease.release(!save);
@@ -231,9 +231,9 @@ void GptModel::embedding_backward(Activations& a, const keel_param_access* acces
   if (!tp_.active()) {
     ops_.embedding_backward(lease.grad(WTE), lease.grad(WPE), dencoded_rows, a.tokens, B, T, C);
   } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
-    const Elems dencoded = leave_tp_region_backward(dencoded_rows, N);
-    ops_.embedding_rows_backward(lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C, share_.vocab_begin,
-                                 share_.vocab_rows);
+    const Elems dencoded = tp_.leave_backward(dencoded_rows, scratch_.dgathered, N);
+    ops_.embedding_rows_backward(lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C, share_.vocab.begin,
+                                 share_.vocab.rows);
   }
   lease.release(true);
 }

@@ -25,18 +25,13 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
   c.d_model = section.get_in_range<int32_t>("d_model", c.d_model, 1, 1 << 20);
   c.vocab_size = section.get_in_range<int32_t>("vocab_size", c.vocab_size, 1, (1 << 30));
   c.max_seq_len = section.get_in_range<int32_t>("seq_len", c.max_seq_len, 1, 1 << 24);
-  const std::string recompute = section.get_choice("recompute", "none", {"none", "selective", "full"});
-  c.recompute = recompute == "full" ? Recompute::FULL : recompute == "selective" ? Recompute::SELECTIVE : Recompute::NONE;
+  c.recompute = keel_support::parse_recompute(section);
   section.finish();
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));
   c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
   return c;
-}
-
-const char* recompute_name(Recompute mode) {
-  return mode == Recompute::FULL ? "full" : mode == Recompute::SELECTIVE ? "selective" : "none";
 }
 
 GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
@@ -77,7 +72,7 @@ double GptModel::flops_per_token(int32_t seq_len) const {
 
 void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) const {
   const int64_t L = a.blocks, C = config_.d_model;
-  const int64_t Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
+  const int64_t Cl = share_.channels, F = share_.hidden, Vl = share_.vocab.rows;
   const int64_t N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t head = a.head ? 1 : 0;  // the head's buffers exist on the last chunk only
   // Layers of each kept tensor: FULL keeps only the blocks' outputs, SELECTIVE all but attention's state.
@@ -104,7 +99,7 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   a.lnf_rstd = carve.take<float>(head * Nr);
   a.logits = elems(head * N * Vl);
   a.lse = carve.take<float>(head * N);
-  a.ce_stats = carve.take<float>(head * 3 * N * (tp_.active() ? 1 + tp_.size : 1));
+  a.ce_stats = carve.take<float>(head * tp_.ce_stats_floats(N));
   a.loss_sum = carve.take<float>(head);
   a.tokens = carve.take<int32_t>(N);
   a.targets = carve.take<int32_t>(head * N);
@@ -168,7 +163,7 @@ void GptModel::ensure_recompute_scratch(int64_t B, int64_t T) {
   recompute_.rows = rows;
   recompute_.att_saved_bytes = att;
   keel_logf(host_, KEEL_LOG_DEBUG, "model gpt", "recompute buffer (%s, one block, %lld tokens): %zu bytes",
-            recompute_name(config_.recompute), static_cast<long long>(rows), bytes);
+            keel_support::recompute_name(config_.recompute), static_cast<long long>(rows), bytes);
 }
 
 Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T) {
@@ -203,8 +198,8 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
   keel_logf(host_, KEEL_LOG_DEBUG, "model gpt",
             "activations for micro-batch %d%s (%d x %d tokens, tp %d%s, recompute %s): %zu bytes, of which token-row "
             "regions %lld bytes",
-            microbatch, plan_.chunks() > 1 ? (", chunk " + std::to_string(chunk)).c_str() : "", B, T, tp_.size,
-            sequence_parallel_ ? ", sequence parallel" : "", recompute_name(config_.recompute), bytes,
+            microbatch, plan_.chunks() > 1 ? (", chunk " + std::to_string(chunk)).c_str() : "", B, T, tp_.size(),
+            tp_.sequence_parallel() ? ", sequence parallel" : "", keel_support::recompute_name(config_.recompute), bytes,
             static_cast<long long>(row_bytes));
   return a;
 }
@@ -227,8 +222,8 @@ void GptModel::check_chunk(int32_t chunk, const char* call) const {
 
 void GptModel::ensure_grad_scratch(int64_t rows) {
   if (scratch_.rows >= rows) return;
-  const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab_rows;
-  const int64_t sp = sequence_parallel_ ? 1 : 0;
+  const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab.rows;
+  const int64_t sp = tp_.sequence_parallel() ? 1 : 0;
   auto carve_all = [&](GradScratch& s, char* base) {
     Carver carve(base);
     auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
@@ -276,9 +271,9 @@ void GptModel::forward(keel_forward_args* args) {
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: need batch >= 1 and 1 <= seq_len <= " +
                                                      std::to_string(config_.max_seq_len) + ", found batch " +
                                                      std::to_string(B) + ", seq_len " + std::to_string(T));
-  if (sequence_parallel_ && T % tp_.size != 0)
+  if (tp_.sequence_parallel() && T % tp_.size() != 0)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
-                                                 "the tensor-parallel size " + std::to_string(tp_.size) +
+                                                 "the tensor-parallel size " + std::to_string(tp_.size()) +
                                                  ", which sequence parallelism splits it by");
   const keel_support::BackendOps& be = backend_;
   const int64_t N = static_cast<int64_t>(B) * T, io_numel = stage_io_numel(B, T);
@@ -314,16 +309,16 @@ void GptModel::forward(keel_forward_args* args) {
 }
 
 void GptModel::embedding_forward(Activations& a, const keel_param_access* access) {
-  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Vl = share_.vocab_rows;
+  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Vl = share_.vocab.rows;
   // layer 0: token and position embeddings
   LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
   if (!tp_.active()) {
     ops_.embedding_forward(a.encoded, a.tokens, lease.param_elems(WTE), lease.param_elems(WPE), B, T, C);  // (B,T,C)
   } else {  // each rank embeds the tokens of its vocabulary rows (wpe once, on rank 0); the sum is the embedding
-    Elems partial = sequence_parallel_ ? scratch_.partial : a.encoded;
+    Elems partial = tp_.sequence_parallel() ? scratch_.partial : a.encoded;
     ops_.embedding_rows_forward(partial, a.tokens, lease.param_elems(WTE),
-                                tp_.rank == 0 ? lease.param_elems(WPE) : Elems(), B, T, C, share_.vocab_begin, Vl);
-    leave_tp_region(partial, a.encoded, N);
+                                tp_.rank() == 0 ? lease.param_elems(WPE) : Elems(), B, T, C, share_.vocab.begin, Vl);
+    tp_.leave(partial, a.encoded, N);
   }
   lease.release(false);
 }
@@ -345,25 +340,25 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
   auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
   // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
   // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
-  const Elems ln_out1 = sequence_parallel_ ? s.ln_rows : v.ln1;
-  const Elems ln_out2 = sequence_parallel_ ? s.ln_rows : v.ln2;
-  const Elems proj_out = sequence_parallel_ ? s.partial : v.residual2;
+  const Elems ln_out1 = tp_.sequence_parallel() ? s.ln_rows : v.ln1;
+  const Elems ln_out2 = tp_.sequence_parallel() ? s.ln_rows : v.ln2;
+  const Elems proj_out = tp_.sequence_parallel() ? s.partial : v.residual2;
 
   ops_.layernorm_forward(ln_out1, v.ln1_mean, v.ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
-  enter_tp_region(ln_out1, v.ln1, N);
+  tp_.enter(ln_out1, v.ln1, N);
   ops_.matmul_forward(v.qkv, v.ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
   ops_.attention_forward(v.atty, v.att_saved, v.qkv, B, T, Cl, NH);
   ops_.matmul_forward(proj_out, v.atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
-  leave_tp_region(proj_out, v.residual2, N);
+  tp_.leave(proj_out, v.residual2, N);
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
   ops_.layernorm_forward(ln_out2, v.ln2_mean, v.ln2_rstd, v.residual2, w(LN2_W), w(LN2_B), Nr, C);
-  enter_tp_region(ln_out2, v.ln2, N);
+  tp_.enter(ln_out2, v.ln2, N);
   ops_.matmul_forward(v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
   ops_.gelu_forward(v.fch_gelu, v.fch, N * F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past the GELU
-  const Elems fcproj_out = sequence_parallel_ ? s.partial : residual3;
+  const Elems fcproj_out = tp_.sequence_parallel() ? s.partial : residual3;
   ops_.matmul_forward(fcproj_out, v.fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
-  leave_tp_region(fcproj_out, residual3, N);
+  tp_.leave(fcproj_out, residual3, N);
   ops_.add(residual3, residual3, v.residual2, Nr * C);
 }
 
@@ -383,15 +378,15 @@ float GptModel::head_forward(Activations& a, const keel_param_access* access, bo
                              int64_t valid_targets, const float** out_logits, float* loss_sum, float loss_weight) {
   const keel_support::BackendOps& be = backend_;
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
-  const int64_t Vl = share_.vocab_rows;
+  const int64_t Vl = share_.vocab.rows;
   const Elems last_residual = a.residual3 + (a.blocks - 1) * Nr * C;  // (Nr,C)
   {  // layer L+1: final layernorm
     const int32_t layer = config_.n_layer + 1;
     LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-    const Elems lnf_out = sequence_parallel_ ? scratch_.ln_rows : a.lnf;
+    const Elems lnf_out = tp_.sequence_parallel() ? scratch_.ln_rows : a.lnf;
     ops_.layernorm_forward(lnf_out, a.lnf_mean, a.lnf_rstd, last_residual, lease.param_elems(LNF_W),
                            lease.param_elems(LNF_B), Nr, C);
-    enter_tp_region(lnf_out, a.lnf, N);
+    tp_.enter(lnf_out, a.lnf, N);
     lease.release(false);
   }
   {  // layer 0 again: the lm_head is wte (this rank's vocabulary rows; on a later pipeline stage its copy)
@@ -401,7 +396,7 @@ float GptModel::head_forward(Activations& a, const keel_param_access* access, bo
   }
 
   if (!training) {
-    *out_logits = inference_logits(a, N);
+    *out_logits = inference_logits_.get(backend_, tp_, a.logits, N, config_.padded_vocab_size);
     return 0.0f;
   }
   a.valid_targets = valid_targets;
@@ -409,11 +404,11 @@ float GptModel::head_forward(Activations& a, const keel_param_access* access, bo
   // The mean over valid targets; with none the loss is 0 and, in backward, the gradients are zero.
   const float mean = valid_targets ? 1.0f / static_cast<float>(valid_targets) : 0.0f;
   if (loss_sum) {  // the caller's scalar in backend memory: nothing is read back here
-    vocab_parallel_loss(a, N, loss_sum, loss_weight * mean);
+    tp_.vocab_parallel_loss(ops_, a.ce_stats, a.logits, a.lse, a.targets, N, share_.vocab, loss_sum, loss_weight * mean);
     return 0.0f;
   }
   KEEL_OP(be, fill_zero, a.loss_sum, sizeof(float));
-  vocab_parallel_loss(a, N, a.loss_sum, mean);
+  tp_.vocab_parallel_loss(ops_, a.ce_stats, a.logits, a.lse, a.targets, N, share_.vocab, a.loss_sum, mean);
   float loss = 0.0f;
   KEEL_OP(be, copy, &loss, a.loss_sum, sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
   return loss;

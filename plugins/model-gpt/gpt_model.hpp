@@ -6,9 +6,9 @@
 // Tensor parallelism (tp > 1, Megatron-LM): heads and the MLP's hidden units are split over the
 // tp group (column-parallel qkv and mlp.fc, row-parallel attn.proj and mlp.proj), the vocabulary
 // too (wte and the tied lm_head, with a vocabulary-parallel cross-entropy); with sequence
-// parallelism the norm and residual regions hold 1/tp of the token rows. tp_mappings.hpp is all
-// the communication.
-// Pipeline parallelism (pp > 1): this rank holds only its chunks' blocks (gpt_pipeline.hpp), under
+// parallelism the norm and residual regions hold 1/tp of the token rows. keel_support/tp_regions.hpp
+// is all the communication.
+// Pipeline parallelism (pp > 1): this rank holds only its chunks' blocks (keel_support/chunk_plan.hpp), under
 // the whole model's layer ids; a chunk's forward starts from the previous chunk's residual stream
 // and hands its own on, and the last chunk's rank keeps a copy of wte for the lm_head.
 #pragma once
@@ -23,29 +23,25 @@
 #include <vector>
 
 #include "gpt_external_names.hpp"  // defines: GptExternalNames
-#include "gpt_pipeline.hpp"        // defines: ChunkPlan
 #include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
 #include <keel_support/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/carver.hpp>          // defines: Carver
+#include <keel_support/chunk_plan.hpp>      // defines: ChunkPlan
 #include <keel_support/layer_lease.hpp>     // defines: LayerLease
 #include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
-#include "tp_mappings.hpp"    // defines: TpGroup and the four mappings
+#include <keel_support/recompute.hpp>       // defines: Recompute, recompute_name
+#include <keel_support/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
 
 namespace keel_gpt {
 
 using keel_support::BackendOps;
+using keel_support::ChunkPlan;
+using keel_support::Recompute;
+using keel_support::TpRegions;
 using keel_support::BackendBuffer;
 using keel_support::ComputeOps;
 using keel_support::Elems;
 using keel_support::LayerLease;
-
-// Activation recomputation (Korthikanti et al. 2022, Megatron-LM's --recompute-granularity):
-// what a training forward keeps for the backward and what the backward computes again.
-enum class Recompute {
-  NONE,       // every block's tensors are kept
-  SELECTIVE,  // attention's saved state (the (B,NH,T,T) probabilities) is dropped and recomputed
-  FULL,       // only each block's input (the residual stream) is kept; the block runs again
-};
 
 struct GptConfig {
   int32_t n_layer = 12;
@@ -56,8 +52,6 @@ struct GptConfig {
   int32_t max_seq_len = 1024;
   Recompute recompute = Recompute::NONE;
 };
-
-const char* recompute_name(Recompute mode);  // as the config writes it
 
 // Reads and checks the "model" section; throws keel_support::ConfigError naming the JSON path.
 GptConfig parse_gpt_config(const char* config_json, const char* json_path);
@@ -75,9 +69,7 @@ struct TpShape {
   int64_t heads = 0;        // NH/tp attention heads
   int64_t channels = 0;     // C/tp: the heads' channels, attn.proj's input columns
   int64_t hidden = 0;       // 4C/tp: the MLP's hidden units
-  int64_t vocab_rows = 0;   // Vp/tp rows of wte, columns of the logits
-  int64_t vocab_begin = 0;  // the first of them
-  int64_t vocab_valid = 0;  // how many of them are real words (the rest padding)
+  keel_support::VocabShard vocab;  // Vp/tp rows of wte, columns of the logits
 };
 
 // What the WEIGHT part of a split backward (zero-bubble schedules) reads: the gradient of the
@@ -197,6 +189,10 @@ struct GradScratch {
 
 class GptModel {
  public:
+  static constexpr const char* kSource = "model gpt";
+  static void validate_config(const char* config_json, const char* json_path) {
+    parse_gpt_config(config_json, json_path);
+  }
   GptModel(const keel_host* host, const keel_model_create_args& args);
 
   const keel_host* host() const { return host_; }
@@ -252,18 +248,10 @@ class GptModel {
   void carve_activations(Activations& acts, char* base, size_t* out_bytes) const;
   void ensure_grad_scratch(int64_t rows);
   void check_tensor_parallel(const keel_model_create_args& args);
-  int64_t norm_rows(int64_t rows) const { return sequence_parallel_ ? rows / tp_.size : rows; }
+  int64_t norm_rows(int64_t rows) const { return tp_.norm_rows(rows); }
   // Rank 0 adds a row-parallel layer's replicated bias into its partial sums, so the reduction
   // adds it exactly once.
-  Elems bias_once(Elems bias) const { return tp_.rank == 0 ? bias : Elems(); }
-  // Into the column-parallel region: ln (norm rows) becomes full (all rows, every rank's copy).
-  void enter_tp_region(Elems ln_rows, Elems full, int64_t rows) const;
-  // Out of the row-parallel region: partial sums over all rows become this rank's norm rows.
-  void leave_tp_region(Elems partial, Elems out_rows, int64_t rows) const;
-  // Backward of enter_tp_region: dfull (all rows, partial sums) → d of this rank's norm rows.
-  Elems enter_tp_region_backward(Elems dfull, int64_t rows);
-  // Backward of leave_tp_region: d of this rank's norm rows → d of every row.
-  Elems leave_tp_region_backward(Elems drows, int64_t rows);
+  Elems bias_once(Elems bias) const { return tp_.rank() == 0 ? bias : Elems(); }
   // layernorm_backward whose weight and bias gradients reach every tp rank whole: under sequence
   // parallelism each rank's rows give a part, summed over tp before it is accumulated.
   // dweight and dbias NULL: the input gradient only (a split backward's INPUT part).
@@ -272,13 +260,6 @@ class GptModel {
   // The weight and bias gradients only, from dout (this rank's rows), for the WEIGHT part.
   void norm_weight_backward(float* dweight, float* dbias, Elems dout, Elems inp, Elems weight, const float* mean,
                             const float* rstd, int64_t rows);
-  // Vocabulary-parallel cross-entropy: combines the tp ranks' shard statistics into each row's
-  // log Σ exp (kept for the backward) and returns the mean loss over valid targets.
-  void vocab_parallel_loss(Activations& a, int64_t rows, float* loss_sum, float weight);
-  // The vocabulary shards' logits gathered into whole (B,T,Vp) rows, for inference.
-  Elems gather_logits(const Activations& a, int64_t rows);
-  // Inference logits for the caller: whole rows, fp32 whatever the compute type (model.h).
-  const float* inference_logits(const Activations& a, int64_t rows);
   const keel_param_spec* layer_specs(int32_t layer) const { return &specs_[layer_first_spec_[layer]]; }
   size_t layer_size(int32_t layer) const { return layer_first_spec_[layer + 1] - layer_first_spec_[layer]; }
 
@@ -288,8 +269,7 @@ class GptModel {
   GptConfig config_;
   ChunkPlan plan_;
   double matmul_params_ = 0;  // the whole model's, for flops_per_token (every pipeline rank reports it)
-  TpGroup tp_;
-  bool sequence_parallel_ = false;
+  TpRegions tp_;
   TpShape share_;
   std::vector<std::string> names_;              // storage for specs_[i].name
   std::vector<keel_param_spec> specs_;          // sorted by layer
@@ -298,8 +278,7 @@ class GptModel {
   std::vector<Activations> spare_activations_;  // freed by finished backwards, reused by forwards
   GradScratch scratch_;
   RecomputeScratch recompute_;
-  BackendBuffer full_logits_;  // (B,T,Vp) gathered logits for inference at tp > 1, then their fp32 copy
-  int64_t full_logits_rows_ = 0;
+  keel_support::InferenceLogits inference_logits_;
   std::unique_ptr<const GptExternalNames> external_;  // built from names_ once the specs exist
 };
 

@@ -3,7 +3,7 @@
 // (3, C, C) so that a split of dim 1 is one box holding the q, k and v rows of this rank's heads,
 // which is exactly the (3C/tp, C) matmul weight attention wants; its flat order is that of the
 // (3C, C) matrix, so init and tp-1 numerics do not depend on the declaration.
-// Under pipeline parallelism a rank declares only its chunks' parameters (gpt_pipeline.hpp), with
+// Under pipeline parallelism a rank declares only its chunks' parameters (keel_support/chunk_plan.hpp), with
 // the whole model's names and layer ids; the last chunk's rank adds its copy of wte for the lm_head.
 #include "gpt_model.hpp"
 
@@ -30,9 +30,9 @@ void GptModel::build_param_specs() {
     keel_param_spec spec = keel_support::make_spec(nullptr, layer, shape, flags, init, init_std, init_rows);
     spec.tp_dim = tp_dim;
     if (tp_dim >= 0) {
-      const int64_t piece = spec.global_shape[tp_dim] / tp_.size;
+      const int64_t piece = spec.global_shape[tp_dim] / tp_.size();
       spec.local_shape[tp_dim] = piece;
-      spec.local_offset[tp_dim] = piece * tp_.rank;
+      spec.local_offset[tp_dim] = piece * tp_.rank();
     }
     pending.push_back({std::move(name), spec});
   };

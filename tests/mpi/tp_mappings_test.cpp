@@ -1,4 +1,4 @@
-// Megatron's four tensor-parallel mappings (plugins/model-gpt/tp_mappings.hpp) on real ranks:
+// Megatron's four tensor-parallel mappings (keel_support/tp_mappings.hpp) on real ranks:
 // each forward and backward against its definition in closed form (every rank contributes
 // f(rank, i), so sums and gathered blocks are known without another rank's data), each pair
 // checked to be adjoint (<fwd(x), y> = <x, bwd(y)> over the whole group, which is what makes
@@ -13,12 +13,12 @@
 #include <keel_support/testing/host_memory_backend.hpp>
 
 #include "comm_test_support.hpp"
-#include "tp_mappings.hpp"
+#include <keel_support/tp_mappings.hpp>
 
 namespace {
 
 using namespace comm_test;
-using keel_gpt::TpGroup;
+using keel_support::TpGroup;
 using Mapping = void (*)(const TpGroup&, const void*, void*, int64_t);
 
 const keel_comm_api* api;
@@ -55,32 +55,32 @@ void test_definitions(const TpGroup& g) {
   std::vector<float> out(static_cast<size_t>(full), -7.0f);
 
   auto x = of(full, f, me);
-  keel_gpt::CopyToTpRegion::forward(g, x.data(), out.data(), full);
+  keel_support::CopyToTpRegion::forward(g, x.data(), out.data(), full);
   expect_values("copy_to_tp_region forward (identity)", out, [&](int64_t i) { return f(me, i); });
-  keel_gpt::CopyToTpRegion::backward(g, x.data(), out.data(), full);
+  keel_support::CopyToTpRegion::backward(g, x.data(), out.data(), full);
   expect_values("copy_to_tp_region backward (all-reduce)", out, [&](int64_t i) { return sum_over_ranks(f, i, P); });
-  keel_gpt::ReduceFromTpRegion::forward(g, x.data(), out.data(), full);
+  keel_support::ReduceFromTpRegion::forward(g, x.data(), out.data(), full);
   expect_values("reduce_from_tp_region forward (all-reduce)", out, [&](int64_t i) { return sum_over_ranks(f, i, P); });
-  keel_gpt::ReduceFromTpRegion::backward(g, x.data(), out.data(), full);
+  keel_support::ReduceFromTpRegion::backward(g, x.data(), out.data(), full);
   expect_values("reduce_from_tp_region backward (identity)", out, [&](int64_t i) { return f(me, i); });
   auto in_place = x;
-  keel_gpt::ReduceFromTpRegion::forward(g, in_place.data(), in_place.data(), full);
+  keel_support::ReduceFromTpRegion::forward(g, in_place.data(), in_place.data(), full);
   expect_values("reduce_from_tp_region forward in place", in_place, [&](int64_t i) { return sum_over_ranks(f, i, P); });
 
   // Sequence mappings: the local operand is this rank's block of rows, block r on rank r.
   auto local = of(block, f, me);
-  keel_gpt::GatherFromSequenceRegion::forward(g, local.data(), out.data(), block);
+  keel_support::GatherFromSequenceRegion::forward(g, local.data(), out.data(), block);
   expect_values("gather_from_sequence_region forward (all-gather)", out,
                 [&](int64_t i) { return f(int(i / block), i % block); });
-  keel_gpt::ScatterToSequenceRegion::backward(g, local.data(), out.data(), block);
+  keel_support::ScatterToSequenceRegion::backward(g, local.data(), out.data(), block);
   expect_values("scatter_to_sequence_region backward (all-gather)", out,
                 [&](int64_t i) { return f(int(i / block), i % block); });
   std::vector<float> mine(static_cast<size_t>(block), -7.0f);
-  keel_gpt::ScatterToSequenceRegion::forward(g, x.data(), mine.data(), full);
+  keel_support::ScatterToSequenceRegion::forward(g, x.data(), mine.data(), full);
   expect_values("scatter_to_sequence_region forward (reduce-scatter)", mine,
                 [&](int64_t i) { return sum_over_ranks(f, me * block + i, P); });
   std::fill(mine.begin(), mine.end(), -7.0f);
-  keel_gpt::GatherFromSequenceRegion::backward(g, x.data(), mine.data(), full);
+  keel_support::GatherFromSequenceRegion::backward(g, x.data(), mine.data(), full);
   expect_values("gather_from_sequence_region backward (reduce-scatter)", mine,
                 [&](int64_t i) { return sum_over_ranks(f, me * block + i, P); });
 }
@@ -115,14 +115,14 @@ void check_adjoint(const TpGroup& g, const char* name, Mapping fwd, Mapping bwd,
 
 void test_adjoints(const TpGroup& g) {
   const int64_t full = g.size * kBlockRows * kC, block = kBlockRows * kC;
-  check_adjoint(g, "copy_to_tp_region", keel_gpt::CopyToTpRegion::forward, keel_gpt::CopyToTpRegion::backward, full,
+  check_adjoint(g, "copy_to_tp_region", keel_support::CopyToTpRegion::forward, keel_support::CopyToTpRegion::backward, full,
                 full, true, false);
-  check_adjoint(g, "reduce_from_tp_region", keel_gpt::ReduceFromTpRegion::forward,
-                keel_gpt::ReduceFromTpRegion::backward, full, full, false, true);
-  check_adjoint(g, "gather_from_sequence_region", keel_gpt::GatherFromSequenceRegion::forward,
-                keel_gpt::GatherFromSequenceRegion::backward, block, full, false, false);
-  check_adjoint(g, "scatter_to_sequence_region", keel_gpt::ScatterToSequenceRegion::forward,
-                keel_gpt::ScatterToSequenceRegion::backward, full, block, false, false);
+  check_adjoint(g, "reduce_from_tp_region", keel_support::ReduceFromTpRegion::forward,
+                keel_support::ReduceFromTpRegion::backward, full, full, false, true);
+  check_adjoint(g, "gather_from_sequence_region", keel_support::GatherFromSequenceRegion::forward,
+                keel_support::GatherFromSequenceRegion::backward, block, full, false, false);
+  check_adjoint(g, "scatter_to_sequence_region", keel_support::ScatterToSequenceRegion::forward,
+                keel_support::ScatterToSequenceRegion::backward, full, block, false, false);
 }
 
 void test_uneven_rows_refused(const TpGroup& g) {
@@ -130,7 +130,7 @@ void test_uneven_rows_refused(const TpGroup& g) {
   const int64_t n = g.size * 4 + 1;
   std::vector<float> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
   try {
-    keel_gpt::ScatterToSequenceRegion::forward(g, in.data(), out.data(), n);
+    keel_support::ScatterToSequenceRegion::forward(g, in.data(), out.data(), n);
   } catch (const keel_support::StatusError& e) {
     const std::string message = e.what();
     CHECK(message.find("scatter_to_sequence_region forward") != std::string::npos);

@@ -231,6 +231,60 @@ class ComputeOps {
           "crossentropy_shard_backward");
   }
 
+  // The Llama family's ops (0.9): optional slots, required here by name when called.
+  void rmsnorm_forward(Elems out, float* rstd, Elems inp, Elems weight, int64_t N, int64_t C, float eps) const {
+    need09(KEEL_HAS_SLOT(be_.api, rmsnorm_forward_dt), "rmsnorm_forward_dt");
+    check(be_.api->rmsnorm_forward_dt(be_.obj, dt_, out.get(), rstd, inp.get(), weight.get(), N, C, eps),
+          "rmsnorm_forward_dt");
+  }
+  void rmsnorm_backward(Elems dinp, float* dweight, Elems dout, Elems inp, Elems weight, const float* rstd, int64_t N,
+                        int64_t C) const {
+    need09(KEEL_HAS_SLOT(be_.api, rmsnorm_backward_dt), "rmsnorm_backward_dt");
+    check(be_.api->rmsnorm_backward_dt(be_.obj, dt_, dinp.get(), dweight, dout.get(), inp.get(), weight.get(), rstd,
+                                       N, C),
+          "rmsnorm_backward_dt");
+  }
+  void rope_forward(Elems x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim,
+                    int64_t stride, int64_t first, int64_t position0) const {
+    need09(KEEL_HAS_SLOT(be_.api, rope_forward_dt), "rope_forward_dt");
+    check(be_.api->rope_forward_dt(be_.obj, dt_, x.get(), inv_freq, B, T, heads, head_dim, stride, first, position0),
+          "rope_forward_dt");
+  }
+  void rope_backward(Elems dx, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim,
+                     int64_t stride, int64_t first, int64_t position0) const {
+    need09(KEEL_HAS_SLOT(be_.api, rope_backward_dt), "rope_backward_dt");
+    check(be_.api->rope_backward_dt(be_.obj, dt_, dx.get(), inv_freq, B, T, heads, head_dim, stride, first, position0),
+          "rope_backward_dt");
+  }
+  void swiglu_forward(Elems out, Elems gate_up, int64_t N, int64_t F) const {
+    need09(KEEL_HAS_SLOT(be_.api, swiglu_forward_dt), "swiglu_forward_dt");
+    check(be_.api->swiglu_forward_dt(be_.obj, dt_, out.get(), gate_up.get(), N, F), "swiglu_forward_dt");
+  }
+  void swiglu_backward(Elems dgate_up, Elems dout, Elems gate_up, int64_t N, int64_t F) const {
+    need09(KEEL_HAS_SLOT(be_.api, swiglu_backward_dt), "swiglu_backward_dt");
+    check(be_.api->swiglu_backward_dt(be_.obj, dt_, dgate_up.get(), dout.get(), gate_up.get(), N, F),
+          "swiglu_backward_dt");
+  }
+  int64_t attention_gqa_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV) const {
+    need09(KEEL_HAS_SLOT(be_.api, attention_gqa_saved_bytes), "attention_gqa_saved_bytes");
+    const int64_t bytes = be_.api->attention_gqa_saved_bytes(be_.obj, dt_, B, T, C, NH, NKV);
+    if (bytes < 0) check_callee(KEEL_ERR_UNIMPLEMENTED, "backend attention_gqa_saved_bytes");  // its message is set
+    return bytes;
+  }
+  void attention_gqa_forward(Elems out, void* saved, Elems qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                             int64_t NKV) const {
+    need09(KEEL_HAS_SLOT(be_.api, attention_gqa_forward_dt), "attention_gqa_forward_dt");
+    check(be_.api->attention_gqa_forward_dt(be_.obj, dt_, out.get(), saved, qkv.get(), B, T, C, NH, NKV),
+          "attention_gqa_forward_dt");
+  }
+  void attention_gqa_backward(Elems dqkv, Elems dout, Elems qkv, Elems out, const void* saved, int64_t B, int64_t T,
+                              int64_t C, int64_t NH, int64_t NKV) const {
+    need09(KEEL_HAS_SLOT(be_.api, attention_gqa_backward_dt), "attention_gqa_backward_dt");
+    check(be_.api->attention_gqa_backward_dt(be_.obj, dt_, dqkv.get(), dout.get(), qkv.get(), out.get(), saved, B, T,
+                                             C, NH, NKV),
+          "attention_gqa_backward_dt");
+  }
+
  private:
   void check(keel_status status, const char* op) const {
     if (status != KEEL_OK) check_callee(status, (std::string("backend ") + op).c_str());
@@ -238,6 +292,11 @@ class ComputeOps {
   void need(bool present, const char* op) const {
     if (!present)
       throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("the backend does not implement ") + op + " (ABI 0.8)");
+  }
+  void need09(bool present, const char* op) const {
+    if (!present)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("the backend does not implement ") + op +
+                                                    " (ABI 0.9, the Llama family's ops)");
   }
   // A backend without the *_dt op computes in fp32 only.
   void fp32_only(const char* op) const {

@@ -4,6 +4,8 @@
 // inverse frequencies against theta^(−2i/D) and Llama 3's scaling against its three regimes.
 #include "cpu/rope.h"
 
+#include <keel_support/rope_frequencies.hpp>
+
 #include <complex>
 
 #include "reference.h"
@@ -33,7 +35,7 @@ std::vector<double> rope_ref(std::vector<double> x, int64_t B, int64_t T, int64_
 
 std::vector<float> frequencies(int64_t D) {
   std::vector<float> inv_freq(D / 2);
-  keel::cpu::rope_inverse_frequencies(inv_freq.data(), D, kTheta, keel::cpu::RopeScaling{});
+  keel_support::rope_inverse_frequencies(inv_freq.data(), D, kTheta, keel_support::RopeScaling{});
   return inv_freq;
 }
 
@@ -90,14 +92,14 @@ TEST(RopeFrequencies, UnscaledAreThetaToTheMinusTwoIOverD) {
 // interpolated, moving monotonically from one regime to the other.
 TEST(RopeFrequencies, Llama3ScalingKeepsShortWavesDividesLongOnesAndInterpolatesBetween) {
   const int64_t D = 128;
-  keel::cpu::RopeScaling scaling;
+  keel_support::RopeScaling scaling;
   scaling.factor = 8.0;
   scaling.low_freq_factor = 1.0;
   scaling.high_freq_factor = 4.0;
   scaling.original_max_position = 8192.0;
   std::vector<float> plain = frequencies(D), scaled(D / 2);
-  keel::cpu::rope_inverse_frequencies(scaled.data(), D, 500000.0, scaling);
-  keel::cpu::rope_inverse_frequencies(plain.data(), D, 500000.0, keel::cpu::RopeScaling{});
+  keel_support::rope_inverse_frequencies(scaled.data(), D, 500000.0, scaling);
+  keel_support::rope_inverse_frequencies(plain.data(), D, 500000.0, keel_support::RopeScaling{});
   int kept = 0, divided = 0, between = 0;
   double previous_ratio = 1.0;
   for (int64_t i = 0; i < D / 2; ++i) {

@@ -1,35 +1,73 @@
-// ChunkPlan: the pipeline's cut of the gpt model's blocks, from the create arguments.
-#include "gpt_pipeline.hpp"
+// Where a model's transformer blocks sit under pipeline parallelism (the gpt and llama models;
+// installed for third-party ones): the model is cut into pp_size * virtual_stages chunks of
+// consecutive blocks, chunk c runs on pipeline rank c % pp_size (Megatron's interleaved
+// placement), the first chunk also embeds the tokens and the last one holds the final norm and
+// the output head. Pure bookkeeping, separate from the math, so that the create-time
+// refusals are checked in one place.
+#pragma once
 
-#include <keel_support/json_parse.hpp>
+#include <keel/model.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
-namespace keel_gpt {
+#include "keel_support/json_parse.hpp"
 
-using keel_support::ConfigError;
+namespace keel_support {
 
-namespace {
+class ChunkPlan {
+ public:
+  ChunkPlan() = default;  // pp 1: one chunk holding every block
+  // Reads the 0.7 create fields (only as far as args.struct_size covers them: an older core
+  // means pp 1) and checks them against n_layer; throws keel_support::ConfigError naming
+  // parallel.pp, parallel.virtual_stages or parallel.layers_per_stage with the numbers.
+  inline ChunkPlan(const keel_model_create_args& args, int32_t n_layer);
+
+  int32_t pp_rank() const { return pp_rank_; }
+  int32_t pp_size() const { return pp_size_; }
+  int32_t chunks() const { return static_cast<int32_t>(first_block_.size()) - 1; }
+  int32_t last_chunk() const { return chunks() - 1; }
+  bool is_mine(int32_t chunk) const { return chunk >= 0 && chunk < chunks() && chunk % pp_size_ == pp_rank_; }
+  int32_t first_block(int32_t chunk) const { return first_block_[static_cast<size_t>(chunk)]; }
+  int32_t block_count(int32_t chunk) const { return first_block(chunk + 1) - first_block(chunk); }
+  // This rank embeds the tokens (chunk 0) / computes ln_f, the logits and the loss (last chunk).
+  bool holds_embedding() const { return is_mine(0); }
+  bool holds_head() const { return is_mine(last_chunk()); }
+  // The lm_head's wte on a rank without chunk 0 is a copy of the first stage's wte.
+  bool holds_wte_copy() const { return holds_head() && !holds_embedding(); }
+  bool holds_block(int32_t block) const {
+    for (int32_t c = 0; c < chunks(); ++c)
+      if (block >= first_block(c) && block < first_block(c + 1)) return is_mine(c);
+    return false;
+  }
+
+ private:
+  int32_t pp_rank_ = 0, pp_size_ = 1;
+  std::vector<int32_t> first_block_;  // chunks() + 1 entries: chunk c holds [first_block_[c], first_block_[c+1])
+};
+
+namespace chunk_plan_detail {
 
 // The 0.7 fields reach to n_stage_blocks; a shorter struct comes from a core before pipelines.
-bool has_pipeline_fields(const keel_model_create_args& args) {
+inline bool has_pipeline_fields(const keel_model_create_args& args) {
   return args.struct_size >= offsetof(keel_model_create_args, n_stage_blocks) + sizeof(args.n_stage_blocks);
 }
 
-std::string list_text(const int32_t* values, int32_t n) {
+inline std::string list_text(const int32_t* values, int32_t n) {
   std::string text = "[";
   for (int32_t i = 0; i < n; ++i) text += (i ? ", " : "") + std::to_string(values[i]);
   return text + "]";
 }
 
-}  // namespace
+}  // namespace chunk_plan_detail
 
 ChunkPlan::ChunkPlan(const keel_model_create_args& args, int32_t n_layer) {
   int32_t virtual_stages = 1;
   const int32_t* stage_blocks = nullptr;
   int32_t n_stage_blocks = 0;
-  if (has_pipeline_fields(args)) {
+  if (chunk_plan_detail::has_pipeline_fields(args)) {
     pp_rank_ = args.pp_rank, pp_size_ = args.pp_size, virtual_stages = args.virtual_stages;
     stage_blocks = args.stage_blocks, n_stage_blocks = args.n_stage_blocks;
     // A caller that zero-fills the struct and sets no pipeline field means pp 1.
@@ -53,7 +91,7 @@ ChunkPlan::ChunkPlan(const keel_model_create_args& args, int32_t n_layer) {
     for (int32_t c = 0; c < chunks; ++c) first_block_.push_back(first_block_.back() + n_layer / chunks);
     return;
   }
-  const std::string given = "parallel.layers_per_stage " + list_text(stage_blocks, n_stage_blocks);
+  const std::string given = "parallel.layers_per_stage " + chunk_plan_detail::list_text(stage_blocks, n_stage_blocks);
   if (n_stage_blocks != chunks)
     throw ConfigError(given + " has " + std::to_string(n_stage_blocks) + " entries; " + cut + " need " +
                       std::to_string(chunks) + " (one count of transformer blocks per chunk)");
@@ -68,10 +106,4 @@ ChunkPlan::ChunkPlan(const keel_model_create_args& args, int32_t n_layer) {
                       std::to_string(n_layer));
 }
 
-bool ChunkPlan::holds_block(int32_t block) const {
-  for (int32_t c = 0; c < chunks(); ++c)
-    if (block >= first_block(c) && block < first_block(c + 1)) return is_mine(c);
-  return false;
-}
-
-}  // namespace keel_gpt
+}  // namespace keel_support
