@@ -105,18 +105,24 @@ bool is_ignored_extra(const std::string& name) {
   return name == "lm_head.weight" || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
 }
 
-// A tied model's lm_head.weight must equal its embedding; one that differs is a model Keel's
-// tied GPT cannot represent.
-void check_tied_lm_head(const SafetensorsFile& file) {
+// A tied model's lm_head.weight must equal its embedding (the parameter flagged KEEL_PARAM_TIED);
+// one that differs is a model whose untied head Keel's tied one cannot represent.
+void check_tied_lm_head(ModelParameters& params, const SafetensorsFile& file) {
   if (!file.has("lm_head.weight")) return;
-  const std::string wte = stored_name(file, "transformer.wte.weight");
-  if (wte.empty()) return;
-  const auto& head = file.tensor("lm_head.weight");
-  const auto& embedding = file.tensor(wte);
-  if (head.dtype != embedding.dtype || head.shape != embedding.shape || std::memcmp(head.data, embedding.data, head.bytes) != 0)
-    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, file.path() + ": lm_head.weight differs from " + wte +
-                                                   ": the file's model has an untied LM head, and Keel's gpt ties it "
-                                                   "to the token embedding");
+  const keel_model_info& info = params.info();
+  for (size_t i = 0; i < info.n_params; ++i) {
+    if (!(info.params[i].flags & KEEL_PARAM_TIED)) continue;
+    const keel_external_tensor ext = params.external_tensor(kFormat, i);
+    const std::string embedding = ext.name ? stored_name(file, ext.name) : "";
+    if (embedding.empty() || embedding == "lm_head.weight") return;
+    const auto& head = file.tensor("lm_head.weight");
+    const auto& tied = file.tensor(embedding);
+    if (head.dtype != tied.dtype || head.shape != tied.shape || std::memcmp(head.data, tied.data, head.bytes) != 0)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, file.path() + ": lm_head.weight differs from " + embedding +
+                                                     ": the file's model has an untied LM head, and model '" +
+                                                     params.model_plugin() + "' ties it to the token embedding");
+    return;
+  }
 }
 
 }  // namespace
@@ -216,7 +222,7 @@ void import_huggingface(ModelParameters& params, const std::string& safetensors_
                                                    params.model_plugin() + "' does not have: " + list +
                                                    "; does the model config match the file's?");
   }
-  check_tied_lm_head(file);
+  check_tied_lm_head(params, file);
 
   for (size_t i = 0; i < n; ++i) {
     const ExternalLayout& layout = layouts[i];

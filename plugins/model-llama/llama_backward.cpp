@@ -1,0 +1,267 @@
+// The llama model's backward pass, the forward's layers in reverse, and its split for
+// zero-bubble schedules: an INPUT part computing the activation gradients the chunk below waits
+// for, keeping each matmul's output gradient, and a WEIGHT part computing the weight gradients
+// from them later, in the full backward's order, so the split changes no bit of any gradient.
+#include <cstddef>
+
+#include "llama_model.hpp"
+
+namespace keel_llama {
+
+using keel_support::Carver;
+using keel_support::StatusError;
+
+void LlamaModel::backward(const keel_backward_args& args) {
+  if (args.struct_size < offsetof(keel_backward_args, chunk))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args->struct_size is smaller than keel_backward_args");
+  if (!args.access || args.access->struct_size < sizeof(keel_param_access))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: an access table is required");
+  const bool has_chunk = args.struct_size >= offsetof(keel_backward_args, part) + sizeof(args.part);
+  const int32_t chunk = has_chunk ? args.chunk : 0;
+  const float* output_grad = has_chunk ? args.output_grad : nullptr;
+  float* input_grad = has_chunk ? args.input_grad : nullptr;
+  const int32_t part = has_chunk ? args.part : KEEL_BACKWARD_FULL;
+  check_chunk(chunk, "backward");
+  if (part != KEEL_BACKWARD_FULL && part != KEEL_BACKWARD_INPUT && part != KEEL_BACKWARD_WEIGHT)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: part " + std::to_string(part) + " is none of "
+                                                 "KEEL_BACKWARD_FULL (0), _INPUT (1), _WEIGHT (2)");
+  if (part == KEEL_BACKWARD_WEIGHT) return weight_backward(args, chunk);
+  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
+  if ((!last && !output_grad) || (!first && !input_grad))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: chunk " + std::to_string(chunk) + " of " +
+                                                     std::to_string(plan_.chunks()) + " needs " +
+                                                     (!last && !output_grad ? "the gradient of its output"
+                                                                            : "an input_grad buffer"));
+  const ActivationKey key{args.microbatch, chunk};
+  auto found = activations_.find(key);
+  if (found == activations_.end() || !found->second.backward_pending)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
+                                                     (plan_.chunks() > 1 ? ", chunk " + std::to_string(chunk) : "") +
+                                                     " has no forward with targets awaiting its backward");
+  Activations& a = found->second;
+  a.backward_pending = false;
+  const int64_t N = int64_t(a.B) * a.T, io_numel = stage_io_numel(a.B, a.T);
+  ensure_scratch(N);
+  SavedOutputGrads* save = part == KEEL_BACKWARD_INPUT ? &saved_output_grads(a) : nullptr;
+
+  if (last) head_backward(a, args.access, args.loss_scale, save);
+  else ops_.copy(scratch_.dresidual, ops_.at(output_grad), io_numel);
+  for (int64_t l = a.blocks - 1; l >= 0; --l) block_backward(a, l, args.access, save);
+  if (!first) ops_.copy(ops_.at(input_grad), scratch_.dresidual, io_numel);
+  if (save) {  // the embedding has weights only: its backward is all WEIGHT part
+    if (first) ops_.copy(save->encoded, scratch_.dresidual, io_numel);
+    a.weight_pending = true;
+    return;
+  }
+  if (first) embedding_backward(a, args.access, scratch_.dresidual);
+  recycle_activations(key);
+}
+
+void LlamaModel::weight_backward(const keel_backward_args& args, int32_t chunk) {
+  const ActivationKey key{args.microbatch, chunk};
+  auto found = activations_.find(key);
+  if (found == activations_.end() || !found->second.weight_pending)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
+                                                     ", chunk " + std::to_string(chunk) +
+                                                     ": KEEL_BACKWARD_WEIGHT without its KEEL_BACKWARD_INPUT part");
+  Activations& a = found->second;
+  a.weight_pending = false;
+  ensure_scratch(int64_t(a.B) * a.T);
+  if (chunk == plan_.last_chunk()) head_weight_backward(a, args.access);
+  for (int64_t l = a.blocks - 1; l >= 0; --l) block_weight_backward(a, l, args.access);
+  if (chunk == 0) embedding_backward(a, args.access, a.saved.encoded);
+  recycle_activations(key);
+}
+
+SavedOutputGrads& LlamaModel::saved_output_grads(Activations& a) {
+  SavedOutputGrads& s = a.saved;
+  if (s.memory.get()) return s;
+  const int64_t L = a.blocks, C = config_.d_model, F = share_.hidden;
+  const int64_t N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N), head = a.head ? 1 : 0;
+  auto carve_all = [&](char* base) {
+    Carver carve(base);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    s.down = elems(L * N * C);
+    s.gate_up = elems(L * N * 2 * F);
+    s.ln2 = elems(L * Nr * C);
+    s.o = elems(L * N * C);
+    s.qkv = elems(L * N * share_.qkv_width);
+    s.ln1 = elems(L * Nr * C);
+    s.logits = elems(head * N * share_.vocab.rows);
+    s.lnf = elems(head * Nr * C);
+    s.encoded = elems(a.chunk == 0 ? Nr * C : 0);
+    return carve.used();
+  };
+  s.memory = backend_.alloc_bytes(carve_all(nullptr));
+  carve_all(static_cast<char*>(s.memory.get()));
+  return s;
+}
+
+void LlamaModel::stacked_backward(Elems dinp, Elems dout, Elems inp, Elems weight, float* dweight_scratch, int64_t N,
+                                  int64_t OC, const LayerLease* grads,
+                                  std::initializer_list<std::pair<int, int64_t>> parts) {
+  const keel_support::BackendOps& be = backend_;
+  const int64_t C = config_.d_model;
+  float* dweight = nullptr;
+  if (grads) {
+    KEEL_OP(be, fill_zero, dweight_scratch, size_t(OC * C) * sizeof(float));
+    dweight = dweight_scratch;
+  }
+  ops_.matmul_backward(dinp, dweight, nullptr, dout, inp, weight, N, C, OC);
+  if (!grads) return;
+  int64_t row = 0;  // each tensor's rows of the stacked gradient, in stacking order
+  for (const auto& [tensor, rows] : parts) {
+    KEEL_OP(be, accumulate, grads->grad(static_cast<size_t>(tensor)), dweight_scratch + row * C, rows * C);
+    row += rows;
+  }
+}
+
+void LlamaModel::norm_backward(Elems dinp, float* dweight, Elems dout, Elems inp, Elems weight, const float* rstd,
+                               int64_t rows) {
+  const keel_support::BackendOps& be = backend_;
+  const int64_t C = config_.d_model;
+  if (dweight && !tp_.sequence_parallel()) {  // every rank holds every row: the gradient is whole
+    ops_.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, tp_.norm_rows(rows), C);
+    return;
+  }
+  // The op always writes a weight gradient: into scratch, then summed over tp (or discarded).
+  float* part = scratch_.dnorm;
+  KEEL_OP(be, fill_zero, part, size_t(C) * sizeof(float));
+  ops_.rmsnorm_backward(dinp, part, dout, inp, weight, rstd, tp_.norm_rows(rows), C);
+  if (!dweight) return;
+  tp_.sum_replicated_grad(part, C, "the RMSNorm weight gradients");
+  KEEL_OP(be, accumulate, dweight, part, C);
+}
+
+void LlamaModel::head_backward(Activations& a, const keel_param_access* access, float loss_scale,
+                               SavedOutputGrads* save) {
+  Scratch& g = scratch_;
+  const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N), Vl = share_.vocab.rows;
+  const float dloss = a.valid_targets ? loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
+  const int32_t phase = save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD;  // INPUT part: weights only
+  ops_.fill_zero(g.dlogits, N * Vl);
+  ops_.fill_zero(g.dln, N * C);
+  ops_.fill_zero(g.dresidual, Nr * C);
+  ops_.crossentropy_backward(g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab.begin, share_.vocab.valid,
+                             Vl);
+  if (save) ops_.copy(save->logits, g.dlogits, N * Vl);
+  const Elems last_residual = a.residual3 + (a.blocks - 1) * Nr * C;
+  const int32_t final_layer = config_.n_layer + 1;
+  if (tied()) {  // layer 0, first use: not final where the embedding backward still adds to it
+    LayerLease lease(access, 0, phase, layer_specs(0), layer_size(0));
+    ops_.matmul_backward(g.dln, save ? nullptr : lease.grad(EMBED), nullptr, g.dlogits, a.lnf,
+                         lease.param_elems(EMBED), N, C, Vl);
+    lease.release(!save && plan_.holds_wte_copy());
+  }
+  LayerLease lease(access, final_layer, phase, layer_specs(final_layer), layer_size(final_layer));
+  if (!tied())
+    ops_.matmul_backward(g.dln, save ? nullptr : lease.grad(LM_HEAD), nullptr, g.dlogits, a.lnf,
+                         lease.param_elems(LM_HEAD), N, C, Vl);
+  const Elems dlnf = tp_.enter_backward(g.dln, g.dln_rows, N);
+  if (save) ops_.copy(save->lnf, dlnf, Nr * C);
+  norm_backward(g.dresidual, save ? nullptr : lease.grad(FINAL_NORM), dlnf, last_residual,
+                lease.param_elems(FINAL_NORM), a.lnf_rstd, N);
+  lease.release(!save);
+}
+
+void LlamaModel::head_weight_backward(Activations& a, const keel_param_access* access) {
+  const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N), Vl = share_.vocab.rows;
+  if (tied()) {
+    LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
+    ops_.matmul_backward(Elems(), lease.grad(EMBED), nullptr, a.saved.logits, a.lnf, lease.param_elems(EMBED), N, C,
+                         Vl);
+    lease.release(plan_.holds_wte_copy());
+  }
+  const int32_t layer = config_.n_layer + 1;
+  LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
+  if (!tied())
+    ops_.matmul_backward(Elems(), lease.grad(LM_HEAD), nullptr, a.saved.logits, a.lnf, lease.param_elems(LM_HEAD), N,
+                         C, Vl);
+  // The op always writes an input gradient too: into the scratch dln, which nothing reads now.
+  norm_backward(scratch_.dln, lease.grad(FINAL_NORM), a.saved.lnf, a.residual3 + (a.blocks - 1) * Nr * C,
+                lease.param_elems(FINAL_NORM), a.lnf_rstd, N);
+  lease.release(true);
+}
+
+void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save) {
+  Scratch& g = scratch_;
+  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = tp_.norm_rows(N), D = config_.head_dim();
+  const int64_t Cq = share_.q_width, Ckv = share_.kv_width, QKV = share_.qkv_width, F = share_.hidden;
+  const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
+  LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
+                   layer_size(layer));
+  const LayerLease* grads = save ? nullptr : &lease;  // INPUT part: no weight gradients
+  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
+  auto dw = [&](int i) { return save ? nullptr : lease.grad(static_cast<size_t>(i)); };
+  const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
+  const BlockActivations v = block_activations(a, l);
+  stack_weights(lease);
+  recompute_block(v, residual, lease, B, T, /*for_input=*/true);
+
+  // MLP branch. dresidual holds ∂/∂residual3, also the gradient of down_proj's output.
+  const Elems ddown = tp_.leave_backward(g.dresidual, g.dgathered, N);
+  if (save) ops_.copy(save->down + l * N * C, ddown, N * C);
+  ops_.fill_zero(g.dact, N * F);
+  ops_.fill_zero(g.dgate_up, N * 2 * F);
+  ops_.fill_zero(g.dln, N * C);
+  ops_.matmul_backward(g.dact, dw(DOWN_W), nullptr, ddown, v.act, w(DOWN_W), N, F, C);
+  ops_.swiglu_backward(g.dgate_up, g.dact, v.gate_up, N, F);
+  if (save) ops_.copy(save->gate_up + l * N * 2 * F, g.dgate_up, N * 2 * F);
+  stacked_backward(g.dln, g.dgate_up, v.ln2, stacked_.gate_up, stacked_.dgate_up, N, 2 * F, grads,
+                   {{GATE_W, F}, {UP_W, F}});
+  const Elems dln2 = tp_.enter_backward(g.dln, g.dln_rows, N);
+  if (save) ops_.copy(save->ln2 + l * Nr * C, dln2, Nr * C);
+  norm_backward(g.dresidual, dw(POST_NORM), dln2, v.residual2, w(POST_NORM), v.ln2_rstd, N);
+
+  // Attention branch: dresidual is now ∂/∂residual2.
+  const Elems do_out = tp_.leave_backward(g.dresidual, g.dgathered, N);
+  if (save) ops_.copy(save->o + l * N * C, do_out, N * C);
+  ops_.fill_zero(g.datty, N * Cq);
+  ops_.fill_zero(g.dqkv, N * QKV);
+  ops_.fill_zero(g.dln, N * C);
+  ops_.matmul_backward(g.datty, dw(O_W), nullptr, do_out, v.atty, w(O_W), N, Cq, C);
+  ops_.attention_gqa_backward(g.dqkv, g.datty, v.qkv, v.atty, v.att_saved, B, T, Cq, share_.heads, share_.kv_heads);
+  ops_.rope_backward(g.dqkv, inv_freq_.floats(), B, T, share_.heads + share_.kv_heads, D, QKV, 0, 0);
+  if (save) ops_.copy(save->qkv + l * N * QKV, g.dqkv, N * QKV);
+  stacked_backward(g.dln, g.dqkv, v.ln1, stacked_.qkv, stacked_.dqkv, N, QKV, grads,
+                   {{Q_W, Cq}, {K_W, Ckv}, {V_W, Ckv}});
+  const Elems dln1 = tp_.enter_backward(g.dln, g.dln_rows, N);
+  if (save) ops_.copy(save->ln1 + l * Nr * C, dln1, Nr * C);
+  norm_backward(g.dresidual, dw(IN_NORM), dln1, residual, w(IN_NORM), v.ln1_rstd, N);
+  lease.release(!save);
+}
+
+void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_param_access* access) {
+  const SavedOutputGrads& d = a.saved;
+  const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N);
+  const int64_t Cq = share_.q_width, Ckv = share_.kv_width, QKV = share_.qkv_width, F = share_.hidden;
+  const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
+  LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
+  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
+  auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
+  const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
+  const BlockActivations v = block_activations(a, l);
+  stack_weights(lease);
+  recompute_block(v, residual, lease, a.B, a.T, /*for_input=*/false);  // FULL: again, the INPUT part's is gone
+  ops_.matmul_backward(Elems(), dw(DOWN_W), nullptr, d.down + l * N * C, v.act, w(DOWN_W), N, share_.hidden, C);
+  stacked_backward(Elems(), d.gate_up + l * N * 2 * F, v.ln2, stacked_.gate_up, stacked_.dgate_up, N, 2 * F, &lease,
+                   {{GATE_W, F}, {UP_W, F}});
+  norm_backward(scratch_.dln, dw(POST_NORM), d.ln2 + l * Nr * C, v.residual2, w(POST_NORM), v.ln2_rstd, N);
+  ops_.matmul_backward(Elems(), dw(O_W), nullptr, d.o + l * N * C, v.atty, w(O_W), N, Cq, C);
+  stacked_backward(Elems(), d.qkv + l * N * QKV, v.ln1, stacked_.qkv, stacked_.dqkv, N, QKV, &lease,
+                   {{Q_W, Cq}, {K_W, Ckv}, {V_W, Ckv}});
+  norm_backward(scratch_.dln, dw(IN_NORM), d.ln1 + l * Nr * C, residual, w(IN_NORM), v.ln1_rstd, N);
+  lease.release(true);
+}
+
+void LlamaModel::embedding_backward(Activations& a, const keel_param_access* access, Elems dencoded_rows) {
+  const int64_t C = config_.d_model, N = int64_t(a.B) * a.T;
+  LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
+  // Every rank sees every row's gradient and scatters those of its vocabulary rows.
+  const Elems dencoded = tp_.active() ? tp_.leave_backward(dencoded_rows, scratch_.dgathered, N) : dencoded_rows;
+  ops_.embedding_rows_backward(lease.grad(EMBED), nullptr, dencoded, a.tokens, a.B, a.T, C, share_.vocab.begin,
+                               share_.vocab.rows);
+  lease.release(true);
+}
+
+}  // namespace keel_llama

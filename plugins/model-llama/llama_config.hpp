@@ -1,0 +1,34 @@
+// The llama model's "model" section: dimensions as transformers' LlamaConfig names them, checked
+// against each other, with defaults of SmolLM2-135M (a Llama-family model small enough to train
+// on a laptop). Read at validate and at create; the same text gives the same config.
+#pragma once
+
+#include <cstdint>
+
+#include <keel_support/recompute.hpp>       // defines: Recompute
+#include <keel_support/rope_frequencies.hpp>  // defines: RopeScaling
+
+namespace keel_llama {
+
+struct LlamaConfig {
+  int32_t n_layer = 30;
+  int32_t d_model = 576;
+  int32_t n_head = 9;
+  int32_t n_kv_head = 3;
+  int32_t ffn_hidden = 1536;
+  int32_t vocab_size = 49152;
+  int32_t padded_vocab_size = 49152;  // vocab_size rounded up to a multiple of 128
+  int32_t max_seq_len = 2048;
+  double rope_theta = 100000.0;
+  float rms_eps = 1e-5f;
+  bool tie_embeddings = true;
+  keel_support::RopeScaling rope_scaling;  // factor 0: none
+  keel_support::Recompute recompute = keel_support::Recompute::NONE;
+
+  int32_t head_dim() const { return d_model / n_head; }
+};
+
+// Reads and checks the section; throws keel_support::ConfigError naming the JSON path.
+LlamaConfig parse_llama_config(const char* config_json, const char* json_path);
+
+}  // namespace keel_llama

@@ -1,0 +1,393 @@
+// The llama model's activations and forward pass, layer by layer as transformers' LlamaModel
+// runs it (pre-norm RMSNorm, rope on q and k, grouped-query attention, SwiGLU), every op
+// delegated to the backend and every parameter borrowed from the strategy for exactly as long as
+// its layer runs. The backward is llama_backward.cpp.
+#include "llama_model.hpp"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace keel_llama {
+
+using keel_support::Carver;
+using keel_support::StatusError;
+
+LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args)
+    : host_(host), config_(parse_llama_config(args.config_json, args.json_path)) {
+  if (args.backend == nullptr || args.backend_obj == nullptr)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
+  backend_ = {args.backend, args.backend_obj};
+  ops_ = ComputeOps(backend_);
+  // Every op this model calls, so a backend missing one fails here rather than mid-step.
+#define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the llama model");
+  KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
+  KEEL_REQUIRE_OP(accumulate) KEEL_REQUIRE_OP(matmul_forward) KEEL_REQUIRE_OP(matmul_backward)
+  KEEL_REQUIRE_OP(add) KEEL_REQUIRE_OP(embedding_rows_forward) KEEL_REQUIRE_OP(embedding_rows_backward)
+  KEEL_REQUIRE_OP(crossentropy_combine) KEEL_REQUIRE_OP(rmsnorm_forward_dt) KEEL_REQUIRE_OP(rmsnorm_backward_dt)
+  KEEL_REQUIRE_OP(rope_forward_dt) KEEL_REQUIRE_OP(rope_backward_dt) KEEL_REQUIRE_OP(swiglu_forward_dt)
+  KEEL_REQUIRE_OP(swiglu_backward_dt) KEEL_REQUIRE_OP(attention_gqa_saved_bytes)
+  KEEL_REQUIRE_OP(attention_gqa_forward_dt) KEEL_REQUIRE_OP(attention_gqa_backward_dt)
+#undef KEEL_REQUIRE_OP
+  check_tensor_parallel(args);
+  plan_ = ChunkPlan(args, config_.n_layer);
+  build_param_specs();
+  external_ = std::make_unique<const LlamaExternalNames>(config_, names_);
+  // Rope's frequencies, once: host math (keel_support/rope_frequencies.hpp) copied to the backend.
+  std::vector<float> inv_freq(static_cast<size_t>(config_.head_dim() / 2));
+  keel_support::rope_inverse_frequencies(inv_freq.data(), config_.head_dim(), config_.rope_theta, config_.rope_scaling);
+  inv_freq_ = backend_.alloc_bytes(inv_freq.size() * sizeof(float));
+  backend_.copy(inv_freq_.floats(), inv_freq.data(), int64_t(inv_freq.size()), KEEL_COPY_HOST_TO_DEVICE);
+  // The stacked weights and their gradients, one block's worth.
+  const int64_t C = config_.d_model, QKV = share_.qkv_width, F2 = 2 * share_.hidden;
+  auto carve_stacked = [&](char* base) {
+    Carver carve(base);
+    stacked_.qkv = ops_.at(carve.take<char>(int64_t(ops_.bytes(QKV * C))));
+    stacked_.gate_up = ops_.at(carve.take<char>(int64_t(ops_.bytes(F2 * C))));
+    stacked_.dqkv = carve.take<float>(QKV * C);
+    stacked_.dgate_up = carve.take<float>(F2 * C);
+    return carve.used();
+  };
+  stacked_.memory = backend_.alloc_bytes(carve_stacked(nullptr));
+  carve_stacked(static_cast<char*>(stacked_.memory.get()));
+}
+
+void LlamaModel::describe(keel_model_info* out) const {
+  keel_support::write_model_info(out, specs_, config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
+                                 config_.max_seq_len, /*n_blocks=*/config_.n_layer);
+}
+
+// PaLM's 6·N per token for the matmuls of forward and backward plus 12·L·(NH·head_dim)·T for
+// attention's score and value products (gpt_model.cpp has the derivation); N is the whole
+// model's on every pipeline rank.
+double LlamaModel::flops_per_token(int32_t seq_len) const {
+  const double Cq = double(config_.n_head) * config_.head_dim();
+  return 6.0 * matmul_params_ + 12.0 * config_.n_layer * Cq * static_cast<double>(seq_len);
+}
+
+int64_t LlamaModel::att_saved_bytes(int64_t B, int64_t T) const {
+  return ops_.attention_gqa_saved_bytes(B, T, share_.q_width, share_.heads, share_.kv_heads);
+}
+
+void LlamaModel::carve_activations(Activations& a, char* base, size_t* out_bytes) const {
+  const int64_t L = a.blocks, C = config_.d_model, Cq = share_.q_width, QKV = share_.qkv_width;
+  const int64_t F = share_.hidden, Vl = share_.vocab.rows;
+  const int64_t N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N), head = a.head ? 1 : 0;
+  const int64_t Lk = config_.recompute == Recompute::FULL ? 0 : L;   // layers of each kept tensor
+  const int64_t La = config_.recompute == Recompute::NONE ? L : 0;   // layers of attention's state
+  Carver carve(base);
+  auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+  a.encoded = elems(Nr * C);
+  a.ln1 = elems(Lk * N * C);
+  a.ln1_rstd = carve.take<float>(Lk * Nr);
+  a.qkv = elems(Lk * N * QKV);
+  a.atty = elems(Lk * N * Cq);
+  a.att_saved = carve.take<char>(La * a.att_saved_per_layer);
+  a.residual2 = elems(Lk * Nr * C);
+  a.ln2 = elems(Lk * N * C);
+  a.ln2_rstd = carve.take<float>(Lk * Nr);
+  a.gate_up = elems(Lk * N * 2 * F);
+  a.act = elems(Lk * N * F);
+  a.residual3 = elems(L * Nr * C);
+  a.lnf = elems(head * N * C);
+  a.lnf_rstd = carve.take<float>(head * Nr);
+  a.logits = elems(head * N * Vl);
+  a.lse = carve.take<float>(head * N);
+  a.ce_stats = carve.take<float>(head * tp_.ce_stats_floats(N));
+  a.loss_sum = carve.take<float>(head);
+  a.tokens = carve.take<int32_t>(N);
+  a.targets = carve.take<int32_t>(head * N);
+  *out_bytes = carve.used();
+}
+
+BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) const {
+  if (config_.recompute == Recompute::FULL) return recompute_block_;
+  const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N);
+  BlockActivations v;
+  v.ln1 = a.ln1 + l * N * C;
+  v.ln1_rstd = a.ln1_rstd + l * Nr;
+  v.qkv = a.qkv + l * N * share_.qkv_width;
+  v.atty = a.atty + l * N * share_.q_width;
+  v.att_saved = config_.recompute == Recompute::SELECTIVE ? recompute_block_.att_saved
+                                                            : a.att_saved + l * a.att_saved_per_layer;
+  v.residual2 = a.residual2 + l * Nr * C;
+  v.ln2 = a.ln2 + l * N * C;
+  v.ln2_rstd = a.ln2_rstd + l * Nr;
+  v.gate_up = a.gate_up + l * N * 2 * share_.hidden;
+  v.act = a.act + l * N * share_.hidden;
+  return v;
+}
+
+// One block's worth of what recomputation writes: every block tensor under FULL, attention's
+// saved state and a second attention output under SELECTIVE.
+void LlamaModel::ensure_recompute_scratch(int64_t B, int64_t T) {
+  const int64_t N = B * T, att_bytes = att_saved_bytes(B, T);
+  if (config_.recompute == Recompute::NONE || (recompute_rows_ >= N && recompute_att_bytes_ >= att_bytes)) return;
+  const int64_t rows = std::max(N, recompute_rows_), att = std::max(att_bytes, recompute_att_bytes_);
+  const int64_t C = config_.d_model, F = share_.hidden, Nr = tp_.norm_rows(rows);
+  const int64_t full = config_.recompute == Recompute::FULL ? 1 : 0;
+  auto carve_all = [&](char* base) {
+    Carver carve(base);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    BlockActivations& v = recompute_block_;
+    v.ln1 = elems(full * rows * C);
+    v.ln1_rstd = carve.take<float>(full * Nr);
+    v.qkv = elems(full * rows * share_.qkv_width);
+    v.atty = elems(rows * share_.q_width);  // SELECTIVE: the recomputed output, equal to the kept one
+    v.att_saved = carve.take<char>(att);
+    v.residual2 = elems(full * Nr * C);
+    v.ln2 = elems(full * rows * C);
+    v.ln2_rstd = carve.take<float>(full * Nr);
+    v.gate_up = elems(full * rows * 2 * F);
+    v.act = elems(full * rows * F);
+    return carve.used();
+  };
+  recompute_memory_ = BackendBuffer();  // free the smaller one first: peak memory is one copy
+  recompute_rows_ = 0;
+  const size_t bytes = carve_all(nullptr);
+  recompute_memory_ = backend_.alloc_bytes(bytes);
+  carve_all(static_cast<char*>(recompute_memory_.get()));
+  recompute_rows_ = rows;
+  recompute_att_bytes_ = att;
+  keel_logf(host_, KEEL_LOG_DEBUG, kSource, "recompute buffer (%s, one block, %lld tokens): %zu bytes",
+            keel_support::recompute_name(config_.recompute), static_cast<long long>(rows), bytes);
+}
+
+Activations& LlamaModel::activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T) {
+  auto found = activations_.find({microbatch, chunk});
+  if (found != activations_.end() && found->second.B == B && found->second.T == T) return found->second;
+  if (found != activations_.end()) activations_.erase(found);  // free the old size first
+  for (auto spare = spare_activations_.begin(); spare != spare_activations_.end(); ++spare) {
+    if (spare->chunk != chunk || spare->B != B || spare->T != T) continue;
+    Activations& a = activations_[{microbatch, chunk}] = std::move(*spare);
+    spare_activations_.erase(spare);
+    a.backward_pending = false;
+    return a;
+  }
+  Activations& a = activations_[{microbatch, chunk}];
+  a.B = B, a.T = T;
+  a.chunk = chunk;
+  a.blocks = plan_.block_count(chunk);
+  a.head = chunk == plan_.last_chunk();
+  a.att_saved_per_layer = att_saved_bytes(B, T);
+  size_t bytes = 0;
+  carve_activations(a, nullptr, &bytes);
+  a.memory = backend_.alloc_bytes(bytes);
+  carve_activations(a, static_cast<char*>(a.memory.get()), &bytes);
+  keel_logf(host_, KEEL_LOG_DEBUG, kSource, "activations for micro-batch %d, chunk %d (%d x %d tokens, tp %d%s, "
+            "recompute %s): %zu bytes", microbatch, chunk, B, T, tp_.size(),
+            tp_.sequence_parallel() ? ", sequence parallel" : "", keel_support::recompute_name(config_.recompute),
+            bytes);
+  return a;
+}
+
+void LlamaModel::recycle_activations(ActivationKey key) {
+  auto found = activations_.find(key);
+  if (found == activations_.end()) return;
+  spare_activations_.push_back(std::move(found->second));
+  activations_.erase(found);
+}
+
+void LlamaModel::check_chunk(int32_t chunk, const char* call) const {
+  if (!plan_.is_mine(chunk))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(call) + ": chunk " + std::to_string(chunk) +
+                                                     " is not held by pipeline rank " +
+                                                     std::to_string(plan_.pp_rank()) + " of " +
+                                                     std::to_string(plan_.pp_size()) + " (" +
+                                                     std::to_string(plan_.chunks()) + " chunks, chunk c on rank c % pp)");
+}
+
+void LlamaModel::ensure_scratch(int64_t rows) {
+  if (scratch_.rows >= rows) return;
+  const int64_t C = config_.d_model, F = share_.hidden, Vl = share_.vocab.rows;
+  const int64_t tp = tp_.active() ? 1 : 0, sp = tp_.sequence_parallel() ? 1 : 0, Nr = tp_.norm_rows(rows);
+  auto carve_all = [&](Scratch& s, char* base) {
+    Carver carve(base);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    s.dlogits = elems(rows * Vl);
+    s.dresidual = elems(Nr * C);
+    s.dln = elems(rows * C);
+    s.datty = elems(rows * share_.q_width);
+    s.dqkv = elems(rows * share_.qkv_width);
+    s.dact = elems(rows * F);
+    s.dgate_up = elems(rows * 2 * F);
+    s.ln_rows = elems(sp * Nr * C);
+    s.partial = elems(tp * rows * C);
+    s.dln_rows = elems(sp * Nr * C);
+    s.dgathered = elems(sp * rows * C);
+    s.dnorm = carve.take<float>(C);
+    return carve.used();
+  };
+  scratch_.memory = BackendBuffer();
+  scratch_.rows = 0;
+  const size_t bytes = carve_all(scratch_, nullptr);
+  scratch_.memory = backend_.alloc_bytes(bytes);
+  carve_all(scratch_, static_cast<char*>(scratch_.memory.get()));
+  scratch_.rows = rows;
+}
+
+void LlamaModel::forward(keel_forward_args* args) {
+  if (args->struct_size < offsetof(keel_forward_args, chunk))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args->struct_size is smaller than keel_forward_args");
+  const bool has_chunk = args->struct_size >= offsetof(keel_forward_args, output) + sizeof(args->output);
+  const int32_t chunk = has_chunk ? args->chunk : 0;
+  const float* input = has_chunk ? args->input : nullptr;
+  float* output = has_chunk ? args->output : nullptr;
+  check_chunk(chunk, "forward");
+  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
+  if (!args->access || args->access->struct_size < sizeof(keel_param_access) || (first && !args->tokens))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: access table and tokens are required");
+  if ((!first && !input) || (!last && !output))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: chunk " + std::to_string(chunk) + " of " +
+                                                     std::to_string(plan_.chunks()) + " needs " +
+                                                     (!first && !input ? "the previous chunk's output as input"
+                                                                       : "an output buffer for the next chunk"));
+  const int32_t B = args->batch, T = args->seq_len;
+  if (B < 1 || T < 1 || T > config_.max_seq_len)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: need batch >= 1 and 1 <= seq_len <= " +
+                                                     std::to_string(config_.max_seq_len) + ", found batch " +
+                                                     std::to_string(B) + ", seq_len " + std::to_string(T));
+  if (tp_.sequence_parallel() && T % tp_.size() != 0)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
+                                                 "the tensor-parallel size " + std::to_string(tp_.size()) +
+                                                 ", which sequence parallelism splits it by");
+  const keel_support::BackendOps& be = backend_;
+  const int64_t N = int64_t(B) * T, io_numel = stage_io_numel(B, T);
+  if (first) keel_support::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
+  int64_t valid_targets = 0;
+  if (args->targets && last)
+    valid_targets = keel_support::check_token_ids(be, args->targets, N, config_.vocab_size, true, "targets");
+
+  Activations& a = activations_for(args->microbatch, chunk, B, T);
+  a.backward_pending = a.weight_pending = false;
+  ensure_scratch(N);
+  ensure_recompute_scratch(B, T);
+  if (first) KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+  if (args->targets && last)
+    KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+
+  if (first) embedding_forward(a, args->access);
+  else ops_.copy(a.encoded, ops_.at(input), io_numel);
+  for (int64_t l = 0; l < a.blocks; ++l) block_forward(a, l, args->access);
+  if (!last) {
+    ops_.copy(ops_.at(output), a.residual3 + (a.blocks - 1) * io_numel, io_numel);
+    a.backward_pending = args->targets != nullptr;
+    return;
+  }
+  const bool device_loss = args->struct_size >= offsetof(keel_forward_args, loss_weight) + sizeof(float) &&
+                           args->loss_sum != nullptr;
+  const float loss = head_forward(a, args->access, args->targets != nullptr, valid_targets, &args->logits,
+                                  device_loss ? args->loss_sum : nullptr, device_loss ? args->loss_weight : 1.0f);
+  if (args->targets && !device_loss) args->loss = loss;
+}
+
+void LlamaModel::embedding_forward(Activations& a, const keel_param_access* access) {
+  const int64_t C = config_.d_model, N = int64_t(a.B) * a.T;
+  LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
+  // Each rank embeds the tokens of its vocabulary rows (all of them at tp 1); the sum is the embedding.
+  const Elems partial = tp_.active() ? scratch_.partial : a.encoded;
+  ops_.embedding_rows_forward(partial, a.tokens, lease.param_elems(EMBED), Elems(), a.B, a.T, C, share_.vocab.begin,
+                              share_.vocab.rows);
+  if (tp_.active()) tp_.leave(partial, a.encoded, N);
+  lease.release(false);
+}
+
+void LlamaModel::stack_weights(const LayerLease& lease) {
+  const int64_t C = config_.d_model, Cq = share_.q_width, Ckv = share_.kv_width, F = share_.hidden;
+  ops_.copy(stacked_.qkv, lease.param_elems(Q_W), Cq * C);
+  ops_.copy(stacked_.qkv + Cq * C, lease.param_elems(K_W), Ckv * C);
+  ops_.copy(stacked_.qkv + (Cq + Ckv) * C, lease.param_elems(V_W), Ckv * C);
+  ops_.copy(stacked_.gate_up, lease.param_elems(GATE_W), F * C);
+  ops_.copy(stacked_.gate_up + F * C, lease.param_elems(UP_W), F * C);
+}
+
+void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
+  const int64_t C = config_.d_model, Nr = tp_.norm_rows(int64_t(a.B) * a.T);
+  const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
+  LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
+  const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
+  block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
+  lease.release(false);
+}
+
+void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, Elems residual3,
+                                   const LayerLease& lease, int64_t B, int64_t T) {
+  Scratch& s = scratch_;
+  const int64_t C = config_.d_model, N = B * T, Nr = tp_.norm_rows(N), D = config_.head_dim();
+  const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
+  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
+  const bool sp = tp_.sequence_parallel();
+  const Elems ln_out1 = sp ? s.ln_rows : v.ln1, ln_out2 = sp ? s.ln_rows : v.ln2;
+  const Elems o_out = tp_.active() ? s.partial : v.residual2;
+  stack_weights(lease);
+
+  // Attention: residual2 = residual + o_proj(attention(rope(qkv(norm(residual))))).
+  ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
+  tp_.enter(ln_out1, v.ln1, N);
+  ops_.matmul_forward(v.qkv, v.ln1, stacked_.qkv, Elems(), N, C, QKV);
+  // q's and k's heads sit side by side at the start of each row: one turn covers both.
+  ops_.rope_forward(v.qkv, inv_freq_.floats(), B, T, share_.heads + share_.kv_heads, D, QKV, 0, 0);
+  ops_.attention_gqa_forward(v.atty, v.att_saved, v.qkv, B, T, Cq, share_.heads, share_.kv_heads);
+  ops_.matmul_forward(o_out, v.atty, w(O_W), Elems(), N, Cq, C);
+  if (tp_.active()) tp_.leave(o_out, v.residual2, N);
+  ops_.add(v.residual2, v.residual2, residual, Nr * C);
+  // MLP: residual3 = residual2 + down(silu(gate(x)) · up(x)), x = norm(residual2).
+  ops_.rmsnorm_forward(ln_out2, v.ln2_rstd, v.residual2, w(POST_NORM), Nr, C, config_.rms_eps);
+  tp_.enter(ln_out2, v.ln2, N);
+  ops_.matmul_forward(v.gate_up, v.ln2, stacked_.gate_up, Elems(), N, C, 2 * F);
+  ops_.swiglu_forward(v.act, v.gate_up, N, F);
+  if (!residual3) return;  // a recomputation: the backward reads nothing past SwiGLU
+  const Elems down_out = tp_.active() ? s.partial : residual3;
+  ops_.matmul_forward(down_out, v.act, w(DOWN_W), Elems(), N, F, C);
+  if (tp_.active()) tp_.leave(down_out, residual3, N);
+  ops_.add(residual3, residual3, v.residual2, Nr * C);
+}
+
+// The same ops on the same inputs write the same bits the forward wrote, so the gradients equal
+// recompute "none"'s; under tensor parallelism the recomputation redoes the forward's collectives.
+void LlamaModel::recompute_block(const BlockActivations& v, Elems residual, const LayerLease& lease, int64_t B,
+                                 int64_t T, bool for_input) {
+  if (config_.recompute == Recompute::FULL) return block_forward_ops(v, residual, Elems(), lease, B, T);
+  if (config_.recompute == Recompute::SELECTIVE && for_input)
+    ops_.attention_gqa_forward(recompute_block_.atty, v.att_saved, v.qkv, B, T, share_.q_width, share_.heads,
+                               share_.kv_heads);
+}
+
+float LlamaModel::head_forward(Activations& a, const keel_param_access* access, bool training, int64_t valid_targets,
+                               const float** out_logits, float* loss_sum, float loss_weight) {
+  const keel_support::BackendOps& be = backend_;
+  const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N), Vl = share_.vocab.rows;
+  const Elems last_residual = a.residual3 + (a.blocks - 1) * Nr * C;
+  {  // layer L+1: the final norm, and the head when untied
+    const int32_t layer = config_.n_layer + 1;
+    LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
+    const Elems lnf_out = tp_.sequence_parallel() ? scratch_.ln_rows : a.lnf;
+    ops_.rmsnorm_forward(lnf_out, a.lnf_rstd, last_residual, lease.param_elems(FINAL_NORM), Nr, C, config_.rms_eps);
+    tp_.enter(lnf_out, a.lnf, N);
+    if (!tied()) ops_.matmul_forward(a.logits, a.lnf, lease.param_elems(LM_HEAD), Elems(), N, C, Vl);
+    lease.release(false);
+  }
+  if (tied()) {  // layer 0 again: the embedding is the head (on a later pipeline stage, its copy)
+    LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
+    ops_.matmul_forward(a.logits, a.lnf, lease.param_elems(EMBED), Elems(), N, C, Vl);
+    lease.release(false);
+  }
+  if (!training) {
+    *out_logits = inference_logits_.get(backend_, tp_, a.logits, N, config_.padded_vocab_size);
+    return 0.0f;
+  }
+  a.valid_targets = valid_targets;
+  a.backward_pending = true;
+  const float mean = valid_targets ? 1.0f / static_cast<float>(valid_targets) : 0.0f;
+  if (loss_sum) {
+    tp_.vocab_parallel_loss(ops_, a.ce_stats, a.logits, a.lse, a.targets, N, share_.vocab, loss_sum,
+                            loss_weight * mean);
+    return 0.0f;
+  }
+  KEEL_OP(be, fill_zero, a.loss_sum, sizeof(float));
+  tp_.vocab_parallel_loss(ops_, a.ce_stats, a.logits, a.lse, a.targets, N, share_.vocab, a.loss_sum, mean);
+  float loss = 0.0f;
+  KEEL_OP(be, copy, &loss, a.loss_sum, sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
+  return loss;
+}
+
+}  // namespace keel_llama

@@ -1,0 +1,247 @@
+// The Llama family (Llama 2/3, SmolLM, Qwen2 without biases, Mistral without sliding windows) as
+// transformers' LlamaForCausalLM computes it, written against the backend op set: RMSNorm,
+// rotary position embedding (rotate-half), grouped-query attention, a SwiGLU MLP, no biases, and
+// an output head tied to the embedding or its own. The model owns activations only; parameters
+// and their gradients come one layer at a time from the strategy's keel_param_access.
+// Layers (units of acquire/release): 0 = model.embed_tokens (also the output head when tied),
+// 1..n_layer = decoder layers, n_layer+1 = model.norm (and lm_head when untied).
+// Parameters carry Hugging Face's names and layouts, one tensor per projection, so export and
+// import move bytes without reshaping and every tensor-parallel piece is a box. Each block
+// stacks its q, k, v weights (and gate, up) into one scratch matrix per use, so one matmul writes
+// the packed rows the attention (and SwiGLU) ops read.
+// Tensor parallelism (Megatron): query and key/value heads split over tp (n_kv_head must be a
+// multiple of tp: kv heads are split, never replicated), the MLP's hidden units too, the
+// vocabulary of the embedding and head with a vocabulary-parallel cross-entropy; sequence
+// parallelism holds 1/tp of the token rows in the norm and residual regions. keel_support's
+// tp_regions.hpp is all the communication, chunk_plan.hpp the pipeline cut.
+#pragma once
+
+#include <keel/model.h>
+#include <keel/plugin.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/carver.hpp>          // defines: Carver
+#include <keel_support/chunk_plan.hpp>      // defines: ChunkPlan
+#include <keel_support/compute_ops.hpp>     // defines: ComputeOps, Elems
+#include <keel_support/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids
+#include <keel_support/recompute.hpp>       // defines: Recompute
+#include <keel_support/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
+#include "llama_config.hpp"                 // defines: LlamaConfig
+#include "llama_external.hpp"               // defines: LlamaExternalNames
+
+namespace keel_llama {
+
+using keel_support::BackendBuffer;
+using keel_support::BackendOps;
+using keel_support::ChunkPlan;
+using keel_support::ComputeOps;
+using keel_support::Elems;
+using keel_support::LayerLease;
+using keel_support::Recompute;
+using keel_support::TpRegions;
+
+// Index of each tensor inside a decoder layer, in spec order.
+enum BlockTensor { IN_NORM, Q_W, K_W, V_W, O_W, POST_NORM, GATE_W, UP_W, DOWN_W, BLOCK_TENSORS };
+enum EmbeddingTensor { EMBED };
+enum FinalTensor { FINAL_NORM, LM_HEAD };
+
+// This rank's share of the model under tensor parallelism (everything whole at tp 1).
+struct TpShape {
+  int64_t heads = 0;      // NH/tp query heads
+  int64_t kv_heads = 0;   // NKV/tp key/value heads
+  int64_t q_width = 0;    // heads·head_dim: o_proj's input columns
+  int64_t kv_width = 0;   // kv_heads·head_dim
+  int64_t qkv_width = 0;  // q_width + 2·kv_width: a packed qkv row
+  int64_t hidden = 0;     // ffn_hidden/tp
+  keel_support::VocabShard vocab;
+};
+
+// One block's forward tensors that its backward reads: views into a micro-batch's Activations,
+// or, for what recomputation drops, into the recompute scratch.
+struct BlockActivations {
+  Elems ln1;        // (N,C) input_layernorm's output, every row
+  float* ln1_rstd;  // (Nr)
+  Elems qkv;        // (N,QKV) q, k, v packed, q and k turned by rope
+  Elems atty;       // (N,Cq) attention output before o_proj
+  char* att_saved;  // attention_gqa_saved_bytes
+  Elems residual2;  // (Nr,C)
+  Elems ln2;        // (N,C)
+  float* ln2_rstd;  // (Nr)
+  Elems gate_up;    // (N,2F) gate and up projections side by side
+  Elems act;        // (N,F) silu(gate)·up
+};
+
+// What the WEIGHT part of a split backward (zero-bubble schedules) reads: the gradient of each
+// matmul's output (and of each norm's output on this rank's rows), kept by the INPUT part.
+struct SavedOutputGrads {
+  BackendBuffer memory;
+  Elems down;     // (L,N,C)
+  Elems gate_up;  // (L,N,2F)
+  Elems ln2;      // (L,Nr,C)
+  Elems o;        // (L,N,C)
+  Elems qkv;      // (L,N,QKV) before rope's backward turned it: the gradient of the matmul's output
+  Elems ln1;      // (L,Nr,C)
+  Elems logits;   // (N,Vl) last chunk
+  Elems lnf;      // (Nr,C) last chunk
+  Elems encoded;  // (Nr,C) chunk 0
+};
+
+// One micro-batch's saved forward state of one chunk in one backend allocation; L is the chunk's
+// block count. Recomputation leaves out what it drops (gpt_model.hpp has the same scheme).
+struct Activations {
+  int32_t B = 0, T = 0;
+  int32_t chunk = 0;
+  int32_t blocks = 0;
+  bool head = false;
+  BackendBuffer memory;
+  Elems encoded;     // (Nr,C) the embedding (chunk 0) or the previous chunk's output
+  Elems ln1;         // (L,N,C)
+  float* ln1_rstd;   // (L,Nr)
+  Elems qkv;         // (L,N,QKV)
+  Elems atty;        // (L,N,Cq)
+  char* att_saved;   // (L, att_saved_per_layer)
+  Elems residual2;   // (L,Nr,C)
+  Elems ln2;         // (L,N,C)
+  float* ln2_rstd;   // (L,Nr)
+  Elems gate_up;     // (L,N,2F)
+  Elems act;         // (L,N,F)
+  Elems residual3;   // (L,Nr,C) each block's output
+  Elems lnf;         // (N,C)
+  float* lnf_rstd;   // (Nr)
+  Elems logits;      // (N,Vl)
+  float* lse;        // (N)
+  float* ce_stats;   // TpRegions::ce_stats_floats(N)
+  float* loss_sum;   // 1
+  int32_t* tokens;   // (N)
+  int32_t* targets;  // (N)
+  int64_t att_saved_per_layer = 0;
+  int64_t valid_targets = 0;
+  bool backward_pending = false;
+  bool weight_pending = false;
+  SavedOutputGrads saved;
+};
+
+// Activation gradients and per-use scratch, shared by all micro-batches (one backward runs at a
+// time), sized for the largest B*T seen.
+struct Scratch {
+  int64_t rows = 0;
+  BackendBuffer memory;
+  Elems dlogits;    // (N,Vl)
+  Elems dresidual;  // (Nr,C)
+  Elems dln;        // (N,C)
+  Elems datty;      // (N,Cq)
+  Elems dqkv;       // (N,QKV)
+  Elems dact;       // (N,F)
+  Elems dgate_up;   // (N,2F)
+  Elems ln_rows;    // (Nr,C) sequence parallel: a norm's output before the all-gather
+  Elems partial;    // (N,C) tensor parallel: a row-parallel matmul's partial sums
+  Elems dln_rows;   // (Nr,C) sequence parallel
+  Elems dgathered;  // (N,C) sequence parallel
+  float* dnorm;     // (C) a norm weight's gradient from this rank's rows
+};
+
+// The stacked weights of one use of a block: q, k, v rows then gate, up rows, at the compute
+// type, and their fp32 gradients, handed back to the separate tensors after the matmul.
+struct StackedWeights {
+  BackendBuffer memory;
+  Elems qkv;         // (QKV,C)
+  Elems gate_up;     // (2F,C)
+  float* dqkv;       // (QKV,C)
+  float* dgate_up;   // (2F,C)
+};
+
+class LlamaModel {
+ public:
+  static constexpr const char* kSource = "model llama";
+  static void validate_config(const char* config_json, const char* json_path) {
+    parse_llama_config(config_json, json_path);
+  }
+  LlamaModel(const keel_host* host, const keel_model_create_args& args);
+
+  const keel_host* host() const { return host_; }
+  void describe(keel_model_info* out) const;
+  double flops_per_token(int32_t seq_len) const;
+  void forward(keel_forward_args* args);
+  void backward(const keel_backward_args& args);
+  int64_t stage_io_numel(int32_t B, int32_t T) const { return tp_.norm_rows(int64_t(B) * T) * config_.d_model; }
+  bool splits_backward() const { return true; }
+  const LlamaExternalNames& external() const { return *external_; }
+
+ private:
+  void check_tensor_parallel(const keel_model_create_args& args);
+  void build_param_specs();
+  using ActivationKey = std::pair<int32_t, int32_t>;
+  Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
+  void recycle_activations(ActivationKey key);
+  void check_chunk(int32_t chunk, const char* call) const;
+  void carve_activations(Activations& a, char* base, size_t* out_bytes) const;
+  void ensure_scratch(int64_t rows);
+  void ensure_recompute_scratch(int64_t B, int64_t T);
+  BlockActivations block_activations(const Activations& a, int64_t l) const;
+  int64_t att_saved_bytes(int64_t B, int64_t T) const;
+
+  void embedding_forward(Activations& a, const keel_param_access* access);
+  void block_forward(Activations& a, int64_t l, const keel_param_access* access);
+  // The block's ops from its input into v; with `residual3` empty (a recomputation) it stops after
+  // SwiGLU, the last tensor a backward reads.
+  void block_forward_ops(const BlockActivations& v, Elems residual, Elems residual3, const LayerLease& lease,
+                         int64_t B, int64_t T);
+  void recompute_block(const BlockActivations& v, Elems residual, const LayerLease& lease, int64_t B, int64_t T,
+                       bool for_input);
+  float head_forward(Activations& a, const keel_param_access* access, bool training, int64_t valid_targets,
+                     const float** out_logits, float* loss_sum, float loss_weight);
+
+  void head_backward(Activations& a, const keel_param_access* access, float loss_scale, SavedOutputGrads* save);
+  void block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save);
+  void embedding_backward(Activations& a, const keel_param_access* access, Elems dencoded_rows);
+  void weight_backward(const keel_backward_args& args, int32_t chunk);
+  void head_weight_backward(Activations& a, const keel_param_access* access);
+  void block_weight_backward(Activations& a, int64_t l, const keel_param_access* access);
+  SavedOutputGrads& saved_output_grads(Activations& a);
+
+  // Stacks the layer's q, k, v (and gate, up) weights into stacked_ for one matmul each.
+  void stack_weights(const LayerLease& lease);
+  // The stacked matmuls' backward: dinp += dout · W (when dinp is given) and, when `lease` holds
+  // gradients, the weight gradient into the separate tensors' buffers.
+  void stacked_backward(Elems dinp, Elems dout, Elems inp, Elems weight, float* dweight_scratch, int64_t N,
+                        int64_t OC, const LayerLease* grads, std::initializer_list<std::pair<int, int64_t>> parts);
+  // rmsnorm_backward whose weight gradient reaches every tp rank whole (summed over tp under
+  // sequence parallelism); dweight NULL: the input gradient only.
+  void norm_backward(Elems dinp, float* dweight, Elems dout, Elems inp, Elems weight, const float* rstd,
+                     int64_t rows);
+  // The lm_head's weight: layer 0's embedding when tied, else layer n_layer+1's own.
+  bool tied() const { return config_.tie_embeddings; }
+  const keel_param_spec* layer_specs(int32_t layer) const { return &specs_[layer_first_spec_[layer]]; }
+  size_t layer_size(int32_t layer) const { return layer_first_spec_[layer + 1] - layer_first_spec_[layer]; }
+
+  const keel_host* host_;
+  BackendOps backend_;
+  ComputeOps ops_;
+  LlamaConfig config_;
+  ChunkPlan plan_;
+  TpRegions tp_;
+  TpShape share_;
+  double matmul_params_ = 0;
+  BackendBuffer inv_freq_;  // (head_dim/2) fp32: rope's inverse frequencies
+  std::vector<std::string> names_;
+  std::vector<keel_param_spec> specs_;
+  std::vector<size_t> layer_first_spec_;
+  std::map<ActivationKey, Activations> activations_;
+  std::vector<Activations> spare_activations_;
+  Scratch scratch_;
+  StackedWeights stacked_;
+  int64_t recompute_rows_ = 0, recompute_att_bytes_ = 0;
+  BackendBuffer recompute_memory_;
+  BlockActivations recompute_block_{};  // FULL: every view; SELECTIVE: att_saved and atty
+  keel_support::InferenceLogits inference_logits_;
+  std::unique_ptr<const LlamaExternalNames> external_;
+};
+
+}  // namespace keel_llama

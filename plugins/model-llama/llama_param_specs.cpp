@@ -1,0 +1,126 @@
+// The llama model's parameter list under Hugging Face's names and, under tensor parallelism, each
+// parameter's piece on this rank (Megatron's split: column-parallel q, k, v, gate and up by
+// output rows, row-parallel o and down by input columns, the vocabulary by rows): every piece is
+// one box of the global tensor, so checkpoints reshard across tp. Also the tp preconditions, and
+// under pipeline parallelism only this rank's chunks' parameters (plus, when the head is tied,
+// the last stage's copy of the embedding).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "llama_model.hpp"
+
+namespace keel_llama {
+
+using keel_support::StatusError;
+
+void LlamaModel::check_tensor_parallel(const keel_model_create_args& args) {
+  tp_ = TpRegions(args, ops_, config_.d_model);
+  const int64_t P = tp_.size(), D = config_.head_dim();
+  const int64_t NH = config_.n_head, NKV = config_.n_kv_head, F = config_.ffn_hidden;
+  const int64_t Vp = config_.padded_vocab_size;
+  share_.heads = NH / P;
+  share_.kv_heads = NKV / P;
+  share_.q_width = share_.heads * D;
+  share_.kv_width = share_.kv_heads * D;
+  share_.qkv_width = share_.q_width + 2 * share_.kv_width;
+  share_.hidden = F / P;
+  share_.vocab = tp_.vocab_shard(Vp, config_.vocab_size);
+  if (P == 1) return;
+  const std::string at = " at parallel.tp = " + std::to_string(P);
+  auto refuse = [](const std::string& what) { throw StatusError(KEEL_ERR_INVALID_CONFIG, what); };
+  // Key/value heads are split, never replicated: a rank holds NKV/tp of them and the NH/NKV query
+  // heads of each, so both head counts divide evenly.
+  if (NKV % P != 0)
+    refuse("model.n_kv_head (" + std::to_string(NKV) + ") must be a multiple of the tensor-parallel size" + at +
+           ": each rank holds n_kv_head/tp key/value heads with their query heads (Keel splits key/value heads "
+           "and does not replicate them)");
+  if (F % P != 0)
+    refuse("model.ffn_hidden (" + std::to_string(F) + ") must be a multiple of the tensor-parallel size" + at);
+  if (Vp % P != 0)
+    refuse("the padded vocabulary (" + std::to_string(Vp) + ", model.vocab_size " + std::to_string(config_.vocab_size) +
+           " rounded up to a multiple of 128) must be a multiple of the tensor-parallel size" + at);
+  if (tp_.sequence_parallel() && config_.max_seq_len % P != 0)
+    refuse("model.seq_len (" + std::to_string(config_.max_seq_len) + ") must be a multiple of the tensor-parallel "
+           "size with parallel.sequence_parallel" + at + ": each rank holds seq_len/tp of it");
+  tp_.connect(args, "the llama model");
+}
+
+void LlamaModel::build_param_specs() {
+  const int64_t L = config_.n_layer, C = config_.d_model, V = config_.vocab_size, Vp = config_.padded_vocab_size;
+  const int64_t Cq = int64_t(config_.n_head) * config_.head_dim(), Ckv = int64_t(config_.n_kv_head) * config_.head_dim();
+  const int64_t F = config_.ffn_hidden;
+  const uint32_t no_decay = KEEL_PARAM_NO_WEIGHT_DECAY;
+  // transformers' LlamaPreTrainedModel init: N(0, 0.02) for every matrix, norms at one.
+  const float std = 0.02f;
+  struct Pending {
+    std::string name;
+    keel_param_spec spec;
+  };
+  std::vector<Pending> pending;
+  auto add = [&](std::string name, int32_t layer, std::initializer_list<int64_t> shape, uint32_t flags, int32_t init,
+                 int64_t init_rows = -1, int32_t tp_dim = -1) {
+    keel_param_spec spec = keel_support::make_spec(nullptr, layer, shape, flags, init,
+                                                   init == KEEL_INIT_NORMAL ? std : 0.0f, init_rows);
+    spec.tp_dim = tp_dim;
+    if (tp_dim >= 0) {
+      const int64_t piece = spec.global_shape[tp_dim] / tp_.size();
+      spec.local_shape[tp_dim] = piece;
+      spec.local_offset[tp_dim] = piece * tp_.rank();
+    }
+    pending.push_back({std::move(name), spec});
+  };
+  const int32_t rows = 0, columns = 1;
+  // The embedding's padded rows stay zero; tied, it is the head too.
+  add("model.embed_tokens.weight", 0, {Vp, C}, tied() ? KEEL_PARAM_TIED : 0, KEEL_INIT_NORMAL, V, rows);
+  for (int64_t i = 0; i < L; ++i) {
+    const int32_t layer = static_cast<int32_t>(1 + i);
+    const std::string h = "model.layers." + std::to_string(i) + ".";
+    add(h + "input_layernorm.weight", layer, {C}, no_decay, KEEL_INIT_ONES);
+    add(h + "self_attn.q_proj.weight", layer, {Cq, C}, 0, KEEL_INIT_NORMAL, -1, rows);
+    add(h + "self_attn.k_proj.weight", layer, {Ckv, C}, 0, KEEL_INIT_NORMAL, -1, rows);
+    add(h + "self_attn.v_proj.weight", layer, {Ckv, C}, 0, KEEL_INIT_NORMAL, -1, rows);
+    add(h + "self_attn.o_proj.weight", layer, {C, Cq}, 0, KEEL_INIT_NORMAL, -1, columns);
+    add(h + "post_attention_layernorm.weight", layer, {C}, no_decay, KEEL_INIT_ONES);
+    add(h + "mlp.gate_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
+    add(h + "mlp.up_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
+    add(h + "mlp.down_proj.weight", layer, {C, F}, 0, KEEL_INIT_NORMAL, -1, columns);
+  }
+  add("model.norm.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES);
+  if (!tied()) add("lm_head.weight", static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, V, rows);
+
+  // flops_per_token's N: every matrix a token is multiplied by (the head with its V real rows),
+  // not the embedding lookup unless it doubles as the head.
+  matmul_params_ = 0;
+  for (const auto& p : pending) {
+    const bool vocabulary = p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight";
+    if (p.name == "model.embed_tokens.weight" && !tied()) continue;
+    matmul_params_ += vocabulary ? double(V) * C : double(keel_support::element_count(p.spec));
+  }
+  std::vector<Pending> mine;
+  for (auto& p : pending) {
+    const int32_t layer = p.spec.layer;
+    if (layer == 0 && plan_.holds_embedding()) {
+      if (tied() && plan_.pp_size() > 1) p.spec.flags |= KEEL_PARAM_STAGE_TIED;  // the head's copy follows it
+      mine.push_back(std::move(p));
+    } else if (layer == 0 && tied() && plan_.holds_wte_copy()) {
+      p.spec.flags |= KEEL_PARAM_STAGE_TIED | KEEL_PARAM_STAGE_COPY;
+      mine.push_back(std::move(p));
+    } else if (layer >= 1 && layer <= L ? plan_.holds_block(layer - 1) : layer == L + 1 && plan_.holds_head()) {
+      mine.push_back(std::move(p));
+    }
+  }
+  names_.clear();
+  specs_.clear();
+  for (auto& p : mine) names_.push_back(std::move(p.name));
+  for (size_t i = 0; i < mine.size(); ++i) {
+    specs_.push_back(mine[i].spec);
+    specs_.back().name = names_[i].c_str();  // names_ no longer grows, so the pointers stay valid
+  }
+  layer_first_spec_.assign(static_cast<size_t>(L + 3), specs_.size());
+  for (size_t i = specs_.size(); i-- > 0;) layer_first_spec_[static_cast<size_t>(specs_[i].layer)] = i;
+  for (size_t layer = static_cast<size_t>(L + 1); layer-- > 0;)
+    layer_first_spec_[layer] = std::min(layer_first_spec_[layer], layer_first_spec_[layer + 1]);
+}
+
+}  // namespace keel_llama

@@ -1,0 +1,246 @@
+"""Keel's llama model against transformers' LlamaForCausalLM, the independent oracle, on the same
+weights and tokens, for a tied and an untied head at odd sizes (d_model 48, not a multiple of
+64; 2 key/value heads for 6 query heads; vocabulary 300, which Keel pads to 384):
+  - logits, the loss and every parameter's gradient at the initial weights, and the losses of 10
+    AdamW steps (keel-probe against torch.optim.AdamW on the HF model);
+  - export: a Keel run's checkpoint through `keel export`, loaded by LlamaForCausalLM
+    .from_pretrained, gives the logits Keel computes from the same file (keel-probe --init-from);
+  - init_from: a LlamaForCausalLM saved by transformers' save_pretrained, read by Keel's
+    model.init_from, gives transformers' loss.
+
+Usage: llama_vs_transformers.py --keel KEEL --probe KEEL_PROBE --venv HF_VENV
+The oracle runs in HF_VENV (scripts/hf-venv.sh makes it: Debian's torch, transformers from
+PyPI); exits 77 (ctest's skip) only when that venv cannot be made for want of PyPI.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+STEPS = 10
+# fp32 on both sides, sums in different orders (Keel's blocked matmuls and attention against
+# torch's): logits agree to about 1e-6 absolute at these magnitudes.
+LOGITS_ATOL, LOGITS_RTOL = 1e-5, 1e-5
+LOSS_RTOL = 1e-5            # one scalar, a mean of B·T fp32 terms
+GRAD_REL_TO_MAX = 1e-4      # |keel - torch| <= 1e-4 · max|torch grad| of that tensor
+STEP_LOSS_RTOL = 1e-5       # per AdamW step, over 10 steps
+
+MODEL = {"plugin": "llama", "n_layer": 2, "d_model": 48, "n_head": 6, "n_kv_head": 2, "ffn_hidden": 100,
+         "vocab_size": 300, "seq_len": 32, "rope_theta": 10000.0, "rms_eps": 1e-5}
+RUN = {
+    "optimizer": {"plugin": "adamw", "lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1},
+    "parallel": {"strategy": {"plugin": "ddp"}},
+    "backend": {"plugin": "cpu"},
+    "data": {"micro_batch": 4, "global_batch": 4, "seq_len": 32},
+    "train": {"seed": 1337},
+}
+
+
+def ensure_oracle(venv):
+    """Re-runs this script in the venv that has transformers (made on first use)."""
+    try:
+        import transformers  # noqa: F401
+        return
+    except ImportError:
+        pass
+    made = subprocess.run(["bash", os.path.join(REPO, "scripts", "hf-venv.sh"), venv], capture_output=True, text=True)
+    if made.returncode == 77:
+        print("SKIPPED: no transformers venv (PyPI out of reach):", made.stderr.strip())
+        sys.exit(77)
+    if made.returncode != 0:
+        sys.exit(f"scripts/hf-venv.sh {venv} failed ({made.returncode}):\n{made.stderr}")
+    os.execv(os.path.join(venv, "bin", "python"), [os.path.join(venv, "bin", "python")] + sys.argv)
+
+
+def run(command):
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, f"{' '.join(command)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def write_config(work, name, tied, extra=None):
+    config = dict(RUN, model=dict(MODEL, tie_embeddings=tied))
+    config.update(extra or {})
+    path = os.path.join(work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return path
+
+
+def hf_model(tied):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=MODEL["vocab_size"], hidden_size=MODEL["d_model"],
+                         intermediate_size=MODEL["ffn_hidden"], num_hidden_layers=MODEL["n_layer"],
+                         num_attention_heads=MODEL["n_head"], num_key_value_heads=MODEL["n_kv_head"],
+                         max_position_embeddings=MODEL["seq_len"], rms_norm_eps=MODEL["rms_eps"],
+                         rope_theta=MODEL["rope_theta"], tie_word_embeddings=tied, attention_bias=False,
+                         attn_implementation="eager", torch_dtype=torch.float32)
+    return LlamaForCausalLM(config).float()
+
+
+def load_keel_weights(model, tensors):
+    """Keel's parameters (HF names, padded vocabulary rows cut) into the HF model."""
+    import torch
+    V = MODEL["vocab_size"]
+    state = {}
+    for name, array in tensors.items():
+        if not name.startswith("param/"):
+            continue
+        key = name[len("param/"):]
+        if key in ("model.embed_tokens.weight", "lm_head.weight"):
+            assert not array[V:].any(), f"{key}: Keel's padded vocabulary rows must stay zero"
+            array = array[:V]
+        state[key] = torch.tensor(array)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, f"Keel names HF does not know: {unexpected}"
+    allowed = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+    assert set(missing) <= allowed | {k for k in missing if "rotary_emb" in k}, f"HF weights Keel lacks: {missing}"
+    if model.config.tie_word_embeddings:
+        model.tie_weights()
+
+
+def loss_of(model, tokens, targets):
+    import torch
+    import torch.nn.functional as F
+    logits = model(torch.as_tensor(tokens, dtype=torch.long)).logits
+    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.as_tensor(targets, dtype=torch.long).reshape(-1))
+
+
+def check_probe(work, probe_bin, tied):
+    import numpy as np
+    import torch
+    from test_gpt_vs_torch import read_safetensors
+    label = "tied" if tied else "untied"
+    out = os.path.join(work, f"probe-{label}.safetensors")
+    run([probe_bin, "--config", write_config(work, label, tied), "--out", out, "--steps", str(STEPS)])
+    tensors, metadata = read_safetensors(out)
+    V = MODEL["vocab_size"]
+    model = hf_model(tied)
+    load_keel_weights(model, tensors)
+    tokens, targets = tensors["tokens"], tensors["targets"]
+
+    logits, loss = loss_of(model, tokens[0], targets[0])
+    keel_logits = tensors["logits"]
+    assert not keel_logits[..., V:].any(), f"{label}: logits of padded vocabulary columns must be 0"
+    worst = float(np.max(np.abs(keel_logits[..., :V] - logits.detach().numpy())))
+    print(f"{label}: logits max |keel - transformers| {worst:.2e}")
+    assert np.allclose(keel_logits[..., :V], logits.detach().numpy(), atol=LOGITS_ATOL, rtol=LOGITS_RTOL), \
+        f"{label}: logits differ by up to {worst:.3e}"
+    keel_loss = float(tensors["loss0"][0])
+    print(f"{label}: loss keel {keel_loss:.7f} transformers {float(loss):.7f}")
+    assert abs(keel_loss - float(loss)) <= LOSS_RTOL * abs(float(loss)), f"{label}: loss differs"
+
+    loss.backward()
+    failures, compared = [], 0
+    for name, param in model.named_parameters():
+        keel_grad = tensors["grad/" + name]
+        if name in ("model.embed_tokens.weight", "lm_head.weight"):
+            assert not keel_grad[V:].any(), f"{label}: {name}'s padded rows got a gradient"
+            keel_grad = keel_grad[:V]
+        torch_grad = param.grad.numpy()
+        scale = float(np.max(np.abs(torch_grad)))
+        error = float(np.max(np.abs(keel_grad - torch_grad)))
+        relative = error / scale if scale > 0 else error
+        print(f"  {name:45s} max|g| {scale:.3e} max error {error:.3e} relative {relative:.2e}")
+        compared += 1
+        if relative > GRAD_REL_TO_MAX:
+            failures.append(name)
+    expected = 2 + 9 * MODEL["n_layer"] + (0 if tied else 1)
+    assert compared == expected, f"{label}: compared {compared} gradients, expected {expected}"
+    assert not failures, f"{label}: gradients off (> {GRAD_REL_TO_MAX} of max|grad|): {failures}"
+
+    # AdamW: a fresh model on Keel's initial weights, Keel's decay groups.
+    model = hf_model(tied)
+    load_keel_weights(model, tensors)
+    optimizer_config = json.loads(metadata["optimizer"])
+    no_decay = set(json.loads(metadata["no_decay"]))
+    assert no_decay == {n for n, _ in model.named_parameters() if n.endswith("norm.weight")}, no_decay
+    params = dict(model.named_parameters())
+    groups = [{"params": [p for n, p in params.items() if n not in no_decay], "weight_decay": optimizer_config["weight_decay"]},
+              {"params": [p for n, p in params.items() if n in no_decay], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=optimizer_config["lr"], betas=tuple(optimizer_config["betas"]),
+                                  eps=optimizer_config["eps"])
+    torch_losses = []
+    for step in range(STEPS):
+        optimizer.zero_grad(set_to_none=True)
+        _, loss = loss_of(model, tokens[step], targets[step])
+        loss.backward()
+        optimizer.step()
+        torch_losses.append(float(loss))
+    keel_losses = tensors["losses"]
+    assert len(keel_losses) == STEPS
+    relative = np.abs(keel_losses - np.array(torch_losses)) / np.abs(np.array(torch_losses))
+    for step in range(STEPS):
+        print(f"  step {step}: keel {keel_losses[step]:.7f} transformers {torch_losses[step]:.7f} rel {relative[step]:.1e}")
+    assert np.all(relative <= STEP_LOSS_RTOL), f"{label}: AdamW steps differ by up to {relative.max():.2e}"
+
+
+def check_export_and_init_from(work, keel, probe_bin, tied):
+    import numpy as np
+    import torch
+    from transformers import LlamaForCausalLM
+    from test_gpt_vs_torch import read_safetensors
+    label = "tied" if tied else "untied"
+    # A short Keel run, its checkpoint exported.
+    run_dir = os.path.join(work, f"run-{label}")
+    config = write_config(work, f"train-{label}", tied,
+                          {"train": {"seed": 7, "steps": 3, "metrics_path": os.path.join(run_dir, "metrics.jsonl"),
+                                     "tensorboard_dir": "none",
+                                     "checkpoint": {"dir": os.path.join(run_dir, "checkpoints"), "every": 3}}})
+    run([keel, "run", config])
+    hf_dir = os.path.join(work, f"export-{label}")
+    run([keel, "export", os.path.join(run_dir, "checkpoints"), "--out", os.path.join(hf_dir, "model.safetensors")])
+    model = LlamaForCausalLM.from_pretrained(hf_dir, attn_implementation="eager").float()
+    assert model.config.tie_word_embeddings == tied
+    # Keel's logits and loss from the same file, read back by model.init_from.
+    out = os.path.join(work, f"probe-export-{label}.safetensors")
+    run([probe_bin, "--config", write_config(work, label, tied), "--out", out, "--steps", "1",
+         "--init-from", os.path.join(hf_dir, "model.safetensors")])
+    tensors, _ = read_safetensors(out)
+    with torch.no_grad():
+        logits, loss = loss_of(model, tensors["tokens"][0], tensors["targets"][0])
+    V = MODEL["vocab_size"]
+    worst = float(np.max(np.abs(tensors["logits"][..., :V] - logits.numpy())))
+    print(f"{label}: export -> from_pretrained logits max |diff| {worst:.2e}")
+    assert np.allclose(tensors["logits"][..., :V], logits.numpy(), atol=LOGITS_ATOL, rtol=LOGITS_RTOL)
+    assert abs(float(tensors["loss0"][0]) - float(loss)) <= LOSS_RTOL * abs(float(loss))
+
+    # transformers' own save_pretrained of a random model, read by Keel's init_from.
+    torch.manual_seed(11)
+    theirs = hf_model(tied)
+    saved = os.path.join(work, f"hf-saved-{label}")
+    theirs.save_pretrained(saved, safe_serialization=True)
+    out = os.path.join(work, f"probe-hf-{label}.safetensors")
+    run([probe_bin, "--config", write_config(work, label, tied), "--out", out, "--steps", "1",
+         "--init-from", os.path.join(saved, "model.safetensors")])
+    tensors, _ = read_safetensors(out)
+    with torch.no_grad():
+        _, loss = loss_of(theirs, tensors["tokens"][0], tensors["targets"][0])
+    print(f"{label}: init_from save_pretrained: loss keel {float(tensors['loss0'][0]):.7f} transformers {float(loss):.7f}")
+    assert abs(float(tensors["loss0"][0]) - float(loss)) <= LOSS_RTOL * abs(float(loss))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--keel", required=True)
+    parser.add_argument("--probe", required=True)
+    parser.add_argument("--venv", required=True)
+    args = parser.parse_args()
+    ensure_oracle(args.venv)
+    sys.path.insert(0, HERE)
+    with tempfile.TemporaryDirectory(prefix="keel-llama-oracle-") as work:
+        for tied in (True, False):
+            check_probe(work, args.probe, tied)
+            check_export_and_init_from(work, args.keel, args.probe, tied)
+    print("PASSED: llama against transformers (tied and untied)")
+
+
+if __name__ == "__main__":
+    main()
