@@ -12,3 +12,18 @@ add_test(NAME e2e.llama.example
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/llama_layout_checks.py example --keel ${keel}
           --config ${PROJECT_SOURCE_DIR}/examples/llama.json)
 set_tests_properties(e2e.llama.example PROPERTIES TIMEOUT 600)
+
+# Refusals: the llama config's relations, named with both values, and tensor-parallel layouts it
+# cannot split (key/value heads are split, not replicated).
+set(llama_small "\"plugin\":\"llama\",\"n_layer\":2,\"d_model\":48,\"vocab_size\":256,\"seq_len\":128")
+keel_error_test(llama_kv_heads_not_dividing "model\\.n_kv_head: must divide model\\.n_head \\(6\\), found 4"
+  "model={${llama_small},\"n_head\":6,\"n_kv_head\":4}")
+keel_error_test(llama_odd_head_dim "the head dimension model\\.d_model / model\\.n_head \\(48 / 16 = 3\\) must be even"
+  "model={${llama_small},\"n_head\":16}")
+keel_error_test(llama_rope_scaling_kind "model\\.rope_scaling\\.rope_type: only \"llama3\" frequency scaling is supported, found \"yarn\""
+  "model={${llama_small},\"n_head\":6,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}")
+keel_layout_test(llama_tp_above_kv_heads 4
+  "model\\.n_kv_head \\(2\\) must be a multiple of the tensor-parallel size at parallel\\.tp = 4.*does not replicate"
+  "model={${llama_small},\"n_head\":8,\"n_kv_head\":2}" "parallel.tp=4")
+keel_valid_layout_test(llama_tp_at_kv_heads 2 "tp 2"
+  "model={${llama_small},\"n_head\":8,\"n_kv_head\":2}" "parallel.tp=2" "parallel.sequence_parallel=true")
