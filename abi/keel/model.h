@@ -152,6 +152,19 @@ typedef struct keel_model_api {
   keel_status (*stage_io_numel)(void* model, int32_t batch, int32_t seq_len, int64_t* out_numel);
   /* 1 when backward implements KEEL_BACKWARD_INPUT / _WEIGHT (zero-bubble schedules), else 0. */
   keel_status (*splits_backward)(void* model, int32_t* out_splits);
+
+  /* --- appended in 0.10; optional (NULL: the model takes no dimensions from an external format) --- */
+  /* Completes the model section config_json (found at json_path) from an external format's model
+     config, external_json (for "huggingface": the text of a checkpoint folder's config.json),
+     before validate_config and create see it: a key the section leaves out is taken from the
+     external config, a key it gives must agree (KEEL_ERR_INVALID_CONFIG naming both values
+     otherwise), and an external config of another architecture is refused. Called with no
+     model object. Writes the completed section as JSON text into out, at most capacity bytes
+     with the terminating NUL, and its whole length without the NUL into *out_length; when
+     *out_length >= capacity the text was cut and the caller asks again with more room. */
+  keel_status (*complete_config)(const keel_host* host, const char* format, const char* external_json,
+                                 const char* config_json, const char* json_path, char* out, size_t capacity,
+                                 size_t* out_length);
 } keel_model_api;
 
 #ifdef __cplusplus

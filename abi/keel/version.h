@@ -22,11 +22,13 @@
         loss in backend memory; communicators created on a backend and their reach (comm.h);
         optimizers handed the backend (optimizer.h).
    0.9: the Llama family's backend ops: RMSNorm, rotary position embedding, SwiGLU and
-        grouped-query attention (backend.h). */
+        grouped-query attention (backend.h).
+   0.10: a model completes its config from an external format's (model.h complete_config): a
+        Hugging Face folder's config.json gives the dimensions model.init_from leaves out. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 9
+#define KEEL_ABI_VERSION_MINOR 10
 
 #endif

@@ -3,6 +3,7 @@
 // backend and every parameter borrowed from the strategy for exactly as long as its layer runs.
 #include "gpt_model.hpp"
 
+#include <keel_support/external_config.hpp>
 #include <keel_support/sized_output.hpp>
 
 #include <algorithm>
@@ -32,6 +33,27 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));
   c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
   return c;
+}
+
+std::string complete_gpt_config(const std::string& format, const char* external_json, const char* config_json,
+                                const char* json_path) {
+  if (format != "huggingface")
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format + "'; the gpt model knows: "
+                                              "huggingface");
+  keel_support::ExternalConfigMerge merge(config_json, json_path, external_json, "config.json");
+  merge.require_one_of("model_type", {"gpt2"});
+  // Keel's GPT-2 has a 4·d_model MLP with the tanh GELU, tied to the embedding.
+  merge.require_value("n_inner", nullptr, "Keel's gpt has a 4·d_model MLP");
+  merge.require_one_of("activation_function", {"gelu_new", "gelu_pytorch_tanh"}, /*absent_ok=*/true);
+  merge.require_value("tie_word_embeddings", true, "Keel's gpt ties the LM head to the token embedding");
+  merge.take("n_layer", "n_layer");
+  merge.take("n_head", "n_head");
+  merge.take("d_model", "n_embd");
+  merge.take("vocab_size", "vocab_size");
+  merge.take("seq_len", "n_positions");  // wpe's rows: equal, not at most
+  const std::string completed = merge.result();
+  parse_gpt_config(completed.c_str(), json_path);
+  return completed;
 }
 
 GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)

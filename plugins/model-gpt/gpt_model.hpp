@@ -56,6 +56,11 @@ struct GptConfig {
 // Reads and checks the "model" section; throws keel_support::ConfigError naming the JSON path.
 GptConfig parse_gpt_config(const char* config_json, const char* json_path);
 
+// The section completed from transformers' GPT2Config (a config.json of model_type "gpt2"):
+// n_layer, n_head, n_embd, vocab_size and n_positions, taken or compared.
+std::string complete_gpt_config(const std::string& format, const char* external_json, const char* config_json,
+                                const char* json_path);
+
 // Index of each tensor inside a block's layer, in spec order.
 enum BlockTensor {
   LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
@@ -192,6 +197,10 @@ class GptModel {
   static constexpr const char* kSource = "model gpt";
   static void validate_config(const char* config_json, const char* json_path) {
     parse_gpt_config(config_json, json_path);
+  }
+  static std::string complete_config(const std::string& format, const char* external_json, const char* config_json,
+                                     const char* json_path) {
+    return complete_gpt_config(format, external_json, config_json, json_path);
   }
   GptModel(const keel_host* host, const keel_model_create_args& args);
 

@@ -3,6 +3,7 @@
 // values named, and Llama 3's rope_scaling read as config.json writes it.
 #include "llama_config.hpp"
 
+#include <keel_support/external_config.hpp>
 #include <keel_support/json_parse.hpp>
 #include <keel_support/json_section.hpp>
 
@@ -70,6 +71,40 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
                       std::to_string(c.n_head) + "), found " + std::to_string(c.n_kv_head));
   c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
   return c;
+}
+
+std::string complete_llama_config(const std::string& format, const char* external_json, const char* config_json,
+                                  const char* json_path) {
+  if (format != "huggingface")
+    throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format +
+                                                                "'; the llama model knows: huggingface");
+  keel_support::ExternalConfigMerge merge(config_json, json_path, external_json, "config.json");
+  merge.require_one_of("model_type", {"llama"});
+  merge.require_one_of("hidden_act", {"silu"}, /*absent_ok=*/true);
+  merge.require_value("attention_bias", false, "Keel's llama has no biases");
+  merge.require_value("mlp_bias", false, "Keel's llama has no biases");
+  const auto& hf = merge.external();
+  auto integer = [&](const char* key) { return merge.has_external(key) && hf.at(key).is_number_integer(); };
+  if (integer("head_dim") && integer("hidden_size") && integer("num_attention_heads") &&
+      hf.at("num_attention_heads").get<int64_t>() > 0 &&
+      hf.at("head_dim").get<int64_t>() != hf.at("hidden_size").get<int64_t>() / hf.at("num_attention_heads").get<int64_t>())
+    throw ConfigError("config.json: \"head_dim\" " + hf.at("head_dim").dump() + " is not hidden_size / "
+                      "num_attention_heads; Keel's llama derives the head dimension from them");
+  merge.take("n_layer", "num_hidden_layers");
+  merge.take("d_model", "hidden_size");
+  merge.take("n_head", "num_attention_heads");
+  // transformers: num_key_value_heads defaults to num_attention_heads (multi-head attention).
+  merge.take("n_kv_head", merge.has_external("num_key_value_heads") ? "num_key_value_heads" : "num_attention_heads");
+  merge.take("ffn_hidden", "intermediate_size");
+  merge.take("vocab_size", "vocab_size");
+  merge.take_at_most("seq_len", "max_position_embeddings");
+  merge.take("rope_theta", "rope_theta", 10000.0);
+  merge.take("rms_eps", "rms_norm_eps", 1e-6);
+  merge.take("tie_embeddings", "tie_word_embeddings", false);
+  if (merge.has_external("rope_scaling")) merge.take("rope_scaling", "rope_scaling");
+  const std::string completed = merge.result();
+  parse_llama_config(completed.c_str(), json_path);  // the completed section is a valid one
+  return completed;
 }
 
 }  // namespace keel_llama

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <keel_support/recompute.hpp>       // defines: Recompute
 #include <keel_support/rope_frequencies.hpp>  // defines: RopeScaling
@@ -30,5 +31,11 @@ struct LlamaConfig {
 
 // Reads and checks the section; throws keel_support::ConfigError naming the JSON path.
 LlamaConfig parse_llama_config(const char* config_json, const char* json_path);
+
+// The section completed from transformers' LlamaConfig (`external_json`, a config.json of
+// model_type "llama"): dimensions the section leaves out are taken, those it gives must agree
+// (seq_len at most max_position_embeddings), and features Keel's llama lacks are refused.
+std::string complete_llama_config(const std::string& format, const char* external_json, const char* config_json,
+                                  const char* json_path);
 
 }  // namespace keel_llama

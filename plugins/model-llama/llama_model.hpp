@@ -163,6 +163,10 @@ class LlamaModel {
   static void validate_config(const char* config_json, const char* json_path) {
     parse_llama_config(config_json, json_path);
   }
+  static std::string complete_config(const std::string& format, const char* external_json, const char* config_json,
+                                     const char* json_path) {
+    return complete_llama_config(format, external_json, config_json, json_path);
+  }
   LlamaModel(const keel_host* host, const keel_model_create_args& args);
 
   const keel_host* host() const { return host_; }

@@ -386,6 +386,7 @@ const keel_model_api kMlpApi = {
     mlp_flops_per_token,    mlp_forward,         mlp_backward,
     nullptr,                nullptr,  // external_name, external_config: the test model has no external format
     nullptr,                nullptr,  // stage_io_numel, splits_backward: it refuses pp > 1
+    nullptr,  // complete_config: no external format to take dimensions from
 };
 
 const keel_plugin_info kPlugins[] = {keel_support::plugin_info(

@@ -6,7 +6,10 @@ weights and tokens, for a tied and an untied head at odd sizes (d_model 48, not 
   - export: a Keel run's checkpoint through `keel export`, loaded by LlamaForCausalLM
     .from_pretrained, gives the logits Keel computes from the same file (keel-probe --init-from);
   - init_from: a LlamaForCausalLM saved by transformers' save_pretrained, read by Keel's
-    model.init_from, gives transformers' loss.
+    model.init_from, gives transformers' loss: one fp32 file, and the folder itself saved in
+    bf16 and sharded (model.safetensors.index.json), with the model section naming no
+    dimension (they come from config.json); a dimension that disagrees with config.json, and an
+    index naming a file outside the folder, are refused with the reason.
 
 Usage: llama_vs_transformers.py --keel KEEL --probe KEEL_PROBE --venv HF_VENV
 The oracle runs in HF_VENV (scripts/hf-venv.sh makes it: Debian's torch, transformers from
@@ -227,6 +230,60 @@ def check_export_and_init_from(work, keel, probe_bin, tied):
     assert abs(float(tensors["loss0"][0]) - float(loss)) <= LOSS_RTOL * abs(float(loss))
 
 
+def check_init_from_folder(work, probe_bin, tied):
+    """A Hub-style download: config.json, bf16 tensors in shards; Keel's section names no size."""
+    import torch
+    from transformers import LlamaForCausalLM
+    from test_gpt_vs_torch import read_safetensors
+    label = "tied" if tied else "untied"
+    torch.manual_seed(23)
+    folder = os.path.join(work, f"hub-{label}")
+    hf_model(tied).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True, max_shard_size="60KB")
+    assert os.path.exists(os.path.join(folder, "model.safetensors.index.json")), os.listdir(folder)
+    shards = [f for f in os.listdir(folder) if f.endswith(".safetensors")]
+    assert len(shards) > 1, f"expected several shards, found {shards}"
+    # transformers' own reading of the folder, widened to fp32 (bf16 -> fp32 is exact).
+    theirs = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager")
+    bare = dict(RUN, model={"plugin": "llama"})
+    config = os.path.join(work, f"bare-{label}.json")
+    with open(config, "w") as f:
+        json.dump(bare, f)
+    out = os.path.join(work, f"probe-hub-{label}.safetensors")
+    run([probe_bin, "--config", config, "--out", out, "--steps", "1", "--init-from", folder])
+    tensors, metadata = read_safetensors(out)
+    keel_model = json.loads(metadata["model_config"])
+    for key, value in (("n_layer", MODEL["n_layer"]), ("d_model", MODEL["d_model"]), ("n_kv_head", MODEL["n_kv_head"]),
+                       ("ffn_hidden", MODEL["ffn_hidden"]), ("tie_embeddings", tied)):
+        assert keel_model.get(key) == value, f"{label}: model.{key} from config.json: {keel_model.get(key)} != {value}"
+    with torch.no_grad():
+        _, loss = loss_of(theirs, tensors["tokens"][0], tensors["targets"][0])
+    print(f"{label}: init_from a bf16 folder of {len(shards)} shards: loss keel {float(tensors['loss0'][0]):.7f} "
+          f"transformers {float(loss):.7f}")
+    assert abs(float(tensors["loss0"][0]) - float(loss)) <= LOSS_RTOL * abs(float(loss))
+
+    # A dimension the section gives must agree with config.json.
+    wrong = dict(RUN, model={"plugin": "llama", "n_layer": 3})
+    with open(config, "w") as f:
+        json.dump(wrong, f)
+    result = subprocess.run([probe_bin, "--config", config, "--out", out, "--steps", "1", "--init-from", folder],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "model.n_layer is 3, but config.json's \"num_hidden_layers\" is 2" in result.stderr, \
+        result.stderr
+    # A shard index is untrusted: its file names stay inside the folder.
+    index_path = os.path.join(folder, "model.safetensors.index.json")
+    index = json.load(open(index_path))
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = "../" + index["weight_map"][first]
+    with open(index_path, "w") as f:
+        json.dump(index, f)
+    with open(config, "w") as f:
+        json.dump(bare, f)
+    result = subprocess.run([probe_bin, "--config", config, "--out", out, "--steps", "1", "--init-from", folder],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "a shard must be a file name inside the folder" in result.stderr, result.stderr
+    print(f"{label}: a disagreeing n_layer and an index naming ../ are refused")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--keel", required=True)
@@ -239,6 +296,7 @@ def main():
         for tied in (True, False):
             check_probe(work, args.probe, tied)
             check_export_and_init_from(work, args.keel, args.probe, tied)
+            check_init_from_folder(work, args.probe, tied)
     print("PASSED: llama against transformers (tied and untied)")
 
 

@@ -217,6 +217,35 @@ def test_init_from_reads_hf_layout_back():
         assert np.array_equal(keel[f"param/h.{i}.ln_2.bias"], tensors[f"transformer.h.{i}.ln_2.bias"])
 
 
+def test_init_from_a_folder_takes_the_sizes_from_its_config_json():
+    """The export folder (config.json + model.safetensors) as model.init_from, the model section
+    naming no size: the dimensions come from config.json, the weights equal the file's import;
+    a size that disagrees with config.json is refused naming both values."""
+    e = trained_export()
+    with open(PROBE_CONFIG) as f:
+        config = json.load(f)
+    config["model"] = {"plugin": "gpt"}
+    bare = os.path.join(e["work"], "bare.json")
+    with open(bare, "w") as f:
+        json.dump(config, f)
+    out = os.path.join(e["work"], "from-folder.safetensors")
+    result = _run([e["probe"], "--config", bare, "--out", out, "--steps", "1", "--init-from", e["hf_dir"]])
+    tensors, metadata = read_safetensors(out)
+    model = json.loads(metadata["model_config"])
+    for key in ("n_layer", "n_head", "d_model", "vocab_size", "seq_len"):
+        assert model[key] == e["model"][key], f"model.{key}: {model[key]} from config.json, {e['model'][key]} trained"
+    from_file, _ = probe_from(os.path.join(e["hf_dir"], "model.safetensors"), "from-file")
+    assert float(tensors["loss0"][0]) == float(from_file["loss0"][0])
+    config["model"] = {"plugin": "gpt", "n_head": e["model"]["n_head"] * 2}
+    with open(bare, "w") as f:
+        json.dump(config, f)
+    result = _run([e["probe"], "--config", bare, "--out", out, "--steps", "1", "--init-from", e["hf_dir"]],
+                  expect_ok=False)
+    assert result.returncode != 0
+    assert f"model.n_head is {e['model']['n_head'] * 2}, but config.json's \"n_head\" is {e['model']['n_head']}" \
+        in result.stderr, result.stderr
+
+
 def test_hf_layout_gpt2_gives_keel_logits():
     e = trained_export()
     keel, result = probe_from(os.path.join(e["hf_dir"], "model.safetensors"), "imported")

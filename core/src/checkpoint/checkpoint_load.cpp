@@ -128,6 +128,9 @@ RunConfig config_from_checkpoint(const std::string& checkpoint_dir) {
              " is ignored: a checkpoint never chooses where plugins are loaded from (use KEEL_PLUGIN_PATH)");
     config.erase("plugin_path");
   }
+  // The saved model section is already complete (a folder's config.json was read into it when the
+  // run started); its weights are the checkpoint's, so init_from is not read again.
+  if (config.contains("model") && config.at("model").is_object()) config.at("model").erase("init_from");
   return RunConfig::from_json_text(config.dump(), (fs::path(checkpoint_dir) / "manifest.json").string());
 }
 

@@ -2,6 +2,9 @@
 // JSON path, says what was expected and what was found, and suggests a key for a misspelling.
 #include "config/run_config.h"
 
+#include "interop/huggingface.h"
+#include "loader/plugin_registry.h"
+
 #include <keel/offload.h>
 #include <keel_support/json_section.hpp>
 
@@ -179,9 +182,18 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
     if (config.model.json.contains("init_from")) {
       const auto& init_from = config.model.json.at("init_from");
       if (!init_from.is_string())
-        throw ConfigError("model.init_from: expected a string (a safetensors file), found " + keel_support::json_type_name(init_from));
+        throw ConfigError("model.init_from: expected a string (a safetensors file or a Hugging Face checkpoint folder), found " + keel_support::json_type_name(init_from));
       config.model_init_from = init_from.get<std::string>();
       config.model.json.erase("init_from");
+      // A checkpoint folder's config.json gives the dimensions the section leaves out (the model
+      // plugin maps them); the completed section is what every later step, checkpoints
+      // included, sees.
+      PluginRegistry::instance().add_search_folders(config.plugin_path);
+      nlohmann::json completed = keel_support::parse_json(
+          "model", complete_model_config(config.model.plugin, config.model_init_from, config.model.json.dump(), "model"));
+      config.model.json = completed;
+      completed["init_from"] = config.model_init_from;
+      json["model"] = completed;
     }
     config.optimizer = read_plugin_section(json, "optimizer", "optimizer", "adamw");
     config.backend = read_plugin_section(json, "backend", "backend", "cpu");

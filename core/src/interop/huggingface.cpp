@@ -13,12 +13,17 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
 #include "host/errors.h"
 #include "io/durable_files.h"
 #include "io/safetensors.h"
+#include "host/host_table.h"
+#include "io/regular_file.h"
+#include "loader/plugin_registry.h"
 #include "train/model_parameters.h"
 
 namespace keel {
@@ -86,15 +91,6 @@ std::vector<float> transposed(const float* in, int64_t rows, int64_t cols) {
   return out;
 }
 
-// The file's name for `name`: as written, or without "transformer." (GPT2Model's names, which
-// the gpt2 download on the Hub uses). Empty when neither is there.
-std::string stored_name(const SafetensorsFile& file, const std::string& name) {
-  if (file.has(name)) return name;
-  const std::string prefix = "transformer.";
-  if (name.rfind(prefix, 0) == 0 && file.has(name.substr(prefix.size()))) return name.substr(prefix.size());
-  return "";
-}
-
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -103,26 +99,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // versions, and the LM head, which GPT-2 ties to the token embedding.
 bool is_ignored_extra(const std::string& name) {
   return name == "lm_head.weight" || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
-}
-
-// A tied model's lm_head.weight must equal its embedding (the parameter flagged KEEL_PARAM_TIED);
-// one that differs is a model whose untied head Keel's tied one cannot represent.
-void check_tied_lm_head(ModelParameters& params, const SafetensorsFile& file) {
-  if (!file.has("lm_head.weight")) return;
-  const keel_model_info& info = params.info();
-  for (size_t i = 0; i < info.n_params; ++i) {
-    if (!(info.params[i].flags & KEEL_PARAM_TIED)) continue;
-    const keel_external_tensor ext = params.external_tensor(kFormat, i);
-    const std::string embedding = ext.name ? stored_name(file, ext.name) : "";
-    if (embedding.empty() || embedding == "lm_head.weight") return;
-    const auto& head = file.tensor("lm_head.weight");
-    const auto& tied = file.tensor(embedding);
-    if (head.dtype != tied.dtype || head.shape != tied.shape || std::memcmp(head.data, tied.data, head.bytes) != 0)
-      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, file.path() + ": lm_head.weight differs from " + embedding +
-                                                     ": the file's model has an untied LM head, and model '" +
-                                                     params.model_plugin() + "' ties it to the token embedding");
-    return;
-  }
 }
 
 }  // namespace
@@ -171,7 +147,57 @@ void export_huggingface(ModelParameters& params, const std::string& out_safetens
 
 namespace {
 
-// Opening the file is where a mistyped model.init_from shows; the message says which key named it.
+constexpr size_t kMaxIndexBytes = size_t(64) << 20;   // a shard index names tensors and files
+constexpr size_t kMaxConfigBytes = size_t(1) << 20;   // config.json is a few KB
+
+bool is_folder(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_directory(path, error);
+}
+
+// A shard's name from model.safetensors.index.json: a plain file name, so every file read lies
+// directly inside the folder the user named.
+std::string shard_path(const std::string& folder, const std::string& name, const std::string& index) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\\') != std::string::npos || name.find('\0') != std::string::npos)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "model.init_from: " + index + ": weight_map names \"" + name +
+                                                   "\"; a shard must be a file name inside the folder");
+  return (std::filesystem::path(folder) / name).string();
+}
+
+// The safetensors files model.init_from names: the file itself; in a folder, its
+// model.safetensors, else every shard model.safetensors.index.json's weight_map names.
+std::vector<std::string> init_files(const std::string& init_from) {
+  if (!is_folder(init_from)) return {init_from};
+  const std::filesystem::path folder(init_from);
+  std::error_code error;
+  if (std::filesystem::exists(folder / "model.safetensors", error)) return {(folder / "model.safetensors").string()};
+  const std::string index = (folder / "model.safetensors.index.json").string();
+  if (!std::filesystem::exists(index, error))
+    throw KeelError(KEEL_ERR_NOT_FOUND, "model.init_from: " + init_from + " holds neither model.safetensors nor "
+                                        "model.safetensors.index.json");
+  const std::vector<unsigned char> bytes = read_regular_file(index, "shard index", Symlinks::follow, kMaxIndexBytes);
+  nlohmann::json json;
+  try {
+    json = keel_support::parse_json(index, std::string(bytes.begin(), bytes.end()));
+  } catch (const keel_support::ConfigError& e) {
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("model.init_from: ") + e.what());
+  }
+  if (!json.is_object() || !json.contains("weight_map") || !json.at("weight_map").is_object() ||
+      json.at("weight_map").empty())
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "model.init_from: " + index + ": expected an object with a non-empty "
+                                               "\"weight_map\" of tensor name to shard file");
+  std::set<std::string> files;
+  for (const auto& entry : json.at("weight_map").items()) {
+    if (!entry.value().is_string())
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "model.init_from: " + index + ": weight_map[\"" + entry.key() +
+                                                     "\"] is " + entry.value().dump() + "; expected a file name");
+    files.insert(shard_path(init_from, entry.value().get<std::string>(), index));
+  }
+  return std::vector<std::string>(files.begin(), files.end());
+}
+
+// Opening a file is where a mistyped model.init_from shows; the message says which key named it.
 SafetensorsFile open_init_file(const std::string& safetensors_path) {
   try {
     return SafetensorsFile(safetensors_path);
@@ -180,60 +206,139 @@ SafetensorsFile open_init_file(const std::string& safetensors_path) {
   }
 }
 
+// Where each tensor of the init files is, with its header: the first pass reads every file's
+// header (and, for the tied-head check, two tensors), the second reads each file again to copy
+// its tensors, so memory holds one shard at a time.
+struct StoredTensor {
+  size_t file = 0;
+  std::string dtype;
+  std::vector<int64_t> shape;
+};
+
+std::vector<float> tensor_as_f32(const SafetensorsFile& file, const std::string& name) {
+  const auto& t = file.tensor(name);
+  int64_t count = 1;
+  for (int64_t d : t.shape) count *= d;
+  std::vector<float> out(static_cast<size_t>(count));
+  file.read_as_f32(name, out.data());
+  return out;
+}
+
 }  // namespace
 
-void import_huggingface(ModelParameters& params, const std::string& safetensors_path) {
-  const SafetensorsFile file = open_init_file(safetensors_path);
+std::string complete_model_config(const std::string& model_plugin, const std::string& init_from,
+                                  const std::string& section_json, const std::string& json_path) {
+  if (!is_folder(init_from)) return section_json;  // a file: the config gives every dimension
+  const std::string config_path = (std::filesystem::path(init_from) / "config.json").string();
+  std::string external;
+  try {
+    const std::vector<unsigned char> bytes = read_regular_file(config_path, "config", Symlinks::follow, kMaxConfigBytes);
+    external.assign(bytes.begin(), bytes.end());
+  } catch (const KeelError& e) {
+    throw KeelError(e.code, std::string("model.init_from: ") + e.what());
+  }
+  const keel_plugin_info& info = PluginRegistry::instance().find(KEEL_KIND_MODEL, model_plugin).info;
+  const auto* table = static_cast<const keel_model_api*>(info.api);
+  if (info.abi_minor < 10 || !KEEL_HAS_SLOT(table, complete_config) || !table->complete_config)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, "model.init_from: " + init_from + " is a folder, but model '" + model_plugin +
+                                                "' cannot read its config.json (complete_config, ABI 0.10): name the "
+                                                "safetensors file and give every dimension in the model section");
+  std::string out(4096, '\0');
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    size_t length = 0;
+    const keel_status status = table->complete_config(host_table(), kFormat, external.c_str(), section_json.c_str(),
+                                                      json_path.c_str(), out.data(), out.size(), &length);
+    if (status != KEEL_OK)
+      throw KeelError(status, "model.init_from " + init_from + ": " + last_error());
+    if (length < out.size()) return out.substr(0, length);
+    out.assign(length + 1, '\0');
+  }
+  throw KeelError(KEEL_ERR_INTERNAL, "model '" + model_plugin + "': complete_config's length changed between calls");
+}
+
+void import_huggingface(ModelParameters& params, const std::string& init_from) {
+  const std::vector<std::string> paths = init_files(init_from);
   const size_t n = params.info().n_params;
-  // Check everything before writing anything, so a refused file leaves the parameters as they were.
+  // Pass 1, every header: check everything before writing anything, so a refused checkpoint
+  // leaves the parameters as they were.
+  std::map<std::string, StoredTensor> stored;
+  std::vector<float> tied_head, tied_embedding;
+  for (size_t f = 0; f < paths.size(); ++f) {
+    const SafetensorsFile file = open_init_file(paths[f]);
+    for (const auto& name : file.names()) {
+      const auto& t = file.tensor(name);
+      if (!stored.emplace(name, StoredTensor{f, t.dtype, t.shape}).second)
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "model.init_from: tensor \"" + name + "\" is in both " +
+                                                       paths[stored.at(name).file] + " and " + paths[f]);
+    }
+  }
+  auto find_stored = [&](const std::string& name) -> std::string {
+    if (stored.count(name)) return name;
+    const std::string prefix = "transformer.";  // GPT2Model's names, which the gpt2 download uses
+    if (name.rfind(prefix, 0) == 0 && stored.count(name.substr(prefix.size()))) return name.substr(prefix.size());
+    return "";
+  };
   std::vector<ExternalLayout> layouts;
-  std::vector<std::string> stored;
+  std::vector<std::string> names(n);
   std::set<std::string> used;
+  std::string tied_name;
   for (size_t i = 0; i < n; ++i) {
     layouts.push_back(layout_of(params, i));
     const ExternalLayout& layout = layouts.back();
-    stored.push_back(layout.name.empty() ? "" : stored_name(file, layout.name));
     if (layout.name.empty()) continue;
+    names[i] = find_stored(layout.name);
     const std::string what = "tensor \"" + layout.name + "\" (Keel's " + layout.keel_name + ")";
-    if (stored.back().empty())
-      throw KeelError(KEEL_ERR_NOT_FOUND, safetensors_path + ": " + what + " is missing; expected shape " +
+    if (names[i].empty())
+      throw KeelError(KEEL_ERR_NOT_FOUND, init_from + ": " + what + " is missing; expected shape " +
                                               shape_text(layout.external_shape));
-    const auto& tensor = file.tensor(stored.back());
-    if (tensor.dtype != "F32")
-      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, safetensors_path + ": " + what + " is " + tensor.dtype +
-                                                     "; only F32 is read");
-    if (tensor.shape != layout.external_shape)
+    const StoredTensor& t = stored.at(names[i]);
+    if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, paths[t.file] + ": " + what + " is " + t.dtype +
+                                                     "; F32, BF16 and F16 are read");
+    if (t.shape != layout.external_shape)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
-                      safetensors_path + ": " + what + ": expected shape " + shape_text(layout.external_shape) +
+                      paths[t.file] + ": " + what + ": expected shape " + shape_text(layout.external_shape) +
                           (layout.transpose ? " (Keel's " + shape_text(layout.keel_shape) + " as " +
                                                      shape_text({layout.external_rows, layout.cols}) + ", transposed)"
                                                : "") +
-                          ", found " + shape_text(tensor.shape) + "; does the model config match the file's?");
-    used.insert(stored.back());
+                          ", found " + shape_text(t.shape) + "; does the model config match the file's?");
+    used.insert(names[i]);
+    if (params.info().params[i].flags & KEEL_PARAM_TIED) tied_name = names[i];
   }
   std::vector<std::string> unknown;
-  for (const auto& name : file.names())
-    if (!used.count(name) && !is_ignored_extra(name)) unknown.push_back(name);
+  for (const auto& entry : stored)
+    if (!used.count(entry.first) && !is_ignored_extra(entry.first)) unknown.push_back(entry.first);
   if (!unknown.empty()) {
     std::string list;
     for (size_t k = 0; k < std::min<size_t>(unknown.size(), 5); ++k) list += (k ? ", " : "") + unknown[k];
     if (unknown.size() > 5) list += ", ... (" + std::to_string(unknown.size()) + " in all)";
-    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, safetensors_path + ": holds tensors model '" +
-                                                   params.model_plugin() + "' does not have: " + list +
-                                                   "; does the model config match the file's?");
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, init_from + ": holds tensors model '" + params.model_plugin() +
+                                                   "' does not have: " + list + "; does the model config match the file's?");
   }
-  check_tied_lm_head(params, file);
+  // A tied model's lm_head.weight, when the checkpoint has one, must equal its embedding.
+  if (!tied_name.empty() && tied_name != "lm_head.weight" && stored.count("lm_head.weight")) {
+    const StoredTensor& head = stored.at("lm_head.weight");
+    std::vector<float> head_values = tensor_as_f32(open_init_file(paths[head.file]), "lm_head.weight");
+    std::vector<float> embedding = tensor_as_f32(open_init_file(paths[stored.at(tied_name).file]), tied_name);
+    if (head.shape != stored.at(tied_name).shape || head_values != embedding)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, paths[head.file] + ": lm_head.weight differs from " + tied_name +
+                                                     ": the file's model has an untied LM head, and model '" +
+                                                     params.model_plugin() + "' ties it to the token embedding");
+  }
 
-  for (size_t i = 0; i < n; ++i) {
-    const ExternalLayout& layout = layouts[i];
-    if (layout.name.empty()) continue;
-    const int64_t count = layout.external_rows * layout.cols;
-    std::vector<float> external(static_cast<size_t>(count));
-    file.read_f32(stored[i], 0, count, external.data());
-    if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
-    std::vector<float> values(size_t(params.global_numel(i)), 0.0f);  // rows the format lacks stay zero
-    std::copy(external.begin(), external.end(), values.begin());
-    params.write_param(i, values);
+  // Pass 2, file by file: each parameter from its tensor, widened to fp32.
+  for (size_t f = 0; f < paths.size(); ++f) {
+    std::unique_ptr<SafetensorsFile> file;
+    for (size_t i = 0; i < n; ++i) {
+      const ExternalLayout& layout = layouts[i];
+      if (layout.name.empty() || stored.at(names[i]).file != f) continue;
+      if (!file) file = std::make_unique<SafetensorsFile>(open_init_file(paths[f]));
+      std::vector<float> external = tensor_as_f32(*file, names[i]);
+      if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
+      std::vector<float> values(size_t(params.global_numel(i)), 0.0f);  // rows the format lacks stay zero
+      std::copy(external.begin(), external.end(), values.begin());
+      params.write_param(i, values);
+    }
   }
 }
 

@@ -14,13 +14,23 @@ class ModelParameters;
 // written to a temporary name, fsync'ed and renamed, so a reader never sees half of one.
 void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path);
 
-// Sets every parameter the model names externally from such a file: transposed back where the
-// format transposes, padded vocabulary rows set to zero. Throws KeelError naming the file and
-// the tensor when one is missing, not F32, or of the wrong shape, and when the file holds
-// tensors the model does not have (another architecture or size). Ignored: "lm_head.weight"
-// (tied to the embedding; refused if it differs from it) and the attention buffers
-// "*.attn.bias" / "*.attn.masked_bias" that older transformers versions saved. Names without
-// the "transformer." prefix (how GPT2Model and the gpt2 download store them) are accepted too.
-void import_huggingface(ModelParameters& params, const std::string& safetensors_path);
+// Sets every parameter the model names externally from model.init_from: a safetensors file, or
+// a Hugging Face checkpoint folder (its model.safetensors, else the shards its
+// model.safetensors.index.json names, each a file directly inside the folder). Tensors may be
+// F32, BF16 or F16 (widened to fp32 exactly); transposed back where the format transposes,
+// padded vocabulary rows set to zero. Every header is checked before any parameter is written,
+// and one shard is in memory at a time. Throws KeelError naming the file and the tensor when
+// one is missing, of another dtype or shape, in two shards, and when the files hold tensors the
+// model does not have (another architecture or size). Ignored: "lm_head.weight" of a tied model
+// (refused if it differs from the embedding) and the attention buffers "*.attn.bias" /
+// "*.attn.masked_bias" that older transformers versions saved. Names without the
+// "transformer." prefix (how GPT2Model and the gpt2 download store them) are accepted too.
+void import_huggingface(ModelParameters& params, const std::string& init_from);
+
+// The model section `section_json` completed from a checkpoint folder's config.json by the model
+// plugin (model.h complete_config, 0.10) when model.init_from names a folder; returned as is for
+// a file. Throws KeelError naming the folder, or the key and both values that disagree.
+std::string complete_model_config(const std::string& model_plugin, const std::string& init_from,
+                                  const std::string& section_json, const std::string& json_path);
 
 }  // namespace keel

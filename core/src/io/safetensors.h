@@ -58,6 +58,8 @@ class SafetensorsFile {
   const Tensor& tensor(const std::string& name) const;
   // Copies an F32 tensor (or elements [begin, begin+count) of it) into out.
   void read_f32(const std::string& name, int64_t begin, int64_t count, float* out) const;
+  // Copies a whole F32, BF16 or F16 tensor into out as fp32 (exactly: each is a subset of fp32).
+  void read_as_f32(const std::string& name, float* out) const;
   const nlohmann::json& metadata() const { return metadata_; }
   std::vector<std::string> names() const;
   const std::string& path() const { return path_; }

@@ -199,6 +199,49 @@ void SafetensorsFile::read_f32(const std::string& name, int64_t begin, int64_t c
   std::memcpy(out, t.data + size_t(begin) * 4, size_t(count) * 4);
 }
 
+namespace {
+
+float from_bf16(uint16_t bits) {
+  const uint32_t wide = uint32_t(bits) << 16;
+  float out;
+  std::memcpy(&out, &wide, 4);
+  return out;
+}
+
+// IEEE half to single, subnormals, infinities and NaN included.
+float from_f16(uint16_t bits) {
+  const uint32_t sign = uint32_t(bits & 0x8000u) << 16, exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  uint32_t wide;
+  if (exponent == 0x1f) {
+    wide = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    wide = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    wide = sign;
+  } else {  // subnormal: normalise
+    uint32_t e = 113, m = mantissa;
+    while (!(m & 0x400u)) m <<= 1, --e;
+    wide = sign | (e << 23) | ((m & 0x3ffu) << 13);
+  }
+  float out;
+  std::memcpy(&out, &wide, 4);
+  return out;
+}
+
+}  // namespace
+
+void SafetensorsFile::read_as_f32(const std::string& name, float* out) const {
+  const Tensor& t = tensor(name);
+  if (t.dtype == "F32") return read_f32(name, 0, int64_t(t.bytes / 4), out);
+  if (t.dtype != "BF16" && t.dtype != "F16")
+    throw KeelError(KEEL_ERR_IO, path_ + ": tensor \"" + name + "\" is " + t.dtype + "; expected F32, BF16 or F16");
+  const bool bf16 = t.dtype == "BF16";
+  for (size_t i = 0; i < t.bytes / 2; ++i) {
+    const uint16_t bits = uint16_t(t.data[2 * i] | (t.data[2 * i + 1] << 8));  // little-endian
+    out[i] = bf16 ? from_bf16(bits) : from_f16(bits);
+  }
+}
+
 std::vector<std::string> SafetensorsFile::names() const {
   std::vector<std::string> out;
   for (const auto& entry : tensors_) out.push_back(entry.first);

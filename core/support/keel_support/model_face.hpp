@@ -6,7 +6,8 @@
 //   Model(const keel_host*, const keel_model_create_args&);
 //   host(), describe(keel_model_info*), flops_per_token(int32_t), forward(keel_forward_args*),
 //   backward(const keel_backward_args&), external() (an ExternalNames-like object with
-//   tensor(format, index) and config_json(format)), stage_io_numel(B, T), splits_backward().
+//   tensor(format, index) and config_json(format)), stage_io_numel(B, T), splits_backward(),
+//   static std::string complete_config(format, external_json, config_json, json_path)  // throws
 #pragma once
 
 #include <keel/model.h>
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "keel_support/abi_guard.hpp"
+#include "keel_support/external_config.hpp"
 
 namespace keel_support {
 
@@ -120,9 +122,20 @@ struct ModelFace {
     });
   }
 
+  static keel_status complete_config(const keel_host* host, const char* format, const char* external_json,
+                                     const char* config_json, const char* json_path, char* out, size_t capacity,
+                                     size_t* out_length) {
+    return guard(host, Model::kSource, [&] {
+      if (!format || !external_json)
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "complete_config: format and external_json are required");
+      write_text_out(Model::complete_config(format, external_json, config_json, json_path), out, capacity, out_length);
+    });
+  }
+
   static constexpr keel_model_api kApi = {
       sizeof(keel_model_api), validate_config, create,   destroy,       describe,        flops_per_token,
       forward,                backward,        external_name, external_config, stage_io_numel, splits_backward,
+      complete_config,
   };
 };
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -115,3 +116,70 @@ TEST(SafetensorsTiling, AHeaderLengthPastTheBoundIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// A file of one 16-bit tensor `name` with the given little-endian bit patterns.
+std::vector<unsigned char> half_file(const std::string& dtype, const std::vector<uint16_t>& bits) {
+  const nlohmann::json header = {
+      {"x", {{"dtype", dtype}, {"shape", {bits.size()}}, {"data_offsets", {0, 2 * bits.size()}}}}};
+  std::string text = header.dump();
+  while (text.size() % 8) text += ' ';
+  const uint64_t length = text.size();
+  std::string file(reinterpret_cast<const char*>(&length), 8);
+  file += text;
+  for (uint16_t b : bits) file += {char(b & 0xff), char(b >> 8)};
+  return std::vector<unsigned char>(file.begin(), file.end());
+}
+
+}  // namespace
+
+// Hugging Face checkpoints are mostly bf16 (some f16): read_as_f32 widens them exactly, the
+// oracle being each format's definition (bf16: the high half of an fp32; f16: IEEE binary16).
+TEST(SafetensorsWidening, Bf16IsTheHighHalfOfAnFp32) {
+  const std::vector<float> expected = {1.0f, -2.5f, 3.140625f, 0.0f, -0.0f, 1e-38f};
+  std::vector<uint16_t> bits;
+  for (float v : expected) {
+    uint32_t wide;
+    std::memcpy(&wide, &v, 4);
+    bits.push_back(uint16_t(wide >> 16));
+  }
+  keel::SafetensorsFile file("model.safetensors", half_file("BF16", bits));
+  std::vector<float> out(bits.size());
+  file.read_as_f32("x", out.data());
+  for (size_t i = 0; i < bits.size(); ++i) {
+    uint32_t wide = uint32_t(bits[i]) << 16;
+    float truncated;
+    std::memcpy(&truncated, &wide, 4);
+    EXPECT_EQ(out[i], truncated) << i;
+  }
+  EXPECT_EQ(out[1], -2.5f);
+}
+
+TEST(SafetensorsWidening, F16CoversNormalsSubnormalsInfinityAndNaN) {
+  // 1.0, -2.0, 65504 (largest), 2^-14 (smallest normal), 2^-24 (smallest subnormal),
+  // 3·2^-24 (a subnormal with two bits), +inf, a NaN
+  const std::vector<uint16_t> bits = {0x3c00, 0xc000, 0x7bff, 0x0400, 0x0001, 0x0003, 0x7c00, 0x7e00};
+  keel::SafetensorsFile file("model.safetensors", half_file("F16", bits));
+  std::vector<float> out(bits.size());
+  file.read_as_f32("x", out.data());
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -2.0f);
+  EXPECT_EQ(out[2], 65504.0f);
+  EXPECT_EQ(out[3], std::ldexp(1.0f, -14));
+  EXPECT_EQ(out[4], std::ldexp(1.0f, -24));
+  EXPECT_EQ(out[5], 3.0f * std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(out[6]) && out[6] > 0);
+  EXPECT_TRUE(std::isnan(out[7]));
+}
+
+TEST(SafetensorsWidening, OtherDtypesAreRefusedNamingTheTensor) {
+  keel::SafetensorsFile file("model.safetensors", half_file("I16", {1, 2}));
+  std::vector<float> out(2);
+  try {
+    file.read_as_f32("x", out.data());
+    FAIL() << "an I16 tensor was read as floats";
+  } catch (const keel::KeelError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor \"x\" is I16; expected F32, BF16 or F16"), std::string::npos) << e.what();
+  }
+}

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 9
+const KEEL_ABI_VERSION_MINOR = 10
 
 const KEEL_MAX_DIMS = 4
 
@@ -366,6 +366,7 @@ struct keel_model_api
     external_config::Ptr{Cvoid}
     stage_io_numel::Ptr{Cvoid}
     splits_backward::Ptr{Cvoid}
+    complete_config::Ptr{Cvoid}
 end
 
 struct keel_optimizer_info
