@@ -4,14 +4,17 @@
 // (running max m, running sum l, output accumulator in fp32 registers, lane owning channels
 // lane, lane+32, ...). What the backward needs is one log-sum-exp per row. Every sum runs in a
 // fixed order (warp butterflies, key order), so the output is the same on every run.
+// Grouped-query attention: a qkv row holds NH query heads, then NKV key and NKV value heads
+// (width W = C + 2·NKV·hs); query head h reads key/value head h / (NH/NKV). NKV = NH is
+// multi-head attention, the 0.8 layout.
 #include "cuda/attention_tiles.cuh"
 
 namespace keel::cuda {
 namespace {
 
 template <typename E>
-__global__ void attention_forward_kernel(E* out, float* lse, const E* qkv, int64_t T, int64_t C, int64_t NH, int hs,
-                                         float scale) {
+__global__ void attention_forward_kernel(E* out, float* lse, const E* qkv, int64_t T, int64_t C, int64_t NH,
+                                         int64_t NKV, int hs, float scale) {
   extern __shared__ float smem[];
   const int ld = hs + 1;  // padded rows: lane j reading row j hits bank (j + d) % 32
   float* k_tile = smem;
@@ -19,19 +22,21 @@ __global__ void attention_forward_kernel(E* out, float* lse, const E* qkv, int64
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* q_row = v_tile + kTile * ld + warp * hs;
 
-  const int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH, C3 = 3 * C;
+  const int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH, W = C + 2 * NKV * hs, kv = h / (NH / NKV);
   const int64_t q0 = blockIdx.y * int64_t(kWarps), t = q0 + warp;
-  const E* head = qkv + b * T * C3 + h * hs;  // q of row s at head + s*C3, k at +C, v at +2C
+  const E* head = qkv + b * T * W + h * hs;               // q of row s at head + s*W
+  const E* keys = qkv + b * T * W + C + kv * hs;          // k of row s at keys + s*W
+  const E* values = keys + NKV * hs;                      // v of row s at values + s*W
   const bool active = t < T;
   if (active)
-    for (int d = lane; d < hs; d += 32) q_row[d] = load(head + t * C3 + d);
+    for (int d = lane; d < hs; d += 32) q_row[d] = load(head + t * W + d);
 
   float m = -INFINITY, l = 0.0f, acc[kPerLane] = {};
   const int64_t last = (q0 + kWarps < T ? q0 + kWarps : T) - 1;  // the block's last query row
   for (int64_t k0 = 0; k0 <= last; k0 += kTile) {
     __syncthreads();  // the previous tile has been read (and q_row written)
-    load_rows(k_tile, ld, head + C, C3, k0, T, hs);
-    load_rows(v_tile, ld, head + 2 * C, C3, k0, T, hs);
+    load_rows(k_tile, ld, keys, W, k0, T, hs);
+    load_rows(v_tile, ld, values, W, k0, T, hs);
     __syncthreads();
     if (!active || k0 > t) continue;  // uniform over the warp
     const int64_t s = k0 + lane;
@@ -65,23 +70,24 @@ __global__ void attention_forward_kernel(E* out, float* lse, const E* qkv, int64
 }
 
 template <typename E>
-void launch(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream) {
+void launch(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
+            cudaStream_t stream) {
   const int hs = static_cast<int>(C / NH);
   const size_t smem = (2 * kTile * (hs + 1) + kWarps * hs) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kWarps - 1) / kWarps));
-  attention_forward_kernel<<<grid, 32 * kWarps, smem, stream>>>(out, lse, qkv, T, C, NH, hs,
+  attention_forward_kernel<<<grid, 32 * kWarps, smem, stream>>>(out, lse, qkv, T, C, NH, NKV, hs,
                                                                 1.0f / sqrtf(static_cast<float>(hs)));
 }
 
 }  // namespace
 
 void attention_forward(Elem e, void* out, float* lse, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                       cudaStream_t stream) {
+                       int64_t NKV, cudaStream_t stream) {
   if (B <= 0 || T <= 0 || C <= 0) return;
   if (e == Elem::bf16)
-    launch(static_cast<bf16*>(out), lse, static_cast<const bf16*>(qkv), B, T, C, NH, stream);
+    launch(static_cast<bf16*>(out), lse, static_cast<const bf16*>(qkv), B, T, C, NH, NKV, stream);
   else
-    launch(static_cast<float*>(out), lse, static_cast<const float*>(qkv), B, T, C, NH, stream);
+    launch(static_cast<float*>(out), lse, static_cast<const float*>(qkv), B, T, C, NH, NKV, stream);
 }
 
 }  // namespace keel::cuda

@@ -35,14 +35,31 @@ void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const 
                         const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
                         cudaStream_t stream);
 
-// --- attention_forward.cu, attention_backward.cu --- causal, flash-style (never T×T)
+// --- attention_forward.cu, attention_backward.cu --- causal, flash-style (never T×T), grouped-query:
+// a qkv row holds NH query heads of hs = C/NH, then NKV key and NKV value heads (W = C + 2·NKV·hs);
+// NKV = NH is multi-head attention (W = 3C).
 constexpr int64_t kAttentionMaxHeadSize = 128;
-// out(B,T,C), lse(B,NH,T) fp32 from qkv(B,T,3C).
+// out(B,T,C), lse(B,NH,T) fp32 from qkv(B,T,W).
 void attention_forward(Elem e, void* out, float* lse, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                       cudaStream_t stream);
-// dqkv(B,T,3C) += given dout(B,T,C), out(B,T,C), lse(B,NH,T); `rowdot` is scratch of B·NH·T floats.
+                       int64_t NKV, cudaStream_t stream);
+// dqkv(B,T,W) += given dout(B,T,C), out(B,T,C), lse(B,NH,T); `rowdot` is scratch of B·NH·T floats.
 void attention_backward(Elem e, void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                        float* rowdot, int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream);
+                        float* rowdot, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream);
+
+// --- llama_ops.cu --- RMSNorm (rstd(N) fp32), rope in place, SwiGLU over side-by-side gate|up
+void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
+                     float eps, cudaStream_t stream);
+// dinp(N,C) += , dweight(C) fp32 += ; either may be NULL.
+void rmsnorm_backward(Elem e, void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
+                      const float* rstd, int64_t N, int64_t C, cudaStream_t stream);
+// Turns `heads` heads of head_dim in each of B·T rows of x (row stride `stride`, first head at
+// column `first`) by position · inv_freq (inv_freq(head_dim/2) fp32); backward turns back.
+void rope(Elem e, void* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
+          int64_t first, int64_t position0, bool backward, cudaStream_t stream);
+// out(N,F) = silu(gate) · up from gate_up(N,2F); dgate_up(N,2F) += its gradient.
+void swiglu_forward(Elem e, void* out, const void* gate_up, int64_t N, int64_t F, cudaStream_t stream);
+void swiglu_backward(Elem e, void* dgate_up, const void* dout, const void* gate_up, int64_t N, int64_t F,
+                     cudaStream_t stream);
 
 // --- embedding.cu --- tokens(B,T) int32; a token outside [row_begin, row_begin+rows) reads zeros
 // out(B,T,C) = wte_rows[tok - row_begin] + wpe[t] (wpe may be NULL).

@@ -469,7 +469,7 @@ keel_status attention_forward_dt(void* backend, keel_dtype dt, void* out, void* 
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "attention_forward");
     require_attention_shape(B, T, C, NH, "attention_forward");
-    keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, b.stream);
+    keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, NH, b.stream);
     launched("attention_forward");
   });
 }
@@ -477,10 +477,11 @@ keel_status attention_forward_dt(void* backend, keel_dtype dt, void* out, void* 
 // D = rowsum(dout ∘ out) goes to scratch from the caching allocator, handed back at once: the
 // stream orders its next user after these kernels.
 void attention_backward_on(CudaBackend& b, Elem e, void* dqkv, const void* dout, const void* qkv, const void* out,
-                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
+                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV) {
   if (B == 0 || T == 0 || C == 0) return;
   void* rowdot = b.allocator.allocate(static_cast<size_t>(B * NH * T) * sizeof(float), b.stream);
-  keel::cuda::attention_backward(e, dqkv, dout, qkv, out, lse, static_cast<float*>(rowdot), B, T, C, NH, b.stream);
+  keel::cuda::attention_backward(e, dqkv, dout, qkv, out, lse, static_cast<float*>(rowdot), B, T, C, NH, NKV,
+                                 b.stream);
   const cudaError_t status = cudaGetLastError();
   b.allocator.release(rowdot);
   check_cuda(status, "attention_backward: kernel launch");
@@ -491,7 +492,116 @@ keel_status attention_backward_dt(void* backend, keel_dtype dt, void* dqkv, cons
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "attention_backward");
     require_attention_shape(B, T, C, NH, "attention_backward");
-    attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH);
+    attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH, NH);
+  });
+}
+
+// --- 0.9: the Llama family's ops ---
+
+keel_status rmsnorm_forward_dt(void* backend, keel_dtype dt, void* out, float* rstd, const void* inp,
+                               const void* weight, int64_t N, int64_t C, float eps) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "rmsnorm_forward");
+    require_sizes({N, C}, "rmsnorm_forward");
+    require(eps > 0.0f, "rmsnorm_forward: eps " + std::to_string(eps) + " must be positive");
+    keel::cuda::rmsnorm_forward(e, out, rstd, inp, weight, N, C, eps, b.stream);
+    launched("rmsnorm_forward");
+  });
+}
+
+keel_status rmsnorm_backward_dt(void* backend, keel_dtype dt, void* dinp, float* dweight, const void* dout,
+                                const void* inp, const void* weight, const float* rstd, int64_t N, int64_t C) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "rmsnorm_backward");
+    require_sizes({N, C}, "rmsnorm_backward");
+    keel::cuda::rmsnorm_backward(e, dinp, dweight, dout, inp, weight, rstd, N, C, b.stream);
+    launched("rmsnorm_backward");
+  });
+}
+
+void require_rope_shape(int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride, int64_t first,
+                        const char* op) {
+  require_sizes({B, T, heads, head_dim, stride, first}, op);
+  require(head_dim % 2 == 0, std::string(op) + ": head_dim " + std::to_string(head_dim) + " is odd");
+  require(first + heads * head_dim <= stride, std::string(op) + ": heads end at column " +
+                                                  std::to_string(first + heads * head_dim) +
+                                                  ", past the row stride " + std::to_string(stride));
+}
+
+keel_status rope_forward_dt(void* backend, keel_dtype dt, void* x, const float* inv_freq, int64_t B, int64_t T,
+                            int64_t heads, int64_t head_dim, int64_t stride, int64_t first, int64_t position0) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "rope_forward");
+    require_rope_shape(B, T, heads, head_dim, stride, first, "rope_forward");
+    keel::cuda::rope(e, x, inv_freq, B, T, heads, head_dim, stride, first, position0, false, b.stream);
+    launched("rope_forward");
+  });
+}
+
+keel_status rope_backward_dt(void* backend, keel_dtype dt, void* dx, const float* inv_freq, int64_t B, int64_t T,
+                             int64_t heads, int64_t head_dim, int64_t stride, int64_t first, int64_t position0) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "rope_backward");
+    require_rope_shape(B, T, heads, head_dim, stride, first, "rope_backward");
+    keel::cuda::rope(e, dx, inv_freq, B, T, heads, head_dim, stride, first, position0, true, b.stream);
+    launched("rope_backward");
+  });
+}
+
+keel_status swiglu_forward_dt(void* backend, keel_dtype dt, void* out, const void* gate_up, int64_t N, int64_t F) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "swiglu_forward");
+    require_sizes({N, F}, "swiglu_forward");
+    keel::cuda::swiglu_forward(e, out, gate_up, N, F, b.stream);
+    launched("swiglu_forward");
+  });
+}
+
+keel_status swiglu_backward_dt(void* backend, keel_dtype dt, void* dgate_up, const void* dout, const void* gate_up,
+                               int64_t N, int64_t F) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "swiglu_backward");
+    require_sizes({N, F}, "swiglu_backward");
+    keel::cuda::swiglu_backward(e, dgate_up, dout, gate_up, N, F, b.stream);
+    launched("swiglu_backward");
+  });
+}
+
+void require_gqa_shape(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, const char* op) {
+  require_attention_shape(B, T, C, NH, op);
+  require(NKV > 0 && NH % NKV == 0, std::string(op) + ": NH = " + std::to_string(NH) +
+                                        " must be a positive multiple of NKV = " + std::to_string(NKV));
+  require(B * NKV < (int64_t{1} << 31), std::string(op) + ": B·NKV is beyond the CUDA grid");
+}
+
+int64_t attention_gqa_saved_bytes(void* backend, keel_dtype dt, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                  int64_t NKV) {
+  int64_t bytes = -1;
+  run(backend, [&](CudaBackend&) {
+    elem_of(dt, "attention_gqa_saved_bytes");
+    require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_saved_bytes");
+    bytes = B * NH * T * static_cast<int64_t>(sizeof(float));  // one log-sum-exp per (b, query head, t)
+  });
+  return bytes;
+}
+
+keel_status attention_gqa_forward_dt(void* backend, keel_dtype dt, void* out, void* saved, const void* qkv,
+                                     int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "attention_gqa_forward");
+    require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_forward");
+    keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, NKV, b.stream);
+    launched("attention_gqa_forward");
+  });
+}
+
+keel_status attention_gqa_backward_dt(void* backend, keel_dtype dt, void* dqkv, const void* dout, const void* qkv,
+                                      const void* out, const void* saved, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                      int64_t NKV) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "attention_gqa_backward");
+    require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_backward");
+    attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH, NKV);
   });
 }
 
@@ -711,7 +821,7 @@ keel_status attention_forward(void* backend, float* out, float* saved, const flo
                               int64_t C, int64_t NH) {
   return run(backend, [&](CudaBackend& b) {
     require_attention_shape(B, T, C, NH, "attention_forward");
-    keel::cuda::attention_forward(Elem::f32, out, saved, qkv, B, T, C, NH, b.stream);
+    keel::cuda::attention_forward(Elem::f32, out, saved, qkv, B, T, C, NH, NH, b.stream);
     launched("attention_forward");
     if (B * T * C > 0)
       check_cuda(cudaMemcpyAsync(saved + B * NH * T, out, static_cast<size_t>(B * T * C) * sizeof(float),
@@ -724,7 +834,7 @@ keel_status attention_backward(void* backend, float* dqkv, const float* dout, co
                                int64_t B, int64_t T, int64_t C, int64_t NH) {
   return run(backend, [&](CudaBackend& b) {
     require_attention_shape(B, T, C, NH, "attention_backward");
-    attention_backward_on(b, Elem::f32, dqkv, dout, qkv, saved + B * NH * T, saved, B, T, C, NH);
+    attention_backward_on(b, Elem::f32, dqkv, dout, qkv, saved + B * NH * T, saved, B, T, C, NH, NH);
   });
 }
 
@@ -888,6 +998,15 @@ keel_backend_api make_api() {
   api.crossentropy_backward_dt = crossentropy_backward_dt;
   api.sum_squares_dt = sum_squares_dt;
   api.adamw_update = adamw_update;
+  api.rmsnorm_forward_dt = rmsnorm_forward_dt;
+  api.rmsnorm_backward_dt = rmsnorm_backward_dt;
+  api.rope_forward_dt = rope_forward_dt;
+  api.rope_backward_dt = rope_backward_dt;
+  api.swiglu_forward_dt = swiglu_forward_dt;
+  api.swiglu_backward_dt = swiglu_backward_dt;
+  api.attention_gqa_saved_bytes = attention_gqa_saved_bytes;
+  api.attention_gqa_forward_dt = attention_gqa_forward_dt;
+  api.attention_gqa_backward_dt = attention_gqa_backward_dt;
   api.sgd_update = sgd_update;
   return api;
 }

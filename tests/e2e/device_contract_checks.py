@@ -15,7 +15,8 @@ bf16 losses stay within BF16_BOUND of the fp32 run's yet differ from them (else 
 effect), ZeRO-3's bf16 gathers equal ZeRO-2's whole bf16 copy, and a bf16 run resumes bit for
 bit. On the deferred backend every run must also keep the gradient norm off the blocking 0.1
 sum_squares (it logs how often that ran).
-Usage: device_contract_checks.py CASE --keel KEEL --config QUICKSTART --plugins FOLDER"""
+Usage: device_contract_checks.py CASE --keel KEEL --config QUICKSTART --plugins FOLDER [--set A=V ...]
+(--set: assignments every run of the case takes after the case's own, e.g. another model's sizes)"""
 import argparse
 import os
 import re
@@ -62,7 +63,7 @@ def train(args, work, case, backend, steps=6, extra=(), resume=None, tag=None, p
         sets = [f'offload={{"plugin": "nvme", "path": "{folder}", "optimizer_state": true, "params": true, "gradients": true}}']
     tag = tag or backend
     sets += [f"backend={{\"plugin\": \"{backend}\", \"precision\": \"{precision}\"}}",
-             "lr_schedule.decay_steps=8"] + list(extra)
+             "lr_schedule.decay_steps=8"] + list(extra) + list(args.set)
     if "parallel.pp=2" in sets:
         sets.append(f"data.micro_batch={pc.G // 4}")  # 4 micro-batches: every schedule can run
     process = pc.run(args, ranks, strategy, work, tag, sets, steps=steps, resume=resume)
@@ -146,6 +147,7 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--plugins", required=True, help="the folder holding libkeel-test_backends.so")
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
+    parser.add_argument("--set", action="append", default=[], help="an assignment every run takes last")
     args = parser.parse_args()
     pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins  # every run, and export, finds the test backends there
     ranks = CASES.get(args.case, (2 if args.case.endswith("resume") else 1,))[0]

@@ -27,3 +27,17 @@ keel_layout_test(llama_tp_above_kv_heads 4
   "model={${llama_small},\"n_head\":8,\"n_kv_head\":2}" "parallel.tp=4")
 keel_valid_layout_test(llama_tp_at_kv_heads 2 "tp 2"
   "model={${llama_small},\"n_head\":8,\"n_kv_head\":2}" "parallel.tp=2" "parallel.sequence_parallel=true")
+
+# The device-true contract for llama: the poison and deferred test backends (host reads of
+# backend memory, missing ordering) train it to the cpu backend's losses bit for bit, in fp32
+# and bf16 (within the bf16 bound of fp32), with grouped-query attention (4 query, 2 kv heads).
+if(TARGET fixture_test_backends AND TARGET keel-zero)
+  foreach(case single zero3_dp2 tp2_sp pp2_zero-bubble offload_cpu bf16_single bf16_zero3_dp2 bf16_tp2_sp bf16_pp2_1f1b)
+    add_test(NAME e2e.llama.poison_deferred.${case}
+      COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/device_contract_checks.py ${case} --keel ${keel}
+              --config ${llama_config} --plugins ${fixtures}/test_backends --set model.n_head=4 --set model.n_kv_head=2
+              --set model.d_model=48)
+    set_tests_properties(e2e.llama.poison_deferred.${case} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE
+                         TIMEOUT 900)
+  endforeach()
+endif()

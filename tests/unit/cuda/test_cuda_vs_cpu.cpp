@@ -304,6 +304,89 @@ void test_attention(Cpu& cpu, Gpu& gpu, Elem e) {
   }
 }
 
+// The Llama family's ops (0.9) against the cpu backend's at fp32 on the same (bf16-rounded in the
+// bf16 run) inputs: RMSNorm, rope in place on packed q|k|v rows (the turned heads at an offset
+// inside a wider row), SwiGLU over gate|up, and grouped-query attention (multi-query, grouped,
+// and NKV = NH, which must equal the 0.8 op's layout), at sizes that are no multiple of anything.
+void test_llama_ops(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e), f32 = dtype(Elem::f32);
+  {
+    const int64_t N = 37, C = 200;
+    const float eps = 1e-5f;
+    auto inp = random_values(N * C, e, -2.0f, 2.0f), w = random_values(C, e);
+    std::vector<float> out(N * C), rstd(N);
+    CALL(cpu.api->rmsnorm_forward_dt(cpu.h, f32, out.data(), rstd.data(), inp.data(), w.data(), N, C, eps));
+    void *d_in = gpu.put(inp, e), *d_w = gpu.put(w, e), *d_out = gpu.alloc(N * C * 4);
+    float* d_rstd = static_cast<float*>(gpu.alloc(N * 4));
+    CALL(gpu.api->rmsnorm_forward_dt(gpu.h, dt, d_out, d_rstd, d_in, d_w, N, C, eps));
+    compare(tag("rmsnorm_forward out", e), gpu.get(d_out, N * C, e), out, for_elem(e));
+    compare(tag("rmsnorm_forward rstd", e), gpu.get32(d_rstd, N), rstd, kTight);
+    auto dout = random_values(N * C, e), dinp0 = random_values(N * C, e), dw0 = random_values(C, Elem::f32);
+    std::vector<float> dinp = dinp0, dw = dw0;
+    CALL(cpu.api->rmsnorm_backward_dt(cpu.h, f32, dinp.data(), dw.data(), dout.data(), inp.data(), w.data(),
+                                      rstd.data(), N, C));
+    void *d_dout = gpu.put(dout, e), *d_dinp = gpu.put(dinp0, e);
+    float *d_dw = gpu.put32(dw0), *d_rstd_cpu = gpu.put32(rstd);
+    CALL(gpu.api->rmsnorm_backward_dt(gpu.h, dt, d_dinp, d_dw, d_dout, d_in, d_w, d_rstd_cpu, N, C));
+    compare(tag("rmsnorm_backward dinp", e), gpu.get(d_dinp, N * C, e), dinp, for_elem(e));
+    compare(tag("rmsnorm_backward dweight", e), gpu.get32(d_dw, C), dw, kTight);
+  }
+  {  // rope: 6 heads of 16 (4 query, 2 key) turned inside rows of q|k|v, 128 wide, from column 0
+    const int64_t B = 2, T = 19, heads = 6, D = 16, stride = 128, first = 0, position0 = 3;
+    std::vector<float> inv_freq(D / 2);
+    for (int64_t i = 0; i < D / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(D));
+    auto x = random_values(B * T * stride, e, -2.0f, 2.0f);
+    std::vector<float> turned = x, back = x;
+    CALL(cpu.api->rope_forward_dt(cpu.h, f32, turned.data(), inv_freq.data(), B, T, heads, D, stride, first, position0));
+    CALL(cpu.api->rope_backward_dt(cpu.h, f32, back.data(), inv_freq.data(), B, T, heads, D, stride, first, position0));
+    float* d_freq = gpu.put32(inv_freq);
+    void *d_x = gpu.put(x, e), *d_back = gpu.put(x, e);
+    CALL(gpu.api->rope_forward_dt(gpu.h, dt, d_x, d_freq, B, T, heads, D, stride, first, position0));
+    CALL(gpu.api->rope_backward_dt(gpu.h, dt, d_back, d_freq, B, T, heads, D, stride, first, position0));
+    compare(tag("rope_forward (v columns untouched)", e), gpu.get(d_x, B * T * stride, e), turned, for_elem(e));
+    compare(tag("rope_backward", e), gpu.get(d_back, B * T * stride, e), back, for_elem(e));
+  }
+  {
+    const int64_t N = 41, F = 77;
+    auto gate_up = random_values(N * 2 * F, e, -6.0f, 6.0f), dout = random_values(N * F, e);
+    auto dgu0 = random_values(N * 2 * F, e);
+    std::vector<float> out(N * F), dgu = dgu0;
+    CALL(cpu.api->swiglu_forward_dt(cpu.h, f32, out.data(), gate_up.data(), N, F));
+    CALL(cpu.api->swiglu_backward_dt(cpu.h, f32, dgu.data(), dout.data(), gate_up.data(), N, F));
+    void *d_gu = gpu.put(gate_up, e), *d_out = gpu.alloc(N * F * 4), *d_dout = gpu.put(dout, e), *d_dgu = gpu.put(dgu0, e);
+    CALL(gpu.api->swiglu_forward_dt(gpu.h, dt, d_out, d_gu, N, F));
+    CALL(gpu.api->swiglu_backward_dt(gpu.h, dt, d_dgu, d_dout, d_gu, N, F));
+    compare(tag("swiglu_forward", e), gpu.get(d_out, N * F, e), out, for_elem(e));
+    compare(tag("swiglu_backward", e), gpu.get(d_dgu, N * 2 * F, e), dgu, for_elem(e));
+  }
+  struct Shape {
+    int64_t B, T, C, NH, NKV;
+  };
+  for (const Shape& s : {Shape{2, 67, 96, 3, 1}, Shape{1, 130, 256, 4, 2}, Shape{2, 33, 160, 2, 2}}) {
+    const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, NKV = s.NKV, W = C + 2 * NKV * (C / NH);
+    const std::string shape = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+                              " NKV=" + std::to_string(NKV);
+    auto qkv = random_values(B * T * W, e, -2.0f, 2.0f);
+    std::vector<float> out(B * T * C);
+    std::vector<char> saved(size_t(cpu.api->attention_gqa_saved_bytes(cpu.h, f32, B, T, C, NH, NKV)));
+    CALL(cpu.api->attention_gqa_forward_dt(cpu.h, f32, out.data(), saved.data(), qkv.data(), B, T, C, NH, NKV));
+    auto dout = random_values(B * T * C, e), dqkv0 = random_values(B * T * W, e);
+    std::vector<float> dqkv = dqkv0;
+    CALL(cpu.api->attention_gqa_backward_dt(cpu.h, f32, dqkv.data(), dout.data(), qkv.data(), out.data(), saved.data(),
+                                            B, T, C, NH, NKV));
+    const int64_t saved_bytes = gpu.api->attention_gqa_saved_bytes(gpu.h, dt, B, T, C, NH, NKV);
+    void *d_qkv = gpu.put(qkv, e), *d_out = gpu.alloc(B * T * C * 4), *d_saved = gpu.alloc(size_t(saved_bytes));
+    CALL(gpu.api->attention_gqa_forward_dt(gpu.h, dt, d_out, d_saved, d_qkv, B, T, C, NH, NKV));
+    compare(tag("attention_gqa_forward", e) + shape, gpu.get(d_out, B * T * C, e), out, for_elem(e));
+    void *d_dout = gpu.put(dout, e), *d_dqkv = gpu.put(dqkv0, e), *d_dqkv2 = gpu.put(dqkv0, e);
+    CALL(gpu.api->attention_gqa_backward_dt(gpu.h, dt, d_dqkv, d_dout, d_qkv, d_out, d_saved, B, T, C, NH, NKV));
+    CALL(gpu.api->attention_gqa_backward_dt(gpu.h, dt, d_dqkv2, d_dout, d_qkv, d_out, d_saved, B, T, C, NH, NKV));
+    const auto got = gpu.get(d_dqkv, B * T * W, e);
+    compare(tag("attention_gqa_backward", e) + shape, got, dqkv, for_elem(e));
+    compare_bits(tag("attention_gqa_backward twice", e) + shape, got, gpu.get(d_dqkv2, B * T * W, e));
+  }
+}
+
 void test_elementwise(Cpu& cpu, Gpu& gpu, Elem e) {
   const keel_dtype dt = dtype(e);
   const int64_t n = 1000;
@@ -741,6 +824,7 @@ int main(int argc, char** argv) {
       test_matmul(cpu, gpu, e);
       test_layernorm(cpu, gpu, e);
       test_attention(cpu, gpu, e);
+      test_llama_ops(cpu, gpu, e);
       test_elementwise(cpu, gpu, e);
       test_embedding(cpu, gpu, e, 2, 9, 40, 11);
       test_embedding(cpu, gpu, e, 4, 200, 72, 50);

@@ -1,0 +1,187 @@
+// The Llama family's elementwise and row ops at either compute type, as kernels/cpu computes
+// them: RMSNorm (a warp per row; the weight gradient summed over rows by a second kernel in a
+// fixed order, as layernorm.cu does), rotary position embedding in place (an element pair per
+// thread, the angle position · inv_freq formed in fp32 and its cosine and sine taken in double,
+// as the cpu kernel does), and SwiGLU over side-by-side gate and up columns (σ in the form that
+// never overflows). Grouped-query attention is attention_forward.cu / attention_backward.cu.
+#include "cuda/common.cuh"
+#include "cuda/kernels.h"
+
+namespace keel::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block in the per-row kernels
+constexpr int kRowGroups = 16;    // row groups of the column-sum kernel
+
+template <typename T>
+__global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
+                                       float eps) {
+  const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (n >= N) return;
+  const T* x = inp + n * C;
+  float sq = 0.0f;
+  for (int64_t i = lane; i < C; i += 32) {
+    const float v = load(x + i);
+    sq += v * v;
+  }
+  const float s = 1.0f / sqrtf(warp_sum(sq) / C + eps);
+  T* y = out + n * C;
+  for (int64_t i = lane; i < C; i += 32) store(y + i, (load(x + i) * s) * load(weight + i));
+  if (lane == 0) rstd[n] = s;
+}
+
+// dx_j += s (w_j g_j − x_j s² mean(w g x))
+template <typename T>
+__global__ void rmsnorm_backward_inp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* rstd,
+                                            int64_t N, int64_t C) {
+  const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (n >= N) return;
+  const T* x = inp + n * C;
+  const T* g = dout + n * C;
+  const float s = rstd[n];
+  float wgx = 0.0f;
+  for (int64_t i = lane; i < C; i += 32) wgx += load(weight + i) * load(g + i) * load(x + i);
+  const float coefficient = s * s * warp_sum(wgx) / C;
+  T* dx = dinp + n * C;
+  for (int64_t i = lane; i < C; i += 32)
+    store(dx + i, load(dx + i) + s * (load(weight + i) * load(g + i) - load(x + i) * coefficient));
+}
+
+// dweight_i += Σ_n g_ni x_ni s_n: block (32, kRowGroups), column blockIdx.x·32 + threadIdx.x.
+template <typename T>
+__global__ void rmsnorm_backward_weight_kernel(float* dweight, const T* dout, const T* inp, const float* rstd,
+                                               int64_t N, int64_t C) {
+  __shared__ float partial[kRowGroups][33];
+  const int64_t i = blockIdx.x * int64_t(32) + threadIdx.x;
+  float w = 0.0f;
+  if (i < C)
+    for (int64_t n = threadIdx.y; n < N; n += kRowGroups) w += load(dout + n * C + i) * (load(inp + n * C + i) * rstd[n]);
+  partial[threadIdx.y][threadIdx.x] = w;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < C) {
+    float sum = 0.0f;
+    for (int r = 0; r < kRowGroups; ++r) sum += partial[r][threadIdx.x];
+    dweight[i] += sum;
+  }
+}
+
+// One thread per (row, head, pair i): a' = a cos − b sin, b' = b cos + a sin, sin × direction.
+template <typename T>
+__global__ void rope_kernel(T* x, const float* inv_freq, int64_t rows, int64_t T_len, int64_t heads, int64_t half,
+                            int64_t stride, int64_t first, int64_t position0, float direction) {
+  KEEL_GRID_STRIDE(idx, rows * heads * half) {
+    const int64_t i = idx % half, h = (idx / half) % heads, row = idx / (half * heads);
+    const float position = static_cast<float>(position0 + row % T_len);
+    const double angle = static_cast<double>(position * inv_freq[i]);
+    const float c = static_cast<float>(cos(angle)), s = direction * static_cast<float>(sin(angle));
+    T* a = x + row * stride + first + h * 2 * half + i;
+    T* b = a + half;
+    const float ai = load(a), bi = load(b);
+    store(a, ai * c - bi * s);
+    store(b, bi * c + ai * s);
+  }
+}
+
+__device__ __forceinline__ float sigmoid(float g) {
+  if (g >= 0.0f) return 1.0f / (1.0f + expf(-g));
+  const float e = expf(g);
+  return e / (1.0f + e);
+}
+
+template <typename T>
+__global__ void swiglu_forward_kernel(T* out, const T* gate_up, int64_t N, int64_t F) {
+  KEEL_GRID_STRIDE(idx, N * F) {
+    const int64_t n = idx / F, i = idx % F;
+    const float g = load(gate_up + n * 2 * F + i), u = load(gate_up + n * 2 * F + F + i);
+    store(out + idx, g * sigmoid(g) * u);
+  }
+}
+
+template <typename T>
+__global__ void swiglu_backward_kernel(T* dgate_up, const T* dout, const T* gate_up, int64_t N, int64_t F) {
+  KEEL_GRID_STRIDE(idx, N * F) {
+    const int64_t n = idx / F, i = idx % F;
+    const float g = load(gate_up + n * 2 * F + i), u = load(gate_up + n * 2 * F + F + i), d = load(dout + idx);
+    const float s = sigmoid(g);
+    T* dgate = dgate_up + n * 2 * F + i;
+    T* dup = dgate + F;
+    store(dup, load(dup) + d * (g * s));
+    // silu'(x) = σ(x) (1 + x (1 − σ(x)))
+    store(dgate, load(dgate) + d * u * s * (1.0f + g * (1.0f - s)));
+  }
+}
+
+template <typename T>
+void rmsnorm_backward_typed(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd,
+                            int64_t N, int64_t C, cudaStream_t stream) {
+  if (dinp) {
+    const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+    rmsnorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, rstd, N, C);
+  }
+  if (dweight)
+    rmsnorm_backward_weight_kernel<<<static_cast<unsigned>((C + 31) / 32), dim3(32, kRowGroups), 0, stream>>>(
+        dweight, dout, inp, rstd, N, C);
+}
+
+}  // namespace
+
+void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
+                     float eps, cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (e == Elem::bf16)
+    rmsnorm_forward_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
+        static_cast<bf16*>(out), rstd, static_cast<const bf16*>(inp), static_cast<const bf16*>(weight), N, C, eps);
+  else
+    rmsnorm_forward_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
+        static_cast<float*>(out), rstd, static_cast<const float*>(inp), static_cast<const float*>(weight), N, C, eps);
+}
+
+void rmsnorm_backward(Elem e, void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
+                      const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  if (e == Elem::bf16)
+    rmsnorm_backward_typed(static_cast<bf16*>(dinp), dweight, static_cast<const bf16*>(dout),
+                           static_cast<const bf16*>(inp), static_cast<const bf16*>(weight), rstd, N, C, stream);
+  else
+    rmsnorm_backward_typed(static_cast<float*>(dinp), dweight, static_cast<const float*>(dout),
+                           static_cast<const float*>(inp), static_cast<const float*>(weight), rstd, N, C, stream);
+}
+
+void rope(Elem e, void* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
+          int64_t first, int64_t position0, bool backward, cudaStream_t stream) {
+  const int64_t half = head_dim / 2, n = B * T * heads * half;
+  if (n <= 0) return;
+  const float direction = backward ? -1.0f : 1.0f;
+  if (e == Elem::bf16)
+    rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(x), inv_freq, B * T, T, heads, half, stride,
+                                                      first, position0, direction);
+  else
+    rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(x), inv_freq, B * T, T, heads, half, stride,
+                                                      first, position0, direction);
+}
+
+void swiglu_forward(Elem e, void* out, const void* gate_up, int64_t N, int64_t F, cudaStream_t stream) {
+  if (N * F <= 0) return;
+  if (e == Elem::bf16)
+    swiglu_forward_kernel<<<grid_for(N * F), kThreads, 0, stream>>>(static_cast<bf16*>(out),
+                                                                    static_cast<const bf16*>(gate_up), N, F);
+  else
+    swiglu_forward_kernel<<<grid_for(N * F), kThreads, 0, stream>>>(static_cast<float*>(out),
+                                                                    static_cast<const float*>(gate_up), N, F);
+}
+
+void swiglu_backward(Elem e, void* dgate_up, const void* dout, const void* gate_up, int64_t N, int64_t F,
+                     cudaStream_t stream) {
+  if (N * F <= 0) return;
+  if (e == Elem::bf16)
+    swiglu_backward_kernel<<<grid_for(N * F), kThreads, 0, stream>>>(
+        static_cast<bf16*>(dgate_up), static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), N, F);
+  else
+    swiglu_backward_kernel<<<grid_for(N * F), kThreads, 0, stream>>>(
+        static_cast<float*>(dgate_up), static_cast<const float*>(dout), static_cast<const float*>(gate_up), N, F);
+}
+
+}  // namespace keel::cuda
