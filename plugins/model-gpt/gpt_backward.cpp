@@ -13,34 +13,20 @@ using keel_support::Carver;
 using keel_support::StatusError;
 
 void GptModel::backward(const keel_backward_args& args) {
-  if (args.struct_size < offsetof(keel_backward_args, chunk))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args->struct_size is smaller than keel_backward_args");
-  if (!args.access || args.access->struct_size < sizeof(keel_param_access))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: an access table is required");
-  // The 0.7 fields, where the caller's struct has them; an older core runs the whole model.
-  const bool has_chunk = args.struct_size >= offsetof(keel_backward_args, part) + sizeof(args.part);
-  const int32_t chunk = has_chunk ? args.chunk : 0;
-  const float* output_grad = has_chunk ? args.output_grad : nullptr;
-  float* input_grad = has_chunk ? args.input_grad : nullptr;
-  const int32_t part = has_chunk ? args.part : KEEL_BACKWARD_FULL;
-  check_chunk(chunk, "backward");
-  if (part != KEEL_BACKWARD_FULL && part != KEEL_BACKWARD_INPUT && part != KEEL_BACKWARD_WEIGHT)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: part " + std::to_string(part) + " is none of "
-                                                 "KEEL_BACKWARD_FULL (0), _INPUT (1), _WEIGHT (2)");
-  if (part == KEEL_BACKWARD_WEIGHT) return weight_backward(args, chunk);
-  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
-  if ((!last && !output_grad) || (!first && !input_grad))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: chunk " + std::to_string(chunk) + " of " +
-                                                     std::to_string(plan_.chunks()) + " needs " +
-                                                     (!last && !output_grad ? "the gradient of its output"
-                                                                            : "an input_grad buffer"));
+  const keel_support::BackwardCall call = keel_support::read_backward_call(args, plan_);
+  const int32_t chunk = call.chunk;
+  if (call.part == KEEL_BACKWARD_WEIGHT) return weight_backward(args, chunk);
+  const bool first = call.first, last = call.last;
+  const float* output_grad = call.output_grad;
+  float* input_grad = call.input_grad;
+  const int32_t part = call.part;
   const ActivationKey key{args.microbatch, chunk};
-  auto found = activations_.find(key);
-  if (found == activations_.end() || !found->second.backward_pending)
+  Activations* found = activations_.find(key);
+  if (!found || !found->backward_pending)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
                                                      (plan_.chunks() > 1 ? ", chunk " + std::to_string(chunk) : "") +
                                                      " has no forward with targets awaiting its backward");
-  Activations& a = found->second;
+  Activations& a = *found;
   a.backward_pending = false;
   const int64_t N = static_cast<int64_t>(a.B) * a.T, io_numel = stage_io_numel(a.B, a.T);
   ensure_grad_scratch(N);
@@ -57,7 +43,7 @@ void GptModel::backward(const keel_backward_args& args) {
     return;
   }
   if (first) embedding_backward(a, args.access, scratch_.dresidual);
-  recycle_activations(key);
+  activations_.recycle(key);
 }
 
 // The WEIGHT part of a split backward: every weight gradient from the output gradients its INPUT
@@ -65,18 +51,18 @@ void GptModel::backward(const keel_backward_args& args) {
 // same order as it would without the split.
 void GptModel::weight_backward(const keel_backward_args& args, int32_t chunk) {
   const ActivationKey key{args.microbatch, chunk};
-  auto found = activations_.find(key);
-  if (found == activations_.end() || !found->second.weight_pending)
+  Activations* found = activations_.find(key);
+  if (!found || !found->weight_pending)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
                                                      ", chunk " + std::to_string(chunk) +
                                                      ": KEEL_BACKWARD_WEIGHT without its KEEL_BACKWARD_INPUT part");
-  Activations& a = found->second;
+  Activations& a = *found;
   a.weight_pending = false;
   ensure_grad_scratch(static_cast<int64_t>(a.B) * a.T);
   if (chunk == plan_.last_chunk()) head_weight_backward(a, args.access);
   for (int64_t l = a.blocks - 1; l >= 0; --l) block_weight_backward(a, l, args.access);
   if (chunk == 0) embedding_backward(a, args.access, a.saved.encoded);
-  recycle_activations(key);
+  activations_.recycle(key);
 }
 
 SavedOutputGrads& GptModel::saved_output_grads(Activations& a) {

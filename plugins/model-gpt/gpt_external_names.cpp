@@ -12,11 +12,7 @@
 
 namespace keel_gpt {
 
-using keel_support::StatusError;
-
 namespace {
-
-constexpr const char* kHuggingFace = "huggingface";
 
 struct BlockName {
   const char* keel;  // after "h.<i>."
@@ -90,40 +86,14 @@ std::string huggingface_config(const GptConfig& c) {
 
 }  // namespace
 
-GptExternalNames::GptExternalNames(const GptConfig& config, const std::vector<std::string>& keel_names)
-    : hf_config_json_(huggingface_config(config)) {
-  std::vector<HfName> mapped;
-  for (const auto& name : keel_names) mapped.push_back(huggingface_name(name));
-  for (auto& m : mapped) hf_names_.push_back(std::move(m.name));
-  for (size_t i = 0; i < mapped.size(); ++i) {
-    keel_external_tensor t{};
-    t.struct_size = sizeof t;
-    t.name = hf_names_[i].c_str();  // hf_names_ no longer grows, so the pointers stay valid
-    t.transpose = mapped[i].transpose ? 1 : 0;
-    t.rows = mapped[i].cut_to_vocab ? config.vocab_size : -1;
-    t.flatten = mapped[i].flatten ? 1 : 0;
-    huggingface_.push_back(t);
+std::unique_ptr<keel_support::ExternalNames> gpt_external_names(const GptConfig& config,
+                                                                const std::vector<std::string>& keel_names) {
+  auto names = std::make_unique<keel_support::ExternalNames>("the gpt model", huggingface_config(config));
+  for (const auto& name : keel_names) {
+    const HfName m = huggingface_name(name);
+    names->add(m.name, m.transpose, m.cut_to_vocab ? config.vocab_size : -1, m.flatten);
   }
-}
-
-void GptExternalNames::require_known(const std::string& format) const {
-  if (format != kHuggingFace)
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format +
-                                                  "'; the gpt model knows: " + kHuggingFace);
-}
-
-keel_external_tensor GptExternalNames::tensor(const std::string& format, size_t index) const {
-  require_known(format);
-  if (index >= huggingface_.size())
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "external_name: parameter index " + std::to_string(index) +
-                                                     " is past the last parameter (" +
-                                                     std::to_string(huggingface_.size()) + " parameters)");
-  return huggingface_[index];
-}
-
-const char* GptExternalNames::config_json(const std::string& format) const {
-  require_known(format);
-  return hf_config_json_.c_str();
+  return names;
 }
 
 }  // namespace keel_gpt

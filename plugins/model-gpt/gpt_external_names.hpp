@@ -4,7 +4,9 @@
 #pragma once
 
 #include <keel/model.h>
+#include <keel_support/external_names.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,25 +14,8 @@ namespace keel_gpt {
 
 struct GptConfig;  // gpt_model.hpp
 
-class GptExternalNames {
- public:
-  // `keel_names` are the model's parameter names in spec order.
-  GptExternalNames(const GptConfig& config, const std::vector<std::string>& keel_names);
-  GptExternalNames(const GptExternalNames&) = delete;  // the tables point into hf_names_
-  GptExternalNames& operator=(const GptExternalNames&) = delete;
-
-  // Parameter `index` in `format`; throws StatusError (UNIMPLEMENTED for an unknown format,
-  // INVALID_ARGUMENT for an index past the last parameter).
-  keel_external_tensor tensor(const std::string& format, size_t index) const;
-  // The format's config.json text; valid as long as this object.
-  const char* config_json(const std::string& format) const;
-
- private:
-  void require_known(const std::string& format) const;
-
-  std::vector<keel_external_tensor> huggingface_;  // by parameter index; names point into hf_names_
-  std::vector<std::string> hf_names_;
-  std::string hf_config_json_;
-};
+// The "huggingface" table of the parameters `keel_names` (in spec order).
+std::unique_ptr<keel_support::ExternalNames> gpt_external_names(const GptConfig& config,
+                                                                const std::vector<std::string>& keel_names);
 
 }  // namespace keel_gpt

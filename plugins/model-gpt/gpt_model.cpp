@@ -75,11 +75,11 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   check_tensor_parallel(args);
   plan_ = ChunkPlan(args, config_.n_layer);
   build_param_specs();
-  external_ = std::make_unique<const GptExternalNames>(config_, names_);
+  external_ = gpt_external_names(config_, specs_.names());
 }
 
 void GptModel::describe(keel_model_info* out) const {
-  keel_support::write_model_info(out, specs_, config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
+  keel_support::write_model_info(out, specs_.specs(), config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
                                  config_.max_seq_len, /*n_blocks=*/config_.n_layer);
 }
 
@@ -189,17 +189,10 @@ void GptModel::ensure_recompute_scratch(int64_t B, int64_t T) {
 }
 
 Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T) {
-  auto found = activations_.find({microbatch, chunk});
-  if (found != activations_.end() && found->second.B == B && found->second.T == T) return found->second;
-  if (found != activations_.end()) activations_.erase(found);  // free the old size first: peak memory is one copy
-  for (auto spare = spare_activations_.begin(); spare != spare_activations_.end(); ++spare) {
-    if (spare->chunk != chunk || spare->B != B || spare->T != T) continue;
-    Activations& a = activations_[{microbatch, chunk}] = std::move(*spare);
-    spare_activations_.erase(spare);
-    a.backward_pending = false;
-    return a;
-  }
-  Activations& a = activations_[{microbatch, chunk}];
+  bool fresh = false;
+  Activations& a = activations_.get(microbatch, chunk, B, T, &fresh);
+  a.backward_pending = false;
+  if (!fresh) return a;
   a.B = B, a.T = T;
   a.chunk = chunk;
   a.blocks = plan_.block_count(chunk);
@@ -224,22 +217,6 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
             tp_.sequence_parallel() ? ", sequence parallel" : "", keel_support::recompute_name(config_.recompute), bytes,
             static_cast<long long>(row_bytes));
   return a;
-}
-
-void GptModel::recycle_activations(ActivationKey key) {
-  auto found = activations_.find(key);
-  if (found == activations_.end()) return;
-  spare_activations_.push_back(std::move(found->second));
-  activations_.erase(found);
-}
-
-void GptModel::check_chunk(int32_t chunk, const char* call) const {
-  if (!plan_.is_mine(chunk))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(call) + ": chunk " + std::to_string(chunk) +
-                                                     " is not held by pipeline rank " +
-                                                     std::to_string(plan_.pp_rank()) + " of " +
-                                                     std::to_string(plan_.pp_size()) + " (" +
-                                                     std::to_string(plan_.chunks()) + " chunks, chunk c on rank c % pp)");
 }
 
 void GptModel::ensure_grad_scratch(int64_t rows) {
@@ -272,31 +249,12 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
 }
 
 void GptModel::forward(keel_forward_args* args) {
-  if (args->struct_size < offsetof(keel_forward_args, chunk))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args->struct_size is smaller than keel_forward_args");
-  // The 0.7 fields, where the caller's struct has them; an older core runs the whole model.
-  const bool has_chunk = args->struct_size >= offsetof(keel_forward_args, output) + sizeof(args->output);
-  const int32_t chunk = has_chunk ? args->chunk : 0;
-  const float* input = has_chunk ? args->input : nullptr;
-  float* output = has_chunk ? args->output : nullptr;
-  check_chunk(chunk, "forward");
-  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
-  if (!args->access || args->access->struct_size < sizeof(keel_param_access) || (first && !args->tokens))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: access table and tokens are required");
-  if ((!first && !input) || (!last && !output))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: chunk " + std::to_string(chunk) + " of " +
-                                                     std::to_string(plan_.chunks()) + " needs " +
-                                                     (!first && !input ? "the previous chunk's output as input"
-                                                                       : "an output buffer for the next chunk"));
-  const int32_t B = args->batch, T = args->seq_len;
-  if (B < 1 || T < 1 || T > config_.max_seq_len)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: need batch >= 1 and 1 <= seq_len <= " +
-                                                     std::to_string(config_.max_seq_len) + ", found batch " +
-                                                     std::to_string(B) + ", seq_len " + std::to_string(T));
-  if (tp_.sequence_parallel() && T % tp_.size() != 0)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
-                                                 "the tensor-parallel size " + std::to_string(tp_.size()) +
-                                                 ", which sequence parallelism splits it by");
+  const keel_support::ForwardCall call =
+      keel_support::read_forward_call(*args, plan_, config_.max_seq_len, tp_.sequence_parallel() ? tp_.size() : 1);
+  const int32_t chunk = call.chunk, B = call.B, T = call.T;
+  const bool first = call.first, last = call.last;
+  const float* input = call.input;
+  float* output = call.output;
   const keel_support::BackendOps& be = backend_;
   const int64_t N = static_cast<int64_t>(B) * T, io_numel = stage_io_numel(B, T);
 
@@ -323,8 +281,7 @@ void GptModel::forward(keel_forward_args* args) {
     a.backward_pending = args->targets != nullptr;  // a training forward: the backward comes
     return;
   }
-  const bool device_loss = args->struct_size >= offsetof(keel_forward_args, loss_weight) + sizeof(float) &&
-                           args->loss_sum != nullptr;
+  const bool device_loss = call.device_loss;
   const float loss = head_forward(a, args->access, args->targets != nullptr, valid_targets, &args->logits,
                                   device_loss ? args->loss_sum : nullptr, device_loss ? args->loss_weight : 1.0f);
   if (args->targets && !device_loss) args->loss = loss;

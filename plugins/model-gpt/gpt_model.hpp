@@ -22,12 +22,15 @@
 #include <utility>
 #include <vector>
 
-#include "gpt_external_names.hpp"  // defines: GptExternalNames
+#include "gpt_external_names.hpp"  // defines: gpt_external_names
+#include <keel_support/activation_cache.hpp>  // defines: ActivationCache
 #include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/chunk_calls.hpp>     // defines: read_forward_call, read_backward_call
 #include <keel_support/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/carver.hpp>          // defines: Carver
 #include <keel_support/chunk_plan.hpp>      // defines: ChunkPlan
 #include <keel_support/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
 #include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
 #include <keel_support/recompute.hpp>       // defines: Recompute, recompute_name
 #include <keel_support/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
@@ -217,16 +220,12 @@ class GptModel {
   // backward implements KEEL_BACKWARD_INPUT / _WEIGHT (zero-bubble schedules).
   bool splits_backward() const { return true; }
   // Names and layouts in external formats ("huggingface"), for export and import.
-  const GptExternalNames& external() const { return *external_; }
+  const keel_support::ExternalNames& external() const { return *external_; }
 
  private:
   void build_param_specs();
-  // Keyed by (micro-batch, chunk); a finished backward hands its buffers back for the next forward
-  // of the same chunk, so memory follows the micro-batches in flight, not those ever seen.
-  using ActivationKey = std::pair<int32_t, int32_t>;
+  using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
-  void recycle_activations(ActivationKey key);
-  void check_chunk(int32_t chunk, const char* call) const;
   // The pieces of a chunk's forward and backward, in llm.c's order.
   void embedding_forward(Activations& a, const keel_param_access* access);
   void block_forward(Activations& a, int64_t l, const keel_param_access* access);
@@ -269,8 +268,8 @@ class GptModel {
   // The weight and bias gradients only, from dout (this rank's rows), for the WEIGHT part.
   void norm_weight_backward(float* dweight, float* dbias, Elems dout, Elems inp, Elems weight, const float* mean,
                             const float* rstd, int64_t rows);
-  const keel_param_spec* layer_specs(int32_t layer) const { return &specs_[layer_first_spec_[layer]]; }
-  size_t layer_size(int32_t layer) const { return layer_first_spec_[layer + 1] - layer_first_spec_[layer]; }
+  const keel_param_spec* layer_specs(int32_t layer) const { return specs_.layer(layer); }
+  size_t layer_size(int32_t layer) const { return specs_.layer_size(layer); }
 
   const keel_host* host_;
   BackendOps backend_;
@@ -280,15 +279,12 @@ class GptModel {
   double matmul_params_ = 0;  // the whole model's, for flops_per_token (every pipeline rank reports it)
   TpRegions tp_;
   TpShape share_;
-  std::vector<std::string> names_;              // storage for specs_[i].name
-  std::vector<keel_param_spec> specs_;          // sorted by layer
-  std::vector<size_t> layer_first_spec_;        // n_layer + 3 entries, the last is specs_.size()
-  std::map<ActivationKey, Activations> activations_;
-  std::vector<Activations> spare_activations_;  // freed by finished backwards, reused by forwards
+  keel_support::LayerSpecs specs_;                         // sorted by layer
+  keel_support::ActivationCache<Activations> activations_;  // per (micro-batch, chunk) in flight
   GradScratch scratch_;
   RecomputeScratch recompute_;
   keel_support::InferenceLogits inference_logits_;
-  std::unique_ptr<const GptExternalNames> external_;  // built from names_ once the specs exist
+  std::unique_ptr<const keel_support::ExternalNames> external_;  // built from names_ once the specs exist
 };
 
 }  // namespace keel_gpt

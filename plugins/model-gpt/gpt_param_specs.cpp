@@ -19,21 +19,13 @@ void GptModel::build_param_specs() {
   // GPT-2's init: N(0, 0.02), and residual-stream output projections scaled by 1/sqrt(2L).
   const float std = 0.02f, residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(L));
 
-  struct Pending {
-    std::string name;
-    keel_param_spec spec;
-  };
+  using Pending = keel_support::NamedSpec;
   std::vector<Pending> pending;
   // tp_dim: the dimension split over the tp group (-1: replicated); at tp 1 the piece is whole.
   auto add = [&](std::string name, int32_t layer, std::initializer_list<int64_t> shape, uint32_t flags,
                  int32_t init, float init_std, int64_t init_rows = -1, int32_t tp_dim = -1) {
     keel_param_spec spec = keel_support::make_spec(nullptr, layer, shape, flags, init, init_std, init_rows);
-    spec.tp_dim = tp_dim;
-    if (tp_dim >= 0) {
-      const int64_t piece = spec.global_shape[tp_dim] / tp_.size();
-      spec.local_shape[tp_dim] = piece;
-      spec.local_offset[tp_dim] = piece * tp_.rank();
-    }
+    keel_support::split_for_tp(spec, tp_dim, tp_.size(), tp_.rank());
     pending.push_back({std::move(name), spec});
   };
   const int32_t rows = 0, columns = 1;  // tp_dim of column-parallel (output rows) and row-parallel weights
@@ -79,18 +71,7 @@ void GptModel::build_param_specs() {
       mine.push_back(std::move(p));
     }
   }
-  names_.clear();
-  specs_.clear();
-  for (auto& p : mine) names_.push_back(std::move(p.name));
-  for (size_t i = 0; i < mine.size(); ++i) {
-    specs_.push_back(mine[i].spec);
-    specs_.back().name = names_[i].c_str();  // names_ no longer grows, so the pointers stay valid
-  }
-  // A layer this rank does not hold starts where the next held one does: it has no specs.
-  layer_first_spec_.assign(static_cast<size_t>(L + 3), specs_.size());
-  for (size_t i = specs_.size(); i-- > 0;) layer_first_spec_[static_cast<size_t>(specs_[i].layer)] = i;
-  for (size_t layer = static_cast<size_t>(L + 1); layer-- > 0;)
-    layer_first_spec_[layer] = std::min(layer_first_spec_[layer], layer_first_spec_[layer + 1]);
+  specs_.assign(std::move(mine), config_.n_layer + 2);
 }
 
 }  // namespace keel_gpt

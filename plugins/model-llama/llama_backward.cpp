@@ -12,65 +12,49 @@ using keel_support::Carver;
 using keel_support::StatusError;
 
 void LlamaModel::backward(const keel_backward_args& args) {
-  if (args.struct_size < offsetof(keel_backward_args, chunk))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args->struct_size is smaller than keel_backward_args");
-  if (!args.access || args.access->struct_size < sizeof(keel_param_access))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: an access table is required");
-  const bool has_chunk = args.struct_size >= offsetof(keel_backward_args, part) + sizeof(args.part);
-  const int32_t chunk = has_chunk ? args.chunk : 0;
-  const float* output_grad = has_chunk ? args.output_grad : nullptr;
-  float* input_grad = has_chunk ? args.input_grad : nullptr;
-  const int32_t part = has_chunk ? args.part : KEEL_BACKWARD_FULL;
-  check_chunk(chunk, "backward");
-  if (part != KEEL_BACKWARD_FULL && part != KEEL_BACKWARD_INPUT && part != KEEL_BACKWARD_WEIGHT)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: part " + std::to_string(part) + " is none of "
-                                                 "KEEL_BACKWARD_FULL (0), _INPUT (1), _WEIGHT (2)");
-  if (part == KEEL_BACKWARD_WEIGHT) return weight_backward(args, chunk);
-  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
-  if ((!last && !output_grad) || (!first && !input_grad))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: chunk " + std::to_string(chunk) + " of " +
-                                                     std::to_string(plan_.chunks()) + " needs " +
-                                                     (!last && !output_grad ? "the gradient of its output"
-                                                                            : "an input_grad buffer"));
+  const keel_support::BackwardCall call = keel_support::read_backward_call(args, plan_);
+  const int32_t chunk = call.chunk;
+  if (call.part == KEEL_BACKWARD_WEIGHT) return weight_backward(args, chunk);
+  const bool first = call.first, last = call.last;
   const ActivationKey key{args.microbatch, chunk};
-  auto found = activations_.find(key);
-  if (found == activations_.end() || !found->second.backward_pending)
+  Activations* found = activations_.find(key);
+  if (!found || !found->backward_pending)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
                                                      (plan_.chunks() > 1 ? ", chunk " + std::to_string(chunk) : "") +
                                                      " has no forward with targets awaiting its backward");
-  Activations& a = found->second;
+  Activations& a = *found;
   a.backward_pending = false;
   const int64_t N = int64_t(a.B) * a.T, io_numel = stage_io_numel(a.B, a.T);
   ensure_scratch(N);
-  SavedOutputGrads* save = part == KEEL_BACKWARD_INPUT ? &saved_output_grads(a) : nullptr;
+  SavedOutputGrads* save = call.part == KEEL_BACKWARD_INPUT ? &saved_output_grads(a) : nullptr;
 
   if (last) head_backward(a, args.access, args.loss_scale, save);
-  else ops_.copy(scratch_.dresidual, ops_.at(output_grad), io_numel);
+  else ops_.copy(scratch_.dresidual, ops_.at(call.output_grad), io_numel);
   for (int64_t l = a.blocks - 1; l >= 0; --l) block_backward(a, l, args.access, save);
-  if (!first) ops_.copy(ops_.at(input_grad), scratch_.dresidual, io_numel);
+  if (!first) ops_.copy(ops_.at(call.input_grad), scratch_.dresidual, io_numel);
   if (save) {  // the embedding has weights only: its backward is all WEIGHT part
     if (first) ops_.copy(save->encoded, scratch_.dresidual, io_numel);
     a.weight_pending = true;
     return;
   }
   if (first) embedding_backward(a, args.access, scratch_.dresidual);
-  recycle_activations(key);
+  activations_.recycle(key);
 }
 
 void LlamaModel::weight_backward(const keel_backward_args& args, int32_t chunk) {
   const ActivationKey key{args.microbatch, chunk};
-  auto found = activations_.find(key);
-  if (found == activations_.end() || !found->second.weight_pending)
+  Activations* found = activations_.find(key);
+  if (!found || !found->weight_pending)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: micro-batch " + std::to_string(args.microbatch) +
                                                      ", chunk " + std::to_string(chunk) +
                                                      ": KEEL_BACKWARD_WEIGHT without its KEEL_BACKWARD_INPUT part");
-  Activations& a = found->second;
+  Activations& a = *found;
   a.weight_pending = false;
   ensure_scratch(int64_t(a.B) * a.T);
   if (chunk == plan_.last_chunk()) head_weight_backward(a, args.access);
   for (int64_t l = a.blocks - 1; l >= 0; --l) block_weight_backward(a, l, args.access);
   if (chunk == 0) embedding_backward(a, args.access, a.saved.encoded);
-  recycle_activations(key);
+  activations_.recycle(key);
 }
 
 SavedOutputGrads& LlamaModel::saved_output_grads(Activations& a) {

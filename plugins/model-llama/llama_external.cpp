@@ -3,18 +3,13 @@
 // exported config has none either.
 #include "llama_external.hpp"
 
-#include <keel_support/abi_guard.hpp>
 #include <nlohmann/json.hpp>
 
 #include "llama_config.hpp"
 
 namespace keel_llama {
 
-using keel_support::StatusError;
-
 namespace {
-
-constexpr const char* kHuggingFace = "huggingface";
 
 std::string huggingface_config(const LlamaConfig& c) {
   nlohmann::json j = {
@@ -52,36 +47,14 @@ std::string huggingface_config(const LlamaConfig& c) {
 
 }  // namespace
 
-LlamaExternalNames::LlamaExternalNames(const LlamaConfig& config, const std::vector<std::string>& keel_names)
-    : names_(keel_names), hf_config_json_(huggingface_config(config)) {
-  for (const auto& name : names_) {
-    keel_external_tensor t{};
-    t.struct_size = sizeof t;
-    t.name = name.c_str();  // names_ no longer grows, so the pointers stay valid
+std::unique_ptr<keel_support::ExternalNames> llama_external_names(const LlamaConfig& config,
+                                                                  const std::vector<std::string>& keel_names) {
+  auto names = std::make_unique<keel_support::ExternalNames>("the llama model", huggingface_config(config));
+  for (const auto& name : keel_names) {
     const bool vocabulary = name == "model.embed_tokens.weight" || name == "lm_head.weight";
-    t.rows = vocabulary ? config.vocab_size : -1;
-    huggingface_.push_back(t);
+    names->add(name, false, vocabulary ? config.vocab_size : -1);
   }
-}
-
-void LlamaExternalNames::require_known(const std::string& format) const {
-  if (format != kHuggingFace)
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format +
-                                                  "'; the llama model knows: " + kHuggingFace);
-}
-
-keel_external_tensor LlamaExternalNames::tensor(const std::string& format, size_t index) const {
-  require_known(format);
-  if (index >= huggingface_.size())
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "external_name: parameter index " + std::to_string(index) +
-                                                     " is past the last parameter (" +
-                                                     std::to_string(huggingface_.size()) + " parameters)");
-  return huggingface_[index];
-}
-
-const char* LlamaExternalNames::config_json(const std::string& format) const {
-  require_known(format);
-  return hf_config_json_.c_str();
+  return names;
 }
 
 }  // namespace keel_llama

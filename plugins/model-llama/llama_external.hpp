@@ -5,7 +5,9 @@
 #pragma once
 
 #include <keel/model.h>
+#include <keel_support/external_names.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,21 +15,8 @@ namespace keel_llama {
 
 struct LlamaConfig;  // llama_config.hpp
 
-class LlamaExternalNames {
- public:
-  LlamaExternalNames(const LlamaConfig& config, const std::vector<std::string>& keel_names);
-  LlamaExternalNames(const LlamaExternalNames&) = delete;  // the table points into names_
-  LlamaExternalNames& operator=(const LlamaExternalNames&) = delete;
-
-  keel_external_tensor tensor(const std::string& format, size_t index) const;
-  const char* config_json(const std::string& format) const;
-
- private:
-  void require_known(const std::string& format) const;
-
-  std::vector<std::string> names_;
-  std::vector<keel_external_tensor> huggingface_;
-  std::string hf_config_json_;
-};
+// The "huggingface" table of the parameters `keel_names` (in spec order).
+std::unique_ptr<keel_support::ExternalNames> llama_external_names(const LlamaConfig& config,
+                                                                  const std::vector<std::string>& keel_names);
 
 }  // namespace keel_llama

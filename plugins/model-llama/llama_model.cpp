@@ -31,7 +31,7 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
   check_tensor_parallel(args);
   plan_ = ChunkPlan(args, config_.n_layer);
   build_param_specs();
-  external_ = std::make_unique<const LlamaExternalNames>(config_, names_);
+  external_ = llama_external_names(config_, specs_.names());
   // Rope's frequencies, once: host math (keel_support/rope_frequencies.hpp) copied to the backend.
   std::vector<float> inv_freq(static_cast<size_t>(config_.head_dim() / 2));
   keel_support::rope_inverse_frequencies(inv_freq.data(), config_.head_dim(), config_.rope_theta, config_.rope_scaling);
@@ -52,7 +52,7 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
 }
 
 void LlamaModel::describe(keel_model_info* out) const {
-  keel_support::write_model_info(out, specs_, config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
+  keel_support::write_model_info(out, specs_.specs(), config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
                                  config_.max_seq_len, /*n_blocks=*/config_.n_layer);
 }
 
@@ -153,17 +153,10 @@ void LlamaModel::ensure_recompute_scratch(int64_t B, int64_t T) {
 }
 
 Activations& LlamaModel::activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T) {
-  auto found = activations_.find({microbatch, chunk});
-  if (found != activations_.end() && found->second.B == B && found->second.T == T) return found->second;
-  if (found != activations_.end()) activations_.erase(found);  // free the old size first
-  for (auto spare = spare_activations_.begin(); spare != spare_activations_.end(); ++spare) {
-    if (spare->chunk != chunk || spare->B != B || spare->T != T) continue;
-    Activations& a = activations_[{microbatch, chunk}] = std::move(*spare);
-    spare_activations_.erase(spare);
-    a.backward_pending = false;
-    return a;
-  }
-  Activations& a = activations_[{microbatch, chunk}];
+  bool fresh = false;
+  Activations& a = activations_.get(microbatch, chunk, B, T, &fresh);
+  a.backward_pending = false;
+  if (!fresh) return a;
   a.B = B, a.T = T;
   a.chunk = chunk;
   a.blocks = plan_.block_count(chunk);
@@ -178,22 +171,6 @@ Activations& LlamaModel::activations_for(int32_t microbatch, int32_t chunk, int3
             tp_.sequence_parallel() ? ", sequence parallel" : "", keel_support::recompute_name(config_.recompute),
             bytes);
   return a;
-}
-
-void LlamaModel::recycle_activations(ActivationKey key) {
-  auto found = activations_.find(key);
-  if (found == activations_.end()) return;
-  spare_activations_.push_back(std::move(found->second));
-  activations_.erase(found);
-}
-
-void LlamaModel::check_chunk(int32_t chunk, const char* call) const {
-  if (!plan_.is_mine(chunk))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(call) + ": chunk " + std::to_string(chunk) +
-                                                     " is not held by pipeline rank " +
-                                                     std::to_string(plan_.pp_rank()) + " of " +
-                                                     std::to_string(plan_.pp_size()) + " (" +
-                                                     std::to_string(plan_.chunks()) + " chunks, chunk c on rank c % pp)");
 }
 
 void LlamaModel::ensure_scratch(int64_t rows) {
@@ -226,30 +203,10 @@ void LlamaModel::ensure_scratch(int64_t rows) {
 }
 
 void LlamaModel::forward(keel_forward_args* args) {
-  if (args->struct_size < offsetof(keel_forward_args, chunk))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args->struct_size is smaller than keel_forward_args");
-  const bool has_chunk = args->struct_size >= offsetof(keel_forward_args, output) + sizeof(args->output);
-  const int32_t chunk = has_chunk ? args->chunk : 0;
-  const float* input = has_chunk ? args->input : nullptr;
-  float* output = has_chunk ? args->output : nullptr;
-  check_chunk(chunk, "forward");
-  const bool first = chunk == 0, last = chunk == plan_.last_chunk();
-  if (!args->access || args->access->struct_size < sizeof(keel_param_access) || (first && !args->tokens))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: access table and tokens are required");
-  if ((!first && !input) || (!last && !output))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: chunk " + std::to_string(chunk) + " of " +
-                                                     std::to_string(plan_.chunks()) + " needs " +
-                                                     (!first && !input ? "the previous chunk's output as input"
-                                                                       : "an output buffer for the next chunk"));
-  const int32_t B = args->batch, T = args->seq_len;
-  if (B < 1 || T < 1 || T > config_.max_seq_len)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: need batch >= 1 and 1 <= seq_len <= " +
-                                                     std::to_string(config_.max_seq_len) + ", found batch " +
-                                                     std::to_string(B) + ", seq_len " + std::to_string(T));
-  if (tp_.sequence_parallel() && T % tp_.size() != 0)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: seq_len " + std::to_string(T) + " is not a multiple of "
-                                                 "the tensor-parallel size " + std::to_string(tp_.size()) +
-                                                 ", which sequence parallelism splits it by");
+  const keel_support::ForwardCall call =
+      keel_support::read_forward_call(*args, plan_, config_.max_seq_len, tp_.sequence_parallel() ? tp_.size() : 1);
+  const int32_t chunk = call.chunk, B = call.B, T = call.T;
+  const bool first = call.first, last = call.last;
   const keel_support::BackendOps& be = backend_;
   const int64_t N = int64_t(B) * T, io_numel = stage_io_numel(B, T);
   if (first) keel_support::check_token_ids(be, args->tokens, N, config_.vocab_size, false, "tokens");
@@ -266,15 +223,14 @@ void LlamaModel::forward(keel_forward_args* args) {
     KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
 
   if (first) embedding_forward(a, args->access);
-  else ops_.copy(a.encoded, ops_.at(input), io_numel);
+  else ops_.copy(a.encoded, ops_.at(call.input), io_numel);
   for (int64_t l = 0; l < a.blocks; ++l) block_forward(a, l, args->access);
   if (!last) {
-    ops_.copy(ops_.at(output), a.residual3 + (a.blocks - 1) * io_numel, io_numel);
+    ops_.copy(ops_.at(call.output), a.residual3 + (a.blocks - 1) * io_numel, io_numel);
     a.backward_pending = args->targets != nullptr;
     return;
   }
-  const bool device_loss = args->struct_size >= offsetof(keel_forward_args, loss_weight) + sizeof(float) &&
-                           args->loss_sum != nullptr;
+  const bool device_loss = call.device_loss;
   const float loss = head_forward(a, args->access, args->targets != nullptr, valid_targets, &args->logits,
                                   device_loss ? args->loss_sum : nullptr, device_loss ? args->loss_weight : 1.0f);
   if (args->targets && !device_loss) args->loss = loss;

@@ -25,16 +25,19 @@
 #include <utility>
 #include <vector>
 
+#include <keel_support/activation_cache.hpp>  // defines: ActivationCache
 #include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/chunk_calls.hpp>     // defines: read_forward_call, read_backward_call
 #include <keel_support/carver.hpp>          // defines: Carver
 #include <keel_support/chunk_plan.hpp>      // defines: ChunkPlan
 #include <keel_support/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
 #include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids
 #include <keel_support/recompute.hpp>       // defines: Recompute
 #include <keel_support/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
 #include "llama_config.hpp"                 // defines: LlamaConfig
-#include "llama_external.hpp"               // defines: LlamaExternalNames
+#include "llama_external.hpp"               // defines: llama_external_names
 
 namespace keel_llama {
 
@@ -176,15 +179,13 @@ class LlamaModel {
   void backward(const keel_backward_args& args);
   int64_t stage_io_numel(int32_t B, int32_t T) const { return tp_.norm_rows(int64_t(B) * T) * config_.d_model; }
   bool splits_backward() const { return true; }
-  const LlamaExternalNames& external() const { return *external_; }
+  const keel_support::ExternalNames& external() const { return *external_; }
 
  private:
   void check_tensor_parallel(const keel_model_create_args& args);
   void build_param_specs();
-  using ActivationKey = std::pair<int32_t, int32_t>;
+  using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
-  void recycle_activations(ActivationKey key);
-  void check_chunk(int32_t chunk, const char* call) const;
   void carve_activations(Activations& a, char* base, size_t* out_bytes) const;
   void ensure_scratch(int64_t rows);
   void ensure_recompute_scratch(int64_t B, int64_t T);
@@ -222,8 +223,8 @@ class LlamaModel {
                      int64_t rows);
   // The lm_head's weight: layer 0's embedding when tied, else layer n_layer+1's own.
   bool tied() const { return config_.tie_embeddings; }
-  const keel_param_spec* layer_specs(int32_t layer) const { return &specs_[layer_first_spec_[layer]]; }
-  size_t layer_size(int32_t layer) const { return layer_first_spec_[layer + 1] - layer_first_spec_[layer]; }
+  const keel_param_spec* layer_specs(int32_t layer) const { return specs_.layer(layer); }
+  size_t layer_size(int32_t layer) const { return specs_.layer_size(layer); }
 
   const keel_host* host_;
   BackendOps backend_;
@@ -234,18 +235,15 @@ class LlamaModel {
   TpShape share_;
   double matmul_params_ = 0;
   BackendBuffer inv_freq_;  // (head_dim/2) fp32: rope's inverse frequencies
-  std::vector<std::string> names_;
-  std::vector<keel_param_spec> specs_;
-  std::vector<size_t> layer_first_spec_;
-  std::map<ActivationKey, Activations> activations_;
-  std::vector<Activations> spare_activations_;
+  keel_support::LayerSpecs specs_;
+  keel_support::ActivationCache<Activations> activations_;
   Scratch scratch_;
   StackedWeights stacked_;
   int64_t recompute_rows_ = 0, recompute_att_bytes_ = 0;
   BackendBuffer recompute_memory_;
   BlockActivations recompute_block_{};  // FULL: every view; SELECTIVE: att_saved and atty
   keel_support::InferenceLogits inference_logits_;
-  std::unique_ptr<const LlamaExternalNames> external_;
+  std::unique_ptr<const keel_support::ExternalNames> external_;
 };
 
 }  // namespace keel_llama

@@ -53,21 +53,13 @@ void LlamaModel::build_param_specs() {
   const uint32_t no_decay = KEEL_PARAM_NO_WEIGHT_DECAY;
   // transformers' LlamaPreTrainedModel init: N(0, 0.02) for every matrix, norms at one.
   const float std = 0.02f;
-  struct Pending {
-    std::string name;
-    keel_param_spec spec;
-  };
+  using Pending = keel_support::NamedSpec;
   std::vector<Pending> pending;
   auto add = [&](std::string name, int32_t layer, std::initializer_list<int64_t> shape, uint32_t flags, int32_t init,
                  int64_t init_rows = -1, int32_t tp_dim = -1) {
     keel_param_spec spec = keel_support::make_spec(nullptr, layer, shape, flags, init,
                                                    init == KEEL_INIT_NORMAL ? std : 0.0f, init_rows);
-    spec.tp_dim = tp_dim;
-    if (tp_dim >= 0) {
-      const int64_t piece = spec.global_shape[tp_dim] / tp_.size();
-      spec.local_shape[tp_dim] = piece;
-      spec.local_offset[tp_dim] = piece * tp_.rank();
-    }
+    keel_support::split_for_tp(spec, tp_dim, tp_.size(), tp_.rank());
     pending.push_back({std::move(name), spec});
   };
   const int32_t rows = 0, columns = 1;
@@ -110,17 +102,7 @@ void LlamaModel::build_param_specs() {
       mine.push_back(std::move(p));
     }
   }
-  names_.clear();
-  specs_.clear();
-  for (auto& p : mine) names_.push_back(std::move(p.name));
-  for (size_t i = 0; i < mine.size(); ++i) {
-    specs_.push_back(mine[i].spec);
-    specs_.back().name = names_[i].c_str();  // names_ no longer grows, so the pointers stay valid
-  }
-  layer_first_spec_.assign(static_cast<size_t>(L + 3), specs_.size());
-  for (size_t i = specs_.size(); i-- > 0;) layer_first_spec_[static_cast<size_t>(specs_[i].layer)] = i;
-  for (size_t layer = static_cast<size_t>(L + 1); layer-- > 0;)
-    layer_first_spec_[layer] = std::min(layer_first_spec_[layer], layer_first_spec_[layer + 1]);
+  specs_.assign(std::move(mine), config_.n_layer + 2);
 }
 
 }  // namespace keel_llama

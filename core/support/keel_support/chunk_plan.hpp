@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "keel_support/abi_guard.hpp"
 #include "keel_support/json_parse.hpp"
 
 namespace keel_support {
@@ -37,6 +38,14 @@ class ChunkPlan {
   bool holds_head() const { return is_mine(last_chunk()); }
   // The lm_head's wte on a rank without chunk 0 is a copy of the first stage's wte.
   bool holds_wte_copy() const { return holds_head() && !holds_embedding(); }
+  // Throws StatusError when `call` ("forward", "backward") names a chunk this rank does not hold.
+  void require_mine(int32_t chunk, const char* call) const {
+    if (!is_mine(chunk))
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(call) + ": chunk " + std::to_string(chunk) +
+                                                       " is not held by pipeline rank " + std::to_string(pp_rank_) +
+                                                       " of " + std::to_string(pp_size_) + " (" +
+                                                       std::to_string(chunks()) + " chunks, chunk c on rank c % pp)");
+  }
   bool holds_block(int32_t block) const {
     for (int32_t c = 0; c < chunks(); ++c)
       if (block >= first_block(c) && block < first_block(c + 1)) return is_mine(c);
