@@ -5,9 +5,12 @@
 // fails the run (the input is written beside the report), and a crash or hang fails the ctest
 // (which bounds it with TIMEOUT). The same --seed and --count always try the same inputs.
 // safetensors_tiling goes further: it knows which of its inputs are well formed, and requires
-// the reader to accept exactly those and read every tensor from its own bytes.
+// the reader to accept exactly those and read every tensor from its own bytes. hf_folder mutates
+// a Hugging Face checkpoint folder given as model.init_from: its config.json (which the llama
+// plugin maps into the model section when the config is read) and its shard index (read by the
+// import).
 //
-//   keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer --seed S --count N --work DIR
+//   keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder --seed S --count N --work DIR
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -26,6 +29,7 @@
 #include "checkpoint/checkpoint.h"
 #include "config/run_config.h"
 #include "host/errors.h"
+#include "interop/huggingface.h"
 #include "io/safetensors.h"
 #include "tokenize/tokenizer.h"
 #include "train/trainer.h"
@@ -415,6 +419,49 @@ int fuzz_tokenizer(Mutator& mutate, int64_t count, const std::string& work, Tall
   return 0;
 }
 
+// The tiny llama whose export seeds hf_folder.
+const char* const kTinyLlama = R"({
+  "model": {"plugin": "llama", "n_layer": 1, "d_model": 16, "n_head": 4, "n_kv_head": 2, "ffn_hidden": 24,
+            "vocab_size": 256, "seq_len": 16},
+  "optimizer": {"plugin": "adamw", "lr": 1e-3},
+  "parallel": {"strategy": {"plugin": "ddp"}},
+  "backend": {"plugin": "cpu"},
+  "data": {"source": "text", "text_max_bytes": 65536, "micro_batch": 2, "seq_len": 16, "val_batches": 1},
+  "train": {"steps": 2, "seed": 7, "log_every": 1, "tensorboard_dir": "none", "sample_tokens": 0}
+})";
+
+int fuzz_hf_folder(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
+  // The seed folder: the tiny llama exported, its one file named as a shard of an index.
+  keel::Trainer trainer(keel::RunConfig::from_json_text(kTinyLlama, "<fuzz>"));
+  const std::string folder = work + "/hf", shard = "model-00001-of-00001.safetensors";
+  keel::export_huggingface(trainer.parameters(), folder + "/model.safetensors");
+  fs::rename(folder + "/model.safetensors", folder + "/" + shard);
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  for (const auto& name : keel::SafetensorsFile(folder + "/" + shard).names()) index["weight_map"][name] = shard;
+  const std::string config_seed = read_text(folder + "/config.json"), index_seed = index.dump(1);
+  nlohmann::json run = nlohmann::json::parse(kTinyLlama);
+  run["model"] = {{"plugin", "llama"}, {"init_from", folder}};  // every size from config.json
+  const std::string run_text = run.dump();
+  auto restore = [&] {
+    write_text(folder + "/config.json", config_seed);
+    write_text(folder + "/model.safetensors.index.json", index_seed);
+  };
+  restore();
+  keel::import_huggingface(trainer.parameters(), keel::RunConfig::from_json_text(run_text, "<fuzz>").model_init_from);
+  for (int64_t i = 0; i < count; ++i) {
+    const bool config = i % 2 == 0;  // config.json and the index in turn, the other left whole
+    restore();
+    const std::string input = mutate.mutate(config ? config_seed : index_seed);
+    write_text(folder + (config ? "/config.json" : "/model.safetensors.index.json"), input);
+    const bool ok = try_input("hf_folder", i, input, work, [&] {
+      const keel::RunConfig completed = keel::RunConfig::from_json_text(run_text, "<fuzz>.json");
+      if (!config) keel::import_huggingface(trainer.parameters(), completed.model_init_from);
+    }, tally);
+    if (!ok) return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -431,12 +478,12 @@ int main(int argc, char** argv) {
     else if (arg == "--keep-going") keep_going = true;
     else if (target.empty() && arg[0] != '-') target = arg;
     else {
-      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer --seed S --count N --work DIR [--config SEED.json]\n";
+      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder --seed S --count N --work DIR [--config SEED.json]\n";
       return 2;
     }
   }
   if (target.empty() || work.empty()) {
-    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer --seed S --count N --work DIR [--config SEED.json]\n";
+    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder --seed S --count N --work DIR [--config SEED.json]\n";
     return 2;
   }
   work = (fs::path(work) / target).string();
@@ -451,6 +498,7 @@ int main(int argc, char** argv) {
     else if (target == "safetensors_tiling") status = fuzz_safetensors_tiling(mutate, count, work, tally);
     else if (target == "config") status = fuzz_config(mutate, count, work, tally, seed_config, keep_going);
     else if (target == "tokenizer") status = fuzz_tokenizer(mutate, count, work, tally);
+    else if (target == "hf_folder") status = fuzz_hf_folder(mutate, count, work, tally);
     else std::cerr << "unknown target " << target << "\n";
   } catch (const std::exception& e) {  // setting up the seed inputs failed: not a finding
     std::cerr << "FAIL: " << target << ": could not prepare the seed input: " << e.what() << "\n";
