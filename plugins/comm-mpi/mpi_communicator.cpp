@@ -11,6 +11,7 @@
 
 #include "mpi_process.hpp"
 #include "mpi_watchdog.hpp"
+#include "peer_liveness.hpp"
 
 namespace keel_mpi {
 namespace {
@@ -76,9 +77,10 @@ std::unique_ptr<Communicator> Communicator::create_world(const keel_host* host, 
     int code = MPI_Comm_dup(MPI_COMM_WORLD, &world);
     if (code != MPI_SUCCESS) throw StatusError(KEEL_ERR_IO, "create_world: MPI_Comm_dup: " + mpi_error_string(code));
     auto communicator = std::unique_ptr<Communicator>(new Communicator(host, config, world));
+    start_peer_liveness(world, config.heartbeat_s);
     if (host && communicator->rank_ == 0)
-      keel_logf(host, KEEL_LOG_INFO, "comm mpi", "joined a world of %d ranks (launcher found by %s)",
-                communicator->size_, launcher.c_str());
+      keel_logf(host, KEEL_LOG_INFO, "comm mpi", "joined a world of %d ranks on %s (launcher found by %s)",
+                communicator->size_, world_hosts_summary().c_str(), launcher.c_str());
     return communicator;
   } catch (...) {
     release_mpi();

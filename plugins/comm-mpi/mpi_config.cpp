@@ -11,6 +11,7 @@ MpiCommConfig parse_mpi_comm_config(const char* config_json, const char* json_pa
   MpiCommConfig config;
   // A week at most: larger values would overflow the deadline arithmetic for no use.
   config.timeout_s = section.get_in_range<double>("timeout_s", config.timeout_s, 0.001, 7 * 24 * 3600.0);
+  config.heartbeat_s = section.get_in_range<double>("heartbeat_s", config.heartbeat_s, 0.0, 60.0);
   section.finish();
   return config;
 }

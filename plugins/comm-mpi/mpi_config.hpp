@@ -10,6 +10,9 @@ struct MpiCommConfig {
   // longest legitimate skew between ranks (a checkpoint written by one rank while the others
   // wait at the next collective).
   double timeout_s = 300.0;
+  // Seconds between the heartbeats ranks send each other (peer_liveness.hpp), so a timeout names
+  // the peers that went silent; 0 turns them off.
+  double heartbeat_s = 1.0;
 };
 
 // Throws keel_support::ConfigError naming the JSON path of the offending key.

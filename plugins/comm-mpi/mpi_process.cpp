@@ -12,6 +12,7 @@
 #include <keel_support/abi_guard.hpp>
 
 #include "mpi_watchdog.hpp"
+#include "peer_liveness.hpp"
 
 namespace keel_mpi {
 namespace {
@@ -71,6 +72,7 @@ std::string launcher_variable() {
 void finalise_at_exit() {
   std::lock_guard<std::mutex> lock(g_mutex);
   stop_watchdog();
+  stop_peer_liveness();
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (g_we_initialised && !finalised) MPI_Finalize();

@@ -8,6 +8,7 @@
 
 #include "mpi_communicator.hpp"
 #include "mpi_process.hpp"
+#include "peer_liveness.hpp"
 
 namespace keel_mpi {
 namespace {
@@ -38,8 +39,9 @@ void watch() {
     for (const ArmedCall& call : g_armed) {
       if (now <= call.deadline) continue;
       // The lock stays held: the stalled call cannot disarm and free what `call` points to.
+      const std::string liveness = peer_liveness_report();
       const std::string reason = *call.what + " timed out after " + seconds_text(call.timeout_s) + "s (" +
-                                 *call.stalled_because + ")";
+                                 *call.stalled_because + (liveness.empty() ? "" : "; " + liveness) + ")";
       // Below MPI_THREAD_MULTIPLE this thread may not call MPI_Abort; a rank that exits without
       // MPI_Finalize makes mpirun end the others just the same.
       call.communicator->end_world(kTimeoutExitCode, reason, mpi_thread_multiple());  // does not return

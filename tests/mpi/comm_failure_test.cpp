@@ -5,6 +5,9 @@
 //   hang T         rank 1 sleeps; the others' all_reduce with timeout_s T must end the world
 //   hang-wait T    the same with a non-blocking all_reduce: the wait must end the world
 //   exit T         rank 1 leaves without MPI_Finalize; the others' all_reduce must not hang
+//   freeze T       rank 1 stops itself (SIGSTOP): its heartbeats stop too, so the others'
+//                  timeout must name it as silent (peer_liveness.hpp); hang names none
+#include <signal.h>
 #include <unistd.h>
 
 #include <thread>
@@ -15,7 +18,7 @@
 using namespace comm_test;
 
 int main(int argc, char** argv) {
-  if (argc < 2) fail(__FILE__, __LINE__, "usage: comm_failure_test abort|abort-self|hang T|exit T");
+  if (argc < 2) fail(__FILE__, __LINE__, "usage: comm_failure_test abort|abort-self|hang T|exit T|freeze T");
   const std::string mode = argv[1];
   const std::string timeout_s = argc > 2 ? argv[2] : "60";
   const keel_comm_api* api = load_comm_plugin(KEEL_MPI_PLUGIN_PATH);
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "hang" || mode == "hang-wait") std::this_thread::sleep_for(std::chrono::seconds(600));
     if (mode == "exit") _exit(0);
+    if (mode == "freeze") raise(SIGSTOP);  // mpirun's SIGKILL still ends a stopped process
   }
   std::vector<float> values(1000, 1.0f);
   keel_comm_request* pending = nullptr;
