@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "config/run_config.h"
@@ -13,6 +15,7 @@
 namespace keel {
 
 struct RunStateView;
+struct CommGroup;
 
 // 2 (ABI 0.6): a slice is a flat range of a box (offset + shape) of its tensor. 1: of the whole
 // tensor; still read, so checkpoints from before tensor parallelism keep loading.
@@ -23,6 +26,26 @@ constexpr int kOldestCheckpointFormatVersion = 1;
 // oldest complete checkpoints beyond `keep`. Returns the new checkpoint's folder. Refuses (throws
 // KeelError, KEEL_ERR_NONFINITE) when a parameter or state value is not finite.
 std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep);
+
+// The same save in two halves, for asynchronous checkpoints (session/async_checkpoint.h).
+// snapshot_checkpoint runs on the training thread, collective over view.mesh.world: it copies
+// this rank's parameters and optimizer state to host memory and makes the temporary folder, so
+// training may change the state as soon as it returns. write_checkpoint may run on another
+// thread, collective over `group` (the same ranks as the world, on a communicator no other
+// thread uses): it writes, fsyncs, gathers the manifest and publishes as save_checkpoint does.
+// Returns the new checkpoint's folder; throws as save_checkpoint does, nothing published then.
+struct CheckpointSnapshot;  // checkpoint_save.cpp's
+struct PendingCheckpoint {
+  explicit PendingCheckpoint(std::unique_ptr<CheckpointSnapshot> snapshot);
+  PendingCheckpoint(PendingCheckpoint&&) noexcept;
+  ~PendingCheckpoint();
+  std::unique_ptr<CheckpointSnapshot> snapshot;
+};
+PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep);
+// `files_written`, when given, runs after this rank's file is written and fsync'ed and before the
+// manifest is gathered: the window the fault tests kill a rank in.
+std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
+                             const std::function<void()>& files_written = {});
 
 // A checkpoint folder from what the user wrote: a step folder (it has manifest.json), or a root
 // folder whose `latest` names one; when `latest` is missing or names no complete checkpoint, the

@@ -3,6 +3,8 @@
 // describing the run, the mesh, every parameter and every slice, and each file's size and
 // CRC-32C. The folder is built under .tmp-*, fsync'ed, renamed into place, and only then does
 // `latest` move: a crash at any moment leaves the previous checkpoint intact.
+// A save has two halves (checkpoint.h): the snapshot, on the training thread, and the writing,
+// which an asynchronous save runs on a thread of its own over a communicator of its own.
 #include <unistd.h>
 
 #include <cmath>
@@ -166,20 +168,8 @@ nlohmann::json write_rank_file(const CommGroup& world, const std::string& tempor
           {"params", part.params}, {"slices", part.slices}, {"own_state", part.own_state}};
 }
 
-// The manifest from every rank's part: the run, the mesh, each parameter once (each stage lists
-// its own), every slice, the strategy's own arrays and every file's size and checksum.
-nlohmann::json manifest_of(const RunStateView& view, int64_t step, const std::vector<std::string>& everyone) {
-  nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
-                 all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
-  std::set<std::string> listed;
-  for (const auto& text : everyone) {
-    const nlohmann::json part = nlohmann::json::parse(text);
-    files.push_back(part.at("file"));
-    for (const auto& param : part.at("params"))
-      if (listed.insert(param.at("name").get<std::string>()).second) all_params.push_back(param);
-    for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
-    for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
-  }
+// What the manifest says of the run, taken with the snapshot: the run, the mesh, the position.
+nlohmann::json manifest_header(const RunStateView& view, int64_t step) {
   const RunConfig& config = view.config;
   return {{"format", "keel-checkpoint"},
           {"format_version", kCheckpointFormatVersion},
@@ -192,11 +182,28 @@ nlohmann::json manifest_of(const RunStateView& view, int64_t step, const std::ve
                     {"virtual_stages", config.virtual_stages}, {"world_size", view.mesh.world.size}}},
           {"strategy", config.strategy.json},
           {"config", config.json},
-          {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", view.state_slots}}},
-          {"params", all_params},
-          {"slices", all_slices},
-          {"strategy_own_state", all_own_state},
-          {"files", files}};
+          {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", view.state_slots}}}};
+}
+
+// The manifest from every rank's part: the header, each parameter once (each stage lists its
+// own), every slice, the strategy's own arrays and every file's size and checksum.
+nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::string>& everyone) {
+  nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
+                 all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
+  std::set<std::string> listed;
+  for (const auto& text : everyone) {
+    const nlohmann::json part = nlohmann::json::parse(text);
+    files.push_back(part.at("file"));
+    for (const auto& param : part.at("params"))
+      if (listed.insert(param.at("name").get<std::string>()).second) all_params.push_back(param);
+    for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
+    for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
+  }
+  manifest["params"] = all_params;
+  manifest["slices"] = all_slices;
+  manifest["strategy_own_state"] = all_own_state;
+  manifest["files"] = files;
+  return manifest;
 }
 
 // Rank 0 moves the finished folder into place, then `latest`, then prunes beyond `keep`.
@@ -220,29 +227,79 @@ void publish(const std::string& temporary, const std::string& root, const std::s
   prune_checkpoints(root, keep, final_folder);
 }
 
+
 }  // namespace
 
-std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep) {
-  const int64_t step = view.position.step();
+// Everything a save needs once the training thread has let go: this rank's part (its values
+// copied, or read from the strategy as the file is written), where it goes and the manifest's header.
+struct CheckpointSnapshot {
+  RankPart part;  // in place: its readers refer to part.nonfinite
+  int64_t step = 0;
+  std::string root, name, temporary, rank_file;
+  long run_id = 0;
+  int32_t keep = 0;
+  nlohmann::json manifest;
+};
+
+namespace {
+
+std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, const std::string& root, int32_t keep,
+                                                  bool copy_now) {
+  auto snapshot = std::make_unique<CheckpointSnapshot>();
   const CommGroup& world = view.mesh.world;
+  snapshot->step = view.position.step();
   char rank_file_name[32];
   std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", world.rank);
-  const std::string rank_file = rank_file_name;
-
-  // A refusal (non-finite values) on any rank must leave nothing on disk: gather first, then write.
-  RankPart part;
-  collect_slices(view, rank_file, step, part);
-  const std::string name = step_folder_name(step);
-  const long run_id = long(broadcast_int64(world, int64_t(::getpid()), 0));
-  const std::string temporary = make_temporary_folder(world, root, name, run_id);
-  const nlohmann::json mine = write_rank_file(world, temporary, rank_file, step, part);
-  const std::vector<std::string> everyone = gather_strings(world, mine.dump());
-  if (world.rank == 0) {
-    write_file_atomically((fs::path(temporary) / "manifest.json").string(), manifest_of(view, step, everyone).dump(1));
-    publish(temporary, root, name, run_id, keep);
+  snapshot->rank_file = rank_file_name;
+  collect_slices(view, snapshot->rank_file, snapshot->step, snapshot->part);
+  if (copy_now) {
+    RankPart& part = snapshot->part;
+    part.buffers.reserve(part.buffers.size() + part.entries.size());
+    for (SafetensorsEntry& entry : part.entries) {
+      if (entry.data) continue;  // the strategy's own arrays: already copied
+      part.buffers.push_back(entry.produce());
+      entry.data = part.buffers.back().data();
+      entry.produce = nullptr;
+    }
   }
-  barrier(world);  // nobody goes on (or reads the checkpoint) before it is complete
-  return (fs::path(root) / name).string();
+  snapshot->root = root;
+  snapshot->keep = keep;
+  snapshot->name = step_folder_name(snapshot->step);
+  snapshot->run_id = long(broadcast_int64(world, int64_t(::getpid()), 0));
+  snapshot->temporary = make_temporary_folder(world, root, snapshot->name, snapshot->run_id);
+  snapshot->manifest = manifest_header(view, snapshot->step);
+  return snapshot;
+}
+
+}  // namespace
+
+PendingCheckpoint::PendingCheckpoint(std::unique_ptr<CheckpointSnapshot> snapshot) : snapshot(std::move(snapshot)) {}
+PendingCheckpoint::PendingCheckpoint(PendingCheckpoint&&) noexcept = default;
+PendingCheckpoint::~PendingCheckpoint() = default;
+
+PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep) {
+  return PendingCheckpoint(take_snapshot(view, root, keep, /*copy_now=*/true));
+}
+
+std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
+                             const std::function<void()>& files_written) {
+  CheckpointSnapshot& s = *pending.snapshot;
+  const nlohmann::json mine = write_rank_file(group, s.temporary, s.rank_file, s.step, s.part);
+  if (files_written) files_written();
+  const std::vector<std::string> everyone = gather_strings(group, mine.dump());
+  if (group.rank == 0) {
+    write_file_atomically((fs::path(s.temporary) / "manifest.json").string(), manifest_of(s.manifest, everyone).dump(1));
+    publish(s.temporary, s.root, s.name, s.run_id, s.keep);
+  }
+  barrier(group);  // nobody goes on (or reads the checkpoint) before it is complete
+  return (fs::path(s.root) / s.name).string();
+}
+
+std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep) {
+  // A refusal (non-finite values) on any rank must leave nothing on disk: the values are checked
+  // as they are written, and write_rank_file removes the folder when any rank found one.
+  PendingCheckpoint pending{take_snapshot(view, root, keep, /*copy_now=*/false)};
+  return write_checkpoint(pending, view.mesh.world);
 }
 
 }  // namespace keel

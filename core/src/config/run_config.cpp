@@ -82,6 +82,7 @@ void read_train(JsonSection s, TrainConfig& out) {
     out.checkpoint.dir = c.get<std::string>("dir", out.checkpoint.dir);
     out.checkpoint.every = c.get_in_range<int64_t>("every", out.checkpoint.every, 0, INT64_MAX);
     out.checkpoint.keep = c.get_in_range<int32_t>("keep", out.checkpoint.keep, 1, 1 << 20);
+    out.checkpoint.async = c.get<bool>("async", out.checkpoint.async);
     c.finish();
   }
   s.finish();

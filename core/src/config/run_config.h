@@ -40,6 +40,10 @@ struct CheckpointConfig {
   std::string dir;               // "" → runs/<config name>/checkpoints
   int64_t every = 0;             // steps between saves; 0: only at the end of the run
   int32_t keep = 3;              // complete checkpoints kept; older ones are deleted
+  // Copy the state to host memory on the training thread and write, fsync and publish it on a
+  // background thread while training goes on (session/async_checkpoint.h); the next save waits
+  // for the previous one.
+  bool async = false;
 };
 
 struct TrainConfig {

@@ -71,6 +71,10 @@ void Mesh::create(const RunConfig& config, BackendRef backend) {
   set_log_rank(world.rank, world.size);
   // The core's world: a split of the plugin's over every rank, for host memory.
   world = split(0, world.rank, "world", BufferSide::kHost);
+  // Asynchronous checkpoints write and publish on a thread of their own (comm.h: one thread per
+  // communicator), so they get a world of their own.
+  if (config.train.checkpoint.async)
+    checkpoint_io = split(0, world.rank, "the checkpoint writer's world", BufferSide::kHost);
   layout_ = plan_mesh_layout(config, world.size);
   position_ = layout_.position_of(world.rank);
   const int32_t tp = layout_.tp, dp = layout_.dp, pp = layout_.pp;
@@ -104,7 +108,8 @@ void Mesh::abort_world(const std::string& why) const {
 }
 
 void Mesh::destroy() {
-  for (CommGroup* group : {&embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &world}) {
+  for (CommGroup* group :
+       {&embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &checkpoint_io, &world}) {
     if (group->obj) group->comm->destroy(group->obj);
     group->obj = nullptr;
   }

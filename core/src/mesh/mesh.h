@@ -49,6 +49,7 @@ class Mesh {
   void abort_world(const std::string& why) const;
 
   CommGroup world;        // every rank; the core's (checkpoint gathers, stop agreement)
+  CommGroup checkpoint_io;  // every rank again, with train.checkpoint.async: the background writer's
   CommGroup strategy_dp;  // this rank's data-parallel group (the world while tp = pp = 1): the strategy's
   CommGroup core_dp;      // the same ranks: the core's (the loss)
   CommGroup model_tp;     // this rank's tensor-parallel group: the model's

@@ -25,18 +25,39 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// KEEL_FAULT_INJECT="rank=R,step=S[,mode=error|kill]" makes rank R fail (or die by SIGKILL)
-// after step S: how the tests show that one failing rank ends every rank with its reason.
-void maybe_inject_fault(const Trainer& trainer, int64_t step) {
-  static const char* spec = std::getenv("KEEL_FAULT_INJECT");
-  if (!spec) return;
+// KEEL_FAULT_INJECT="rank=R,step=S[,mode=error|kill|kill_while_saving]" makes rank R fail (or die
+// by SIGKILL) after step S, or die while the background save of step S has written its file
+// but not yet published the checkpoint: how the tests show that one failing rank ends every rank
+// with its reason, and that a crash mid-save keeps the previous checkpoint.
+struct InjectedFault {
   int rank = -1;
-  long long at_step = -1;
-  char mode[16] = "error";
-  std::sscanf(spec, "rank=%d,step=%lld,mode=%15s", &rank, &at_step, mode);
-  if (rank != trainer.mesh().world.rank || at_step != step) return;
-  if (std::string(mode) == "kill") std::raise(SIGKILL);
+  long long step = -1;
+  std::string mode;
+};
+
+const InjectedFault& injected_fault() {
+  static const InjectedFault fault = [] {
+    InjectedFault f;
+    const char* spec = std::getenv("KEEL_FAULT_INJECT");
+    char mode[24] = "error";
+    if (spec) std::sscanf(spec, "rank=%d,step=%lld,mode=%23s", &f.rank, &f.step, mode);
+    f.mode = mode;
+    return f;
+  }();
+  return fault;
+}
+
+void maybe_inject_fault(const Trainer& trainer, int64_t step) {
+  const InjectedFault& fault = injected_fault();
+  if (fault.rank != trainer.mesh().world.rank || fault.step != step || fault.mode == "kill_while_saving") return;
+  if (fault.mode == "kill") std::raise(SIGKILL);
   throw KeelError(KEEL_ERR_INTERNAL, "injected fault after step " + std::to_string(step) + " (KEEL_FAULT_INJECT)");
+}
+
+std::function<void()> fault_while_saving(const Trainer& trainer, int64_t step) {
+  const InjectedFault& fault = injected_fault();
+  if (fault.rank != trainer.mesh().world.rank || fault.step != step || fault.mode != "kill_while_saving") return {};
+  return [] { std::raise(SIGKILL); };
 }
 
 ReporterOptions reporter_options(const Trainer& trainer, bool reporting, bool append) {
@@ -82,6 +103,8 @@ RunSession::RunSession(Trainer& trainer, std::ostream& out, bool append)
   if (trainer.config().train.checkpoint.every > 0)
     require_writable_folder(trainer.config().train.checkpoint.dir, "train.checkpoint.dir");
   reporter_.header(describe_run(trainer));
+  if (trainer.config().train.checkpoint.async)
+    background_saves_ = std::make_unique<AsyncCheckpointWriter>(trainer.mesh().checkpoint_io);
 }
 
 void RunSession::note_past_horizon(int64_t until_step) {
@@ -95,12 +118,29 @@ void RunSession::note_past_horizon(int64_t until_step) {
 
 void RunSession::save(Progress& progress, StepReport* report) {
   const CheckpointConfig& checkpoint = trainer_.config().train.checkpoint;
+  // The previous background save first: its time is not this save's stall.
+  if (background_saves_) finish_background_save();
   const auto start = Clock::now();
-  const std::string folder = save_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
-  const double ms = 1e3 * seconds_since(start);
-  if (report) report->phase_ms["checkpoint"] = ms;
+  if (background_saves_) {
+    PendingCheckpoint snapshot = snapshot_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
+    const double ms = 1e3 * seconds_since(start);
+    background_saves_->start(std::move(snapshot), trainer_.step(), fault_while_saving(trainer_, trainer_.step()));
+    if (report) report->phase_ms["checkpoint"] = ms;
+    reporter_.note("checkpoint of step " + std::to_string(trainer_.step()) + ": snapshot taken (" +
+                   std::to_string(int64_t(ms)) + " ms), writing in the background");
+  } else {
+    const std::string folder = save_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
+    const double ms = 1e3 * seconds_since(start);
+    if (report) report->phase_ms["checkpoint"] = ms;
+    reporter_.note("checkpoint saved: " + folder + " (" + std::to_string(int64_t(ms)) + " ms)");
+  }
   progress.last_saved_step = trainer_.step();
-  reporter_.note("checkpoint saved: " + folder + " (" + std::to_string(int64_t(ms)) + " ms)");
+}
+
+void RunSession::finish_background_save() {
+  if (const auto written = background_saves_ ? background_saves_->wait() : std::nullopt)
+    reporter_.note("checkpoint saved: " + written->folder + " (written in the background in " +
+                   std::to_string(int64_t(1e3 * written->seconds)) + " ms)");
 }
 
 StepReport RunSession::logged_report(const StepResult& result, const RunSlice& slice, Progress& progress,
@@ -133,6 +173,7 @@ StepReport RunSession::logged_report(const StepResult& result, const RunSlice& s
 void RunSession::stop_if_signalled(const StepResult& result, const RunSlice& slice, const Progress& progress) {
   const int signal_number = agreed_stop_signal(trainer_.mesh().world);
   if (!signal_number) return;
+  finish_background_save();  // so the last checkpoint named below is on disk
   reporter_.finish();
   throw StopRequested(signal_number, "stopped by " + signal_name(signal_number) + " after step " +
                                          std::to_string(result.step) + " of " + std::to_string(slice.until_step) + "; " +
@@ -167,6 +208,7 @@ void RunSession::run(const RunSlice& slice) {
   }
   if (slice.ends_run && trainer_.step() > progress.first_step && progress.last_saved_step != trainer_.step())
     save(progress, nullptr);
+  finish_background_save();  // a slice ends with its checkpoints on disk
   reporter_.finish();
   // Every rank samples (the same tokens, from the same seed): a sharding strategy gathers each
   // layer over the whole group, so a forward on rank 0 alone would wait for the others forever.

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "metrics/run_reporter.h"
+#include "session/async_checkpoint.h"
 #include "train/trainer.h"
 
 namespace keel {
@@ -35,8 +36,11 @@ class RunSession {
  private:
   struct Progress;  // a slice's clocks and counts (run_session.cpp)
   void note_past_horizon(int64_t until_step);
-  // Saves a checkpoint and says so; its time goes into `report` when one is given.
+  // Saves a checkpoint and says so; the time training stood still goes into `report` when one
+  // is given. With train.checkpoint.async only the snapshot is taken here (async_checkpoint.h).
   void save(Progress& progress, StepReport* report);
+  // Waits for the asynchronous save in flight, if any, and says it was published.
+  void finish_background_save();
   // The report of a logged step: the step's figures, throughput over the interval, memory,
   // traffic, and the validation loss on evaluation steps.
   StepReport logged_report(const StepResult& result, const RunSlice& slice, Progress& progress, bool evaluate,
@@ -50,6 +54,7 @@ class RunSession {
   std::ostream& out_;
   RunReporter reporter_;
   bool noted_past_horizon_ = false;
+  std::unique_ptr<AsyncCheckpointWriter> background_saves_;  // with train.checkpoint.async
 };
 
 // `keel run`: train to train.steps, then checkpoint and sample. `resumed`: the trainer was loaded
