@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/run_config.h"
 
@@ -29,8 +30,9 @@ std::string save_checkpoint(const RunStateView& view, const std::string& root, i
 
 // The same save in two halves, for asynchronous checkpoints (session/async_checkpoint.h).
 // snapshot_checkpoint runs on the training thread, collective over view.mesh.world: it copies
-// this rank's parameters and optimizer state to host memory and makes the temporary folder, so
-// training may change the state as soon as it returns. write_checkpoint may run on another
+// this rank's parameters and optimizer state to host memory, into `arena` (grown as needed; kept
+// by the caller across saves, so later snapshots touch no new pages; it must outlive the write),
+// and makes the temporary folder, so training may change the state as soon as it returns. write_checkpoint may run on another
 // thread, collective over `group` (the same ranks as the world, on a communicator no other
 // thread uses): it writes, fsyncs, gathers the manifest and publishes as save_checkpoint does.
 // Returns the new checkpoint's folder; throws as save_checkpoint does, nothing published then.
@@ -41,7 +43,8 @@ struct PendingCheckpoint {
   ~PendingCheckpoint();
   std::unique_ptr<CheckpointSnapshot> snapshot;
 };
-PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep);
+PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep,
+                                      std::vector<float>& arena);
 // `files_written`, when given, runs after this rank's file is written and fsync'ed and before the
 // manifest is gathered: the window the fault tests kill a rank in.
 std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,

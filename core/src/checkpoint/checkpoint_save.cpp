@@ -45,8 +45,8 @@ uint32_t file_crc32c(const std::string& path, uint64_t* bytes) {
   return crc;
 }
 
-void require_finite(const std::vector<float>& values, const std::string& what, int64_t step) {
-  for (size_t i = 0; i < values.size(); ++i)
+void require_finite(const float* values, size_t count, const std::string& what, int64_t step) {
+  for (size_t i = 0; i < count; ++i)
     if (!std::isfinite(values[i]))
       throw KeelError(KEEL_ERR_NONFINITE, "checkpoint at step " + std::to_string(step) + " refused: " + what +
                                               " holds a non-finite value at element " + std::to_string(i) +
@@ -59,6 +59,8 @@ void require_finite(const std::vector<float>& values, const std::string& what, i
 struct RankPart {
   std::vector<std::vector<float>> buffers;  // the own arrays' values, alive until the file is written
   std::vector<SafetensorsEntry> entries;
+  // For each entry read from the strategy (data NULL): fills the entry's floats and checks them.
+  std::vector<std::pair<size_t, std::function<void(float*)>>> readers;
   nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array(), own_state;
   std::string nonfinite;
 };
@@ -111,17 +113,23 @@ void collect_slices(const RunStateView& view, const std::string& rank_file, int6
       if (end <= begin || (replicated.at(flag_key(spec, kind)) && at.dp != 0) || (spec.tp_dim < 0 && at.tp != 0)) continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       const std::string key = kind_name + "/" + spec.name + "/" + std::to_string(begin);
-      // Read as the file is written, one range at a time, and checked on the way.
-      auto produce = [&strategy = view.strategy, &nonfinite = part.nonfinite, kind, i, begin = begin, end = end,
-                      what = kind_name + " of " + spec.name, step]() {
-        std::vector<float> values = strategy.read_range(kind, i, begin, end);
+      // Read as the file is written, one range at a time (or all at once into a snapshot's
+      // arena), and checked on the way.
+      auto read_into = [&strategy = view.strategy, &nonfinite = part.nonfinite, kind, i, begin = begin, end = end,
+                        what = kind_name + " of " + spec.name, step](float* out) {
+        strategy.read_range_into(kind, i, begin, end, out);
         try {
-          require_finite(values, what, step);
+          require_finite(out, size_t(end - begin), what, step);
         } catch (const KeelError& e) {
           if (nonfinite.empty()) nonfinite = e.what();
         }
+      };
+      auto produce = [read_into, count = size_t(end - begin)] {
+        std::vector<float> values(count);
+        read_into(values.data());
         return values;
       };
+      part.readers.emplace_back(part.entries.size(), read_into);
       part.entries.push_back({key, "F32", {end - begin}, nullptr, size_t(end - begin) * sizeof(float), produce});
       part.slices.push_back({{"tensor", spec.name}, {"kind", kind_name},
                              {"offset", std::vector<int64_t>(spec.local_offset, spec.local_offset + spec.ndim)},
@@ -243,8 +251,9 @@ struct CheckpointSnapshot {
 
 namespace {
 
+// `arena` NULL: the values are read as the file is written. Else they are copied into it now.
 std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, const std::string& root, int32_t keep,
-                                                  bool copy_now) {
+                                                  std::vector<float>* arena) {
   auto snapshot = std::make_unique<CheckpointSnapshot>();
   const CommGroup& world = view.mesh.world;
   snapshot->step = view.position.step();
@@ -252,14 +261,17 @@ std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, cons
   std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", world.rank);
   snapshot->rank_file = rank_file_name;
   collect_slices(view, snapshot->rank_file, snapshot->step, snapshot->part);
-  if (copy_now) {
+  if (arena) {
     RankPart& part = snapshot->part;
-    part.buffers.reserve(part.buffers.size() + part.entries.size());
-    for (SafetensorsEntry& entry : part.entries) {
-      if (entry.data) continue;  // the strategy's own arrays: already copied
-      part.buffers.push_back(entry.produce());
-      entry.data = part.buffers.back().data();
-      entry.produce = nullptr;
+    size_t total = 0;
+    for (const auto& [entry, read_into] : part.readers) total += part.entries[entry].bytes / sizeof(float);
+    if (arena->size() < total) arena->resize(total);  // grows once; later snapshots fault no new pages
+    float* next = arena->data();
+    for (const auto& [entry, read_into] : part.readers) {
+      read_into(next);
+      part.entries[entry].data = next;
+      part.entries[entry].produce = nullptr;
+      next += part.entries[entry].bytes / sizeof(float);
     }
   }
   snapshot->root = root;
@@ -277,8 +289,9 @@ PendingCheckpoint::PendingCheckpoint(std::unique_ptr<CheckpointSnapshot> snapsho
 PendingCheckpoint::PendingCheckpoint(PendingCheckpoint&&) noexcept = default;
 PendingCheckpoint::~PendingCheckpoint() = default;
 
-PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep) {
-  return PendingCheckpoint(take_snapshot(view, root, keep, /*copy_now=*/true));
+PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep,
+                                      std::vector<float>& arena) {
+  return PendingCheckpoint(take_snapshot(view, root, keep, &arena));
 }
 
 std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
@@ -298,7 +311,7 @@ std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
 std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep) {
   // A refusal (non-finite values) on any rank must leave nothing on disk: the values are checked
   // as they are written, and write_rank_file removes the folder when any rank found one.
-  PendingCheckpoint pending{take_snapshot(view, root, keep, /*copy_now=*/false)};
+  PendingCheckpoint pending{take_snapshot(view, root, keep, nullptr)};
   return write_checkpoint(pending, view.mesh.world);
 }
 

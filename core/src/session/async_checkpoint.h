@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "mesh/mesh.h"
@@ -39,12 +40,16 @@ class AsyncCheckpointWriter {
   // Waits for the write in flight, if any, and returns what it wrote; rethrows its failure.
   std::optional<Written> wait();
   bool in_flight() const { return thread_.joinable(); }
+  // Where snapshots copy the state (checkpoint.h snapshot_checkpoint): one arena, reused by
+  // every save, free again once wait() returned.
+  std::vector<float>& arena() { return arena_; }
 
  private:
   const CommGroup& group_;
   std::thread thread_;
   Written written_;
   std::exception_ptr failure_;
+  std::vector<float> arena_;
 };
 
 }  // namespace keel

@@ -122,7 +122,8 @@ void RunSession::save(Progress& progress, StepReport* report) {
   if (background_saves_) finish_background_save();
   const auto start = Clock::now();
   if (background_saves_) {
-    PendingCheckpoint snapshot = snapshot_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
+    PendingCheckpoint snapshot =
+        snapshot_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep, background_saves_->arena());
     const double ms = 1e3 * seconds_since(start);
     background_saves_->start(std::move(snapshot), trainer_.step(), fault_while_saving(trainer_, trainer_.step()));
     if (report) report->phase_ms["checkpoint"] = ms;

@@ -43,12 +43,16 @@ std::pair<int64_t, int64_t> StrategyState::owned_range(int32_t kind, size_t inde
 
 std::vector<float> StrategyState::read_range(int32_t kind, size_t index, int64_t begin, int64_t end) const {
   std::vector<float> out(static_cast<size_t>(end - begin));
-  if (out.empty()) return out;
-  auto* s = plugins_.strategy;
-  check_plugin(kind < 0 ? s->read_param(plugins_.strategy_obj, index, begin, end - begin, out.data())
-                        : s->read_state(plugins_.strategy_obj, kind, index, begin, end - begin, out.data()),
-               kind < 0 ? "strategy read_param" : "strategy read_state");
+  read_range_into(kind, index, begin, end, out.data());
   return out;
+}
+
+void StrategyState::read_range_into(int32_t kind, size_t index, int64_t begin, int64_t end, float* out) const {
+  if (end <= begin) return;
+  auto* s = plugins_.strategy;
+  check_plugin(kind < 0 ? s->read_param(plugins_.strategy_obj, index, begin, end - begin, out)
+                        : s->read_state(plugins_.strategy_obj, kind, index, begin, end - begin, out),
+               kind < 0 ? "strategy read_param" : "strategy read_state");
 }
 
 void StrategyState::write_range(int32_t kind, size_t index, int64_t begin, const std::vector<float>& values) {

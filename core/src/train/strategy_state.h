@@ -27,6 +27,8 @@ class StrategyState {
   // this rank holds, in the parameter's local piece.
   std::pair<int64_t, int64_t> owned_range(int32_t kind, size_t index) const;
   std::vector<float> read_range(int32_t kind, size_t index, int64_t begin, int64_t end) const;
+  // The same into `out`, which holds end - begin floats (a checkpoint snapshot's arena).
+  void read_range_into(int32_t kind, size_t index, int64_t begin, int64_t end, float* out) const;
   void write_range(int32_t kind, size_t index, int64_t begin, const std::vector<float>& values);
 
   // The strategy's own per-rank arrays; none from a strategy older than 0.5.
