@@ -19,6 +19,7 @@ packages=(
   liburing-dev                                  # plugins/offload-engines: io_uring for the nvme offload engine
   libpcre2-dev                                  # core/src/tokenize: tokenizer.json pre-tokenizer regexes (\p{L}, lookahead)
   fio                                           # benchmarks/offload_bandwidth.py: the nvme engine's yardstick
+  slurm-wlm munge                               # tests/slurm: a one-node Slurm (slurmctld, slurmd, srun) for the srun/sbatch tests
 )
 missing=()
 for p in "${packages[@]}"; do

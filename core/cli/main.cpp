@@ -18,6 +18,7 @@
 #include "interop/export_command.h"
 #include "io/writable_folder.h"
 #include "loader/plugin_registry.h"
+#include "mesh/launcher_check.h"
 #include "plot/plot.h"
 #include "train/plugin_instances.h"
 #include "train/mesh_plan.h"
@@ -170,6 +171,9 @@ int main(int argc, char** argv) {
       std::cout << line.config << ": valid (model " << config.model.plugin << ", optimizer " << config.optimizer.plugin
                 << ", strategy " << config.strategy.plugin << ", backend " << config.backend.plugin << "; " << mesh << ")"
                 << std::endl;
+      // Each process launched says who started it and where it sits, as a run would take it.
+      if (const auto started_by = keel::launcher())
+        std::cout << "launched by " << keel_support::describe_launcher(*started_by) << std::endl;
       return 0;
     }
     if (line.command == "run") {

@@ -18,11 +18,13 @@
 #include <cuda_runtime.h>
 #include <keel/backend.h>
 #include <keel/plugin.h>
+#include <keel_support/launcher_env.hpp>
 #include <keel_support/plugin_entry.hpp>
 
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -40,6 +42,7 @@ constexpr size_t kMatmulWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recomm
 
 struct Settings {
   int device = 0;
+  bool device_given = false;  // false: the launcher's local rank picks the device (chosen_device)
   Elem compute = Elem::f32;
   bool allow_tf32 = false;
   double peak_tflops = 0.0;  // 0: estimated from the device's properties
@@ -49,6 +52,7 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "backend");
   section.allow("plugin");
   Settings s;
+  s.device_given = section.has("device");
   s.device = section.get_in_range<int>("device", 0, 0, 1023);
   s.compute = section.get_choice("precision", "fp32", {"fp32", "bf16"}) == "bf16" ? Elem::bf16 : Elem::f32;
   s.allow_tf32 = section.get<bool>("allow_tf32", false);
@@ -97,6 +101,25 @@ int count_devices() {
   }
   if (count == 0) throw StatusError(KEEL_ERR_NOT_FOUND, "no CUDA device: cudaGetDeviceCount found 0 devices");
   return count;
+}
+
+// The GPU this process takes: "device" when the config gives one; else, when a launcher (mpirun,
+// srun) started several processes per node, its local rank modulo the GPUs this process sees, so
+// each process on a node takes its own GPU (or, where the launcher already confined each to one
+// with CUDA_VISIBLE_DEVICES, the one it sees); else 0. `why` says which.
+int chosen_device(const Settings& s, int count, std::string* why) {
+  if (s.device_given) {
+    *why = "configured";
+    return s.device;
+  }
+  const std::optional<keel_support::LauncherIdentity> launcher = keel_support::launcher_identity();
+  if (!launcher || launcher->local_rank < 0) {
+    *why = "the default";
+    return 0;
+  }
+  *why = launcher->launcher + "'s local rank " + std::to_string(launcher->local_rank) + " of " +
+         std::to_string(count) + " visible";
+  return launcher->local_rank % count;
 }
 
 // The MFU denominator, from the device's SM count and peak clock times the per-SM, per-clock
@@ -191,13 +214,15 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
   return keel_support::guard(host, kSource, [&] {
     require(host != nullptr && args != nullptr && out_backend != nullptr, "create: NULL argument");
     const char* path = args->json_path ? args->json_path : "backend";
-    const Settings s = parse_settings(args->config_json, path);
+    Settings s = parse_settings(args->config_json, path);
     const int count = count_devices();
     if (s.device >= count)
       throw StatusError(KEEL_ERR_INVALID_CONFIG, std::string(path) + ".device: " + std::to_string(s.device) +
                                                      " is not a CUDA device of this machine (it has " +
                                                      std::to_string(count) + ": 0 to " + std::to_string(count - 1) +
                                                      ")");
+    std::string device_why;
+    s.device = chosen_device(s, count, &device_why);
     cudaDeviceProp prop{};
     check_cuda(cudaGetDeviceProperties(&prop, s.device), "cudaGetDeviceProperties");
     if (prop.major < 8)
@@ -219,8 +244,8 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
                "cudaMalloc (reduction scratch)");
     std::string how = "configured";
     b->peak_flops_per_s = s.peak_tflops > 0 ? s.peak_tflops * 1e12 : estimated_peak_flops(s.device, prop, s, &how);
-    keel_logf(host, KEEL_LOG_INFO, kSource, "device %d: %s (sm_%d%d, %d SMs, %zu MiB), %s%s, peak %.1f TFLOP/s (%s)",
-              s.device, prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem >> 20,
+    keel_logf(host, KEEL_LOG_INFO, kSource, "device %d (%s): %s (sm_%d%d, %d SMs, %zu MiB), %s%s, peak %.1f TFLOP/s (%s)",
+              s.device, device_why.c_str(), prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem >> 20,
               s.compute == Elem::bf16 ? "bf16" : "fp32", s.allow_tf32 ? " (TF32 matmuls allowed)" : "",
               b->peak_flops_per_s / 1e12, how.c_str());
     *out_backend = b.release();

@@ -8,6 +8,7 @@
 #include "host/host_table.h"
 #include "host/log.h"
 #include "loader/plugin_registry.h"
+#include "mesh/launcher_check.h"
 
 namespace keel {
 namespace {
@@ -47,6 +48,8 @@ void Mesh::create_world(const RunConfig& config) {
   world.name = "world";
   check_plugin(comm_->rank(plugin_world_, &world.rank), "comm rank");
   check_plugin(comm_->size(plugin_world_, &world.size), "comm size");
+  // The world the launcher started must be the one the plugin joined (launcher_check.h).
+  check_launched_world(launcher(), world.rank, world.size, config.comm.plugin);
 }
 
 void Mesh::create(const RunConfig& config, BackendRef backend) {
@@ -64,11 +67,13 @@ void Mesh::create(const RunConfig& config, BackendRef backend) {
       throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel: tp " + std::to_string(config.tp) + " × pp " +
                                                    std::to_string(config.pp) + " needs that many ranks, but no comm "
                                                    "plugin is installed (" + e.what() + ")");
+    check_launched_world(launcher(), 0, 1, "");  // several processes launched, each alone
     layout_ = plan_mesh_layout(config, 1);
     return;  // one process: every group is this rank alone
   }
   create_world(config);
   set_log_rank(world.rank, world.size);
+  log_launcher(launcher(), world.rank);
   // The core's world: a split of the plugin's over every rank, for host memory.
   world = split(0, world.rank, "world", BufferSide::kHost);
   // Asynchronous checkpoints write and publish on a thread of their own (comm.h: one thread per

@@ -3,11 +3,12 @@
 
 #include <keel/keel.h>
 
-#include <cstdlib>
+#include <algorithm>
 #include <string>
 
 #include "host/errors.h"
 #include "loader/plugin_registry.h"
+#include "mesh/launcher_check.h"
 #include "mesh/mesh_layout.h"
 #include "train/batch_geometry.h"
 #include "train/model_probe.h"
@@ -16,12 +17,14 @@
 namespace keel {
 
 int32_t launcher_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
-    if (const char* value = std::getenv(name)) {
-      const long n = std::strtol(value, nullptr, 10);
-      if (n >= 1 && n <= (1 << 24)) return int32_t(n);
-    }
-  return 1;
+  const auto started_by = launcher();
+  if (started_by && started_by->world > 0) return int32_t(started_by->world);
+  // A Slurm batch script validating before its srun: the job's tasks are the world srun will start.
+  try {
+    return std::max<int32_t>(1, keel_support::batch_script_tasks());
+  } catch (const keel_support::StatusError& e) {
+    throw KeelError(e.code, e.what());
+  }
 }
 
 std::string check_mesh_plan(const RunConfig& config, int32_t ranks) {

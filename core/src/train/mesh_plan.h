@@ -12,7 +12,9 @@
 
 namespace keel {
 
-// The world size `keel validate` assumes: --ranks, else the launcher's (mpirun, srun), else 1.
+// The world size `keel validate` assumes without --ranks: the launcher's (mpirun, srun; see
+// mesh/launcher_check.h), else a Slurm job's task count in its batch script (where the job's srun
+// will start that many), else 1.
 int32_t launcher_world_size();
 
 // Checks the layout for `ranks` ranks; throws KeelError (KEEL_ERR_INVALID_CONFIG or
