@@ -17,6 +17,7 @@
 #include "host/host_table.h"
 #include "interop/export_command.h"
 #include "io/writable_folder.h"
+#include "launch/elastic_launch.h"
 #include "loader/plugin_registry.h"
 #include "mesh/launcher_check.h"
 #include "plot/plot.h"
@@ -31,6 +32,8 @@ namespace {
 
 const char* kUsage =
     "usage: keel run CONFIG [--set path=value ...] [--resume latest|DIR]   train from a JSON config\n"
+    "       keel launch CONFIG --hosts FILE [--max-restarts N] [--launcher CMD] [--set ...]   run on hosts, restart on\n"
+    "                                                 those that answer after a failure (elastic; keel launch --help)\n"
     "       keel inspect CHECKPOINT                   verify a checkpoint as a resume would and summarise it\n"
     "       keel validate CONFIG [--set path=value ...] [--ranks N]   check a config and its parallel layout for N ranks\n"
     "                                                 (default: the launcher's world size, else 1) without training\n"
@@ -158,6 +161,8 @@ int main(int argc, char** argv) {
       return keel::prepare_data_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
     if (argc >= 2 && !std::strcmp(argv[1], "export"))
       return keel::export_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
+    if (argc >= 2 && !std::strcmp(argv[1], "launch"))
+      return keel::launch_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
     if (argc >= 2 && !std::strcmp(argv[1], "plot"))
       return keel::plot_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
     if (argc >= 2 && !std::strcmp(argv[1], "schedule-check"))

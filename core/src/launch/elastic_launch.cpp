@@ -1,0 +1,211 @@
+// The `keel launch` supervisor (see elastic_launch.h).
+#include "launch/elastic_launch.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "checkpoint/checkpoint.h"
+#include "config/run_config.h"
+#include "host/errors.h"
+#include "launch/child_process.h"
+#include "launch/host_file.h"
+#include "train/mesh_plan.h"
+
+namespace keel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* kLaunchUsage =
+    "usage: keel launch CONFIG --hosts FILE [--max-restarts N] [--launcher \"mpirun ...\"] [--probe-timeout S]\n"
+    "                   [--set path=value ...]\n"
+    "  runs `keel run CONFIG` on the hosts of FILE (one per line: NAME [slots=N]) through the launcher\n"
+    "  (default mpirun; it is given --host and -np), and after a failure restarts on the hosts that still\n"
+    "  answer, from the latest checkpoint, at most N times (default 3)\n";
+
+struct LaunchOptions {
+  std::string config, hosts_file;
+  std::vector<std::string> overrides, launcher{"mpirun"};
+  int32_t max_restarts = 3;
+  double probe_timeout_s = 15;
+};
+
+struct LaunchUsageError : KeelError {
+  explicit LaunchUsageError(const std::string& what) : KeelError(KEEL_ERR_INVALID_ARGUMENT, what) {}
+};
+
+double number_in(const std::string& flag, const std::string& text, double lo, double hi) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value >= lo && value <= hi))
+    throw LaunchUsageError(flag + " expects a number from " + std::to_string(int64_t(lo)) + " to " +
+                           std::to_string(int64_t(hi)) + ", found '" + text + "'");
+  return value;
+}
+
+LaunchOptions parse_options(const std::vector<std::string>& args) {
+  LaunchOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw LaunchUsageError(arg + " needs a value");
+      return args[++i];
+    };
+    if (arg == "--hosts") options.hosts_file = value();
+    else if (arg == "--set") options.overrides.push_back(value());
+    else if (arg == "--max-restarts") options.max_restarts = int32_t(number_in(arg, value(), 0, 1000));
+    else if (arg == "--probe-timeout") options.probe_timeout_s = number_in(arg, value(), 1, 600);
+    else if (arg == "--launcher") {
+      std::istringstream words(value());
+      options.launcher.clear();
+      for (std::string word; words >> word;) options.launcher.push_back(word);
+      if (options.launcher.empty()) throw LaunchUsageError("--launcher needs a command");
+    } else if (!arg.empty() && arg[0] == '-') throw LaunchUsageError("unknown option " + arg);
+    else if (options.config.empty()) options.config = arg;
+    else throw LaunchUsageError("unexpected argument " + arg);
+  }
+  if (options.config.empty()) throw LaunchUsageError("keel launch needs a CONFIG file");
+  if (options.hosts_file.empty()) throw LaunchUsageError("keel launch needs --hosts FILE");
+  return options;
+}
+
+std::string this_executable() {
+  std::error_code error;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw KeelError(KEEL_ERR_IO, "cannot find the keel executable (/proc/self/exe): " + error.message());
+  return path.string();
+}
+
+// The job's launcher group, for the signal handler to pass SIGINT and SIGTERM on to.
+std::atomic<pid_t> g_job_group{0};
+std::atomic<int> g_stop_signal{0};
+
+void forward_signal(int signal) {
+  g_stop_signal = signal;
+  if (const pid_t group = g_job_group.load(); group > 0) ::kill(-group, signal);
+}
+
+// The hosts on which the launcher starts `keel --version` within the timeout; probed at once.
+std::vector<LaunchHost> answering_hosts(const LaunchOptions& options, const std::vector<LaunchHost>& hosts,
+                                        const std::string& keel, std::ostream& out) {
+  std::vector<std::unique_ptr<ChildProcess>> probes;
+  for (const LaunchHost& host : hosts) {
+    std::vector<std::string> argv = options.launcher;
+    argv.insert(argv.end(), {"--host", host.name + ":1", "-np", "1", keel, "--version"});
+    probes.push_back(std::make_unique<ChildProcess>(argv, /*quiet=*/true));
+  }
+  const auto deadline = Clock::now() + std::chrono::duration<double>(options.probe_timeout_s);
+  std::vector<LaunchHost> alive;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+    const std::optional<int> status = probes[i]->wait(left);
+    if (status && *status == 0) alive.push_back(hosts[i]);
+    else
+      out << "keel launch: host " << hosts[i].name << " does not answer ("
+          << (status ? "the probe exited " + std::to_string(*status) : "no reply within " +
+                                                                            std::to_string(int(options.probe_timeout_s)) + " s")
+          << ")" << std::endl;
+  }
+  return alive;  // the probes still running are killed as `probes` goes
+}
+
+struct Plan {
+  int32_t ranks = 0;
+  std::string layout;
+};
+
+// The most ranks the answering hosts can hold that make a valid layout of the config.
+Plan largest_layout(const RunConfig& config, const std::vector<LaunchHost>& hosts) {
+  int32_t slots = 0;
+  for (const LaunchHost& host : hosts) slots += host.slots;
+  std::string why_not_all;
+  for (int32_t ranks = slots; ranks >= 1; --ranks) {
+    try {
+      return {ranks, check_mesh_plan(config, ranks)};
+    } catch (const KeelError& e) {
+      if (why_not_all.empty()) why_not_all = e.what();
+    }
+  }
+  throw KeelError(KEEL_ERR_INVALID_CONFIG, "no layout of " + config.file + " fits the " + std::to_string(slots) +
+                                               " slot(s) of the hosts that answer: at " + std::to_string(slots) +
+                                               " ranks, " + why_not_all + "; and no smaller count of ranks fits either");
+}
+
+bool has_checkpoint(const RunConfig& config) {
+  try {
+    resolve_checkpoint(config.train.checkpoint.dir);
+    return true;
+  } catch (const KeelError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+int launch_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    out << kLaunchUsage;
+    return 0;
+  }
+  LaunchOptions options;
+  try {
+    options = parse_options(args);
+  } catch (const LaunchUsageError& e) {
+    err << "keel: " << e.what() << "\n" << kLaunchUsage;
+    return 2;
+  }
+  const RunConfig config = RunConfig::from_file(options.config, options.overrides);
+  const std::vector<LaunchHost> hosts = read_host_file(options.hosts_file);
+  const std::string keel = this_executable();
+  signal(SIGINT, forward_signal);
+  signal(SIGTERM, forward_signal);
+  int status = 1;
+  for (int32_t attempt = 0;; ++attempt) {
+    const std::vector<LaunchHost> alive = answering_hosts(options, hosts, keel, out);
+    if (alive.empty()) throw KeelError(KEEL_ERR_IO, "keel launch: no host of " + options.hosts_file + " answers");
+    const Plan plan = largest_layout(config, alive);
+    const bool resume = has_checkpoint(config);
+    std::vector<std::string> argv = options.launcher;
+    argv.insert(argv.end(), {"--host", host_list(alive, plan.ranks), "-np", std::to_string(plan.ranks), keel, "run",
+                             options.config});
+    for (const std::string& set : options.overrides) argv.insert(argv.end(), {"--set", set});
+    if (resume) argv.insert(argv.end(), {"--resume", "latest"});
+    out << "keel launch: " << (attempt == 0 ? "start" : "restart " + std::to_string(attempt) + " of " +
+                                                           std::to_string(options.max_restarts))
+        << ": " << plan.ranks << " rank(s) on " << host_list(alive, plan.ranks) << " (" << plan.layout << "), "
+        << (resume ? "resuming from the latest checkpoint in " + config.train.checkpoint.dir : "from the start")
+        << "\nkeel launch: running " << command_text(argv) << std::endl;
+    const auto started = Clock::now();
+    {
+      ChildProcess job(argv);
+      g_job_group = job.pid();
+      status = *job.wait();
+      g_job_group = 0;
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    if (status == 0) {
+      out << "keel launch: the job finished after " << attempt << " restart(s)" << std::endl;
+      return 0;
+    }
+    if (g_stop_signal) {
+      out << "keel launch: stopped by signal " << g_stop_signal << "; not restarting" << std::endl;
+      return status;
+    }
+    out << "keel launch: the job failed (exit " << status << ") after " << int64_t(seconds) << " s";
+    if (attempt == options.max_restarts) {
+      out << "; " << options.max_restarts << " restart(s) spent, giving up" << std::endl;
+      return status;
+    }
+    out << "; finding the hosts that still answer" << std::endl;
+  }
+}
+
+}  // namespace keel

@@ -1,0 +1,24 @@
+// The hosts file of `keel launch`: one host per line, in the form OpenMPI's hostfiles use
+// ("node07 slots=4"; slots default 1), blank lines and # comments ignored. Untrusted input: a
+// name must be a plain host name or address and every count is bounded, so nothing read here
+// can smuggle options or shell words into the launcher's command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace keel {
+
+struct LaunchHost {
+  std::string name;
+  int32_t slots = 1;
+};
+
+// Throws KeelError naming FILE:LINE and what was expected.
+std::vector<LaunchHost> read_host_file(const std::string& path);
+
+// "a:2,b:2": mpirun's --host value for these hosts, taking `ranks` slots in their order.
+std::string host_list(const std::vector<LaunchHost>& hosts, int32_t ranks);
+
+}  // namespace keel

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""`keel launch`, the elastic supervisor, on the namespace cluster (netns_cluster.py).
+- restart: 2 hosts × 2 ranks train ZeRO-1 (global batch 12 in micro-batches of 3), saving every
+  5 steps. After step 12 one host is lost: its link goes down and every process on it is
+  killed. The job fails, the supervisor finds that host silent, plans 2 ranks on the host left
+  (dp 4 → 2, the global batch kept by 2 micro-batches per rank), resumes from the step-10
+  checkpoint and trains to step 30. Its losses after the resume must equal, bit for bit, a run
+  that resumed the same checkpoint by hand at that layout; the time from the failure to the
+  first step after the restart is printed.
+- refusals (no namespaces needed): a layout that cannot fit the hosts that answer is refused
+  with its numbers; a malformed hosts file is refused naming the file and line.
+The restart check skips (77) where namespaces cannot be made."""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import netns_cluster  # noqa: E402
+import parallel_checks as pc  # noqa: E402
+
+SETS = pc.TINY + pc.strategy_sets("zero1") + ["data.micro_batch=3", "train.steps=30", "train.checkpoint.every=5",
+                                              "comm.timeout_s=5", "lr_schedule.decay_steps=30",
+                                              "train.checkpoint.keep=10"]
+
+
+def records(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def check_restart(args, work):
+    reason = netns_cluster.unavailable()
+    if reason:
+        print(f"SKIPPED: no namespace cluster here: {reason}")
+        sys.exit(77)
+    with netns_cluster.Cluster(2) as cluster:
+        hosts = os.path.join(work, "hosts")
+        with open(hosts, "w") as f:
+            f.write("# the namespace cluster\n" + "".join(f"{addr} slots=2\n" for _, addr in cluster.hosts))
+        metrics = f"{work}/elastic.jsonl"
+        sets = SETS + [f"train.metrics_path=\"{metrics}\"", f"train.checkpoint.dir=\"{work}/elastic\""]
+        cmd = [args.keel, "launch", args.config, "--hosts", hosts, "--launcher", cluster.mpirun, "--max-restarts", "2",
+               "--probe-timeout", "10"] + [a for s in sets for a in ("--set", s)]
+        supervisor = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      errors="replace", env=pc.ENV)
+        deadline = time.time() + 180
+        while not any(r["step"] >= 12 for r in records(metrics)):
+            assert supervisor.poll() is None, f"keel launch ended before step 12:\n{supervisor.communicate()[0][-3000:]}"
+            assert time.time() < deadline, "12 steps took over 3 minutes"
+            time.sleep(0.05)
+        lost_at_step = max(r["step"] for r in records(metrics))
+        cluster.cut("keel-h2")
+        for pid in cluster.pids("keel-h2"):
+            os.kill(pid, 9)
+        failed_at = time.time()
+        first_after = None
+        while supervisor.poll() is None and time.time() - failed_at < 300:
+            if first_after is None and len(records(metrics)) > lost_at_step:
+                first_after = time.time() - failed_at
+            time.sleep(0.05)
+        if supervisor.poll() is None:
+            supervisor.kill()
+        out = supervisor.communicate()[0]
+    print("\n".join(line for line in out.splitlines() if line.startswith("keel launch") or "keel: rank" in line))
+    assert supervisor.returncode == 0, f"keel launch exited {supervisor.returncode}:\n{out[-4000:]}"
+    assert re.search(r"keel launch: host 10\.77\.0\.12 does not answer", out), "the lost host was not reported"
+    restart = re.search(r"keel launch: restart 1 of 2: 2 rank\(s\) on 10\.77\.0\.11:2 \((.*?)\), resuming", out)
+    assert restart, f"no restart on the remaining host's 2 ranks:\n{out[-3000:]}"
+    resumed_from = re.findall(r"resuming from (\S+)/step-(\d+) at step (\d+)", out)
+    assert resumed_from, "the restarted job did not resume from a checkpoint"
+    checkpoint_step = int(resumed_from[-1][1])
+    assert checkpoint_step == 10, f"resumed from step {checkpoint_step}, expected the step-10 checkpoint"
+    print(f"host lost after step {lost_at_step}; restarted on 2 ranks ({restart.group(1)}) from step {checkpoint_step}; "
+          f"{lost_at_step - checkpoint_step} step(s) of work lost")
+    print(f"time from the failure to the first step after the restart: {first_after:.1f} s")
+    elastic = {}
+    for r in records(metrics):
+        elastic[r["step"]] = r["loss"]  # the resumed run's records come last and win
+    assert sorted(s for s in elastic if s > checkpoint_step) == list(range(checkpoint_step + 1, 31)), sorted(elastic)
+
+    # By hand: the same checkpoint resumed at that layout (2 ranks, one host, no supervisor).
+    shutil.copytree(f"{work}/elastic/step-{checkpoint_step:08d}", f"{work}/by-hand/step-{checkpoint_step:08d}")
+    hand = [args.keel, "run", args.config, "--resume", "latest"] + [
+        a for s in SETS + [f"train.metrics_path=\"{work}/by-hand.jsonl\"", f"train.checkpoint.dir=\"{work}/by-hand\""]
+        for a in ("--set", s)]
+    p = subprocess.run([shutil.which("mpirun"), "--oversubscribe", "-np", "2"] + hand, capture_output=True, text=True,
+                       env=pc.ENV, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    by_hand = {r["step"]: r["loss"] for r in records(f"{work}/by-hand.jsonl")}
+    assert sorted(by_hand) == list(range(checkpoint_step + 1, 31)), sorted(by_hand)
+    differ = [s for s in by_hand if by_hand[s] != elastic[s]]
+    assert not differ, f"steps {differ} differ: elastic {[elastic[s] for s in differ]} vs by hand {[by_hand[s] for s in differ]}"
+    print(f"steps {checkpoint_step + 1}-30 after the restart equal the by-hand resume bit for bit")
+
+
+def check_refusals(args, work):
+    hosts = os.path.join(work, "hosts")
+    with open(hosts, "w") as f:
+        f.write("localhost slots=1\n")
+    sets = SETS + ["parallel.tp=2", f"train.checkpoint.dir=\"{work}/c\"", f"train.metrics_path=\"{work}/m.jsonl\""]
+    p = subprocess.run([args.keel, "launch", args.config, "--hosts", hosts, "--launcher", "mpirun --oversubscribe"] +
+                       [a for s in sets for a in ("--set", s)], capture_output=True, text=True, env=pc.ENV, timeout=120)
+    print(p.stderr.strip())
+    assert p.returncode != 0 and re.search(r"no layout of .* fits the 1 slot\(s\) of the hosts that answer: at 1 ranks, "
+                                           r".*tp", p.stderr), p.stdout + p.stderr
+    for text, expected in (("node1 slots=0\n", r"hosts:1: slots must be a whole number from 1 to 4096, found '0'"),
+                           ("node1\n-x\n", r"hosts:2: expected a host name or address .* found '-x'"),
+                           ("node1 cpus=2\n", r"hosts:1: expected slots=N after the host name, found 'cpus=2'"),
+                           ("a\na\n", r"hosts:2: host a is listed twice"),
+                           ("# nothing\n", r"hosts: the hosts file names no host")):
+        with open(hosts, "w") as f:
+            f.write(text)
+        p = subprocess.run([args.keel, "launch", args.config, "--hosts", hosts], capture_output=True, text=True,
+                           env=pc.ENV, timeout=60)
+        assert p.returncode != 0 and re.search(expected, p.stderr), f"{text!r}: {p.stderr}"
+        print(f"hosts file {text!r}: refused: {p.stderr.strip()}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check", choices=["restart", "refusals"])
+    parser.add_argument("--keel", required=True)
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args()
+    if not shutil.which("mpirun"):
+        print("SKIPPED: mpirun is not installed")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as work:
+        {"restart": check_restart, "refusals": check_refusals}[args.check](args, work)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
