@@ -8,9 +8,10 @@
 // the reader to accept exactly those and read every tensor from its own bytes. hf_folder mutates
 // a Hugging Face checkpoint folder given as model.init_from: its config.json (which the llama
 // plugin maps into the model section when the config is read) and its shard index (read by the
-// import).
+// import). hosts_file mutates `keel launch`'s hosts file and requires every host it accepts to be
+// a plain name with a bounded slot count.
 //
-//   keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder --seed S --count N --work DIR
+//   keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder|hosts_file --seed S --count N --work DIR
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include "host/errors.h"
 #include "interop/huggingface.h"
 #include "io/safetensors.h"
+#include "launch/host_file.h"
 #include "tokenize/tokenizer.h"
 #include "train/trainer.h"
 
@@ -464,6 +466,26 @@ int fuzz_hf_folder(Mutator& mutate, int64_t count, const std::string& work, Tall
 
 }  // namespace
 
+// keel launch's hosts file: whatever it reads must be a host name the launcher cannot mistake for
+// an option, with a bounded slot count.
+int fuzz_hosts_file(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
+  const std::string original = "node1 slots=2\nnode2 slots=4  # the second rack\n# a comment\n\n10.0.0.3\n";
+  const std::string path = work + "/hosts";
+  for (int64_t i = 0; i < count; ++i) {
+    std::string input = original;  // not JSON: byte-level changes only
+    mutate.mutate_bytes(input);
+    write_text(path, input);
+    const bool ok = try_input("hosts_file", i, input, work, [&] {
+      for (const keel::LaunchHost& host : keel::read_host_file(path))
+        if (host.name.empty() || host.name[0] == '-' || host.name.find_first_of(" \t\n,;'\"$`") != std::string::npos ||
+            host.slots < 1 || host.slots > 4096)
+          throw std::runtime_error("accepted host '" + host.name + "' with " + std::to_string(host.slots) + " slots");
+    }, tally);
+    if (!ok) return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string target, work, seed_config;
   bool keep_going = false;  // report every failing input, not only the first (config only)
@@ -478,12 +500,12 @@ int main(int argc, char** argv) {
     else if (arg == "--keep-going") keep_going = true;
     else if (target.empty() && arg[0] != '-') target = arg;
     else {
-      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder --seed S --count N --work DIR [--config SEED.json]\n";
+      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder|hosts_file --seed S --count N --work DIR [--config SEED.json]\n";
       return 2;
     }
   }
   if (target.empty() || work.empty()) {
-    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder --seed S --count N --work DIR [--config SEED.json]\n";
+    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder|hosts_file --seed S --count N --work DIR [--config SEED.json]\n";
     return 2;
   }
   work = (fs::path(work) / target).string();
@@ -499,6 +521,7 @@ int main(int argc, char** argv) {
     else if (target == "config") status = fuzz_config(mutate, count, work, tally, seed_config, keep_going);
     else if (target == "tokenizer") status = fuzz_tokenizer(mutate, count, work, tally);
     else if (target == "hf_folder") status = fuzz_hf_folder(mutate, count, work, tally);
+    else if (target == "hosts_file") status = fuzz_hosts_file(mutate, count, work, tally);
     else std::cerr << "unknown target " << target << "\n";
   } catch (const std::exception& e) {  // setting up the seed inputs failed: not a finding
     std::cerr << "FAIL: " << target << ": could not prepare the seed input: " << e.what() << "\n";
