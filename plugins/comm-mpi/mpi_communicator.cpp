@@ -3,6 +3,7 @@
 // themselves are in mpi_operations.cpp.
 #include "mpi_communicator.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -77,7 +78,10 @@ std::unique_ptr<Communicator> Communicator::create_world(const keel_host* host, 
     int code = MPI_Comm_dup(MPI_COMM_WORLD, &world);
     if (code != MPI_SUCCESS) throw StatusError(KEEL_ERR_IO, "create_world: MPI_Comm_dup: " + mpi_error_string(code));
     auto communicator = std::unique_ptr<Communicator>(new Communicator(host, config, world));
-    start_peer_liveness(world, config.heartbeat_s);
+    // Several heartbeats per timeout, so a silent peer is known silent when the timeout fires.
+    const double interval_s =
+        config.heartbeat_s > 0 ? std::max(0.01, std::min(config.heartbeat_s, config.timeout_s / 4)) : 0;
+    start_peer_liveness(world, interval_s);
     if (host && communicator->rank_ == 0)
       keel_logf(host, KEEL_LOG_INFO, "comm mpi", "joined a world of %d ranks on %s (launcher found by %s)",
                 communicator->size_, world_hosts_summary().c_str(), launcher.c_str());

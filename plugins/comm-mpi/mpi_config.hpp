@@ -11,7 +11,7 @@ struct MpiCommConfig {
   // wait at the next collective).
   double timeout_s = 300.0;
   // Seconds between the heartbeats ranks send each other (peer_liveness.hpp), so a timeout names
-  // the peers that went silent; 0 turns them off.
+  // the peers that went silent; 0 turns them off. At most timeout_s / 4 is used (at least 0.01).
   double heartbeat_s = 1.0;
 };
 

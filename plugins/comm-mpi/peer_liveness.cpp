@@ -44,6 +44,7 @@ struct PeerAddress {
 struct Heartbeat {
   uint64_t nonce;
   int32_t rank;
+  int32_t unused;  // named, so no padding byte goes out uninitialised
 };
 
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
@@ -122,7 +123,11 @@ class PeerLiveness {
       silent_by_host[world_[peer].host].push_back(peer);
       longest = std::max(longest, age);
     }
-    if (silent_by_host.empty()) return "every peer still answers heartbeats: a rank is alive but did not call this";
+    if (silent_by_host.empty())
+      return peers_.size() + 1 == world_.size()
+                 ? "every peer still answers heartbeats: a rank is alive but did not call this"
+                 : "the " + std::to_string(peers_.size()) + " peers this rank watches of " +
+                       std::to_string(world_.size()) + " still answer heartbeats";
     std::ostringstream text;
     text.precision(3);
     text << "no heartbeat for up to " << longest << " s from ";
@@ -144,7 +149,8 @@ class PeerLiveness {
     while (!stopping_) {
       if (Clock::now() >= next_send) {
         send_heartbeats();
-        next_send += std::chrono::duration_cast<Clock::duration>(interval);
+        // After a stall (a stopped process), one round, not one per interval missed.
+        next_send = std::max(next_send + std::chrono::duration_cast<Clock::duration>(interval), Clock::now());
       }
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_send - Clock::now()).count();
       pollfd readable{socket_, POLLIN, 0};
@@ -154,7 +160,7 @@ class PeerLiveness {
   }
 
   void send_heartbeats() {
-    const Heartbeat beat{world_[rank_].nonce, rank_};
+    const Heartbeat beat{world_[rank_].nonce, rank_, 0};
     for (int peer : peers_) {
       sockaddr_in to{};
       to.sin_family = AF_INET;
@@ -167,7 +173,9 @@ class PeerLiveness {
 
   void receive_heartbeats() {
     Heartbeat beat{};
-    while (recv(socket_, &beat, sizeof(beat), MSG_DONTWAIT) == ssize_t(sizeof(beat))) {
+    // MSG_TRUNC: a datagram of another size reports its own length, and is skipped.
+    for (ssize_t got; (got = recv(socket_, &beat, sizeof(beat), MSG_DONTWAIT | MSG_TRUNC)) >= 0;) {
+      if (got != ssize_t(sizeof(beat))) continue;
       if (beat.nonce != world_[rank_].nonce || beat.rank < 0 || beat.rank >= int(world_.size())) continue;
       last_heard_ns_[beat.rank].store(now_ns());
     }

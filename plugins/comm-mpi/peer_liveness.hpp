@@ -19,7 +19,8 @@ namespace keel_mpi {
 
 // Gathers every rank's host name and starts the heartbeat on `world` (collective over it: every
 // rank calls it when its first world is made; later calls return at once); interval_s 0 turns
-// the heartbeat off. Failing to open a socket only warns: liveness is a diagnostic.
+// the heartbeat off. A rank that cannot open its socket turns it off for the whole world (every
+// rank sees the same gathered table): liveness is a diagnostic, never a failure.
 void start_peer_liveness(MPI_Comm world, double interval_s);
 void stop_peer_liveness();
 

@@ -157,23 +157,36 @@ std::string make_temporary_folder(const CommGroup& world, const std::string& roo
   return temporary;
 }
 
-// Writes this rank's file; the values were checked as they were written, and a refusal on any
-// rank removes the temporary folder, so nothing is left on disk. Returns this rank's manifest part.
+// Writes this rank's file; the values were checked as they were written. Every rank then learns
+// whether any rank found non-finite values or could not write (a full disk, a failed read), and
+// then every rank throws and the temporary folder goes, so nothing is left on disk and no rank
+// waits in the gather for one that gave up. Returns this rank's manifest part.
 nlohmann::json write_rank_file(const CommGroup& world, const std::string& temporary, const std::string& rank_file,
                                int64_t step, RankPart& part) {
-  write_safetensors((fs::path(temporary) / rank_file).string(), part.entries);
-  if (sum_in_rank_order(world, part.nonfinite.empty() ? 0.0 : 1.0) > 0) {
+  const std::string path = (fs::path(temporary) / rank_file).string();
+  std::string write_failure;
+  nlohmann::json file;
+  try {
+    write_safetensors(path, part.entries);
+    uint64_t bytes = 0;
+    const uint32_t crc = file_crc32c(path, &bytes);
+    file = {{"name", rank_file}, {"bytes", bytes}, {"crc32c", crc32c_hex(crc)}};
+  } catch (const std::exception& e) {
+    write_failure = "checkpoint at step " + std::to_string(step) + ": rank " + std::to_string(world.rank) +
+                    " could not write " + path + ": " + e.what() + "; the previous checkpoint is kept";
+  }
+  const bool failed_here = !write_failure.empty() || !part.nonfinite.empty();
+  if (sum_in_rank_order(world, failed_here ? 1.0 : 0.0) > 0) {
     barrier(world);
     std::error_code error;
     if (world.rank == 0) fs::remove_all(temporary, error);
-    throw KeelError(KEEL_ERR_NONFINITE, part.nonfinite.empty() ? "checkpoint at step " + std::to_string(step) +
-                                                                     " refused: another rank holds non-finite values"
-                                                               : part.nonfinite);
+    if (!write_failure.empty()) throw KeelError(KEEL_ERR_IO, write_failure);
+    if (!part.nonfinite.empty()) throw KeelError(KEEL_ERR_NONFINITE, part.nonfinite);
+    throw KeelError(KEEL_ERR_IO, "checkpoint at step " + std::to_string(step) + " abandoned: another rank holds "
+                                 "non-finite values or could not write its file (its message says which); the "
+                                 "previous checkpoint is kept");
   }
-  uint64_t bytes = 0;
-  const uint32_t crc = file_crc32c((fs::path(temporary) / rank_file).string(), &bytes);
-  return {{"file", {{"name", rank_file}, {"bytes", bytes}, {"crc32c", crc32c_hex(crc)}}},
-          {"params", part.params}, {"slices", part.slices}, {"own_state", part.own_state}};
+  return {{"file", file}, {"params", part.params}, {"slices", part.slices}, {"own_state", part.own_state}};
 }
 
 // What the manifest says of the run, taken with the snapshot: the run, the mesh, the position.
@@ -300,11 +313,22 @@ std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
   const nlohmann::json mine = write_rank_file(group, s.temporary, s.rank_file, s.step, s.part);
   if (files_written) files_written();
   const std::vector<std::string> everyone = gather_strings(group, mine.dump());
+  std::string publish_failure;
   if (group.rank == 0) {
-    write_file_atomically((fs::path(s.temporary) / "manifest.json").string(), manifest_of(s.manifest, everyone).dump(1));
-    publish(s.temporary, s.root, s.name, s.run_id, s.keep);
+    try {
+      write_file_atomically((fs::path(s.temporary) / "manifest.json").string(),
+                            manifest_of(s.manifest, everyone).dump(1));
+      publish(s.temporary, s.root, s.name, s.run_id, s.keep);
+    } catch (const std::exception& e) {
+      publish_failure = e.what();
+    }
   }
-  barrier(group);  // nobody goes on (or reads the checkpoint) before it is complete
+  // Rank 0's outcome reaches every rank (nobody goes on, or reads the checkpoint, before it is
+  // complete), so a failed publish fails the save everywhere.
+  if (broadcast_int64(group, publish_failure.empty() ? 0 : 1, 0) != 0)
+    throw KeelError(KEEL_ERR_IO, "checkpoint at step " + std::to_string(s.step) + " not published" +
+                                     (group.rank == 0 ? ": " + publish_failure : " (rank 0's message says why)") +
+                                     "; the previous checkpoint is kept");
   return (fs::path(s.root) / s.name).string();
 }
 

@@ -19,6 +19,7 @@ std::optional<AsyncCheckpointWriter::Written> AsyncCheckpointWriter::start(Pendi
       written_.folder = write_checkpoint(*owned, group_, files_written);
     } catch (...) {
       failure_ = std::current_exception();
+      failed_.store(true, std::memory_order_release);
     }
     written_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   });
@@ -28,6 +29,7 @@ std::optional<AsyncCheckpointWriter::Written> AsyncCheckpointWriter::start(Pendi
 std::optional<AsyncCheckpointWriter::Written> AsyncCheckpointWriter::wait() {
   if (!thread_.joinable()) return std::nullopt;
   thread_.join();
+  failed_ = false;
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   return written_;
 }

@@ -7,6 +7,7 @@
 // crash during the background write loses only this save.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -40,6 +41,9 @@ class AsyncCheckpointWriter {
   // Waits for the write in flight, if any, and returns what it wrote; rethrows its failure.
   std::optional<Written> wait();
   bool in_flight() const { return thread_.joinable(); }
+  // Whether the write in flight has already failed (wait() then rethrows at once): the session
+  // looks after each step, so a failure ends the run then rather than at the next save.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Where snapshots copy the state (checkpoint.h snapshot_checkpoint): one arena, reused by
   // every save, free again once wait() returned.
   std::vector<float>& arena() { return arena_; }
@@ -49,6 +53,7 @@ class AsyncCheckpointWriter {
   std::thread thread_;
   Written written_;
   std::exception_ptr failure_;
+  std::atomic<bool> failed_{false};
   std::vector<float> arena_;
 };
 

@@ -199,6 +199,7 @@ void RunSession::run(const RunSlice& slice) {
 
     StepReport report = phase_report(trainer_, result);
     if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0) save(progress, &report);
+    if (background_saves_ && background_saves_->failed()) finish_background_save();  // throws its failure
     const bool last = result.step == train.steps || (slice.ends_run && result.step == slice.until_step);
     const bool evaluate = last || (train.eval_every > 0 && result.step % train.eval_every == 0);
     const bool logged =
@@ -220,7 +221,16 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
   RunSession session(trainer, out, resumed);
   RunSlice slice;
   slice.until_step = trainer.config().train.steps;
-  session.run(slice);
+  try {
+    session.run(slice);
+  } catch (const StopRequested&) {
+    throw;
+  } catch (const std::exception& e) {
+    // End the other ranks now, naming why: the session's end waits for a background save, whose
+    // collectives the other ranks (stuck in the step this rank left) would never join.
+    trainer.abort_all_ranks(e.what());
+    throw;
+  }
 }
 
 }  // namespace keel
