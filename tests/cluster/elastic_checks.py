@@ -63,9 +63,12 @@ def check_restart(args, work):
         for pid in cluster.pids("keel-h2"):
             os.kill(pid, 9)
         failed_at = time.time()
+        logged_before = len(records(metrics))
         first_after = None
         while supervisor.poll() is None and time.time() - failed_at < 300:
-            if first_after is None and len(records(metrics)) > lost_at_step:
+            # The restarted run's first record: a step at or below the last one logged before
+            # the failure (the dying job may still have logged a later one).
+            if first_after is None and any(r["step"] <= lost_at_step for r in records(metrics)[logged_before:]):
                 first_after = time.time() - failed_at
             time.sleep(0.05)
         if supervisor.poll() is None:
@@ -82,6 +85,7 @@ def check_restart(args, work):
     assert checkpoint_step == 10, f"resumed from step {checkpoint_step}, expected the step-10 checkpoint"
     print(f"host lost after step {lost_at_step}; restarted on 2 ranks ({restart.group(1)}) from step {checkpoint_step}; "
           f"{lost_at_step - checkpoint_step} step(s) of work lost")
+    assert first_after is not None, "the restarted run's first step was never seen while keel launch ran"
     print(f"time from the failure to the first step after the restart: {first_after:.1f} s")
     elastic = {}
     for r in records(metrics):
@@ -114,7 +118,8 @@ def check_refusals(args, work):
     assert p.returncode != 0 and re.search(r"no layout of .* fits the 1 slot\(s\) of the hosts that answer: at 1 ranks, "
                                            r".*tp", p.stderr), p.stdout + p.stderr
     for text, expected in (("node1 slots=0\n", r"hosts:1: slots must be a whole number from 1 to 4096, found '0'"),
-                           ("node1\n-x\n", r"hosts:2: expected a host name or address .* found '-x'"),
+                           ("node1\n-x\n", r"hosts:2: expected a host name or IPv4 address .* found '-x'"),
+                           ("node1:64\n", r"hosts:1: expected a host name or IPv4 address .*slots=N\), found 'node1:64'"),
                            ("node1 cpus=2\n", r"hosts:1: expected slots=N after the host name, found 'cpus=2'"),
                            ("a\na\n", r"hosts:2: host a is listed twice"),
                            ("# nothing\n", r"hosts: the hosts file names no host")):

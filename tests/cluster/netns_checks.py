@@ -60,6 +60,7 @@ def check_parity(args, cluster, work):
         assert placed and int(placed.group(1)) == ranks, f"{tag}: no start-up line with ranks on both hosts:\n" \
                                                          f"{(p.stdout + p.stderr)[-1500:]}"
         print(f"{tag}: {placed.group(0)}")
+        assert len(pc.losses(work, tag)) == 20, f"{tag}: {len(pc.losses(work, tag))} steps logged, expected 20"
         pc.compare_losses(reference, pc.losses(work, tag), f"{tag} across hosts", 1e-5)
         pc.compare_params(ref_params, pc.final_params(f"{work}/{tag}/step-00000020"), f"{tag} across hosts", 5e-5)
     print(f"parity: {len(CASES)} layouts across 2 hosts against one rank")
@@ -103,8 +104,8 @@ def check_link_cut(args, cluster, work):
         time.sleep(0.1)
     cluster.cut("keel-h2")
     cut_at = time.time()
-    # The launcher (mpirun with oob keepalives, netns_cluster.py) notices the lost host itself;
-    # its detection (3 s idle + 3 × 1 s probes) may land before or after the ranks' timeout.
+    # The ranks' watchdog fires first; the launcher's own messages to the lost host then fail
+    # within the namespaces' TCP retry bound (netns_cluster.py).
     bound = timeout_s + 25
     ranks_gone = None
     while time.time() - cut_at < bound:
@@ -127,19 +128,20 @@ def check_link_cut(args, cluster, work):
         f"the ranks took {ranks_gone}s to exit, comm.timeout_s is {timeout_s}"
     assert job.returncode != 0, "the job exited 0 although a host was lost"
     named = re.search(r"keel: rank 0 of 2: .*timed out after 5s .*no heartbeat .* from host keel-h2 \(rank 1\)", err)
-    launcher_named = re.search(r"lost communication with a remote daemon[\s\S]*10\.77\.0\.12", err)
-    assert named or launcher_named, f"no message names the lost host:\n{err[-3000:]}"
-    print("named by:", named.group(0) if named else "the launcher: " + launcher_named.group(0).splitlines()[0])
+    assert named, f"rank 0's message does not name the lost host keel-h2:\n{err[-3000:]}"
+    print("named:", named.group(0))
     inspect = subprocess.run([args.keel, "inspect", f"{work}/cut"], capture_output=True, text=True)
     assert inspect.returncode == 0, f"the last checkpoint is not valid: {inspect.stderr}"
     step = int(re.search(r"step (\d+),", inspect.stdout).group(1))
     assert step >= 10, f"the last checkpoint is at step {step}, but 12 steps were logged before the cut"
     print(inspect.stdout.strip())
     # It resumes (on one rank here, resharded from dp 2) and trains on.
-    resume = pc.run(args, 1, "ddp", work, "cut", [f"data.micro_batch={pc.G // 2}", "train.checkpoint.every=5"],
-                    steps=step + 2, resume="latest")
-    assert steps_logged(f"{work}/cut.jsonl") >= 12 and resume.returncode == 0
-    print(f"resumed from step {step} and trained to step {step + 2}")
+    pc.run(args, 1, "ddp", work, "cut", [f"data.micro_batch={pc.G // 2}", "train.checkpoint.every=5"],
+           steps=step + 2, resume="latest")
+    with open(f"{work}/cut.jsonl") as f:
+        after = [json.loads(line)["step"] for line in f if line.strip()][-2:]
+    assert after == [step + 1, step + 2], f"the resumed run logged steps {after}, expected {step + 1} and {step + 2}"
+    print(f"resumed from step {step} and trained steps {step + 1}-{step + 2}")
 
 
 def main():

@@ -97,7 +97,7 @@ class Cluster:
             f.write("#!/bin/sh\n# mpirun across the namespace cluster, TCP between hosts only\n"
                     f"exec ip netns exec {self._ns[self.head[0]]} mpirun --mca plm_rsh_agent {self.agent} --mca btl tcp,self "
                     f"--mca btl_tcp_if_include {self.subnet}.0/24 --mca oob_tcp_if_include {self.subnet}.0/24 "
-                    "--mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_keepalive_time 3 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \"$@\"\n")
+                    "--mca plm_rsh_no_tree_spawn 1 \"$@\"\n")
         os.chmod(self.mpirun, 0o755)
 
     def host_list(self, slots):

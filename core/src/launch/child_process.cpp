@@ -19,6 +19,10 @@ extern char** environ;
 namespace keel {
 namespace {
 
+// How long a group asked to end (SIGTERM) has before it is killed: mpirun uses it to end its
+// daemons on other hosts.
+constexpr double kGraceSeconds = 3.0;
+
 int shell_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -34,8 +38,15 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, bool quiet) {
   args.push_back(nullptr);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attributes, 0);  // a group of its own, led by the child
+  sigset_t none, stops;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);  // the caller may block signals around the spawn
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  posix_spawnattr_setsigdefault(&attributes, &stops);
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
   if (quiet) {
@@ -49,10 +60,17 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, bool quiet) {
 }
 
 ChildProcess::~ChildProcess() {
-  if (reaped_) return;
-  signal_group(SIGKILL);
-  int status = 0;
-  waitpid(pid_, &status, 0);
+  // The leader may be gone while what it started here lives on (a rank stuck in a system call, a
+  // daemon mpirun left): the group is asked to end, then made to, so nothing holds a port or a
+  // GPU the next attempt needs. A group with no member left just answers ESRCH.
+  ::kill(-pid_, SIGTERM);
+  if (!reaped_ && !wait(kGraceSeconds)) {
+    ::kill(-pid_, SIGKILL);
+    wait();
+  } else if (::kill(-pid_, 0) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // survivors: a moment to end on SIGTERM
+  }
+  ::kill(-pid_, SIGKILL);
 }
 
 std::optional<int> ChildProcess::wait(double timeout_s) {
@@ -74,7 +92,7 @@ std::optional<int> ChildProcess::wait(double timeout_s) {
 }
 
 void ChildProcess::signal_group(int signal) {
-  if (!reaped_ && pid_ > 0) ::kill(-pid_, signal);
+  if (pid_ > 0) ::kill(-pid_, signal);
 }
 
 std::string command_text(const std::vector<std::string>& argv) {

@@ -17,7 +17,8 @@ class ChildProcess {
   // Starts argv[0] (searched on PATH) with argv; throws KeelError when it cannot be started.
   // `quiet`: its stdout and stderr go to /dev/null (a probe), else they are ours.
   explicit ChildProcess(const std::vector<std::string>& argv, bool quiet = false);
-  // Kills the group if it is still running, and reaps it.
+  // Ends the group, also what outlived its leader: SIGTERM, a grace period, then SIGKILL; reaps
+  // the leader.
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -25,7 +26,8 @@ class ChildProcess {
   // The exit status (128 + N for a signal N, as a shell says) once the process ends, or nullopt
   // when it is still running after `timeout_s` (< 0: wait as long as it takes).
   std::optional<int> wait(double timeout_s = -1);
-  // Sends `signal` to the whole group.
+  // Sends `signal` to the whole group (the child is its leader; the group outlives it while any
+  // process it started is alive).
   void signal_group(int signal);
   pid_t pid() const { return pid_; }
 

@@ -87,34 +87,42 @@ std::string this_executable() {
 // The job's launcher group, for the signal handler to pass SIGINT and SIGTERM on to.
 std::atomic<pid_t> g_job_group{0};
 std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "the signal handler may only touch lock-free atomics");
 
 void forward_signal(int signal) {
   g_stop_signal = signal;
   if (const pid_t group = g_job_group.load(); group > 0) ::kill(-group, signal);
 }
 
-// The hosts on which the launcher starts `keel --version` within the timeout; probed at once.
+// The hosts on which the launcher starts `keel --version` within the timeout, probed
+// kProbesAtOnce at a time (each probe is a launcher process of its own).
+constexpr size_t kProbesAtOnce = 64;
+
 std::vector<LaunchHost> answering_hosts(const LaunchOptions& options, const std::vector<LaunchHost>& hosts,
                                         const std::string& keel, std::ostream& out) {
-  std::vector<std::unique_ptr<ChildProcess>> probes;
-  for (const LaunchHost& host : hosts) {
-    std::vector<std::string> argv = options.launcher;
-    argv.insert(argv.end(), {"--host", host.name + ":1", "-np", "1", keel, "--version"});
-    probes.push_back(std::make_unique<ChildProcess>(argv, /*quiet=*/true));
-  }
-  const auto deadline = Clock::now() + std::chrono::duration<double>(options.probe_timeout_s);
   std::vector<LaunchHost> alive;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    const double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
-    const std::optional<int> status = probes[i]->wait(left);
-    if (status && *status == 0) alive.push_back(hosts[i]);
-    else
-      out << "keel launch: host " << hosts[i].name << " does not answer ("
-          << (status ? "the probe exited " + std::to_string(*status) : "no reply within " +
-                                                                            std::to_string(int(options.probe_timeout_s)) + " s")
-          << ")" << std::endl;
-  }
-  return alive;  // the probes still running are killed as `probes` goes
+  for (size_t first = 0; first < hosts.size() && !g_stop_signal; first += kProbesAtOnce) {
+    const size_t last = std::min(hosts.size(), first + kProbesAtOnce);
+    std::vector<std::unique_ptr<ChildProcess>> probes;
+    for (size_t i = first; i < last; ++i) {
+      std::vector<std::string> argv = options.launcher;
+      argv.insert(argv.end(), {"--host", hosts[i].name + ":1", "-np", "1", keel, "--version"});
+      probes.push_back(std::make_unique<ChildProcess>(argv, /*quiet=*/true));
+    }
+    const auto deadline = Clock::now() + std::chrono::duration<double>(options.probe_timeout_s);
+    for (size_t i = first; i < last; ++i) {
+      const double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+      const std::optional<int> status = probes[i - first]->wait(left);
+      if (status && *status == 0) alive.push_back(hosts[i]);
+      else
+        out << "keel launch: host " << hosts[i].name << " does not answer ("
+            << (status ? "the probe exited " + std::to_string(*status)
+                       : "no reply within " + std::to_string(int(options.probe_timeout_s)) + " s")
+            << ")" << std::endl;
+    }
+  }  // the probes still running are ended as `probes` goes
+  return alive;
 }
 
 struct Plan {
@@ -126,8 +134,13 @@ struct Plan {
 Plan largest_layout(const RunConfig& config, const std::vector<LaunchHost>& hosts) {
   int32_t slots = 0;
   for (const LaunchHost& host : hosts) slots += host.slots;
+  // Only multiples of tp × pp can be layouts; dp shrinks one at a time from the most that fit.
+  const int32_t per_replica = std::max(1, config.tp * config.pp);
+  std::vector<int32_t> candidates{slots};  // first, for the message when nothing fits
+  for (int32_t ranks = slots - slots % per_replica; ranks >= per_replica; ranks -= per_replica)
+    if (ranks != slots) candidates.push_back(ranks);
   std::string why_not_all;
-  for (int32_t ranks = slots; ranks >= 1; --ranks) {
+  for (const int32_t ranks : candidates) {
     try {
       return {ranks, check_mesh_plan(config, ranks)};
     } catch (const KeelError& e) {
@@ -170,6 +183,11 @@ int launch_command(const std::vector<std::string>& args, std::ostream& out, std:
   int status = 1;
   for (int32_t attempt = 0;; ++attempt) {
     const std::vector<LaunchHost> alive = answering_hosts(options, hosts, keel, out);
+    if (g_stop_signal) {
+      out << "keel launch: stopped by signal " << g_stop_signal << " before " << (attempt ? "restarting" : "starting")
+          << std::endl;
+      return attempt ? status : 128 + g_stop_signal;
+    }
     if (alive.empty()) throw KeelError(KEEL_ERR_IO, "keel launch: no host of " + options.hosts_file + " answers");
     const Plan plan = largest_layout(config, alive);
     const bool resume = has_checkpoint(config);
@@ -185,9 +203,24 @@ int launch_command(const std::vector<std::string>& args, std::ostream& out, std:
         << "\nkeel launch: running " << command_text(argv) << std::endl;
     const auto started = Clock::now();
     {
-      ChildProcess job(argv);
-      g_job_group = job.pid();
-      status = *job.wait();
+      // A stop signal arriving between the spawn and the note of the job's group would reach
+      // nobody: blocked until the group is noted, then passed on if it came meanwhile.
+      sigset_t stops, before;
+      sigemptyset(&stops);
+      sigaddset(&stops, SIGINT);
+      sigaddset(&stops, SIGTERM);
+      sigprocmask(SIG_BLOCK, &stops, &before);
+      std::optional<ChildProcess> job;
+      try {
+        job.emplace(argv);
+      } catch (...) {
+        sigprocmask(SIG_SETMASK, &before, nullptr);
+        throw;
+      }
+      g_job_group = job->pid();
+      sigprocmask(SIG_SETMASK, &before, nullptr);
+      if (const int pending = g_stop_signal) job->signal_group(pending);
+      status = *job->wait();
       g_job_group = 0;
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();

@@ -20,7 +20,7 @@ constexpr size_t kMaxNameLength = 253;  // a DNS name's limit
 bool plain_host_name(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameLength || name[0] == '-') return false;
   for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != ':') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') return false;
   return true;
 }
 
@@ -38,8 +38,8 @@ std::vector<LaunchHost> read_host_file(const std::string& path) {
     LaunchHost host;
     if (!(words >> host.name)) continue;
     if (!plain_host_name(host.name))
-      throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "expected a host name or address (letters, digits, . - _ :, "
-                                                       "not starting with -), found '" + host.name.substr(0, 64) + "'");
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "expected a host name or IPv4 address (letters, digits, . - _, "
+                                                       "not starting with -; slots go in slots=N), found '" + host.name.substr(0, 64) + "'");
     for (std::string word; words >> word;) {
       if (word.rfind("slots=", 0) != 0)
         throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "expected slots=N after the host name, found '" +

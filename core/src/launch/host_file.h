@@ -1,6 +1,7 @@
 // The hosts file of `keel launch`: one host per line, in the form OpenMPI's hostfiles use
 // ("node07 slots=4"; slots default 1), blank lines and # comments ignored. Untrusted input: a
-// name must be a plain host name or address and every count is bounded, so nothing read here
+// name must be a plain host name or IPv4 address (no ':', so no "host:N" slot count of its own)
+// and every count is bounded, so nothing read here
 // can smuggle options or shell words into the launcher's command line.
 #pragma once
 
