@@ -14,7 +14,7 @@
 // Slurm counts only inside a step that srun started (SLURM_STEP_ID set and not one of Slurm's
 // special steps): a batch script or an salloc shell also carries SLURM_PROCID=0 and the job's
 // SLURM_NTASKS, but there one process runs with no world around it, as the mpi comm plugin
-// (plugins/comm-mpi/mpi_process.hpp) also decides. batch_script_tasks() tells that case apart.
+// also decides. batch_script_tasks() tells that case apart.
 //
 // Every number is bounded: garbage throws StatusError(KEEL_ERR_INVALID_ARGUMENT) naming the
 // variable and its value, since a wrong rank or world would silently corrupt a run.
