@@ -10,6 +10,8 @@
 #include <string>
 
 #include "ddp_strategy.hpp"
+#include "powersgd_compressor.hpp"
+#include "topk_compressor.hpp"
 
 namespace keel_ddp {
 
@@ -21,7 +23,11 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
                                                      " is outside a data-parallel group of " +
                                                      std::to_string(args.dp_size));
   dp_size_ = args.dp_size;
-  if (dp_size_ == 1) return;  // one rank: nothing to reduce, no thread
+  if (dp_size_ == 1) {  // one rank: nothing to reduce, no thread
+    if (config.compression != DdpConfig::Compression::none)
+      store_.host()->log(KEEL_LOG_INFO, "strategy ddp", "one rank: no gradient is sent, so none is compressed");
+    return;
+  }
   if (!args.dp_comm || !args.dp_comm_obj)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: dp_size is " + std::to_string(dp_size_) +
                                                      " but no data-parallel communicator was given");
@@ -36,6 +42,20 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
   if (!KEEL_HAS_SLOT(store_.backend().api, scale))
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend lacks the \"scale\" slot ddp needs to average gradients");
   buckets_ = plan_gradient_buckets(store_.layout(), config.bucket_bytes);
+  group_ = DataParallelGroup{args.dp_comm, args.dp_comm_obj, dp_size_};
+  if (config.compression == DdpConfig::Compression::topk)
+    compressor_ = std::make_unique<TopkCompressor>(config.topk_ratio, store_.grad_elements());
+  if (config.compression == DdpConfig::Compression::powersgd)
+    compressor_ = std::make_unique<PowerSgdCompressor>(store_, config.powersgd_rank, args.seed);
+  if (compressor_) {
+    if (!KEEL_HAS_SLOT(args.dp_comm, all_gather))
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the comm plugin lacks the \"all_gather\" slot gradient compression needs");
+    own_arrays_ = compressor_->own_arrays();
+    store_.host()->log(KEEL_LOG_INFO, "strategy ddp", compressor_->describe(store_).c_str());
+    // The compressed messages are formed after the backward, on the training thread: no reducer.
+    start_accumulation();
+    return;
+  }
   for (const GradientBucket& bucket : buckets_.buckets) {
     char waits = 0;
     for (int32_t layer : bucket.layers) waits |= store_.stage_tied().holds_tied(layer) ? 1 : 0;
@@ -53,6 +73,7 @@ void DdpStrategy::start_accumulation() {
   collecting_ = false;
   reduced_ = false;
   tied_summed_ = false;
+  reduction_failure_.reset();
   if (!reducer_) return;
   reducer_->wait_idle();  // the gradients must not change under a running all_reduce
   layer_final_.assign(store_.layout().layers.size(), 0);
@@ -60,7 +81,6 @@ void DdpStrategy::start_accumulation() {
   for (const GradientBucket& bucket : buckets_.buckets)
     bucket_layers_left_.push_back(static_cast<int32_t>(bucket.layers.size()));
   bucket_submitted_.assign(buckets_.buckets.size(), 0);
-  reduction_failure_.reset();
 }
 
 void DdpStrategy::mark_layer_final(int32_t layer) {
@@ -107,6 +127,16 @@ void DdpStrategy::finish_gradient_reduction() {
     store_.stage_tied().sum_over_stages([&](size_t index) { return store_.grad_element(index, 0); });
     tied_summed_ = true;
   }
+  if (compressor_) {
+    try {
+      compressor_->reduce_mean(store_, buckets_, group_);
+    } catch (const StatusError& e) {
+      reduction_failure_ = std::make_unique<StatusError>(e);
+      throw;
+    }
+    reduced_ = true;
+    return;
+  }
   if (!reducer_) {
     reduced_ = true;
     return;
@@ -121,6 +151,18 @@ void DdpStrategy::finish_gradient_reduction() {
   }
   store_.backend().scale(store_.grads(), 1.0f / static_cast<float>(dp_size_), store_.grad_elements());
   reduced_ = true;
+}
+
+void DataParallelGroup::all_reduce_sum(void* data, size_t count, keel_dtype dtype) const {
+  if (count == 0) return;
+  keel_support::check_callee(comm->all_reduce(comm_obj, data, data, count, dtype, KEEL_REDUCE_SUM, nullptr),
+                             "data-parallel all_reduce of compressed gradients");
+}
+
+void DataParallelGroup::all_gather(const void* send, void* recv, size_t count, keel_dtype dtype) const {
+  if (count == 0) return;
+  keel_support::check_callee(comm->all_gather(comm_obj, send, recv, count, dtype, nullptr),
+                             "data-parallel all_gather of compressed gradients");
 }
 
 }  // namespace keel_ddp

@@ -16,12 +16,18 @@
 #include <keel_support/param_store.hpp>
 
 #include "gradient_buckets.hpp"
+#include "gradient_compressor.hpp"
 
 namespace keel_ddp {
 
-// The "parallel.strategy" section, parsed by ddp_plugin.cpp.
+// The "parallel.strategy" section, parsed by ddp_plugin.cpp: ddp's, or topk's and powersgd's,
+// which reduce the same buckets through a compressor (gradient_compressor.hpp).
 struct DdpConfig {
+  enum class Compression { none, topk, powersgd };
   uint64_t bucket_bytes = 25ull << 20;  // "bucket_mb", MiB
+  Compression compression = Compression::none;
+  double topk_ratio = 0.01;             // topk "ratio": the share of each bucket sent, (0, 1]
+  int32_t powersgd_rank = 4;            // powersgd "rank": the factors' columns, ≥ 1
 };
 
 class DdpStrategy {
@@ -31,6 +37,8 @@ class DdpStrategy {
 
   static constexpr const char* kSource = "strategy ddp";  // prefixes every message
   const keel_host* host() const { return store_.host(); }
+  // The compressor's error-feedback arrays (strategy.h own state); none for plain ddp.
+  const std::vector<CompressorArray>& own_arrays() const { return own_arrays_; }
   keel_support::ParamStore& store() { return store_; }
   int32_t params_resident() const { return 1; }
 
@@ -64,6 +72,9 @@ class DdpStrategy {
   bool collecting_ = false;  // inside a layer's last backward of the step: final releases start reductions
   bool reduced_ = false;     // the gradients hold the data-parallel mean of this accumulation
   bool tied_summed_ = false; // the STAGE_TIED gradients were summed over the embedding group (pp)
+  DataParallelGroup group_;                         // the training thread's view of the dp group (compressors)
+  std::unique_ptr<GradientCompressor> compressor_;  // topk, powersgd: the mean is formed after the backward
+  std::vector<CompressorArray> own_arrays_;         // the compressor's, named for the strategy's life
   std::unique_ptr<keel_support::StatusError> reduction_failure_;  // rethrown until the next accumulation
   std::unique_ptr<keel_support::CommWorker> reducer_;  // after store_: joined before the memory it reduces is freed
 };

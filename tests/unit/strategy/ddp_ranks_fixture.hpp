@@ -49,6 +49,8 @@ struct DdpRank {
 
 class DdpRanksTest : public ::testing::Test {
  protected:
+  // The ddp library also holds ddp's compressing variants, "topk" and "powersgd".
+  explicit DdpRanksTest(const char* plugin_name = "ddp") : plugin(KEEL_DDP_PLUGIN_PATH, KEEL_KIND_STRATEGY, plugin_name) {}
   ~DdpRanksTest() override {
     for (auto& rank : ranks)
       if (rank->strategy) api.destroy(rank->strategy);
@@ -94,7 +96,7 @@ class DdpRanksTest : public ::testing::Test {
 
   keel_comm_counters counters(int32_t rank) { return ThreadWorld::counters_of(world->comm(rank)); }
 
-  LoadedPlugin plugin{KEEL_DDP_PLUGIN_PATH, KEEL_KIND_STRATEGY, "ddp"};
+  LoadedPlugin plugin;
   const keel_strategy_api& api = plugin.api<keel_strategy_api>();
   keel_host host{sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, record_thread_error, discard_log,
                  pattern_init_quietly, read_thread_error};

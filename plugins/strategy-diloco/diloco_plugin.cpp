@@ -1,0 +1,98 @@
+// The diloco plugin's C ABI face: its config section, the strategy table (keel_support's
+// StrategySlots plus the own-state slots of ABI 0.5) and the entry symbol.
+#include <keel/plugin.h>
+#include <keel/strategy.h>
+
+#include <keel_support/abi_guard.hpp>
+#include <keel_support/json_section.hpp>
+#include <keel_support/plugin_entry.hpp>
+#include <keel_support/strategy_slots.hpp>
+
+#include <climits>
+#include <memory>
+
+#include "diloco_strategy.hpp"
+
+namespace keel_diloco {
+
+Config parse_config(const char* config_json, const char* json_path) {
+  auto section = keel_support::JsonSection::parse(config_json, json_path);
+  section.allow("plugin");
+  Config config;
+  config.sync_every = section.get_in_range<int64_t>("sync_every", config.sync_every, 1, INT32_MAX);
+  const std::string outer = section.get<std::string>("outer_optimizer", "nesterov");
+  if (outer != "nesterov" && outer != "sgd")
+    throw keel_support::ConfigError(section.path_of("outer_optimizer") + ": expected \"nesterov\" or \"sgd\", found \"" +
+                                    outer + "\"");
+  config.nesterov = outer == "nesterov";
+  config.outer_lr = section.get_in_range<double>("outer_lr", config.outer_lr, 0.0, 100.0);
+  config.outer_momentum = section.get<double>("outer_momentum", config.outer_momentum);
+  if (!(config.outer_momentum >= 0.0 && config.outer_momentum < 1.0))
+    throw keel_support::ConfigError(section.path_of("outer_momentum") + ": expected a value in [0, 1), found " +
+                                    nlohmann::json(config.outer_momentum).dump());
+  if (config.nesterov && config.outer_momentum == 0.0)
+    throw keel_support::ConfigError(section.path_of("outer_momentum") +
+                                    ": Nesterov needs momentum > 0; use \"outer_optimizer\": \"sgd\" for none");
+  section.finish();
+  return config;
+}
+
+namespace {
+
+using keel_support::StatusError;
+using Slots = keel_support::StrategySlots<Diloco>;
+
+keel_status validate_config(const keel_host* host, const char* config_json, const char* json_path) {
+  return keel_support::guard(host, Diloco::kSource, [&] { parse_config(config_json, json_path); });
+}
+
+keel_status create(const keel_host* host, const keel_strategy_create_args* args, void** out_strategy) {
+  return keel_support::guard(host, Diloco::kSource, [&] {
+    if (!host || !args || !out_strategy) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: a NULL argument");
+    auto strategy = std::make_unique<Diloco>(host, *args, parse_config(args->config_json, args->json_path));
+    *out_strategy = strategy.release();
+  });
+}
+
+keel_status own_state_count(void* handle, int32_t* out) {
+  return Slots::with(handle, [&](Diloco& s) {
+    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own_state_count: out is NULL");
+    *out = s.own_state_count();
+  });
+}
+keel_status own_state_info(void* handle, int32_t index, const char** out_name, int64_t* out_count) {
+  return Slots::with(handle, [&](Diloco& s) {
+    if (!out_name || !out_count) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own_state_info: an output is NULL");
+    *out_name = s.own_state_name(index).c_str();
+    *out_count = s.own_state_elements();
+  });
+}
+keel_status read_own_state(void* handle, int32_t index, float* dst) {
+  return Slots::with(handle, [&](Diloco& s) { s.read_own_state(index, dst); });
+}
+keel_status write_own_state(void* handle, int32_t index, const float* src) {
+  return Slots::with(handle, [&](Diloco& s) { s.write_own_state(index, src); });
+}
+
+keel_strategy_api make_table() {
+  keel_strategy_api table = Slots::table(validate_config, create);
+  table.own_state_count = own_state_count;
+  table.own_state_info = own_state_info;
+  table.read_own_state = read_own_state;
+  table.write_own_state = write_own_state;
+  return table;
+}
+
+const keel_strategy_api kTable = make_table();
+
+const keel_plugin_info kInfos[] = {keel_support::plugin_info(
+    KEEL_KIND_STRATEGY, "diloco", "0.1.0", &kTable,
+    "DiLoCo: sync_every local inner-optimizer steps per rank, then the averaged pseudo-gradient through an outer "
+    "SGD or Nesterov step")};
+
+const keel_plugin_list kList = keel_support::plugin_list(kInfos);
+
+}  // namespace
+}  // namespace keel_diloco
+
+extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) { return &keel_diloco::kList; }

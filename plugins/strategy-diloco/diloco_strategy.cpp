@@ -1,0 +1,157 @@
+// DiLoCo's steps (see diloco_strategy.hpp): the inner optimizer on this rank's own gradients, a
+// grad norm that is the same on every rank, and at each interval's end the average and the outer
+// step, on host copies in fp32, element by element as torch.optim.SGD's single-tensor rule.
+#include "diloco_strategy.hpp"
+
+#include <keel/plugin.h>
+#include <keel_support/abi_guard.hpp>
+#include <keel_support/offload_tier.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace keel_diloco {
+namespace {
+
+using keel_support::check_callee;
+using keel_support::StatusError;
+
+constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
+constexpr keel_dtype kFloat64 = {KEEL_DTYPE_FLOAT, 64, 1};
+
+[[noreturn]] void invalid(const std::string& message) { throw StatusError(KEEL_ERR_INVALID_ARGUMENT, message); }
+
+const keel_strategy_create_args& checked(const keel_strategy_create_args& args) {
+  if (args.struct_size < offsetof(keel_strategy_create_args, dp_size) + sizeof(args.dp_size))
+    invalid("create: args are older than ABI 0.4");
+  keel_support::check_strategy_tables(args, {{"scale", KEEL_HAS_SLOT(args.backend, scale)}});
+  if (args.dp_comm && !KEEL_HAS_SLOT(args.dp_comm, all_reduce))
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the data-parallel communicator lacks all_reduce");
+  if (args.dp_comm && (args.dp_size < 1 || args.dp_rank < 0 || args.dp_rank >= args.dp_size))
+    invalid("create: dp_rank " + std::to_string(args.dp_rank) + " is outside dp_size " + std::to_string(args.dp_size));
+  if (keel_support::pipeline_position(args).size > 1)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "create: parallel.pp is " +
+                                                  std::to_string(keel_support::pipeline_position(args).size) +
+                                                  ", but diloco supports no pipeline parallelism (pp 1 only)");
+  if (keel_support::offload_request(args).api)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: diloco keeps every array resident; remove the offload section");
+  return args;
+}
+
+}  // namespace
+
+Diloco::Diloco(const keel_host* host, const keel_strategy_create_args& args, Config config)
+    : store_(host, checked(args), keel_support::StoreOptions{}),
+      dp_comm_(args.dp_comm),
+      dp_comm_obj_(args.dp_comm_obj),
+      dp_size_(args.dp_comm ? args.dp_size : 1),
+      config_(config),
+      norm_scalar_(store_.backend().alloc_bytes(sizeof(double))),
+      start_(size_t(store_.layout().full_elements), 0.0f),
+      momentum_(size_t(store_.layout().full_elements), 0.0f) {
+  own_state_names_.push_back("params");
+  for (int32_t slot = 0; slot < store_.n_state_slots(); ++slot)
+    own_state_names_.push_back("optimizer_state." + std::to_string(slot));
+  own_state_names_.push_back("diloco.start");
+  own_state_names_.push_back("diloco.outer_momentum");
+  keel_logf(host, KEEL_LOG_INFO, kSource, "%d ranks: %lld inner steps per interval, outer %s lr %g momentum %g",
+            int(dp_size_), (long long)config_.sync_every, config_.nesterov ? "nesterov" : "sgd", config_.outer_lr,
+            config_.outer_momentum);
+}
+
+void Diloco::acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const {
+  store_.check_acquire(layer, phase, params, grads, n);
+  store_.describe_layer(layer, store_.full_layer(store_.params(), layer), store_.full_layer(store_.grads(), layer),
+                        params, grads, n);
+}
+
+void Diloco::release(int32_t layer, int32_t phase, int32_t /*grads_final*/) const { store_.check_layer(layer, phase); }
+
+void Diloco::begin_microbatch(int32_t index, int32_t /*is_last*/) const {
+  if (index < 0) invalid("begin_microbatch: index is negative");
+}
+
+void Diloco::zero_grads() { store_.backend().fill_zero(store_.grads(), store_.grad_elements()); }
+
+// The dp-mean of the local sums of squares, so every rank clips alike and logs the same norm.
+double Diloco::grad_sq_norm() {
+  double sum_squares = store_.counted_grad_sum_squares();
+  if (dp_size_ == 1) return sum_squares;
+  const keel_support::BackendOps& backend = store_.backend();
+  backend.copy_bytes(norm_scalar_.get(), &sum_squares, sizeof(double), KEEL_COPY_HOST_TO_DEVICE);
+  check_callee(dp_comm_->all_reduce(dp_comm_obj_, norm_scalar_.get(), norm_scalar_.get(), 1, kFloat64, KEEL_REDUCE_SUM,
+                                    nullptr), "comm all_reduce");
+  backend.copy_bytes(&sum_squares, norm_scalar_.get(), sizeof(double), KEEL_COPY_DEVICE_TO_HOST);
+  return sum_squares / dp_size_;
+}
+
+// The first step's parameters (identical on every rank: the same seed, or the checkpoint's
+// replicated values) start the first interval unless a checkpoint restored an interval.
+void Diloco::remember_start() {
+  store_.backend().copy(start_.data(), store_.params(), store_.layout().full_elements, KEEL_COPY_DEVICE_TO_HOST);
+  started_ = true;
+}
+
+void Diloco::step(const keel_strategy_step_args& args) {
+  keel_support::ParamStore::check_step(args);
+  if (!started_) remember_start();
+  store_.step_owned(args);
+  // The cadence follows the global step count, so a resumed run syncs on the same steps.
+  if (args.step % config_.sync_every == 0) outer_step();
+}
+
+// average θ_i over ranks; Δ = start − average; momentum = μ·momentum + Δ;
+// start −= lr · (Δ + μ·momentum) (nesterov) or lr · momentum (sgd); every rank continues from start.
+void Diloco::outer_step() {
+  const int64_t total = store_.layout().full_elements;
+  if (total == 0) return;
+  const keel_support::BackendOps& backend = store_.backend();
+  if (dp_size_ > 1) {
+    check_callee(dp_comm_->all_reduce(dp_comm_obj_, store_.params(), store_.params(), size_t(total), kFloat32,
+                                      KEEL_REDUCE_SUM, nullptr), "comm all_reduce of the parameters");
+    backend.scale(store_.params(), 1.0f / float(dp_size_), total);
+  }
+  std::vector<float> average(static_cast<size_t>(total));
+  backend.copy(average.data(), store_.params(), total, KEEL_COPY_DEVICE_TO_HOST);
+  const float lr = float(config_.outer_lr), mu = float(config_.outer_momentum);
+  for (size_t e = 0; e < average.size(); ++e) {
+    const float delta = start_[e] - average[e];
+    momentum_[e] = mu * momentum_[e] + delta;
+    start_[e] -= lr * (config_.nesterov ? delta + mu * momentum_[e] : momentum_[e]);
+  }
+  backend.copy(store_.params(), start_.data(), total, KEEL_COPY_HOST_TO_DEVICE);
+}
+
+// --- own state ---
+
+const std::string& Diloco::own_state_name(int32_t index) const {
+  if (index < 0 || index >= own_state_count())
+    invalid("own state index " + std::to_string(index) + " is outside [0, " + std::to_string(own_state_count()) + ")");
+  return own_state_names_[size_t(index)];
+}
+
+void Diloco::read_own_state(int32_t index, float* dst_host) {
+  own_state_name(index);
+  const int64_t n = own_state_elements();
+  if (n > 0 && !dst_host) invalid("read_own_state: dst_host is NULL");
+  const int32_t slots = store_.n_state_slots();
+  if (index == 0) return store_.backend().copy(dst_host, store_.params(), n, KEEL_COPY_DEVICE_TO_HOST);
+  if (index <= slots) return store_.backend().copy(dst_host, store_.state("own state", index - 1), n, KEEL_COPY_DEVICE_TO_HOST);
+  if (!started_) remember_start();  // saved before the first step: the interval starts here
+  const std::vector<float>& host = index == slots + 1 ? start_ : momentum_;
+  std::copy(host.begin(), host.end(), dst_host);
+}
+
+void Diloco::write_own_state(int32_t index, const float* src_host) {
+  own_state_name(index);
+  const int64_t n = own_state_elements();
+  if (n > 0 && !src_host) invalid("write_own_state: src_host is NULL");
+  const int32_t slots = store_.n_state_slots();
+  if (index == 0) return store_.backend().copy(store_.params(), src_host, n, KEEL_COPY_HOST_TO_DEVICE);
+  if (index <= slots) return store_.backend().copy(store_.state("own state", index - 1), src_host, n, KEEL_COPY_HOST_TO_DEVICE);
+  std::vector<float>& host = index == slots + 1 ? start_ : momentum_;
+  std::copy(src_host, src_host + n, host.begin());
+  if (index == slots + 1) started_ = true;
+}
+
+}  // namespace keel_diloco

@@ -1,0 +1,73 @@
+// DiLoCo (Douillard et al., 2023): every data-parallel rank takes `sync_every` inner optimizer
+// steps (the run's optimizer, AdamW in the paper) on its own data with no communication; then
+// the ranks average their parameters, and the difference between the parameters the interval
+// started from and that average, the pseudo-gradient, goes through an outer optimizer (SGD or
+// Nesterov momentum) whose result every rank starts the next interval from. One all-reduce of
+// the parameters per interval replaces one of the gradients per step.
+// Layout, init, the model's views, the inner optimizer and checkpoint I/O are the parameter
+// store's (keel_support/param_store.hpp); this is the algorithm and its per-rank own state.
+#pragma once
+
+#include <keel/strategy.h>
+
+#include <keel_support/backend_buffer.hpp>
+#include <keel_support/param_store.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace keel_diloco {
+
+// The "parallel.strategy" section (diloco_plugin.cpp parses it).
+struct Config {
+  int64_t sync_every = 50;        // inner steps per interval, ≥ 1 (the paper: 500)
+  bool nesterov = true;           // "outer_optimizer": "nesterov" (the paper's) or "sgd"
+  double outer_lr = 0.7;          // the paper's
+  double outer_momentum = 0.9;    // in [0, 1); 0 with "sgd" is plain averaging at outer_lr 1
+};
+Config parse_config(const char* config_json, const char* json_path);
+
+class Diloco {
+ public:
+  Diloco(const keel_host* host, const keel_strategy_create_args& args, Config config);
+
+  static constexpr const char* kSource = "strategy diloco";
+  const keel_host* host() const { return store_.host(); }
+  keel_support::ParamStore& store() { return store_; }
+  int32_t params_resident() const { return 1; }
+
+  void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const;
+  void release(int32_t layer, int32_t phase, int32_t grads_final) const;
+  void begin_microbatch(int32_t index, int32_t is_last) const;
+  void zero_grads();
+  double grad_sq_norm();
+  void step(const keel_strategy_step_args& args);
+
+  // Own state: between syncs every rank's parameters and inner state differ, and the interval's
+  // starting point and the outer momentum are the algorithm's own, so a checkpoint keeps them
+  // all per rank and a resume at the same size continues mid-interval exactly. Arrays:
+  // "params", "optimizer_state.<k>", "diloco.start", "diloco.outer_momentum".
+  int32_t own_state_count() const { return int32_t(own_state_names_.size()); }
+  const std::string& own_state_name(int32_t index) const;
+  int64_t own_state_elements() const { return store_.layout().full_elements; }
+  void read_own_state(int32_t index, float* dst_host);
+  void write_own_state(int32_t index, const float* src_host);
+
+ private:
+  void remember_start();
+  void outer_step();
+
+  keel_support::ParamStore store_;
+  const keel_comm_api* dp_comm_;
+  void* dp_comm_obj_;
+  int32_t dp_size_;
+  Config config_;
+  keel_support::BackendBuffer norm_scalar_;  // one double: grad_sq_norm's all_reduce
+  bool started_ = false;                     // start_ holds the interval's starting parameters
+  std::vector<float> start_;                 // the parameters every rank began the interval from
+  std::vector<float> momentum_;              // the outer optimizer's buffer
+  std::vector<std::string> own_state_names_;
+};
+
+}  // namespace keel_diloco
