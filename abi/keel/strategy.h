@@ -180,6 +180,17 @@ typedef struct keel_strategy_api {
   keel_status (*own_state_info)(void* strategy, int32_t index, const char** out_name, int64_t* out_count);
   keel_status (*read_own_state)(void* strategy, int32_t index, float* dst_host);
   keel_status (*write_own_state)(void* strategy, int32_t index, const float* src_host);
+
+  /* --- appended in 0.11 --- */
+  /* Σ g² over this rank's own gradients of the step, as they were before any data-parallel
+     reduction: the mean over this rank's samples alone, counted as grad_sq_norm counts (tp-
+     replicated parameters on tp rank 0, no STAGE_COPY; the core sums it over the tp and pipeline
+     groups and averages it over the dp group). Called once per step after grad_sq_norm and
+     before step, on every rank. With grad_sq_norm it gives the gradient noise scale (McCandlish
+     et al., 2018; docs/metrics.md). NULL, or KEEL_ERR_UNIMPLEMENTED with the reason through the
+     host: no estimate (a strategy that never forms the dp mean of the gradients, or one that
+     reduces each micro-batch as it completes and never holds the step's local gradient). */
+  keel_status (*local_grad_sq_norm)(void* strategy, double* out_sum_squares);
 } keel_strategy_api;
 
 #ifdef __cplusplus

@@ -24,11 +24,13 @@
    0.9: the Llama family's backend ops: RMSNorm, rotary position embedding, SwiGLU and
         grouped-query attention (backend.h).
    0.10: a model completes its config from an external format's (model.h complete_config): a
-        Hugging Face folder's config.json gives the dimensions model.init_from leaves out. */
+        Hugging Face folder's config.json gives the dimensions model.init_from leaves out.
+   0.11: a strategy reports this rank's gradient norm before the data-parallel reduction
+        (strategy.h local_grad_sq_norm), from which the core estimates the gradient noise scale. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 10
+#define KEEL_ABI_VERSION_MINOR 11
 
 #endif

@@ -70,6 +70,7 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
 // it never resets this, since under 1F1B or interleaving one chunk's last backward can precede
 // another chunk's earlier ones.
 void DdpStrategy::start_accumulation() {
+  local_sum_ = std::make_unique<keel_support::SumSquaresBatch>(store_.backend());
   collecting_ = false;
   reduced_ = false;
   tied_summed_ = false;
@@ -96,9 +97,11 @@ void DdpStrategy::mark_layer_final(int32_t layer) {
 void DdpStrategy::submit_bucket(size_t index) {
   if (bucket_submitted_[index]) return;
   bucket_submitted_[index] = 1;
-  // The model's backward ops on this bucket must have finished before another thread reads it.
-  store_.backend().synchronize();
   const GradientBucket& bucket = buckets_.buckets[index];
+  add_local_sum_squares(bucket);
+  // The model's backward ops on this bucket (and the local sum's read) must have finished before
+  // another thread reads it.
+  store_.backend().synchronize();
   const std::string what = "gradient bucket " + std::to_string(index) + " (layers " +
                            std::to_string(bucket.layers.back()) + ".." + std::to_string(bucket.layers.front()) +
                            ", " + std::to_string(bucket.elements) + " elements)";
@@ -151,6 +154,24 @@ void DdpStrategy::finish_gradient_reduction() {
   }
   store_.backend().scale(store_.grads(), 1.0f / static_cast<float>(dp_size_), store_.grad_elements());
   reduced_ = true;
+}
+
+// Queues Σ g² of the bucket's counted parameters (counts_in_grad_norm: as grad_sq_norm counts).
+void DdpStrategy::add_local_sum_squares(const GradientBucket& bucket) {
+  for (int32_t layer : bucket.layers)
+    for (size_t index : store_.layout().layers[size_t(layer)].param_indices)
+      if (keel_support::counts_in_grad_norm(store_.spec(index), store_.tp()))
+        local_sum_->add(store_.grad_element(index, 0), store_.layout().params[index].numel);
+}
+
+double DdpStrategy::local_grad_sq_norm() {
+  if (!local_sum_) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "local_grad_sq_norm: no step's gradients yet");
+  if (compressor_)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "local_grad_sq_norm: the reduced gradient is compressed, so its norm is "
+                                              "not the mean gradient's and the noise scale would be biased");
+  finish_gradient_reduction();
+  // One rank: its own gradients are the mean.
+  return dp_size_ == 1 ? store_.counted_grad_sum_squares() : local_sum_->total();
 }
 
 void DataParallelGroup::all_reduce_sum(void* data, size_t count, keel_dtype dtype) const {

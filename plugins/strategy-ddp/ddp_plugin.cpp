@@ -107,10 +107,18 @@ keel_status write_own_state(void* handle, int32_t index, const float* src) {
   });
 }
 
+keel_status local_grad_sq_norm(void* handle, double* out) {
+  return Slots::with(handle, [&](DdpStrategy& s) {
+    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "local_grad_sq_norm: out is NULL");
+    *out = s.local_grad_sq_norm();
+  });
+}
+
 template <DdpConfig::Compression kCompression>
 keel_strategy_api make_table() {
   keel_strategy_api api = Slots::table(validate_config<kCompression>, create<kCompression>);
   api.read_grad = read_grad;
+  api.local_grad_sq_norm = local_grad_sq_norm;
   if (kCompression != DdpConfig::Compression::none) {
     api.own_state_count = own_state_count;
     api.own_state_info = own_state_info;

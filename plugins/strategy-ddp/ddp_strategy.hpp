@@ -14,6 +14,7 @@
 
 #include <keel_support/comm_worker.hpp>
 #include <keel_support/param_store.hpp>
+#include <keel_support/sum_squares_batch.hpp>
 
 #include "gradient_buckets.hpp"
 #include "gradient_compressor.hpp"
@@ -49,6 +50,9 @@ class DdpStrategy {
   void begin_microbatch(int32_t index, int32_t is_last);
   void zero_grads();
   double grad_sq_norm();
+  // This rank's Σ g² before the reduction (strategy.h 0.11): summed bucket by bucket just before
+  // each is sent, so it costs one read of the gradients and no copy.
+  double local_grad_sq_norm();
   void step(const keel_strategy_step_args& args);
   void read_grad(size_t index, int64_t begin, int64_t count, float* dst_host);
 
@@ -59,6 +63,7 @@ class DdpStrategy {
   void mark_layer_final(int32_t layer);
   void submit_bucket(size_t bucket);
   void finish_gradient_reduction();
+  void add_local_sum_squares(const GradientBucket& bucket);
 
   keel_support::ParamStore store_;
 
@@ -72,6 +77,7 @@ class DdpStrategy {
   bool collecting_ = false;  // inside a layer's last backward of the step: final releases start reductions
   bool reduced_ = false;     // the gradients hold the data-parallel mean of this accumulation
   bool tied_summed_ = false; // the STAGE_TIED gradients were summed over the embedding group (pp)
+  std::unique_ptr<keel_support::SumSquaresBatch> local_sum_;  // this accumulation's, before reduction
   DataParallelGroup group_;                         // the training thread's view of the dp group (compressors)
   std::unique_ptr<GradientCompressor> compressor_;  // topk, powersgd: the mean is formed after the backward
   std::vector<CompressorArray> own_arrays_;         // the compressor's, named for the strategy's life

@@ -195,6 +195,12 @@ void GradReduction::finish_reduction() {
   sum_tied_over_stages();
   reduce_layers_waiting_for_tied_sum();
   reduced_ = true;
+  if (stage_ == 1 && local_counted_) {
+    keel_support::SumSquaresBatch sum(backend_);
+    for (size_t index = 0; index < layout_.params.size(); ++index)
+      if ((*local_counted_)[index]) sum.add(persistent_ + layout_.full_position(index, 0), layout_.params[index].numel);
+    local_before_ = sum.total();
+  }
   if (stage_ != 1 || group_.size() == 1) return;  // stages 2/3 reduced at each final release
   for (size_t l = 0; l < layout_.layers.size(); ++l) {
     const int32_t layer = int32_t(l);

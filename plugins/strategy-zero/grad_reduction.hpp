@@ -80,6 +80,11 @@ class GradReduction {
   double local_sum_squares(const std::vector<char>& counted) const;
   // Starts a new accumulation: every persistent gradient is zeroed.
   void zero();
+  // Stage 1 only: Σ g² over the parameters `counted` marks of this rank's full gradients as they
+  // were just before the reduction (strategy.h local_grad_sq_norm), taken by finish_reduction;
+  // NaN in stages 2/3, which reduce each layer as its backward finishes. `counted` outlives this.
+  void measure_local_norm(const std::vector<char>* counted) { local_counted_ = counted; }
+  double local_before_reduction() const { return local_before_; }
 
 
  private:
@@ -96,6 +101,8 @@ class GradReduction {
   std::vector<keel_support::BackendBuffer> transient_;  // stage 2/3: per open layer
   std::vector<bool> open_;
   bool reduced_ = false;
+  const std::vector<char>* local_counted_ = nullptr;
+  double local_before_ = __builtin_nan("");
 
   // A layer's reduce_scatter handed to the worker: its full buffer (read by the worker) and
   // the chunk it receives, both kept alive until the training thread has added the chunk.

@@ -42,8 +42,16 @@ keel_status read_grad(void* handle, size_t index, int64_t begin, int64_t count, 
   return Slots::with(handle, [&](ZeroStrategy& s) { s.read_grad(index, begin, count, dst_host); });
 }
 
+keel_status local_grad_sq_norm(void* handle, double* out) {
+  return Slots::with(handle, [&](ZeroStrategy& s) {
+    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "local_grad_sq_norm: out is NULL");
+    *out = s.local_grad_sq_norm();
+  });
+}
+
 keel_strategy_api make_table() {
   keel_strategy_api api = Slots::table(validate_config, create);
+  api.local_grad_sq_norm = local_grad_sq_norm;
   api.write_param = write_param;
   api.read_grad = read_grad;
   return api;

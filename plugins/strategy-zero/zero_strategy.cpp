@@ -98,6 +98,7 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
   }
   for (size_t i = 0; i < store_.n_params(); ++i)
     counted_in_norm_.push_back(keel_support::counts_in_grad_norm(store_.spec(i), store_.tp()) ? 1 : 0);
+  grads_.measure_local_norm(&counted_in_norm_);
 }
 
 // --- model access ---
@@ -153,6 +154,19 @@ void ZeroStrategy::begin_microbatch(int32_t index, int32_t is_last) {
 // --- gradients and the optimizer ---
 
 void ZeroStrategy::zero_grads() { grads_.zero(); }
+
+// Stage 1 holds this rank's full gradients until the reduction; stages 2/3 reduce each layer as
+// its backward finishes (a one-rank group's own gradients are the mean).
+double ZeroStrategy::local_grad_sq_norm() {
+  grads_.finish_reduction();
+  if (group_.size() == 1) return grads_.local_sum_squares(counted_in_norm_);
+  const double local = grads_.local_before_reduction();
+  if (local != local)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "local_grad_sq_norm: ZeRO stage " + std::to_string(config_.stage) +
+                                                  " reduces each layer's gradients as its backward finishes, so this "
+                                                  "rank's whole-step gradient is never held (stage 1 and ddp report it)");
+  return local;
+}
 
 double ZeroStrategy::grad_sq_norm() {
   grads_.finish_reduction();

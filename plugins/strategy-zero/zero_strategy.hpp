@@ -46,6 +46,7 @@ class ZeroStrategy {
   void begin_microbatch(int32_t index, int32_t is_last);
   void zero_grads();
   double grad_sq_norm();
+  double local_grad_sq_norm();  // strategy.h 0.11: stage 1 (and one rank) only
   void step(const keel_strategy_step_args& args);
 
   // Host access beyond the store's: reductions settle before a gradient is read, and a

@@ -7,7 +7,13 @@ against its base on the same seed and data (stdlib only):
 - savings: topk 0.1 and powersgd rank 2 move fewer bytes a step than ddp (the metrics'
   comm_bytes_per_step) and still learn; diloco communicates only on sync steps;
 - resume: a run stopped mid-way (mid-interval for diloco) and resumed is bit for bit the one that
-  never stopped, error-feedback residuals and outer state included."""
+  never stopped, error-feedback residuals and outer state included;
+- noise_scale: the gradient noise scale logged every step at dp 2, the same from ddp's bucket-by-
+  bucket local norms as from ZeRO-1's (two code paths), continued bit for bit by a resume, and
+  absent with the reason where the strategy cannot report a local norm (ZeRO-2);
+- batch_schedule: the global batch doubles exactly when the rule says, recomputed here from the
+  logged noise scale; the learning rate is the plain run's × sqrt(B/B0); a resume after the batch
+  grew continues bit for bit; one rank and ZeRO-2 are refused with the reason."""
 import argparse
 import os
 import shutil
@@ -95,9 +101,71 @@ def check_resume(args, work):
         print(f"{tag} x2: 10 steps straight == 6 + resume + 4, bit for bit")
 
 
+def check_noise_scale(args, work):
+    common = ["lr_schedule.decay_steps=8", "train.checkpoint.every=4"]
+    scales = {}
+    for tag, spec in (("ddp", {"plugin": "ddp"}), ("zero1", {"plugin": "zero", "stage": 1})):
+        pc.run(args, 2, "ddp", work, tag, common + strategy(spec), steps=8)
+        scales[tag] = [r.get("noise_scale") for r in records(work, tag)]
+        assert len(scales[tag]) == 8 and all(isinstance(x, float) and x == x for x in scales[tag]), \
+            f"{tag}: noise_scale missing from some steps: {scales[tag]}"
+    worst = max(abs(a - b) / abs(a) for a, b in zip(scales["ddp"], scales["zero1"]))
+    print(f"noise_scale over 8 steps, ddp vs zero-1: {[round(x, 2) for x in scales['ddp']]}; worst relative "
+          f"difference {worst:.1e}")
+    assert worst <= 1e-5, f"ddp and zero-1 disagree on the noise scale by {worst:.1e}"
+    pc.run(args, 2, "ddp", work, "split", common, steps=4)
+    pc.run(args, 2, "ddp", work, "split", common, steps=8, resume="latest")
+    resumed = {r["step"]: r["noise_scale"] for r in records(work, "split")}
+    assert [resumed[s] for s in range(1, 9)] == scales["ddp"], f"the resumed noise scale differs: {resumed}"
+    print("noise_scale: 4 + resume + 4 equals 8 straight, bit for bit")
+    p = pc.run(args, 2, "ddp", work, "zero2", strategy({"plugin": "zero", "stage": 2}), steps=3)
+    assert all("noise_scale" not in r for r in records(work, "zero2")), "zero-2 logged a noise scale"
+    assert "no gradient noise scale: strategy zero: local_grad_sq_norm: ZeRO stage 2" in p.stderr + p.stdout, \
+        (p.stderr + p.stdout)[-2000:]
+    print("zero-2: no noise_scale, and the log says why")
+
+
+def check_batch_schedule(args, work):
+    base, largest, every, steps = 2, 16, 5, 60
+    sets = ["data.global_batch=2", "data.micro_batch=1", "lr_schedule.decay_steps=60", "train.checkpoint.every=45"]
+    schedule = [f'data.batch_schedule={{"max_global_batch": {largest}, "check_every": {every}}}']
+    pc.run(args, 2, "ddp", work, "plain", sets, steps=steps)
+    pc.run(args, 2, "ddp", work, "grown", sets + schedule, steps=steps)
+    plain, grown = records(work, "plain"), records(work, "grown")
+    # The rule, from the logged noise scale: after a check step, double while 2B <= max and B_simple >= 2B.
+    batch, expected = base, []
+    for r in grown:
+        expected.append(batch)
+        if r["step"] % every == 0:
+            while 2 * batch <= largest and r["noise_scale"] >= 2 * batch:
+                batch *= 2
+    logged = [r["global_batch"] for r in grown]
+    assert logged == expected, f"global_batch {logged} is not the rule's {expected}"
+    assert len(set(logged)) >= 3, f"the batch grew fewer than twice: {logged}"
+    for p, g in zip(plain, grown):
+        factor = (g["global_batch"] / base) ** 0.5
+        assert abs(g["lr"] - p["lr"] * factor) <= 1e-6 * p["lr"] * factor, f"step {g['step']}: lr {g['lr']} is not " \
+            f"{p['lr']} x sqrt({g['global_batch']}/{base})"
+    print(f"batch_schedule: global batch {sorted(set(logged))} at steps "
+          f"{[r['step'] for a, r in zip([None] + grown, grown) if a and a['global_batch'] != r['global_batch']]}, "
+          f"the rule's and lr x sqrt(B/B0) on every step")
+    pc.run(args, 2, "ddp", work, "split", sets + schedule, steps=45)
+    pc.run(args, 2, "ddp", work, "split", sets + schedule, steps=steps, resume="latest")
+    split = {r["step"]: (r["loss"], r["global_batch"]) for r in records(work, "split")}
+    assert [split[r["step"]] for r in grown] == [(r["loss"], r["global_batch"]) for r in grown], \
+        "a resume after the batch grew differs from the run that never stopped"
+    print("batch_schedule: 45 + resume + 15 equals 60 straight, bit for bit")
+    p = pc.run(args, 1, "ddp", work, "one", ["data.global_batch=2", "data.micro_batch=1"] + schedule, steps=2, check=False)
+    assert p.returncode != 0 and "data.batch_schedule: follows the gradient noise scale" in p.stderr and \
+        "at least 2 data-parallel ranks" in p.stderr, p.stderr[-1500:]
+    p = pc.run(args, 2, "ddp", work, "z2", sets + schedule + strategy({"plugin": "zero", "stage": 2}), steps=2, check=False)
+    assert p.returncode != 0 and "strategy zero cannot give" in p.stderr, p.stderr[-1500:]
+    print("batch_schedule: one rank and ZeRO-2 refused, saying why")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["limits", "savings", "resume"])
+    parser.add_argument("check", choices=["limits", "savings", "resume", "noise_scale", "batch_schedule"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
@@ -107,7 +175,8 @@ def main():
         sys.exit(77)
     work = tempfile.mkdtemp(prefix="keel-comm-efficient-")
     try:
-        {"limits": check_limits, "savings": check_savings, "resume": check_resume}[args.check](args, work)
+        {"limits": check_limits, "savings": check_savings, "resume": check_resume,
+         "noise_scale": check_noise_scale, "batch_schedule": check_batch_schedule}[args.check](args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("OK")

@@ -264,6 +264,8 @@ void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir
   } catch (const KeelError& e) {
     throw KeelError(e.code, where + ": data_state: " + e.what());
   }
+  // Older checkpoints have none: the averages start over.
+  view.position.restore_statistics(manifest.value("statistics", nlohmann::json()), where);
 }
 
 int64_t load_checkpoint_parameters(const RunStateView& view, const std::string& checkpoint_dir) {

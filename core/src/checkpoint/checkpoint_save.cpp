@@ -198,6 +198,7 @@ nlohmann::json manifest_header(const RunStateView& view, int64_t step) {
           {"step", step},
           {"tokens_seen", view.position.tokens_seen()},
           {"data_state", view.position.data_state()},
+          {"statistics", view.position.statistics_state()},
           {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
           {"mesh", {{"dp", view.mesh.layout().dp}, {"tp", config.tp}, {"pp", config.pp},
                     {"virtual_stages", config.virtual_stages}, {"world_size", view.mesh.world.size}}},

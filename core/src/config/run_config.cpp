@@ -46,6 +46,25 @@ void read_lr_schedule(JsonSection s, LrScheduleConfig& out) {
   s.finish();
 }
 
+void read_batch_schedule(JsonSection& data, DataConfig& out) {
+  const nlohmann::json& raw = data.raw("batch_schedule");
+  const std::string path = data.path_of("batch_schedule");
+  if (!raw.is_object())
+    throw ConfigError(path + ": expected an object {\"max_global_batch\": N, \"check_every\": 50, \"lr_rule\": \"sqrt\"}, "
+                      "found " + keel_support::json_type_name(raw) + " " + raw.dump());
+  JsonSection s(raw, path);
+  BatchScheduleConfig& schedule = out.batch_schedule;
+  schedule.enabled = true;
+  if (!s.has("max_global_batch")) throw ConfigError(s.path_of("max_global_batch") + ": required key is missing");
+  schedule.max_global_batch = s.get_in_range<int32_t>("max_global_batch", 0, 1, 1 << 30);
+  schedule.check_every = s.get_in_range<int64_t>("check_every", schedule.check_every, 1, 1 << 30);
+  schedule.lr_rule = s.get_choice("lr_rule", schedule.lr_rule, {"sqrt", "linear"});
+  if (schedule.max_global_batch < out.global_batch)
+    throw ConfigError(s.path_of("max_global_batch") + ": " + std::to_string(schedule.max_global_batch) +
+                      " is smaller than data.global_batch " + std::to_string(out.global_batch) + ", where the schedule starts");
+  s.finish();
+}
+
 void read_data(JsonSection s, DataConfig& out) {
   out.source = s.get_choice("source", out.source, {"text", "shards"});
   out.text_root = s.get<std::string>("text_root", out.text_root);
@@ -62,6 +81,7 @@ void read_data(JsonSection s, DataConfig& out) {
   // 0: one micro-batch per step. Whether it divides among the ranks is batch_geometry.h's to
   // say, once the data-parallel size is known (validate and a run's start-up alike).
   if (out.global_batch == 0) out.global_batch = out.micro_batch;
+  if (s.has("batch_schedule")) read_batch_schedule(s, out);
   s.finish();
 }
 
@@ -211,7 +231,7 @@ RunConfig parse(nlohmann::json json, const std::string& origin, const std::strin
       // The core keeps the batch geometry; the plugin validates everything else.
       config.data_plugin = read_plugin_section(json, "data", "data", "");
       nlohmann::json core_keys = nlohmann::json::object();
-      for (const char* key : {"seq_len", "micro_batch", "global_batch", "val_batches"})
+      for (const char* key : {"seq_len", "micro_batch", "global_batch", "val_batches", "batch_schedule"})
         if (data.contains(key)) {
           core_keys[key] = data.at(key);
           config.data_plugin.json.erase(key);

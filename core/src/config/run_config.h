@@ -24,6 +24,15 @@ struct LrScheduleConfig {
   int64_t decay_steps = 0;       // 0: until train.steps
 };
 
+// data.batch_schedule: the global batch doubles (by accumulation) while the gradient noise scale
+// allows, up to max_global_batch (train/batch_schedule.h).
+struct BatchScheduleConfig {
+  bool enabled = false;            // the key is present
+  int32_t max_global_batch = 0;    // required: the largest global batch it may reach
+  int64_t check_every = 50;        // steps between decisions
+  std::string lr_rule = "sqrt";    // the learning rate × sqrt(B/B0) ("sqrt") or × B/B0 ("linear")
+};
+
 struct DataConfig {
   std::string source = "text";   // text: the embedded byte-level corpus; shards: llm.c token files
   std::string text_root;         // "" → the Python standard library of this machine
@@ -34,6 +43,7 @@ struct DataConfig {
   int32_t micro_batch = 4;
   int32_t global_batch = 0;      // 0 → micro_batch (one micro-step per optimizer step)
   int32_t val_batches = 8;
+  BatchScheduleConfig batch_schedule;
 };
 
 struct CheckpointConfig {

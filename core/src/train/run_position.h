@@ -1,10 +1,11 @@
 // Where a run stands, as a checkpoint saves it and a resume restores it: optimizer steps done,
-// tokens trained, and the data's position. The trainer implements it; checkpoints see only this.
+// tokens trained, the data's position and running statistics. The trainer implements it; checkpoints see only this.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace keel {
 
@@ -15,6 +16,10 @@ class RunPosition {
   virtual nlohmann::json data_state() const = 0;
   // Throws KeelError when `data_state` belongs to another data source.
   virtual void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) = 0;
+  // Running statistics the run keeps across steps (the gradient noise scale's averages): an
+  // object, or null when there are none. restore throws KeelError naming `where`.
+  virtual nlohmann::json statistics_state() const = 0;
+  virtual void restore_statistics(const nlohmann::json& state, const std::string& where) = 0;
 
  protected:
   ~RunPosition() = default;

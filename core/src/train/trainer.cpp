@@ -29,6 +29,16 @@ Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)
       check_batch_geometry(config_, mesh().layout().dp, mesh().layout().tp, plugins_.model_info.max_seq_len);
   seq_len_ = batches.seq_len;
   accumulation_steps_ = batches.micro_steps;
+  if (config_.data.batch_schedule.enabled) {
+    if (mesh().layout().dp < 2)
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.batch_schedule: follows the gradient noise scale, "
+                                               "which compares each data-parallel rank's gradient with the group's mean; "
+                                               "it needs at least 2 data-parallel ranks (this run has 1)");
+    batch_schedule_ = std::make_unique<BatchSchedule>(config_.data.batch_schedule, config_.data.global_batch);
+    RunConfig largest = config_;
+    largest.data.global_batch = batch_schedule_->largest();  // the batch it may reach must fit too
+    check_batch_geometry(largest, mesh().layout().dp, mesh().layout().tp, plugins_.model_info.max_seq_len);
+  }
   if (!config_.model_init_from.empty()) import_huggingface(parameters_, config_.model_init_from);  // model.init_from
   pipeline_ = std::make_unique<PipelineRunner>(plugins_, config_);
   pipeline_->check_microbatches(accumulation_steps());  // a schedule that cannot run this step fails now
@@ -122,7 +132,14 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   // Each stage counted its own parameters.
   sum_squares = sum_in_rank_order(mesh().pipeline, sum_in_rank_order(mesh().core_tp, sum_squares));
   result.grad_norm = std::sqrt(sum_squares);
-  result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_, config_.train.steps);
+  result.global_batch = batch_schedule_ ? batch_schedule_->global_batch() : config_.data.global_batch;
+  result.noise_scale = update_noise_scale(sum_squares);
+  if (batch_schedule_ && noise_scale_checked_ && !noise_scale_)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.batch_schedule: follows the gradient noise scale, "
+                                             "which strategy " + config_.strategy.plugin + " cannot give (the log above "
+                                             "says why); use ddp or zero stage 1, or remove data.batch_schedule");
+  result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_, config_.train.steps) *
+              (batch_schedule_ ? batch_schedule_->lr_factor() : 1.0);
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
     // The parameters are untouched: a skipped step leaves the model as it was, and a stopped run
     // keeps its last checkpoint, which was written from finite state.
@@ -144,8 +161,75 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   result.optimizer_seconds = seconds_since(optimizer_start);
   result.step = ++step_;
   tokens_seen_ += result.tokens;
+  if (batch_schedule_) follow_batch_schedule(result.noise_scale);
   result.step_seconds = seconds_since(start);
   return result;
+}
+
+// The strategy's local norm (strategy.h 0.11) against the reduced one: B_small is a rank's share
+// of the global batch, B_big the whole of it. A strategy that cannot say is asked once.
+double Trainer::update_noise_scale(double reduced_sum_squares) {
+  const CommGroup& dp = mesh().core_dp;
+  auto* strategy = plugins_.strategy;
+  if (dp.alone() || (noise_scale_checked_ && !noise_scale_)) return NAN;
+  if (!noise_scale_checked_) {
+    noise_scale_checked_ = true;
+    if (!KEEL_HAS_SLOT(strategy, local_grad_sq_norm)) {
+      log_info("no gradient noise scale: strategy " + config_.strategy.plugin + " does not report its local gradient "
+               "norm (strategy.h local_grad_sq_norm, ABI 0.11)");
+      return NAN;
+    }
+  }
+  double local = 0;
+  const keel_status status = strategy->local_grad_sq_norm(plugins_.strategy_obj, &local);
+  if (status == KEEL_ERR_UNIMPLEMENTED) {  // the same answer on every rank: the same strategy
+    noise_scale_.reset();
+    log_info(std::string("no gradient noise scale: ") + last_error());
+    return NAN;
+  }
+  check_plugin(status, "strategy local_grad_sq_norm");
+  if (!noise_scale_) noise_scale_ = std::make_unique<NoiseScale>();
+  local = sum_in_rank_order(mesh().pipeline, sum_in_rank_order(mesh().core_tp, local));
+  const double small_sq = sum_in_rank_order(dp, local) / dp.size;
+  const double b_big = double(batch_schedule_ ? batch_schedule_->global_batch() : config_.data.global_batch);
+  const double b_small = b_big / dp.size;
+  return noise_scale_->add(small_sq, b_small, reduced_sum_squares, b_big);
+}
+
+void Trainer::set_global_batch(int32_t global_batch) {
+  const int32_t micro_steps = int32_t(global_batch / (int64_t(config_.data.micro_batch) * mesh().layout().dp));
+  pipeline_->check_microbatches(micro_steps);
+  accumulation_steps_ = micro_steps;
+}
+
+void Trainer::follow_batch_schedule(double noise_scale) {
+  if (!batch_schedule_->after_step(step_, noise_scale)) return;
+  set_global_batch(batch_schedule_->global_batch());
+  log_info("data.batch_schedule: the noise scale is " + std::to_string(int64_t(noise_scale)) +
+           " sequences after step " + std::to_string(step_) + ": the global batch grows to " +
+           std::to_string(batch_schedule_->global_batch()) + " (" + std::to_string(accumulation_steps_) +
+           " micro-batches per rank), the learning rate × " + std::to_string(batch_schedule_->lr_factor()));
+}
+
+nlohmann::json Trainer::statistics_state() const {
+  nlohmann::json state = nlohmann::json::object();
+  if (noise_scale_) state["noise_scale"] = noise_scale_->state();
+  if (batch_schedule_) state["batch_schedule"] = batch_schedule_->state();
+  return state.empty() ? nlohmann::json() : state;
+}
+
+// A checkpoint's statistics are untrusted: each is checked where it is restored.
+void Trainer::restore_statistics(const nlohmann::json& state, const std::string& where) {
+  if (state.is_null()) return;
+  if (!state.is_object()) throw KeelError(KEEL_ERR_IO, where + ": statistics: expected an object");
+  if (state.contains("noise_scale")) {
+    if (!noise_scale_) noise_scale_ = std::make_unique<NoiseScale>();
+    noise_scale_->restore(state.at("noise_scale"), where + ": statistics");
+  }
+  if (batch_schedule_ && state.contains("batch_schedule")) {
+    batch_schedule_->restore(state.at("batch_schedule"), where + ": statistics");
+    set_global_batch(batch_schedule_->global_batch());
+  }
 }
 
 double Trainer::evaluate() {

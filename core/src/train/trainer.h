@@ -4,6 +4,7 @@
 
 #include <keel/embed.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "data/token_source.h"
 #include "train/pipeline_runner.h"
 #include "train/model_parameters.h"
+#include "train/batch_schedule.h"
+#include "train/noise_scale.h"
 #include "train/plugin_instances.h"
 #include "train/run_position.h"
 #include "train/run_state_view.h"
@@ -31,6 +34,8 @@ struct StepResult {
   double pipeline_wait_seconds = 0;  // waiting for a pipeline neighbour's activation or gradient
   int32_t peak_in_flight = 0;        // micro-batch activation sets held at once on this rank
   bool skipped = false;      // non-finite loss or gradient norm with train.on_nonfinite = "skip"
+  double noise_scale = NAN;  // the smoothed gradient noise scale in sequences (noise_scale.h); NaN: none
+  int32_t global_batch = 0;  // sequences this step took over every data-parallel rank
 };
 
 // Whether a trainer opens the configured data: keel export reads a checkpoint only, and must
@@ -63,6 +68,8 @@ class Trainer final : public RunPosition {
   int64_t tokens_seen() const override { return tokens_seen_; }
   nlohmann::json data_state() const override;
   void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) override;
+  nlohmann::json statistics_state() const override;
+  void restore_statistics(const nlohmann::json& state, const std::string& where) override;
   // The strategy's ranges and own arrays, and its memory figures.
   StrategyState& strategy_state() { return strategy_state_; }
   const StrategyState& strategy_state() const { return strategy_state_; }
@@ -104,6 +111,14 @@ class Trainer final : public RunPosition {
   int32_t accumulation_steps_ = 0;  // micro-batches per step on each data-parallel rank (batch_geometry.h)
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
+  // The gradient noise scale, while the strategy reports its local norms (dp > 1).
+  std::unique_ptr<NoiseScale> noise_scale_;
+  double update_noise_scale(double reduced_sum_squares);
+  // data.batch_schedule, when configured: the global batch of the next step.
+  std::unique_ptr<BatchSchedule> batch_schedule_;
+  void set_global_batch(int32_t global_batch);
+  void follow_batch_schedule(double noise_scale);
+  bool noise_scale_checked_ = false;
   double flops_per_token_ = 0, peak_flops_ = 0;
 };
 

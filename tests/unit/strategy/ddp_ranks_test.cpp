@@ -137,6 +137,21 @@ TEST_P(DdpRanksSizeTest, EveryRankHoldsTheMeanOfAllRanksGradients) {
   if (P > 1) EXPECT_NE(local_grads(0, 1)[0][0], local_grads(1, 1)[0][0]);  // the ranks really differ
 }
 
+// strategy.h 0.11: each rank's own Σ g² from before the reduction, taken bucket by bucket as
+// each is sent (two buckets here), while grad_sq_norm is the mean's.
+TEST_P(DdpRanksSizeTest, LocalGradNormIsEachRanksOwnBeforeTheReduction) {
+  const int32_t P = GetParam();
+  ASSERT_EQ(create_ranks(P, R"({"plugin": "ddp", "bucket_mb": 0.0002})"), KEEL_OK) << thread_last_error();
+  run_steps(2);
+  for (int32_t r = 0; r < P; ++r) {
+    double local = -1;
+    ASSERT_EQ(api.local_grad_sq_norm(ranks[size_t(r)]->strategy, &local), KEEL_OK) << thread_last_error();
+    const double expected = sum_of_squares(local_grads(r, 2));
+    EXPECT_NEAR(local, expected, 1e-6 * expected) << "rank " << r;
+    if (P > 1) EXPECT_NE(local, norms[size_t(r)]) << "rank " << r << " reported the reduced norm";
+  }
+}
+
 TEST_P(DdpRanksSizeTest, TwoMicroBatchesReduceOnlyInTheLast) {
   const int32_t P = GetParam();
   ASSERT_EQ(create_ranks(P), KEEL_OK) << thread_last_error();  // default 25 MiB: one bucket

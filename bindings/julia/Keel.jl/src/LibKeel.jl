@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 10
+const KEEL_ABI_VERSION_MINOR = 11
 
 const KEEL_MAX_DIMS = 4
 
@@ -507,6 +507,7 @@ struct keel_strategy_api
     own_state_info::Ptr{Cvoid}
     read_own_state::Ptr{Cvoid}
     write_own_state::Ptr{Cvoid}
+    local_grad_sq_norm::Ptr{Cvoid}
 end
 
 const KEEL_SPLIT_TRAIN = Cint(0)
