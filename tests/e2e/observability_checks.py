@@ -208,6 +208,48 @@ def check_svg(path, records):
           f"equal the metrics (to 0.01 px)")
 
 
+def check_plot_runs(keel, workdir):
+    """Several runs on one chart against bytes communicated and against tokens: each run's val_loss
+    polyline (named after the run's folder), read back through the axes, is its records' val_loss at
+    the cumulative bytes (bytes per step × steps since the previous record) or the logged tokens."""
+    runs = {}
+    for name, per_step, batch in (("dense", 1000.0, 64), ("sparse", 100.0, 32)):
+        os.makedirs(os.path.join(workdir, name), exist_ok=True)
+        path = os.path.join(workdir, name, "metrics.jsonl")
+        rows = []
+        with open(path, "w") as f:
+            for step in range(2, 13, 2):  # logged every 2 steps
+                row = {"step": step, "loss": 5.0 - 0.1 * step, "tokens": step * batch,
+                       "comm_bytes_per_step": {"all_reduce": per_step * 0.75, "all_gather": per_step * 0.25}}
+                if step % 4 == 0:
+                    row["val_loss"] = 5.2 - 0.11 * step - (0.3 if name == "sparse" else 0.0)
+                f.write(json.dumps(row) + "\n")
+                rows.append(row)
+        runs[name] = (path, rows, per_step)
+    for axis in ("comm_bytes", "tokens"):
+        out = os.path.join(workdir, f"runs-{axis}.svg")
+        p = subprocess.run([keel, "plot", runs["dense"][0], runs["sparse"][0], "--out", out, "--x", axis, "--y", "val_loss"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            fail(f"keel plot of two runs exited {p.returncode}: {p.stderr}")
+        root = ET.parse(out).getroot()
+        lines = {pl.get("id"): pl for pl in root.iter(SVG + "polyline")}
+        if set(lines) != {"dense", "sparse"}:
+            fail(f"{out}: expected polylines dense and sparse, found {sorted(lines)}")
+        x_of, x_scale = axis_map(root, "x", out)
+        y_of, y_scale = axis_map(root, "y", out)
+        for name, (path, rows, per_step) in runs.items():
+            expected = [(r["step"] * per_step if axis == "comm_bytes" else r["tokens"], r["val_loss"])
+                        for r in rows if "val_loss" in r]
+            points = [tuple(map(float, pt.split(","))) for pt in lines[name].get("points").split()]
+            if len(points) != len(expected):
+                fail(f"{out}: {name} has {len(points)} points for {len(expected)} val_loss records")
+            for (x, y), (ex, ey) in zip(points, expected):
+                if abs(x_of(x) - ex) > 0.011 / x_scale or abs(y_of(y) - ey) > 0.011 / y_scale:
+                    fail(f"{out}: {name} point reads ({x_of(x):.2f}, {y_of(y):.4f}); expected ({ex}, {ey})")
+        print(f"{out}: two runs' val_loss against {axis} read back through the axes")
+
+
 def check_plot(keel, workdir):
     metrics = os.path.join(workdir, "metrics.jsonl")
     records = write_metrics(metrics)
@@ -229,6 +271,9 @@ def check_plot(keel, workdir):
     open(empty, "w").write("{\"note\": \"no losses here\"}\n")
     refuses([empty, "--out", os.path.join(workdir, "x.svg")], re.escape(empty) + ": no records")
     refuses([metrics, "--out", os.path.join(workdir, "x.gif")], r"unknown image format '\.gif'")
+    check_plot_runs(keel, workdir)
+    refuses([metrics, "--out", os.path.join(workdir, "x.svg"), "--x", "tokens"], r"step 1 has no \"tokens\"")
+    refuses([metrics, "--out", os.path.join(workdir, "x.svg"), "--x", "time"], r"--x time: expected one of step, tokens")
     png = os.path.join(workdir, "x.png")  # PNGs are the Python package's (keel.plot_metrics, matplotlib)
     refuses([metrics, "--out", png], r"keel plot writes SVG only; .*keel\.plot_metrics")
     if os.path.exists(png):

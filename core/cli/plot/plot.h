@@ -1,5 +1,6 @@
-// `keel plot METRICS.jsonl --out loss.svg [--title T]`: the training and validation loss of a
-// run against step, as an SVG file (text a browser draws), with no plotting library. Built into
+// `keel plot METRICS.jsonl [MORE.jsonl ...] --out loss.svg [--title T] [--x ...] [--y ...]`: the
+// training and validation loss of one run, or of several on one chart, against step, tokens or
+// bytes communicated, as an SVG file (text a browser draws), with no plotting library. Built into
 // the keel CLI alone (core/CMakeLists.txt: keel_plot), not into libkeel-core.
 #pragma once
 

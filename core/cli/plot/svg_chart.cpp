@@ -1,6 +1,7 @@
 // Written with snprintf into one string; coordinates to 0.01 px.
 #include "plot/svg_chart.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace keel::chart {
@@ -67,7 +68,16 @@ std::string render_svg(const Chart& chart, const Layout& l) {
   text(svg, (left + right) / 2, l.height - 12, "middle", 13, chart.x_label);
   text(svg, left, top - 10, "start", 13, chart.y_label);
 
-  double legend_x = right - 110.0 * double(chart.series.size());
+  // A row above the plot for up to three series; more stack in a column at the plot's top right.
+  const bool column = chart.series.size() > 3;
+  size_t longest = 0;
+  for (const Series& s : chart.series) longest = std::max(longest, s.name.size());
+  double legend_x = column ? right - 40.0 - 7.0 * double(longest) : right - 110.0 * double(chart.series.size());
+  double legend_y = column ? top + 20.0 : top - 10.0;
+  if (column)
+    svg += format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"", legend_x - 6, top + 6,
+                  34.0 + 7.0 * double(longest), 16.0 * double(chart.series.size()) + 6) +
+           " fill=\"" + hex(kBackground) + "\" fill-opacity=\"0.85\" stroke=\"" + hex(kGrid) + "\"/>\n";
   for (const Series& s : chart.series) {
     std::string points;
     for (size_t i = 0; i < s.x.size(); ++i) points += format(i ? " %.2f,%.2f" : "%.2f,%.2f", l.px(s.x[i]), l.py(s.y[i]));
@@ -77,10 +87,13 @@ std::string render_svg(const Chart& chart, const Layout& l) {
       for (size_t i = 0; i < s.x.size(); ++i)
         svg += format("<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\"", l.px(s.x[i]), l.py(s.y[i])) + " fill=\"" +
                hex(s.colour) + "\"/>\n";
-    svg += format("<rect x=\"%.2f\" y=\"%.2f\" width=\"24\" height=\"2\"", legend_x, top - 15) + " fill=\"" +
+    svg += format("<rect x=\"%.2f\" y=\"%.2f\" width=\"24\" height=\"2\"", legend_x, legend_y - 5) + " fill=\"" +
            hex(s.colour) + "\"/>\n";
-    text(svg, legend_x + 30, top - 10, "start", 12, s.name);
-    legend_x += 110;
+    text(svg, legend_x + 30, legend_y, "start", 12, s.name);
+    if (column)
+      legend_y += 16;
+    else
+      legend_x += 110;
   }
   return svg + "</svg>\n";
 }

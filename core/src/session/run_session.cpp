@@ -159,6 +159,7 @@ StepReport RunSession::logged_report(const StepResult& result, const RunSlice& s
   report.eta_s = progress.train_seconds / double(result.step - progress.first_step) * double(slice.until_step - result.step);
   report.memory_bytes = resident_memory_bytes();
   report.skipped = result.skipped;
+  report.extra["tokens"] = trainer_.tokens_seen();  // trained so far, over every data-parallel rank
   if (std::isfinite(result.noise_scale)) report.extra["noise_scale"] = result.noise_scale;
   if (trainer_.config().data.batch_schedule.enabled) report.extra["global_batch"] = result.global_batch;
   const keel_strategy_info memory = trainer_.strategy_state().info();
