@@ -1,4 +1,4 @@
-// The diloco plugin's C ABI face: its config section, the strategy table (keel_support's
+// The diloco and edit plugins' C ABI face: their config sections, the strategy table (keel_support's
 // StrategySlots plus the own-state slots of ABI 0.5) and the entry symbol.
 #include <keel/plugin.h>
 #include <keel/strategy.h>
@@ -15,7 +15,7 @@
 
 namespace keel_diloco {
 
-Config parse_config(const char* config_json, const char* json_path) {
+Config parse_config(const char* config_json, const char* json_path, bool edit) {
   auto section = keel_support::JsonSection::parse(config_json, json_path);
   section.allow("plugin");
   Config config;
@@ -30,6 +30,12 @@ Config parse_config(const char* config_json, const char* json_path) {
   if (!(config.outer_momentum >= 0.0 && config.outer_momentum < 1.0))
     throw keel_support::ConfigError(section.path_of("outer_momentum") + ": expected a value in [0, 1), found " +
                                     nlohmann::json(config.outer_momentum).dump());
+  config.edit = edit;
+  if (edit) {
+    config.penalty.anomaly_z = section.get_in_range<double>("anomaly_z", config.penalty.anomaly_z, 0.0, 100.0);
+    config.penalty.weighted_average = section.get<bool>("weighted_average", config.penalty.weighted_average);
+    config.clip_norm = section.get_in_range<double>("clip_norm", config.clip_norm, 0.0, 1e6);
+  }
   if (config.nesterov && config.outer_momentum == 0.0)
     throw keel_support::ConfigError(section.path_of("outer_momentum") +
                                     ": Nesterov needs momentum > 0; use \"outer_optimizer\": \"sgd\" for none");
@@ -42,14 +48,16 @@ namespace {
 using keel_support::StatusError;
 using Slots = keel_support::StrategySlots<Diloco>;
 
+template <bool kEdit>
 keel_status validate_config(const keel_host* host, const char* config_json, const char* json_path) {
-  return keel_support::guard(host, Diloco::kSource, [&] { parse_config(config_json, json_path); });
+  return keel_support::guard(host, Diloco::kSource, [&] { parse_config(config_json, json_path, kEdit); });
 }
 
+template <bool kEdit>
 keel_status create(const keel_host* host, const keel_strategy_create_args* args, void** out_strategy) {
   return keel_support::guard(host, Diloco::kSource, [&] {
     if (!host || !args || !out_strategy) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: a NULL argument");
-    auto strategy = std::make_unique<Diloco>(host, *args, parse_config(args->config_json, args->json_path));
+    auto strategy = std::make_unique<Diloco>(host, *args, parse_config(args->config_json, args->json_path, kEdit));
     *out_strategy = strategy.release();
   });
 }
@@ -64,7 +72,7 @@ keel_status own_state_info(void* handle, int32_t index, const char** out_name, i
   return Slots::with(handle, [&](Diloco& s) {
     if (!out_name || !out_count) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own_state_info: an output is NULL");
     *out_name = s.own_state_name(index).c_str();
-    *out_count = s.own_state_elements();
+    *out_count = s.own_state_elements(index);
   });
 }
 keel_status read_own_state(void* handle, int32_t index, float* dst) {
@@ -74,8 +82,9 @@ keel_status write_own_state(void* handle, int32_t index, const float* src) {
   return Slots::with(handle, [&](Diloco& s) { s.write_own_state(index, src); });
 }
 
+template <bool kEdit>
 keel_strategy_api make_table() {
-  keel_strategy_api table = Slots::table(validate_config, create);
+  keel_strategy_api table = Slots::table(validate_config<kEdit>, create<kEdit>);
   table.own_state_count = own_state_count;
   table.own_state_info = own_state_info;
   table.read_own_state = read_own_state;
@@ -83,12 +92,16 @@ keel_strategy_api make_table() {
   return table;
 }
 
-const keel_strategy_api kTable = make_table();
+const keel_strategy_api kDiloco = make_table<false>();
+const keel_strategy_api kEdit = make_table<true>();
 
-const keel_plugin_info kInfos[] = {keel_support::plugin_info(
-    KEEL_KIND_STRATEGY, "diloco", "0.1.0", &kTable,
-    "DiLoCo: sync_every local inner-optimizer steps per rank, then the averaged pseudo-gradient through an outer "
-    "SGD or Nesterov step")};
+const keel_plugin_info kInfos[] = {
+    keel_support::plugin_info(KEEL_KIND_STRATEGY, "diloco", "0.1.0", &kDiloco,
+                              "DiLoCo: sync_every local inner-optimizer steps per rank, then the averaged "
+                              "pseudo-gradient through an outer SGD or Nesterov step"),
+    keel_support::plugin_info(KEEL_KIND_STRATEGY, "edit", "0.1.0", &kEdit,
+                              "EDiT: DiLoCo's intervals with layer-wise syncs in the next forward and the pseudo-gradient "
+                              "penalty (anomaly elimination, weighted averaging, clipping)")};
 
 const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 

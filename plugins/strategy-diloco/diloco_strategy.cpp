@@ -8,6 +8,7 @@
 #include <keel_support/offload_tier.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace keel_diloco {
@@ -20,6 +21,14 @@ constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
 constexpr keel_dtype kFloat64 = {KEEL_DTYPE_FLOAT, 64, 1};
 
 [[noreturn]] void invalid(const std::string& message) { throw StatusError(KEEL_ERR_INVALID_ARGUMENT, message); }
+
+// x as three floats whose double sum is x exactly (24 + 24 + 24 bits cover a double's 53), so the
+// statistics survive a checkpoint's fp32 arrays bit for bit.
+void split_double(double x, float* out) {
+  out[0] = float(x);
+  out[1] = float(x - double(out[0]));
+  out[2] = float(x - double(out[0]) - double(out[1]));
+}
 
 const keel_strategy_create_args& checked(const keel_strategy_create_args& args) {
   if (args.struct_size < offsetof(keel_strategy_create_args, dp_size) + sizeof(args.dp_size))
@@ -45,6 +54,7 @@ Diloco::Diloco(const keel_host* host, const keel_strategy_create_args& args, Con
       dp_comm_(args.dp_comm),
       dp_comm_obj_(args.dp_comm_obj),
       dp_size_(args.dp_comm ? args.dp_size : 1),
+      dp_rank_(args.dp_comm ? args.dp_rank : 0),
       config_(config),
       norm_scalar_(store_.backend().alloc_bytes(sizeof(double))),
       start_(size_t(store_.layout().full_elements), 0.0f),
@@ -54,13 +64,21 @@ Diloco::Diloco(const keel_host* host, const keel_strategy_create_args& args, Con
     own_state_names_.push_back("optimizer_state." + std::to_string(slot));
   own_state_names_.push_back("diloco.start");
   own_state_names_.push_back("diloco.outer_momentum");
-  keel_logf(host, KEEL_LOG_INFO, kSource, "%d ranks: %lld inner steps per interval, outer %s lr %g momentum %g",
-            int(dp_size_), (long long)config_.sync_every, config_.nesterov ? "nesterov" : "sgd", config_.outer_lr,
-            config_.outer_momentum);
+  if (config_.edit) {
+    own_state_names_.push_back("edit.pending");
+    own_state_names_.push_back("edit.norm_statistics");
+    pending_.assign(store_.layout().layers.size(), 0);
+    statistics_.assign(store_.layout().layers.size(), NormStatistics{});
+  }
+  keel_logf(host, KEEL_LOG_INFO, config_.edit ? "strategy edit" : kSource,
+            "%d ranks: %lld inner steps per interval, outer %s lr %g momentum %g%s", int(dp_size_),
+            (long long)config_.sync_every, config_.nesterov ? "nesterov" : "sgd", config_.outer_lr,
+            config_.outer_momentum, config_.edit ? "; layer-wise syncs in the forward, pseudo-gradient penalty" : "");
 }
 
-void Diloco::acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const {
+void Diloco::acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) {
   store_.check_acquire(layer, phase, params, grads, n);
+  if (config_.edit && pending_[size_t(layer)]) sync_layer(layer);  // the first use after an interval's end
   store_.describe_layer(layer, store_.full_layer(store_.params(), layer), store_.full_layer(store_.grads(), layer),
                         params, grads, n);
 }
@@ -95,9 +113,12 @@ void Diloco::remember_start() {
 void Diloco::step(const keel_strategy_step_args& args) {
   keel_support::ParamStore::check_step(args);
   if (!started_) remember_start();
+  if (config_.edit) sync_pending_layers();  // a layer the forward never used (none in gpt or llama)
   store_.step_owned(args);
   // The cadence follows the global step count, so a resumed run syncs on the same steps.
-  if (args.step % config_.sync_every == 0) outer_step();
+  if (args.step % config_.sync_every != 0) return;
+  if (!config_.edit) return outer_step();
+  for (size_t l = 0; l < pending_.size(); ++l) pending_[l] = store_.layout().layers[l].numel > 0 ? 1 : 0;
 }
 
 // average θ_i over ranks; Δ = start − average; momentum = μ·momentum + Δ;
@@ -111,15 +132,20 @@ void Diloco::outer_step() {
                                       KEEL_REDUCE_SUM, nullptr), "comm all_reduce of the parameters");
     backend.scale(store_.params(), 1.0f / float(dp_size_), total);
   }
-  std::vector<float> average(static_cast<size_t>(total));
-  backend.copy(average.data(), store_.params(), total, KEEL_COPY_DEVICE_TO_HOST);
+  std::vector<float> delta(static_cast<size_t>(total));
+  backend.copy(delta.data(), store_.params(), total, KEEL_COPY_DEVICE_TO_HOST);
+  for (size_t e = 0; e < delta.size(); ++e) delta[e] = start_[e] - delta[e];
+  outer_update(0, total, delta.data());
+}
+
+void Diloco::outer_update(int64_t begin, int64_t end, const float* delta) {
   const float lr = float(config_.outer_lr), mu = float(config_.outer_momentum);
-  for (size_t e = 0; e < average.size(); ++e) {
-    const float delta = start_[e] - average[e];
-    momentum_[e] = mu * momentum_[e] + delta;
-    start_[e] -= lr * (config_.nesterov ? delta + mu * momentum_[e] : momentum_[e]);
+  for (int64_t e = begin; e < end; ++e) {
+    const float d = delta[e - begin];
+    momentum_[size_t(e)] = mu * momentum_[size_t(e)] + d;
+    start_[size_t(e)] -= lr * (config_.nesterov ? d + mu * momentum_[size_t(e)] : momentum_[size_t(e)]);
   }
-  backend.copy(store_.params(), start_.data(), total, KEEL_COPY_HOST_TO_DEVICE);
+  store_.backend().copy(store_.params() + begin, start_.data() + begin, end - begin, KEEL_COPY_HOST_TO_DEVICE);
 }
 
 // --- own state ---
@@ -130,25 +156,61 @@ const std::string& Diloco::own_state_name(int32_t index) const {
   return own_state_names_[size_t(index)];
 }
 
+int64_t Diloco::own_state_elements(int32_t index) const {
+  const std::string& name = own_state_name(index);
+  if (name == "edit.pending") return int64_t(pending_.size());
+  if (name == "edit.norm_statistics") return 7 * int64_t(statistics_.size());
+  return store_.layout().full_elements;
+}
+
 void Diloco::read_own_state(int32_t index, float* dst_host) {
-  own_state_name(index);
-  const int64_t n = own_state_elements();
+  const std::string& name = own_state_name(index);
+  const int64_t n = own_state_elements(index);
   if (n > 0 && !dst_host) invalid("read_own_state: dst_host is NULL");
   const int32_t slots = store_.n_state_slots();
   if (index == 0) return store_.backend().copy(dst_host, store_.params(), n, KEEL_COPY_DEVICE_TO_HOST);
   if (index <= slots) return store_.backend().copy(dst_host, store_.state("own state", index - 1), n, KEEL_COPY_DEVICE_TO_HOST);
+  if (name == "edit.pending") {
+    for (size_t l = 0; l < pending_.size(); ++l) dst_host[l] = float(pending_[l]);
+    return;
+  }
+  if (name == "edit.norm_statistics") {  // a double as three floats whose sum is it exactly; the count
+    for (size_t l = 0; l < statistics_.size(); ++l) {
+      split_double(statistics_[l].mean, dst_host + 7 * l);
+      split_double(statistics_[l].variance, dst_host + 7 * l + 3);
+      dst_host[7 * l + 6] = float(std::min<int64_t>(statistics_[l].syncs, 1 << 24));
+    }
+    return;
+  }
   if (!started_) remember_start();  // saved before the first step: the interval starts here
   const std::vector<float>& host = index == slots + 1 ? start_ : momentum_;
   std::copy(host.begin(), host.end(), dst_host);
 }
 
 void Diloco::write_own_state(int32_t index, const float* src_host) {
-  own_state_name(index);
-  const int64_t n = own_state_elements();
+  const std::string& name = own_state_name(index);
+  const int64_t n = own_state_elements(index);
   if (n > 0 && !src_host) invalid("write_own_state: src_host is NULL");
   const int32_t slots = store_.n_state_slots();
   if (index == 0) return store_.backend().copy(store_.params(), src_host, n, KEEL_COPY_HOST_TO_DEVICE);
   if (index <= slots) return store_.backend().copy(store_.state("own state", index - 1), src_host, n, KEEL_COPY_HOST_TO_DEVICE);
+  if (name == "edit.pending") {
+    for (size_t l = 0; l < pending_.size(); ++l) pending_[l] = src_host[l] != 0.0f ? 1 : 0;
+    return;
+  }
+  if (name == "edit.norm_statistics") {
+    for (size_t l = 0; l < statistics_.size(); ++l) {
+      const float* at = src_host + 7 * l;
+      const double mean = double(at[0]) + double(at[1]) + double(at[2]);
+      const double variance = double(at[3]) + double(at[4]) + double(at[5]);
+      const float syncs = at[6];
+      if (!std::isfinite(mean) || !(variance >= 0) || !std::isfinite(variance) || !(syncs >= 0 && syncs <= float(1 << 24)))
+        invalid("write_own_state: edit.norm_statistics of layer " + std::to_string(l) + " are not a mean, a variance "
+                "and a count");
+      statistics_[l] = NormStatistics{mean, variance, int64_t(syncs)};
+    }
+    return;
+  }
   std::vector<float>& host = index == slots + 1 ? start_ : momentum_;
   std::copy(src_host, src_host + n, host.begin());
   if (index == slots + 1) started_ = true;

@@ -3,9 +3,10 @@
 against its base on the same seed and data (stdlib only):
 - limits: topk at ratio 1.0 is ddp bit for bit; powersgd at full rank (rank ≥ every matrix's
   smaller side) is ddp within 1e-5 relative on every loss; diloco syncing every step with inner
-  sgd and outer sgd (lr 1, no momentum) is ddp with sgd within 1e-5;
+  sgd and outer sgd (lr 1, no momentum) is ddp with sgd within 1e-5, and so is edit with its
+  penalty off;
 - savings: topk 0.1 and powersgd rank 2 move fewer bytes a step than ddp (the metrics'
-  comm_bytes_per_step) and still learn; diloco communicates only on sync steps;
+  comm_bytes_per_step) and still learn; diloco and edit communicate only on sync steps;
 - resume: a run stopped mid-way (mid-interval for diloco) and resumed is bit for bit the one that
   never stopped, error-feedback residuals and outer state included;
 - noise_scale: the gradient noise scale logged every step at dp 2, the same from ddp's bucket-by-
@@ -67,6 +68,13 @@ def check_limits(args, work):
                       1e-5)
     pc.compare_params(pc.final_params(f"{work}/ddp-sgd/step-00000020"), pc.final_params(f"{work}/diloco-1/step-00000020"),
                       "diloco every step", 1e-5)
+    # EDiT with its penalty off is DiLoCo synced layer by layer in the next forward.
+    edit = dict(diloco, plugin="edit", anomaly_z=0, weighted_average=False)
+    pc.run(args, 4, "ddp", work, "edit-1", SGD + strategy(edit))
+    pc.compare_losses(pc.losses(work, "ddp-sgd"), pc.losses(work, "edit-1"),
+                      "edit every step, penalty off, sgd/sgd x4 vs ddp sgd", 1e-5)
+    pc.compare_params(pc.final_params(f"{work}/ddp-sgd/step-00000020"), pc.final_params(f"{work}/edit-1/step-00000020"),
+                      "edit every step", 1e-5)
 
 
 def check_savings(args, work):
@@ -75,7 +83,8 @@ def check_savings(args, work):
     first = records(work, "ddp")[0]["loss"]
     for tag, spec, most in (("topk", {"plugin": "topk", "ratio": 0.1}, 0.5),
                             ("powersgd", {"plugin": "powersgd", "rank": 2}, 0.5),
-                            ("diloco", {"plugin": "diloco", "sync_every": 5}, 0.3)):
+                            ("diloco", {"plugin": "diloco", "sync_every": 5}, 0.3),
+                            ("edit", {"plugin": "edit", "sync_every": 5, "clip_norm": 1.0}, 0.3)):
         pc.run(args, 4, "ddp", work, tag, strategy(spec))
         sent, rows = comm_bytes(work, tag), records(work, tag)
         print(f"{tag}: {sent:.0f} bytes a step against ddp's {base:.0f} ({sent / base:.3f}x); loss {rows[0]['loss']:.3f} "
@@ -87,7 +96,9 @@ def check_savings(args, work):
 def check_resume(args, work):
     common = ["lr_schedule.decay_steps=10", "train.checkpoint.every=3"]
     for tag, spec in (("topk", {"plugin": "topk", "ratio": 0.1}), ("powersgd", {"plugin": "powersgd", "rank": 2}),
-                      ("diloco", {"plugin": "diloco", "sync_every": 4, "outer_optimizer": "nesterov"})):
+                      ("diloco", {"plugin": "diloco", "sync_every": 4, "outer_optimizer": "nesterov"}),
+                      # saved at step 6, a sync step (its layers wait for the next forward); elimination from the 4th sync
+                      ("edit", {"plugin": "edit", "sync_every": 2, "anomaly_z": 1.0, "clip_norm": 0.5})):
         sets = common + strategy(spec)
         pc.run(args, 2, "ddp", work, f"{tag}-straight", sets, steps=10)
         pc.run(args, 2, "ddp", work, f"{tag}-split", sets, steps=6)  # diloco: saved at step 6, mid-interval
