@@ -1,4 +1,4 @@
-// EDiT's pseudo-gradient penalty (Cheng et al., 2024, §3.2), as we read it, per layer at each
+// EDiT's pseudo-gradient penalty (Cheng et al., 2024, section 3.2), as we read it, per layer at each
 // sync: every replica's pseudo-gradient norm is known to every rank (one all_gather of dp
 // numbers), and from them alone each rank derives the same weights:
 //   anomaly elimination: a replica whose norm lies more than `anomaly_z` standard deviations
