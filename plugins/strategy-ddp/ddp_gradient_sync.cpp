@@ -43,6 +43,15 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend lacks the \"scale\" slot ddp needs to average gradients");
   buckets_ = plan_gradient_buckets(store_.layout(), config.bucket_bytes);
   group_ = DataParallelGroup{args.dp_comm, args.dp_comm_obj, dp_size_};
+  if (config.compression != DdpConfig::Compression::none &&
+      (store_.tp().size > 1 || keel_support::pipeline_position(args).size > 1))
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED,
+                      std::string("create: ") + (config.compression == DdpConfig::Compression::topk ? "topk" : "powersgd") +
+                          " compresses each rank's gradients on its own, so the copies of a parameter replicated over "
+                          "tensor-parallel ranks or tied across pipeline stages could be sent differently and drift "
+                          "apart; it runs at parallel.tp 1 and parallel.pp 1 (found tp " +
+                          std::to_string(store_.tp().size) + ", pp " +
+                          std::to_string(keel_support::pipeline_position(args).size) + ")");
   if (config.compression == DdpConfig::Compression::topk)
     compressor_ = std::make_unique<TopkCompressor>(config.topk_ratio, store_.grad_elements());
   if (config.compression == DdpConfig::Compression::powersgd)

@@ -81,6 +81,7 @@ void DdpStrategy::step(const keel_strategy_step_args& args) {
   keel_support::ParamStore::check_step(args);
   finish_gradient_reduction();  // a no-op after grad_sq_norm
   store_.step_owned(args);
+  if (compressor_) compressor_->commit();  // the step was taken: its error feedback is kept
 }
 
 void DdpStrategy::read_grad(size_t index, int64_t begin, int64_t count, float* dst_host) {

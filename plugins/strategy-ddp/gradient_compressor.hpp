@@ -37,10 +37,15 @@ struct CompressorArray {
 class GradientCompressor {
  public:
   virtual ~GradientCompressor() = default;
-  // On entry store.grads() holds this rank's gradients (the STAGE_TIED sum done); on return it
-  // holds the same data-parallel mean of the compressed gradients on every rank.
+  // On entry store.grads() holds this rank's gradients; on return it holds the same data-parallel
+  // mean of the compressed gradients on every rank (non-finite on every rank when any rank's
+  // input was, so the core skips or stops the step). What the compressor keeps across steps is
+  // only staged here: a skipped step must leave it as it was.
   virtual void reduce_mean(const keel_support::ParamStore& store, const GradientBuckets& buckets,
                            const DataParallelGroup& group) = 0;
+  // The step was taken: the staged memory becomes the kept one.
+  virtual void commit() = 0;
+  // The kept arrays (checkpoints read and write them between steps).
   virtual std::vector<CompressorArray> own_arrays() = 0;
   // A line for the start-up log: what is sent instead of the gradients.
   virtual std::string describe(const keel_support::ParamStore& store) const = 0;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace keel_ddp {
@@ -16,12 +17,46 @@ constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
 
 // Standard normal values from one seed, the same on every rank (Box-Muller on mt19937_64's bits,
 // so no library's distribution decides them).
-void fill_normal(std::vector<float>& out, uint64_t seed) {
+void fill_normal(float* out, int64_t n, uint64_t seed) {
   std::mt19937_64 bits(seed ^ 0x705e5dULL);
   const double two_pi = 6.283185307179586;
-  for (size_t i = 0; i < out.size(); ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     const double u1 = (double(bits() >> 11) + 1.0) * 0x1.0p-53, u2 = double(bits() >> 11) * 0x1.0p-53;
     out[i] = float(std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
+  }
+}
+
+uint64_t mix(uint64_t h, uint64_t value) { return (h ^ value) * 0x100000001b3ULL; }
+
+uint64_t name_hash(const char* name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char* c = name; c && *c; ++c) h = mix(h, uint64_t(static_cast<unsigned char>(*c)));
+  return h;
+}
+
+bool all_finite(const std::vector<float>& values) {
+  for (float v : values)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+// A Q column that came out zero (the summed M had less rank than r this step) would stay zero
+// under warm starts and freeze that direction: it is drawn again, from the matrix's seed and the
+// bits of Q's other columns, which every rank holds alike and a checkpoint keeps.
+void redraw_vanished_columns(float* q, int64_t cols, int64_t rank, uint64_t seed) {
+  for (int64_t k = 0; k < rank; ++k) {
+    bool zero = true;
+    for (int64_t j = 0; j < cols && zero; ++j) zero = q[j * rank + k] == 0.0f;
+    if (!zero) continue;
+    uint64_t h = mix(seed, uint64_t(k));
+    for (int64_t e = 0; e < cols * rank; ++e) {
+      uint32_t word;
+      std::memcpy(&word, &q[e], sizeof word);
+      h = mix(h, word);
+    }
+    std::vector<float> column(static_cast<size_t>(cols));
+    fill_normal(column.data(), cols, h);
+    for (int64_t j = 0; j < cols; ++j) q[j * rank + k] = column[size_t(j)];
   }
 }
 
@@ -106,7 +141,7 @@ void orthonormalise_columns(float* p, int64_t rows, int64_t rank) {
 }
 
 PowerSgdCompressor::PowerSgdCompressor(const keel_support::ParamStore& store, int32_t rank, uint64_t seed)
-    : residual_(size_t(store.grad_elements()), 0.0f) {
+    : residual_(size_t(store.grad_elements()), 0.0f), rank_(rank) {
   int64_t q_elements = 0;
   for (size_t i = 0; i < store.n_params(); ++i) {
     const keel_param_spec& spec = store.spec(i);
@@ -119,12 +154,14 @@ PowerSgdCompressor::PowerSgdCompressor(const keel_support::ParamStore& store, in
       continue;
     }
     const int64_t r = std::min<int64_t>({rank, rows, cols});
-    matrices_.push_back(Matrix{i, rows, cols, r, q_elements, p_elements_});
+    matrices_.push_back(Matrix{i, mix(seed, name_hash(spec.name)), rows, cols, r, q_elements, p_elements_});
     q_elements += cols * r;
     p_elements_ += rows * r;
   }
   q_.resize(size_t(q_elements));
-  fill_normal(q_, seed);
+  for (const Matrix& x : matrices_) fill_normal(q_.data() + x.q_offset, x.cols * x.rank, x.seed);
+  staged_residual_ = residual_;
+  staged_q_ = q_;
 }
 
 std::string PowerSgdCompressor::describe(const keel_support::ParamStore& store) const {
@@ -133,9 +170,9 @@ std::string PowerSgdCompressor::describe(const keel_support::ParamStore& store) 
   const int64_t sent = p_elements_ + q_elements + vector_elements_;
   const int64_t whole = matrix_elements + vector_elements_;
   char line[200];
-  std::snprintf(line, sizeof line, "PowerSGD: %zu matrices as rank-%lld factors, %zu vectors whole: %lld of %lld "
-                "gradient values sent per step (%.1f× fewer)", matrices_.size(),
-                (long long)(matrices_.empty() ? 0 : matrices_.front().rank), vectors_.size(), (long long)sent,
+  std::snprintf(line, sizeof line, "PowerSGD: %zu matrices as factors of rank min(%d, rows, cols), %zu vectors whole: "
+                "%lld of %lld gradient values sent per step (%.1f× fewer)", matrices_.size(), int(rank_),
+                vectors_.size(), (long long)sent,
                 (long long)whole, sent > 0 ? double(whole) / double(sent) : 1.0);
   (void)store;
   return line;
@@ -157,6 +194,12 @@ void PowerSgdCompressor::reduce_mean(const keel_support::ParamStore& store, cons
     for (int64_t e = 0; e < x.rows * x.cols; ++e) mx[e] += rx[e];
     multiply(mx, q_.data() + x.q_offset, first.data() + x.p_offset, x.rows, x.cols, x.rank);
   }
+  // A non-finite input on any rank makes the sums non-finite on every rank: the gradients are
+  // then left non-finite for the core to skip or stop, and nothing staged is kept.
+  auto give_up = [&] {
+    std::fill(m.begin(), m.end(), NAN);
+    backend.copy(store.grads(), m.data(), total, KEEL_COPY_HOST_TO_DEVICE);
+  };
   int64_t at = p_elements_;
   for (size_t v : vectors_) {
     const int64_t numel = store.layout().params[v].numel;
@@ -171,24 +214,26 @@ void PowerSgdCompressor::reduce_mean(const keel_support::ParamStore& store, cons
     backend.copy(values.data(), wire.floats(), int64_t(values.size()), KEEL_COPY_DEVICE_TO_HOST);
   };
   all_reduce(first);
+  if (!all_finite(first)) return give_up();
 
   // Message 2: Q = Mᵀ P with P orthonormal, averaged.
   for (const Matrix& x : matrices_) {
     orthonormalise_columns(first.data() + x.p_offset, x.rows, x.rank);
-    multiply_transposed(m.data() + grad_at(x.param), first.data() + x.p_offset, q_.data() + x.q_offset, x.rows,
+    multiply_transposed(m.data() + grad_at(x.param), first.data() + x.p_offset, staged_q_.data() + x.q_offset, x.rows,
                         x.cols, x.rank);
   }
-  all_reduce(q_);
+  all_reduce(staged_q_);
+  if (!all_finite(staged_q_)) return give_up();
   const float inverse = 1.0f / float(group.size);
-  for (float& value : q_) value *= inverse;
+  for (float& value : staged_q_) value *= inverse;
 
   // P Qᵀ is the mean; what it misses of this rank's M is kept for the next step.
   std::vector<float> approximation;
   for (const Matrix& x : matrices_) {
     float* mx = m.data() + grad_at(x.param);
-    float* rx = residual_.data() + grad_at(x.param);
+    float* rx = staged_residual_.data() + grad_at(x.param);
     approximation.resize(size_t(x.rows * x.cols));
-    multiply_back(first.data() + x.p_offset, q_.data() + x.q_offset, approximation.data(), x.rows, x.cols, x.rank);
+    multiply_back(first.data() + x.p_offset, staged_q_.data() + x.q_offset, approximation.data(), x.rows, x.cols, x.rank);
     for (int64_t e = 0; e < x.rows * x.cols; ++e) {
       rx[e] = mx[e] - approximation[size_t(e)];
       mx[e] = approximation[size_t(e)];
@@ -202,6 +247,8 @@ void PowerSgdCompressor::reduce_mean(const keel_support::ParamStore& store, cons
     at += numel;
   }
   backend.copy(store.grads(), m.data(), total, KEEL_COPY_HOST_TO_DEVICE);
+  // The next step's warm start: Q with any vanished column drawn again.
+  for (const Matrix& x : matrices_) redraw_vanished_columns(staged_q_.data() + x.q_offset, x.cols, x.rank, x.seed);
 }
 
 }  // namespace keel_ddp

@@ -16,6 +16,10 @@ class PowerSgdCompressor : public GradientCompressor {
   PowerSgdCompressor(const keel_support::ParamStore& store, int32_t rank, uint64_t seed);
   void reduce_mean(const keel_support::ParamStore& store, const GradientBuckets& buckets,
                    const DataParallelGroup& group) override;
+  void commit() override {
+    residual_ = staged_residual_;
+    q_ = staged_q_;
+  }
   std::vector<CompressorArray> own_arrays() override {
     return {{"powersgd.residual", &residual_}, {"powersgd.q", &q_}};
   }
@@ -25,6 +29,7 @@ class PowerSgdCompressor : public GradientCompressor {
   // A gradient compressed as rows × cols with factors of `rank` columns.
   struct Matrix {
     size_t param;
+    uint64_t seed;     // Q's draws: the run's seed and the parameter's name, so copies agree
     int64_t rows, cols, rank;
     int64_t q_offset;  // into q_: cols × rank, row-major
     int64_t p_offset;  // into the P message: rows × rank
@@ -34,6 +39,8 @@ class PowerSgdCompressor : public GradientCompressor {
   int64_t p_elements_ = 0, vector_elements_ = 0;
   std::vector<float> residual_;  // over the gradient array
   std::vector<float> q_;         // every matrix's Q, back to back
+  std::vector<float> staged_residual_, staged_q_;  // this step's, kept once the step is taken
+  int32_t rank_ = 0;             // as configured; each matrix's is at most its smaller side
 };
 
 // Orthonormalises the columns of the rows × rank row-major matrix in place (modified

@@ -18,7 +18,7 @@ constexpr keel_dtype kInt32 = {KEEL_DTYPE_INT, 32, 1};
 }  // namespace
 
 TopkCompressor::TopkCompressor(double ratio, int64_t grad_elements)
-    : ratio_(ratio), residual_(size_t(grad_elements), 0.0f) {}
+    : ratio_(ratio), residual_(size_t(grad_elements), 0.0f), staged_residual_(residual_) {}
 
 int64_t TopkCompressor::kept(int64_t elements) const {
   const auto k = static_cast<int64_t>(std::llround(ratio_ * double(elements)));
@@ -36,8 +36,12 @@ std::string TopkCompressor::describe(const keel_support::ParamStore& store) cons
 std::vector<int32_t> largest_magnitudes(const std::vector<float>& values, int64_t k) {
   std::vector<int32_t> order(values.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+  auto magnitude = [&](int32_t i) {
+    const float v = values[size_t(i)];
+    return std::isnan(v) ? INFINITY : std::fabs(v);
+  };
   auto larger = [&](int32_t a, int32_t b) {
-    const float fa = std::fabs(values[size_t(a)]), fb = std::fabs(values[size_t(b)]);
+    const float fa = magnitude(a), fb = magnitude(b);
     return fa > fb || (fa == fb && a < b);
   };
   if (k < int64_t(order.size())) std::nth_element(order.begin(), order.begin() + k, order.end(), larger);
@@ -76,7 +80,7 @@ void TopkCompressor::reduce_bucket(const keel_support::ParamStore& store, const 
   }
   at = 0;
   for (const keel_support::ElementRange& region : bucket.regions) {
-    std::copy_n(staged_.data() + at, region.count(), residual_.data() + region.begin);
+    std::copy_n(staged_.data() + at, region.count(), staged_residual_.data() + region.begin);
     at += region.count();
   }
   std::fill(staged_.begin(), staged_.end(), 0.0f);

@@ -15,6 +15,7 @@ class TopkCompressor : public GradientCompressor {
   TopkCompressor(double ratio, int64_t grad_elements);
   void reduce_mean(const keel_support::ParamStore& store, const GradientBuckets& buckets,
                    const DataParallelGroup& group) override;
+  void commit() override { residual_ = staged_residual_; }
   std::vector<CompressorArray> own_arrays() override { return {{"topk.residual", &residual_}}; }
   std::string describe(const keel_support::ParamStore& store) const override;
 
@@ -25,12 +26,14 @@ class TopkCompressor : public GradientCompressor {
   void reduce_bucket(const keel_support::ParamStore& store, const GradientBucket& bucket, const DataParallelGroup& group);
 
   double ratio_;
-  std::vector<float> residual_;  // over the gradient array: what this rank has not sent yet
-  std::vector<float> staged_;    // one bucket: gradient + residual
+  std::vector<float> residual_;         // over the gradient array: what this rank has not sent yet
+  std::vector<float> staged_residual_;  // this step's, kept once the step is taken
+  std::vector<float> staged_;           // one bucket: gradient + residual
 };
 
 // The positions of the k entries of `values` largest in magnitude, ascending; ties go to the
-// lower position, so every rank and every run picks the same ones.
+// lower position, so every rank and every run picks the same ones. NaN counts as the largest, so
+// a non-finite gradient is sent and every rank sees it.
 std::vector<int32_t> largest_magnitudes(const std::vector<float>& values, int64_t k);
 
 }  // namespace keel_ddp
