@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The communication-efficient strategies side by side, in one run: one model, one data stream,
-one token budget, 4 ranks under mpirun, ddp + AdamW as the baseline and each plugin with the
-same inner optimizer, seed and data. For each: the final validation loss, the tokens it took to
+"""The communication-efficient strategies and the memory-efficient optimizers side by side, in
+one run: one model, one data stream, one token budget, 4 ranks under mpirun, ddp + AdamW as the
+baseline, each strategy with AdamW inside, and ddp with adamw8bit and with adafactor (AdamW's
+peak lr, no parameter scaling), on the same seed and data. For each: the final validation loss, the tokens it took to
 reach the baseline's final validation loss (at the evaluations, every --eval-every steps), the
 bytes the data-parallel group moved (the metrics' comm_bytes_per_step, logged every step and
 summed; evaluation traffic is not counted, so the sync intervals are chosen not to land on an
@@ -22,16 +23,19 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-RUNS = [  # (name, parallel.strategy)
-    ("ddp", {"plugin": "ddp"}),
-    ("topk-0.05", {"plugin": "topk", "ratio": 0.05}),
-    ("powersgd-r4", {"plugin": "powersgd", "rank": 4}),
-    ("diloco-h16", {"plugin": "diloco", "sync_every": 16}),
-    ("edit-h16", {"plugin": "edit", "sync_every": 16, "clip_norm": 1.0}),
+DDP = {"plugin": "ddp"}
+RUNS = [  # (name, parallel.strategy, optimizer or None for the quick start's AdamW)
+    ("ddp", DDP, None),
+    ("topk-0.05", {"plugin": "topk", "ratio": 0.05}, None),
+    ("powersgd-r4", {"plugin": "powersgd", "rank": 4}, None),
+    ("diloco-h16", {"plugin": "diloco", "sync_every": 16}, None),
+    ("edit-h16", {"plugin": "edit", "sync_every": 16, "clip_norm": 1.0}, None),
+    ("ddp-adamw8bit", DDP, {"plugin": "adamw8bit", "lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}),
+    ("ddp-adafactor", DDP, {"plugin": "adafactor", "lr": 2e-3, "scale_parameter": False}),
 ]
 
 
-def run(args, name, strategy):
+def run(args, name, strategy, optimizer):
     folder = os.path.join(args.out, name)
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
@@ -39,6 +43,8 @@ def run(args, name, strategy):
             f"train.eval_every={args.eval_every}", "train.sample_tokens=0", "data.micro_batch=4",
             "data.global_batch=16", "data.val_batches=8", f"train.metrics_path=\"{folder}/metrics.jsonl\"",
             f"train.checkpoint.dir=\"{folder}/checkpoints\"", "train.tensorboard_dir=\"none\""]
+    if optimizer:
+        sets.append(f"optimizer={json.dumps(optimizer)}")
     cmd = [args.mpirun, "--oversubscribe", "-np", "4", args.keel, "run", os.path.join(ROOT, "examples/quickstart.json")]
     cmd += [a for s in sets for a in ("--set", s)]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
@@ -70,9 +76,9 @@ def main():
     if not args.mpirun:
         sys.exit("mpirun is not installed (apt-get install openmpi-bin)")
     print(f"{len(RUNS)} runs of {args.steps} steps x 16 sequences x 128 tokens on 4 ranks:", flush=True)
-    results = {name: run(args, name, strategy) for name, strategy in RUNS}
+    results = {name: run(args, name, strategy, optimizer) for name, strategy, optimizer in RUNS}
     base = summary(results["ddp"][1], None)
-    print(f"\n| strategy | final val loss | tokens to ddp's {base['final_val']:.4f} | bytes moved | vs ddp | "
+    print(f"\n| run | final val loss | tokens to ddp's {base['final_val']:.4f} | bytes moved | vs ddp | "
           f"step ms (median) | optimizer state B/rank |")
     print("|---|---|---|---|---|---|---|")
     for name, (folder, rows) in results.items():

@@ -26,11 +26,13 @@
    0.10: a model completes its config from an external format's (model.h complete_config): a
         Hugging Face folder's config.json gives the dimensions model.init_from leaves out.
    0.11: a strategy reports this rank's gradient norm before the data-parallel reduction
-        (strategy.h local_grad_sq_norm), from which the core estimates the gradient noise scale. */
+        (strategy.h local_grad_sq_norm), from which the core estimates the gradient noise scale.
+   0.12: optimizers with packed state and per-tensor calls (optimizer.h flags, range,
+        packed_state_bytes, pack_state, unpack_state): 8-bit AdamW and Adafactor. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 11
+#define KEEL_ABI_VERSION_MINOR 12
 
 #endif

@@ -169,7 +169,7 @@ void Diloco::read_own_state(int32_t index, float* dst_host) {
   if (n > 0 && !dst_host) invalid("read_own_state: dst_host is NULL");
   const int32_t slots = store_.n_state_slots();
   if (index == 0) return store_.backend().copy(dst_host, store_.params(), n, KEEL_COPY_DEVICE_TO_HOST);
-  if (index <= slots) return store_.backend().copy(dst_host, store_.state("own state", index - 1), n, KEEL_COPY_DEVICE_TO_HOST);
+  if (index <= slots) return store_.read_state_shard(index - 1, dst_host);
   if (name == "edit.pending") {
     for (size_t l = 0; l < pending_.size(); ++l) dst_host[l] = float(pending_[l]);
     return;
@@ -193,7 +193,7 @@ void Diloco::write_own_state(int32_t index, const float* src_host) {
   if (n > 0 && !src_host) invalid("write_own_state: src_host is NULL");
   const int32_t slots = store_.n_state_slots();
   if (index == 0) return store_.backend().copy(store_.params(), src_host, n, KEEL_COPY_HOST_TO_DEVICE);
-  if (index <= slots) return store_.backend().copy(store_.state("own state", index - 1), src_host, n, KEEL_COPY_HOST_TO_DEVICE);
+  if (index <= slots) return store_.write_state_shard(index - 1, src_host);
   if (name == "edit.pending") {
     for (size_t l = 0; l < pending_.size(); ++l) pending_[l] = src_host[l] != 0.0f ? 1 : 0;
     return;

@@ -1,9 +1,10 @@
 # The communication-efficient strategies (topk, powersgd, diloco) under mpirun against their
 # bases: limiting cases equal to ddp, fewer bytes a step, bit-exact resume; the gradient noise scale
-# and data.batch_schedule (comm_efficient_checks.py).
+# and data.batch_schedule; adamw8bit and adafactor: state bytes, resume, reshard, refusals
+# (comm_efficient_checks.py).
 # Skipped (77) where mpirun is missing.
-if(TARGET keel-ddp AND TARGET keel-diloco AND TARGET keel-sgd AND TARGET keel-zero)
-  foreach(check limits savings resume noise_scale batch_schedule)
+if(TARGET keel-ddp AND TARGET keel-diloco AND TARGET keel-sgd AND TARGET keel-zero AND TARGET keel-compact_optimizers)
+  foreach(check limits savings resume noise_scale batch_schedule optimizers)
     add_test(NAME e2e.comm_efficient.${check}
       COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/comm_efficient_checks.py ${check} --keel ${keel}
               --config ${quickstart})

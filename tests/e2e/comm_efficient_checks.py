@@ -14,7 +14,12 @@ against its base on the same seed and data (stdlib only):
   absent with the reason where the strategy cannot report a local norm (ZeRO-2);
 - batch_schedule: the global batch doubles exactly when the rule says, recomputed here from the
   logged noise scale; the learning rate is the plain run's × sqrt(B/B0); a resume after the batch
-  grew continues bit for bit; one rank and ZeRO-2 are refused with the reason."""
+  grew continues bit for bit; one rank and ZeRO-2 are refused with the reason;
+- optimizers: adamw8bit and adafactor (packed state, ABI 0.12): optimizer-state bytes against
+  their formulas from the checkpoint's shapes and at most 0.3x / 0.1x adamw's; a resume bit for
+  bit (adamw8bit on ZeRO-1 and under diloco, adafactor with beta1 on ddp); a ZeRO-1 x2
+  checkpoint resumed at one rank; adafactor refused where tensors are split, adamw8bit with
+  offload. (Their updates against PyTorch: tests/python/compact_optimizers_vs_torch.py.)"""
 import argparse
 import os
 import shutil
@@ -174,9 +179,91 @@ def check_batch_schedule(args, work):
     print("batch_schedule: one rank and ZeRO-2 refused, saying why")
 
 
+ADAMW8BIT = {"plugin": "adamw8bit", "lr": 3e-3}
+ADAFACTOR = {"plugin": "adafactor", "lr": 3e-2, "beta1": 0.9, "weight_decay": 0.01}
+
+
+def optimizer(spec):
+    return [f"optimizer={json.dumps(spec)}"]
+
+
+def state_bytes(work, tag):
+    return records(work, tag)[-1]["strategy_bytes"]["optimizer_state"]
+
+
+def packed_formulas(checkpoint):
+    """adamw8bit's and adafactor's (no beta1) state bytes from the checkpoint's tensor shapes."""
+    shapes = [p["shape"] for p in json.load(open(f"{checkpoint}/manifest.json"))["params"]]
+    eight_bit = factored = elements = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        elements += n
+        eight_bit += 2 * n + 8 * ((n + 2047) // 2048)  # two codes per element, two absmax per block
+        if len(shape) >= 2:
+            lead = n // (shape[-2] * shape[-1])
+            factored += 4 * lead * (shape[-2] + shape[-1])  # row and column statistics
+        else:
+            factored += 4 * n  # a vector keeps v whole
+    return elements, eight_bit, factored
+
+
+def check_optimizers(args, work):
+    common = ["lr_schedule.decay_steps=10", "train.checkpoint.every=3"]
+    # State bytes, one rank: what the metrics report is the formula, and far below adamw's.
+    for tag, spec in (("adamw", {"plugin": "adamw"}), ("adamw8bit", ADAMW8BIT),
+                      ("adafactor", dict(ADAFACTOR, beta1=None))):
+        pc.run(args, 1, "ddp", work, f"bytes-{tag}", common + optimizer(spec), steps=3)
+    elements, eight_bit, factored = packed_formulas(f"{work}/bytes-adamw/step-00000003")
+    adamw = state_bytes(work, "bytes-adamw")
+    assert adamw == 8 * elements, f"adamw's state is {adamw} bytes, not 8 x {elements}"
+    got8, got_af = state_bytes(work, "bytes-adamw8bit"), state_bytes(work, "bytes-adafactor")
+    print(f"optimizer state, {elements} parameters: adamw {adamw} B, adamw8bit {got8} B ({got8 / adamw:.3f}x), "
+          f"adafactor {got_af} B ({got_af / adamw:.4f}x)")
+    assert got8 == eight_bit, f"adamw8bit holds {got8} bytes; the formula says {eight_bit}"
+    assert got_af == factored, f"adafactor holds {got_af} bytes; the formula says {factored}"
+    assert got8 <= 0.3 * adamw and got_af <= 0.1 * adamw, "packed state not below 0.3x / 0.1x of adamw's"
+    for tag in ("bytes-adamw8bit", "bytes-adafactor"):
+        steps = pc.losses(work, tag)
+        assert steps[3] < steps[1], f"{tag} does not learn: {steps}"
+    # Resume bit for bit: packed state through the checkpoint's exchange form and back.
+    for tag, ranks, sets in (("8bit-zero1", 2, optimizer(ADAMW8BIT) + strategy({"plugin": "zero", "stage": 1})),
+                             ("8bit-diloco", 2, optimizer(ADAMW8BIT) + strategy({"plugin": "diloco", "sync_every": 4})),
+                             ("adafactor-ddp", 2, optimizer(ADAFACTOR))):
+        pc.run(args, ranks, "ddp", work, f"{tag}-straight", common + sets, steps=10)
+        pc.run(args, ranks, "ddp", work, f"{tag}-split", common + sets, steps=6)
+        pc.run(args, ranks, "ddp", work, f"{tag}-split", common + sets, steps=10, resume="latest")
+        a, b = pc.losses(work, f"{tag}-straight"), pc.losses(work, f"{tag}-split")
+        assert sorted(b) == list(range(1, 11)) and all(a[s] == b[s] for s in range(1, 11)), \
+            f"{tag}: resumed losses differ: {a} vs {b}"
+        pa = pc.final_params(f"{work}/{tag}-straight/step-00000010")
+        pb = pc.final_params(f"{work}/{tag}-split/step-00000010")
+        assert pa == pb, f"{tag}: resumed parameters differ by {params_differ(pa, pb):.2e}"
+        print(f"{tag} x{ranks}: 10 steps straight == 6 + resume + 4, bit for bit")
+    # Another layout: ZeRO-1 x2's blocks are each rank's part; one rank re-quantises them whole.
+    sets = common + optimizer(ADAMW8BIT)
+    shutil.copytree(f"{work}/8bit-zero1-split/step-00000006", f"{work}/reshard/step-00000006")
+    pc.run(args, 1, "ddp", work, "reshard", sets, steps=10, resume=f"{work}/reshard/step-00000006")
+    straight, resharded = pc.losses(work, "8bit-zero1-straight"), pc.losses(work, "reshard")
+    pc.compare_losses({s: straight[s] for s in range(7, 11)}, {s: resharded[s] for s in range(7, 11)},
+                      "adamw8bit ZeRO-1 x2 resumed at 1 rank", 1e-3)
+    # Refusals, with the reason.
+    for tag, ranks, sets, expected in (
+            ("af-zero1", 2, optimizer(ADAFACTOR) + strategy({"plugin": "zero", "stage": 1}),
+             "is sharded across data-parallel ranks (expected parallel.strategy ddp, diloco or edit at parallel.tp 1)"),
+            ("af-tp2", 2, optimizer(ADAFACTOR) + ["parallel.tp=2"], "is split across tensor-parallel ranks"),
+            ("8bit-offload", 1, optimizer(ADAMW8BIT) + strategy({"plugin": "zero", "stage": 1}) +
+             ["offload={\"plugin\": \"cpu\", \"optimizer_state\": true}"], "it cannot be offloaded")):
+        p = pc.run(args, ranks, "ddp", work, tag, sets, steps=2, check=False)
+        assert p.returncode != 0 and expected in p.stdout + p.stderr, \
+            f"{tag}: expected a refusal naming '{expected}', got exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}"
+        print(f"{tag}: refused ({expected})")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["limits", "savings", "resume", "noise_scale", "batch_schedule"])
+    parser.add_argument("check", choices=["limits", "savings", "resume", "noise_scale", "batch_schedule", "optimizers"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
@@ -187,7 +274,8 @@ def main():
     work = tempfile.mkdtemp(prefix="keel-comm-efficient-")
     try:
         {"limits": check_limits, "savings": check_savings, "resume": check_resume,
-         "noise_scale": check_noise_scale, "batch_schedule": check_batch_schedule}[args.check](args, work)
+         "noise_scale": check_noise_scale, "batch_schedule": check_batch_schedule,
+         "optimizers": check_optimizers}[args.check](args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("OK")

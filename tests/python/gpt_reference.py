@@ -111,7 +111,12 @@ def train_adamw(numpy_weights, batches, config, lr, betas, eps, weight_decay, no
         {"params": [p for n, p in params.items() if n not in no_decay], "weight_decay": weight_decay},
         {"params": [p for n, p in params.items() if n in no_decay], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps)
+    return train(params, batches, config, torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps))
+
+
+def train(params, batches, config, optimizer):
+    """Losses of len(batches) steps of `optimizer` over the tensors `params` (from make_params);
+    step i trains on batch i."""
     losses = []
     for tokens, targets in batches:
         optimizer.zero_grad(set_to_none=True)

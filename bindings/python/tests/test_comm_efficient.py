@@ -2,7 +2,8 @@
 keel.plugins() with the library that holds them; each trains and checkpoints through a Trainer
 (one rank here: the compressing ones send nothing to compress, diloco and edit step locally and
 sync with themselves), and a config mistake names its JSON path. Their multi-rank behaviour is
-tested under mpirun in tests/e2e/comm_efficient_checks.py."""
+tested under mpirun in tests/e2e/comm_efficient_checks.py. The memory-efficient optimizers
+(adamw8bit, adafactor) likewise: listed, trained by name, and resumed from a checkpoint exactly."""
 import pathlib
 
 import pytest
@@ -33,10 +34,37 @@ def test_trains_and_saves_by_name(config, tmp_path, name):
         last = trainer.step()["loss"]
     assert last < first, (first, last)
     trainer.save(tmp_path / "saved")
-    assert (tmp_path / "saved" / "manifest.json").is_file()
+    assert (tmp_path / "saved" / "latest").exists()
 
 
 def test_a_bad_key_names_its_path(config):
     config["parallel"] = {"strategy": {"plugin": "topk", "ratio": 2.0}}
     with pytest.raises(keel.Error, match=r"parallel\.strategy\.ratio: expected the share of each bucket sent, in \(0, 1\]"):
         keel.Trainer(config)
+
+
+OPTIMIZERS = {  # name -> a section (both live in libkeel-compact_optimizers.so)
+    "adamw8bit": {"plugin": "adamw8bit", "lr": 3e-3},
+    "adafactor": {"plugin": "adafactor", "lr": 3e-3, "scale_parameter": False, "beta1": 0.9},
+}
+
+
+def test_optimizers_listed_by_name_with_their_library():
+    found = {p["name"]: p for p in keel.plugins() if p["kind"] == "optimizer"}
+    for name in OPTIMIZERS:
+        assert pathlib.Path(found[name]["path"]).name == "libkeel-compact_optimizers.so", found[name]
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizer_trains_and_resumes_exactly_by_name(config, tmp_path, name):
+    config["optimizer"] = OPTIMIZERS[name]
+    trainer = keel.Trainer(config)
+    first = trainer.step()["loss"]
+    for _ in range(3):
+        last = trainer.step()["loss"]
+    assert last < first, (first, last)
+    trainer.save(tmp_path / "saved")
+    expected = [trainer.step()["loss"] for _ in range(2)]
+    resumed = keel.Trainer(config)
+    resumed.load(tmp_path / "saved")
+    assert [resumed.step()["loss"] for _ in range(2)] == expected

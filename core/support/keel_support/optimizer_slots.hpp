@@ -13,6 +13,12 @@
 //   uint32_t decay_flags() const;                        // KEEL_PARAM_* ranges without decay
 //   void update_host(const keel_optimizer_step_args&) const;  // the rule, arguments checked; the
 //                                                        // strategy may call it from several threads
+// An optimizer with packed state (optimizer.h 0.12) also declares
+//   static constexpr uint32_t kFlags;                    // KEEL_OPTIMIZER_PACKED_STATE | ...
+//   int64_t packed_bytes(const keel_optimizer_range&) const;
+//   void pack(const keel_optimizer_range&, const float* const* state, unsigned char* packed) const;
+//   void unpack(const keel_optimizer_range&, const unsigned char* packed, float* const* state) const;
+// and its update_host reads and writes args.packed_state (state is NULL).
 #pragma once
 
 #include <keel/optimizer.h>
@@ -20,14 +26,27 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/sized_output.hpp"
 
 namespace keel_support {
 
+template <typename Optimizer, typename = void>
+struct optimizer_flags_of {
+  static constexpr uint32_t value = 0;
+};
+template <typename Optimizer>
+struct optimizer_flags_of<Optimizer, std::void_t<decltype(Optimizer::kFlags)>> {
+  static constexpr uint32_t value = Optimizer::kFlags;
+};
+
 template <typename Optimizer, auto parse_config>
 struct OptimizerSlots {
+  static constexpr uint32_t kFlags = optimizer_flags_of<Optimizer>::value;
+  static constexpr bool kPacked = (kFlags & KEEL_OPTIMIZER_PACKED_STATE) != 0;
+
   // The optimizer and the host its slots report through.
   struct Instance {
     const keel_host* host;
@@ -50,6 +69,22 @@ struct OptimizerSlots {
     if (args->n < 0) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: n is negative: " + std::to_string(args->n));
     if (args->step < 1)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: step is 1-based, found " + std::to_string(args->step));
+    if constexpr (kPacked) {
+      if (args->struct_size < offsetof(keel_optimizer_step_args, range) + sizeof(keel_optimizer_range))
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED, "step: this optimizer keeps its state packed (ABI 0.12), and the "
+                                                  "strategy calling it was built against an older ABI that allocates "
+                                                  "fp32 state per element (expected a strategy built against 0.12 or later)");
+      if (args->device.device_type != KEEL_DEVICE_CPU)
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED, "step: this optimizer updates packed state on the host; device type " +
+                                                      std::to_string(args->device.device_type) + " is not host memory");
+      check_range(args->range);
+      if (args->range.n != args->n)
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: range.n " + std::to_string(args->range.n) + " differs from n " +
+                                                         std::to_string(args->n));
+      if (args->n > 0 && (!args->params || !args->grads || !args->packed_state))
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: params, grads or packed_state is NULL");
+      return;
+    }
     if (args->n == 0) return;
     if (!args->params || !args->grads) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: params or grads is NULL");
     const int32_t slots = optimizer.n_state_slots();
@@ -57,6 +92,25 @@ struct OptimizerSlots {
       if (!args->state || !args->state[slot])
         throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: this optimizer needs " + std::to_string(slots) +
                                                          " state slots; slot " + std::to_string(slot) + " is NULL");
+  }
+
+  // A range as packed_state_bytes, pack_state, unpack_state and a packed step see it.
+  static void check_range(const keel_optimizer_range& range) {
+    if (range.struct_size < sizeof(keel_optimizer_range))
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "range: struct_size " + std::to_string(range.struct_size) +
+                                                       " is below ABI 0.12's " + std::to_string(sizeof(keel_optimizer_range)));
+    if (range.n < 0 || range.offset < 0)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "range: n " + std::to_string(range.n) + " or offset " +
+                                                       std::to_string(range.offset) + " is negative");
+    if (!(kFlags & KEEL_OPTIMIZER_WHOLE_TENSORS)) return;
+    if (!range.spec) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "range: spec is NULL, and this optimizer updates whole tensors");
+    int64_t numel = 1;
+    for (int32_t d = 0; d < range.spec->ndim; ++d) numel *= range.spec->local_shape[d];
+    if (range.offset != 0 || range.n != numel)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string("range: ") + (range.spec->name ? range.spec->name : "?") +
+                                                       ": elements [" + std::to_string(range.offset) + ", " +
+                                                       std::to_string(range.offset + range.n) + ") of " +
+                                                       std::to_string(numel) + ", and this optimizer updates whole tensors");
   }
 
   // Runs body(instance) under guard; without an instance there is no host to carry a message.
@@ -87,6 +141,7 @@ struct OptimizerSlots {
       info.n_state_slots = instance.optimizer.n_state_slots();
       info.base_lr = instance.optimizer.base_lr();
       info.decay_flags = instance.optimizer.decay_flags();
+      info.flags = kFlags;
       write_sized_output(out_info, info, sizeof info, "describe: out_info");
     });
   }
@@ -94,13 +149,48 @@ struct OptimizerSlots {
     return with(handle, [&](Instance& instance) {
       check_step_args(instance.optimizer, args);
       if (args->n == 0) return;
-      if (args->device.device_type == KEEL_DEVICE_CPU) instance.optimizer.update_host(*args);
+      if constexpr (kPacked) instance.optimizer.update_host(*args);  // host memory, checked above
+      else if (args->device.device_type == KEEL_DEVICE_CPU) instance.optimizer.update_host(*args);
       else instance.optimizer.update_on_backend(*args);
     });
   }
 
+  static keel_status packed_state_bytes(void* handle, const keel_optimizer_range* range, int64_t* out_bytes) {
+    return with(handle, [&](Instance& instance) {
+      if (!range || !out_bytes) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "packed_state_bytes: range or out_bytes is NULL");
+      check_range(*range);
+      if constexpr (kPacked) *out_bytes = instance.optimizer.packed_bytes(*range);
+    });
+  }
+  static keel_status pack_state(void* handle, const keel_optimizer_range* range, const float* const* state, void* packed) {
+    return with(handle, [&](Instance& instance) {
+      check_conversion("pack_state", instance.optimizer, range, state, packed);
+      if constexpr (kPacked) instance.optimizer.pack(*range, state, static_cast<unsigned char*>(packed));
+    });
+  }
+  static keel_status unpack_state(void* handle, const keel_optimizer_range* range, const void* packed, float* const* state) {
+    return with(handle, [&](Instance& instance) {
+      check_conversion("unpack_state", instance.optimizer, range, state, packed);
+      if constexpr (kPacked) instance.optimizer.unpack(*range, static_cast<const unsigned char*>(packed), state);
+    });
+  }
+  template <typename State>
+  static void check_conversion(const char* what, const Optimizer& optimizer, const keel_optimizer_range* range,
+                               State state, const void* packed) {
+    if (!range) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": range is NULL");
+    check_range(*range);
+    if (range->n == 0) return;
+    if (!packed || !state) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": packed or state is NULL");
+    for (int32_t slot = 0; slot < optimizer.n_state_slots(); ++slot)
+      if (!state[slot]) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": state slot " + std::to_string(slot) + " is NULL");
+  }
+
   static constexpr keel_optimizer_api table() {
-    return keel_optimizer_api{sizeof(keel_optimizer_api), validate_config, create, destroy, describe, step};
+    if constexpr (kPacked)
+      return keel_optimizer_api{sizeof(keel_optimizer_api), validate_config, create,     destroy,     describe,
+                                step,                       packed_state_bytes, pack_state, unpack_state};
+    else
+      return keel_optimizer_api{sizeof(keel_optimizer_api), validate_config, create, destroy, describe, step};
   }
 };
 

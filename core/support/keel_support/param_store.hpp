@@ -28,6 +28,7 @@
 #include "keel_support/backend_ops.hpp"
 #include "keel_support/compute_ops.hpp"
 #include "keel_support/offload_tier.hpp"
+#include "keel_support/packed_state.hpp"
 #include "keel_support/param_specs.hpp"
 #include "keel_support/shard_home.hpp"
 #include "keel_support/stage_tied_grads.hpp"
@@ -79,8 +80,11 @@ class ParamStore {
     const HomeFactory make = homes(args);
     params_ = make(StoreArray::kParams, options_.params_sharded ? layout_.shard_elements : layout_.full_elements);
     grads_ = make(StoreArray::kGrads, options_.grads_sharded ? layout_.shard_elements : layout_.full_elements);
-    for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
-      state_.push_back(make(StoreArray::kState, layout_.shard_elements));  // zero: "first step" state
+    if (optimizer_flags(optimizer_, optimizer_info_) & KEEL_OPTIMIZER_PACKED_STATE)
+      make_packed_state();
+    else
+      for (int32_t slot = 0; slot < optimizer_info_.n_state_slots; ++slot)
+        state_.push_back(make(StoreArray::kState, layout_.shard_elements));  // zero: "first step" state
     initialise_params(args.seed);
     make_compute_copy();
   }
@@ -201,6 +205,17 @@ class ParamStore {
       run_optimizer(params, grads, state, count, decay, args);
     };
     mark_compute_copy_stale();  // the step (and a strategy's gathers after it) change the masters
+    if (packed_) {  // one call per owned tensor part, on its packed buffer
+      for (size_t index = 0; index < n_params(); ++index) {
+        const ElementRange part = layout_.owned_part(index);
+        if (part.empty()) continue;
+        PackedState::Part& packed = packed_->for_step(index);
+        run_optimizer(params() + position(options_.params_sharded, index, part.begin),
+                      grads() + position(options_.grads_sharded, index, part.begin), nullptr, part.count(),
+                      applies_weight_decay(index), args, &packed);
+      }
+      return;
+    }
     if (!tier_) {
       float* state[KEEL_OPTIMIZER_MAX_STATE_SLOTS] = {};
       for (const StreamRun& run : runs) {
@@ -245,7 +260,7 @@ class ParamStore {
   void owned_range(int32_t kind, size_t index, int64_t* begin, int64_t* end) const {
     if (!begin || !end) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "owned_range: begin or end is NULL");
     check_range("owned_range", index, 0, 0, nullptr);
-    if (kind != -1) state_home("owned_range", kind);
+    if (kind != -1) check_slot("owned_range", kind);
     const ElementRange owned = (kind == -1 && !options_.params_sharded) ? ElementRange{0, layout_.params[index].numel}
                                                                          : layout_.owned_part(index);
     *begin = owned.begin;
@@ -269,22 +284,47 @@ class ParamStore {
     if (options_.grads_sharded) check_owned("read_grad", "gradient", index, begin, count);
     if (count > 0) read_array(*grads_, position(options_.grads_sharded, index, begin), count, dst_host);
   }
+  // Optimizer state in its exchange form (fp32 per element), packed or not.
   void read_state(int32_t slot, size_t index, int64_t begin, int64_t count, float* dst_host) const {
     check_range("read_state", index, begin, count, dst_host);
-    const ShardHome& home = state_home("read_state", slot);
+    check_slot("read_state", slot);
     check_owned("read_state", "optimizer state", index, begin, count);
-    if (count > 0) read_array(home, layout_.shard_position(index, begin), count, dst_host);
+    if (count == 0) return;
+    if (packed_) return packed_->read(slot, index, begin, count, dst_host);
+    read_array(*state_[size_t(slot)], layout_.shard_position(index, begin), count, dst_host);
   }
   void write_state(int32_t slot, size_t index, int64_t begin, int64_t count, const float* src_host) {
     check_range("write_state", index, begin, count, src_host);
-    ShardHome& home = state_home("write_state", slot);
+    check_slot("write_state", slot);
     check_owned("write_state", "optimizer state", index, begin, count);
-    if (count > 0) write_array(home, layout_.shard_position(index, begin), count, src_host);
+    if (count == 0) return;
+    if (packed_) return packed_->write(slot, index, begin, count, src_host);
+    write_array(*state_[size_t(slot)], layout_.shard_position(index, begin), count, src_host);
   }
 
-  int32_t n_state_slots() const { return int32_t(state_.size()); }
-  // State slot `slot`'s shard array; `what` names the caller in the message.
-  float* state(const char* what, int32_t slot) const { return state_home(what, slot).data(); }
+  int32_t n_state_slots() const { return optimizer_info_.n_state_slots; }
+  // State slot `slot` over this rank's whole shard (layout_.shard_elements values, padding
+  // zero), in the exchange form: what a strategy that saves its replica's state as its own
+  // (diloco, localsgd) reads and writes.
+  void read_state_shard(int32_t slot, float* dst_host) const {
+    check_slot("read_state_shard", slot);
+    if (!packed_) return read_array(*state_[size_t(slot)], 0, layout_.shard_elements, dst_host);
+    std::fill(dst_host, dst_host + layout_.shard_elements, 0.0f);
+    for (size_t index = 0; index < n_params(); ++index) {
+      const ElementRange part = layout_.owned_part(index);
+      if (!part.empty())
+        packed_->read(slot, index, part.begin, part.count(), dst_host + layout_.shard_position(index, part.begin));
+    }
+  }
+  void write_state_shard(int32_t slot, const float* src_host) {
+    check_slot("write_state_shard", slot);
+    if (!packed_) return write_array(*state_[size_t(slot)], 0, layout_.shard_elements, src_host);
+    for (size_t index = 0; index < n_params(); ++index) {
+      const ElementRange part = layout_.owned_part(index);
+      if (!part.empty())
+        packed_->write(slot, index, part.begin, part.count(), src_host + layout_.shard_position(index, part.begin));
+    }
+  }
 
   // The persistent arrays' bytes; the strategy says whether parameters stay resident and whole.
   keel_strategy_info describe(int32_t params_resident) const {
@@ -294,16 +334,30 @@ class ParamStore {
     info.param_bytes = params_->backend_bytes() + compute_params_.bytes();
     info.grad_bytes = grads_->backend_bytes();
     for (const auto& slot : state_) info.state_bytes += slot->backend_bytes();
+    if (packed_) info.state_bytes += packed_->bytes();
     return info;
   }
 
  private:
-  ShardHome& state_home(const char* what, int32_t slot) const {
-    if (slot < 0 || size_t(slot) >= state_.size())
+  void check_slot(const char* what, int32_t slot) const {
+    if (slot < 0 || slot >= optimizer_info_.n_state_slots)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(what) + ": state slot " + std::to_string(slot) +
-                                                       " is outside [0, " + std::to_string(state_.size()) +
+                                                       " is outside [0, " + std::to_string(optimizer_info_.n_state_slots) +
                                                        ") (the optimizer's n_state_slots)");
-    return *state_[size_t(slot)];
+  }
+
+  // Packed state (optimizer.h 0.12) is host memory the optimizer computes on: the parameters
+  // and gradients must be host memory too, and nothing of it goes to an offload tier.
+  void make_packed_state() {
+    if (device_.device_type != KEEL_DEVICE_CPU)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the optimizer keeps its state packed and updates on the host, but "
+                                                "the backend's memory is device type " +
+                                                    std::to_string(device_.device_type) + " (expected the cpu backend)");
+    if (tier_)
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: the optimizer keeps its state packed in host memory of its "
+                                                 "own; it cannot be offloaded (expected no offload section)");
+    packed_ = std::make_unique<PackedState>(optimizer_, optimizer_obj_, optimizer_info_, specs_, layout_,
+                                            options_.shards > 1, options_.sharding_label);
   }
 
   // Host access to elements [position, position + count) of an array, wherever it lives.
@@ -411,7 +465,7 @@ class ParamStore {
   }
 
   void run_optimizer(float* params, float* grads, float** state, int64_t count, bool decay,
-                     const keel_strategy_step_args& args) {
+                     const keel_strategy_step_args& args, PackedState::Part* packed = nullptr) {
     if (count == 0) return;
     keel_optimizer_step_args step_args{};
     step_args.struct_size = sizeof(step_args);
@@ -426,6 +480,11 @@ class ParamStore {
     step_args.backend = backend_.api;
     step_args.backend_obj = backend_.obj;
     step_args.apply_weight_decay = decay ? 1 : 0;
+    step_args.range = keel_optimizer_range{sizeof(keel_optimizer_range), count, nullptr, 0};
+    if (packed) {
+      step_args.packed_state = packed->bytes.data();
+      step_args.range = packed->range;
+    }
     check_callee(optimizer_->step(optimizer_obj_, &step_args), "optimizer step");
   }
 
@@ -460,7 +519,8 @@ class ParamStore {
   keel_optimizer_info optimizer_info_{};
   std::shared_ptr<const OffloadTier> tier_;  // NULL: nothing offloaded; before the homes that use it
   std::unique_ptr<ShardHome> params_, grads_;
-  std::vector<std::unique_ptr<ShardHome>> state_;  // one per optimizer state slot
+  std::vector<std::unique_ptr<ShardHome>> state_;  // one per optimizer state slot (none when packed)
+  std::unique_ptr<PackedState> packed_;            // the optimizer's packed state (0.12), or NULL
   std::unique_ptr<StateStreamer> streamer_;        // the offloaded step's, made at the first step
   keel_dtype compute_dtype_{KEEL_DTYPE_FLOAT, 32, 1};
   BackendBuffer compute_params_;              // bf16 compute copy of the full parameters, or empty

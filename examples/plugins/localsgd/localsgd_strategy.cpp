@@ -116,21 +116,18 @@ const std::string& LocalSgd::own_state_name(int32_t index) const {
   return own_state_names_[size_t(index)];
 }
 
-float* LocalSgd::own_array(int32_t index) const {
-  own_state_name(index);  // checks index
-  return index == 0 ? store_.params() : store_.state("own state", index - 1);
-}
-
 void LocalSgd::read_own_state(int32_t index, float* dst_host) const {
-  const float* array = own_array(index);
+  own_state_name(index);  // checks index
   if (own_state_elements() > 0 && !dst_host) invalid("read_own_state: dst_host is NULL");
-  store_.backend().copy(dst_host, array, own_state_elements(), KEEL_COPY_DEVICE_TO_HOST);
+  if (index > 0) return store_.read_state_shard(index - 1, dst_host);  // the exchange form, packed or not
+  store_.backend().copy(dst_host, store_.params(), own_state_elements(), KEEL_COPY_DEVICE_TO_HOST);
 }
 
 void LocalSgd::write_own_state(int32_t index, const float* src_host) {
-  float* array = own_array(index);
+  own_state_name(index);  // checks index
   if (own_state_elements() > 0 && !src_host) invalid("write_own_state: src_host is NULL");
-  store_.backend().copy(array, src_host, own_state_elements(), KEEL_COPY_HOST_TO_DEVICE);
+  if (index > 0) return store_.write_state_shard(index - 1, src_host);
+  store_.backend().copy(store_.params(), src_host, own_state_elements(), KEEL_COPY_HOST_TO_DEVICE);
 }
 
 }  // namespace localsgd

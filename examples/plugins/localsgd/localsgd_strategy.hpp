@@ -57,7 +57,6 @@ class LocalSgd {
 
  private:
   void average_params_across_ranks();
-  float* own_array(int32_t index) const;
 
   keel_support::ParamStore store_;
   const keel_comm_api* dp_comm_;  // NULL: a single rank, plain local training

@@ -177,6 +177,7 @@ KEEL_ASSERT_OFFSET(keel_optimizer_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_optimizer_info, n_state_slots, 8);
 KEEL_ASSERT_OFFSET(keel_optimizer_info, base_lr, 12);
 KEEL_ASSERT_OFFSET(keel_optimizer_info, decay_flags, 16);
+KEEL_ASSERT_OFFSET(keel_optimizer_info, flags, 20);  /* 0.12 */
 KEEL_ASSERT_SIZE(keel_optimizer_step_args, 72);
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, device, 8);
@@ -188,6 +189,13 @@ KEEL_ASSERT_OFFSET(keel_optimizer_step_args, lr, 48);
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, grad_scale, 52);
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, step, 56);
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, apply_weight_decay, 64);
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, packed_state, 88);  /* 0.12 */
+KEEL_ASSERT_OFFSET(keel_optimizer_step_args, range, 96);
+KEEL_ASSERT_SIZE(keel_optimizer_range, 32);  /* 0.12 */
+KEEL_ASSERT_OFFSET(keel_optimizer_range, struct_size, 0);
+KEEL_ASSERT_OFFSET(keel_optimizer_range, n, 8);
+KEEL_ASSERT_OFFSET(keel_optimizer_range, spec, 16);
+KEEL_ASSERT_OFFSET(keel_optimizer_range, offset, 24);
 KEEL_ASSERT_SIZE(keel_optimizer_api, 48);
 KEEL_ASSERT_OFFSET(keel_optimizer_api, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_optimizer_api, validate_config, 8);
@@ -195,6 +203,9 @@ KEEL_ASSERT_OFFSET(keel_optimizer_api, create, 16);
 KEEL_ASSERT_OFFSET(keel_optimizer_api, destroy, 24);
 KEEL_ASSERT_OFFSET(keel_optimizer_api, describe, 32);
 KEEL_ASSERT_OFFSET(keel_optimizer_api, step, 40);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, packed_state_bytes, 48);  /* 0.12 */
+KEEL_ASSERT_OFFSET(keel_optimizer_api, pack_state, 56);
+KEEL_ASSERT_OFFSET(keel_optimizer_api, unpack_state, 64);
 KEEL_ASSERT_SIZE(keel_strategy_create_args, 112);
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, config_json, 8);
@@ -439,5 +450,5 @@ KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 11 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 12 ? 0 : 1;
 }

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 11
+const KEEL_ABI_VERSION_MINOR = 12
 
 const KEEL_MAX_DIMS = 4
 
@@ -374,6 +374,20 @@ struct keel_optimizer_info
     n_state_slots::Int32
     base_lr::Cfloat
     decay_flags::UInt32
+    flags::UInt32
+end
+
+const KEEL_OPTIMIZER_PACKED_STATE = Cint(1)  # The state lives packed in one host buffer per call range (packed_state_bytes long, zero bytes at the first step, which must mean a zero state), not as n_state_slots fp32 arrays. Those arrays remain the exchange form: pack_state and unpack_state convert a range's state between the two, and unpack(pack(x)) must give back x's bits for any x that an unpack produced, so a checkpoint resumes exactly. The step computes on the host (KEEL_DEVICE_CPU memory). Requires the three 0.12 slots.
+const KEEL_OPTIMIZER_WHOLE_TENSORS = Cint(2)  # Every call covers one whole tensor (args spec; offset 0, n = the tensor's elements): rules that reduce over rows, columns or the tensor (a factored second moment, an update's RMS). A strategy that splits tensors (ZeRO shards, tensor-parallel pieces) refuses it.
+
+"""
+One call range, as packed_state_bytes, pack_state and unpack_state see it (0.12).
+"""
+struct keel_optimizer_range
+    struct_size::Csize_t
+    n::Int64
+    spec::Ptr{keel_param_spec}
+    offset::Int64
 end
 
 struct keel_optimizer_step_args
@@ -389,6 +403,8 @@ struct keel_optimizer_step_args
     apply_weight_decay::Int32
     backend::Ptr{keel_backend_api}
     backend_obj::Ptr{Cvoid}
+    packed_state::Ptr{Cvoid}
+    range::keel_optimizer_range
 end
 
 struct keel_optimizer_api
@@ -398,6 +414,9 @@ struct keel_optimizer_api
     destroy::Ptr{Cvoid}
     describe::Ptr{Cvoid}
     step::Ptr{Cvoid}
+    packed_state_bytes::Ptr{Cvoid}
+    pack_state::Ptr{Cvoid}
+    unpack_state::Ptr{Cvoid}
 end
 
 const KEEL_OFFLOAD_OPTIMIZER_STATE = Cint(1)  # "offload.optimizer_state": the optimizer's moments

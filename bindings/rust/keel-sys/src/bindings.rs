@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 11;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 12;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __uint16_t = ::std::os::raw::c_ushort;
