@@ -22,8 +22,9 @@ void read_eps(keel_support::JsonSection& section, AdafactorConfig& config) {
                       keel_support::json_type_name(eps) + " " + eps.dump());
   config.eps1 = eps[0].get<double>();
   config.eps2 = eps[1].get<double>();
-  if (!(config.eps1 >= 0.0 && config.eps1 <= 1.0) || !(config.eps2 >= 0.0 && config.eps2 <= 1.0))
-    throw ConfigError(path + ": expected two values in [0, 1], found " + eps.dump());
+  // eps1 > 0: a row or column of zero gradients would otherwise divide 0 by 0.
+  if (!(config.eps1 > 0.0 && config.eps1 <= 1.0) || !(config.eps2 >= 0.0 && config.eps2 <= 1.0))
+    throw ConfigError(path + ": expected eps1 in (0, 1] and eps2 in [0, 1], found " + eps.dump());
 }
 
 }  // namespace

@@ -35,12 +35,29 @@ struct BlockwiseLayout {
 
 inline float decode(const CodeMap& map, uint8_t code, float absmax) { return absmax == 0.0f ? 0.0f : map[code] * absmax; }
 
-// Encodes values[0, count) against their largest magnitude; returns it.
+// Encodes values[0, count) against their largest magnitude; returns it. A positive value never
+// takes the zero code of the unsigned map (v): an element whose gradient then vanishes would
+// divide its m by eps alone. A block holding a non-finite value gets absmax NaN and code 0
+// throughout, so it decodes to NaN, as fp32 state would show the divergence, and encodes so again.
 inline float encode_block(const CodeMap& map, const float* values, int64_t count, uint8_t* codes) {
   float absmax = 0.0f;
-  for (int64_t i = 0; i < count; ++i) absmax = std::max(absmax, std::fabs(values[i]));
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) {
+      std::fill(codes, codes + count, uint8_t(0));
+      return NAN;
+    }
+    absmax = std::max(absmax, std::fabs(values[i]));
+  }
   const uint8_t zero = zero_code(map);
-  for (int64_t i = 0; i < count; ++i) codes[i] = absmax == 0.0f ? zero : nearest_code(map, values[i] / absmax);
+  const bool is_unsigned = map[0] == 0.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    if (absmax == 0.0f) {
+      codes[i] = zero;
+      continue;
+    }
+    codes[i] = nearest_code(map, values[i] / absmax);
+    if (is_unsigned && codes[i] == zero && values[i] > 0.0f) codes[i] = uint8_t(zero + 1);
+  }
   return absmax;
 }
 

@@ -12,7 +12,8 @@ today's core and train exactly like the built-in plugins with the same rule:
 - a checkpoint saved with frozen_resident resumes with ddp, and the reverse, and the resumed
   steps' losses equal the uninterrupted run's;
 and a plugin claiming a newer minor is refused with both versions named; a strategy built before
-0.7 is refused at pp 2 by keel validate, naming its ABI."""
+0.7 is refused at pp 2 by keel validate, naming its ABI; the packed-state optimizer adamw8bit
+(0.12) with frozen_resident is refused with the reason."""
 import json
 import os
 import re
@@ -96,9 +97,27 @@ def check_pipeline_needs_0_7():
                                            r"0\.\d+, but parallel\.pp > 1 needs 0\.7", p.stderr), p.stderr
 
 
+def check_packed_optimizer_refused(work):
+    """An optimizer with packed state (0.12) and a strategy that cannot hand it its buffers: one
+    built before 0.12 is refused at start-up naming both plugins and their ABIs; frozen_resident
+    built against 0.12 (which ignores KEEL_OPTIMIZER_PACKED_STATE) is refused at its first step."""
+    sets = SETS + [f"plugin_path=\"{frozen_dir}\"", f"parallel.strategy={FROZEN_STRATEGY}",
+                   "optimizer={\"plugin\": \"adamw8bit\"}", f"train.metrics_path=\"{work}/packed.jsonl\"",
+                   f"train.checkpoint.dir=\"{work}/packed\""]
+    p = subprocess.run([keel, "run", config] + [a for s in sets for a in ("--set", s)], capture_output=True, text=True,
+                       timeout=300)
+    print(p.stderr.strip()[-400:])
+    before = tuple(int(x) for x in version.lstrip("v").split(".")) < (0, 12)
+    expected = (r"optimizer\.plugin 'adamw8bit' keeps its state packed \(ABI 0\.12\), and parallel\.strategy\.plugin "
+                r"'frozen_resident' was built against 0\.\d+" if before else
+                r"keeps its state packed \(ABI 0\.12\), and the strategy passed no packed_state")
+    assert p.returncode != 0 and re.search(expected, p.stderr), p.stderr
+
+
 with tempfile.TemporaryDirectory() as work:
     check_frozen_optimizer(work)
     check_frozen_strategy(work)
+    check_packed_optimizer_refused(work)
 check_newer_minor_refused()
 check_pipeline_needs_0_7()
 print("PASS")

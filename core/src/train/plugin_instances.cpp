@@ -2,6 +2,7 @@
 #include "train/plugin_instances.h"
 
 #include <keel_support/compute_ops.hpp>
+#include <keel_support/packed_state.hpp>
 
 #include "host/errors.h"
 #include "host/host_table.h"
@@ -63,6 +64,20 @@ void validate_plugin_sections(const RunConfig& config) {
   }
 }
 
+// An optimizer with packed state (0.12) needs a strategy that hands it its buffers: one built
+// before 0.12 would allocate fp32 state per element and fail at the first step.
+void PluginInstances::require_strategy_for_packed_state(const RunConfig& config) const {
+  if (!(keel_support::optimizer_flags(optimizer, optimizer_info) & KEEL_OPTIMIZER_PACKED_STATE)) return;
+  const keel_plugin_info& strategy_info = PluginRegistry::instance().find(KEEL_KIND_STRATEGY, config.strategy.plugin).info;
+  if (strategy_info.abi_minor < 12)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + config.optimizer.json_path + ".plugin '" +
+                                                config.optimizer.plugin + "' keeps its state packed (ABI 0.12), and " +
+                                                config.strategy.json_path + ".plugin '" + config.strategy.plugin +
+                                                "' was built against 0." + std::to_string(strategy_info.abi_minor) +
+                                                ", which allocates fp32 state per element. Rebuild the strategy, or "
+                                                "choose an optimizer such as adamw");
+}
+
 void PluginInstances::create(const RunConfig& config) {
   validate_plugin_sections(config);
   backend = table_for<keel_backend_api>(KEEL_KIND_BACKEND, config.backend, config);
@@ -82,6 +97,7 @@ void PluginInstances::create(const RunConfig& config) {
                "creating optimizer '" + config.optimizer.plugin + "'");
   optimizer_info.struct_size = sizeof(optimizer_info);
   check_plugin(optimizer->describe(optimizer_obj, &optimizer_info), "optimizer '" + config.optimizer.plugin + "' describe");
+  require_strategy_for_packed_state(config);
   create_offload(config);
   create_strategy(config);
   if (!config.data_plugin.plugin.empty()) {

@@ -57,6 +57,7 @@ struct PluginInstances {
   void create_strategy(const RunConfig& config);
   void adopt_model_specs(const RunConfig& config);
   void create_offload(const RunConfig& config);
+  void require_strategy_for_packed_state(const RunConfig& config) const;
 };
 
 // Asks each configured plugin to check its own section, without creating anything.

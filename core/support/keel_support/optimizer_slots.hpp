@@ -75,8 +75,14 @@ struct OptimizerSlots {
                                                   "strategy calling it was built against an older ABI that allocates "
                                                   "fp32 state per element (expected a strategy built against 0.12 or later)");
       if (args->device.device_type != KEEL_DEVICE_CPU)
-        throw StatusError(KEEL_ERR_UNIMPLEMENTED, "step: this optimizer updates packed state on the host; device type " +
-                                                      std::to_string(args->device.device_type) + " is not host memory");
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED, "step: this optimizer updates packed state on the host; the device "
+                                                  "memory (type " + std::to_string(args->device.device_type) +
+                                                      ") is not (expected the cpu backend)");
+      if (args->range.struct_size == 0 || (args->n > 0 && !args->packed_state))
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED, "step: this optimizer keeps its state packed (ABI 0.12), and the "
+                                                  "strategy passed no packed_state (it does not know "
+                                                  "KEEL_OPTIMIZER_PACKED_STATE; expected a strategy on keel_support's "
+                                                  "ParamStore, e.g. ddp)");
       check_range(args->range);
       if (args->range.n != args->n)
         throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step: range.n " + std::to_string(args->range.n) + " differs from n " +

@@ -19,10 +19,11 @@
 
 namespace keel_support {
 
-// The optimizer's 0.12 flags, trusted only from a table of 0.12's size: an older plugin's
-// describe may leave that word as its struct's padding.
+// The optimizer's 0.12 flags, trusted only from a table long enough for 0.12's slots (whether
+// or not they are filled): an older plugin's describe may leave that word as its padding.
 inline uint32_t optimizer_flags(const keel_optimizer_api* api, const keel_optimizer_info& info) {
-  if (!KEEL_HAS_SLOT(api, unpack_state) || info.struct_size < offsetof(keel_optimizer_info, flags) + sizeof(uint32_t))
+  if (!api || api->struct_size < offsetof(keel_optimizer_api, unpack_state) + sizeof(api->unpack_state) ||
+      info.struct_size < offsetof(keel_optimizer_info, flags) + sizeof(uint32_t))
     return 0;
   return info.flags;
 }

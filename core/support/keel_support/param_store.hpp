@@ -303,6 +303,16 @@ class ParamStore {
   }
 
   int32_t n_state_slots() const { return optimizer_info_.n_state_slots; }
+  // State slot `slot`'s fp32 shard array; `what` names the caller in the message. An optimizer
+  // with packed state has none: read_state_shard and write_state_shard serve both kinds.
+  float* state(const char* what, int32_t slot) const {
+    check_slot(what, slot);
+    if (packed_)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(what) + ": the optimizer keeps its state packed (ABI "
+                                                                    "0.12), not as fp32 arrays; use read_state_shard "
+                                                                    "or write_state_shard");
+    return state_[size_t(slot)]->data();
+  }
   // State slot `slot` over this rank's whole shard (layout_.shard_elements values, padding
   // zero), in the exchange form: what a strategy that saves its replica's state as its own
   // (diloco, localsgd) reads and writes.

@@ -377,8 +377,8 @@ struct keel_optimizer_info
     flags::UInt32
 end
 
-const KEEL_OPTIMIZER_PACKED_STATE = Cint(1)  # The state lives packed in one host buffer per call range (packed_state_bytes long, zero bytes at the first step, which must mean a zero state), not as n_state_slots fp32 arrays. Those arrays remain the exchange form: pack_state and unpack_state convert a range's state between the two, and unpack(pack(x)) must give back x's bits for any x that an unpack produced, so a checkpoint resumes exactly. The step computes on the host (KEEL_DEVICE_CPU memory). Requires the three 0.12 slots.
-const KEEL_OPTIMIZER_WHOLE_TENSORS = Cint(2)  # Every call covers one whole tensor (args spec; offset 0, n = the tensor's elements): rules that reduce over rows, columns or the tensor (a factored second moment, an update's RMS). A strategy that splits tensors (ZeRO shards, tensor-parallel pieces) refuses it.
+const KEEL_OPTIMIZER_PACKED_STATE = Cint(1)  # The state lives packed in one host buffer per call range (packed_state_bytes long, zero bytes at the first step, which must mean a zero state), not as n_state_slots fp32 arrays. Those arrays remain the exchange form: pack_state and unpack_state convert a range's state between the two, and unpack(pack(x)) must give back x's bits for any x that an unpack produced, so a checkpoint resumes exactly. The step computes on the host (KEEL_DEVICE_CPU memory). Requires the three 0.12 slots. A packed buffer is at least 16-byte aligned.
+const KEEL_OPTIMIZER_WHOLE_TENSORS = Cint(2)  # Every call covers one whole tensor (args spec; offset 0, n = the tensor's elements): rules that reduce over rows, columns or the tensor (a factored second moment, an update's RMS). A strategy that splits tensors (ZeRO shards, tensor-parallel pieces) refuses it. Only together with KEEL_OPTIMIZER_PACKED_STATE.
 
 """
 One call range, as packed_state_bytes, pack_state and unpack_state see it (0.12).
