@@ -44,14 +44,15 @@ inline const CodeMap& unsigned_map() {
   return map;
 }
 
-// The code of the map value nearest x (x within [-1, 1]); a tie goes to the lower code.
+// The code of the map value nearest x (x within [-1, 1]); a tie goes to the lower code. A
+// binary search of fixed depth whose steps are selects, not branches: the codes of a block's
+// values are unpredictable, and a mispredicted branch per step cost most of the update.
 inline uint8_t nearest_code(const CodeMap& map, float x) {
-  const auto upper = std::lower_bound(map.begin(), map.end(), x);
-  if (upper == map.begin()) return 0;
-  if (upper == map.end()) return 255;
-  const auto lower = upper - 1;
-  const float below = x - *lower, above = *upper - x;
-  return uint8_t((above < below ? upper : lower) - map.begin());
+  int lower = 0;  // ends as the last code whose value is <= x (0 when none is)
+  for (int half = 128; half >= 1; half >>= 1) lower = map[size_t(lower + half)] <= x ? lower + half : lower;
+  if (lower == 255) return 255;
+  const float below = x - map[size_t(lower)], above = map[size_t(lower + 1)] - x;
+  return uint8_t(above < below ? lower + 1 : lower);
 }
 
 inline uint8_t zero_code(const CodeMap& map) { return nearest_code(map, 0.0f); }
