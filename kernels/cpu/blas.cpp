@@ -2,6 +2,8 @@
 // See blas.h for why OpenBLAS is dlopen'ed instead of linked.
 #include "cpu/blas.h"
 
+#include "cpu/gemm_partition.h"
+
 #include <dlfcn.h>
 #include <omp.h>
 
@@ -31,7 +33,9 @@ struct Blas {
   set_threads_fn set_threads = nullptr;  // absent from BLAS libraries other than OpenBLAS
   corename_fn corename = nullptr;
   int default_threads = 0;  // OpenMP's maximum before we changed it
-  int threads = 0;
+  int threads = 0;          // OpenMP's team, and the threads a product may use
+  int library_threads = 0;  // what OpenBLAS's own pool was told
+  GemmThreading threading = GemmThreading::kPartition;
 };
 Blas& blas() {
   static Blas instance;
@@ -75,6 +79,13 @@ std::string apply_coretype_policy(const std::string& policy) {
   for (const char* name : kPresetVariables) unsetenv(name);
   return presets + " were preset: unsetting them so OpenBLAS picks the kernels and blocking for this CPU (to "
                    "keep them, set \"openblas_coretype\": \"env\" in the backend section)";
+}
+
+// OpenBLAS's pool: idle (one thread) when keel splits the products, the team's size otherwise.
+void apply_library_threads(Blas& b) {
+  const int wanted = b.threading == GemmThreading::kPartition ? 1 : b.threads;
+  if (b.set_threads && b.library_threads != wanted) b.set_threads(wanted);
+  b.library_threads = wanted;
 }
 
 template <typename Fn>
@@ -131,7 +142,9 @@ void load_blas(const std::string& coretype_policy, std::string* log_line) {
   b.corename = symbol<corename_fn>(handle, "openblas_get_corename");
   b.default_threads = omp_get_max_threads();
   b.threads = b.default_threads;
+  b.library_threads = -1;  // unknown until told: OpenBLAS sized its pool from the environment
   b.handle = handle;
+  apply_library_threads(b);
   if (log_line) *log_line = note;
 }
 
@@ -147,20 +160,51 @@ void set_num_threads(int threads) {
   if (!b.handle) throw std::logic_error("keel::cpu::set_num_threads before load_blas()");
   const int n = threads > 0 ? threads : b.default_threads;
   omp_set_num_threads(n);
-  if (b.set_threads) b.set_threads(n);
   b.threads = n;
+  apply_library_threads(b);
 }
+
+void set_gemm_threading(GemmThreading threading) {
+  Blas& b = blas();
+  b.threading = threading;
+  if (b.handle) apply_library_threads(b);
+}
+
+GemmThreading gemm_threading() { return blas().threading; }
 
 int num_threads() { return blas().handle ? blas().threads : omp_get_max_threads(); }
 
 void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  sgemm_fn fn = blas().sgemm;
+  const Blas& b = blas();
+  sgemm_fn fn = b.sgemm;
   if (!fn) throw std::logic_error("keel::cpu::sgemm before keel::cpu::load_blas()");
   if (M == 0 || N == 0) return;
-  fn(kCblasRowMajor, transpose_a ? kCblasTrans : kCblasNoTrans, transpose_b ? kCblasTrans : kCblasNoTrans,
-     checked_int(M, "M"), checked_int(N, "N"), checked_int(K, "K"), alpha, A, checked_int(lda, "lda"), B,
-     checked_int(ldb, "ldb"), beta, C, checked_int(ldc, "ldc"));
+  // Checked once for the whole product: a block's sizes are no larger, and a throw inside the
+  // parallel region would terminate.
+  const int m = checked_int(M, "M"), n = checked_int(N, "N"), k = checked_int(K, "K");
+  const int lda_ = checked_int(lda, "lda"), ldb_ = checked_int(ldb, "ldb"), ldc_ = checked_int(ldc, "ldc");
+  const int order_a = transpose_a ? kCblasTrans : kCblasNoTrans, order_b = transpose_b ? kCblasTrans : kCblasNoTrans;
+  const GemmGrid grid = b.threading == GemmThreading::kPartition && !omp_in_parallel()
+                            ? choose_gemm_grid(M, N, K, b.threads)
+                            : GemmGrid{};
+  if (grid.blocks() == 1) {
+    fn(kCblasRowMajor, order_a, order_b, m, n, k, alpha, A, lda_, B, ldb_, beta, C, ldc_);
+    return;
+  }
+#pragma omp parallel num_threads(grid.blocks())
+  {
+    const int block = omp_get_thread_num();
+    const GemmSpan rows = gemm_block_span(M, block / grid.col_blocks, grid.row_blocks);
+    const GemmSpan cols = gemm_block_span(N, block % grid.col_blocks, grid.col_blocks);
+    // op(A)'s rows [rows) and op(B)'s columns [cols): where they start depends on the layout.
+    const float* A_block = A + (transpose_a ? rows.begin : rows.begin * lda);
+    const float* B_block = B + (transpose_b ? cols.begin * ldb : cols.begin);
+    if (rows.end > rows.begin && cols.end > cols.begin)
+      fn(kCblasRowMajor, order_a, order_b, static_cast<int>(rows.end - rows.begin),
+         static_cast<int>(cols.end - cols.begin), k, alpha, A_block, lda_, B_block, ldb_, beta,
+         C + rows.begin * ldc + cols.begin, ldc_);
+  }
 }
 
 double measure_sgemm_flops(int64_t n, int repeats) {
@@ -179,10 +223,10 @@ double measure_sgemm_flops(int64_t n, int repeats) {
 BlasSingleThreaded::BlasSingleThreaded() {
   // Checked here, before the caller's parallel region, where a throw would terminate.
   if (!blas().sgemm) throw std::logic_error("keel::cpu::sgemm before keel::cpu::load_blas()");
-  if (blas().set_threads && blas().threads != 1) blas().set_threads(1);
+  if (blas().set_threads && blas().library_threads != 1) blas().set_threads(1);
 }
 BlasSingleThreaded::~BlasSingleThreaded() {
-  if (blas().set_threads && blas().threads != 1) blas().set_threads(blas().threads);
+  if (blas().set_threads && blas().library_threads != 1) blas().set_threads(blas().library_threads);
 }
 
 }  // namespace keel::cpu

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "cpu/attention.h"      // defines: attention_forward, attention_backward
 #include "cpu/blas.h"           // defines: load_blas, set_num_threads, measure_sgemm_flops
@@ -86,6 +87,7 @@ struct Settings {
   int threads = 0;           // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
   double peak_tflops = 0.0;  // 0: measure sgemm at create
   std::string openblas_coretype = "auto";
+  keel::cpu::GemmThreading gemm_threading = keel::cpu::GemmThreading::kPartition;
   keel_dtype compute_dtype{KEEL_DTYPE_FLOAT, 32, 1};  // "precision": "fp32" or "bf16" (bf16 storage, fp32 math)
 };
 
@@ -100,6 +102,13 @@ Settings parse_settings(const char* config_json, const char* json_path) {
     throw keel_support::ConfigError(section.path_of("openblas_coretype") +
                                     ": expected \"auto\", \"env\" or an OpenBLAS core name such as "
                                     "\"SkylakeX\", found \"\"");
+  const std::string threading = section.get<std::string>("gemm_threading", "partition");
+  if (threading == "openblas")
+    s.gemm_threading = keel::cpu::GemmThreading::kLibrary;
+  else if (threading != "partition")
+    throw keel_support::ConfigError(section.path_of("gemm_threading") + ": expected \"partition\" (keel splits "
+                                    "each product over its threads) or \"openblas\" (OpenBLAS threads it), "
+                                    "found \"" + threading + "\"");
   const std::string precision = section.get<std::string>("precision", "fp32");
   if (precision == "bf16")
     s.compute_dtype = keel_dtype{KEEL_DTYPE_BFLOAT, 16, 1};
@@ -110,15 +119,20 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   return s;
 }
 
-// Measuring takes ~0.5 s on 2 cores; every backend with the same thread count shares one
-// measurement.
-double measured_peak_flops(int threads) {
+const char* threading_words(keel::cpu::GemmThreading t) {
+  return t == keel::cpu::GemmThreading::kPartition ? "products split over the threads" : "products threaded by OpenBLAS";
+}
+
+// Measuring takes ~0.5 s on 2 cores; every backend with the same threads and threading shares
+// one measurement.
+double measured_peak_flops(int threads, keel::cpu::GemmThreading threading) {
   static std::mutex mutex;
-  static std::map<int, double> cache;
+  static std::map<std::pair<int, keel::cpu::GemmThreading>, double> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(threads);
+  const auto key = std::make_pair(threads, threading);
+  auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  return cache[threads] = keel::cpu::measure_sgemm_flops(2048, 5);
+  return cache[key] = keel::cpu::measure_sgemm_flops(2048, 5);
 }
 
 // --- lifetime and configuration ---
@@ -134,16 +148,17 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
     std::string note;
     keel::cpu::load_blas(s.openblas_coretype, &note);
     if (!note.empty()) host->log(KEEL_LOG_WARN, kSource, note.c_str());
+    keel::cpu::set_gemm_threading(s.gemm_threading);
     keel::cpu::set_num_threads(s.threads);
     const int threads = keel::cpu::num_threads();
     double peak = s.peak_tflops * 1e12;
     if (peak == 0.0) {
-      peak = measured_peak_flops(threads);
-      keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, measured sgemm peak %.1f GFLOP/s",
-                threads, keel::cpu::blas_corename().c_str(), peak / 1e9);
+      peak = measured_peak_flops(threads, s.gemm_threading);
+      keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, %s, measured sgemm peak %.1f GFLOP/s",
+                threads, keel::cpu::blas_corename().c_str(), threading_words(s.gemm_threading), peak / 1e9);
     } else {
-      keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, configured peak %.1f GFLOP/s",
-                threads, keel::cpu::blas_corename().c_str(), peak / 1e9);
+      keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, %s, configured peak %.1f GFLOP/s",
+                threads, keel::cpu::blas_corename().c_str(), threading_words(s.gemm_threading), peak / 1e9);
     }
     *out_backend = new CpuBackend{host, threads, peak, s.compute_dtype};
   });

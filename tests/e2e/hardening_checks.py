@@ -66,7 +66,7 @@ PATHS = {
     "lr_schedule": ["warmup_steps", "decay", "min_lr_ratio", "decay_steps"],
     "parallel": ["tp", "pp", "strategy"],
     "parallel.strategy": ["bucket_mb", "plugin"],
-    "backend": ["threads", "peak_tflops", "openblas_coretype", "precision", "plugin"],
+    "backend": ["threads", "peak_tflops", "openblas_coretype", "gemm_threading", "precision", "plugin"],
     "data": ["source", "text_root", "text_max_bytes", "val_fraction", "train", "val", "seq_len", "micro_batch",
              "global_batch", "val_batches"],
     "train": ["steps", "seed", "grad_clip", "log_every", "eval_every", "metrics_path", "sample_tokens",

@@ -109,7 +109,8 @@ TEST(BackendCpuPlugin, ValidateConfigAcceptsItsKeysAndExplainsMistakes) {
   EXPECT_EQ(api()->validate_config(&kHost, R"({"plugin": "cpu"})", "backend"), KEEL_OK);
   EXPECT_EQ(api()->validate_config(&kHost,
                                    R"({"plugin": "cpu", "threads": 2, "peak_tflops": 1.5,
-                                       "openblas_coretype": "env", "precision": "fp32"})",
+                                       "openblas_coretype": "env", "precision": "fp32",
+                                       "gemm_threading": "openblas"})",
                                    "backend"),
             KEEL_OK);
 
@@ -127,6 +128,10 @@ TEST(BackendCpuPlugin, ValidateConfigAcceptsItsKeysAndExplainsMistakes) {
       << g_last_error;
   EXPECT_EQ(api()->validate_config(&kHost, R"({"precision": 16})", "backend"), KEEL_ERR_INVALID_CONFIG);
   EXPECT_NE(g_last_error.find("backend.precision"), std::string::npos) << g_last_error;
+  EXPECT_EQ(api()->validate_config(&kHost, R"({"gemm_threading": "partition"})", "backend"), KEEL_OK);
+  EXPECT_EQ(api()->validate_config(&kHost, R"({"gemm_threading": "blis"})", "backend"), KEEL_ERR_INVALID_CONFIG);
+  EXPECT_NE(g_last_error.find("backend.gemm_threading: expected \"partition\""), std::string::npos) << g_last_error;
+  EXPECT_NE(g_last_error.find("found \"blis\""), std::string::npos) << g_last_error;
   EXPECT_EQ(api()->validate_config(&kHost, "{not json", "backend"), KEEL_ERR_INVALID_CONFIG);
 }
 
