@@ -48,8 +48,8 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, 
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // Best sgemm throughput over `repeats` timed runs of an n×n×n product after two warm-up runs,
-// in FLOP/s: the MFU denominator when no peak is configured, and what the benchmarks compare
-// against. A peak is measured on large square products (n = 2048 at start-up), where the
+// in FLOP/s, with OpenBLAS's own threads whatever gemm_threading() says (as NumPy measures it):
+// the MFU denominator when no peak is configured, and what the benchmarks compare against. A peak is measured on large square products (n = 2048 at start-up), where the
 // kernels run at their best; smaller ones understate it.
 double measure_sgemm_flops(int64_t n, int repeats);
 

@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <utility>
 
 #include "cpu/attention.h"      // defines: attention_forward, attention_backward
 #include "cpu/blas.h"           // defines: load_blas, set_num_threads, measure_sgemm_flops
@@ -89,6 +88,7 @@ struct Settings {
   std::string openblas_coretype = "auto";
   keel::cpu::GemmThreading gemm_threading = keel::cpu::GemmThreading::kPartition;
   keel_dtype compute_dtype{KEEL_DTYPE_FLOAT, 32, 1};  // "precision": "fp32" or "bf16" (bf16 storage, fp32 math)
+  bool op_profile = false;
 };
 
 Settings parse_settings(const char* config_json, const char* json_path) {
@@ -115,6 +115,7 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   else if (precision != "fp32")
     throw keel_support::ConfigError(section.path_of("precision") + ": expected \"fp32\" or \"bf16\" (bf16 "
                                     "storage, fp32 arithmetic), found \"" + precision + "\"");
+  s.op_profile = section.get<bool>("op_profile", false);
   section.finish();
   return s;
 }
@@ -123,16 +124,15 @@ const char* threading_words(keel::cpu::GemmThreading t) {
   return t == keel::cpu::GemmThreading::kPartition ? "products split over the threads" : "products threaded by OpenBLAS";
 }
 
-// Measuring takes ~0.5 s on 2 cores; every backend with the same threads and threading shares
-// one measurement.
-double measured_peak_flops(int threads, keel::cpu::GemmThreading threading) {
+// Measuring takes ~0.5 s on 2 cores; every backend with the same thread count shares one
+// measurement (taken with OpenBLAS's own threads, whatever gemm_threading says: see blas.h).
+double measured_peak_flops(int threads) {
   static std::mutex mutex;
-  static std::map<std::pair<int, keel::cpu::GemmThreading>, double> cache;
+  static std::map<int, double> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(threads, threading);
-  auto it = cache.find(key);
+  auto it = cache.find(threads);
   if (it != cache.end()) return it->second;
-  return cache[key] = keel::cpu::measure_sgemm_flops(2048, 5);
+  return cache[threads] = keel::cpu::measure_sgemm_flops(2048, 5);
 }
 
 // --- lifetime and configuration ---
@@ -153,19 +153,30 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
     const int threads = keel::cpu::num_threads();
     double peak = s.peak_tflops * 1e12;
     if (peak == 0.0) {
-      peak = measured_peak_flops(threads, s.gemm_threading);
+      peak = measured_peak_flops(threads);
       keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, %s, measured sgemm peak %.1f GFLOP/s",
                 threads, keel::cpu::blas_corename().c_str(), threading_words(s.gemm_threading), peak / 1e9);
     } else {
       keel_logf(host, KEEL_LOG_INFO, kSource, "%d threads, OpenBLAS kernels %s, %s, configured peak %.1f GFLOP/s",
                 threads, keel::cpu::blas_corename().c_str(), threading_words(s.gemm_threading), peak / 1e9);
     }
-    *out_backend = new CpuBackend{host, threads, peak, s.compute_dtype};
+    auto* created = new CpuBackend{host, threads, peak, s.compute_dtype};
+    if (s.op_profile) created->profile = std::make_unique<OpProfile>();
+    *out_backend = created;
   });
 }
 
+// Not under run(): the profile it would time is deleted here, after its table is logged.
 void destroy(void* backend) {
-  run(backend, [&] { delete static_cast<CpuBackend*>(backend); });
+  auto* cpu = static_cast<CpuBackend*>(backend);
+  keel_support::guard(cpu ? cpu->host : nullptr, kSource, [&] {
+    if (cpu && cpu->profile) {
+      cpu->host->log(KEEL_LOG_INFO, kSource, "op profile of this backend (all calls since it was created):");
+      for (const std::string& line : cpu->profile->table(cpu->peak_flops_per_s))
+        cpu->host->log(KEEL_LOG_INFO, kSource, line.c_str());
+    }
+    delete cpu;
+  });
 }
 
 keel_status device(void* backend, keel_device* out_device) {
@@ -202,6 +213,7 @@ keel_status copy(void* backend, void* dst, const void* src, size_t bytes, int32_
   return run(backend, [&] {
     require_copy_direction(direction, "copy");
     require(bytes == 0 || (dst && src), "copy: NULL pointer");
+    count_work(0.0, 2.0 * bytes);
     if (bytes) std::memmove(dst, src, bytes);  // memmove: a caller may copy within one buffer
   });
 }
@@ -209,6 +221,7 @@ keel_status copy(void* backend, void* dst, const void* src, size_t bytes, int32_
 keel_status fill_zero(void* backend, void* ptr, size_t bytes) {
   return run(backend, [&] {
     require(bytes == 0 || ptr, "fill_zero: NULL pointer");
+    count_work(0.0, static_cast<double>(bytes));
     if (bytes) keel::cpu::zero_fill(ptr, bytes);
   });
 }
@@ -223,6 +236,7 @@ keel_status matmul_forward(void* backend, float* out, const float* inp, const fl
                            int64_t N, int64_t IC, int64_t OC) {
   return run(backend, [&] {
     require_sizes({N, IC, OC}, "matmul_forward");
+    count_work(2.0 * N * IC * OC, 4.0 * (N * IC + OC * IC + N * OC + (bias ? OC : 0)));
     keel::cpu::matmul_forward(out, inp, weight, bias, N, IC, OC);
   });
 }
@@ -231,6 +245,8 @@ keel_status matmul_backward(void* backend, float* dinp, float* dweight, float* d
                             const float* inp, const float* weight, int64_t N, int64_t IC, int64_t OC) {
   return run(backend, [&] {
     require_sizes({N, IC, OC}, "matmul_backward");
+    count_work(2.0 * N * IC * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0)),
+               4.0 * (N * OC + (dweight ? N * IC + 2 * OC * IC : 0) + (dinp ? OC * IC + 2 * N * IC : 0)));
     keel::cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
   });
 }

@@ -11,7 +11,11 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
+#include <optional>
 #include <string>
+
+#include "op_profile.hpp"  // defines: OpProfile, count_work
 
 namespace keel_backend_cpu {
 
@@ -23,6 +27,7 @@ struct CpuBackend {
   int threads;
   double peak_flops_per_s;
   keel_dtype compute_dtype;  // "precision": fp32 or bf16
+  std::unique_ptr<OpProfile> profile = nullptr;  // "op_profile": true; null otherwise
 };
 
 inline void require(bool ok, const std::string& what) {
@@ -32,10 +37,14 @@ inline void require_sizes(std::initializer_list<int64_t> sizes, const char* op) 
   for (int64_t s : sizes) require(s >= 0, std::string(op) + ": negative size " + std::to_string(s));
 }
 
-// Runs `body` for the backend object under the ABI guard.
+// Runs `body` for the backend object under the ABI guard, timed under the calling slot's name
+// when the backend profiles its ops.
 template <typename Body>
-keel_status run(void* backend, Body&& body) {
-  const keel_host* host = backend ? static_cast<CpuBackend*>(backend)->host : nullptr;
+keel_status run(void* backend, Body&& body, const char* op = __builtin_FUNCTION()) {
+  auto* cpu = static_cast<CpuBackend*>(backend);
+  const keel_host* host = cpu ? cpu->host : nullptr;
+  std::optional<OpProfile::Scope> timed;
+  if (cpu && cpu->profile) timed.emplace(cpu->profile.get(), op);
   return keel_support::guard(host, kSource, [&] {
     require(backend != nullptr, "backend handle is NULL");
     body();

@@ -59,6 +59,8 @@ keel_status matmul_forward_dt(void* backend, keel_dtype dt, void* out, void* gel
   return run(backend, [&] {
     require_sizes({N, IC, OC}, "matmul_forward_dt");
     const bool bf = bf16_storage(dt, "matmul_forward_dt");
+    const double eb = bf ? 2.0 : 4.0;
+    count_work(2.0 * N * IC * OC, eb * (N * IC + OC * IC + (bias ? OC : 0) + (gelu_pre ? 2 : 1) * N * OC));
     const Fp32Input x(bf, inp, N * IC), w(bf, weight, OC * IC), b(bf, bias, OC);
     const Fp32Output y(bf, out, N * OC, kWrite);
     if (!gelu_pre) {
@@ -80,6 +82,9 @@ keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* 
   return run(backend, [&] {
     require_sizes({N, IC, OC}, "matmul_backward_dt");
     const bool bf = bf16_storage(dt, "matmul_backward_dt");
+    const double eb = bf ? 2.0 : 4.0;  // weight gradients are fp32, read and written
+    count_work(2.0 * N * IC * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0)),
+               eb * (N * OC + (dweight ? N * IC : 0) + (dinp ? OC * IC + 2 * N * IC : 0)) + (dweight ? 8.0 * OC * IC : 0.0));
     const Fp32Input g(bf, dout, N * OC);
     const Fp32Input x(bf, dweight ? inp : nullptr, N * IC), w(bf, dinp ? weight : nullptr, OC * IC);  // only if read
     const Fp32Output dx(bf, dinp, N * IC, kAccumulate);
@@ -93,6 +98,7 @@ keel_status layernorm_forward_dt(void* backend, keel_dtype dt, void* out, float*
   return run(backend, [&] {
     require_sizes({N, C}, "layernorm_forward_dt");
     const bool bf = bf16_storage(dt, "layernorm_forward_dt");
+    count_work(0.0, (bf ? 2.0 : 4.0) * (2 * N * C + 2 * C) + 8.0 * N);
     const Fp32Input x(bf, inp, N * C), w(bf, weight, C), b(bf, bias, C);
     const Fp32Output y(bf, out, N * C, kWrite);
     cpu::layernorm_forward(y.get(), mean, rstd, x.get(), w.get(), b.get(), N, C);
@@ -106,6 +112,7 @@ keel_status layernorm_backward_dt(void* backend, keel_dtype dt, void* dinp, floa
   return run(backend, [&] {
     require_sizes({N, C}, "layernorm_backward_dt");
     const bool bf = bf16_storage(dt, "layernorm_backward_dt");
+    count_work(0.0, (bf ? 2.0 : 4.0) * (4 * N * C + C) + 8.0 * N + 16.0 * C);
     const Fp32Input g(bf, dout, N * C), x(bf, inp, N * C), w(bf, weight, C);
     const Fp32Output dx(bf, dinp, N * C, kAccumulate);
     cpu::layernorm_backward(dx.get(), dweight, dbias, g.get(), x.get(), w.get(), mean, rstd, N, C);
@@ -129,6 +136,9 @@ keel_status attention_forward_dt(void* backend, keel_dtype dt, void* out, void* 
   return run(backend, [&] {
     require_attention_shape(B, T, C, NH, "attention_forward_dt");
     const bool bf = bf16_storage(dt, "attention_forward_dt");
+    // Counted as the full T × T products (the kernel skips key blocks past a query block's end,
+    // about half of them for long sequences), the probabilities written once in fp32.
+    count_work(4.0 * B * T * T * C, (bf ? 2.0 : 4.0) * (4 * B * T * C) + 4.0 * B * NH * T * T);
     const Fp32Input x(bf, qkv, B * T * 3 * C);
     const Fp32Output y(bf, out, B * T * C, kWrite);
     cpu::attention_forward(y.get(), static_cast<float*>(saved), x.get(), B, T, C, NH, NH);
@@ -143,6 +153,7 @@ keel_status attention_backward_dt(void* backend, keel_dtype dt, void* dqkv, cons
   return run(backend, [&] {
     require_attention_shape(B, T, C, NH, "attention_backward_dt");
     const bool bf = bf16_storage(dt, "attention_backward_dt");
+    count_work(8.0 * B * T * T * C, (bf ? 2.0 : 4.0) * (B * T * C + 9 * B * T * C) + 4.0 * B * NH * T * T);
     const Fp32Input g(bf, dout, B * T * C), x(bf, qkv, B * T * 3 * C);
     const Fp32Output dx(bf, dqkv, B * T * 3 * C, kAccumulate);
     cpu::attention_backward(dx.get(), g.get(), x.get(), static_cast<const float*>(saved), B, T, C, NH, NH);
@@ -154,6 +165,7 @@ keel_status gelu_forward_dt(void* backend, keel_dtype dt, void* out, const void*
   return run(backend, [&] {
     require_sizes({n}, "gelu_forward_dt");
     const bool bf = bf16_storage(dt, "gelu_forward_dt");
+    count_work(0.0, (bf ? 2.0 : 4.0) * 2 * n);
     const Fp32Input x(bf, inp, n);
     const Fp32Output y(bf, out, n, kWrite);
     cpu::gelu_forward(y.get(), x.get(), n);
@@ -165,6 +177,7 @@ keel_status gelu_backward_dt(void* backend, keel_dtype dt, void* dinp, const voi
   return run(backend, [&] {
     require_sizes({n}, "gelu_backward_dt");
     const bool bf = bf16_storage(dt, "gelu_backward_dt");
+    count_work(0.0, (bf ? 2.0 : 4.0) * 4 * n);
     const Fp32Input x(bf, inp, n), g(bf, dout, n);
     const Fp32Output dx(bf, dinp, n, kAccumulate);
     cpu::gelu_backward(dx.get(), x.get(), g.get(), n);
@@ -177,6 +190,7 @@ keel_status add_dt(void* backend, keel_dtype dt, void* out, const void* a, const
   return run(backend, [&] {
     require_sizes({n}, "add_dt");
     const bool bf = bf16_storage(dt, "add_dt");
+    count_work(0.0, (bf ? 2.0 : 4.0) * 3 * n);
     const Fp32Input x(bf, a, n), y(bf, b, n);
     const Fp32Output sum(bf, out, n, kWrite);
     cpu::add(sum.get(), x.get(), y.get(), n);
@@ -188,6 +202,7 @@ keel_status accumulate_dt(void* backend, keel_dtype dt, void* dst, const void* s
   return run(backend, [&] {
     require_sizes({n}, "accumulate_dt");
     const bool bf = bf16_storage(dt, "accumulate_dt");
+    count_work(0.0, (bf ? 2.0 : 4.0) * 3 * n);
     const Fp32Input x(bf, src, n);
     const Fp32Output d(bf, dst, n, kAccumulate);
     cpu::accumulate(d.get(), x.get(), n);
@@ -199,6 +214,7 @@ keel_status scale_dt(void* backend, keel_dtype dt, void* x, float alpha, int64_t
   return run(backend, [&] {
     require_sizes({n}, "scale_dt");
     const Fp32Output v(bf16_storage(dt, "scale_dt"), x, n, kAccumulate);
+    count_work(0.0, (is_bf16(dt) ? 2.0 : 4.0) * 2 * n);
     cpu::scale(v.get(), alpha, n);
     v.store();
   });
@@ -211,6 +227,7 @@ keel_status embedding_forward_dt(void* backend, keel_dtype dt, void* out, const 
   return run(backend, [&] {
     require_sizes({B, T, C}, "embedding_forward_dt");
     require_tokens(tokens, B * T, "embedding_forward_dt");
+    count_work(0.0, (is_bf16(dt) ? 2.0 : 4.0) * 3 * B * T * C);  // a table row and a position row per token
     if (!bf16_storage(dt, "embedding_forward_dt")) {
       cpu::embedding_forward(static_cast<float*>(out), tokens, static_cast<const float*>(wte),
                              static_cast<const float*>(wpe), B, T, C);
@@ -229,6 +246,7 @@ keel_status embedding_backward_dt(void* backend, keel_dtype dt, float* dwte, flo
   return run(backend, [&] {
     require_sizes({B, T, C}, "embedding_backward_dt");
     require_tokens(tokens, B * T, "embedding_backward_dt");
+    count_work(0.0, (is_bf16(dt) ? 2.0 : 4.0) * B * T * C + 16.0 * B * T * C);  // fp32 rows read and written
     const Fp32Input g(bf16_storage(dt, "embedding_backward_dt"), dout, B * T * C);
     cpu::embedding_backward(dwte, dwpe, g.get(), tokens, B, T, C);
   });
@@ -274,6 +292,7 @@ keel_status crossentropy_stats_dt(void* backend, keel_dtype dt, float* stats, co
   return run(backend, [&] {
     require_column_block(N, col_begin, valid_cols, cols, "crossentropy_stats_dt");
     const Fp32Input x(bf16_storage(dt, "crossentropy_stats_dt"), logits, N * cols);
+    count_work(0.0, (is_bf16(dt) ? 2.0 : 4.0) * N * cols);
     cpu::crossentropy_shard_stats(stats, x.get(), targets, N, col_begin, valid_cols, cols);
   });
 }
@@ -295,6 +314,7 @@ keel_status crossentropy_backward_dt(void* backend, keel_dtype dt, void* dlogits
   return run(backend, [&] {
     require_column_block(N, col_begin, valid_cols, cols, "crossentropy_backward_dt");
     const bool bf = bf16_storage(dt, "crossentropy_backward_dt");
+    count_work(0.0, (bf ? 2.0 : 4.0) * 2 * N * cols);
     // Accumulate mode in both cases: in place, the widened destination is the logits.
     const Fp32Output d(bf, dlogits, N * cols, kAccumulate);
     if (dlogits == logits) {
@@ -313,6 +333,7 @@ keel_status sum_squares_dt(void* backend, keel_dtype dt, const void* x, int64_t 
     require_sizes({n}, "sum_squares_dt");
     require(acc != nullptr, "sum_squares_dt: acc is NULL");
     const Fp32Input v(bf16_storage(dt, "sum_squares_dt"), x, n);
+    count_work(0.0, (is_bf16(dt) ? 2.0 : 4.0) * n);
     *acc = static_cast<float>(static_cast<double>(*acc) + cpu::sum_squares(v.get(), n));
   });
 }

@@ -19,6 +19,7 @@ keel_status adamw_update(void* backend, float* params, const float* grads, float
                          double beta1, double beta2, double eps, double weight_decay, float grad_scale, int64_t step) {
   return run(backend, [&] {
     require_update(n, step, params && grads && m && v, "adamw_update");
+    count_work(0.0, 28.0 * n);  // params, grads, m, v read; params, m, v written
     keel::cpu::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, step);
   });
 }
@@ -28,6 +29,7 @@ keel_status sgd_update(void* backend, float* params, const float* grads, float* 
                        int64_t step) {
   return run(backend, [&] {
     require_update(n, step, params && grads && (momentum <= 0.0 || momentum_buffer), "sgd_update");
+    count_work(0.0, (momentum > 0.0 ? 20.0 : 12.0) * n);
     keel::cpu::sgd_update(params, grads, momentum_buffer, n, lr, momentum, dampening, nesterov != 0, weight_decay,
                           grad_scale, step);
   });

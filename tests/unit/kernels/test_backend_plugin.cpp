@@ -3,6 +3,7 @@
 // slots, and ops driven through the table against naive loops.
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,7 @@ TEST(BackendCpuPlugin, ValidateConfigAcceptsItsKeysAndExplainsMistakes) {
   EXPECT_EQ(api()->validate_config(&kHost,
                                    R"({"plugin": "cpu", "threads": 2, "peak_tflops": 1.5,
                                        "openblas_coretype": "env", "precision": "fp32",
-                                       "gemm_threading": "openblas"})",
+                                       "gemm_threading": "openblas", "op_profile": false})",
                                    "backend"),
             KEEL_OK);
 
@@ -163,6 +164,51 @@ TEST(BackendCpuPlugin, CreateReportsDeviceAndConfiguredOrMeasuredPeak) {
   keel_backend_create_args bad{sizeof(bad), R"({"precision": "fp16"})", "backend"};
   EXPECT_EQ(api()->create(&kHost, &bad, &handle), KEEL_ERR_INVALID_CONFIG);
   EXPECT_EQ(handle, reinterpret_cast<void*>(1)) << "outputs are untouched on error";
+}
+
+// "op_profile": each slot's calls, time and counted work, logged as a table when the backend goes.
+TEST(BackendCpuPlugin, OpProfileLogsEachSlotsCallsAndWorkAtDestroy) {
+  const int64_t N = 64, IC = 96, OC = 80;
+  std::vector<float> x(N * IC, 0.5f), w(OC * IC, 0.25f), y(N * OC), dy(N * OC, 1.0f), dw(OC * IC), dx(N * IC);
+  g_log.clear();
+  {
+    Backend backend(R"({"peak_tflops": 1, "op_profile": true})");
+    ASSERT_EQ(backend.status, KEEL_OK) << g_last_error;
+    for (int i = 0; i < 3; ++i)
+      ASSERT_EQ(api()->matmul_forward(backend.handle, y.data(), x.data(), w.data(), nullptr, N, IC, OC), KEEL_OK);
+    ASSERT_EQ(api()->matmul_backward(backend.handle, dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), N,
+                                     IC, OC),
+              KEEL_OK);
+    ASSERT_EQ(api()->fill_zero(backend.handle, dw.data(), dw.size() * sizeof(float)), KEEL_OK);
+    EXPECT_EQ(y[0], 0.5f * 0.25f * IC);  // the ops ran
+  }
+  // op, calls, ms, GFLOP, GB, ...: the counts are the formulas' (3 forwards of 2·N·IC·OC, one
+  // backward of twice that), independent of the clock.
+  auto row = [&](const std::string& op) -> std::vector<std::string> {
+    const std::string prefix = "backend cpu: " + op + " ";
+    for (const auto& line : g_log) {
+      if (line.compare(0, prefix.size(), prefix) != 0) continue;
+      std::istringstream fields(line.substr(prefix.size() - op.size() - 1));
+      std::vector<std::string> out;
+      for (std::string f; fields >> f;) out.push_back(f);
+      return out;
+    }
+    return {};
+  };
+  const auto forward = row("matmul_forward"), backward = row("matmul_backward"), zero = row("fill_zero");
+  ASSERT_GE(forward.size(), 5u) << "no matmul_forward row logged";
+  ASSERT_GE(backward.size(), 5u) << "no matmul_backward row logged";
+  ASSERT_GE(zero.size(), 5u) << "no fill_zero row logged";
+  EXPECT_EQ(forward[1], "3");
+  EXPECT_NEAR(std::stod(forward[3]), 3 * 2.0 * N * IC * OC / 1e9, 1e-3);
+  EXPECT_EQ(backward[1], "1");
+  EXPECT_NEAR(std::stod(backward[3]), 4.0 * N * IC * OC / 1e9, 1e-3);
+  EXPECT_NEAR(std::stod(zero[4]), OC * IC * 4.0 / 1e9, 1e-3);
+  EXPECT_FALSE(row("total").empty());
+
+  g_log.clear();
+  { Backend quiet(R"({"peak_tflops": 1})"); }
+  EXPECT_TRUE(row("total").empty()) << "no table without op_profile";
 }
 
 TEST(BackendCpuPlugin, MemoryIsAlignedZeroedAndCopies) {
