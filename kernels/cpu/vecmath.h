@@ -75,4 +75,31 @@ inline float exp_shifted_sum(float* out, const float* in, float shift, int64_t n
   return sum;
 }
 
+// Σ e^(in[i] - shift) for i < n, nothing stored: a softmax's denominator read once.
+inline float exp_shifted_total(const float* in, float shift, int64_t n) {
+  f32x8 acc{};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc += exp8(load8(in + i) - shift);
+  float sum = sum8(acc);
+  if (i < n) {
+    const f32x8 e = exp8(load_partial8(in + i, n - i, shift) - shift);
+    for (int64_t j = 0; j < n - i; ++j) sum += e[j];
+  }
+  return sum;
+}
+
+// out[i] = base[i] + e^(in[i] - shift) * scale for i < n, where base is out itself or, when
+// `from_zero`, 0 (out may alias in): a softmax's gradient from the logits and their logsumexp.
+inline void exp_shifted_scaled(float* out, const float* in, float shift, float scale, int64_t n, bool from_zero) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const f32x8 base = from_zero ? f32x8{} : load8(out + i);
+    store8(out + i, base + exp8(load8(in + i) - shift) * scale);
+  }
+  if (i < n) {
+    const f32x8 base = from_zero ? f32x8{} : load_partial8(out + i, n - i, 0.0f);
+    store_partial8(out + i, base + exp8(load_partial8(in + i, n - i, shift) - shift) * scale, n - i);
+  }
+}
+
 }  // namespace keel::cpu

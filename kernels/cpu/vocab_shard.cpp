@@ -78,8 +78,7 @@ void crossentropy_shard_stats(float* stats, const float* logits, const int32_t* 
     float max = -INFINITY;
 #pragma omp simd reduction(max : max)
     for (int64_t i = 0; i < valid_cols; ++i) max = std::max(max, x[i]);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < valid_cols; ++i) sum += std::exp(x[i] - max);
+    const float sum = exp_shifted_total(x, max, valid_cols);
     const int64_t target = static_cast<int64_t>(targets[n]) - col_begin;
     stats[n * 3 + 0] = max;
     stats[n * 3 + 1] = sum;
@@ -95,7 +94,7 @@ void crossentropy_shard_backward(float* dlogits, const float* logits, const floa
     float* d = dlogits + n * cols;
     const float* x = logits + n * cols;
     const float shift = lse[n];
-    for (int64_t i = 0; i < valid_cols; ++i) d[i] += std::exp(x[i] - shift) * dloss;
+    exp_shifted_scaled(d, x, shift, dloss, valid_cols, /*from_zero=*/false);
     const int64_t target = static_cast<int64_t>(targets[n]) - col_begin;
     if (target >= 0 && target < valid_cols) d[target] -= dloss;
   }
@@ -111,8 +110,8 @@ void crossentropy_shard_backward_in_place(float* logits, const float* lse, const
       continue;
     }
     const float shift = lse[n];
-    // 0 + ...: the bits the += path gives from a zeroed buffer (a -0 product becomes +0).
-    for (int64_t i = 0; i < valid_cols; ++i) x[i] = 0.0f + std::exp(x[i] - shift) * dloss;
+    // From 0: the bits the += path gives from a zeroed buffer (a -0 product becomes +0).
+    exp_shifted_scaled(x, x, shift, dloss, valid_cols, /*from_zero=*/true);
     std::fill(x + valid_cols, x + cols, 0.0f);
     const int64_t target = static_cast<int64_t>(targets[n]) - col_begin;
     if (target >= 0 && target < valid_cols) x[target] -= dloss;

@@ -44,4 +44,32 @@ TEST(Vecmath, ExpShiftedSumHandlesTails) {
   }
 }
 
+// The cross-entropy's two passes: the denominator alone, and the gradient written from zero or
+// added to what is there (in place over the logits, too); tails, and nothing past the end.
+TEST(Vecmath, ExpShiftedTotalAndScaledHandleTailsAndAliasing) {
+  for (int64_t n : {1, 7, 8, 9, 37}) {
+    const auto x = keel_test::random_floats(n, 2, -5.0f, 5.0f);
+    double want_sum = 0;
+    for (int64_t i = 0; i < n; ++i) want_sum += std::exp(double(x[i]) - 0.5);
+    EXPECT_NEAR(keel::cpu::exp_shifted_total(x.data(), 0.5f, n), want_sum, 1e-6 * want_sum) << "n = " << n;
+
+    auto base = keel_test::random_floats(n + 1, 3);
+    base[n] = 42.0f;  // guard
+    auto added = base, fresh = base, in_place = x;
+    in_place.push_back(42.0f);
+    keel::cpu::exp_shifted_scaled(added.data(), x.data(), 0.5f, -0.25f, n, /*from_zero=*/false);
+    keel::cpu::exp_shifted_scaled(fresh.data(), x.data(), 0.5f, -0.25f, n, /*from_zero=*/true);
+    keel::cpu::exp_shifted_scaled(in_place.data(), in_place.data(), 0.5f, -0.25f, n, /*from_zero=*/true);
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = -0.25 * std::exp(double(x[i]) - 0.5);
+      EXPECT_NEAR(added[i], base[i] + g, 1e-6) << "n = " << n << ", i = " << i;
+      EXPECT_NEAR(fresh[i], g, 3e-7 * std::fabs(g)) << "n = " << n << ", i = " << i;
+      EXPECT_EQ(in_place[i], fresh[i]) << "n = " << n << ", i = " << i;
+    }
+    EXPECT_EQ(added[n], 42.0f);
+    EXPECT_EQ(fresh[n], 42.0f);
+    EXPECT_EQ(in_place[n], 42.0f);
+  }
+}
+
 }  // namespace
