@@ -71,9 +71,10 @@ def main():
         calls, ms, gflop, gb = (calls - c0) / steps, (ms - ms0) / steps, (gflop - gf0) / steps, (gb - gb0) / steps
         if calls <= 0:
             continue
-        # Mostly set-up (allocating and filling the arenas, loading the weights): its per-step
-        # share is lost in the set-up's noise, so it is named but counted in the remainder.
-        if ms0 > 3 * max(ms, 0.0) * SHORT:
+        # Called at set-up too (allocating and filling the arenas, loading the weights), for
+        # longer than a step's calls take: its per-step share is lost in the set-up's noise, so
+        # it is named but counted in the remainder.
+        if c0 > calls * SHORT and ms0 - SHORT * ms > max(ms, 0.0):
             set_up.append(op)
         else:
             rows.append((op, calls, ms, gflop, gb))

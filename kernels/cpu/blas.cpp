@@ -19,10 +19,7 @@
 namespace keel::cpu {
 namespace {
 
-// cblas.h's enum values; the header is not included so nothing links OpenBLAS by accident.
-constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
-using sgemm_fn = void (*)(int order, int transa, int transb, int M, int N, int K, float alpha,
-                          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
+using sgemm_fn = CblasSgemm;  // gemm_partition.h
 using set_threads_fn = void (*)(int);
 using corename_fn = char* (*)();
 
@@ -184,27 +181,15 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, 
   // parallel region would terminate.
   const int m = checked_int(M, "M"), n = checked_int(N, "N"), k = checked_int(K, "K");
   const int lda_ = checked_int(lda, "lda"), ldb_ = checked_int(ldb, "ldb"), ldc_ = checked_int(ldc, "ldc");
-  const int order_a = transpose_a ? kCblasTrans : kCblasNoTrans, order_b = transpose_b ? kCblasTrans : kCblasNoTrans;
   const GemmGrid grid = b.threading == GemmThreading::kPartition && !omp_in_parallel()
                             ? choose_gemm_grid(M, N, K, b.threads)
                             : GemmGrid{};
   if (grid.blocks() == 1) {
-    fn(kCblasRowMajor, order_a, order_b, m, n, k, alpha, A, lda_, B, ldb_, beta, C, ldc_);
+    fn(kCblasRowMajor, transpose_a ? kCblasTrans : kCblasNoTrans, transpose_b ? kCblasTrans : kCblasNoTrans, m, n, k,
+       alpha, A, lda_, B, ldb_, beta, C, ldc_);
     return;
   }
-#pragma omp parallel num_threads(grid.blocks())
-  {
-    const int block = omp_get_thread_num();
-    const GemmSpan rows = gemm_block_span(M, block / grid.col_blocks, grid.row_blocks);
-    const GemmSpan cols = gemm_block_span(N, block % grid.col_blocks, grid.col_blocks);
-    // op(A)'s rows [rows) and op(B)'s columns [cols): where they start depends on the layout.
-    const float* A_block = A + (transpose_a ? rows.begin : rows.begin * lda);
-    const float* B_block = B + (transpose_b ? cols.begin * ldb : cols.begin);
-    if (rows.end > rows.begin && cols.end > cols.begin)
-      fn(kCblasRowMajor, order_a, order_b, static_cast<int>(rows.end - rows.begin),
-         static_cast<int>(cols.end - cols.begin), k, alpha, A_block, lda_, B_block, ldb_, beta,
-         C + rows.begin * ldc + cols.begin, ldc_);
-  }
+  sgemm_by_blocks(fn, grid, transpose_a, transpose_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 double measure_sgemm_flops(int64_t n, int repeats) {

@@ -1,6 +1,8 @@
 // The choice of grid for a product keel threads itself; see gemm_partition.h.
 #include "cpu/gemm_partition.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 namespace keel::cpu {
@@ -46,6 +48,25 @@ GemmSpan gemm_block_span(int64_t extent, int index, int parts) {
   const int64_t total = units(extent);
   const int64_t first = total * index / parts, last = total * (index + 1) / parts;
   return GemmSpan{std::min(extent, first * kGemmBlockUnit), std::min(extent, last * kGemmBlockUnit)};
+}
+
+void sgemm_by_blocks(CblasSgemm sgemm, GemmGrid grid, bool transpose_a, bool transpose_b, int64_t M, int64_t N,
+                     int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                     float* C, int64_t ldc) {
+  const int order_a = transpose_a ? kCblasTrans : kCblasNoTrans, order_b = transpose_b ? kCblasTrans : kCblasNoTrans;
+#pragma omp parallel num_threads(grid.blocks())
+  {
+    const int block = omp_get_thread_num();
+    const GemmSpan rows = gemm_block_span(M, block / grid.col_blocks, grid.row_blocks);
+    const GemmSpan cols = gemm_block_span(N, block % grid.col_blocks, grid.col_blocks);
+    // op(A)'s rows [rows) and op(B)'s columns [cols): where they start depends on the layout.
+    const float* A_block = A + (transpose_a ? rows.begin : rows.begin * lda);
+    const float* B_block = B + (transpose_b ? cols.begin * ldb : cols.begin);
+    if (rows.end > rows.begin && cols.end > cols.begin)
+      sgemm(kCblasRowMajor, order_a, order_b, static_cast<int>(rows.end - rows.begin),
+            static_cast<int>(cols.end - cols.begin), static_cast<int>(K), alpha, A_block, static_cast<int>(lda),
+            B_block, static_cast<int>(ldb), beta, C + rows.begin * ldc + cols.begin, static_cast<int>(ldc));
+  }
 }
 
 }  // namespace keel::cpu

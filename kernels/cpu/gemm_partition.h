@@ -40,4 +40,17 @@ struct GemmSpan {
 };
 GemmSpan gemm_block_span(int64_t extent, int index, int parts);
 
+// cblas_sgemm as every CBLAS library exports it (OpenBLAS, BLIS, MKL), and cblas.h's enum
+// values; cblas.h is not included so nothing links a BLAS by accident.
+using CblasSgemm = void (*)(int order, int transa, int transb, int M, int N, int K, float alpha, const float* A,
+                            int lda, const float* B, int ldb, float beta, float* C, int ldc);
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
+
+// The row-major product C(M,N) = alpha·op(A)·op(B) + beta·C as `grid` blocks, block i on
+// OpenMP thread i, each one call of `sgemm` (which should then run single-threaded). Every size
+// and leading dimension must fit an int (the caller checks, outside the parallel region).
+void sgemm_by_blocks(CblasSgemm sgemm, GemmGrid grid, bool transpose_a, bool transpose_b, int64_t M, int64_t N,
+                     int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                     float* C, int64_t ldc);
+
 }  // namespace keel::cpu
