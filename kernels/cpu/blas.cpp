@@ -33,6 +33,7 @@ struct Blas {
   int threads = 0;          // OpenMP's team, and the threads a product may use
   int library_threads = 0;  // what OpenBLAS's own pool was told
   GemmThreading threading = GemmThreading::kPartition;
+  bool loaded_before = false;  // someone else dlopen'ed OpenBLAS first
 };
 Blas& blas() {
   static Blas instance;
@@ -97,6 +98,12 @@ int checked_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+void check_leading(int64_t ld, int64_t row_length, const char* what) {
+  if (ld < std::max<int64_t>(1, row_length))
+    throw std::invalid_argument(std::string("sgemm: ") + what + " = " + std::to_string(ld) +
+                                " is shorter than a stored row of " + std::to_string(row_length));
+}
+
 }  // namespace
 
 void load_blas(const std::string& coretype_policy, std::string* log_line) {
@@ -111,6 +118,7 @@ void load_blas(const std::string& coretype_policy, std::string* log_line) {
     handle = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (handle) break;
   }
+  const bool loaded_before = handle != nullptr;
   if (handle) {
     // Someone loaded OpenBLAS first (in Python: NumPy or torch). It read the environment then;
     // only presets make that worth a word.
@@ -141,9 +149,12 @@ void load_blas(const std::string& coretype_policy, std::string* log_line) {
   b.threads = b.default_threads;
   b.library_threads = -1;  // unknown until told: OpenBLAS sized its pool from the environment
   b.handle = handle;
+  b.loaded_before = loaded_before;
   apply_library_threads(b);
   if (log_line) *log_line = note;
 }
+
+bool blas_loaded_before_keel() { return blas().loaded_before; }
 
 std::string blas_corename() {
   Blas& b = blas();
@@ -181,6 +192,10 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, 
   // parallel region would terminate.
   const int m = checked_int(M, "M"), n = checked_int(N, "N"), k = checked_int(K, "K");
   const int lda_ = checked_int(lda, "lda"), ldb_ = checked_int(ldb, "ldb"), ldc_ = checked_int(ldc, "ldc");
+  // Row-major: op(A) is M×K, stored K×M when transposed; op(B) is K×N, stored N×K when transposed.
+  check_leading(lda, transpose_a ? M : K, "lda");
+  check_leading(ldb, transpose_b ? K : N, "ldb");
+  check_leading(ldc, N, "ldc");
   const GemmGrid grid = b.threading == GemmThreading::kPartition && !omp_in_parallel()
                             ? choose_gemm_grid(M, N, K, b.threads)
                             : GemmGrid{};

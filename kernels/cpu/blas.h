@@ -24,14 +24,20 @@ void load_blas(const std::string& coretype_policy, std::string* log_line);
 // The kernel set OpenBLAS picked ("SkylakeX", "Haswell", ...), or "unknown".
 std::string blas_corename();
 
+// Whether OpenBLAS was already in the process when load_blas() ran (loaded by NumPy or torch).
+bool blas_loaded_before_keel();
+
 // Who threads a product.
 //   kPartition: keel cuts C into one block per OpenMP thread (gemm_partition.h) and each thread
 //               makes a single-threaded BLAS call; OpenBLAS's own pool stays idle. The default:
-//               one pool of threads for every kernel, and on the small products of a CPU step
-//               (GPT-2 124M at 4 × 64 tokens, 2 threads) the step took 1.15 s against 2.35 s.
+//               one pool of threads for every kernel (docs/cpu-speed.md §2 has the measurements).
+//               If something else loaded OpenBLAS first (NumPy, torch), its products in this
+//               process run single-threaded too, since the library is shared.
 //   kLibrary:   one call, threaded by OpenBLAS's own pool (Debian's OpenBLAS is the pthread
 //               build), as before. Its workers and OpenMP's spin-wait for each other's cores.
-// Both give the same bits: each element is summed over the whole K by one kernel call either way.
+// Both give the same bits with Debian's OpenBLAS 0.3.21: each element is summed over the whole K
+// by one kernel call either way. The threading, like the thread count, is the process's: set
+// them before ops run (a backend's create does), never while another thread runs products.
 enum class GemmThreading { kPartition, kLibrary };
 void set_gemm_threading(GemmThreading threading);
 GemmThreading gemm_threading();
@@ -43,19 +49,23 @@ int num_threads();
 
 // Row-major single-precision GEMM: C(M,N) = alpha * op(A) · op(B) + beta * C, as cblas_sgemm
 // with CblasRowMajor, threaded as gemm_threading() says (called inside a parallel region, it
-// runs on the calling thread). Throws std::logic_error if load_blas() has not been called.
+// runs on the calling thread). Throws std::logic_error if load_blas() has not been called, and
+// std::invalid_argument for a size or leading dimension OpenBLAS would refuse (checked here: a
+// block's call could not see it).
 void sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // Best sgemm throughput over `repeats` timed runs of an n×n×n product after two warm-up runs,
 // in FLOP/s, with OpenBLAS's own threads whatever gemm_threading() says (as NumPy measures it):
-// the MFU denominator when no peak is configured, and what the benchmarks compare against. A peak is measured on large square products (n = 2048 at start-up), where the
-// kernels run at their best; smaller ones understate it.
+// the MFU denominator when no peak is configured, and what the benchmarks compare against. A
+// peak is measured on large square products (n = 2048 at start-up), where the kernels run at
+// their best; smaller ones understate it.
 double measure_sgemm_flops(int64_t n, int repeats);
 
 // While alive, OpenBLAS runs single-threaded, so each OpenMP thread can issue its own small
-// sgemm (attention per head) without the pool serialising them (under kPartition it already is). Throws std::logic_error if
-// load_blas() has not been called, so callers learn it before entering a parallel region.
+// sgemm (attention per head) without the pool serialising them (under kPartition it already
+// is). Throws std::logic_error if load_blas() has not been called, so callers learn it before
+// entering a parallel region.
 class BlasSingleThreaded {
  public:
   BlasSingleThreaded();

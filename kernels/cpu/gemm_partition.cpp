@@ -24,6 +24,7 @@ int64_t narrowest_span(int64_t extent, int parts) {
 GemmGrid choose_gemm_grid(int64_t M, int64_t N, int64_t K, int threads) {
   GemmGrid best;
   if (threads <= 1 || M <= 0 || N <= 0 || K <= 0) return best;
+  if (static_cast<double>(M) * N * K < 2.0 * kGemmMinBlockMacs) return best;  // not two blocks' worth
   // The most blocks that fit, then the least input packed per thread (ties: fewer row blocks,
   // whose rows of A are the smaller share when N is large).
   for (int count = threads; count > 1; --count) {
@@ -32,7 +33,7 @@ GemmGrid choose_gemm_grid(int64_t M, int64_t N, int64_t K, int threads) {
       if (count % rows != 0) continue;
       const int cols = count / rows;
       if (rows > units(M) || cols > units(N)) continue;
-      if (narrowest_span(M, rows) * narrowest_span(N, cols) * K < kGemmMinBlockMacs) continue;
+      if (static_cast<double>(narrowest_span(M, rows)) * narrowest_span(N, cols) * K < kGemmMinBlockMacs) continue;
       const double cost = static_cast<double>(M) / rows * K + static_cast<double>(N) / cols * K;
       if (best_cost < 0.0 || cost < best_cost) {
         best_cost = cost;
@@ -55,8 +56,9 @@ void sgemm_by_blocks(CblasSgemm sgemm, GemmGrid grid, bool transpose_a, bool tra
                      float* C, int64_t ldc) {
   const int order_a = transpose_a ? kCblasTrans : kCblasNoTrans, order_b = transpose_b ? kCblasTrans : kCblasNoTrans;
 #pragma omp parallel num_threads(grid.blocks())
-  {
-    const int block = omp_get_thread_num();
+  // OpenMP may give a smaller team than asked (OMP_THREAD_LIMIT, OMP_DYNAMIC, nested regions
+  // switched off): the threads it gives take the blocks in turn, so every block is computed.
+  for (int block = omp_get_thread_num(); block < grid.blocks(); block += omp_get_num_threads()) {
     const GemmSpan rows = gemm_block_span(M, block / grid.col_blocks, grid.row_blocks);
     const GemmSpan cols = gemm_block_span(N, block % grid.col_blocks, grid.col_blocks);
     // op(A)'s rows [rows) and op(B)'s columns [cols): where they start depends on the layout.

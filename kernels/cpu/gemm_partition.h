@@ -2,7 +2,9 @@
 // C(M,N) is cut into a grid of blocks, one per thread, and each thread makes one single-threaded
 // BLAS call for its block. Every element is still summed over the whole K by one call, in the
 // order the library's kernel uses, so the split changes which thread computes an element but
-// not its bits. The grid is chosen to pack the least input per thread: a row block packs its
+// not its bits (tested with Debian's OpenBLAS 0.3.21; kGemmMinBlockMacs keeps blocks away from
+// its small-matrix kernels, and a library whose kernels depend on the thread count could still
+// differ). The grid is chosen to pack the least input per thread: a row block packs its
 // rows of A (M/rows × K), a column block its columns of B (K × N/cols).
 #pragma once
 
@@ -11,8 +13,8 @@
 namespace keel::cpu {
 
 // Blocks start on multiples of this many rows or columns (64 bytes of floats), so each thread's
-// block of C starts cache-line aligned when C does, and no block is thinner than the kernels'
-// register tile.
+// block of C starts cache-line aligned when C does, and every block but the last is a whole
+// number of the kernels' register tiles wide.
 constexpr int64_t kGemmBlockUnit = 16;
 
 // No block has fewer multiply-adds than this, so a product smaller than two of them runs as one

@@ -149,6 +149,11 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
     keel::cpu::load_blas(s.openblas_coretype, &note);
     if (!note.empty()) host->log(KEEL_LOG_WARN, kSource, note.c_str());
     keel::cpu::set_gemm_threading(s.gemm_threading);
+    if (s.gemm_threading == keel::cpu::GemmThreading::kPartition && keel::cpu::blas_loaded_before_keel())
+      host->log(KEEL_LOG_INFO, kSource,
+                "OpenBLAS was loaded before Keel (by NumPy or torch): its products in this process now run on one "
+                "thread each, since Keel splits its own over the threads (backend.gemm_threading \"openblas\" "
+                "keeps OpenBLAS's threads)");
     keel::cpu::set_num_threads(s.threads);
     const int threads = keel::cpu::num_threads();
     double peak = s.peak_tflops * 1e12;
@@ -246,7 +251,8 @@ keel_status matmul_backward(void* backend, float* dinp, float* dweight, float* d
   return run(backend, [&] {
     require_sizes({N, IC, OC}, "matmul_backward");
     count_work(2.0 * N * IC * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0)),
-               4.0 * (N * OC + (dweight ? N * IC + 2 * OC * IC : 0) + (dinp ? OC * IC + 2 * N * IC : 0)));
+               4.0 * (N * OC + (dweight ? N * IC + 2 * OC * IC : 0) + (dinp ? OC * IC + 2 * N * IC : 0) +
+                      (dbias ? 2 * OC : 0)));
     keel::cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
   });
 }

@@ -84,7 +84,8 @@ keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* 
     const bool bf = bf16_storage(dt, "matmul_backward_dt");
     const double eb = bf ? 2.0 : 4.0;  // weight gradients are fp32, read and written
     count_work(2.0 * N * IC * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0)),
-               eb * (N * OC + (dweight ? N * IC : 0) + (dinp ? OC * IC + 2 * N * IC : 0)) + (dweight ? 8.0 * OC * IC : 0.0));
+               eb * (N * OC + (dweight ? N * IC : 0) + (dinp ? OC * IC + 2 * N * IC : 0)) +
+                   (dweight ? 8.0 * OC * IC : 0.0) + (dbias ? 8.0 * OC : 0.0));
     const Fp32Input g(bf, dout, N * OC);
     const Fp32Input x(bf, dweight ? inp : nullptr, N * IC), w(bf, dinp ? weight : nullptr, OC * IC);  // only if read
     const Fp32Output dx(bf, dinp, N * IC, kAccumulate);
@@ -292,7 +293,7 @@ keel_status crossentropy_stats_dt(void* backend, keel_dtype dt, float* stats, co
   return run(backend, [&] {
     require_column_block(N, col_begin, valid_cols, cols, "crossentropy_stats_dt");
     const Fp32Input x(bf16_storage(dt, "crossentropy_stats_dt"), logits, N * cols);
-    count_work(0.0, (is_bf16(dt) ? 2.0 : 4.0) * N * cols);
+    count_work(0.0, (is_bf16(dt) ? 2.0 : 4.0) * N * valid_cols);
     cpu::crossentropy_shard_stats(stats, x.get(), targets, N, col_begin, valid_cols, cols);
   });
 }
@@ -314,7 +315,7 @@ keel_status crossentropy_backward_dt(void* backend, keel_dtype dt, void* dlogits
   return run(backend, [&] {
     require_column_block(N, col_begin, valid_cols, cols, "crossentropy_backward_dt");
     const bool bf = bf16_storage(dt, "crossentropy_backward_dt");
-    count_work(0.0, (bf ? 2.0 : 4.0) * 2 * N * cols);
+    count_work(0.0, (bf ? 2.0 : 4.0) * (dlogits == logits ? 2 : 3) * N * valid_cols);  // in place: read, write
     // Accumulate mode in both cases: in place, the widened destination is the logits.
     const Fp32Output d(bf, dlogits, N * cols, kAccumulate);
     if (dlogits == logits) {

@@ -9,11 +9,9 @@
 namespace keel_backend_cpu {
 namespace {
 
-// The work the slot running on this thread has counted; a Scope clears it on entry.
-struct PendingWork {
-  double flops = 0.0, bytes = 0.0;
-};
-thread_local PendingWork pending;
+// The work the slot running on this thread has counted, while a Scope times it; null otherwise
+// (the profile is off), so count_work costs a test.
+thread_local OpProfile::Scope::Counted* counting = nullptr;
 
 std::string format_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format_line(const char* fmt, ...) {
@@ -28,19 +26,20 @@ std::string format_line(const char* fmt, ...) {
 }  // namespace
 
 void count_work(double flops, double bytes) {
-  pending.flops += flops;
-  pending.bytes += bytes;
+  if (!counting) return;
+  counting->flops += flops;
+  counting->bytes += bytes;
 }
 
 OpProfile::Scope::Scope(OpProfile* profile, const char* op)
-    : profile_(profile), op_(op), start_(std::chrono::steady_clock::now()) {
-  pending = PendingWork{};
+    : profile_(profile), op_(op), start_(std::chrono::steady_clock::now()), outer_(counting) {
+  counting = &counted_;
 }
 
 OpProfile::Scope::~Scope() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  profile_->record(op_, seconds, pending.flops, pending.bytes);
-  pending = PendingWork{};
+  counting = outer_;
+  profile_->record(op_, seconds, counted_.flops, counted_.bytes);
 }
 
 void OpProfile::record(const char* op, double seconds, double flops, double bytes) {

@@ -1,8 +1,8 @@
 // The cpu backend's per-op timing ("op_profile": true in its config section): every slot's calls
 // and wall time, with the work the slot counts (the FLOPs of its products, the bytes it streams),
 // logged as one table when the backend is destroyed. Slots are named by their C function
-// (matmul_forward_dt, ...), so the table reads against backend.h. Off, it costs each op one
-// test of a null pointer.
+// (matmul_forward_dt, ...), so the table reads against backend.h. Off, it costs each op a test of
+// a null pointer and each count_work call a test of a thread-local one.
 #pragma once
 
 #include <chrono>
@@ -32,10 +32,17 @@ class OpProfile {
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
+    // What count_work adds to, on this thread, while this scope is the innermost.
+    struct Counted {
+      double flops = 0.0, bytes = 0.0;
+    };
+
    private:
     OpProfile* profile_;
     const char* op_;
     std::chrono::steady_clock::time_point start_;
+    Counted counted_;
+    Counted* outer_;
   };
 
  private:
@@ -45,7 +52,7 @@ class OpProfile {
   };
   void record(const char* op, double seconds, double flops, double bytes);
 
-  mutable std::mutex mutex_;  // slots may be called from a communication thread too
+  mutable std::mutex mutex_;  // a backend's slots may be called from more than one thread
   std::map<std::string, Row> rows_;
 };
 

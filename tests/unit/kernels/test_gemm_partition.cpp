@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <tuple>
 
 #include "cpu/blas.h"
@@ -131,6 +132,35 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Product{256, 576, 192}, Product{768, 256, 64}, Product{97, 131, 203},
                                          Product{33, 1000, 17}),
                        ::testing::Bool(), ::testing::Bool()));
+
+// OpenMP may give a team smaller than the grid (OMP_THREAD_LIMIT, OMP_DYNAMIC, or here parallel
+// regions switched off): the threads it gives compute every block.
+TEST_F(GemmThreads, ASmallerTeamThanTheGridStillComputesEveryBlock) {
+  const Product p{256, 576, 192};
+  const auto A = random_floats(p.M * p.K, 31), B = random_floats(p.K * p.N, 32), C = random_floats(p.M * p.N, 33);
+  keel::cpu::set_num_threads(1);
+  const std::vector<float> want = product(false, true, p, A, B, C);
+  keel::cpu::set_num_threads(4);
+  ASSERT_EQ(keel::cpu::choose_gemm_grid(p.M, p.N, p.K, 4).blocks(), 4);
+  const int levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(0);  // every parallel region runs with a team of one
+  const std::vector<float> got = product(false, true, p, A, B, C);
+  omp_set_max_active_levels(levels);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+}
+
+TEST_F(GemmThreads, LeadingDimensionsShorterThanARowAreRefused) {
+  std::vector<float> A(64 * 64, 1.0f), B(64 * 64, 1.0f), C(64 * 64);
+  EXPECT_THROW(keel::cpu::sgemm(false, false, 64, 64, 64, 1.0f, A.data(), 63, B.data(), 64, 0.0f, C.data(), 64),
+               std::invalid_argument);
+  EXPECT_THROW(keel::cpu::sgemm(false, true, 64, 64, 32, 1.0f, A.data(), 32, B.data(), 31, 0.0f, C.data(), 64),
+               std::invalid_argument);
+  EXPECT_THROW(keel::cpu::sgemm(true, false, 48, 64, 64, 1.0f, A.data(), 47, B.data(), 64, 0.0f, C.data(), 64),
+               std::invalid_argument);
+  EXPECT_THROW(keel::cpu::sgemm(false, false, 64, 64, 64, 1.0f, A.data(), 64, B.data(), 64, 0.0f, C.data(), 60),
+               std::invalid_argument);
+  EXPECT_NO_THROW(keel::cpu::sgemm(true, true, 48, 32, 64, 1.0f, A.data(), 48, B.data(), 64, 0.0f, C.data(), 32));
+}
 
 // Inside a parallel region (attention's per-head products) a product runs on its own thread.
 TEST_F(GemmThreads, InsideAParallelRegionEachThreadRunsItsOwnProduct) {
