@@ -28,7 +28,7 @@ BANDWIDTH = os.path.join(ROOT, "build", "bin", "keel-optimizer-bandwidth")
 ADAMW = os.path.join(ROOT, "build", "lib", "keel", "plugins", "libkeel-adamw.so")
 CONFIG = os.path.join(ROOT, "benchmarks", "gpt2_124m.json")
 THREADS = 2
-SHORT, LONG = 3, 8
+SHORT, LONG = 3, 13
 ROW = re.compile(r"\[backend cpu\] info: (\w+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s")
 
 

@@ -15,12 +15,30 @@ factory) make a name usable as "data": {"plugin": name} or "optimizer": {"plugin
 name already taken needs replace=True. An exception a plugin raises comes out of the Keel call
 that ran it as itself, traceback included. `pip install` also gives the `keel` command.
 
+Errors: every failed call raises a keel.Error (a RuntimeError) subclass that is also the builtin
+a Python user would catch: keel.ConfigError (ValueError; .path, .suggestion), keel.InvalidArgument
+(ValueError), keel.NotFoundError and keel.PluginNotFound (LookupError), keel.MissingFile
+(FileNotFoundError), keel.IOFailure (OSError), keel.Unsupported (NotImplementedError),
+keel.OutOfMemory (MemoryError), keel.NonFinite (FloatingPointError); .status is a keel.Status
+code. A wrong type of argument is a TypeError.
+
 keel.plot_metrics("runs/x/metrics.jsonl", "loss.png") draws a run's loss and val_loss with
 matplotlib, when it is installed (keel/plot.py); `keel plot ... --out loss.svg` needs nothing.
 """
+import enum
+
 from keel._keel import (
     ABI_VERSION,
+    ConfigError,
     Error,
+    InvalidArgument,
+    IOFailure,
+    MissingFile,
+    NonFinite,
+    NotFoundError,
+    OutOfMemory,
+    PluginNotFound,
+    Unsupported,
     Tensor,
     Trainer,
     plugins,
@@ -30,10 +48,37 @@ from keel._keel import (
 )
 from keel.plot import plot_metrics
 
+
+
+class Status(enum.IntEnum):
+    """The keel_status codes of abi/keel/types.h, as keel.Error.status holds them."""
+
+    OK = 0
+    INVALID_ARGUMENT = 1
+    INVALID_CONFIG = 2
+    OUT_OF_MEMORY = 3
+    UNIMPLEMENTED = 4
+    IO = 5
+    ABI_MISMATCH = 6
+    NOT_FOUND = 7
+    INTERNAL = 8
+    NONFINITE = 9
+
+
 __version__ = "0.1.0"
 __all__ = [
     "ABI_VERSION",
+    "ConfigError",
     "Error",
+    "InvalidArgument",
+    "IOFailure",
+    "MissingFile",
+    "NonFinite",
+    "NotFoundError",
+    "OutOfMemory",
+    "PluginNotFound",
+    "Status",
+    "Unsupported",
     "Tensor",
     "Trainer",
     "plot_metrics",

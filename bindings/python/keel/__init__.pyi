@@ -1,4 +1,5 @@
 # Type stubs of the keel package (the compiled keel._keel re-exported by keel/__init__.py).
+import enum
 import os
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Union, overload
 
@@ -11,9 +12,34 @@ ABI_VERSION: str  # "major.minor" of the C ABI this build was compiled against
 Config = Union[Mapping[str, Any], str, os.PathLike[str]]
 Metrics = dict[str, Union[int, float]]  # step, loss, lr, grad_norm, tokens_per_s, mfu, step_ms
 
+class Status(enum.IntEnum):
+    OK = 0
+    INVALID_ARGUMENT = 1
+    INVALID_CONFIG = 2
+    OUT_OF_MEMORY = 3
+    UNIMPLEMENTED = 4
+    IO = 5
+    ABI_MISMATCH = 6
+    NOT_FOUND = 7
+    INTERNAL = 8
+    NONFINITE = 9
+
 class Error(RuntimeError):
     """A Keel call failed; str(error) is the core's message, status the keel_status code."""
     status: int
+
+class ConfigError(Error, ValueError):
+    path: Optional[str]  # the JSON path the message names ("model.n_layr")
+    suggestion: Optional[str]  # the key a "did you mean" proposes
+
+class InvalidArgument(Error, ValueError): ...
+class NotFoundError(Error, LookupError): ...
+class PluginNotFound(NotFoundError): ...
+class IOFailure(Error, OSError): ...
+class MissingFile(IOFailure, FileNotFoundError): ...
+class Unsupported(Error, NotImplementedError): ...
+class OutOfMemory(Error, MemoryError): ...
+class NonFinite(Error, FloatingPointError): ...
 
 class Tensor:
     """A live parameter of a Trainer, shared (not copied) through DLPack or __array__."""

@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <climits>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -95,6 +96,27 @@ class Trainer {
   std::vector<ParamShape> param_shapes_;  // fixed for the trainer's life
 };
 
+// The token ids of a prompt: any sequence of ints (list, tuple, NumPy array), else a TypeError
+// that names the method and the argument as Python sees them.
+std::vector<int32_t> token_ids(const py::object& value, const char* method, const char* argument) {
+  auto type_name = [](py::handle h) { return std::string(py::str(py::type::of(h).attr("__name__"))); };
+  if (!py::isinstance<py::sequence>(value) || py::isinstance<py::bytes>(value))
+    throw py::type_error(std::string(method) + ": " + argument + " must be a str or a sequence of int token ids, found " +
+                         type_name(value));
+  std::vector<int32_t> ids;
+  for (py::handle item : value) {
+    if (!py::hasattr(item, "__index__"))
+      throw py::type_error(std::string(method) + ": " + argument + " must hold int token ids, found an element of type " +
+                           type_name(item));
+    const long long id = py::int_(py::reinterpret_borrow<py::object>(item).attr("__index__")()).cast<long long>();
+    if (id < 0 || id > INT32_MAX)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": token id " + std::to_string(id) + " in " +
+                                                     argument + " is outside [0, 2^31)");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
 py::dict metrics_dict(const keel_step_metrics& m) {
   py::dict d;
   d["step"] = m.step;
@@ -134,7 +156,8 @@ std::string fspath(const py::object& path) { return py::module_::import("os").at
 void bind_trainer(py::module_& module) {
   py::class_<Trainer>(module, "Trainer",
                       "A training run: Trainer(config) with config a dict (the JSON of a Keel config) or\n"
-                      "the path of a JSON config file. Raises keel.Error naming the JSON path of a bad key.")
+                      "the path of a JSON config file. Raises keel.ConfigError (a ValueError) naming the JSON path of\n"
+                      "a bad key, keel.PluginNotFound (a LookupError), keel.MissingFile (a FileNotFoundError).")
       .def(py::init<const py::object&>(), py::arg("config"))
       .def(
           "step",
@@ -148,6 +171,8 @@ void bind_trainer(py::module_& module) {
       .def(
           "train",
           [](Trainer& t, int64_t steps, py::object callback) {
+            if (steps < 0)
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.train: steps must be >= 0, found " + std::to_string(steps));
             ProgressCallback progress{std::move(callback), nullptr};
             // The core prints progress to the process's stdout: what Python printed before goes first.
             py::module_::import("sys").attr("stdout").attr("flush")();
@@ -173,11 +198,11 @@ void bind_trainer(py::module_& module) {
           [](Trainer& t, const py::object& tokens) {
             py::array array = py::module_::import("numpy").attr("asarray")(tokens);
             if (array.dtype().kind() != 'i' && array.dtype().kind() != 'u')
-              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "logits: tokens must be integers, found dtype " +
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.logits: tokens must be integers, found dtype " +
                                                              std::string(py::str(array.dtype())));
             const bool one_row = array.ndim() == 1;
             if (array.ndim() != 1 && array.ndim() != 2)
-              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "logits: tokens must be (batch, seq_len) or (seq_len,), found " +
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.logits: tokens must be (batch, seq_len) or (seq_len,), found " +
                                                              std::to_string(array.ndim()) + " dimensions");
             auto rows = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
             const int32_t batch = one_row ? 1 : int32_t(rows.shape(0));
@@ -203,7 +228,7 @@ void bind_trainer(py::module_& module) {
              std::optional<uint64_t> seed) {
             const bool text = py::isinstance<py::str>(prompt);
             if (text && t.vocab_size() != 256)
-              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "generate: a str prompt needs a byte-level model (vocab 256), "
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: a str prompt needs a byte-level model (vocab 256), "
                                                          "this one has vocab " + std::to_string(t.vocab_size()) +
                                                          "; pass a list of token ids");
             std::vector<int32_t> tokens;
@@ -211,13 +236,13 @@ void bind_trainer(py::module_& module) {
               const std::string bytes = prompt.cast<std::string>();  // UTF-8
               for (unsigned char c : bytes) tokens.push_back(c);
             } else {
-              tokens = prompt.cast<std::vector<int32_t>>();
+              tokens = token_ids(prompt, "Trainer.generate", "prompt");
             }
-            if (count < 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "generate: n must be >= 0, found " + std::to_string(count));
+            if (count < 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: n must be >= 0, found " + std::to_string(count));
             const uint64_t key = seed ? *seed : py::module_::import("random").attr("getrandbits")(64).cast<uint64_t>();
             const double temp = temperature ? *temperature : -1.0;
             if (temperature && !(*temperature >= 0))
-              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "generate: temperature must be >= 0");
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: temperature must be >= 0");
             std::vector<int32_t> generated(static_cast<size_t>(count), 0);
             check(t.released([&] {
               return keel_trainer_generate(t.handle(), tokens.data(), tokens.size(), count, temp, key, generated.data());

@@ -1,0 +1,78 @@
+"""Typed errors: each failure is a keel.Error subclass that is also the builtin a Python user
+catches (a bad config a ValueError with its JSON path and the suggested key, a missing plugin a
+LookupError, a missing file a FileNotFoundError, a bad argument a ValueError or TypeError),
+and no message names a C function of the embedding API."""
+import pytest
+
+import keel
+
+
+def test_a_misspelt_key_is_a_config_error_with_its_path_and_suggestion(config):
+    config["model"]["n_layr"] = config["model"].pop("n_layer")
+    with pytest.raises(ValueError) as raised:
+        keel.Trainer(config)
+    error = raised.value
+    assert isinstance(error, keel.ConfigError) and isinstance(error, keel.Error)
+    assert error.path == "model.n_layr"
+    assert error.suggestion == "n_layer"
+    assert error.status == keel.Status.INVALID_CONFIG
+
+
+def test_a_wrong_value_names_its_path_and_suggests_nothing(config):
+    config["optimizer"]["betas"] = [0.9, 2.0]
+    with pytest.raises(keel.ConfigError) as raised:
+        keel.Trainer(config)
+    assert raised.value.path.startswith("optimizer.betas"), raised.value.path
+    assert raised.value.suggestion is None
+
+
+def test_an_unknown_plugin_is_a_lookup_error(config):
+    config["optimizer"] = {"plugin": "lamb_that_does_not_exist"}
+    with pytest.raises(LookupError) as raised:
+        keel.Trainer(config)
+    assert isinstance(raised.value, keel.PluginNotFound)
+    assert raised.value.status == keel.Status.NOT_FOUND
+    assert "lamb_that_does_not_exist" in str(raised.value)
+
+
+def test_a_missing_config_file_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError) as raised:
+        keel.Trainer(str(tmp_path / "absent.json"))
+    assert isinstance(raised.value, keel.MissingFile) and isinstance(raised.value, keel.Error)
+    assert "absent.json" in str(raised.value)
+
+
+def test_a_missing_parameter_is_a_lookup_error(config):
+    trainer = keel.Trainer(config)
+    with pytest.raises(keel.NotFoundError, match="no parameter named 'nope'"):
+        trainer.read_param("nope")
+    with pytest.raises(LookupError):
+        trainer.read_param("nope")
+
+
+def test_bad_arguments_name_the_python_method_not_the_c_function(config):
+    trainer = keel.Trainer(config)
+    with pytest.raises(ValueError) as raised:
+        trainer.train(-1)
+    assert isinstance(raised.value, keel.InvalidArgument)
+    assert "Trainer.train" in str(raised.value) and "keel_" not in str(raised.value)
+    with pytest.raises(TypeError) as raised:
+        trainer.generate(123, 5)
+    assert "Trainer.generate: prompt must be a str or a sequence of int token ids, found int" in str(raised.value)
+    with pytest.raises(TypeError, match="found an element of type float"):
+        trainer.generate([1, 2.5], 5)
+    with pytest.raises(ValueError, match="token id -3"):
+        trainer.generate([1, -3], 5)
+    with pytest.raises(ValueError, match="Trainer.generate: n must be >= 0"):
+        trainer.generate([1, 2], -1)
+    assert len(trainer.generate((1, 2), 3, seed=1)) == 3  # any sequence of ints is a prompt
+
+
+def test_every_error_type_is_an_error_and_its_builtin():
+    pairs = [(keel.ConfigError, ValueError), (keel.InvalidArgument, ValueError), (keel.NotFoundError, LookupError),
+             (keel.PluginNotFound, LookupError), (keel.IOFailure, OSError), (keel.MissingFile, FileNotFoundError),
+             (keel.Unsupported, NotImplementedError), (keel.OutOfMemory, MemoryError),
+             (keel.NonFinite, FloatingPointError)]
+    for error_type, builtin in pairs:
+        assert issubclass(error_type, keel.Error) and issubclass(error_type, builtin), error_type
+    assert issubclass(keel.Error, RuntimeError)
