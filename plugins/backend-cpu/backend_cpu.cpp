@@ -149,11 +149,14 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
     keel::cpu::load_blas(s.openblas_coretype, &note);
     if (!note.empty()) host->log(KEEL_LOG_WARN, kSource, note.c_str());
     keel::cpu::set_gemm_threading(s.gemm_threading);
+    static std::once_flag said_once;  // once a process: a notebook makes many trainers
     if (s.gemm_threading == keel::cpu::GemmThreading::kPartition && keel::cpu::blas_loaded_before_keel())
-      host->log(KEEL_LOG_INFO, kSource,
+      std::call_once(said_once, [&] {
+        host->log(KEEL_LOG_INFO, kSource,
                 "OpenBLAS was loaded before Keel (by NumPy or torch): its products in this process now run on one "
                 "thread each, since Keel splits its own over the threads (backend.gemm_threading \"openblas\" "
                 "keeps OpenBLAS's threads)");
+      });
     keel::cpu::set_num_threads(s.threads);
     const int threads = keel::cpu::num_threads();
     double peak = s.peak_tflops * 1e12;

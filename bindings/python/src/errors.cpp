@@ -4,6 +4,8 @@
 // failure (a bad config is a ValueError, a missing plugin a LookupError, a missing file a
 // FileNotFoundError), so `except ValueError` and `except keel.Error` both work. Messages name
 // the Python methods, not the C functions of abi/keel/embed.h behind them.
+#include <sys/stat.h>
+
 #include <regex>
 
 #include "keel_python.hpp"
@@ -20,7 +22,7 @@ struct ErrorTypes {
   PyObject* not_found = nullptr;        // keel.NotFoundError(Error, LookupError)
   PyObject* plugin_not_found = nullptr; // keel.PluginNotFound(NotFoundError)
   PyObject* io = nullptr;               // keel.IOFailure(Error, OSError)
-  PyObject* missing_file = nullptr;     // keel.MissingFile(IOFailure, FileNotFoundError)
+  PyObject* missing_file = nullptr;     // keel.MissingFile(IOFailure, FileNotFoundError): a path that is not there
   PyObject* unsupported = nullptr;      // keel.Unsupported(Error, NotImplementedError)
   PyObject* out_of_memory = nullptr;    // keel.OutOfMemory(Error, MemoryError)
   PyObject* non_finite = nullptr;       // keel.NonFinite(Error, FloatingPointError)
@@ -67,7 +69,20 @@ py::object suggestion(const std::string& message) {
   return py::none();
 }
 
+// Whether the message starts with a filesystem path ("/x/y: ...", "runs/a.json: ...") that does
+// not exist: what the core says about a file or folder it was pointed at and could not find.
+bool names_a_missing_path(const std::string& message) {
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos || colon == 0) return false;
+  const std::string path = message.substr(0, colon);
+  if (path.find('/') == std::string::npos && path.find('.') == std::string::npos) return false;
+  struct stat info;
+  return ::stat(path.c_str(), &info) != 0;
+}
+
 PyObject* type_for(keel_status status, const std::string& message) {
+  if ((status == KEEL_ERR_NOT_FOUND || status == KEEL_ERR_IO) && names_a_missing_path(message))
+    return types.missing_file;
   switch (status) {
     case KEEL_ERR_INVALID_CONFIG: return types.config;
     case KEEL_ERR_INVALID_ARGUMENT: return types.invalid_argument;

@@ -273,7 +273,17 @@ void bind_trainer(py::module_& module) {
             check(t.released([&] { return keel_trainer_last_metrics(t.handle(), &metrics); }));
             return metrics_dict(metrics);
           },
-          "The metrics of the last step (zeros before the first).")
+          "The metrics of the last step (zeros before the first; after load(), the checkpoint's step\n"
+          "and zeros).")
+      .def_property_readonly(
+          "global_step",
+          [](Trainer& t) {
+            keel_step_metrics metrics{};
+            metrics.struct_size = sizeof(metrics);
+            check(t.released([&] { return keel_trainer_last_metrics(t.handle(), &metrics); }));
+            return metrics.step;
+          },
+          "Optimizer steps done so far: 0 for a new trainer, the checkpoint's step right after load().")
       .def(
           "save",
           [](Trainer& t, const py::object& root_dir, int32_t keep) {

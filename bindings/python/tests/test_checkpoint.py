@@ -16,17 +16,30 @@ def test_save_load_round_trip_and_exact_resume(config, tmp_path):
     assert (tmp_path / "saved" / "latest").exists()
 
     resumed = keel.Trainer(config)
+    assert resumed.global_step == 0
     resumed.load(tmp_path / "saved")
+    assert resumed.global_step == 3  # the checkpoint's step, before any step of this trainer
+    assert resumed.last_metrics()["step"] == 3
     for name, values in saved.items():
         np.testing.assert_array_equal(resumed.read_param(name), values, err_msg=name)
     assert [resumed.step()["loss"] for _ in range(3)] == losses[3:]
+    assert resumed.global_step == 6
 
 
 def test_load_of_a_missing_checkpoint_raises(config, tmp_path):
     trainer = keel.Trainer(config)
     try:
         trainer.load(tmp_path / "nothing-here")
-    except keel.Error as error:
+    except FileNotFoundError as error:
+        assert isinstance(error, keel.MissingFile), type(error)
         assert "nothing-here" in str(error)
     else:
-        raise AssertionError("load of a missing folder did not raise")
+        raise AssertionError("load of a missing folder did not raise FileNotFoundError")
+    (tmp_path / "empty").mkdir()
+    try:
+        trainer.load(tmp_path / "empty")  # there, but holds no checkpoint: not a missing file
+    except keel.Error as error:
+        assert not isinstance(error, FileNotFoundError), type(error)
+        assert "no checkpoint here" in str(error)
+    else:
+        raise AssertionError("load of an empty folder did not raise")

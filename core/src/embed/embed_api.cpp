@@ -141,6 +141,10 @@ KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkp
   return embed_call([&] {
     require(trainer && checkpoint_path, "keel_trainer_load: trainer and checkpoint_path must not be NULL");
     keel::load_checkpoint(trainer->trainer->state_view(), keel::resolve_checkpoint(checkpoint_path));
+    // The last step is now the checkpoint's: its count, and no metrics measured yet.
+    trainer->last = keel_step_metrics{};
+    trainer->last.struct_size = sizeof(keel_step_metrics);
+    trainer->last.step = trainer->trainer->step();
   });
 }
 

@@ -35,7 +35,7 @@ std::string describe_run(const Trainer& trainer) {
        << (mesh.pp > 1 ? " on pipeline stage " + std::to_string(trainer.mesh().position().pp) + " of " +
                              std::to_string(mesh.pp)
                        : std::string())
-       << ", " << info.n_layers << " layers; batch " << config.data.global_batch << " × " << trainer.seq_len()
+       << "; batch " << config.data.global_batch << " × " << trainer.seq_len()
        << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
        << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
   if (mesh.ranks > 1) text << " per rank × " << mesh.describe();
