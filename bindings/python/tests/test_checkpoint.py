@@ -43,3 +43,20 @@ def test_load_of_a_missing_checkpoint_raises(config, tmp_path):
         assert "no checkpoint here" in str(error)
     else:
         raise AssertionError("load of an empty folder did not raise")
+
+
+def test_a_resumed_run_logs_each_step_once(config, tmp_path):
+    import json
+
+    config["train"]["log_every"] = 1
+    first = keel.Trainer(config)
+    first.train(3)
+    first.save(tmp_path / "saved")
+    first.train(2)  # steps 4 and 5 are logged, then the run "stops" before another save
+    del first
+    resumed = keel.Trainer(config)
+    resumed.load(tmp_path / "saved")
+    resumed.train(3)  # steps 4, 5 and 6 again, from the checkpoint
+    with open(config["train"]["metrics_path"]) as f:
+        steps = [json.loads(line)["step"] for line in f]
+    assert steps == [1, 2, 3, 4, 5, 6], steps

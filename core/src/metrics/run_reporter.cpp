@@ -14,7 +14,7 @@
 namespace keel {
 
 RunReporter::RunReporter(ReporterOptions options, std::ostream& out)
-    : options_(std::move(options)), out_(out), metrics_(options_.metrics_path, options_.append) {
+    : options_(std::move(options)), out_(out), metrics_(options_.metrics_path, options_.append, options_.resumed_step) {
   if (!options_.tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(options_.tensorboard_dir);
 }
 

@@ -66,6 +66,7 @@ ReporterOptions reporter_options(const Trainer& trainer, bool reporting, bool ap
   ReporterOptions options;
   options.metrics_path = reporting ? train.metrics_path : "/dev/null";
   options.append = append;
+  options.resumed_step = trainer.step();
   options.tensorboard_dir = reporting ? train.tensorboard_dir : "";
   options.progress_bar = reporting && ::isatty(STDOUT_FILENO) == 1;
   return options;
