@@ -6,7 +6,10 @@
 // the Python methods, not the C functions of abi/keel/embed.h behind them.
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "keel_python.hpp"
 
@@ -40,24 +43,56 @@ PyObject* new_type(py::module_& module, const char* name, const char* doc, std::
   return type;
 }
 
-// "keel_trainer_read_param" -> "Trainer.read_param": the C function behind each Python method.
+// "keel_trainer_read_param" -> "Trainer.read_param": the C function behind each Python method,
+// where the message names one (at its start, or after a space: never inside a path). C functions
+// with no method of that name become "Trainer".
 std::string python_names(const std::string& message) {
-  static const std::regex c_function(R"(\bkeel_trainer_(\w+))");
-  return std::regex_replace(message, c_function, "Trainer.$1");
+  static const std::regex c_function(R"((^|\s)keel_trainer_(\w+)\b(?!/))");
+  static const char* const methods[] = {"step",  "train",  "evaluate",   "save",      "load",     "read_param",
+                                        "write_param", "logits", "generate", "tensor", "last_metrics"};
+  std::string out;
+  auto last = message.cbegin();
+  for (std::sregex_iterator it(message.begin(), message.end(), c_function), end; it != end; ++it) {
+    const std::smatch& match = *it;
+    out.append(last, match[0].first);
+    const std::string name = match[2].str();
+    bool is_method = false;
+    for (const char* method : methods) is_method |= name == method;
+    out += match[1].str() + (is_method ? "Trainer." + name : std::string("Trainer"));
+    last = match[0].second;
+  }
+  out.append(last, message.cend());
+  return out;
 }
 
-// The config path a ConfigError names: the first dotted path that starts at a top-level section
-// ("model.n_layr", "optimizer.betas[1]"), else a section named alone before a colon ("data:").
-// A plugin's messages start with its kind and name ("model gpt: model.n_layr: ..."), which the
-// first form skips.
+// The segments of a message, split at ": " ("<json>: model gpt: model.n_layr: unknown key ...").
+std::vector<std::string> segments(const std::string& message) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (size_t colon; (colon = message.find(": ", begin)) != std::string::npos; begin = colon + 2)
+    parts.push_back(message.substr(begin, colon - begin));
+  parts.push_back(message.substr(begin));
+  return parts;
+}
+
+// Where the config came from ("<json>", "/x/run.json", "train.json"): a message's first segment
+// may be its origin, which is not a key.
+bool is_origin(const std::string& segment) {
+  const bool json_file = segment.size() > 5 && segment.compare(segment.size() - 5, 5, ".json") == 0;
+  return segment == "<json>" || segment.find('/') != std::string::npos || json_file;
+}
+
+// The config path a ConfigError names: past the config's origin and a plugin's "kind name"
+// segment, the first segment that reads as a key path ("model.n_layr", "optimizer.betas[1]",
+// "trian"); else None.
 py::object config_path(const std::string& message) {
-  static const std::string sections = "(?:model|optimizer|lr_schedule|parallel|backend|data|train|offload|comm|"
-                                      "tokenizer|plugin_path)";
-  static const std::regex dotted("(?:^|[\\s'\"(])(" + sections + "(?:\\.[A-Za-z_]\\w*|\\[\\d+\\])+)");
-  static const std::regex alone("(?:^|[\\s'\"(])(" + sections + "):");
-  std::smatch match;
-  if (std::regex_search(message, match, dotted) || std::regex_search(message, match, alone))
-    return py::str(match[1].str());
+  static const std::regex key_path(R"(^(?:config )?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*)$)");
+  const std::vector<std::string> parts = segments(message);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {  // the last segment is the complaint itself
+    if (i == 0 && is_origin(parts[i])) continue;
+    std::smatch match;
+    if (std::regex_match(parts[i], match, key_path)) return py::str(match[1].str());
+  }
   return py::none();
 }
 
@@ -69,15 +104,25 @@ py::object suggestion(const std::string& message) {
   return py::none();
 }
 
-// Whether the message starts with a filesystem path ("/x/y: ...", "runs/a.json: ...") that does
-// not exist: what the core says about a file or folder it was pointed at and could not find.
+// Whether the message is about a file or folder that is not there: among its first three
+// segments (past "<json>", a config key such as "model.init_from", and a config file that is
+// there), a path that does not exist (ENOENT). A failure to create or write something new is
+// not a missing file.
 bool names_a_missing_path(const std::string& message) {
-  const size_t colon = message.find(": ");
-  if (colon == std::string::npos || colon == 0) return false;
-  const std::string path = message.substr(0, colon);
-  if (path.find('/') == std::string::npos && path.find('.') == std::string::npos) return false;
-  struct stat info;
-  return ::stat(path.c_str(), &info) != 0;
+  static const std::regex creating(R"(cannot (create|write|rewrite|replace)\b)");
+  if (std::regex_search(message, creating)) return false;
+  static const std::regex config_key(R"(^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])+$)");
+  const std::vector<std::string> parts = segments(message);
+  for (size_t i = 0; i + 1 < parts.size() && i < 3; ++i) {
+    const std::string& part = parts[i];
+    if (part == "<json>") continue;
+    if (part.find('/') == std::string::npos && std::regex_match(part, config_key)) continue;  // "train.steps"
+    if (part.find('/') == std::string::npos && part.find('.') == std::string::npos) return false;  // not a path
+    struct stat info;
+    if (::stat(part.c_str(), &info) != 0) return errno == ENOENT;
+    // There (the config file that named the missing one): look at the next segment.
+  }
+  return false;
 }
 
 PyObject* type_for(keel_status status, const std::string& message) {
@@ -90,14 +135,21 @@ PyObject* type_for(keel_status status, const std::string& message) {
       static const std::regex plugin(R"(\bno \w+ plugin named\b)");
       return std::regex_search(message, plugin) ? types.plugin_not_found : types.not_found;
     }
-    case KEEL_ERR_IO: {
-      static const std::regex missing(R"(cannot open|[Nn]o such file|does not exist|not a regular file)");
-      return std::regex_search(message, missing) ? types.missing_file : types.io;
-    }
+    case KEEL_ERR_IO: return types.io;
     case KEEL_ERR_UNIMPLEMENTED: return types.unsupported;
     case KEEL_ERR_OUT_OF_MEMORY: return types.out_of_memory;
     case KEEL_ERR_NONFINITE: return types.non_finite;
     default: return types.error;
+  }
+}
+
+// keel.Status(status) when the package's enum is there (it is, once `import keel` ran), else
+// the plain int.
+py::object status_value(keel_status status) {
+  try {
+    return py::module_::import("keel").attr("Status")(static_cast<int>(status));
+  } catch (const py::error_already_set&) {
+    return py::int_(static_cast<int>(status));
   }
 }
 
@@ -106,7 +158,8 @@ void raise_keel_error(keel_status status, const std::string& raw_message) {
   PyObject* type = type_for(status, raw_message);
   // OSError's constructor reads (errno, strerror) from two arguments; one keeps it a message.
   py::object error = py::reinterpret_borrow<py::object>(type)(message);
-  error.attr("status") = static_cast<int>(status);
+  error.attr("status") = status_value(status);
+  if (type == types.missing_file) error.attr("errno") = ENOENT;
   if (type == types.config) {
     error.attr("path") = config_path(raw_message);
     error.attr("suggestion") = suggestion(raw_message);
@@ -134,10 +187,10 @@ void bind_errors(py::module_& module) {
       new_type(module, "PluginNotFound", "No plugin of that kind and name was found (keel.plugins() lists them).",
                {types.not_found});
   types.io = new_type(module, "IOFailure", "Reading or writing a file, shard or checkpoint failed.",
-                      {types.error, PyExc_OSError});
+                      {PyExc_OSError, types.error});
   types.missing_file =
       new_type(module, "MissingFile", "A file or folder Keel was pointed at does not exist or cannot be opened.",
-               {types.io, PyExc_FileNotFoundError});
+               {PyExc_FileNotFoundError, types.io});
   types.unsupported = new_type(module, "Unsupported", "This build, plugin or layout does not support what was asked.",
                                {types.error, PyExc_NotImplementedError});
   types.out_of_memory =

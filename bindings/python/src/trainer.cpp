@@ -6,7 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
-#include <climits>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -108,7 +108,13 @@ std::vector<int32_t> token_ids(const py::object& value, const char* method, cons
     if (!py::hasattr(item, "__index__"))
       throw py::type_error(std::string(method) + ": " + argument + " must hold int token ids, found an element of type " +
                            type_name(item));
-    const long long id = py::int_(py::reinterpret_borrow<py::object>(item).attr("__index__")()).cast<long long>();
+    const py::int_ index = py::reinterpret_borrow<py::object>(item).attr("__index__")();
+    const bool in_range = index >= py::int_(0) && index <= py::int_(INT32_MAX);
+    const std::string shown = py::str(index);
+    if (!in_range)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": token id " + shown + " in " + argument +
+                                                     " is outside [0, 2^31)");
+    const long long id = index.cast<long long>();
     if (id < 0 || id > INT32_MAX)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": token id " + std::to_string(id) + " in " +
                                                      argument + " is outside [0, 2^31)");

@@ -60,3 +60,19 @@ def test_a_resumed_run_logs_each_step_once(config, tmp_path):
     with open(config["train"]["metrics_path"]) as f:
         steps = [json.loads(line)["step"] for line in f]
     assert steps == [1, 2, 3, 4, 5, 6], steps
+
+
+def test_loading_into_a_trainer_that_has_trained_logs_each_step_once(config, tmp_path):
+    import json
+
+    config["train"]["log_every"] = 1
+    trainer = keel.Trainer(config)
+    trainer.train(3)
+    trainer.save(tmp_path / "saved")
+    trainer.train(2)
+    trainer.load(tmp_path / "saved")  # back to step 3 in the same trainer
+    assert trainer.global_step == 3
+    trainer.train(3)
+    with open(config["train"]["metrics_path"]) as f:
+        steps = [json.loads(line)["step"] for line in f]
+    assert steps == [1, 2, 3, 4, 5, 6], steps

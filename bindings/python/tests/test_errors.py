@@ -40,6 +40,35 @@ def test_a_missing_config_file_is_file_not_found(tmp_path):
         keel.Trainer(str(tmp_path / "absent.json"))
     assert isinstance(raised.value, keel.MissingFile) and isinstance(raised.value, keel.Error)
     assert "absent.json" in str(raised.value)
+    assert raised.value.errno == 2 and raised.value.status == keel.Status.IO
+
+
+def test_a_config_file_named_like_a_section_is_not_the_error_path(config, tmp_path):
+    import json
+
+    config["train"]["stepz"] = 3
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(keel.ConfigError) as raised:
+        keel.Trainer(str(path))
+    assert raised.value.path == "train.stepz", str(raised.value)
+    assert raised.value.suggestion == "steps"
+    config["train"].pop("stepz")
+    config["trian"] = {}
+    with pytest.raises(keel.ConfigError) as raised:
+        keel.Trainer(config)
+    assert raised.value.path == "trian", str(raised.value)
+    assert raised.value.suggestion == "train"
+
+
+def test_a_file_that_cannot_be_written_is_not_a_missing_file(config, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    config["train"]["metrics_path"] = str(blocker / "metrics.jsonl")  # a folder that is a file
+    trainer = keel.Trainer(config)
+    with pytest.raises(keel.Error) as raised:
+        trainer.train(1)
+    assert not isinstance(raised.value, FileNotFoundError), (type(raised.value), str(raised.value))
 
 
 def test_a_missing_parameter_is_a_lookup_error(config):
@@ -63,6 +92,8 @@ def test_bad_arguments_name_the_python_method_not_the_c_function(config):
         trainer.generate([1, 2.5], 5)
     with pytest.raises(ValueError, match="token id -3"):
         trainer.generate([1, -3], 5)
+    with pytest.raises(ValueError, match="token id 1180591620717411303424"):
+        trainer.generate([1, 2**70], 5)
     with pytest.raises(ValueError, match="Trainer.generate: n must be >= 0"):
         trainer.generate([1, 2], -1)
     assert len(trainer.generate((1, 2), 3, seed=1)) == 3  # any sequence of ints is a prompt

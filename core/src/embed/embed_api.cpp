@@ -140,6 +140,9 @@ KEEL_API keel_status keel_trainer_save(keel_trainer* trainer, const char* root_d
 KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkpoint_path) {
   return embed_call([&] {
     require(trainer && checkpoint_path, "keel_trainer_load: trainer and checkpoint_path must not be NULL");
+    // The next train() starts a new session from the loaded step (its metrics trimmed to it);
+    // the old one first finishes any checkpoint it is writing in the background.
+    trainer->session.reset();
     keel::load_checkpoint(trainer->trainer->state_view(), keel::resolve_checkpoint(checkpoint_path));
     // The last step is now the checkpoint's: its count, and no metrics measured yet.
     trainer->last = keel_step_metrics{};

@@ -15,35 +15,45 @@ namespace keel {
 
 namespace {
 
-// Rewrites the file without the records whose "step" is past `resumed_step` (through a temporary
-// file renamed over it, so a crash leaves the old file or the new one). Lines that are not such
-// records (not JSON, no step) are kept: nothing is dropped that is not known to be repeated.
+// Rewrites the file without the records whose "step" is past `resumed_step`, line by line into a
+// temporary beside it (with the file's permissions) renamed over it, so a crash leaves the old
+// file or the new one; a symlink's target is what is rewritten. Lines that are not such records
+// (not JSON, no integer step) are kept: nothing is dropped that is not known to be repeated.
+// Only a regular file is rewritten: a pipe or terminal given as metrics_path is left alone.
 void drop_records_after(const std::string& path, int64_t resumed_step) {
-  std::ifstream in(path);
-  if (!in) return;  // no file yet: nothing to drop
-  std::string kept, line;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path file = fs::canonical(path, error);
+  if (error || !fs::is_regular_file(file, error)) return;  // no file yet, or not one to rewrite
+  std::ifstream in(file);
+  if (!in) return;
+  const fs::path temporary = file.string() + ".resuming";
+  std::ofstream out(temporary, std::ios::trunc);
   bool dropped = false;
-  while (std::getline(in, line)) {
+  for (std::string line; std::getline(in, line);) {
     const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
         record["step"].get<int64_t>() > resumed_step) {
       dropped = true;
       continue;
     }
-    kept += line + '\n';
+    out << line << '\n';
   }
-  if (!dropped) return;
-  const std::string temporary = path + ".resuming";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << kept;
-    out.flush();
-    if (!out) throw KeelError(KEEL_ERR_IO, "train.metrics_path: cannot rewrite " + path + " for the resumed run");
+  out.flush();
+  const bool written = static_cast<bool>(out);
+  out.close();
+  if (!dropped || !written) {
+    fs::remove(temporary, error);
+    if (!written) throw KeelError(KEEL_ERR_IO, "train.metrics_path: cannot rewrite " + path + " for the resumed run");
+    return;
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error)
+  fs::permissions(temporary, fs::status(file, error).permissions(), error);
+  fs::rename(temporary, file, error);
+  if (error) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
     throw KeelError(KEEL_ERR_IO, "train.metrics_path: cannot replace " + path + ": " + error.message());
+  }
 }
 
 }  // namespace
@@ -52,7 +62,7 @@ MetricsLog::MetricsLog(const std::string& path, bool append, int64_t resumed_ste
   std::error_code error;
   auto folder = std::filesystem::path(path).parent_path();
   if (!folder.empty()) std::filesystem::create_directories(folder, error);
-  if (append && path != "/dev/null") drop_records_after(path, resumed_step);
+  if (append) drop_records_after(path, resumed_step);
   out_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!out_) throw KeelError(KEEL_ERR_IO, "train.metrics_path: cannot write " + path);
 }

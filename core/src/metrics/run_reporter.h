@@ -19,7 +19,7 @@ namespace keel {
 struct ReporterOptions {
   std::string metrics_path;      // JSONL, one object per logged step
   bool append = false;           // a resumed run appends to its metrics
-  int64_t resumed_step = 0;      // when appending, records past this step are dropped first
+  int64_t resumed_step = INT64_MAX;  // when appending, records past this step are dropped first
   std::string tensorboard_dir;   // "" → no TensorBoard events
   bool progress_bar = false;     // redraw one line (stdout is a terminal) instead of printing lines
   int columns = 100;             // the bar's width at most
