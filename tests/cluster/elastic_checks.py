@@ -63,12 +63,17 @@ def check_restart(args, work):
         for pid in cluster.pids("keel-h2"):
             os.kill(pid, 9)
         failed_at = time.time()
-        logged_before = len(records(metrics))
+        logged_before = records(metrics)
         first_after = None
         while supervisor.poll() is None and time.time() - failed_at < 300:
-            # The restarted run's first record: a step at or below the last one logged before
-            # the failure (the dying job may still have logged a later one).
-            if first_after is None and any(r["step"] <= lost_at_step for r in records(metrics)[logged_before:]):
+            # The restarted run's first record. The resumed run drops the records past its
+            # checkpoint before it appends, so its first record replaces one logged before the
+            # failure; or, where nothing was dropped, it is appended with a step at or below the
+            # last one logged before (the dying job may still have logged a later one).
+            now = records(metrics)
+            replaced = any(a != b for a, b in zip(now, logged_before))
+            appended = any(r["step"] <= lost_at_step for r in now[len(logged_before):])
+            if first_after is None and (replaced or appended):
                 first_after = time.time() - failed_at
             time.sleep(0.05)
         if supervisor.poll() is None:
