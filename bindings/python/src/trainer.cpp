@@ -123,6 +123,13 @@ std::vector<int32_t> token_ids(const py::object& value, const char* method, cons
   return ids;
 }
 
+keel_step_metrics last_metrics(Trainer& t) {
+  keel_step_metrics metrics{};
+  metrics.struct_size = sizeof(metrics);
+  check(t.released([&] { return keel_trainer_last_metrics(t.handle(), &metrics); }));
+  return metrics;
+}
+
 py::dict metrics_dict(const keel_step_metrics& m) {
   py::dict d;
   d["step"] = m.step;
@@ -273,22 +280,12 @@ void bind_trainer(py::module_& module) {
           "Mean validation loss over data.val_batches batches.")
       .def(
           "last_metrics",
-          [](Trainer& t) {
-            keel_step_metrics metrics{};
-            metrics.struct_size = sizeof(metrics);
-            check(t.released([&] { return keel_trainer_last_metrics(t.handle(), &metrics); }));
-            return metrics_dict(metrics);
-          },
+          [](Trainer& t) { return metrics_dict(last_metrics(t)); },
           "The metrics of the last step (zeros before the first; after load(), the checkpoint's step\n"
           "and zeros).")
       .def_property_readonly(
           "global_step",
-          [](Trainer& t) {
-            keel_step_metrics metrics{};
-            metrics.struct_size = sizeof(metrics);
-            check(t.released([&] { return keel_trainer_last_metrics(t.handle(), &metrics); }));
-            return metrics.step;
-          },
+          [](Trainer& t) { return last_metrics(t).step; },
           "Optimizer steps done so far: 0 for a new trainer, the checkpoint's step right after load().")
       .def(
           "save",
