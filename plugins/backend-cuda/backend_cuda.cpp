@@ -2,7 +2,7 @@
 // This file parses the config section, owns the device objects (one stream, the cuBLASLt handle
 // and workspace, the caching allocator, pinned host blocks), checks arguments, and keeps C++
 // exceptions from crossing the ABI (every slot runs under keel_support::guard); the math lives
-// in the kernels. NOT YET RUN ON A GPU: it compiles, loads and refuses cleanly without one.
+// in the kernels. First run on an H200 (driver 580.159.04) on 2026-11-27: see docs/cuda.md.
 //
 // Loading needs no GPU: only libcudart and libcublasLt are linked, and libcudart opens the
 // driver on first use, so probe and create can say "no CUDA device" instead of failing to load.
@@ -32,6 +32,7 @@
 #include "cuda/kernels.h"         // defines: every kernel launcher, Elem
 #include "cuda/matmul.h"          // defines: Matmul, matmul_forward, matmul_backward
 #include "keel_support/abi_guard.hpp"
+#include "op_profile.hpp"  // defines: OpProfile
 
 namespace {
 
@@ -46,6 +47,7 @@ struct Settings {
   Elem compute = Elem::f32;
   bool allow_tf32 = false;
   double peak_tflops = 0.0;  // 0: estimated from the device's properties
+  bool op_profile = false;   // time every slot with CUDA events, log the table at destroy
 };
 
 Settings parse_settings(const char* config_json, const char* json_path) {
@@ -57,6 +59,7 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   s.compute = section.get_choice("precision", "fp32", {"fp32", "bf16"}) == "bf16" ? Elem::bf16 : Elem::f32;
   s.allow_tf32 = section.get<bool>("allow_tf32", false);
   s.peak_tflops = section.get_in_range<double>("peak_tflops", 0.0, 0.0, 1e6);
+  s.op_profile = section.get<bool>("op_profile", false);
   section.finish();
   return s;
 }
@@ -158,6 +161,7 @@ struct CudaBackend {
   keel_cuda::CachingAllocator allocator;
   std::mutex host_mutex;
   std::unordered_set<void*> host_blocks;  // alloc_host's live blocks, freed at destroy
+  std::unique_ptr<keel_cuda::OpProfile> profile;  // null unless "op_profile": true
 
   keel::cuda::Matmul matmul() const {
     return keel::cuda::Matmul{cublaslt, matmul_workspace, kMatmulWorkspaceBytes, stream, settings.allow_tf32};
@@ -167,6 +171,7 @@ struct CudaBackend {
 
   ~CudaBackend() {
     if (stream) cudaStreamSynchronize(stream);
+    profile.reset();
     allocator.release_all();
     if (matmul_workspace) cudaFree(matmul_workspace);
     if (reduce_scratch) cudaFree(reduce_scratch);
@@ -178,13 +183,21 @@ struct CudaBackend {
 
 // Runs `body` for the backend object under the ABI guard, on the backend's device (a thread may
 // have another device current).
+// With "op_profile", the work it enqueues is timed under the name of the slot that called it.
+thread_local double counted_flops = 0.0;  // what the running slot counts (count_flops), for the profile
+void count_flops(double flops) { counted_flops += flops; }
+
 template <typename Body>
-keel_status run(void* backend, Body&& body) {
+keel_status run(void* backend, Body&& body, const char* op = __builtin_FUNCTION()) {
   auto* b = static_cast<CudaBackend*>(backend);
   return keel_support::guard(b ? b->host : nullptr, kSource, [&] {
     require(b != nullptr, "backend handle is NULL");
     check_cuda(cudaSetDevice(b->device), "cudaSetDevice(" + std::to_string(b->device) + ")");
+    if (!b->profile) return body(*b);
+    counted_flops = 0.0;
+    b->profile->begin(op);
     body(*b);
+    b->profile->end(counted_flops);
   });
 }
 
@@ -243,6 +256,7 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
     check_cuda(cudaMalloc(&b->reduce_scratch, (keel::cuda::kSumSquaresBlocks + 1) * sizeof(double)),
                "cudaMalloc (reduction scratch)");
     std::string how = "configured";
+    if (s.op_profile) b->profile = std::make_unique<keel_cuda::OpProfile>(b->stream);
     b->peak_flops_per_s = s.peak_tflops > 0 ? s.peak_tflops * 1e12 : estimated_peak_flops(s.device, prop, s, &how);
     keel_logf(host, KEEL_LOG_INFO, kSource, "device %d (%s): %s (sm_%d%d, %d SMs, %zu MiB), %s%s, peak %.1f TFLOP/s (%s)",
               s.device, device_why.c_str(), prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem >> 20,
@@ -258,6 +272,11 @@ void destroy(void* backend) {
   if (!b) return;
   keel_support::guard(b->host, kSource, [&] {
     cudaSetDevice(b->device);
+    if (b->profile) {
+      keel_logf(b->host, KEEL_LOG_INFO, kSource, "op profile (GPU time per slot, CUDA events on the stream):");
+      for (const std::string& line : b->profile->table(b->peak_flops_per_s))
+        keel_logf(b->host, KEEL_LOG_INFO, kSource, "%s", line.c_str());
+    }
     delete b;
   });
 }
@@ -429,6 +448,7 @@ keel_status matmul_forward_dt(void* backend, keel_dtype dt, void* out, void* gel
     require_sizes({N, IC, OC}, "matmul_forward");
     keel::cuda::matmul_forward(b.matmul(), e, out, gelu_pre, inp, weight, bias, N, IC, OC);
     launched("matmul_forward");
+    count_flops(2.0 * N * IC * OC);
   });
 }
 
@@ -439,6 +459,7 @@ keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* 
     require_sizes({N, IC, OC}, "matmul_backward");
     keel::cuda::matmul_backward(b.matmul(), e, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
     launched("matmul_backward");
+    count_flops(2.0 * N * IC * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0)));
   });
 }
 
@@ -496,6 +517,7 @@ keel_status attention_forward_dt(void* backend, keel_dtype dt, void* out, void* 
     require_attention_shape(B, T, C, NH, "attention_forward");
     keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, NH, b.stream);
     launched("attention_forward");
+    count_flops(2.0 * B * T * T * C);  // causal QKᵀ and PV: half of 2 × 2BT²C
   });
 }
 
@@ -518,6 +540,7 @@ keel_status attention_backward_dt(void* backend, keel_dtype dt, void* dqkv, cons
     const Elem e = elem_of(dt, "attention_backward");
     require_attention_shape(B, T, C, NH, "attention_backward");
     attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH, NH);
+    count_flops(4.0 * B * T * T * C);  // causal: twice the forward's, the recomputed scores not counted
   });
 }
 
@@ -616,6 +639,7 @@ keel_status attention_gqa_forward_dt(void* backend, keel_dtype dt, void* out, vo
     const Elem e = elem_of(dt, "attention_gqa_forward");
     require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_forward");
     keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, NKV, b.stream);
+    count_flops(2.0 * B * T * T * C);
     launched("attention_gqa_forward");
   });
 }
