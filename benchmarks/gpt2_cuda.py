@@ -100,6 +100,16 @@ def keel(args):
         open(os.path.join(workdir, "keel-op-profile.log"), "w").write(" ".join(profile_cmd) + "\n" + log)
         result["op_profile"] = [line.split("info: ", 1)[-1] for line in log.splitlines()
                                 if "backend cuda" in line and ("info: " in line)][-40:]
+        # The same run with the nccl communicator, whose reach is the GPU's memory: a world of one
+        # then moves no gradient through host memory (the default mpi one stages every buffer).
+        nccl_cmd = cmd + ["--set", 'comm={"plugin": "nccl"}', "--set", f"train.metrics_path={metrics}.nccl"]
+        proc = subprocess.run(nccl_cmd, cwd=workdir, capture_output=True, text=True, timeout=args.timeout)
+        open(os.path.join(workdir, "keel-nccl.log"), "w").write(" ".join(nccl_cmd) + "\n" + proc.stdout + proc.stderr)
+        if proc.returncode == 0:
+            _, timed_nccl = read_steps(metrics + ".nccl")
+            result["nccl"] = {"command": " ".join(nccl_cmd),
+                              "tokens_per_s": statistics.median(r["tokens_per_s"] for r in timed_nccl),
+                              "step_ms": statistics.median(r["step_ms"] for r in timed_nccl)}
         break
     print(json.dumps(result))
 
@@ -217,6 +227,10 @@ def all_parts(args):
     else:
         rows.append(("Keel cuda bf16", "-", "failed: " + "; ".join(
             f"B={a['batch']}: {a.get('error', '')}" for a in k.get("attempts", [])), "-"))
+    if "nccl" in k:
+        n = k["nccl"]
+        rows.append((f"Keel cuda bf16, micro-batch {k['batch']}, nccl comm", f"{n['step_ms']:.1f}",
+                     f"{n['tokens_per_s']:.0f} tok/s", f"{100 * n['tokens_per_s'] * fpt / peak_flops:.1f}%"))
     if t:
         rows.append((f"PyTorch compile + SDPA + fused AdamW, micro-batch {t['batch']}", f"{t['step_ms']:.1f}",
                      f"{t['tokens_per_s']:.0f} tok/s", f"{100 * t['tokens_per_s'] * fpt / peak_flops:.1f}%"))

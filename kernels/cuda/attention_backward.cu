@@ -9,7 +9,10 @@
 // Grouped-query attention (the layout of attention_forward.cu): the dkdv kernel gives a block
 // key rows of one key/value head and walks the NH/NKV query heads that share it one after
 // another, so their contributions add in a fixed order, still without atomics.
+#include "cuda/attention_mma.h"
 #include "cuda/attention_tiles.cuh"
+
+#include <type_traits>
 
 namespace keel::cuda {
 namespace {
@@ -166,6 +169,10 @@ void launch(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse
   const float scale = 1.0f / sqrtf(static_cast<float>(hs));
   const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kWarps - 1) / kWarps));
   attention_rowdot_kernel<<<grid, 32 * kWarps, 0, stream>>>(rowdot, dout, out, T, C, NH, hs);
+  if (attention_mma_applies(std::is_same_v<E, bf16> ? Elem::bf16 : Elem::f32, B, T, C, NH, {dqkv, dout, qkv})) {
+    attention_backward_mma(dqkv, dout, qkv, lse, rowdot, B, T, C, NH, NKV, stream);
+    return;
+  }
   const size_t dq_smem = (2 * kTile * (hs + 1) + 2 * kWarps * hs) * sizeof(float);
   attention_dq_kernel<<<grid, 32 * kWarps, dq_smem, stream>>>(dqkv, dout, qkv, lse, rowdot, T, C, NH, NKV, hs, scale);
   const size_t dkdv_smem = (2 * kTile * (hs + 1) + 2 * kTile + 2 * kWarps * hs) * sizeof(float);

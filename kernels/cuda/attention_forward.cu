@@ -7,6 +7,7 @@
 // Grouped-query attention: a qkv row holds NH query heads, then NKV key and NKV value heads
 // (width W = C + 2·NKV·hs); query head h reads key/value head h / (NH/NKV). NKV = NH is
 // multi-head attention, the 0.8 layout.
+#include "cuda/attention_mma.h"
 #include "cuda/attention_tiles.cuh"
 
 namespace keel::cuda {
@@ -84,7 +85,9 @@ void launch(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, i
 void attention_forward(Elem e, void* out, float* lse, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                        int64_t NKV, cudaStream_t stream) {
   if (B <= 0 || T <= 0 || C <= 0) return;
-  if (e == Elem::bf16)
+  if (attention_mma_applies(e, B, T, C, NH, {out, qkv}))
+    attention_forward_mma(out, lse, qkv, B, T, C, NH, NKV, stream);
+  else if (e == Elem::bf16)
     launch(static_cast<bf16*>(out), lse, static_cast<const bf16*>(qkv), B, T, C, NH, NKV, stream);
   else
     launch(static_cast<float*>(out), lse, static_cast<const float*>(qkv), B, T, C, NH, NKV, stream);

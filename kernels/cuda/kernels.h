@@ -30,9 +30,11 @@ void gelu_backward(Elem e, void* dinp, const void* inp, const void* dout, int64_
 // --- layernorm.cu --- eps 1e-5; mean(N), rstd(N) fp32
 void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* inp, const void* weight,
                        const void* bias, int64_t N, int64_t C, cudaStream_t stream);
-// dweight(C), dbias(C) fp32; any of dinp, dweight, dbias may be NULL.
+// dweight(C), dbias(C) fp32; any of dinp, dweight, dbias may be NULL. `scratch` holds
+// layernorm_backward_scratch_floats(N, C) floats (the per-chunk sums of dweight and dbias).
+int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C);
 void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                        const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C, float* scratch,
                         cudaStream_t stream);
 
 // --- attention_forward.cu, attention_backward.cu --- causal, flash-style (never T×T), grouped-query:

@@ -1,8 +1,8 @@
 // LayerNorm forward/backward at either compute type. One warp per row (lanes stride over the
 // channels, sums by warp butterfly); the forward takes the variance of the centred row in a
 // second pass, as kernels/cpu does. dweight and dbias sum over rows, which would take atomics
-// if rows wrote them; instead a second kernel gives each block 32 columns and walks the rows
-// in a fixed order, so the sums come out the same on every run.
+// if rows wrote them; instead blocks sum fixed chunks of rows into scratch and a last kernel
+// adds the chunks in order, so the sums come out the same on every run.
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
 
@@ -61,49 +61,75 @@ __global__ void layernorm_backward_inp_kernel(T* dinp, const T* dout, const T* i
   }
 }
 
-// Block (32, kRowGroups): column blockIdx.x * 32 + threadIdx.x; thread row y sums rows y,
-// y + kRowGroups, ...; then the kRowGroups partial sums are added in order by row 0.
+// dweight and dbias in two passes, so that many blocks share the rows without atomics. Pass 1:
+// block (32, kRowGroups) at (column block x, chunk y) sums kChunkRows rows of 32 columns, thread
+// row r taking rows r, r + kRowGroups, ..., and writes the chunk's sums to scratch in a fixed
+// order. Pass 2: a thread per column adds the chunks in order. The chunk is a constant, not a
+// function of the device, so the sums come out the same on every run and GPU.
 constexpr int kRowGroups = 16;
+constexpr int64_t kChunkRows = 256;
+
+int64_t chunks_of(int64_t N) { return (N + kChunkRows - 1) / kChunkRows; }
 
 template <typename T>
-__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const T* dout, const T* inp,
-                                                 const float* mean, const float* rstd, int64_t N, int64_t C) {
-  __shared__ float partial_w[kRowGroups][33];
-  __shared__ float partial_b[kRowGroups][33];
+__global__ void layernorm_params_partial_kernel(float* partial_w, float* partial_b, const T* dout, const T* inp,
+                                                const float* mean, const float* rstd, int64_t N, int64_t C) {
+  __shared__ float sum_w[kRowGroups][33];
+  __shared__ float sum_b[kRowGroups][33];
   const int64_t i = blockIdx.x * int64_t(32) + threadIdx.x;
+  const int64_t first = blockIdx.y * kChunkRows, end = first + kChunkRows < N ? first + kChunkRows : N;
   float w = 0.0f, b = 0.0f;
   if (i < C) {
-    for (int64_t n = threadIdx.y; n < N; n += kRowGroups) {
+    for (int64_t n = first + threadIdx.y; n < end; n += kRowGroups) {
       const float g = load(dout + n * C + i);
       b += g;
       w += (load(inp + n * C + i) - mean[n]) * rstd[n] * g;
     }
   }
-  partial_w[threadIdx.y][threadIdx.x] = w;
-  partial_b[threadIdx.y][threadIdx.x] = b;
+  sum_w[threadIdx.y][threadIdx.x] = w;
+  sum_b[threadIdx.y][threadIdx.x] = b;
   __syncthreads();
   if (threadIdx.y == 0 && i < C) {
     float w_sum = 0.0f, b_sum = 0.0f;
     for (int r = 0; r < kRowGroups; ++r) {
-      w_sum += partial_w[r][threadIdx.x];
-      b_sum += partial_b[r][threadIdx.x];
+      w_sum += sum_w[r][threadIdx.x];
+      b_sum += sum_b[r][threadIdx.x];
     }
-    if (dweight) dweight[i] += w_sum;
-    if (dbias) dbias[i] += b_sum;
+    partial_w[blockIdx.y * C + i] = w_sum;
+    partial_b[blockIdx.y * C + i] = b_sum;
   }
+}
+
+__global__ void layernorm_params_total_kernel(float* dweight, float* dbias, const float* partial_w,
+                                              const float* partial_b, int64_t chunks, int64_t C) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= C) return;
+  float w = 0.0f, b = 0.0f;
+  for (int64_t k = 0; k < chunks; ++k) {
+    w += partial_w[k * C + i];
+    b += partial_b[k * C + i];
+  }
+  if (dweight) dweight[i] += w;
+  if (dbias) dbias[i] += b;
 }
 
 template <typename T>
 void layernorm_backward_typed(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
-                              const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
+                              const float* mean, const float* rstd, int64_t N, int64_t C, float* scratch,
+                              cudaStream_t stream) {
   if (dinp) {
     const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
     layernorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N, C);
   }
   if (dweight || dbias) {
-    const unsigned blocks = static_cast<unsigned>((C + 31) / 32);
-    layernorm_backward_params_kernel<<<blocks, dim3(32, kRowGroups), 0, stream>>>(dweight, dbias, dout, inp, mean, rstd,
-                                                                                  N, C);
+    const int64_t chunks = chunks_of(N);
+    float* partial_w = scratch;
+    float* partial_b = scratch + chunks * C;
+    const dim3 grid(static_cast<unsigned>((C + 31) / 32), static_cast<unsigned>(chunks));
+    layernorm_params_partial_kernel<<<grid, dim3(32, kRowGroups), 0, stream>>>(partial_w, partial_b, dout, inp, mean,
+                                                                               rstd, N, C);
+    layernorm_params_total_kernel<<<static_cast<unsigned>((C + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        dweight, dbias, partial_w, partial_b, chunks, C);
   }
 }
 
@@ -123,17 +149,20 @@ void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* 
         static_cast<const float*>(bias), N, C);
 }
 
+int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C) { return N > 0 && C > 0 ? 2 * chunks_of(N) * C : 0; }
+
 void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                        const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C, float* scratch,
                         cudaStream_t stream) {
   if (N <= 0 || C <= 0) return;
   if (e == Elem::bf16)
     layernorm_backward_typed(static_cast<bf16*>(dinp), dweight, dbias, static_cast<const bf16*>(dout),
-                             static_cast<const bf16*>(inp), static_cast<const bf16*>(weight), mean, rstd, N, C, stream);
+                             static_cast<const bf16*>(inp), static_cast<const bf16*>(weight), mean, rstd, N, C,
+                             scratch, stream);
   else
     layernorm_backward_typed(static_cast<float*>(dinp), dweight, dbias, static_cast<const float*>(dout),
                              static_cast<const float*>(inp), static_cast<const float*>(weight), mean, rstd, N, C,
-                             stream);
+                             scratch, stream);
 }
 
 }  // namespace keel::cuda

@@ -479,8 +479,15 @@ keel_status layernorm_backward_dt(void* backend, keel_dtype dt, void* dinp, floa
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "layernorm_backward");
     require_sizes({N, C}, "layernorm_backward");
-    keel::cuda::layernorm_backward(e, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, b.stream);
-    launched("layernorm_backward");
+    // The parameter gradients' per-chunk sums go to scratch, handed back at once: the stream
+    // orders its next user after these kernels.
+    const int64_t floats = dweight || dbias ? keel::cuda::layernorm_backward_scratch_floats(N, C) : 0;
+    void* scratch = floats > 0 ? b.allocator.allocate(static_cast<size_t>(floats) * sizeof(float), b.stream) : nullptr;
+    keel::cuda::layernorm_backward(e, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
+                                   static_cast<float*>(scratch), b.stream);
+    const cudaError_t status = cudaGetLastError();
+    if (scratch) b.allocator.release(scratch);
+    check_cuda(status, "layernorm_backward: kernel launch");
   });
 }
 

@@ -152,6 +152,10 @@ std::unique_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
   auto child = std::unique_ptr<Communicator>(new Communicator(host_, config_, device_, stream_));
   ncclConfig_t nccl_config = non_blocking_config();
   check_nccl(ncclCommSplit(comm_, color, key, &child->comm_, &nccl_config), "split");
+  // Non-blocking, NCCL fills in the child's handle only once the parent leaves ncclInProgress
+  // (NVIDIA/nccl#1472; seen on an H200: the handle was still NULL on return).
+  settle(comm_, "NCCL split (the parent)");
+  if (!child->comm_) throw StatusError(KEEL_ERR_INTERNAL, "split: NCCL finished the split but gave no communicator");
   child->settle(child->comm_, "NCCL split");
   check_nccl(ncclCommCount(child->comm_, &child->size_), "split: ncclCommCount");
   check_nccl(ncclCommUserRank(child->comm_, &child->rank_), "split: ncclCommUserRank");

@@ -8,7 +8,12 @@ for 10 AdamW steps and compares the losses each step logs:
   fp32       cuda against cpu, both fp32: every step's loss within 1e-4 relative
   bf16       cuda bf16 against cpu bf16: within 1e-2 absolute (each backend rounds the same
              tensors to bf16, but the products accumulate in different orders and the rounding
-             of a product's output amplifies a last-bit difference to bf16's 2^-8 relative step)
+             of a product's output amplifies a last-bit difference to bf16's 2^-8 relative step;
+             the tensor-core attention also rounds its probabilities to bf16 before PV)
+
+The learning rate is 3e-4, not the example's 1e-3: at 1e-3 step 5 spikes (grad norm 16), and a
+spike amplifies any difference: there cpu bf16 and cpu fp32 part by 0.16, and cuda bf16 and cpu
+bf16 by 0.0128 (first H200 run, 2026-11-27), which measures the spike rather than the backends.
   resume     5 steps, save, resume on the GPU, 5 more: the same bits as 10 in one run
   cross      a GPU checkpoint resumed on the CPU, and a CPU one on the GPU: within 1e-4 of the
              10-step run on the resuming backend
@@ -32,7 +37,7 @@ def run_keel(keel, config, workdir, name, backend, precision, extra=(), resume=N
     args = [keel, "run", config,
             "--set", f"backend.plugin={backend}",
             "--set", f"backend.precision={precision}",
-            "--set", f"train.steps={STEPS}", "--set", "train.log_every=1", "--set", "train.eval_every=0",
+            "--set", "optimizer.lr=3e-4", "--set", f"train.steps={STEPS}", "--set", "train.log_every=1", "--set", "train.eval_every=0",
             "--set", f"train.metrics_path={metrics}",
             "--set", f"train.checkpoint.dir={os.path.join(workdir, name, 'checkpoints')}",
             "--set", "train.checkpoint.every=5", "--set", "train.checkpoint.keep=4", *extra]
@@ -56,7 +61,7 @@ def run_keel(keel, config, workdir, name, backend, precision, extra=(), resume=N
     return losses
 
 
-def compare(label, got, want, bound, relative, exact=False):
+def compare(label, got, want, bound, relative, exact=False, note=False):
     common = sorted(set(got) & set(want))
     if not common:
         print(f"FAIL {label}: no step in common (got {sorted(got)}, want {sorted(want)})")
@@ -71,8 +76,8 @@ def compare(label, got, want, bound, relative, exact=False):
         worst = max(worst, diff)
     ok = worst == 0.0 if exact else worst <= bound
     kind = "bit-exact" if exact else f"{'relative' if relative else 'absolute'} <= {bound:g}"
-    print(f"{'ok  ' if ok else 'FAIL'} {label}: steps {common[0]}..{common[-1]}, worst difference {worst:.3g} ({kind})")
-    if not ok or exact:
+    print(f"{'note' if note else 'ok  ' if ok else 'FAIL'} {label}: steps {common[0]}..{common[-1]}, worst difference {worst:.3g} ({kind})")
+    if not ok or exact or note:
         for step in common:
             print(f"       step {step:3d}: {got[step]:.9f} vs {want[step]:.9f}")
     return ok
@@ -102,7 +107,7 @@ def main():
     cpu16 = run_keel(keel, config, workdir, "cpu16", "cpu", "bf16")
     cuda16 = run_keel(keel, config, workdir, "cuda16", "cuda", "bf16")
     ok &= compare("bf16: cuda vs cpu bf16", cuda16, cpu16, 1e-2, relative=False)
-    compare("bf16: cuda bf16 vs cpu fp32 (for the record)", cuda16, cpu32, 1e-1, relative=False)
+    compare("bf16: cuda bf16 vs cpu fp32, for the record", cuda16, cpu32, 0, relative=False, note=True)
 
     step5 = "checkpoints/step-00000005"
     resumed = run_keel(keel, config, workdir, "cuda32-resumed", "cuda", "fp32",
