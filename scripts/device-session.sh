@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One lent GPU session's checks in one command, for a lease measured in minutes: the bundle's GPU
 # tests and example runs (bundle/run.sh), GPT on cuda against cpu end to end
-# (tests/device/cuda_e2e.py), the GPT-2 124M measurement against PyTorch
-# (benchmarks/gpt2_cuda.py), then compute-sanitizer's memcheck and racecheck on a 2-step run.
+# (tests/device/cuda_e2e.py), compute-sanitizer's memcheck and racecheck on a 2-step run, then
+# the GPT-2 124M measurement against PyTorch (benchmarks/gpt2_cuda.py).
 # Each phase has its own time limit, so one that hangs leaves the rest their time; everything
 # goes to OUT as it happens (session.txt, each phase's logs in logs.tgz).
 #
@@ -40,8 +40,6 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 phase bundle 150 bash "$bundle/run.sh" --require-gpu
 phase e2e 170 python3 "$repo/tests/device/cuda_e2e.py" "$work/keel" "$repo/examples/device/gpt-cuda.json" \
   "$work/e2e" --transformers
-phase bench 330 python3 "$repo/benchmarks/gpt2_cuda.py" all "$work/keel" --out "$work/bench"
-cp "$work/bench/gpt2_cuda.json" "$out/" 2>/dev/null
 # bf16, so that the tensor-core attention runs under the sanitizers too; one layer and 128
 # positions keep racecheck, which watches every shared-memory access, within its limit.
 small=(run "$repo/examples/device/gpt-cuda.json" --set backend.precision=bf16 --set model.n_layer=1
@@ -51,4 +49,6 @@ small=(run "$repo/examples/device/gpt-cuda.json" --set backend.precision=bf16 --
 for tool in memcheck racecheck; do
   phase "$tool" 90 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 "$work/keel" "${small[@]}"
 done
+phase bench 330 python3 "$repo/benchmarks/gpt2_cuda.py" all "$work/keel" --out "$work/bench"
+cp "$work/bench/gpt2_cuda.json" "$out/" 2>/dev/null
 echo "=== done $(date -u +%H:%M:%S)"

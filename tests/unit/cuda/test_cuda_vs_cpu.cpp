@@ -26,6 +26,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -228,8 +229,9 @@ void test_matmul(Cpu& cpu, Gpu& gpu, Elem e) {
 
 void test_layernorm(Cpu& cpu, Gpu& gpu, Elem e) {
   const keel_dtype dt = dtype(e);
-  for (int64_t C : {96, 40}) {
-    const int64_t N = 70;
+  // bf16 with C % 8 == 0 takes the 8-wide kernels (C = 96, 40, 24), the others the scalar ones;
+  // N = 600 sums its rows in three chunks.
+  for (auto [C, N] : {std::pair<int64_t, int64_t>{96, 70}, {40, 600}, {24, 33}, {20, 70}}) {
     auto inp = random_values(N * C, e, -2.0f, 3.0f), weight = random_values(C, e), bias = random_values(C, e);
     std::vector<float> out(N * C), mean(N), rstd(N);
     CALL(cpu.api->layernorm_forward(cpu.h, out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(),
@@ -404,6 +406,18 @@ void test_elementwise(Cpu& cpu, Gpu& gpu, Elem e) {
   CALL(cpu.api->gelu_backward(cpu.h, dinp.data(), a.data(), b.data(), n));
   CALL(gpu.api->gelu_backward_dt(gpu.h, dt, d_dinp, d_a, d_b, n));
   compare(tag("gelu_backward", e), gpu.get(d_dinp, n, e), dinp, for_elem(e));
+  {  // 1003 elements: bf16 takes the scalar kernels (1000 takes the 8-wide ones)
+    const int64_t odd = 1003;
+    auto x = random_values(odd, e, -4.0f, 4.0f), g = random_values(odd, e), d = random_values(odd, e);
+    std::vector<float> y(odd);
+    void *d_x = gpu.put(x, e), *d_g = gpu.put(g, e), *d_d = gpu.put(d, e), *d_y = gpu.alloc(odd * 4);
+    CALL(cpu.api->gelu_forward(cpu.h, y.data(), x.data(), odd));
+    CALL(gpu.api->gelu_forward_dt(gpu.h, dt, d_y, d_x, odd));
+    compare(tag("gelu_forward", e) + " n=1003", gpu.get(d_y, odd, e), y, for_elem(e));
+    CALL(cpu.api->gelu_backward(cpu.h, d.data(), x.data(), g.data(), odd));
+    CALL(gpu.api->gelu_backward_dt(gpu.h, dt, d_d, d_x, d_g, odd));
+    compare(tag("gelu_backward", e) + " n=1003", gpu.get(d_d, odd, e), d, for_elem(e));
+  }
 
   CALL(cpu.api->add(cpu.h, want.data(), a.data(), b.data(), n));
   CALL(gpu.api->add_dt(gpu.h, dt, d_out, d_a, d_b, n));
