@@ -161,7 +161,7 @@ const keel_comm_api kApi = {
 const keel_plugin_info kInfos[] = {keel_support::plugin_info(
     KEEL_KIND_COMM, "nccl", "0.1.0", &kApi,
     "NCCL collectives and point-to-point on the CUDA backend's memory, queued on its stream; one rank per GPU "
-    "(not yet run on a GPU)")};
+    "(verified on one NVIDIA H200, driver 580.159.04, in a world of one; not yet across GPUs)")};
 
 const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 

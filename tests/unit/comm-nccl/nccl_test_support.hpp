@@ -72,7 +72,7 @@ inline const keel_comm_api* load_nccl_plugin(const char* path) {
   const keel_plugin_info& info = list->plugins[0];
   CHECK(info.kind == KEEL_KIND_COMM && std::strcmp(info.name, "nccl") == 0);
   CHECK(info.abi_major == 0 && info.abi_minor == 12);
-  CHECK(std::strstr(info.description, "not yet run on a GPU") != nullptr);
+  CHECK(std::strstr(info.description, "verified on one NVIDIA H200") != nullptr);
   auto api = static_cast<const keel_comm_api*>(info.api);
   CHECK(api->struct_size == sizeof(keel_comm_api));
   CHECK(KEEL_HAS_SLOT(api, create_world_on) && KEEL_HAS_SLOT(api, reaches));
