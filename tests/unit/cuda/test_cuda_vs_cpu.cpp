@@ -7,7 +7,8 @@
 //
 // Bounds, |gpu - cpu| <= atol + rtol·|cpu| per element:
 //   fp32 outputs (fp32 run, and the fp32 gradients/statistics of the bf16 run, whose inputs are
-//     identical on both sides): 1e-4 + 1e-4 (only the order of fp32 sums differs);
+//     identical on both sides): 1e-4 + 1e-4 (only the order of fp32 sums differs); the outputs
+//     of the fp32 run's ops also within 1e-5 relative in norm;
 //   cuBLASLt's GELU epilogue, fp32: 1e-3 + 1e-3 (its GELU need not round as tanhf does);
 //   matmuls with "allow_tf32": true: 1e-2 + 1e-2 (TF32 keeps 10 of fp32's 23 mantissa bits);
 //   bf16 outputs: 3e-2 + 3e-2 (a bf16 rounding is 2^-8 relative, plus gradients that add a bf16
@@ -83,12 +84,14 @@ float from_bf16_bits(uint16_t h) {
 }
 float round_to(Elem e, float f) { return e == Elem::bf16 ? from_bf16_bits(bf16_bits(f)) : f; }
 
+// Per element |gpu - cpu| <= atol + rtol·|cpu|; and, where norm > 0, the whole output's
+// ‖gpu - cpu‖ / ‖cpu‖ <= norm (fp32: 1e-5, sums in another order land near 1e-7).
 struct Tolerance {
-  double atol, rtol;
+  double atol, rtol, norm = 0.0;
 };
-constexpr Tolerance kTight{1e-4, 1e-4}, kGeluEpilogue{1e-3, 1e-3}, kBf16{3e-2, 3e-2}, kUpdate{0.0, 1e-6};
+constexpr Tolerance kTight{1e-4, 1e-4}, kFp32{1e-4, 1e-4, 1e-5}, kGeluEpilogue{1e-3, 1e-3}, kBf16{3e-2, 3e-2}, kUpdate{0.0, 1e-6};
 constexpr Tolerance kTf32{1e-2, 1e-2};  // TF32 keeps 10 mantissa bits of each operand
-Tolerance for_elem(Elem e) { return e == Elem::bf16 ? kBf16 : kTight; }
+Tolerance for_elem(Elem e) { return e == Elem::bf16 ? kBf16 : kFp32; }
 bool g_tf32 = false;  // the fp32 run's matmuls may use TF32 ("allow_tf32": true)
 
 void compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, Tolerance tol) {
@@ -99,20 +102,27 @@ void compare(const std::string& what, const std::vector<float>& got, const std::
     return;
   }
   size_t bad = 0, first = 0;
-  double worst = 0.0;
+  double worst = 0.0, diff_sq = 0.0, want_sq = 0.0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
     if (!(diff <= tol.atol + tol.rtol * std::fabs(want[i]))) {
       if (bad++ == 0) first = i;
     }
     if (diff > worst || std::isnan(diff)) worst = diff;
+    diff_sq += diff * diff;
+    want_sq += static_cast<double>(want[i]) * want[i];
   }
-  if (bad) {
-    std::printf("FAIL %s: %zu of %zu elements off (max |diff| %.3g); first at %zu: gpu %.8g, cpu %.8g\n", what.c_str(),
-                bad, got.size(), worst, first, got[first], want[first]);
+  const double relative = want_sq > 0 ? std::sqrt(diff_sq / want_sq) : std::sqrt(diff_sq);
+  const bool norm_ok = tol.norm <= 0 || relative <= tol.norm;
+  if (bad || !norm_ok) {
+    std::printf("FAIL %s: %zu of %zu elements off (max |diff| %.3g, relative norm %.3g%s)", what.c_str(), bad,
+                got.size(), worst, relative, norm_ok ? "" : ", over its bound");
+    if (bad) std::printf("; first at %zu: gpu %.8g, cpu %.8g", first, got[first], want[first]);
+    std::printf("\n");
     ++g_failures;
   } else {
-    std::printf("ok   %s (%zu elements, max |diff| %.3g)\n", what.c_str(), got.size(), worst);
+    std::printf("ok   %s (%zu elements, max |diff| %.3g, relative norm %.3g)\n", what.c_str(), got.size(), worst,
+                relative);
   }
 }
 
