@@ -47,8 +47,14 @@ KEEL_API keel_status keel_trainer_evaluate(keel_trainer* trainer, float* out_val
 
 /* --- appended in 0.3 --- */
 
+/* What a keel_step_callback returns to stop as an interrupt (the caller's Ctrl-C): with the
+   config's train.checkpoint.on_interrupt the step is then saved (cores before this stop
+   without saving). */
+#define KEEL_STEP_INTERRUPTED 2
+
 /* Called after each step of keel_trainer_train with that step's metrics (valid for the call);
-   return 0 to go on, non-zero to stop after this step. Runs on the thread that called train. */
+   return 0 to go on, non-zero to stop after this step (KEEL_STEP_INTERRUPTED: an interrupt).
+   Runs on the thread that called train. */
 typedef int32_t (*keel_step_callback)(const keel_step_metrics* metrics, void* user_data);
 /* `steps` optimizer steps (fewer if the callback stops them); callback may be NULL. */
 KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, keel_step_callback callback,
@@ -56,9 +62,14 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
 /* The metrics of the last step (zeros before the first). */
 KEEL_API keel_status keel_trainer_last_metrics(keel_trainer* trainer, keel_step_metrics* out_metrics);
 /* Saves a checkpoint under root_dir (root_dir/step-N, then root_dir/latest), keeping the newest
-   `keep`. */
+   `keep`. root_dir NULL with keep 0 saves where a run would, to the config's
+   train.checkpoint.dir keeping train.checkpoint.keep (cores before this refuse NULL with
+   KEEL_ERR_INVALID_ARGUMENT). */
 KEEL_API keel_status keel_trainer_save(keel_trainer* trainer, const char* root_dir, int32_t keep);
-/* Loads a checkpoint: a step folder, or a root whose `latest` names one. */
+/* Loads a checkpoint: a step folder, or a root whose `latest` names one. "latest" (when no
+   folder of that name is in the working directory) is the newest checkpoint of the config's
+   train.checkpoint.dir, as `keel run --resume latest` takes it (cores before this look for a
+   folder named latest). */
 KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkpoint_path);
 
 typedef struct keel_param_info {

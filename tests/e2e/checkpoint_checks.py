@@ -9,7 +9,9 @@
   checkpoint, the step never goes backwards, and the run resumes;
 - non-finite values stop the run or skip the step, and are never checkpointed;
 - a `latest` pointer that cannot be written fails the save, naming it, and leaves no
-  latest.tmp-* behind."""
+  latest.tmp-* behind;
+- on_interrupt: Ctrl-C with train.checkpoint.on_interrupt saves at the step it stopped after,
+  and resuming from that checkpoint gives the uninterrupted run's losses bit for bit."""
 import argparse
 import json
 import os
@@ -225,6 +227,44 @@ def check_sigkill(keel, config, work, trials, seed):
     assert final.returncode == 0 and f"at step {last_step}" in final.stdout, final.stdout + final.stderr
 
 
+def check_on_interrupt(keel, config, work):
+    sets = SMALL + run_dir(work, "interrupted") + ["train.steps=100000", "lr_schedule.decay_steps=100000",
+                                                   "train.checkpoint.on_interrupt=true"]
+    proc = subprocess.Popen([keel, "run", config] + [a for s in sets for a in ("--set", s)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (os.path.exists(f"{work}/interrupted.jsonl") and len(metrics(f"{work}/interrupted.jsonl")) >= 3):
+        assert proc.poll() is None and time.time() < deadline, "the run ended or logged no 3 steps in 120 s"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    stopped = re.search(r"stopped by SIGINT after step (\d+) of 100000; this run's last checkpoint is step (\d+)", err)
+    assert proc.returncode == 130 and stopped, f"exit {proc.returncode}\n{err[-2000:]}"
+    step = int(stopped.group(1))
+    assert int(stopped.group(2)) == step, f"saved step {stopped.group(2)}, stopped after {step}"
+    assert open(f"{work}/interrupted/latest").read().strip() == f"step-{step:08d}"
+    print(f"SIGINT: stopped after step {step} and saved it")
+    # Two more steps from that checkpoint against one uninterrupted run of step + 2.
+    horizon = ["lr_schedule.decay_steps=100000", f"train.steps={step + 2}"]
+    keel_run(keel, config, SMALL + run_dir(work, "interrupted") + horizon, resume="latest")
+    keel_run(keel, config, SMALL + run_dir(work, "straight") + horizon)
+    resumed, straight = metrics(f"{work}/interrupted.jsonl"), metrics(f"{work}/straight.jsonl")
+    for s in (step + 1, step + 2):
+        print(f"step {s}: uninterrupted {straight[s]['loss']!r}  resumed {resumed[s]['loss']!r}")
+        assert straight[s]["loss"] == resumed[s]["loss"], f"step {s}: losses differ"
+    # Without on_interrupt a stop saves nothing new.
+    proc = subprocess.Popen([keel, "run", config] + [a for s in SMALL + run_dir(work, "plain") + ["train.steps=100000"]
+                                                     for a in ("--set", s)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while not (os.path.exists(f"{work}/plain.jsonl") and metrics(f"{work}/plain.jsonl")):
+        assert proc.poll() is None and time.time() < deadline + 120, "the second run logged nothing"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "this run saved no checkpoint" in err, err[-2000:]
+    assert not os.path.exists(f"{work}/plain/latest")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -238,6 +278,7 @@ def main():
          "refusals": lambda: check_refusals(args.keel, args.config, work),
          "nonfinite": lambda: check_nonfinite(args.keel, args.config, work),
          "latest_write_failure": lambda: check_latest_write_failure(args.keel, args.config, work),
+         "on_interrupt": lambda: check_on_interrupt(args.keel, args.config, work),
          "sigkill": lambda: check_sigkill(args.keel, args.config, work, args.trials, args.seed)}[args.check]()
     print("PASS")
 

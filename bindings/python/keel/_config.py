@@ -3,6 +3,8 @@ NumPy and PyTorch scalars (anything with .tolist() or .item(), such as np.int64(
 np.float32(1e-3) or a 0-d tensor) as the plain numbers they hold; anything else is refused
 with keel.Error naming the config path where it was found."""
 import json
+import os
+import re
 from collections.abc import Mapping
 
 from keel._keel import Error
@@ -40,3 +42,30 @@ def to_json_text(config):
     """The JSON text of `config` (a mapping), with NumPy and PyTorch scalars as plain numbers."""
     plain = _plain(config, "")
     return json.dumps(plain, allow_nan=True)
+
+
+_OUTPUT_KEYS = ("metrics_path", "tensorboard_dir")
+
+
+def with_run_folder(config, resume):
+    """A dict config that names none of train.metrics_path, train.tensorboard_dir and
+    train.checkpoint.dir writes to runs/run/version_N, N one past the highest version there, so a
+    second run never truncates the first one's metrics or overwrites its checkpoints (as
+    Lightning's version folders). With resume="latest" it continues the highest version instead.
+    Configs that name any of them, and file configs, keep their paths as `keel run` would."""
+    train = config.get("train", {}) if isinstance(config.get("train", {}), Mapping) else {}
+    checkpoint = train.get("checkpoint", {}) if isinstance(train.get("checkpoint", {}), Mapping) else {}
+    if any(key in train for key in _OUTPUT_KEYS) or "dir" in checkpoint:
+        return config
+    root = os.path.join("runs", "run")
+    versions = [int(m.group(1)) for m in (re.fullmatch(r"version_(\d+)", name)
+                                          for name in (os.listdir(root) if os.path.isdir(root) else [])) if m]
+    if resume == "latest":
+        version = max(versions, default=0)
+    else:
+        version = max(versions, default=-1) + 1
+    folder = os.path.join(root, f"version_{version}")
+    train = dict(train, metrics_path=os.path.join(folder, "metrics.jsonl"),
+                 tensorboard_dir=os.path.join(folder, "tb"),
+                 checkpoint=dict(checkpoint, dir=os.path.join(folder, "checkpoints")))
+    return dict(config, train=train)

@@ -34,19 +34,26 @@ class Trainer {
  public:
   // `config`: a mapping (its JSON, NumPy and PyTorch scalars as plain numbers), JSON text (a str
   // whose first non-space character is '{'), or the path of a JSON file (str or os.PathLike).
-  explicit Trainer(const py::object& config) {
+  // `resume`: None, "latest" (the newest checkpoint of the config's train.checkpoint.dir) or a
+  // checkpoint folder, loaded once the trainer is built.
+  Trainer(const py::object& config, const py::object& resume) {
     keel_trainer* handle = nullptr;
     const bool is_text = py::isinstance<py::str>(config) && starts_with_brace(config.cast<std::string>());
     if (is_text || py::isinstance(config, py::module_::import("collections.abc").attr("Mapping"))) {
+      py::module_ config_module = py::module_::import("keel._config");
       const std::string json =
           is_text ? config.cast<std::string>()
-                  : py::module_::import("keel._config").attr("to_json_text")(config).cast<std::string>();
+                  : config_module.attr("to_json_text")(config_module.attr("with_run_folder")(config, resume))
+                        .cast<std::string>();
       check(released([&] { return keel_trainer_create_from_json(json.c_str(), &handle); }));
     } else {
       const std::string path = py::module_::import("os").attr("fspath")(config).cast<std::string>();
       check(released([&] { return keel_trainer_create_from_file(path.c_str(), &handle); }));
     }
     handle_ = handle;
+    if (resume.is_none()) return;
+    const std::string checkpoint = py::module_::import("os").attr("fspath")(resume).cast<std::string>();
+    check(released([&] { return keel_trainer_load(handle_, checkpoint.c_str()); }));
   }
   ~Trainer() { keel_trainer_destroy(handle_); }
   Trainer(const Trainer&) = delete;
@@ -149,6 +156,8 @@ struct ProgressCallback {
   std::exception_ptr error;
 };
 
+// A KeyboardInterrupt (Ctrl-C, or raised by the callback) stops as an interrupt, which saves the
+// step where the config's train.checkpoint.on_interrupt asks; any other exception just stops.
 int32_t on_step(const keel_step_metrics* metrics, void* user_data) {
   auto* progress = static_cast<ProgressCallback*>(user_data);
   py::gil_scoped_acquire gil;
@@ -156,6 +165,10 @@ int32_t on_step(const keel_step_metrics* metrics, void* user_data) {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     if (progress->callback.is_none()) return 0;
     return py::bool_(progress->callback(metrics_dict(*metrics))) ? 1 : 0;
+  } catch (py::error_already_set& e) {
+    const bool interrupted = e.matches(PyExc_KeyboardInterrupt);
+    progress->error = std::current_exception();
+    return interrupted ? KEEL_STEP_INTERRUPTED : 1;
   } catch (...) {
     progress->error = std::current_exception();
     return 1;
@@ -168,10 +181,13 @@ std::string fspath(const py::object& path) { return py::module_::import("os").at
 
 void bind_trainer(py::module_& module) {
   py::class_<Trainer>(module, "Trainer",
-                      "A training run: Trainer(config) with config a dict (the JSON of a Keel config) or\n"
-                      "the path of a JSON config file. Raises keel.ConfigError (a ValueError) naming the JSON path of\n"
-                      "a bad key, keel.PluginNotFound (a LookupError), keel.MissingFile (a FileNotFoundError).")
-      .def(py::init<const py::object&>(), py::arg("config"))
+                      "A training run: Trainer(config, resume=None) with config a dict (the JSON of a Keel config) or\n"
+                      "the path of a JSON config file; resume \"latest\" (the newest checkpoint of\n"
+                      "train.checkpoint.dir) or a checkpoint folder continues from it. A dict that names no output\n"
+                      "path writes to runs/run/version_N, a new N each run (resume=\"latest\": the highest).\n"
+                      "Raises keel.ConfigError (a ValueError) naming the JSON path of a bad key, keel.PluginNotFound\n"
+                      "(a LookupError), keel.MissingFile (a FileNotFoundError).")
+      .def(py::init<const py::object&, const py::object&>(), py::arg("config"), py::arg("resume") = py::none())
       .def(
           "step",
           [](Trainer& t) {
@@ -202,7 +218,9 @@ void bind_trainer(py::module_& module) {
           "loaded continues it), writes TensorBoard events to train.tensorboard_dir, evaluates at\n"
           "every train.eval_every steps (the record gets val_loss) and at step train.steps, and saves\n"
           "a checkpoint to train.checkpoint.dir at every train.checkpoint.every steps. Unlike `keel\n"
-          "run` it saves no checkpoint and prints no sample when it returns (call save(), generate()).\n"
+          "run` it saves no checkpoint and prints no sample when it returns (call save(), generate()),\n"
+          "except that a KeyboardInterrupt (Ctrl-C, or raised by the callback) saves the step it\n"
+          "stopped after to train.checkpoint.dir when train.checkpoint.on_interrupt is true.\n"
           "The learning-rate schedule's horizon is always train.steps, not `steps`: train(10) ten\n"
           "times follows the same schedule as one train(100) or `keel run` with train.steps 100, and\n"
           "steps past train.steps train at the schedule's final value.")
@@ -289,12 +307,22 @@ void bind_trainer(py::module_& module) {
           "Optimizer steps done so far: 0 for a new trainer, the checkpoint's step right after load().")
       .def(
           "save",
-          [](Trainer& t, const py::object& root_dir, int32_t keep) {
+          [](Trainer& t, const py::object& root_dir, std::optional<int32_t> keep) {
+            if (root_dir.is_none()) {
+              if (keep) throw py::value_error("Trainer.save: keep goes with a root_dir; without one, the config's "
+                                              "train.checkpoint.keep applies");
+              check(t.released([&] { return keel_trainer_save(t.handle(), nullptr, 0); }));
+              return;
+            }
             const std::string root = fspath(root_dir);
-            check(t.released([&] { return keel_trainer_save(t.handle(), root.c_str(), keep); }));
+            const int32_t kept = keep ? *keep : 3;
+            if (kept < 1) throw py::value_error("Trainer.save: keep must be >= 1, found " + std::to_string(kept));
+            check(t.released([&] { return keel_trainer_save(t.handle(), root.c_str(), kept); }));
           },
-          py::arg("root_dir"), py::arg("keep") = 3,
-          "Saves a checkpoint as root_dir/step-N and points root_dir/latest at it, keeping the newest `keep`.")
+          py::arg("root_dir") = py::none(), py::arg("keep") = py::none(),
+          "Saves a checkpoint as root_dir/step-N and points root_dir/latest at it, keeping the newest\n"
+          "`keep` (3). save() with no root_dir saves where the run does: train.checkpoint.dir, keeping\n"
+          "train.checkpoint.keep.")
       .def(
           "load",
           [](Trainer& t, const py::object& checkpoint) {

@@ -103,6 +103,7 @@ void read_train(JsonSection s, TrainConfig& out) {
     out.checkpoint.every = c.get_in_range<int64_t>("every", out.checkpoint.every, 0, INT64_MAX);
     out.checkpoint.keep = c.get_in_range<int32_t>("keep", out.checkpoint.keep, 1, 1 << 20);
     out.checkpoint.async = c.get<bool>("async", out.checkpoint.async);
+    out.checkpoint.on_interrupt = c.get<bool>("on_interrupt", out.checkpoint.on_interrupt);
     c.finish();
   }
   s.finish();

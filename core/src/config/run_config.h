@@ -54,6 +54,9 @@ struct CheckpointConfig {
   // background thread while training goes on (session/async_checkpoint.h); the next save waits
   // for the previous one.
   bool async = false;
+  // Save at the step where Ctrl-C or SIGTERM stopped the run (the Python binding: a
+  // KeyboardInterrupt in train()), unless that step was just saved.
+  bool on_interrupt = false;
 };
 
 struct TrainConfig {

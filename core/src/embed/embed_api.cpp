@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "checkpoint/checkpoint.h"
@@ -115,11 +116,19 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
     keel::RunSlice slice;
     slice.until_step = t.step() + steps;
     slice.ends_run = false;  // the caller saves (keel_trainer_save) and generates when it wants to
+    int32_t answer = 0;
     slice.after_step = [&](const keel::StepResult& result) {
       trainer->last = to_metrics(t, result);
-      return callback && callback(&trainer->last, user_data) != 0;
+      answer = callback ? callback(&trainer->last, user_data) : 0;
+      return answer != 0;
     };
     trainer->session->run(slice);
+    // An interrupt (the callback's KEEL_STEP_INTERRUPTED: Ctrl-C in the caller's language) saves
+    // the step it stopped after where the config asks, unless the run has just saved it.
+    const keel::CheckpointConfig& checkpoint = t.config().train.checkpoint;
+    const bool saved = checkpoint.every > 0 && t.step() % checkpoint.every == 0;
+    if (answer == KEEL_STEP_INTERRUPTED && checkpoint.on_interrupt && !saved && t.step() > 0)
+      keel::save_checkpoint(t.state_view(), checkpoint.dir, checkpoint.keep);
   });
 }
 
@@ -132,8 +141,12 @@ KEEL_API keel_status keel_trainer_last_metrics(keel_trainer* trainer, keel_step_
 
 KEEL_API keel_status keel_trainer_save(keel_trainer* trainer, const char* root_dir, int32_t keep) {
   return embed_call([&] {
-    require(trainer && root_dir && keep > 0, "keel_trainer_save: trainer or root_dir is NULL, or keep < 1");
-    keel::save_checkpoint(trainer->trainer->state_view(), root_dir, keep);
+    // root_dir NULL and keep 0: the config's train.checkpoint.dir and .keep, where a run saves.
+    require(trainer && ((root_dir && keep > 0) || (!root_dir && keep == 0)),
+            "keel_trainer_save: trainer is NULL, or keep < 1 with a root_dir, or keep not 0 without one");
+    const keel::CheckpointConfig& configured = trainer->trainer->config().train.checkpoint;
+    keel::save_checkpoint(trainer->trainer->state_view(), root_dir ? root_dir : configured.dir,
+                          keep > 0 ? keep : configured.keep);
   });
 }
 
@@ -143,7 +156,12 @@ KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkp
     // The next train() starts a new session from the loaded step (its metrics trimmed to it);
     // the old one first finishes any checkpoint it is writing in the background.
     trainer->session.reset();
-    keel::load_checkpoint(trainer->trainer->state_view(), keel::resolve_checkpoint(checkpoint_path));
+    // "latest", unless a folder of that name is here: the newest checkpoint of the config's
+    // train.checkpoint.dir, as `keel run --resume latest` takes it.
+    std::error_code error;
+    const bool config_latest = std::string(checkpoint_path) == "latest" && !std::filesystem::exists("latest", error);
+    const std::string where = config_latest ? trainer->trainer->config().train.checkpoint.dir : checkpoint_path;
+    keel::load_checkpoint(trainer->trainer->state_view(), keel::resolve_checkpoint(where));
     // The last step is now the checkpoint's: its count, and no metrics measured yet.
     trainer->last = keel_step_metrics{};
     trainer->last.struct_size = sizeof(keel_step_metrics);

@@ -176,9 +176,12 @@ StepReport RunSession::logged_report(const StepResult& result, const RunSlice& s
   return report;
 }
 
-void RunSession::stop_if_signalled(const StepResult& result, const RunSlice& slice, const Progress& progress) {
+void RunSession::stop_if_signalled(const StepResult& result, const RunSlice& slice, Progress& progress) {
   const int signal_number = agreed_stop_signal(trainer_.mesh().world);
   if (!signal_number) return;
+  // Every rank agreed on this step, so every rank takes part in the save.
+  if (trainer_.config().train.checkpoint.on_interrupt && progress.last_saved_step != result.step)
+    save(progress, nullptr);
   finish_background_save();  // so the last checkpoint named below is on disk
   reporter_.finish();
   throw StopRequested(signal_number, "stopped by " + signal_name(signal_number) + " after step " +

@@ -46,7 +46,7 @@ class RunSession {
   StepReport logged_report(const StepResult& result, const RunSlice& slice, Progress& progress, bool evaluate,
                            StepReport report);
   // Throws StopRequested once every rank agrees a signal asked the run to stop.
-  void stop_if_signalled(const StepResult& result, const RunSlice& slice, const Progress& progress);
+  void stop_if_signalled(const StepResult& result, const RunSlice& slice, Progress& progress);
 
   Trainer& trainer_;
   bool reporting_;           // rank 0 alone reports, so a run under mpirun prints one story

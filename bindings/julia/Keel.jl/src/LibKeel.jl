@@ -18,6 +18,8 @@ const KEEL_PLUGIN_ENTRY_SYMBOL = "keel_plugin_entry"
 
 const KEEL_OPTIMIZER_MAX_STATE_SLOTS = 4
 
+const KEEL_STEP_INTERRUPTED = 2
+
 # Every call across the ABI returns one of these; the message is read with keel_last_error()
 # on the calling thread. Outputs are left untouched when a call fails.
 const keel_status = Int32
@@ -633,7 +635,8 @@ function keel_trainer_evaluate(trainer, out_val_loss)
 end
 
 # Called after each step of keel_trainer_train with that step's metrics (valid for the call);
-# return 0 to go on, non-zero to stop after this step. Runs on the thread that called train.
+# return 0 to go on, non-zero to stop after this step (KEEL_STEP_INTERRUPTED: an interrupt).
+# Runs on the thread that called train.
 const keel_step_callback = Ptr{Cvoid}
 
 """
@@ -652,14 +655,19 @@ end
 
 """
 Saves a checkpoint under root_dir (root_dir/step-N, then root_dir/latest), keeping the newest
-`keep`.
+`keep`. root_dir NULL with keep 0 saves where a run would, to the config's
+train.checkpoint.dir keeping train.checkpoint.keep (cores before this refuse NULL with
+KEEL_ERR_INVALID_ARGUMENT).
 """
 function keel_trainer_save(trainer, root_dir, keep)
     ccall((:keel_trainer_save, libkeel), keel_status, (Ptr{keel_trainer}, Cstring, Int32), trainer, root_dir, keep)
 end
 
 """
-Loads a checkpoint: a step folder, or a root whose `latest` names one.
+Loads a checkpoint: a step folder, or a root whose `latest` names one. "latest" (when no
+folder of that name is in the working directory) is the newest checkpoint of the config's
+train.checkpoint.dir, as `keel run --resume latest` takes it (cores before this look for a
+folder named latest).
 """
 function keel_trainer_load(trainer, checkpoint_path)
     ccall((:keel_trainer_load, libkeel), keel_status, (Ptr{keel_trainer}, Cstring), trainer, checkpoint_path)
