@@ -30,6 +30,12 @@ typedef struct keel_step_metrics {
   double tokens_per_s;
   double mfu;            /* fraction of the backend's peak */
   double step_ms;
+  /* --- appended in 0.13 --- */
+  double val_loss;          /* this step's validation loss; NaN unless the step evaluated */
+  int64_t tokens;           /* tokens trained so far, over every data-parallel rank */
+  double data_ms, forward_ms, backward_ms, optimizer_ms;  /* this step's phases (host wall time) */
+  const char* checkpoint;   /* the folder this step saved to (with async saves, being written), or
+                               NULL; owned by the trainer, valid until its next step */
 } keel_step_metrics;
 
 /* The calling thread's last error message; "" if none. Valid until the thread's next Keel call. */
@@ -48,28 +54,28 @@ KEEL_API keel_status keel_trainer_evaluate(keel_trainer* trainer, float* out_val
 /* --- appended in 0.3 --- */
 
 /* What a keel_step_callback returns to stop as an interrupt (the caller's Ctrl-C): with the
-   config's train.checkpoint.on_interrupt the step is then saved (cores before this stop
-   without saving). */
+   config's train.checkpoint.on_interrupt the step is then saved (0.13). */
 #define KEEL_STEP_INTERRUPTED 2
+/* keel_trainer_train's `steps` that trains up to the config's train.steps (0.13). */
+#define KEEL_TRAIN_TO_CONFIGURED_STEPS (-1)
 
 /* Called after each step of keel_trainer_train with that step's metrics (valid for the call);
    return 0 to go on, non-zero to stop after this step (KEEL_STEP_INTERRUPTED: an interrupt).
    Runs on the thread that called train. */
 typedef int32_t (*keel_step_callback)(const keel_step_metrics* metrics, void* user_data);
-/* `steps` optimizer steps (fewer if the callback stops them); callback may be NULL. */
+/* `steps` optimizer steps (fewer if the callback stops them), or KEEL_TRAIN_TO_CONFIGURED_STEPS:
+   up to the config's train.steps (none when the trainer is there already); callback may be NULL. */
 KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, keel_step_callback callback,
                                         void* user_data);
 /* The metrics of the last step (zeros before the first). */
 KEEL_API keel_status keel_trainer_last_metrics(keel_trainer* trainer, keel_step_metrics* out_metrics);
 /* Saves a checkpoint under root_dir (root_dir/step-N, then root_dir/latest), keeping the newest
-   `keep`. root_dir NULL with keep 0 saves where a run would, to the config's
-   train.checkpoint.dir keeping train.checkpoint.keep (cores before this refuse NULL with
-   KEEL_ERR_INVALID_ARGUMENT). */
+   `keep`. 0.13: root_dir NULL with keep 0 saves where a run would, to the config's
+   train.checkpoint.dir keeping train.checkpoint.keep. */
 KEEL_API keel_status keel_trainer_save(keel_trainer* trainer, const char* root_dir, int32_t keep);
-/* Loads a checkpoint: a step folder, or a root whose `latest` names one. "latest" (when no
-   folder of that name is in the working directory) is the newest checkpoint of the config's
-   train.checkpoint.dir, as `keel run --resume latest` takes it (cores before this look for a
-   folder named latest). */
+/* Loads a checkpoint: a step folder, or a root whose `latest` names one. 0.13: "latest" (when
+   no folder of that name is in the working directory) is the newest checkpoint of the config's
+   train.checkpoint.dir, as `keel run --resume latest` takes it. */
 KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkpoint_path);
 
 typedef struct keel_param_info {

@@ -28,11 +28,16 @@
    0.11: a strategy reports this rank's gradient norm before the data-parallel reduction
         (strategy.h local_grad_sq_norm), from which the core estimates the gradient noise scale.
    0.12: optimizers with packed state and per-tensor calls (optimizer.h flags, range,
-        packed_state_bytes, pack_state, unpack_state): 8-bit AdamW and Adafactor. */
+        packed_state_bytes, pack_state, unpack_state): 8-bit AdamW and Adafactor.
+   0.13: the embedding API's step metrics carry the step's validation loss, tokens so far, phase
+        times and the checkpoint it saved (embed.h keel_step_metrics); train runs to the config's
+        train.steps (KEEL_TRAIN_TO_CONFIGURED_STEPS); a callback stops as an interrupt
+        (KEEL_STEP_INTERRUPTED, saving under train.checkpoint.on_interrupt); load takes "latest"
+        and save a NULL root (the config's checkpoint folder). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 12
+#define KEEL_ABI_VERSION_MINOR 13
 
 #endif

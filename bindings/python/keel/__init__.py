@@ -22,6 +22,9 @@ a Python user would catch: keel.ConfigError (ValueError; .path, .suggestion), ke
 keel.OutOfMemory (MemoryError), keel.NonFinite (FloatingPointError); .status is a keel.Status
 code. A wrong type of argument is a TypeError.
 
+Hooks: keel.Trainer(config, callbacks=[keel.EarlyStopping("val_loss", patience=3),
+keel.ModelCheckpoint("best")]) runs keel.Callback hooks around train() (keel/callbacks.py).
+
 keel.plot_metrics("runs/x/metrics.jsonl", "loss.png") draws a run's loss and val_loss with
 matplotlib, when it is installed (keel/plot.py); `keel plot ... --out loss.svg` needs nothing.
 """
@@ -40,14 +43,30 @@ from keel._keel import (
     PluginNotFound,
     Unsupported,
     Tensor,
-    Trainer,
     plugins,
     register_data_source,
     register_optimizer,
     register_plugin_library,
 )
+from keel._keel import Trainer as _ExtensionTrainer
+from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
 from keel.plot import plot_metrics
 
+
+class Trainer(_ExtensionTrainer):
+    __doc__ = _ExtensionTrainer.__doc__ + (
+        "\ncallbacks: keel.Callback instances (keel/callbacks.py) whose hooks run around train();\n"
+        "a hook sets trainer.should_stop = True to stop after the step it runs in.")
+
+    def __init__(self, config, resume=None, callbacks=()):
+        super().__init__(config, resume)
+        self.callbacks = list(callbacks)
+        self.should_stop = False
+
+    def train(self, steps=None, callback=None):
+        return run_with_callbacks(self, super().train, steps, callback, self.callbacks)
+
+    train.__doc__ = _ExtensionTrainer.train.__doc__
 
 
 class Status(enum.IntEnum):
@@ -68,6 +87,9 @@ class Status(enum.IntEnum):
 __version__ = "0.1.0"
 __all__ = [
     "ABI_VERSION",
+    "Callback",
+    "EarlyStopping",
+    "ModelCheckpoint",
     "ConfigError",
     "Error",
     "InvalidArgument",

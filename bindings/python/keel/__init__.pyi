@@ -10,7 +10,9 @@ __version__: str
 ABI_VERSION: str  # "major.minor" of the C ABI this build was compiled against
 
 Config = Union[Mapping[str, Any], str, os.PathLike[str]]
-Metrics = dict[str, Union[int, float]]  # step, loss, lr, grad_norm, tokens_per_s, mfu, step_ms
+# step, loss, lr, grad_norm, tokens_per_s, mfu, step_ms, tokens, time_ms (a dict of the phases);
+# val_loss on steps that evaluated, checkpoint (a folder) on steps that saved.
+Metrics = dict[str, Any]
 
 class Status(enum.IntEnum):
     OK = 0
@@ -62,11 +64,15 @@ class Trainer:
     # non-space character is '{'), or the path of a JSON file. resume: "latest" (the newest
     # checkpoint of train.checkpoint.dir) or a checkpoint folder. A dict naming no output path
     # writes to runs/run/version_N, a new N each run (resume="latest": the highest N).
-    def __init__(self, config: Config, resume: Optional[Union[str, os.PathLike[str]]] = None) -> None: ...
+    def __init__(self, config: Config, resume: Optional[Union[str, os.PathLike[str]]] = None,
+                 callbacks: Iterable["Callback"] = ()) -> None: ...
+    callbacks: list["Callback"]
+    should_stop: bool  # set by a hook: training stops after the step it runs in
     def step(self) -> Metrics: ...
     # As `keel run` per step (progress, metrics file, TensorBoard, eval_every, checkpoint.every);
     # the learning-rate horizon is train.steps, not `steps`.
-    def train(self, steps: int, callback: Optional[Callable[[Metrics], Any]] = None) -> None: ...
+    # steps None: up to train.steps.
+    def train(self, steps: Optional[int] = None, callback: Optional[Callable[[Metrics], Any]] = None) -> None: ...
     # Under mpirun every rank must call logits and generate with the same arguments.
     def logits(self, tokens: npt.ArrayLike) -> npt.NDArray[np.float32]: ...  # (B, T) -> (B, T, vocab)
     @overload
@@ -128,3 +134,23 @@ def register_optimizer(
     description: str = "an optimizer written in Python",
     replace: bool = False,  # a name already taken (e.g. "adamw") is keel.Error unless replace=True
 ) -> None: ...
+
+class Callback:
+    def on_train_start(self, trainer: Trainer) -> None: ...
+    def on_step_end(self, trainer: Trainer, metrics: Metrics) -> None: ...
+    def on_eval(self, trainer: Trainer, metrics: Metrics) -> None: ...
+    def on_save(self, trainer: Trainer, path: str) -> None: ...
+    def on_train_end(self, trainer: Trainer) -> None: ...
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None: ...
+
+class EarlyStopping(Callback):
+    def __init__(self, monitor: str = "val_loss", patience: int = 3, min_delta: float = 0.0, mode: str = "min") -> None: ...
+    best: float
+    wait: int
+    stopped_step: Optional[int]
+
+class ModelCheckpoint(Callback):
+    def __init__(self, dirpath: Union[str, os.PathLike[str]], monitor: str = "val_loss", mode: str = "min",
+                 min_delta: float = 0.0, keep: int = 1) -> None: ...
+    best: float
+    best_path: Optional[str]

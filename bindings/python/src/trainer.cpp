@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -146,6 +147,15 @@ py::dict metrics_dict(const keel_step_metrics& m) {
   d["tokens_per_s"] = m.tokens_per_s;
   d["mfu"] = m.mfu;
   d["step_ms"] = m.step_ms;
+  d["tokens"] = m.tokens;
+  py::dict phases;
+  phases["data"] = m.data_ms;
+  phases["forward"] = m.forward_ms;
+  phases["backward"] = m.backward_ms;
+  phases["optimizer"] = m.optimizer_ms;
+  d["time_ms"] = phases;
+  if (std::isfinite(m.val_loss)) d["val_loss"] = m.val_loss;  // the step evaluated
+  if (m.checkpoint) d["checkpoint"] = std::string(m.checkpoint);  // the step saved
   return d;
 }
 
@@ -196,12 +206,15 @@ void bind_trainer(py::module_& module) {
             check(t.released([&] { return keel_trainer_step(t.handle(), &metrics); }));
             return metrics_dict(metrics);
           },
-          "One optimizer step; returns its metrics: step, loss, lr, grad_norm, tokens_per_s, mfu, step_ms.")
+          "One optimizer step; returns its metrics: step, loss, lr, grad_norm, tokens_per_s, mfu, step_ms,\n"
+          "tokens (trained so far) and time_ms (the step's data, forward, backward and optimizer phases).")
       .def(
           "train",
-          [](Trainer& t, int64_t steps, py::object callback) {
-            if (steps < 0)
-              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.train: steps must be >= 0, found " + std::to_string(steps));
+          [](Trainer& t, std::optional<int64_t> requested, py::object callback) {
+            if (requested && *requested < 0)
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                              "Trainer.train: steps must be >= 0 (or None), found " + std::to_string(*requested));
+            const int64_t steps = requested ? *requested : KEEL_TRAIN_TO_CONFIGURED_STEPS;
             ProgressCallback progress{std::move(callback), nullptr};
             // The core prints progress to the process's stdout: what Python printed before goes first.
             py::module_::import("sys").attr("stdout").attr("flush")();
@@ -210,8 +223,9 @@ void bind_trainer(py::module_& module) {
             if (progress.error) std::rethrow_exception(progress.error);
             check(status);
           },
-          py::arg("steps"), py::arg("callback") = py::none(),
-          "Trains `steps` more optimizer steps the way `keel run` does, calling callback(metrics)\n"
+          py::arg("steps") = py::none(), py::arg("callback") = py::none(),
+          "Trains `steps` more optimizer steps (None: up to train.steps) the way `keel run` does,\n"
+          "calling callback(metrics) (with val_loss on evaluation steps, checkpoint on saving ones)\n"
           "after each; a truthy return stops after that step, and an exception in the callback\n"
           "stops training and is re-raised. Like `keel run` it prints progress (stdout), appends to\n"
           "train.metrics_path (one metrics file across calls; a trainer that has stepped or was\n"

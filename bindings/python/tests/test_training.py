@@ -7,7 +7,7 @@ import pytest
 
 import keel
 
-METRIC_KEYS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "step_ms"}
+METRIC_KEYS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "step_ms", "tokens", "time_ms"}
 
 
 def test_five_steps_lower_the_loss(config):

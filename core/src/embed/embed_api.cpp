@@ -20,6 +20,7 @@ struct keel_trainer {
   // What keel_trainer_train reports through (progress on stdout, metrics, TensorBoard), made
   // by its first call and kept, so successive calls write one metrics file.
   std::unique_ptr<keel::RunSession> session;
+  std::string last_checkpoint;  // what last.checkpoint points into
 };
 
 namespace {
@@ -46,10 +47,37 @@ void require(bool condition, const char* what) {
   if (!condition) throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, what);
 }
 
+// Before a trainer's first step (or right after a load): its step count and tokens, nothing
+// measured, no validation loss.
+keel_step_metrics no_metrics_yet(const keel::Trainer& t) {
+  keel_step_metrics m{};
+  m.struct_size = sizeof(keel_step_metrics);
+  m.step = t.step();
+  m.val_loss = std::nan("");
+  m.tokens = t.tokens_seen();
+  return m;
+}
+
+// A step's metrics; no validation loss and no checkpoint until the caller sets them.
 keel_step_metrics to_metrics(const keel::Trainer& t, const keel::StepResult& r) {
   const double tokens_per_s = r.tokens / std::max(r.step_seconds, 1e-9);
-  return {sizeof(keel_step_metrics), r.step, float(r.loss), float(r.lr), float(r.grad_norm), tokens_per_s,
-          t.mfu(tokens_per_s), 1e3 * r.step_seconds};
+  keel_step_metrics m{};
+  m.struct_size = sizeof(keel_step_metrics);
+  m.step = r.step;
+  m.loss = float(r.loss);
+  m.lr = float(r.lr);
+  m.grad_norm = float(r.grad_norm);
+  m.tokens_per_s = tokens_per_s;
+  m.mfu = t.mfu(tokens_per_s);
+  m.step_ms = 1e3 * r.step_seconds;
+  m.val_loss = std::nan("");
+  m.tokens = t.tokens_seen();
+  m.data_ms = 1e3 * r.data_seconds;
+  m.forward_ms = 1e3 * r.forward_seconds;
+  m.backward_ms = 1e3 * r.backward_seconds;
+  m.optimizer_ms = 1e3 * r.optimizer_seconds;
+  m.checkpoint = nullptr;
+  return m;
 }
 
 // Copies a struct into a caller's that may be older (shorter) than ours: the fields that fit
@@ -77,7 +105,8 @@ KEEL_API keel_status keel_trainer_create_from_file(const char* path, keel_traine
   return embed_call([&] {
     require(path && out_trainer, "keel_trainer_create_from_file: path and out_trainer must not be NULL");
     auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_file(path));
-    *out_trainer = new keel_trainer{std::move(trainer), {}};
+    const keel_step_metrics none = no_metrics_yet(*trainer);
+    *out_trainer = new keel_trainer{std::move(trainer), none};
   });
 }
 
@@ -85,7 +114,8 @@ KEEL_API keel_status keel_trainer_create_from_json(const char* json_text, keel_t
   return embed_call([&] {
     require(json_text && out_trainer, "keel_trainer_create_from_json: json_text and out_trainer must not be NULL");
     auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_json_text(json_text));
-    *out_trainer = new keel_trainer{std::move(trainer), {}};
+    const keel_step_metrics none = no_metrics_yet(*trainer);
+    *out_trainer = new keel_trainer{std::move(trainer), none};
   });
 }
 
@@ -109,16 +139,21 @@ KEEL_API keel_status keel_trainer_evaluate(keel_trainer* trainer, float* out_val
 KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, keel_step_callback callback,
                                         void* user_data) {
   return embed_call([&] {
-    require(trainer && steps >= 0, "keel_trainer_train: trainer is NULL or steps is negative");
+    require(trainer && (steps >= 0 || steps == KEEL_TRAIN_TO_CONFIGURED_STEPS),
+            "keel_trainer_train: trainer is NULL, or steps is negative (KEEL_TRAIN_TO_CONFIGURED_STEPS aside)");
     keel::Trainer& t = *trainer->trainer;
+    if (steps == KEEL_TRAIN_TO_CONFIGURED_STEPS) steps = std::max<int64_t>(0, t.config().train.steps - t.step());
     // A trainer that has stepped already (or was loaded from a checkpoint) continues its metrics file.
     if (!trainer->session) trainer->session = std::make_unique<keel::RunSession>(t, std::cout, t.step() > 0);
     keel::RunSlice slice;
     slice.until_step = t.step() + steps;
     slice.ends_run = false;  // the caller saves (keel_trainer_save) and generates when it wants to
     int32_t answer = 0;
-    slice.after_step = [&](const keel::StepResult& result) {
+    slice.after_step = [&](const keel::StepResult& result, const keel::StepOutcome& outcome) {
       trainer->last = to_metrics(t, result);
+      if (outcome.val_loss) trainer->last.val_loss = *outcome.val_loss;
+      trainer->last_checkpoint = outcome.checkpoint;
+      trainer->last.checkpoint = outcome.checkpoint.empty() ? nullptr : trainer->last_checkpoint.c_str();
       answer = callback ? callback(&trainer->last, user_data) : 0;
       return answer != 0;
     };
@@ -163,9 +198,7 @@ KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkp
     const std::string where = config_latest ? trainer->trainer->config().train.checkpoint.dir : checkpoint_path;
     keel::load_checkpoint(trainer->trainer->state_view(), keel::resolve_checkpoint(where));
     // The last step is now the checkpoint's: its count, and no metrics measured yet.
-    trainer->last = keel_step_metrics{};
-    trainer->last.struct_size = sizeof(keel_step_metrics);
-    trainer->last.step = trainer->trainer->step();
+    trainer->last = no_metrics_yet(*trainer->trainer);
   });
 }
 

@@ -10,8 +10,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_paths.h"
 #include "host/errors.h"
 #include "io/writable_folder.h"
 #include "metrics/run_reporter.h"
@@ -118,7 +120,7 @@ void RunSession::note_past_horizon(int64_t until_step) {
                  "holds its final value there");
 }
 
-void RunSession::save(Progress& progress, StepReport* report) {
+std::string RunSession::save(Progress& progress, StepReport* report) {
   const CheckpointConfig& checkpoint = trainer_.config().train.checkpoint;
   // The previous background save first: its time is not this save's stall.
   if (background_saves_) finish_background_save();
@@ -131,13 +133,15 @@ void RunSession::save(Progress& progress, StepReport* report) {
     if (report) report->phase_ms["checkpoint"] = ms;
     reporter_.note("checkpoint of step " + std::to_string(trainer_.step()) + ": snapshot taken (" +
                    std::to_string(int64_t(ms)) + " ms), writing in the background");
-  } else {
-    const std::string folder = save_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
-    const double ms = 1e3 * seconds_since(start);
-    if (report) report->phase_ms["checkpoint"] = ms;
-    reporter_.note("checkpoint saved: " + folder + " (" + std::to_string(int64_t(ms)) + " ms)");
+    progress.last_saved_step = trainer_.step();
+    return (std::filesystem::path(checkpoint.dir) / step_folder_name(trainer_.step())).string();
   }
+  const std::string folder = save_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
+  const double ms = 1e3 * seconds_since(start);
+  if (report) report->phase_ms["checkpoint"] = ms;
+  reporter_.note("checkpoint saved: " + folder + " (" + std::to_string(int64_t(ms)) + " ms)");
   progress.last_saved_step = trainer_.step();
+  return folder;
 }
 
 void RunSession::finish_background_save() {
@@ -206,14 +210,20 @@ void RunSession::run(const RunSlice& slice) {
     if (result.skipped) reporter_.note("step " + std::to_string(result.step) + ": non-finite values, update skipped");
 
     StepReport report = phase_report(trainer_, result);
-    if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0) save(progress, &report);
+    StepOutcome outcome;
+    if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0)
+      outcome.checkpoint = save(progress, &report);
     if (background_saves_ && background_saves_->failed()) finish_background_save();  // throws its failure
     const bool last = result.step == train.steps || (slice.ends_run && result.step == slice.until_step);
     const bool evaluate = last || (train.eval_every > 0 && result.step % train.eval_every == 0);
     const bool logged =
         evaluate || result.step == progress.first_step + 1 || result.step % train.log_every == 0 || result.skipped;
-    if (logged) reporter_.step(logged_report(result, slice, progress, evaluate, std::move(report)));
-    if (slice.after_step && slice.after_step(result)) break;
+    if (logged) {
+      const StepReport logged_step = logged_report(result, slice, progress, evaluate, std::move(report));
+      outcome.val_loss = logged_step.val_loss;
+      reporter_.step(logged_step);
+    }
+    if (slice.after_step && slice.after_step(result, outcome)) break;
     stop_if_signalled(result, slice, progress);
   }
   if (slice.ends_run && trainer_.step() > progress.first_step && progress.last_saved_step != trainer_.step())

@@ -5,8 +5,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
+#include <string>
 
 #include "metrics/run_reporter.h"
 #include "session/async_checkpoint.h"
@@ -14,13 +16,19 @@
 
 namespace keel {
 
+// What a step did beyond its StepResult, for RunSlice::after_step.
+struct StepOutcome {
+  std::optional<double> val_loss;  // the step evaluated
+  std::string checkpoint;          // the folder the step saved to ("" if none)
+};
+
 struct RunSlice {
   int64_t until_step = 0;  // train while trainer.step() is below this
   // The slice ends the run (`keel run`): after its last step, evaluate, save a checkpoint and
   // print the sample of train.sample_tokens. keel_trainer_train's slices leave that to the caller.
   bool ends_run = true;
   // Called after each step (after its checkpoint and report); true stops after that step.
-  std::function<bool(const StepResult&)> after_step;
+  std::function<bool(const StepResult&, const StepOutcome&)> after_step;
 };
 
 // One reporter (metrics file, TensorBoard events, progress on `out`) kept across slices, so
@@ -38,7 +46,8 @@ class RunSession {
   void note_past_horizon(int64_t until_step);
   // Saves a checkpoint and says so; the time training stood still goes into `report` when one
   // is given. With train.checkpoint.async only the snapshot is taken here (async_checkpoint.h).
-  void save(Progress& progress, StepReport* report);
+  // Returns the step folder it saves to.
+  std::string save(Progress& progress, StepReport* report);
   // Waits for the asynchronous save in flight, if any, and says it was published.
   void finish_background_save();
   // The report of a logged step: the step's figures, throughput over the interval, memory,

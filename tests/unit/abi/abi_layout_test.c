@@ -273,7 +273,7 @@ KEEL_ASSERT_OFFSET(keel_plugin_list, abi_major, 8);
 KEEL_ASSERT_OFFSET(keel_plugin_list, abi_minor, 12);
 KEEL_ASSERT_OFFSET(keel_plugin_list, count, 16);
 KEEL_ASSERT_OFFSET(keel_plugin_list, plugins, 24);
-KEEL_ASSERT_SIZE(keel_step_metrics, 56);
+KEEL_ASSERT_SIZE(keel_step_metrics, 112);
 KEEL_ASSERT_OFFSET(keel_step_metrics, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_step_metrics, step, 8);
 KEEL_ASSERT_OFFSET(keel_step_metrics, loss, 16);
@@ -282,6 +282,13 @@ KEEL_ASSERT_OFFSET(keel_step_metrics, grad_norm, 24);
 KEEL_ASSERT_OFFSET(keel_step_metrics, tokens_per_s, 32);
 KEEL_ASSERT_OFFSET(keel_step_metrics, mfu, 40);
 KEEL_ASSERT_OFFSET(keel_step_metrics, step_ms, 48);
+KEEL_ASSERT_OFFSET(keel_step_metrics, val_loss, 56);  /* 0.13 */
+KEEL_ASSERT_OFFSET(keel_step_metrics, tokens, 64);  /* 0.13 */
+KEEL_ASSERT_OFFSET(keel_step_metrics, data_ms, 72);  /* 0.13 */
+KEEL_ASSERT_OFFSET(keel_step_metrics, forward_ms, 80);  /* 0.13 */
+KEEL_ASSERT_OFFSET(keel_step_metrics, backward_ms, 88);  /* 0.13 */
+KEEL_ASSERT_OFFSET(keel_step_metrics, optimizer_ms, 96);  /* 0.13 */
+KEEL_ASSERT_OFFSET(keel_step_metrics, checkpoint, 104);  /* 0.13 */
 KEEL_ASSERT_SIZE(keel_param_info, 56);
 KEEL_ASSERT_OFFSET(keel_param_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_param_info, name, 8);
@@ -450,5 +457,5 @@ KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 12 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 13 ? 0 : 1;
 }

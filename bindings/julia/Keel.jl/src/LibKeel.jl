@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 12
+const KEEL_ABI_VERSION_MINOR = 13
 
 const KEEL_MAX_DIMS = 4
 
@@ -589,6 +589,13 @@ struct keel_step_metrics
     tokens_per_s::Cdouble
     mfu::Cdouble
     step_ms::Cdouble
+    val_loss::Cdouble
+    tokens::Int64
+    data_ms::Cdouble
+    forward_ms::Cdouble
+    backward_ms::Cdouble
+    optimizer_ms::Cdouble
+    checkpoint::Cstring
 end
 
 """
@@ -640,7 +647,8 @@ end
 const keel_step_callback = Ptr{Cvoid}
 
 """
-`steps` optimizer steps (fewer if the callback stops them); callback may be NULL.
+`steps` optimizer steps (fewer if the callback stops them), or KEEL_TRAIN_TO_CONFIGURED_STEPS:
+up to the config's train.steps (none when the trainer is there already); callback may be NULL.
 """
 function keel_trainer_train(trainer, steps, callback, user_data)
     ccall((:keel_trainer_train, libkeel), keel_status, (Ptr{keel_trainer}, Int64, keel_step_callback, Ptr{Cvoid}), trainer, steps, callback, user_data)
@@ -655,19 +663,17 @@ end
 
 """
 Saves a checkpoint under root_dir (root_dir/step-N, then root_dir/latest), keeping the newest
-`keep`. root_dir NULL with keep 0 saves where a run would, to the config's
-train.checkpoint.dir keeping train.checkpoint.keep (cores before this refuse NULL with
-KEEL_ERR_INVALID_ARGUMENT).
+`keep`. 0.13: root_dir NULL with keep 0 saves where a run would, to the config's
+train.checkpoint.dir keeping train.checkpoint.keep.
 """
 function keel_trainer_save(trainer, root_dir, keep)
     ccall((:keel_trainer_save, libkeel), keel_status, (Ptr{keel_trainer}, Cstring, Int32), trainer, root_dir, keep)
 end
 
 """
-Loads a checkpoint: a step folder, or a root whose `latest` names one. "latest" (when no
-folder of that name is in the working directory) is the newest checkpoint of the config's
-train.checkpoint.dir, as `keel run --resume latest` takes it (cores before this look for a
-folder named latest).
+Loads a checkpoint: a step folder, or a root whose `latest` names one. 0.13: "latest" (when
+no folder of that name is in the working directory) is the newest checkpoint of the config's
+train.checkpoint.dir, as `keel run --resume latest` takes it.
 """
 function keel_trainer_load(trainer, checkpoint_path)
     ccall((:keel_trainer_load, libkeel), keel_status, (Ptr{keel_trainer}, Cstring), trainer, checkpoint_path)

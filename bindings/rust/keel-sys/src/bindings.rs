@@ -1,8 +1,9 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 12;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 13;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub const KEEL_STEP_INTERRUPTED: u32 = 2;
+pub const KEEL_TRAIN_TO_CONFIGURED_STEPS: i32 = -1;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __uint16_t = ::std::os::raw::c_ushort;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -592,7 +593,7 @@ pub struct keel_trainer {
     _unused: [u8; 0],
 }
 #[repr(C)]
-#[derive(Debug, Default, Copy, Clone)]
+#[derive(Debug, Copy, Clone)]
 pub struct keel_step_metrics {
     pub struct_size: usize,
     pub step: i64,
@@ -602,12 +603,19 @@ pub struct keel_step_metrics {
     pub tokens_per_s: f64,
     pub mfu: f64,
     pub step_ms: f64,
+    pub val_loss: f64,
+    pub tokens: i64,
+    pub data_ms: f64,
+    pub forward_ms: f64,
+    pub backward_ms: f64,
+    pub optimizer_ms: f64,
+    pub checkpoint: *const ::std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_keel_step_metrics() {
     assert_eq!(
         ::std::mem::size_of::<keel_step_metrics>(),
-        56usize,
+        112usize,
         concat!("Size of: ", stringify!(keel_step_metrics))
     );
     assert_eq!(
@@ -751,6 +759,134 @@ fn bindgen_test_layout_keel_step_metrics() {
         );
     }
     test_field_step_ms();
+    fn test_field_val_loss() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).val_loss) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(val_loss)
+            )
+        );
+    }
+    test_field_val_loss();
+    fn test_field_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tokens) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(tokens)
+            )
+        );
+    }
+    test_field_tokens();
+    fn test_field_data_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).data_ms) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(data_ms)
+            )
+        );
+    }
+    test_field_data_ms();
+    fn test_field_forward_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).forward_ms) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(forward_ms)
+            )
+        );
+    }
+    test_field_forward_ms();
+    fn test_field_backward_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backward_ms) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(backward_ms)
+            )
+        );
+    }
+    test_field_backward_ms();
+    fn test_field_optimizer_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).optimizer_ms) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(optimizer_ms)
+            )
+        );
+    }
+    test_field_optimizer_ms();
+    fn test_field_checkpoint() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).checkpoint) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(checkpoint)
+            )
+        );
+    }
+    test_field_checkpoint();
+}
+impl Default for keel_step_metrics {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
 }
 extern "C" {
     pub fn keel_last_error() -> *const ::std::os::raw::c_char;

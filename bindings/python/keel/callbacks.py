@@ -1,0 +1,129 @@
+"""Lightning-style hooks around Trainer.train: subclass keel.Callback, override the hooks you
+need, and pass instances as keel.Trainer(config, callbacks=[...]). Built in: EarlyStopping on a
+monitored value, and ModelCheckpoint, which keeps the checkpoint of the best value so far.
+
+The hooks, in the order they run within one train() call:
+    on_train_start(trainer)
+    on_step_end(trainer, metrics)   after every step; metrics as Trainer.train's callback gets them
+    on_eval(trainer, metrics)       on steps that evaluated (metrics["val_loss"])
+    on_save(trainer, path)          on steps that saved a checkpoint (train.checkpoint.every)
+    on_train_end(trainer)           when train() returns, early or not
+    on_exception(trainer, error)    when train() raises (a KeyboardInterrupt too), before it does
+A hook stops training by setting trainer.should_stop = True: the step it runs in is the last."""
+import math
+
+
+class Callback:
+    """The hooks, each doing nothing; override those you need."""
+
+    def on_train_start(self, trainer):
+        pass
+
+    def on_step_end(self, trainer, metrics):
+        pass
+
+    def on_eval(self, trainer, metrics):
+        pass
+
+    def on_save(self, trainer, path):
+        pass
+
+    def on_train_end(self, trainer):
+        pass
+
+    def on_exception(self, trainer, error):
+        pass
+
+
+class _Monitor:
+    """The best value of one metric so far, where "better" is lower (mode "min") or higher ("max")
+    by more than min_delta."""
+
+    def __init__(self, monitor, mode, min_delta):
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max', found {mode!r}")
+        if not min_delta >= 0:
+            raise ValueError(f"min_delta must be >= 0, found {min_delta!r}")
+        self.monitor, self.mode, self.min_delta = monitor, mode, min_delta
+        self.best = math.inf if mode == "min" else -math.inf
+
+    def value(self, metrics):
+        return metrics.get(self.monitor)
+
+    def improves(self, value):
+        if self.mode == "min":
+            return value < self.best - self.min_delta
+        return value > self.best + self.min_delta
+
+
+class EarlyStopping(Callback, _Monitor):
+    """Stops training once `monitor` (default "val_loss") has not improved by more than min_delta
+    for `patience` checks in a row; a check is a step whose metrics hold the monitored value
+    (for val_loss: an evaluation step, train.eval_every). stopped_step says where it stopped."""
+
+    def __init__(self, monitor="val_loss", patience=3, min_delta=0.0, mode="min"):
+        _Monitor.__init__(self, monitor, mode, min_delta)
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an int >= 1, found {patience!r}")
+        self.patience = patience
+        self.wait = 0
+        self.stopped_step = None
+
+    def on_step_end(self, trainer, metrics):
+        value = self.value(metrics)
+        if value is None:
+            return
+        if self.improves(value):
+            self.best, self.wait = value, 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.stopped_step = metrics["step"]
+            trainer.should_stop = True
+
+
+class ModelCheckpoint(Callback, _Monitor):
+    """Checkpoint-on-best: saves to `dirpath` (keeping `keep` checkpoints, the newest being the best)
+    whenever `monitor` (default "val_loss") improves; best_path and best are the newest such
+    checkpoint and its value."""
+
+    def __init__(self, dirpath, monitor="val_loss", mode="min", min_delta=0.0, keep=1):
+        _Monitor.__init__(self, monitor, mode, min_delta)
+        self.dirpath, self.keep = dirpath, keep
+        self.best_path = None
+
+    def on_step_end(self, trainer, metrics):
+        value = self.value(metrics)
+        if value is None or not self.improves(value):
+            return
+        self.best = value
+        trainer.save(self.dirpath, keep=self.keep)
+        self.best_path = f"{self.dirpath}/step-{metrics['step']:08d}"
+
+
+def run_with_callbacks(trainer, train, steps, callback, callbacks):
+    """Trainer.train with the hooks of `callbacks` around `train` (the extension's train)."""
+    trainer.should_stop = False
+    for c in callbacks:
+        c.on_train_start(trainer)
+
+    def on_step(metrics):
+        for c in callbacks:
+            c.on_step_end(trainer, metrics)
+        if "val_loss" in metrics:
+            for c in callbacks:
+                c.on_eval(trainer, metrics)
+        if "checkpoint" in metrics:
+            for c in callbacks:
+                c.on_save(trainer, metrics["checkpoint"])
+        stop = callback(metrics) if callback is not None else False
+        return bool(stop) or trainer.should_stop
+
+    try:
+        train(steps, on_step)
+    except BaseException as error:
+        for c in callbacks:
+            c.on_exception(trainer, error)
+        raise
+    for c in callbacks:
+        c.on_train_end(trainer)

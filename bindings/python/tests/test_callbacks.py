@@ -1,0 +1,133 @@
+"""Lightning-style hooks: the metrics each step hands over (val_loss, tokens, phase times, the
+checkpoint saved) against the metrics file the run writes; the hooks' order; EarlyStopping and
+ModelCheckpoint against the same rule applied by hand to an uninterrupted run's val_loss."""
+import json
+import math
+
+import pytest
+
+import keel
+
+
+def with_train(config, **train):
+    return dict(config, train=dict(config["train"], **train))
+
+
+def val_losses(path):
+    return {r["step"]: r["val_loss"] for r in map(json.loads, open(path)) if "val_loss" in r}
+
+
+class Recorder(keel.Callback):
+    def __init__(self):
+        self.events = []
+
+    def on_train_start(self, trainer):
+        self.events.append(("start", trainer.global_step))
+
+    def on_step_end(self, trainer, metrics):
+        self.events.append(("step", metrics["step"]))
+
+    def on_eval(self, trainer, metrics):
+        self.events.append(("eval", metrics["step"], metrics["val_loss"]))
+
+    def on_save(self, trainer, path):
+        self.events.append(("save", path))
+
+    def on_train_end(self, trainer):
+        self.events.append(("end", trainer.global_step))
+
+    def on_exception(self, trainer, error):
+        self.events.append(("exception", type(error).__name__))
+
+
+def test_step_metrics_match_the_metrics_file(config, tmp_path):
+    cfg = with_train(config, steps=6, eval_every=2, log_every=1, checkpoint={"dir": str(tmp_path / "ck"), "every": 3})
+    seen = []
+    keel.Trainer(cfg).train(callback=seen.append)  # no steps: up to train.steps
+    assert [m["step"] for m in seen] == [1, 2, 3, 4, 5, 6]
+    logged = {r["step"]: r for r in map(json.loads, open(tmp_path / "metrics.jsonl"))}
+    for m in seen:
+        record = logged[m["step"]]
+        assert m["loss"] == pytest.approx(record["loss"], rel=1e-6)
+        assert m["tokens"] == record["tokens"] == m["step"] * 4 * 64
+        assert set(m["time_ms"]) == {"data", "forward", "backward", "optimizer"}
+        assert ("val_loss" in m) == (m["step"] % 2 == 0) == ("val_loss" in record)
+        if "val_loss" in m:
+            assert m["val_loss"] == pytest.approx(record["val_loss"], rel=1e-6)
+        assert ("checkpoint" in m) == (m["step"] % 3 == 0)
+    assert seen[2]["checkpoint"] == str(tmp_path / "ck" / "step-00000003")
+    assert (tmp_path / "ck" / "step-00000006" / "manifest.json").exists()
+
+
+def test_hooks_run_in_order_and_see_exceptions(config, tmp_path):
+    cfg = with_train(config, steps=4, eval_every=2, checkpoint={"dir": str(tmp_path / "ck"), "every": 4})
+    recorder = Recorder()
+    trainer = keel.Trainer(cfg, callbacks=[recorder])
+    trainer.train()
+    kinds = [e[0] for e in recorder.events]
+    assert kinds == ["start", "step", "step", "eval", "step", "step", "eval", "save", "end"]
+    assert recorder.events[-2] == ("save", str(tmp_path / "ck" / "step-00000004"))
+    trainer.train()  # at train.steps already: no step, the hooks still open and close
+    assert [e[0] for e in recorder.events[-2:]] == ["start", "end"]
+
+    def fail(metrics):
+        raise RuntimeError("from the callback")
+
+    failing = Recorder()
+    with pytest.raises(RuntimeError, match="from the callback"):
+        keel.Trainer(cfg, callbacks=[failing]).train(2, callback=fail)
+    assert [e[0] for e in failing.events] == ["start", "step", "exception"]
+
+
+def expected_stop(losses, patience, min_delta):
+    """EarlyStopping's rule applied by hand: the step at which it stops, or None."""
+    best, wait = math.inf, 0
+    for step in sorted(losses):
+        if losses[step] < best - min_delta:
+            best, wait = losses[step], 0
+        else:
+            wait += 1
+            if wait >= patience:
+                return step
+    return None
+
+
+def test_early_stopping_stops_where_its_rule_says(config, tmp_path):
+    base = with_train(config, steps=40, eval_every=2, log_every=1)
+    reference = with_train(base, metrics_path=str(tmp_path / "reference.jsonl"))
+    keel.Trainer(reference).train()
+    losses = val_losses(tmp_path / "reference.jsonl")
+    assert len(losses) == 20
+    for patience, min_delta in ((2, 0.05), (1, 0.0), (3, 10.0)):
+        want = expected_stop(losses, patience, min_delta)
+        stopper = keel.EarlyStopping("val_loss", patience=patience, min_delta=min_delta)
+        run = with_train(base, metrics_path=str(tmp_path / f"run-{patience}.jsonl"))
+        trainer = keel.Trainer(run, callbacks=[stopper])
+        trainer.train()
+        print(f"patience {patience}, min_delta {min_delta}: stopped at {stopper.stopped_step}, rule says {want}")
+        assert stopper.stopped_step == want
+        assert trainer.global_step == (want if want is not None else 40)
+    # min_delta 10: no check improves on the first, so it stops after `patience` more.
+    assert expected_stop(losses, 3, 10.0) == 8
+
+
+def test_model_checkpoint_keeps_the_best_val_loss(config, tmp_path):
+    cfg = with_train(config, steps=20, eval_every=2, log_every=1)
+    best = keel.ModelCheckpoint(tmp_path / "best")
+    trainer = keel.Trainer(cfg, callbacks=[best])
+    trainer.train()
+    losses = val_losses(tmp_path / "metrics.jsonl")
+    best_step = min(losses, key=lambda s: (losses[s], s))
+    assert best.best == pytest.approx(losses[best_step], rel=1e-6)
+    assert best.best_path == f"{tmp_path / 'best'}/step-{best_step:08d}"
+    assert (tmp_path / "best" / "latest").read_text().strip() == f"step-{best_step:08d}"
+    restored = keel.Trainer(cfg, resume=tmp_path / "best")
+    assert restored.global_step == best_step
+    assert restored.evaluate() == pytest.approx(losses[best_step], rel=1e-5)
+
+
+def test_bad_arguments(config):
+    with pytest.raises(ValueError, match="patience"):
+        keel.EarlyStopping(patience=0)
+    with pytest.raises(ValueError, match="mode"):
+        keel.ModelCheckpoint("x", mode="lowest")
