@@ -63,6 +63,19 @@ def read_steps(metrics):
     return steps, timed
 
 
+def run_logged(cmd, workdir, log_name, timeout):
+    """Runs cmd, writes its command and output to workdir/log_name; (exit status, output), 124 on
+    a timeout."""
+    try:
+        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+        rc, log = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, log = 124, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        log += f"\n(timed out after {timeout} s)"
+    open(os.path.join(workdir, log_name), "w").write(" ".join(cmd) + "\n" + log)
+    return rc, log
+
+
 def keel(args):
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
@@ -74,14 +87,12 @@ def keel(args):
                "--set", f"train.metrics_path={metrics}",
                "--set", f"train.checkpoint.dir={os.path.join(workdir, f'b{batch}', 'checkpoints')}"]
         start = time.time()
-        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=args.timeout)
-        log = proc.stdout + proc.stderr
-        open(os.path.join(workdir, f"keel-b{batch}.log"), "w").write(" ".join(cmd) + "\n" + log)
-        attempt = {"batch": batch, "rc": proc.returncode, "seconds": round(time.time() - start, 1)}
+        rc, log = run_logged(cmd, workdir, f"keel-b{batch}.log", args.timeout)
+        attempt = {"batch": batch, "rc": rc, "seconds": round(time.time() - start, 1)}
         result["attempts"].append(attempt)
-        if proc.returncode != 0:
+        if rc != 0:
             attempt["error"] = log.strip().splitlines()[-1] if log.strip() else ""
-            print(f"keel micro-batch {batch}: exit {proc.returncode}: {attempt['error']}", flush=True)
+            print(f"keel micro-batch {batch}: exit {rc}: {attempt['error']}", flush=True)
             continue
         steps, timed = read_steps(metrics)
         result.update(batch=batch, command=" ".join(cmd),
@@ -93,19 +104,16 @@ def keel(args):
                       memory_bytes=timed[-1].get("memory_bytes"))
         print(f"keel micro-batch {batch}: {result['tokens_per_s']:.0f} tok/s, MFU {100 * result['mfu']:.1f}%, "
               f"{result['step_ms']:.1f} ms a step", flush=True)
+        print(json.dumps(result), flush=True)  # kept if a later, optional run times out
         profile_cmd = cmd + ["--set", "backend.op_profile=true", "--set", "train.steps=4",
                              "--set", f"train.metrics_path={metrics}.profile"]
-        proc = subprocess.run(profile_cmd, cwd=workdir, capture_output=True, text=True, timeout=args.timeout)
-        log = proc.stdout + proc.stderr
-        open(os.path.join(workdir, "keel-op-profile.log"), "w").write(" ".join(profile_cmd) + "\n" + log)
+        _, log = run_logged(profile_cmd, workdir, "keel-op-profile.log", args.timeout)
         result["op_profile"] = [line.split("info: ", 1)[-1] for line in log.splitlines()
                                 if "backend cuda" in line and ("info: " in line)][-40:]
         # The same run with the nccl communicator, whose reach is the GPU's memory: a world of one
         # then moves no gradient through host memory (the default mpi one stages every buffer).
         nccl_cmd = cmd + ["--set", 'comm={"plugin": "nccl"}', "--set", f"train.metrics_path={metrics}.nccl"]
-        proc = subprocess.run(nccl_cmd, cwd=workdir, capture_output=True, text=True, timeout=args.timeout)
-        open(os.path.join(workdir, "keel-nccl.log"), "w").write(" ".join(nccl_cmd) + "\n" + proc.stdout + proc.stderr)
-        if proc.returncode == 0:
+        if run_logged(nccl_cmd, workdir, "keel-nccl.log", args.timeout)[0] == 0:
             _, timed_nccl = read_steps(metrics + ".nccl")
             result["nccl"] = {"command": " ".join(nccl_cmd),
                               "tokens_per_s": statistics.median(r["tokens_per_s"] for r in timed_nccl),
@@ -199,14 +207,15 @@ def run_part(argv, timeout, out, name):
         text, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), 124
     open(os.path.join(out, f"{name}.log"), "w").write(text)
     print(f"[{name}: exit {rc} in {time.time() - start:.0f} s]", flush=True)
-    return last_json(text) if rc == 0 else None
+    # A part that timed out keeps what it printed before (the keel part: its main run's figures).
+    return last_json(text) if rc in (0, 124) else None
 
 
 def all_parts(args):
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     me = f"python3 benchmarks/{os.path.basename(__file__)}"
-    p = run_part(["peak"], 120, out, "peak")
+    p = run_part(["peak"], 60, out, "peak")
     if not p:
         raise SystemExit("the peak measurement failed (see peak.log)")
     print(f"peak: {p['peak_tflops']:.1f} TFLOP/s bf16 on {p['device']} ({me} peak)", flush=True)
@@ -254,7 +263,7 @@ def main():
     pk.add_argument("--peak", type=float, required=True)
     pk.add_argument("--batches", default="128,64,32,16")
     pk.add_argument("--steps", type=int, default=8)
-    pk.add_argument("--timeout", type=int, default=150)
+    pk.add_argument("--timeout", type=int, default=60)
     pk.add_argument("--workdir", default="runs/gpt2_cuda")
     pt = sub.add_parser("torch")
     pt.add_argument("--batch", type=int, required=True)
@@ -263,8 +272,8 @@ def main():
     pa.add_argument("keel")
     pa.add_argument("--out", default="runs/gpt2_cuda")
     pa.add_argument("--batches", default="128,64,32,16")
-    pa.add_argument("--keel-timeout", type=int, default=240)
-    pa.add_argument("--torch-timeout", type=int, default=180)
+    pa.add_argument("--keel-timeout", type=int, default=110)
+    pa.add_argument("--torch-timeout", type=int, default=100)
     args = parser.parse_args()
     {"peak": lambda: peak(), "keel": lambda: keel(args), "torch": lambda: torch_bench(args),
      "all": lambda: all_parts(args)}[args.part]()

@@ -3,8 +3,9 @@
 # tests and example runs (bundle/run.sh), GPT on cuda against cpu end to end
 # (tests/device/cuda_e2e.py), compute-sanitizer's memcheck and racecheck on a 2-step run, then
 # the GPT-2 124M measurement against PyTorch (benchmarks/gpt2_cuda.py).
-# Each phase has its own time limit, so one that hangs leaves the rest their time; everything
-# goes to OUT as it happens (session.txt, each phase's logs in logs.tgz).
+# Each phase has its own time limit, so one that hangs leaves the rest their time, and the limits
+# add up to under the device tool's 600 s a command; everything goes to OUT as it happens
+# (session.txt, each phase's logs in logs.tgz). Exit status 1 when any phase failed.
 #
 #   bash scripts/device-session.sh BUNDLE OUT      (BUNDLE from: scripts/device-check.sh bundle)
 set -uo pipefail
@@ -22,6 +23,7 @@ exec "$bundle/bin/keel" "\$@"
 EOF
 chmod +x "$work/keel"
 
+failed=()
 phase() {  # NAME SECONDS COMMAND...
   local name=$1 limit=$2 start status
   shift 2
@@ -30,6 +32,7 @@ phase() {  # NAME SECONDS COMMAND...
   timeout --kill-after=5 "$limit" "$@"
   status=$?
   echo "=== $name: exit $status after $(($(date +%s) - start)) s"
+  [ "$status" = 0 ] || failed+=("$name")
   tar czf "$out/logs.tgz" --exclude='*.safetensors' --exclude='checkpoints' -C / "${work#/}" "${bundle#/}/runs" \
     2>/dev/null || true
 }
@@ -37,8 +40,8 @@ phase() {  # NAME SECONDS COMMAND...
 command -v compute-sanitizer >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 "$work/keel" --version
-phase bundle 150 bash "$bundle/run.sh" --require-gpu
-phase e2e 170 python3 "$repo/tests/device/cuda_e2e.py" "$work/keel" "$repo/examples/device/gpt-cuda.json" \
+phase bundle 90 bash "$bundle/run.sh" --require-gpu
+phase e2e 100 python3 "$repo/tests/device/cuda_e2e.py" "$work/keel" "$repo/examples/device/gpt-cuda.json" \
   "$work/e2e" --transformers
 # bf16, so that the tensor-core attention runs under the sanitizers too; one layer and 128
 # positions keep racecheck, which watches every shared-memory access, within its limit.
@@ -47,8 +50,9 @@ small=(run "$repo/examples/device/gpt-cuda.json" --set backend.precision=bf16 --
        --set data.val_batches=1 --set train.metrics_path="$work/san/metrics.jsonl"
        --set train.checkpoint.dir="$work/san/checkpoints")
 for tool in memcheck racecheck; do
-  phase "$tool" 90 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 "$work/keel" "${small[@]}"
+  phase "$tool" 50 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 "$work/keel" "${small[@]}"
 done
-phase bench 330 python3 "$repo/benchmarks/gpt2_cuda.py" all "$work/keel" --out "$work/bench"
+phase bench 280 python3 "$repo/benchmarks/gpt2_cuda.py" all "$work/keel" --out "$work/bench"
 cp "$work/bench/gpt2_cuda.json" "$out/" 2>/dev/null
-echo "=== done $(date -u +%H:%M:%S)"
+echo "=== done $(date -u +%H:%M:%S)${failed[*]:+; failed: ${failed[*]}}"
+[ ${#failed[@]} = 0 ]

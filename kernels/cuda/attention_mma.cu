@@ -44,11 +44,15 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
 
 // d += a·b for a 16×16 A (row-major fragment), a 16×8 B (column-major), fp32 accumulators.
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // bf16 mma.sync needs sm_80; the backend refuses older GPUs at create
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Rows r0.. r0+63 of a (T, stride) bf16 matrix, columns 0..63, into tile[row][col] (pitch

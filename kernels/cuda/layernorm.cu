@@ -3,6 +3,7 @@
 // second pass, as kernels/cpu does. dweight and dbias sum over rows, which would take atomics
 // if rows wrote them; instead blocks sum fixed chunks of rows into scratch and a last kernel
 // adds the chunks in order, so the sums come out the same on every run.
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -73,7 +74,8 @@ __global__ void layernorm_backward_inp_kernel(T* dinp, const T* dout, const T* i
 constexpr int kRowGroups = 16;
 constexpr int64_t kChunkRows = 256;
 
-int64_t chunks_of(int64_t N) { return (N + kChunkRows - 1) / kChunkRows; }
+__host__ __device__ inline int64_t chunks_of_rows(int64_t N) { return (N + kChunkRows - 1) / kChunkRows; }
+int64_t chunks_of(int64_t N) { return chunks_of_rows(N); }
 
 template <typename T>
 __global__ void layernorm_params_partial_kernel(float* partial_w, float* partial_b, const T* dout, const T* inp,
@@ -81,26 +83,29 @@ __global__ void layernorm_params_partial_kernel(float* partial_w, float* partial
   __shared__ float sum_w[kRowGroups][33];
   __shared__ float sum_b[kRowGroups][33];
   const int64_t i = blockIdx.x * int64_t(32) + threadIdx.x;
-  const int64_t first = blockIdx.y * kChunkRows, end = first + kChunkRows < N ? first + kChunkRows : N;
-  float w = 0.0f, b = 0.0f;
-  if (i < C) {
-    for (int64_t n = first + threadIdx.y; n < end; n += kRowGroups) {
-      const float g = load(dout + n * C + i);
-      b += g;
-      w += (load(inp + n * C + i) - mean[n]) * rstd[n] * g;
+  for (int64_t chunk = blockIdx.y; chunk < chunks_of_rows(N); chunk += gridDim.y) {  // past 65535 chunks
+    const int64_t first = chunk * kChunkRows, end = first + kChunkRows < N ? first + kChunkRows : N;
+    float w = 0.0f, b = 0.0f;
+    if (i < C) {
+      for (int64_t n = first + threadIdx.y; n < end; n += kRowGroups) {
+        const float g = load(dout + n * C + i);
+        b += g;
+        w += (load(inp + n * C + i) - mean[n]) * rstd[n] * g;
+      }
     }
-  }
-  sum_w[threadIdx.y][threadIdx.x] = w;
-  sum_b[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y == 0 && i < C) {
-    float w_sum = 0.0f, b_sum = 0.0f;
-    for (int r = 0; r < kRowGroups; ++r) {
-      w_sum += sum_w[r][threadIdx.x];
-      b_sum += sum_b[r][threadIdx.x];
+    sum_w[threadIdx.y][threadIdx.x] = w;
+    sum_b[threadIdx.y][threadIdx.x] = b;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < C) {
+      float w_sum = 0.0f, b_sum = 0.0f;
+      for (int r = 0; r < kRowGroups; ++r) {
+        w_sum += sum_w[r][threadIdx.x];
+        b_sum += sum_b[r][threadIdx.x];
+      }
+      partial_w[chunk * C + i] = w_sum;
+      partial_b[chunk * C + i] = b_sum;
     }
-    partial_w[blockIdx.y * C + i] = w_sum;
-    partial_b[blockIdx.y * C + i] = b_sum;
+    __syncthreads();  // sum_w and sum_b are read before the next chunk writes them
   }
 }
 
@@ -164,38 +169,41 @@ __global__ void layernorm_params_partial_x8_kernel(float* partial_w, float* part
   __shared__ float sum_w[kRowGroups][32 * 8];
   __shared__ float sum_b[kRowGroups][32 * 8];
   const int64_t col = (blockIdx.x * int64_t(32) + threadIdx.x) * 8;
-  const int64_t first = blockIdx.y * kChunkRows, end = first + kChunkRows < N ? first + kChunkRows : N;
-  float w[8] = {}, b[8] = {};
-  if (col < C) {
-    for (int64_t n = first + threadIdx.y; n < end; n += kRowGroups) {
-      float gi[8], xi[8];
-      load8(gi, dout + n * C + col);
-      load8(xi, inp + n * C + col);
-      const float m = mean[n], s = rstd[n];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        b[k] += gi[k];
-        w[k] += (xi[k] - m) * s * gi[k];
+  for (int64_t chunk = blockIdx.y; chunk < chunks_of_rows(N); chunk += gridDim.y) {  // past 65535 chunks
+    const int64_t first = chunk * kChunkRows, end = first + kChunkRows < N ? first + kChunkRows : N;
+    float w[8] = {}, b[8] = {};
+    if (col < C) {
+      for (int64_t n = first + threadIdx.y; n < end; n += kRowGroups) {
+        float gi[8], xi[8];
+        load8(gi, dout + n * C + col);
+        load8(xi, inp + n * C + col);
+        const float m = mean[n], s = rstd[n];
+  #pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          b[k] += gi[k];
+          w[k] += (xi[k] - m) * s * gi[k];
+        }
       }
     }
-  }
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    sum_w[threadIdx.y][threadIdx.x * 8 + k] = w[k];
-    sum_b[threadIdx.y][threadIdx.x * 8 + k] = b[k];
-  }
-  __syncthreads();
-  if (threadIdx.y == 0 && col < C) {
-#pragma unroll
+  #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      float w_sum = 0.0f, b_sum = 0.0f;
-      for (int r = 0; r < kRowGroups; ++r) {
-        w_sum += sum_w[r][threadIdx.x * 8 + k];
-        b_sum += sum_b[r][threadIdx.x * 8 + k];
-      }
-      partial_w[blockIdx.y * C + col + k] = w_sum;
-      partial_b[blockIdx.y * C + col + k] = b_sum;
+      sum_w[threadIdx.y][threadIdx.x * 8 + k] = w[k];
+      sum_b[threadIdx.y][threadIdx.x * 8 + k] = b[k];
     }
+    __syncthreads();
+    if (threadIdx.y == 0 && col < C) {
+  #pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        float w_sum = 0.0f, b_sum = 0.0f;
+        for (int r = 0; r < kRowGroups; ++r) {
+          w_sum += sum_w[r][threadIdx.x * 8 + k];
+          b_sum += sum_b[r][threadIdx.x * 8 + k];
+        }
+        partial_w[chunk * C + col + k] = w_sum;
+        partial_b[chunk * C + col + k] = b_sum;
+      }
+    }
+    __syncthreads();  // sum_w and sum_b are read before the next chunk writes them
   }
 }
 
@@ -222,12 +230,12 @@ void layernorm_backward_typed(T* dinp, float* dweight, float* dbias, const T* do
     float* partial_b = scratch + chunks * C;
     if constexpr (kBf16)
       if (x8) {
-        const dim3 grid(static_cast<unsigned>((C + 255) / 256), static_cast<unsigned>(chunks));
+        const dim3 grid(static_cast<unsigned>((C + 255) / 256), static_cast<unsigned>(std::min<int64_t>(chunks, 65535)));
         layernorm_params_partial_x8_kernel<<<grid, dim3(32, kRowGroups), 0, stream>>>(partial_w, partial_b, dout, inp,
                                                                                       mean, rstd, N, C);
       }
     if (!x8) {
-      const dim3 grid(static_cast<unsigned>((C + 31) / 32), static_cast<unsigned>(chunks));
+      const dim3 grid(static_cast<unsigned>((C + 31) / 32), static_cast<unsigned>(std::min<int64_t>(chunks, 65535)));
       layernorm_params_partial_kernel<<<grid, dim3(32, kRowGroups), 0, stream>>>(partial_w, partial_b, dout, inp, mean,
                                                                                  rstd, N, C);
     }

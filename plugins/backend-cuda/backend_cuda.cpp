@@ -195,9 +195,14 @@ keel_status run(void* backend, Body&& body, const char* op = __builtin_FUNCTION(
     check_cuda(cudaSetDevice(b->device), "cudaSetDevice(" + std::to_string(b->device) + ")");
     if (!b->profile) return body(*b);
     counted_flops = 0.0;
-    b->profile->begin(op);
-    body(*b);
-    b->profile->end(counted_flops);
+    const keel_cuda::OpProfile::Timing timing = b->profile->begin(op);
+    try {
+      body(*b);
+    } catch (...) {
+      b->profile->cancel(timing);
+      throw;
+    }
+    b->profile->end(timing, counted_flops);
   });
 }
 
@@ -658,6 +663,7 @@ keel_status attention_gqa_backward_dt(void* backend, keel_dtype dt, void* dqkv, 
     const Elem e = elem_of(dt, "attention_gqa_backward");
     require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_backward");
     attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH, NKV);
+    count_flops(4.0 * B * T * T * C);
   });
 }
 

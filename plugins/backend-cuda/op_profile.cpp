@@ -30,7 +30,6 @@ OpProfile::~OpProfile() {
     cudaEventDestroy(p.stop);
   }
   for (cudaEvent_t e : spare_) cudaEventDestroy(e);
-  if (open_start_) cudaEventDestroy(open_start_);
 }
 
 cudaEvent_t OpProfile::take_event() {
@@ -44,21 +43,24 @@ cudaEvent_t OpProfile::take_event() {
   return e;
 }
 
-void OpProfile::begin(const char* op) {
+OpProfile::Timing OpProfile::begin(const char* op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  open_op_ = op;
-  open_start_ = take_event();
-  cudaEventRecord(open_start_, stream_);
+  const Timing timing{op, take_event()};
+  cudaEventRecord(timing.start, stream_);
+  return timing;
 }
 
-void OpProfile::end(double flops) {
+void OpProfile::end(const Timing& timing, double flops) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!open_start_) return;
   cudaEvent_t stop = take_event();
   cudaEventRecord(stop, stream_);
-  pending_.push_back(Pending{open_op_, open_start_, stop, flops});
-  open_start_ = nullptr;
+  pending_.push_back(Pending{timing.op, timing.start, stop, flops});
   if (pending_.size() >= kDrainAt) drain();
+}
+
+void OpProfile::cancel(const Timing& timing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  spare_.push_back(timing.start);
 }
 
 void OpProfile::drain() {

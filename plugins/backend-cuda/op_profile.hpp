@@ -24,9 +24,15 @@ class OpProfile {
   OpProfile(const OpProfile&) = delete;
   OpProfile& operator=(const OpProfile&) = delete;
 
-  // Around one slot call: `begin` before it enqueues work, `end` after, with the FLOPs it counts.
-  void begin(const char* op);
-  void end(double flops);
+  // Around one slot call: `begin` before it enqueues work, then `end` after it with the FLOPs it
+  // counts, or `cancel` when it threw. Calls on several threads each hold their own Timing.
+  struct Timing {
+    const char* op;
+    cudaEvent_t start;
+  };
+  Timing begin(const char* op);
+  void end(const Timing& timing, double flops);
+  void cancel(const Timing& timing);
 
   // The table, a header line then one line per op, longest first, and a total line:
   //   op, calls, GPU ms, share of the total, TFLOP, TFLOP/s, % of `peak_flops`.
@@ -49,8 +55,6 @@ class OpProfile {
   std::mutex mutex_;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> spare_;
-  const char* open_op_ = nullptr;
-  cudaEvent_t open_start_ = nullptr;
   std::map<std::string, Row> rows_;
 };
 

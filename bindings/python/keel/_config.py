@@ -61,10 +61,18 @@ def with_run_folder(config, resume):
     versions = [int(m.group(1)) for m in (re.fullmatch(r"version_(\d+)", name)
                                           for name in (os.listdir(root) if os.path.isdir(root) else [])) if m]
     if resume == "latest":
-        version = max(versions, default=0)
+        folder = os.path.join(root, f"version_{max(versions, default=0)}")
     else:
+        # Claimed here, not at the first train(): two trainers built side by side (a sweep, two
+        # processes) get different folders.
         version = max(versions, default=-1) + 1
-    folder = os.path.join(root, f"version_{version}")
+        while True:
+            folder = os.path.join(root, f"version_{version}")
+            try:
+                os.makedirs(folder)
+                break
+            except FileExistsError:
+                version += 1
     train = dict(train, metrics_path=os.path.join(folder, "metrics.jsonl"),
                  tensorboard_dir=os.path.join(folder, "tb"),
                  checkpoint=dict(checkpoint, dir=os.path.join(folder, "checkpoints")))

@@ -106,6 +106,10 @@ def run_with_callbacks(trainer, train, steps, callback, callbacks):
     trainer.should_stop = False
     for c in callbacks:
         c.on_train_start(trainer)
+    if trainer.should_stop:  # a hook stopped it before the first step
+        for c in callbacks:
+            c.on_train_end(trainer)
+        return
 
     def on_step(metrics):
         for c in callbacks:

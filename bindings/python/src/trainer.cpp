@@ -154,7 +154,7 @@ py::dict metrics_dict(const keel_step_metrics& m) {
   phases["backward"] = m.backward_ms;
   phases["optimizer"] = m.optimizer_ms;
   d["time_ms"] = phases;
-  if (std::isfinite(m.val_loss)) d["val_loss"] = m.val_loss;  // the step evaluated
+  if (!std::isnan(m.val_loss)) d["val_loss"] = m.val_loss;  // the step evaluated (an inf loss too)
   if (m.checkpoint) d["checkpoint"] = std::string(m.checkpoint);  // the step saved
   return d;
 }
@@ -220,7 +220,15 @@ void bind_trainer(py::module_& module) {
             py::module_::import("sys").attr("stdout").attr("flush")();
             const keel_status status =
                 t.released([&] { return keel_trainer_train(t.handle(), steps, on_step, &progress); });
-            if (progress.error) std::rethrow_exception(progress.error);
+            if (progress.error) {
+              // The callback's exception goes first; a failure after it (the save of an
+              // interrupt) must not vanish with it.
+              if (status != KEEL_OK)
+                py::module_::import("warnings").attr("warn")(
+                    "Trainer.train: after the callback stopped training: " + std::string(keel_last_error()),
+                    py::module_::import("builtins").attr("RuntimeWarning"));
+              std::rethrow_exception(progress.error);
+            }
             check(status);
           },
           py::arg("steps") = py::none(), py::arg("callback") = py::none(),

@@ -70,6 +70,15 @@ def test_hooks_run_in_order_and_see_exceptions(config, tmp_path):
     trainer.train()  # at train.steps already: no step, the hooks still open and close
     assert [e[0] for e in recorder.events[-2:]] == ["start", "end"]
 
+    class StopAtStart(keel.Callback):
+        def on_train_start(self, trainer):
+            trainer.should_stop = True
+
+    stopped = Recorder()
+    fresh = keel.Trainer(cfg, callbacks=[StopAtStart(), stopped])
+    fresh.train()
+    assert fresh.global_step == 0 and [e[0] for e in stopped.events] == ["start", "end"]
+
     def fail(metrics):
         raise RuntimeError("from the callback")
 

@@ -30,11 +30,17 @@ def test_each_run_of_a_pathless_dict_gets_its_own_version_folder(config, tmp_pat
     assert sorted(os.listdir("runs/run")) == ["version_0", "version_1"]
     assert [r["step"] for r in records("runs/run/version_0/metrics.jsonl")] == [1, 2]  # not truncated
     assert [r["step"] for r in records("runs/run/version_1/metrics.jsonl")] == [1, 2, 3]
+    # Two trainers built before either trains (a sweep) still get folders of their own.
+    third, fourth = keel.Trainer(cfg), keel.Trainer(cfg)
+    third.train(1)
+    fourth.train(1)
+    assert [r["step"] for r in records("runs/run/version_2/metrics.jsonl")] == [1]
+    assert [r["step"] for r in records("runs/run/version_3/metrics.jsonl")] == [1]
     # A config that names an output path keeps it, as `keel run` would.
     named = dict(cfg, train=dict(cfg["train"], metrics_path=str(tmp_path / "mine.jsonl")))
     keel.Trainer(named).train(1)
     assert (tmp_path / "mine.jsonl").exists()
-    assert sorted(n for n in os.listdir("runs/run") if n.startswith("version_")) == ["version_0", "version_1"]
+    assert sorted(n for n in os.listdir("runs/run") if n.startswith("version_")) == [f"version_{i}" for i in range(4)]
 
 
 def test_resume_latest_continues_the_newest_run_exactly(config, tmp_path, monkeypatch):

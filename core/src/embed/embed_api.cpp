@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
 #include "loader/plugin_registry.h"
+#include "mesh/collectives.h"
 #include "session/run_session.h"
 #include "train/trainer.h"
 
@@ -45,6 +46,16 @@ keel_status embed_call(Body&& body) noexcept {
 
 void require(bool condition, const char* what) {
   if (!condition) throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, what);
+}
+
+// The step callback's answer every rank of `world` acts on: stop if any rank's callback asked
+// to, as an interrupt if any asked for that (one small sum per step on more than one rank), so
+// no rank leaves the loop, or saves, while another waits in the next step's collectives.
+int32_t agreed_answer(const keel::CommGroup& world, int32_t mine) {
+  if (world.alone()) return mine;
+  const double votes = keel::sum_in_rank_order(world, (mine == KEEL_STEP_INTERRUPTED ? 1024.0 : 0.0) + (mine ? 1.0 : 0.0));
+  if (votes >= 1024.0) return KEEL_STEP_INTERRUPTED;
+  return votes > 0 ? (mine ? mine : 1) : 0;
 }
 
 // Before a trainer's first step (or right after a load): its step count and tokens, nothing
@@ -155,15 +166,19 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
       trainer->last_checkpoint = outcome.checkpoint;
       trainer->last.checkpoint = outcome.checkpoint.empty() ? nullptr : trainer->last_checkpoint.c_str();
       answer = callback ? callback(&trainer->last, user_data) : 0;
+      answer = agreed_answer(t.mesh().world, answer);
       return answer != 0;
     };
     trainer->session->run(slice);
     // An interrupt (the callback's KEEL_STEP_INTERRUPTED: Ctrl-C in the caller's language) saves
-    // the step it stopped after where the config asks, unless the run has just saved it.
+    // the step it stopped after where the config asks, unless the run has just saved it; every
+    // rank agreed on the answer, so every rank takes part.
     const keel::CheckpointConfig& checkpoint = t.config().train.checkpoint;
     const bool saved = checkpoint.every > 0 && t.step() % checkpoint.every == 0;
-    if (answer == KEEL_STEP_INTERRUPTED && checkpoint.on_interrupt && !saved && t.step() > 0)
-      keel::save_checkpoint(t.state_view(), checkpoint.dir, checkpoint.keep);
+    if (answer == KEEL_STEP_INTERRUPTED && checkpoint.on_interrupt && !saved && t.step() > 0) {
+      trainer->last_checkpoint = keel::save_checkpoint(t.state_view(), checkpoint.dir, checkpoint.keep);
+      trainer->last.checkpoint = trainer->last_checkpoint.c_str();
+    }
   });
 }
 
