@@ -136,6 +136,40 @@ KEEL_API keel_status keel_trainer_logits(keel_trainer* trainer, const int32_t* t
 KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
                                            int32_t count, double temperature, uint64_t seed, int32_t* out_tokens);
 
+/* --- appended in 0.14 --- */
+
+/* Your own loop, on your own batches: `tokens` and `targets` are (batch, seq_len) row-major token
+   ids in [0, vocab), targets[i] the id position i should predict; seq_len is the run's data
+   seq_len, and batch at most data.micro_batch rows or a multiple of it (split into micro-batches
+   of that many). Every rank calls: under data parallelism each passes its own share, of the
+   same number of rows; the tensor- and pipeline-parallel ranks of one replica pass the same rows.
+   The ranks compare their batches first, so a bad one on any rank fails every rank alike.
+   forward_backward: the gradients of the batch from zero, and the loss the step will report (the
+   data-parallel mean); they stay readable with read_grad until optimizer_step consumes them
+   (another forward_backward, a step or a load drops them). optimizer_step: the update from them, as a
+   step makes it (gradient norm, train.grad_clip, the scheduled learning rate, the strategy), and
+   the step's metrics. step_on: both at once. Not with a strategy whose replicas step on their
+   own (strategy.h 0.14): KEEL_ERR_UNIMPLEMENTED. */
+KEEL_API keel_status keel_trainer_forward_backward(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                                                   int32_t batch, int32_t seq_len, float* out_loss);
+/* Parameter `name`'s gradient from the last forward_backward as the update will see it, into
+   host memory (count: its element count): at one data-parallel rank any strategy's; at more,
+   ddp's (the data-parallel mean) and diloco's or edit's (the replica's own), others refused
+   (ZeRO holds reduced pieces, topk and powersgd compress); a tensor split by tensor parallelism
+   is refused as read_param refuses it. */
+KEEL_API keel_status keel_trainer_read_grad(keel_trainer* trainer, const char* name, float* dst, size_t count);
+KEEL_API keel_status keel_trainer_optimizer_step(keel_trainer* trainer, keel_step_metrics* out_metrics);
+KEEL_API keel_status keel_trainer_step_on(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                                          int32_t batch, int32_t seq_len, keel_step_metrics* out_metrics);
+/* verbose 1 (the default): keel_trainer_train prints the run's header, progress and notes on
+   stdout as `keel run` does; 0: nothing there (the metrics file and TensorBoard events are
+   written either way, warnings and errors still reach stderr). From the next train call. */
+KEEL_API keel_status keel_trainer_set_verbose(keel_trainer* trainer, int32_t verbose);
+/* The least severe log line the process prints on stderr from now on, for every trainer and
+   plugin: 0 debug, 1 info, 2 warn, 3 error (keel/host.h's KEEL_LOG_*); the default is the
+   KEEL_LOG_LEVEL variable's, else info. */
+KEEL_API keel_status keel_set_log_level(int32_t level);
+
 #ifdef __cplusplus
 }
 #endif

@@ -191,6 +191,22 @@ typedef struct keel_strategy_api {
      host: no estimate (a strategy that never forms the dp mean of the gradients, or one that
      reduces each micro-batch as it completes and never holds the step's local gradient). */
   keel_status (*local_grad_sq_norm)(void* strategy, double* out_sum_squares);
+
+  /* --- appended in 0.14 --- */
+  /* Replicas that step on their own (A-EDiT; docs/comm-efficient.md). NULL, or *out_independent
+     0: the data-parallel replicas step together, as every strategy before 0.14. 1: between syncs
+     each replica takes steps at its own pace with no data-parallel communication, so the core
+     reduces nothing over the data-parallel group in a step (the loss, the norm grad_sq_norm
+     returns and the finiteness check are the replica's own) and asks sync_reached after each
+     step. Asked once, after create; the same answer on every rank. */
+  keel_status (*independent_replicas)(void* strategy, int32_t* out_independent);
+  /* With independent replicas, after each step, a skipped one too (train.on_nonfinite "skip":
+     no step call, but its time passed): *out_reached 1 when the interval closed with it; the
+     strategy then does what its sync needs. Every replica closes the same intervals in the same
+     order, each after its own number of steps. At each, the core makes one collective over the world, in which the
+     replicas agree the run's step and tokens and whether to evaluate, save, stop or end: to the
+     core an interval is one step. */
+  keel_status (*sync_reached)(void* strategy, int32_t* out_reached);
 } keel_strategy_api;
 
 #ifdef __cplusplus

@@ -33,11 +33,15 @@
         times and the checkpoint it saved (embed.h keel_step_metrics); train runs to the config's
         train.steps (KEEL_TRAIN_TO_CONFIGURED_STEPS); a callback stops as an interrupt
         (KEEL_STEP_INTERRUPTED, saving under train.checkpoint.on_interrupt); load takes "latest"
-        and save a NULL root (the config's checkpoint folder). */
+        and save a NULL root (the config's checkpoint folder).
+   0.14: replicas that step on their own between syncs (strategy.h independent_replicas,
+        sync_reached): A-EDiT, whose replicas sync on time, each after its own number of steps;
+        your own loop on your own batches (embed.h keel_trainer_forward_backward, read_grad,
+        optimizer_step, step_on). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 13
+#define KEEL_ABI_VERSION_MINOR 14
 
 #endif

@@ -15,6 +15,32 @@
 
 namespace keel_diloco {
 
+// A-EDiT's keys: "sync_seconds" (an interval is that much training time on each replica, not a
+// step count) and "simulated_step_seconds" (a step's time on dp rank r is entry r mod n instead
+// of the clock's: the same intervals on every run, for tests and for stragglers by design).
+void parse_time_intervals(keel_support::JsonSection& section, Config& config) {
+  const bool steps_given = section.has("sync_every");
+  config.sync_seconds = section.get_in_range<double>("sync_seconds", 0.0, 0.0, 86400.0);
+  if (config.sync_seconds > 0 && steps_given)
+    throw keel_support::ConfigError(section.path_of("sync_seconds") + ": an interval is either sync_every steps or "
+                                    "sync_seconds of training time (A-EDiT), not both; remove one");
+  if (!section.has("simulated_step_seconds")) return;
+  const nlohmann::json& times = section.raw("simulated_step_seconds");
+  const std::string where = section.path_of("simulated_step_seconds");
+  if (config.sync_seconds <= 0)
+    throw keel_support::ConfigError(where + ": only with sync_seconds (A-EDiT's time-based intervals)");
+  if (!times.is_array() || times.empty() || times.size() > 4096)
+    throw keel_support::ConfigError(where + ": expected an array of 1 to 4096 step times in seconds, found " +
+                                    times.dump());
+  for (size_t i = 0; i < times.size(); ++i) {
+    const double t = times[i].is_number() ? times[i].get<double>() : -1.0;
+    if (!(t > 0 && t <= 86400.0))
+      throw keel_support::ConfigError(where + "[" + std::to_string(i) + "]: expected seconds in (0, 86400], found " +
+                                      times[i].dump());
+    config.simulated_step_seconds.push_back(t);
+  }
+}
+
 Config parse_config(const char* config_json, const char* json_path, bool edit) {
   auto section = keel_support::JsonSection::parse(config_json, json_path);
   section.allow("plugin");
@@ -35,6 +61,7 @@ Config parse_config(const char* config_json, const char* json_path, bool edit) {
     config.penalty.anomaly_z = section.get_in_range<double>("anomaly_z", config.penalty.anomaly_z, 0.0, 100.0);
     config.penalty.weighted_average = section.get<bool>("weighted_average", config.penalty.weighted_average);
     config.clip_norm = section.get_in_range<double>("clip_norm", config.clip_norm, 0.0, 1e6);
+    parse_time_intervals(section, config);
   }
   if (config.nesterov && config.outer_momentum == 0.0)
     throw keel_support::ConfigError(section.path_of("outer_momentum") +
@@ -81,6 +108,18 @@ keel_status read_own_state(void* handle, int32_t index, float* dst) {
 keel_status write_own_state(void* handle, int32_t index, const float* src) {
   return Slots::with(handle, [&](Diloco& s) { s.write_own_state(index, src); });
 }
+keel_status independent_replicas(void* handle, int32_t* out) {
+  return Slots::with(handle, [&](Diloco& s) {
+    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "independent_replicas: out is NULL");
+    *out = s.independent_replicas() ? 1 : 0;
+  });
+}
+keel_status sync_reached(void* handle, int32_t* out) {
+  return Slots::with(handle, [&](Diloco& s) {
+    if (!out) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "sync_reached: out is NULL");
+    *out = s.sync_reached() ? 1 : 0;
+  });
+}
 
 template <bool kEdit>
 keel_strategy_api make_table() {
@@ -89,6 +128,8 @@ keel_strategy_api make_table() {
   table.own_state_info = own_state_info;
   table.read_own_state = read_own_state;
   table.write_own_state = write_own_state;
+  table.independent_replicas = independent_replicas;
+  table.sync_reached = sync_reached;
   return table;
 }
 
@@ -101,7 +142,8 @@ const keel_plugin_info kInfos[] = {
                               "pseudo-gradient through an outer SGD or Nesterov step"),
     keel_support::plugin_info(KEEL_KIND_STRATEGY, "edit", "0.1.0", &kEdit,
                               "EDiT: DiLoCo's intervals with layer-wise syncs in the next forward and the pseudo-gradient "
-                              "penalty (anomaly elimination, weighted averaging, clipping)")};
+                              "penalty (anomaly elimination, weighted averaging, clipping); with sync_seconds, "
+                              "A-EDiT: replicas step at their own pace and sync on training time")};
 
 const keel_plugin_list kList = keel_support::plugin_list(kInfos);
 

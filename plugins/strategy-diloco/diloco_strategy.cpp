@@ -59,6 +59,12 @@ Diloco::Diloco(const keel_host* host, const keel_strategy_create_args& args, Con
       norm_scalar_(store_.backend().alloc_bytes(sizeof(double))),
       start_(size_t(store_.layout().full_elements), 0.0f),
       momentum_(size_t(store_.layout().full_elements), 0.0f) {
+  // Each rank reads its own clock: the tp ranks of one replica would close their intervals after
+  // different steps and wait for each other in different collectives.
+  if (independent_replicas() && config_.simulated_step_seconds.empty() && args.tp_size > 1)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "sync_seconds on the clock needs parallel.tp 1 (this run has " +
+                                                  std::to_string(args.tp_size) + "): the tensor-parallel ranks of a "
+                                                  "replica would each close their intervals after different steps");
   own_state_names_.push_back("params");
   for (int32_t slot = 0; slot < store_.n_state_slots(); ++slot)
     own_state_names_.push_back("optimizer_state." + std::to_string(slot));
@@ -70,10 +76,14 @@ Diloco::Diloco(const keel_host* host, const keel_strategy_create_args& args, Con
     pending_.assign(store_.layout().layers.size(), 0);
     statistics_.assign(store_.layout().layers.size(), NormStatistics{});
   }
+  const std::string interval = independent_replicas()
+                                   ? std::to_string(config_.sync_seconds) + " s of each replica's training time (A-EDiT" +
+                                         (config_.simulated_step_seconds.empty() ? "" : ", simulated step times") + ")"
+                                   : std::to_string(config_.sync_every) + " inner steps";
   keel_logf(host, KEEL_LOG_INFO, config_.edit ? "strategy edit" : kSource,
-            "%d ranks: %lld inner steps per interval, outer %s lr %g momentum %g%s", int(dp_size_),
-            (long long)config_.sync_every, config_.nesterov ? "nesterov" : "sgd", config_.outer_lr,
-            config_.outer_momentum, config_.edit ? "; layer-wise syncs in the forward, pseudo-gradient penalty" : "");
+            "%d ranks: %s per interval, outer %s lr %g momentum %g%s", int(dp_size_), interval.c_str(),
+            config_.nesterov ? "nesterov" : "sgd", config_.outer_lr, config_.outer_momentum,
+            config_.edit ? "; layer-wise syncs in the forward, pseudo-gradient penalty" : "");
 }
 
 void Diloco::acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) {
@@ -89,12 +99,17 @@ void Diloco::begin_microbatch(int32_t index, int32_t /*is_last*/) const {
   if (index < 0) invalid("begin_microbatch: index is negative");
 }
 
-void Diloco::zero_grads() { store_.backend().fill_zero(store_.grads(), store_.grad_elements()); }
+void Diloco::zero_grads() {
+  step_started_ = std::chrono::steady_clock::now();  // a step begins here (the core's first call)
+  sync_seconds_in_step_ = 0;
+  store_.backend().fill_zero(store_.grads(), store_.grad_elements());
+}
 
-// The dp-mean of the local sums of squares, so every rank clips alike and logs the same norm.
+// The dp-mean of the local sums of squares, so every rank clips alike and logs the same norm;
+// A-EDiT's replicas, which do not step together, each their own.
 double Diloco::grad_sq_norm() {
   double sum_squares = store_.counted_grad_sum_squares();
-  if (dp_size_ == 1) return sum_squares;
+  if (dp_size_ == 1 || independent_replicas()) return sum_squares;
   const keel_support::BackendOps& backend = store_.backend();
   backend.copy_bytes(norm_scalar_.get(), &sum_squares, sizeof(double), KEEL_COPY_HOST_TO_DEVICE);
   check_callee(dp_comm_->all_reduce(dp_comm_obj_, norm_scalar_.get(), norm_scalar_.get(), 1, kFloat64, KEEL_REDUCE_SUM,
@@ -115,10 +130,32 @@ void Diloco::step(const keel_strategy_step_args& args) {
   if (!started_) remember_start();
   if (config_.edit) sync_pending_layers();  // a layer the forward never used (none in gpt or llama)
   store_.step_owned(args);
-  // The cadence follows the global step count, so a resumed run syncs on the same steps.
-  if (args.step % config_.sync_every != 0) return;
+  // By steps, the cadence follows the global step count, so a resumed run syncs on the same
+  // steps; by time (A-EDiT), sync_reached decides.
+  if (!independent_replicas() && args.step % config_.sync_every == 0) close_interval();
+}
+
+void Diloco::close_interval() {
   if (!config_.edit) return outer_step();
   for (size_t l = 0; l < pending_.size(); ++l) pending_[l] = store_.layout().layers[l].numel > 0 ? 1 : 0;
+}
+
+// A-EDiT: every replica closes its intervals in the same order, so the syncs' collectives match.
+// A step's time runs from zero_grads to here, less the layer syncs' own (waiting for slower
+// replicas is not training time); a skipped step's time counts too. An interval restarts from
+// zero: the core saves only at syncs, so nothing of it needs saving.
+bool Diloco::sync_reached() {
+  if (!independent_replicas()) return false;
+  const std::vector<double>& simulated = config_.simulated_step_seconds;
+  interval_seconds_ += !simulated.empty()
+                           ? simulated[size_t(dp_rank_) % simulated.size()]
+                           : std::chrono::duration<double>(std::chrono::steady_clock::now() - step_started_).count() -
+                                 sync_seconds_in_step_;
+  if (interval_seconds_ < config_.sync_seconds * (1 - 1e-12)) return false;  // 4 × 0.1 s closes 0.4 s
+  interval_seconds_ = 0;
+  if (!started_) remember_start();  // every step so far was skipped: the interval started here
+  close_interval();
+  return true;
 }
 
 // average θ_i over ranks; Δ = start − average; momentum = μ·momentum + Δ;

@@ -19,6 +19,7 @@
 
 #include "pseudo_gradient_penalty.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ struct Config {
   bool edit = false;              // the "edit" plugin: layer-wise syncs with the penalty below
   PenaltyOptions penalty;         // edit: "anomaly_z" (3; 0 off), "weighted_average" (true)
   double clip_norm = 0;           // edit: "clip_norm", the averaged pseudo-gradient's per-layer norm bound (0 off)
+  // edit: "sync_seconds" > 0 is A-EDiT: an interval ends once a replica has trained that long
+  // (each after its own number of steps; strategy.h independent_replicas). Its training time
+  // is the clock's, from zero_grads to the end of step less the layer syncs, or with
+  // "simulated_step_seconds" a fixed time a step per dp rank.
+  double sync_seconds = 0;
+  std::vector<double> simulated_step_seconds;
 };
 Config parse_config(const char* config_json, const char* json_path, bool edit);
 
@@ -52,6 +59,10 @@ class Diloco {
   void zero_grads();
   double grad_sq_norm();
   void step(const keel_strategy_step_args& args);
+  // A-EDiT (strategy.h 0.14): replicas step on their own between syncs; sync_reached, asked
+  // after every step (a skipped one too), counts the step's time and closes the interval.
+  bool independent_replicas() const { return config_.sync_seconds > 0; }
+  bool sync_reached();
 
   // Own state: between syncs every rank's parameters and inner state differ, and the interval's
   // starting point and the outer momentum are the algorithm's own, so a checkpoint keeps them
@@ -87,6 +98,11 @@ class Diloco {
   std::vector<std::string> own_state_names_;
   std::vector<char> pending_;                // edit: per layer
   std::vector<NormStatistics> statistics_;   // edit: per layer
+  // A-EDiT: this replica's training time in the open interval, and the current step's clocks.
+  double interval_seconds_ = 0;
+  std::chrono::steady_clock::time_point step_started_;
+  double sync_seconds_in_step_ = 0;
+  void close_interval();  // the outer step, or (edit) every layer's sync marked for the next forward
 };
 
 }  // namespace keel_diloco

@@ -6,6 +6,7 @@
 #include <keel_support/abi_guard.hpp>
 #include <keel_support/backend_buffer.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -19,6 +20,12 @@ void Diloco::sync_pending_layers() {
 }
 
 void Diloco::sync_layer(int32_t layer) {
+  const auto started = std::chrono::steady_clock::now();
+  struct CountAsSyncTime {  // A-EDiT: waiting here for slower replicas is not training time
+    const std::chrono::steady_clock::time_point& started;
+    double& total;
+    ~CountAsSyncTime() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); }
+  } count_as_sync{started, sync_seconds_in_step_};
   pending_[size_t(layer)] = 0;
   const keel_support::LayerPlace& place = store_.layout().layers[size_t(layer)];
   const int64_t begin = place.full_offset, n = place.numel;

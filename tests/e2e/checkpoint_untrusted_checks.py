@@ -136,6 +136,17 @@ def check_numbers(work):
         (["strategy"], "ddp", r"manifest\.json: strategy: expected an object"),
         (["strategy_own_state"], [{"rank": -1, "name": "x", "count": 1, "file": "rank00000.safetensors", "key": "k"}],
          r"manifest\.json: strategy_own_state\[0\]\.rank: -1 is out of range"),
+        # replicas that step on their own (A-EDiT): one entry per replica, their steps making the run's
+        (["replica_positions"], {"dp_rank": 0}, r"manifest\.json: replica_positions: expected a list"),
+        (["replica_positions"], [], r"replica_positions: expected one entry for each of mesh\.dp's 1 replicas"),
+        (["replica_positions"], [{"dp_rank": 1, "replica_step": 2, "samples_taken": 0}],
+         r"replica_positions\[0\]\.dp_rank: 1 is out of range"),
+        (["replica_positions"], [{"dp_rank": 0, "replica_step": 2 ** 62 + 1, "samples_taken": 0}],
+         r"replica_positions\[0\]\.replica_step: 4611686018427387905 is out of range"),
+        (["replica_positions"], [{"dp_rank": 0, "replica_step": 7, "samples_taken": 0}],
+         r"replica_positions: the replicas' 7 steps over 1 replicas do not make the run's step 2"),
+        (["replica_positions"], [{"dp_rank": 0, "replica_step": 2, "samples_taken": "all"}],
+         r"replica_positions\[0\]\.samples_taken: expected an integer"),
     ]
     for path, value, pattern in cases:
         root, _ = work.copy(setter(path, value))

@@ -1,11 +1,11 @@
-# The communication-efficient strategies (topk, powersgd, diloco) under mpirun against their
-# bases: limiting cases equal to ddp, fewer bytes a step, bit-exact resume; the gradient noise scale
+# The communication-efficient strategies (topk, powersgd, diloco, edit, A-EDiT) under mpirun against
+# their bases: limiting cases equal to ddp, fewer bytes a step, bit-exact resume; the gradient noise scale
 # and data.batch_schedule; adamw8bit and adafactor: state bytes, resume, reshard, refusals
 # (comm_efficient_checks.py).
 # Skipped (77) where mpirun is missing.
 set(comm_efficient_checks)
 if(TARGET keel-ddp AND TARGET keel-diloco AND TARGET keel-sgd AND TARGET keel-zero)
-  list(APPEND comm_efficient_checks limits savings resume noise_scale batch_schedule)
+  list(APPEND comm_efficient_checks limits savings resume noise_scale batch_schedule async)
   if(TARGET keel-compact_optimizers AND TARGET keel-offload)
     list(APPEND comm_efficient_checks optimizers)
   endif()

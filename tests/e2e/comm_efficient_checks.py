@@ -22,6 +22,7 @@ against its base on the same seed and data (stdlib only):
   offload. (Their updates against PyTorch: tests/python/compact_optimizers_vs_torch.py.)"""
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -262,9 +263,108 @@ def check_optimizers(args, work):
         print(f"{tag}: refused ({expected})")
 
 
+def interval_rows(work, tag):
+    return {r["step"]: r for r in records(work, tag)}
+
+
+def check_async(args, work):
+    """A-EDiT: edit with sync_seconds, replicas stepping on their own between syncs (ABI 0.14)."""
+    tokens_per_step = 6 * 32  # data.micro_batch 6 at 2 ranks, T 32: one replica step
+    log = ["train.log_every=1", "train.grad_clip=0"]  # clipping by the replica's own norm differs from edit's dp mean
+    # 1. Every replica equally fast (simulated 1 s a step, 4 s intervals) is edit with sync_every 4:
+    #    each interval's loss is the mean of edit's 4 step losses, and the parameters are equal.
+    edit = {"plugin": "edit", "sync_every": 4, "anomaly_z": 1.0}
+    pc.run(args, 2, "ddp", work, "edit-4", log + strategy(edit))
+    same = dict(edit, sync_seconds=4, simulated_step_seconds=[1])
+    del same["sync_every"]
+    pc.run(args, 2, "ddp", work, "async-equal", log + strategy(same))
+    lockstep, intervals = pc.losses(work, "edit-4"), interval_rows(work, "async-equal")
+    assert sorted(intervals) == [4, 8, 12, 16, 20], f"equal speeds: intervals end at steps {sorted(intervals)}"
+    for step, row in intervals.items():
+        mean = sum(lockstep[s] for s in range(step - 3, step + 1)) / 4
+        assert abs(row["loss"] - mean) <= 1e-12 * abs(mean), f"step {step}: interval loss {row['loss']} vs edit's {mean}"
+        assert row["replica_steps"] == [4, 4] and row["tokens"] == step * 2 * tokens_per_step, row
+    final = records(work, "edit-4")[-1]
+    assert intervals[20]["val_loss"] == final["val_loss"], f"val_loss {intervals[20]['val_loss']} vs {final['val_loss']}"
+    assert pc.final_params(f"{work}/async-equal/step-00000020") == pc.final_params(f"{work}/edit-4/step-00000020"), \
+        "equal speeds: parameters differ from edit sync_every 4"
+    print("a-edit at equal speeds x2: 5 interval losses = edit sync_every 4's means, val_loss and parameters equal")
+
+    # 2. Rank 1 half as fast: 4 and 2 steps an interval, the run's step 3 further each time; a run
+    #    saved at step 12 (a sync, every layer's sync pending) and resumed is the straight one.
+    slow = {"plugin": "edit", "sync_seconds": 4, "simulated_step_seconds": [1, 2], "anomaly_z": 1.0, "clip_norm": 0.5}
+    sets = log + strategy(slow) + ["lr_schedule.decay_steps=21", "train.checkpoint.every=6"]
+    pc.run(args, 2, "ddp", work, "async-straight", sets, steps=21)
+    pc.run(args, 2, "ddp", work, "async-split", sets, steps=12)
+    manifest = json.load(open(f"{work}/async-split/step-00000012/manifest.json"))
+    assert manifest["replica_positions"] == [{"dp_rank": 0, "replica_step": 16, "samples_taken": 96},
+                                             {"dp_rank": 1, "replica_step": 8, "samples_taken": 48}], \
+        f"replica positions: {manifest['replica_positions']}"
+    pc.run(args, 2, "ddp", work, "async-split", sets, steps=21, resume="latest")
+    straight, split = interval_rows(work, "async-straight"), interval_rows(work, "async-split")
+    assert sorted(straight) == list(range(3, 22, 3)) == sorted(split), f"steps {sorted(straight)} / {sorted(split)}"
+    for step, row in straight.items():
+        assert row["replica_steps"] == [4, 2], f"step {step}: replica steps {row['replica_steps']}, expected [4, 2]"
+        assert row["tokens"] == step // 3 * 6 * tokens_per_step, f"step {step}: tokens {row['tokens']}"
+        assert split[step]["loss"] == row["loss"], f"step {step}: resumed loss {split[step]['loss']} vs {row['loss']}"
+    pa, pb = pc.final_params(f"{work}/async-straight/step-00000021"), pc.final_params(f"{work}/async-split/step-00000021")
+    assert pa == pb, f"resumed a-edit parameters differ by {params_differ(pa, pb):.2e}"
+    assert params_differ(pa, pc.final_params(f"{work}/edit-4/step-00000020")) > 1e-3, "unequal speeds changed nothing"
+    print("a-edit with rank 1 at half speed x2: [4, 2] steps an interval; 21 steps straight == 12 + resume + 9, "
+          "bit for bit")
+
+    # 3. The clock's own time at 3 ranks: the replicas' counts add up, the run ends at the first sync
+    #    past train.steps, it learns, and a resume at 2 ranks continues from the run's position.
+    clock = log + strategy({"plugin": "edit", "sync_seconds": 0.03}) + ["data.micro_batch=4"]
+    pc.run(args, 3, "ddp", work, "async-clock", clock, steps=30)
+    rows, done, previous = records(work, "async-clock"), 0, 0
+    for row in rows:  # the run's step: the replicas' steps over 3, at least one further each sync
+        done += sum(row["replica_steps"])
+        assert row["step"] == max(previous + 1, done // 3), f"step {row['step']} after {done} replica steps"
+        previous = row["step"]
+        assert row["tokens"] == done * 4 * 32, f"tokens {row['tokens']} after {done} replica steps"
+    assert rows[-1]["step"] >= 30 and rows[-2]["step"] < 30, f"ended at {rows[-1]['step']} (previous {rows[-2]['step']})"
+    assert rows[-1]["loss"] < rows[0]["loss"] - 0.3, f"the loss did not fall: {rows[0]['loss']} -> {rows[-1]['loss']}"
+    last = rows[-1]["step"]
+    p = pc.run(args, 2, "ddp", work, "async-clock", clock[:-1] + ["data.micro_batch=6"], steps=last + 10,
+               resume="latest")
+    assert "saved by another strategy or layout: every replica of this run continues from the run's step" in p.stderr, \
+        p.stderr[-1500:]
+    assert records(work, "async-clock")[-1]["step"] >= last + 10
+    print(f"a-edit on the clock x3: intervals of {[r['replica_steps'] for r in rows]} steps, ended at step {last}; "
+          "resumed at 2 ranks")
+
+    # 4. Non-finite steps: "stop" on one replica ends every rank with that replica's reason at the
+    #    next sync; "skip" goes on, each interval's loss over the steps whose update ran.
+    boom = log + strategy(slow) + ['optimizer={"plugin": "sgd", "lr": 1e6}']
+    p = pc.run(args, 2, "ddp", work, "async-stop", boom, steps=21, check=False)
+    reason = re.findall(r"keel: rank (\d) of 2: replica \d: step \d+: the (?:loss|gradient norm) is not finite", p.stderr)
+    assert p.returncode != 0 and sorted(reason) == ["0", "1"], f"exit {p.returncode}: {p.stderr[-1500:]}"
+    pc.run(args, 2, "ddp", work, "async-skip", boom + ["train.on_nonfinite=\"skip\""], steps=9)
+    rows = records(work, "async-skip")
+    assert [r["step"] for r in rows] == [3, 6, 9] and all(r.get("skipped") for r in rows), rows
+    print("a-edit non-finite: 'stop' ends both ranks with one replica's reason, 'skip' trains on to step 9")
+
+    # 5. Refusals, with the reason.
+    for tag, ranks, sets, expected in (
+            ("both", 2, strategy({"plugin": "edit", "sync_every": 4, "sync_seconds": 1}), "not both"),
+            ("sim-only", 2, strategy({"plugin": "edit", "simulated_step_seconds": [1]}), "only with sync_seconds"),
+            ("sim-bad", 2, strategy({"plugin": "edit", "sync_seconds": 1, "simulated_step_seconds": [0]}),
+             "simulated_step_seconds[0]: expected seconds in (0, 86400]"),
+            ("schedule", 2, strategy({"plugin": "edit", "sync_seconds": 1}) +
+             ["data.batch_schedule={\"max_global_batch\": 48}"], "remove data.batch_schedule"),
+            ("tp-clock", 2, strategy({"plugin": "edit", "sync_seconds": 1}) + ["parallel.tp=2"],
+             "sync_seconds on the clock needs parallel.tp 1")):
+        p = pc.run(args, ranks, "ddp", work, f"refused-{tag}", sets, steps=2, check=False)
+        assert p.returncode != 0 and expected in p.stdout + p.stderr, \
+            f"{tag}: expected a refusal naming '{expected}', got exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}"
+        print(f"{tag}: refused ({expected})")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["limits", "savings", "resume", "noise_scale", "batch_schedule", "optimizers"])
+    parser.add_argument("check", choices=["limits", "savings", "resume", "noise_scale", "batch_schedule", "optimizers",
+                                          "async"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
@@ -276,7 +376,7 @@ def main():
     try:
         {"limits": check_limits, "savings": check_savings, "resume": check_resume,
          "noise_scale": check_noise_scale, "batch_schedule": check_batch_schedule,
-         "optimizers": check_optimizers}[args.check](args, work)
+         "optimizers": check_optimizers, "async": check_async}[args.check](args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("OK")

@@ -47,6 +47,7 @@ from keel._keel import (
     register_data_source,
     register_optimizer,
     register_plugin_library,
+    set_log_level,
 )
 from keel._keel import Trainer as _ExtensionTrainer
 from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
@@ -58,15 +59,101 @@ class Trainer(_ExtensionTrainer):
         "\ncallbacks: keel.Callback instances (keel/callbacks.py) whose hooks run around train();\n"
         "a hook sets trainer.should_stop = True to stop after the step it runs in.")
 
-    def __init__(self, config, resume=None, callbacks=()):
+    def __init__(self, config, resume=None, callbacks=(), verbose=True):
         super().__init__(config, resume)
         self.callbacks = list(callbacks)
         self.should_stop = False
+        self.verbose = verbose
+
+    @property
+    def verbose(self):
+        """Whether train() prints the run's header, progress and notes on stdout as `keel run` does
+        (True, the default); False prints nothing there (the metrics file and TensorBoard events are
+        written either way; warnings still reach stderr, and keel.set_log_level("warn") quiets the
+        info lines of start-up)."""
+        return self._verbose
+
+    @verbose.setter
+    def verbose(self, value):
+        self._set_verbose(bool(value))
+        self._verbose = bool(value)
 
     def train(self, steps=None, callback=None):
         return run_with_callbacks(self, super().train, steps, callback, self.callbacks)
 
     train.__doc__ = _ExtensionTrainer.train.__doc__
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+        return False
+
+    def step(self, batch=None):
+        """One optimizer step; returns its metrics (step, loss, lr, grad_norm, tokens_per_s, mfu,
+        step_ms, tokens, time_ms). batch None: the next batch of the configured data. Otherwise
+        your own (this rank's share under mpirun; every rank calls): an integer array (batch,
+        seq_len + 1) whose rows are split into tokens [:, :-1] and targets [:, 1:]; a pair
+        (tokens, targets) or a dict {"tokens", "targets"}, each (batch, seq_len); or Hugging
+        Face's {"input_ids", "labels"} (both (batch, seq_len + 1), labels unshifted, as a
+        transformers model takes them). seq_len is data.seq_len, batch at most data.micro_batch or
+        a multiple of it. NumPy arrays, torch tensors, anything with __dlpack__, or nested lists."""
+        if batch is None:
+            return super().step()
+        return self._step_on(*_as_batch(batch))
+
+    def forward_backward(self, batch):
+        """The first half of step(batch): the gradients of `batch` (as step takes it) from zero, and
+        the loss the step will report. Read them with grad(name), then apply them with
+        optimizer_step(); another forward_backward or step replaces them."""
+        return self._forward_backward(*_as_batch(batch))
+
+
+def _as_ids(value):
+    """Token ids as a NumPy array: DLPack (torch, JAX, CuPy on the host) without a copy where it can."""
+    import numpy as np
+
+    if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
+        try:
+            return np.from_dlpack(value)
+        except (AttributeError, TypeError, RuntimeError, BufferError):
+            pass  # NumPy before 1.22, a tensor on a GPU, a dtype NumPy's DLPack does not take: copy below
+        if hasattr(value, "cpu"):
+            value = value.cpu()
+    ids = np.asarray(value)
+    if ids.dtype.kind in "iu" and ids.size and (ids.min() < 0 or ids.max() > 2**31 - 1):
+        raise ValueError(f"token ids must lie in [0, 2^31); found {ids.min()} .. {ids.max()}")
+    return ids
+
+
+def _as_batch(batch):
+    """(tokens, targets) from the forms Trainer.step(batch) takes."""
+    import collections.abc
+
+    import numpy as np
+
+    if isinstance(batch, collections.abc.Mapping):
+        if "tokens" in batch and "targets" in batch:
+            return _as_ids(batch["tokens"]), _as_ids(batch["targets"])
+        if "input_ids" in batch:
+            # Hugging Face's convention: labels line up with input_ids and the model shifts them,
+            # so position t learns labels[t + 1]; without labels, the ids themselves.
+            ids = _as_ids(batch["input_ids"])
+            labels = _as_ids(batch["labels"]) if "labels" in batch else ids
+            if ids.ndim != 2 or labels.shape != ids.shape or ids.shape[1] < 2:
+                raise ValueError(f"input_ids and labels must both be (batch, seq_len + 1); found {ids.shape} and "
+                                 f"{labels.shape}")
+            return ids[:, :-1], labels[:, 1:]
+        raise KeyError(f"a batch dict needs 'tokens' and 'targets', or 'input_ids' (and 'labels', Hugging Face's "
+                       f"unshifted ones); it has {sorted(batch)}")
+    if isinstance(batch, (tuple, list)) and len(batch) == 2 and np.ndim(batch[0]) == 2:
+        return _as_ids(batch[0]), _as_ids(batch[1])
+    rows = _as_ids(batch)
+    if rows.ndim != 2 or rows.shape[1] < 2:
+        raise ValueError(f"a batch array must be (batch, seq_len + 1) token ids, split into tokens and the targets one "
+                         f"position on; found shape {tuple(rows.shape)}")
+    return rows[:, :-1], rows[:, 1:]
 
 
 class Status(enum.IntEnum):
@@ -108,4 +195,5 @@ __all__ = [
     "register_data_source",
     "register_optimizer",
     "register_plugin_library",
+    "set_log_level",
 ]

@@ -89,7 +89,7 @@ py::array numpy_view(const keel_tensor& descriptor, py::handle base) {
 void bind_tensor(py::module_& module) {
   py::class_<Tensor>(module, "Tensor",
                      "A live tensor of a keel.Trainer (torch.from_dlpack(t) and numpy.asarray(t) share its\n"
-                     "memory). Valid until the trainer's next step, train, load or destruction.")
+                     "memory). Valid until the trainer's next step, train or load (close() keeps it alive).")
       .def_property_readonly("name", [](const Tensor& t) { return t.name; })
       .def_property_readonly("shape", [](const Tensor& t) { return shape_of(t.descriptor); })
       .def_property_readonly("dtype", [](const Tensor& t) { return dtype_name(t.descriptor.dtype); })

@@ -5,6 +5,7 @@
 #include <keel/types.h>
 #include <pybind11/numpy.h>
 
+#include <memory>
 #include <string>
 
 #include "keel_python.hpp"
@@ -15,6 +16,7 @@ struct Tensor {
   keel_tensor descriptor;
   std::string name;
   py::object owner;  // the keel.Trainer whose memory this is: kept alive with the tensor
+  std::shared_ptr<keel_trainer> native;  // and its native trainer, past Trainer.close()
 };
 
 // A NumPy array over the descriptor's memory, keeping `base` alive. Host memory only.

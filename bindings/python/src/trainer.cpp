@@ -3,6 +3,7 @@
 // trainer's lock held, taken after the GIL is let go: a thread waiting for a busy trainer never
 // holds the GIL that the busy thread's Python callbacks (data, optimizer, progress) need. The
 // lock is recursive, so a progress callback may read the trainer it is called from.
+#include <keel/host.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -38,7 +39,7 @@ class Trainer {
   // `resume`: None, "latest" (the newest checkpoint of the config's train.checkpoint.dir) or a
   // checkpoint folder, loaded once the trainer is built.
   Trainer(const py::object& config, const py::object& resume) {
-    keel_trainer* handle = nullptr;
+    keel_trainer* created = nullptr;
     const bool is_text = py::isinstance<py::str>(config) && starts_with_brace(config.cast<std::string>());
     if (is_text || py::isinstance(config, py::module_::import("collections.abc").attr("Mapping"))) {
       py::module_ config_module = py::module_::import("keel._config");
@@ -46,25 +47,67 @@ class Trainer {
           is_text ? config.cast<std::string>()
                   : config_module.attr("to_json_text")(config_module.attr("with_run_folder")(config, resume))
                         .cast<std::string>();
-      check(released([&] { return keel_trainer_create_from_json(json.c_str(), &handle); }));
+      check(released([&] { return keel_trainer_create_from_json(json.c_str(), &created); }));
     } else {
       const std::string path = py::module_::import("os").attr("fspath")(config).cast<std::string>();
-      check(released([&] { return keel_trainer_create_from_file(path.c_str(), &handle); }));
+      check(released([&] { return keel_trainer_create_from_file(path.c_str(), &created); }));
     }
-    handle_ = handle;
+    native_.reset(created, keel_trainer_destroy);
     if (resume.is_none()) return;
     const std::string checkpoint = py::module_::import("os").attr("fspath")(resume).cast<std::string>();
-    check(released([&] { return keel_trainer_load(handle_, checkpoint.c_str()); }));
+    check(released([&] { return keel_trainer_load(handle(), checkpoint.c_str()); }));
   }
-  ~Trainer() { keel_trainer_destroy(handle_); }
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  keel_trainer* handle() const { return handle_; }
+  // The native trainer; read inside released() (under the trainer's lock, which close() takes).
+  keel_trainer* handle() const {
+    if (!native_)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "this Trainer is closed (Trainer.close(), or the end of its with block)");
+    return native_.get();
+  }
+  // The native trainer, for a keel.Tensor over its memory: a closed Trainer's memory lives on
+  // until its last Tensor (and every NumPy or DLPack view of one) is gone.
+  std::shared_ptr<keel_trainer> share() {
+    std::shared_ptr<keel_trainer> copy;
+    check(released([&] {
+      handle();
+      copy = native_;
+      return KEEL_OK;
+    }));
+    return copy;
+  }
+  // Frees the native trainer (its memory, plugins and open files) now, or when the last
+  // keel.Tensor of it goes; every later call raises. A second close does nothing. Refused from
+  // inside a call of this trainer (a train callback, a Python plugin it runs).
+  void close() {
+    std::shared_ptr<keel_trainer> last;
+    bool inside = false;
+    {
+      py::gil_scoped_release no_gil;
+      std::lock_guard<std::recursive_mutex> lock(mutex_);  // waits for other threads' calls to end
+      inside = depth_ > 0;                                   // this thread's own call is under way
+      if (!inside) last.swap(native_);
+    }
+    if (inside)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.close: called inside a call of this trainer (a train "
+                                                 "callback or a Python plugin it runs); close it after that returns "
+                                                 "(a callback can stop training with a truthy return)");
+    // `last` (maybe the final owner) destroys the native trainer here, with the GIL held: a Python
+    // plugin's destructor may run.
+  }
+  bool closed() {
+    bool is_closed = false;
+    check(released([&] {
+      is_closed = !native_;
+      return KEEL_OK;
+    }));
+    return is_closed;
+  }
 
   int32_t vocab_size() {
     int32_t vocab = 0;
-    check(released([&] { return keel_trainer_vocab_size(handle_, &vocab); }));
+    check(released([&] { return keel_trainer_vocab_size(handle(), &vocab); }));
     return vocab;
   }
 
@@ -74,18 +117,23 @@ class Trainer {
     take_python_error();  // none from an earlier call may pass for this one's
     py::gil_scoped_release no_gil;
     std::lock_guard<std::recursive_mutex> lock(mutex_);
+    struct Depth {  // close() refuses while this thread is inside a call (a callback's re-entry)
+      int& depth;
+      explicit Depth(int& d) : depth(d) { ++depth; }
+      ~Depth() { --depth; }
+    } inside{depth_};
     return call();
   }
 
   const std::vector<ParamShape>& param_shapes() {
     if (!param_shapes_.empty()) return param_shapes_;
     size_t count = 0;
-    check(released([&] { return keel_trainer_param_count(handle_, &count); }));
+    check(released([&] { return keel_trainer_param_count(handle(), &count); }));
     std::vector<ParamShape> shapes(count);
     for (size_t i = 0; i < count; ++i) {
       keel_param_info info{};
       info.struct_size = sizeof(info);
-      check(released([&] { return keel_trainer_param_info(handle_, i, &info); }));
+      check(released([&] { return keel_trainer_param_info(handle(), i, &info); }));
       shapes[i].name = info.name;
       for (int32_t d = 0; d < info.ndim; ++d) shapes[i].shape.push_back(info.shape[d]), shapes[i].count *= info.shape[d];
     }
@@ -99,8 +147,9 @@ class Trainer {
   }
 
  private:
-  keel_trainer* handle_ = nullptr;
+  std::shared_ptr<keel_trainer> native_;
   std::recursive_mutex mutex_;
+  int depth_ = 0;  // calls under way on the thread holding mutex_
   std::vector<ParamShape> param_shapes_;  // fixed for the trainer's life
 };
 
@@ -185,11 +234,54 @@ int32_t on_step(const keel_step_metrics* metrics, void* user_data) {
   }
 }
 
+// A (batch, seq_len) integer array of token ids (keel/__init__.py's _as_batch has turned torch
+// tensors, DLPack and nested lists into NumPy already).
+py::array_t<int32_t, py::array::c_style | py::array::forcecast> id_rows(const py::object& value, const char* method,
+                                                                       const char* argument) {
+  py::array array = py::module_::import("numpy").attr("asarray")(value);
+  if (array.dtype().kind() != 'i' && array.dtype().kind() != 'u')
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": " + argument + " must be integers, found dtype " +
+                                                   std::string(py::str(array.dtype())));
+  if (array.ndim() != 2)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": " + argument + " must be (batch, seq_len), found " +
+                                                   std::to_string(array.ndim()) + " dimensions");
+  return py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
+}
+
+// The caller's tokens and targets, checked to be one shape, as the C calls take them.
+struct OwnBatch {
+  py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens, targets;
+  int32_t batch = 0, seq_len = 0;
+  OwnBatch(const py::object& token_rows, const py::object& target_rows, const char* method)
+      : tokens(id_rows(token_rows, method, "tokens")), targets(id_rows(target_rows, method, "targets")) {
+    if (tokens.shape(0) != targets.shape(0) || tokens.shape(1) != targets.shape(1))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": tokens are (" + std::to_string(tokens.shape(0)) +
+                                                     ", " + std::to_string(tokens.shape(1)) + ") but targets (" +
+                                                     std::to_string(targets.shape(0)) + ", " +
+                                                     std::to_string(targets.shape(1)) + "): they must match");
+    batch = int32_t(tokens.shape(0));
+    seq_len = int32_t(tokens.shape(1));
+  }
+};
+
 std::string fspath(const py::object& path) { return py::module_::import("os").attr("fspath")(path).cast<std::string>(); }
 
 }  // namespace
 
 void bind_trainer(py::module_& module) {
+  module.def(
+      "set_log_level",
+      [](const std::string& level) {
+        static const std::pair<const char*, int32_t> kLevels[] = {
+            {"debug", KEEL_LOG_DEBUG}, {"info", KEEL_LOG_INFO}, {"warn", KEEL_LOG_WARN}, {"error", KEEL_LOG_ERROR}};
+        for (const auto& [name, value] : kLevels)
+          if (level == name) return check(keel_set_log_level(value));
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                        "keel.set_log_level: expected \"debug\", \"info\", \"warn\" or \"error\", found \"" + level + "\"");
+      },
+      py::arg("level"),
+      "The least severe of Keel's log lines (stderr) printed from now on, for every trainer and\n"
+      "plugin of the process: \"debug\", \"info\" (the default, or KEEL_LOG_LEVEL's), \"warn\", \"error\".");
   py::class_<Trainer>(module, "Trainer",
                       "A training run: Trainer(config, resume=None) with config a dict (the JSON of a Keel config) or\n"
                       "the path of a JSON config file; resume \"latest\" (the newest checkpoint of\n"
@@ -208,6 +300,65 @@ void bind_trainer(py::module_& module) {
           },
           "One optimizer step; returns its metrics: step, loss, lr, grad_norm, tokens_per_s, mfu, step_ms,\n"
           "tokens (trained so far) and time_ms (the step's data, forward, backward and optimizer phases).")
+      .def("close", &Trainer::close,
+           "Frees the trainer now (memory, plugins, open files) rather than when Python collects it;\n"
+           "every later call raises keel.InvalidArgument. Arrays from parameters() and keel.Tensors\n"
+           "stay valid: the memory goes with the last of them. `with keel.Trainer(...) as t:` closes\n"
+           "at the block's end. A second close does nothing.")
+      .def_property_readonly("closed", &Trainer::closed)
+      .def(
+          "_set_verbose",
+          [](Trainer& t, bool verbose) {
+            check(t.released([&] { return keel_trainer_set_verbose(t.handle(), verbose ? 1 : 0); }));
+          },
+          py::arg("verbose"))
+      .def(
+          "_step_on",
+          [](Trainer& t, const py::object& tokens, const py::object& targets) {
+            const OwnBatch b(tokens, targets, "Trainer.step");
+            keel_step_metrics metrics{};
+            metrics.struct_size = sizeof(metrics);
+            check(t.released([&] {
+              return keel_trainer_step_on(t.handle(), b.tokens.data(), b.targets.data(), b.batch, b.seq_len, &metrics);
+            }));
+            return metrics_dict(metrics);
+          },
+          py::arg("tokens"), py::arg("targets"))
+      .def(
+          "_forward_backward",
+          [](Trainer& t, const py::object& tokens, const py::object& targets) {
+            const OwnBatch b(tokens, targets, "Trainer.forward_backward");
+            float loss = 0;
+            check(t.released([&] {
+              return keel_trainer_forward_backward(t.handle(), b.tokens.data(), b.targets.data(), b.batch, b.seq_len,
+                                                   &loss);
+            }));
+            return loss;
+          },
+          py::arg("tokens"), py::arg("targets"))
+      .def(
+          "grad",
+          [](Trainer& t, const std::string& name) {
+            const ParamShape& p = t.param_shape(name);
+            py::array_t<float> copy(p.shape);
+            float* data = copy.mutable_data();
+            check(t.released([&] { return keel_trainer_read_grad(t.handle(), name.c_str(), data, p.count); }));
+            return copy;
+          },
+          py::arg("name"),
+          "A float32 copy of parameter `name`'s gradient from the last forward_backward, as the\n"
+          "update will see it (under ddp the data-parallel mean); readable until optimizer_step.")
+      .def(
+          "optimizer_step",
+          [](Trainer& t) {
+            keel_step_metrics metrics{};
+            metrics.struct_size = sizeof(metrics);
+            check(t.released([&] { return keel_trainer_optimizer_step(t.handle(), &metrics); }));
+            return metrics_dict(metrics);
+          },
+          "The update from the last forward_backward's gradients, as step() makes it (the gradient\n"
+          "norm, train.grad_clip, the scheduled learning rate, the strategy); returns the step's\n"
+          "metrics. keel.InvalidArgument when no forward_backward came first.")
       .def(
           "train",
           [](Trainer& t, std::optional<int64_t> requested, py::object callback) {
@@ -368,12 +519,13 @@ void bind_trainer(py::module_& module) {
             for (const auto& p : t.param_shapes()) {
               keel_tensor tensor{};
               check(t.released([&] { return keel_trainer_param_tensor(t.handle(), p.name.c_str(), &tensor); }));
-              arrays[py::str(p.name)] = numpy_view(tensor, self);
+              // Based on a keel.Tensor, which keeps the native trainer alive past close().
+              arrays[py::str(p.name)] = numpy_view(tensor, py::cast(Tensor{tensor, p.name, self, t.share()}));
             }
             return arrays;
           },
           "Parameter name -> float32 NumPy array sharing the trainer's memory (writes change the\n"
-          "model; each array keeps the trainer alive). Valid until the next step, train or load.\n"
+          "model; each array keeps the trainer alive). Valid until the next step, train or load; close() keeps them.\n"
           "Raises keel.Error when the parallel strategy does not keep whole parameters resident.")
       .def(
           "tensor",
@@ -381,7 +533,7 @@ void bind_trainer(py::module_& module) {
             Trainer& t = self.cast<Trainer&>();
             keel_tensor tensor{};
             check(t.released([&] { return keel_trainer_param_tensor(t.handle(), name.c_str(), &tensor); }));
-            return Tensor{tensor, name, self};
+            return Tensor{tensor, name, self, t.share()};
           },
           py::arg("name"),
           "Parameter `name` as a keel.Tensor (DLPack: torch.from_dlpack shares its memory). Valid until\n"

@@ -37,6 +37,25 @@ def test_trains_and_saves_by_name(config, tmp_path, name):
     assert (tmp_path / "saved" / "latest").exists()
 
 
+def test_a_edit_by_name_steps_a_whole_interval(config):
+    """A-EDiT (edit with sync_seconds): one step() is one sync interval, here 3 simulated seconds
+    of 1 s steps, so 3 steps of this one replica; its loss is the mean of edit's (sync_every 3)
+    three step losses on the same seed, and the parameters agree."""
+    edit = {"plugin": "edit", "sync_every": 3}
+    config["parallel"] = {"strategy": edit}
+    lockstep = keel.Trainer(config)
+    losses = [lockstep.step()["loss"] for _ in range(3)]
+    config["parallel"] = {"strategy": {"plugin": "edit", "sync_seconds": 3, "simulated_step_seconds": [1]}}
+    trainer = keel.Trainer(config)
+    interval = trainer.step()
+    data = config["data"]
+    assert interval["step"] == 3 and trainer.global_step == 3, interval
+    assert interval["tokens"] == 3 * data["global_batch"] * data["seq_len"], interval
+    assert interval["loss"] == pytest.approx(sum(losses) / 3, rel=1e-12), (interval, losses)
+    for name in trainer.param_shapes():
+        assert (trainer.read_param(name) == lockstep.read_param(name)).all(), name
+
+
 def test_a_bad_key_names_its_path(config):
     config["parallel"] = {"strategy": {"plugin": "topk", "ratio": 2.0}}
     with pytest.raises(keel.Error, match=r"parallel\.strategy\.ratio: expected the share of each bucket sent, in \(0, 1\]"):

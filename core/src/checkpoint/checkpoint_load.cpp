@@ -265,7 +265,7 @@ void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir
                                                  view.config.optimizer.plugin + "' keeps " + std::to_string(slots));
   const CheckpointFiles files(manifest, checkpoint_dir);
   load_ranges(view, manifest, where, slots - 1, files);
-  restore_strategy_own_state(view, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
+  const bool same_ranks = restore_strategy_own_state(view, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
     return files.open(name);
   });
   try {
@@ -274,6 +274,7 @@ void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir
   } catch (const KeelError& e) {
     throw KeelError(e.code, where + ": data_state: " + e.what());
   }
+  view.position.restore_replica_positions(manifest.value("replica_positions", nlohmann::json()), same_ranks, where);
   // Older checkpoints have none: the averages start over.
   view.position.restore_statistics(manifest.value("statistics", nlohmann::json()), where);
 }

@@ -213,6 +213,7 @@ nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::strin
   nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
                  all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
   std::set<std::string> listed;
+  std::vector<nlohmann::json> replica_positions;
   for (const auto& text : everyone) {
     const nlohmann::json part = nlohmann::json::parse(text);
     files.push_back(part.at("file"));
@@ -220,7 +221,13 @@ nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::strin
       if (listed.insert(param.at("name").get<std::string>()).second) all_params.push_back(param);
     for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
     for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
+    if (part.contains("replica_position")) {  // one per replica (its tp ranks say the same), in dp order
+      const int64_t dp_rank = part["replica_position"].at("dp_rank").get<int64_t>();
+      if (dp_rank >= int64_t(replica_positions.size())) replica_positions.resize(size_t(dp_rank) + 1);
+      replica_positions[size_t(dp_rank)] = part["replica_position"];
+    }
   }
+  if (!replica_positions.empty()) manifest["replica_positions"] = replica_positions;
   manifest["params"] = all_params;
   manifest["slices"] = all_slices;
   manifest["strategy_own_state"] = all_own_state;
@@ -261,6 +268,7 @@ struct CheckpointSnapshot {
   long run_id = 0;
   int32_t keep = 0;
   nlohmann::json manifest;
+  nlohmann::json replica_position;  // replicas stepping on their own: this one's (run_position.h)
 };
 
 namespace {
@@ -294,6 +302,7 @@ std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, cons
   snapshot->run_id = long(broadcast_int64(world, int64_t(::getpid()), 0));
   snapshot->temporary = make_temporary_folder(world, root, snapshot->name, snapshot->run_id);
   snapshot->manifest = manifest_header(view, snapshot->step);
+  snapshot->replica_position = view.position.replica_position();
   return snapshot;
 }
 
@@ -311,7 +320,8 @@ PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::strin
 std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
                              const std::function<void()>& files_written) {
   CheckpointSnapshot& s = *pending.snapshot;
-  const nlohmann::json mine = write_rank_file(group, s.temporary, s.rank_file, s.step, s.part);
+  nlohmann::json mine = write_rank_file(group, s.temporary, s.rank_file, s.step, s.part);
+  if (!s.replica_position.is_null()) mine["replica_position"] = s.replica_position;
   if (files_written) files_written();
   const std::vector<std::string> everyone = gather_strings(group, mine.dump());
   std::string publish_failure;

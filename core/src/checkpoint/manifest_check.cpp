@@ -145,13 +145,31 @@ struct ManifestParams {
 // The run's fields: position, config, strategy, mesh, data position, optimizer. Returns the
 // optimizer's state slot count.
 int64_t check_run_fields(const ManifestReader& r, const nlohmann::json& manifest) {
-  r.integer(manifest, "step", 0, kMaxManifestCount, "step");
+  const int64_t step = r.integer(manifest, "step", 0, kMaxManifestCount, "step");
   r.integer(manifest, "tokens_seen", 0, kMaxManifestCount, "tokens_seen");
   // The run's config: its model section names the network (inspect shows it, export rebuilds it).
   r.string(r.object(r.object(manifest, "config", "config"), "model", "config.model"), "plugin", "config.model.plugin");
   r.string(r.object(manifest, "strategy", "strategy"), "plugin", "strategy.plugin");
-  r.integer(r.object(manifest, "mesh", "mesh"), "dp", 1, INT32_MAX, "mesh.dp");
+  const int64_t dp = r.integer(r.object(manifest, "mesh", "mesh"), "dp", 1, INT32_MAX, "mesh.dp");
   r.object(manifest, "data_state", "data_state");
+  if (manifest.contains("replica_positions")) {  // replicas that stepped on their own: one entry each, in dp order
+    const nlohmann::json& positions = r.array(manifest, "replica_positions", "replica_positions");
+    if (int64_t(positions.size()) != dp)
+      r.fail("replica_positions", "expected one entry for each of mesh.dp's " + std::to_string(dp) + " replicas, found " +
+                                      std::to_string(positions.size()));
+    int64_t all_steps = 0;  // the run's step is every replica's steps over dp (the bound keeps the sum in range)
+    for (size_t i = 0; i < positions.size(); ++i) {
+      const std::string at = "replica_positions[" + std::to_string(i) + "]";
+      const nlohmann::json& entry = positions[i];
+      if (!entry.is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(entry));
+      r.integer(entry, "dp_rank", int64_t(i), int64_t(i), at + ".dp_rank");
+      all_steps += r.integer(entry, "replica_step", 0, kMaxManifestCount / dp, at + ".replica_step");
+      r.integer(entry, "samples_taken", 0, kMaxManifestCount / dp, at + ".samples_taken");
+    }
+    if (all_steps / dp != step)
+      r.fail("replica_positions", "the replicas' " + std::to_string(all_steps) + " steps over " + std::to_string(dp) +
+                                      " replicas do not make the run's step " + std::to_string(step));
+  }
   const nlohmann::json& optimizer = r.object(manifest, "optimizer", "optimizer");
   r.string(optimizer, "plugin", "optimizer.plugin");
   return r.integer(optimizer, "n_state_slots", 0, kMaxStateSlots, "optimizer.n_state_slots");

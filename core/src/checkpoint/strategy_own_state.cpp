@@ -27,25 +27,25 @@ nlohmann::json collect_strategy_own_state(const RunStateView& view, const std::s
   return records;
 }
 
-void restore_strategy_own_state(const RunStateView& view, const nlohmann::json& manifest, const std::string& where,
+bool restore_strategy_own_state(const RunStateView& view, const nlohmann::json& manifest, const std::string& where,
                                 const std::function<const SafetensorsFile&(const std::string&)>& open) {
   const std::vector<StrategyState::OwnArray> arrays = view.strategy.own_arrays();
   const MeshPosition& at = view.mesh.position();
   const MeshLayout& layout = view.mesh.layout();
   const nlohmann::json saved = manifest.value("strategy_own_state", nlohmann::json::array());
-  if (arrays.empty() && saved.empty()) return;
-  if (!saved.is_array()) throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state: expected an array");
   const std::string saved_strategy = manifest.value("strategy", nlohmann::json::object()).value("plugin", "");
   const nlohmann::json mesh = manifest.value("mesh", nlohmann::json::object());
   const int64_t saved_dp = mesh.value("dp", int64_t(-1)), saved_tp = mesh.value("tp", int64_t(1));
-  if (saved_strategy != view.config.strategy.plugin || saved_dp != layout.dp ||
-      saved_tp != layout.tp) {
+  const bool same_ranks = saved_strategy == view.config.strategy.plugin && saved_dp == layout.dp && saved_tp == layout.tp;
+  if (arrays.empty() && saved.empty()) return same_ranks;
+  if (!saved.is_array()) throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state: expected an array");
+  if (!same_ranks) {
     // Per-rank state has no meaning on other ranks: the strategy starts it afresh.
     log_warn("the checkpoint's per-rank state of strategy '" + saved_strategy + "' at data-parallel size " +
              std::to_string(saved_dp) + ", tp " + std::to_string(saved_tp) + " is not restored into strategy '" +
              view.config.strategy.plugin + "' at size " + std::to_string(layout.dp) + ", tp " +
              std::to_string(layout.tp) + "; it starts afresh");
-    return;
+    return false;
   }
   for (size_t i = 0; i < arrays.size(); ++i) {
     const nlohmann::json* found = nullptr;
@@ -70,6 +70,7 @@ void restore_strategy_own_state(const RunStateView& view, const nlohmann::json& 
     open(found->value("file", "")).read_f32(found->value("key", ""), 0, arrays[i].count, values.data());
     view.strategy.write_own_array(int32_t(i), values);
   }
+  return true;
 }
 
 }  // namespace keel

@@ -24,8 +24,9 @@ nlohmann::json collect_strategy_own_state(const RunStateView& view, const std::s
                                           std::vector<SafetensorsEntry>& entries);
 
 // Gives this rank its arrays back from `manifest` (verified) where the layout allows; `open`
-// returns the checkpoint's safetensors file of that name.
-void restore_strategy_own_state(const RunStateView& view, const nlohmann::json& manifest, const std::string& where,
+// returns the checkpoint's safetensors file of that name. Returns whether the checkpoint's ranks
+// are this run's (the same strategy, dp and tp): only then does per-rank state carry over.
+bool restore_strategy_own_state(const RunStateView& view, const nlohmann::json& manifest, const std::string& where,
                                 const std::function<const SafetensorsFile&(const std::string&)>& open);
 
 }  // namespace keel

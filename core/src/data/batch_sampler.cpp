@@ -147,8 +147,10 @@ std::string BatchSampler::fingerprint() const {
   return hex;
 }
 
-nlohmann::json BatchSampler::state() const {
-  const int64_t consumed = taken_ * options_.dp_size;  // by all ranks together: they stay in step
+nlohmann::json BatchSampler::state() const { return state_at(taken_); }
+
+nlohmann::json BatchSampler::state_at(int64_t taken) const {
+  const int64_t consumed = taken * options_.dp_size;  // by all ranks together: they stay in step
   return {{"epoch", consumed / samples_per_epoch_},
           {"position", consumed % samples_per_epoch_},
           {"seed", options_.seed},
@@ -199,6 +201,15 @@ void BatchSampler::restore(const nlohmann::json& state) {
   } catch (const nlohmann::json::exception& e) {
     throw bad_state(std::string("a field has the wrong type: ") + e.what());
   }
+}
+
+int64_t BatchSampler::most_samples_taken() const { return kMaxSamples / options_.dp_size; }
+
+void BatchSampler::set_samples_taken(int64_t taken) {
+  if (taken < 0 || taken > kMaxSamples / options_.dp_size)
+    throw bad_state("samples_taken " + std::to_string(taken) + " is outside [0, " +
+                    std::to_string(kMaxSamples / options_.dp_size) + "]");
+  taken_ = taken;
 }
 
 }  // namespace keel

@@ -61,6 +61,12 @@ class BatchSampler {
   // field when the dataset, seq_len, seed or shuffle differ, or the position does not divide
   // among this sampler's ranks.
   void restore(const nlohmann::json& state);
+  // Replicas that step on their own (strategy.h 0.14) each take their own count of samples:
+  // state() as if every rank had taken `taken`, and this rank's own count, read and set.
+  nlohmann::json state_at(int64_t taken) const;
+  int64_t samples_taken() const { return taken_; }
+  int64_t most_samples_taken() const;  // what one rank may take in a run
+  void set_samples_taken(int64_t taken);
 
  private:
   struct Sample {

@@ -10,12 +10,31 @@
 
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
+#include "host/log.h"
 #include "loader/plugin_registry.h"
 #include "mesh/collectives.h"
 #include "session/run_session.h"
 #include "train/trainer.h"
 
+namespace {
+// What keel_trainer_train prints goes through this: to stdout while the trainer is verbose, nowhere
+// otherwise, so keel_trainer_set_verbose takes effect without remaking the session (whose
+// metrics and event files stay open).
+class SwitchableOutput : public std::streambuf {
+ public:
+  bool on = true;
+
+ protected:
+  int overflow(int c) override { return on && c != EOF ? std::cout.rdbuf()->sputc(char(c)) : (c == EOF ? 0 : c); }
+  std::streamsize xsputn(const char* s, std::streamsize n) override { return on ? std::cout.rdbuf()->sputn(s, n) : n; }
+  int sync() override { return on ? std::cout.rdbuf()->pubsync() : 0; }
+};
+}  // namespace
+
 struct keel_trainer {
+  // Declared first so it outlives the session that writes to it.
+  SwitchableOutput output_buffer;
+  std::ostream output{&output_buffer};
   std::unique_ptr<keel::Trainer> trainer;
   keel_step_metrics last{};
   // What keel_trainer_train reports through (progress on stdout, metrics, TensorBoard), made
@@ -91,6 +110,78 @@ keel_step_metrics to_metrics(const keel::Trainer& t, const keel::StepResult& r) 
   return m;
 }
 
+// The caller's own batch as the step's micro-batches: rows of data.seq_len tokens (the shapes
+// the model trains on), split every data.micro_batch rows; token and target ids in the vocabulary.
+// Every rank checks its own, then all compare notes in one collective, so a bad batch on one
+// rank stops every rank with its reason (rather than leaving the others in a collective), and
+// ranks whose shares differ in rows (data parallelism) or content (the tp and pipeline ranks of
+// one replica) are refused before they could split into unequal collectives.
+std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* fn, const int32_t* tokens,
+                                           const int32_t* targets, int32_t batch, int32_t seq_len) {
+  require(tokens && targets, (std::string(fn) + ": tokens and targets must not be NULL").c_str());
+  if (t.independent_replicas())
+    throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED, std::string(fn) + ": strategy " + t.config().strategy.plugin +
+                                                      " steps each replica on its own data between syncs (A-EDiT); "
+                                                      "train it with step() or train()");
+  const int32_t micro = t.config().data.micro_batch, context = t.seq_len(), vocab = t.model_info().vocab_size;
+  std::string problem;
+  if (seq_len != context || batch < 1 || (batch > micro && batch % micro != 0) || batch > (1 << 20))
+    problem = "the batch is (" + std::to_string(batch) + ", " + std::to_string(seq_len) + "); expected rows of "
+              "data.seq_len = " + std::to_string(context) + " tokens, and up to data.micro_batch = " +
+              std::to_string(micro) + " rows or a multiple of it (this rank's share of the step)";
+  uint64_t digest = 1469598103934665603ull;  // FNV-1a over the ids: tp and pipeline peers pass the same rows
+  for (const int32_t* ids : {tokens, targets})
+    for (size_t i = 0; problem.empty() && i < size_t(batch) * size_t(seq_len); ++i) {
+      if (ids[i] < 0 || ids[i] >= vocab)
+        problem = std::string(ids == tokens ? "token" : "target") + " " + std::to_string(ids[i]) + " at flat index " +
+                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")";
+      digest = (digest ^ uint32_t(ids[i])) * 1099511628211ull;
+    }
+  const keel::CommGroup& world = t.mesh().world;
+  const nlohmann::json mine = {{"dp", t.mesh().position().dp}, {"rows", batch}, {"digest", std::to_string(digest)},
+                               {"problem", problem}};
+  const std::vector<std::string> notes = keel::gather_strings(world, mine.dump());
+  for (size_t r = 0; r < notes.size(); ++r) {
+    const nlohmann::json note = nlohmann::json::parse(notes[r]);
+    const std::string rank = world.size > 1 ? " (rank " + std::to_string(r) + ")" : "";
+    if (!note["problem"].get<std::string>().empty())
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(fn) + rank + ": " + note["problem"].get<std::string>());
+    if (note["rows"] != mine["rows"])
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(fn) + ": rank " + std::to_string(r) + " passed " +
+                                                           note["rows"].dump() + " rows and rank " +
+                                                           std::to_string(world.rank) + " " + mine["rows"].dump() +
+                                                           ": every rank passes the same number of rows");
+    if (note["dp"] == mine["dp"] && note["digest"] != mine["digest"])
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(fn) + ": ranks " + std::to_string(r) + " and " +
+                                                           std::to_string(world.rank) + " hold one replica (tensor or "
+                                                           "pipeline parallel) but passed different rows: they must "
+                                                           "pass the same ones");
+  }
+  std::vector<keel::Batch> micro_batches;
+  for (int32_t first = 0; first < batch; first += micro) {
+    keel::Batch b;
+    b.batch = std::min(micro, batch - first);
+    b.seq_len = seq_len;
+    const size_t begin = size_t(first) * seq_len, end = begin + size_t(b.batch) * seq_len;
+    b.tokens.assign(tokens + begin, tokens + end);
+    b.targets.assign(targets + begin, targets + end);
+    micro_batches.push_back(std::move(b));
+  }
+  return micro_batches;
+}
+
+// Whose gradients read_grad can hand out whole and as the update will see them: any strategy
+// alone, and at dp > 1 ddp (the mean) and the local-SGD family (the replica's own). Others hold
+// a reduced piece (ZeRO), or a compressed or partly reduced gradient (topk, powersgd).
+void require_readable_gradients(const keel::Trainer& t) {
+  const std::string& strategy = t.config().strategy.plugin;
+  if (t.mesh().layout().dp == 1 || strategy == "ddp" || strategy == "diloco" || strategy == "edit") return;
+  throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED, "keel_trainer_read_grad: strategy " + strategy + " at " +
+                                                    std::to_string(t.mesh().layout().dp) + " data-parallel ranks holds no "
+                                                    "whole gradient as its update sees it (it reduces in pieces or "
+                                                    "compresses); read gradients under ddp, diloco or edit, or at one rank");
+}
+
 // Copies a struct into a caller's that may be older (shorter) than ours: the fields that fit
 // in the caller's struct_size, never its struct_size itself.
 template <typename T>
@@ -117,7 +208,9 @@ KEEL_API keel_status keel_trainer_create_from_file(const char* path, keel_traine
     require(path && out_trainer, "keel_trainer_create_from_file: path and out_trainer must not be NULL");
     auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_file(path));
     const keel_step_metrics none = no_metrics_yet(*trainer);
-    *out_trainer = new keel_trainer{std::move(trainer), none};
+    *out_trainer = new keel_trainer;
+    (*out_trainer)->trainer = std::move(trainer);
+    (*out_trainer)->last = none;
   });
 }
 
@@ -126,7 +219,9 @@ KEEL_API keel_status keel_trainer_create_from_json(const char* json_text, keel_t
     require(json_text && out_trainer, "keel_trainer_create_from_json: json_text and out_trainer must not be NULL");
     auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_json_text(json_text));
     const keel_step_metrics none = no_metrics_yet(*trainer);
-    *out_trainer = new keel_trainer{std::move(trainer), none};
+    *out_trainer = new keel_trainer;
+    (*out_trainer)->trainer = std::move(trainer);
+    (*out_trainer)->last = none;
   });
 }
 
@@ -136,6 +231,56 @@ KEEL_API keel_status keel_trainer_step(keel_trainer* trainer, keel_step_metrics*
   return embed_call([&] {
     require(trainer, "keel_trainer_step: trainer is NULL");
     trainer->last = to_metrics(*trainer->trainer, trainer->trainer->train_step());
+    if (out) copy_versioned(trainer->last, out);
+  });
+}
+
+KEEL_API keel_status keel_trainer_forward_backward(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                                                   int32_t batch, int32_t seq_len, float* out_loss) {
+  return embed_call([&] {
+    require(trainer && out_loss, "keel_trainer_forward_backward: trainer and out_loss must not be NULL");
+    keel::Trainer& t = *trainer->trainer;
+    *out_loss = float(t.forward_backward_on(
+        own_micro_batches(t, "keel_trainer_forward_backward", tokens, targets, batch, seq_len), true));
+  });
+}
+
+KEEL_API keel_status keel_trainer_read_grad(keel_trainer* trainer, const char* name, float* dst, size_t count) {
+  return embed_call([&] {
+    require(trainer && name && dst, "keel_trainer_read_grad: trainer, name and dst must not be NULL");
+    keel::Trainer& t = *trainer->trainer;
+    if (!t.gradients_pending())
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_read_grad: no gradients to read: they exist "
+                                                       "between keel_trainer_forward_backward and the update");
+    require_readable_gradients(t);
+    const size_t index = t.parameters().param_index(name);
+    if (int64_t(count) != t.parameters().global_numel(index))
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + name + " has " +
+                                                           std::to_string(t.parameters().global_numel(index)) +
+                                                           " elements, not " + std::to_string(count));
+    const std::vector<float> values = t.parameters().read_grad(index);
+    std::memcpy(dst, values.data(), count * sizeof(float));
+  });
+}
+
+KEEL_API keel_status keel_trainer_optimizer_step(keel_trainer* trainer, keel_step_metrics* out) {
+  return embed_call([&] {
+    require(trainer, "keel_trainer_optimizer_step: trainer is NULL");
+    if (!trainer->trainer->gradients_pending())
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_optimizer_step: no gradients to apply: call "
+                                                       "keel_trainer_forward_backward first (each update consumes them)");
+    trainer->last = to_metrics(*trainer->trainer, trainer->trainer->optimizer_step());
+    if (out) copy_versioned(trainer->last, out);
+  });
+}
+
+KEEL_API keel_status keel_trainer_step_on(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                                          int32_t batch, int32_t seq_len, keel_step_metrics* out) {
+  return embed_call([&] {
+    require(trainer, "keel_trainer_step_on: trainer is NULL");
+    keel::Trainer& t = *trainer->trainer;
+    t.forward_backward_on(own_micro_batches(t, "keel_trainer_step_on", tokens, targets, batch, seq_len), true);
+    trainer->last = to_metrics(t, t.optimizer_step());
     if (out) copy_versioned(trainer->last, out);
   });
 }
@@ -155,12 +300,15 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
     keel::Trainer& t = *trainer->trainer;
     if (steps == KEEL_TRAIN_TO_CONFIGURED_STEPS) steps = std::max<int64_t>(0, t.config().train.steps - t.step());
     // A trainer that has stepped already (or was loaded from a checkpoint) continues its metrics file.
-    if (!trainer->session) trainer->session = std::make_unique<keel::RunSession>(t, std::cout, t.step() > 0);
+    if (!trainer->session)
+      trainer->session = std::make_unique<keel::RunSession>(t, trainer->output, t.step() > 0);
     keel::RunSlice slice;
     slice.until_step = t.step() + steps;
     slice.ends_run = false;  // the caller saves (keel_trainer_save) and generates when it wants to
     int32_t answer = 0;
+    bool saved = false;  // the last step saved (its checkpoint.every)
     slice.after_step = [&](const keel::StepResult& result, const keel::StepOutcome& outcome) {
+      saved = !outcome.checkpoint.empty();
       trainer->last = to_metrics(t, result);
       if (outcome.val_loss) trainer->last.val_loss = *outcome.val_loss;
       trainer->last_checkpoint = outcome.checkpoint;
@@ -174,11 +322,26 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
     // the step it stopped after where the config asks, unless the run has just saved it; every
     // rank agreed on the answer, so every rank takes part.
     const keel::CheckpointConfig& checkpoint = t.config().train.checkpoint;
-    const bool saved = checkpoint.every > 0 && t.step() % checkpoint.every == 0;
     if (answer == KEEL_STEP_INTERRUPTED && checkpoint.on_interrupt && !saved && t.step() > 0) {
       trainer->last_checkpoint = keel::save_checkpoint(t.state_view(), checkpoint.dir, checkpoint.keep);
       trainer->last.checkpoint = trainer->last_checkpoint.c_str();
     }
+  });
+}
+
+KEEL_API keel_status keel_trainer_set_verbose(keel_trainer* trainer, int32_t verbose) {
+  return embed_call([&] {
+    require(trainer && (verbose == 0 || verbose == 1), "keel_trainer_set_verbose: trainer is NULL, or verbose is not 0 or 1");
+    trainer->output.flush();
+    trainer->output_buffer.on = verbose == 1;
+  });
+}
+
+KEEL_API keel_status keel_set_log_level(int32_t level) {
+  return embed_call([&] {
+    require(level >= KEEL_LOG_DEBUG && level <= KEEL_LOG_ERROR,
+            "keel_set_log_level: level is not one of KEEL_LOG_DEBUG, _INFO, _WARN, _ERROR");
+    keel::set_log_threshold(level);
   });
 }
 

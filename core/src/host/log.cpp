@@ -1,6 +1,7 @@
 // Logger: one mutex so lines from threads and plugins never interleave.
 #include "host/log.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,10 +36,18 @@ int32_t log_rank = 0, log_size = 1;
 
 void set_log_rank(int32_t rank, int32_t size) { log_rank = rank, log_size = size; }
 
+namespace {
+std::atomic<int32_t>& threshold() {
+  static std::atomic<int32_t> value{threshold_from_environment()};
+  return value;
+}
+}  // namespace
+
+void set_log_threshold(int32_t level) { threshold() = level; }
+
 void log_line(int32_t level, const char* source, const std::string& message) {
-  static const int32_t threshold = threshold_from_environment();
   static std::mutex mutex;
-  if (level < threshold || (log_rank != 0 && level < KEEL_LOG_WARN)) return;
+  if (level < threshold() || (log_rank != 0 && level < KEEL_LOG_WARN)) return;
   std::lock_guard<std::mutex> lock(mutex);
   if (log_size > 1)
     std::fprintf(stderr, "[rank %d/%d] [%s] %s: %s\n", log_rank, log_size, source ? source : "plugin", level_name(level),

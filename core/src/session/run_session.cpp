@@ -28,6 +28,10 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// Whether a step from `before` to `after` passed a multiple of `every` (0: never). A step moves by
+// one, except with replicas that step on their own, whose intervals move by several.
+bool passes_multiple(int64_t before, int64_t after, int64_t every) { return every > 0 && after / every > before / every; }
+
 // KEEL_FAULT_INJECT="rank=R,step=S[,mode=error|kill|kill_while_saving]" makes rank R fail (or die
 // by SIGKILL) after step S, or die while the background save of step S has written its file
 // but not yet published the checkpoint: how the tests show that one failing rank ends every rank
@@ -167,6 +171,7 @@ StepReport RunSession::logged_report(const StepResult& result, const RunSlice& s
   report.extra["tokens"] = trainer_.tokens_seen();  // trained so far, over every data-parallel rank
   if (std::isfinite(result.noise_scale)) report.extra["noise_scale"] = result.noise_scale;
   if (trainer_.config().data.batch_schedule.enabled) report.extra["global_batch"] = result.global_batch;
+  if (!result.replica_steps.empty()) report.extra["replica_steps"] = result.replica_steps;
   const keel_strategy_info memory = trainer_.strategy_state().info();
   report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
                                     {"optimizer_state", memory.state_bytes}};
@@ -201,6 +206,7 @@ void RunSession::run(const RunSlice& slice) {
   // Every rank trains, evaluates and checkpoints; rank 0 alone reports.
   Progress progress(trainer_);
   while (trainer_.step() < slice.until_step) {
+    const int64_t before = trainer_.step();
     const StepResult result = trainer_.train_step();
     maybe_inject_fault(trainer_, result.step);
     progress.train_seconds += result.step_seconds;
@@ -211,13 +217,13 @@ void RunSession::run(const RunSlice& slice) {
 
     StepReport report = phase_report(trainer_, result);
     StepOutcome outcome;
-    if (train.checkpoint.every > 0 && result.step % train.checkpoint.every == 0)
-      outcome.checkpoint = save(progress, &report);
+    if (passes_multiple(before, result.step, train.checkpoint.every)) outcome.checkpoint = save(progress, &report);
     if (background_saves_ && background_saves_->failed()) finish_background_save();  // throws its failure
-    const bool last = result.step == train.steps || (slice.ends_run && result.step == slice.until_step);
-    const bool evaluate = last || (train.eval_every > 0 && result.step % train.eval_every == 0);
-    const bool logged =
-        evaluate || result.step == progress.first_step + 1 || result.step % train.log_every == 0 || result.skipped;
+    const bool last = (before < train.steps && result.step >= train.steps) ||
+                      (slice.ends_run && result.step >= slice.until_step);
+    const bool evaluate = last || passes_multiple(before, result.step, train.eval_every);
+    const bool logged = evaluate || before == progress.first_step ||
+                        passes_multiple(before, result.step, train.log_every) || result.skipped;
     if (logged) {
       const StepReport logged_step = logged_report(result, slice, progress, evaluate, std::move(report));
       outcome.val_loss = logged_step.val_loss;

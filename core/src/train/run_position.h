@@ -16,6 +16,14 @@ class RunPosition {
   virtual nlohmann::json data_state() const = 0;
   // Throws KeelError when `data_state` belongs to another data source.
   virtual void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) = 0;
+  // With replicas that step on their own (strategy.h 0.14): this replica's steps and data
+  // position, saved per replica beside the run's (an object with dp_rank); null otherwise.
+  virtual nlohmann::json replica_position() const = 0;
+  // After restore_position: every replica's saved position (null: none saved). With
+  // `same_ranks` (the checkpoint's strategy, dp and tp are this run's, so the strategy's per-rank
+  // state was restored too) each replica continues from its own; otherwise from the run's.
+  // Every rank checks every entry, so a malformed one fails all alike (KeelError naming `where`).
+  virtual void restore_replica_positions(const nlohmann::json& positions, bool same_ranks, const std::string& where) = 0;
   // Running statistics the run keeps across steps (the gradient noise scale's averages): an
   // object, or null when there are none. restore throws KeelError naming `where`.
   virtual nlohmann::json statistics_state() const = 0;

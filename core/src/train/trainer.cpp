@@ -43,6 +43,7 @@ Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)
   pipeline_ = std::make_unique<PipelineRunner>(plugins_, config_);
   pipeline_->check_microbatches(accumulation_steps());  // a schedule that cannot run this step fails now
   if (!plugins_.data && data == TrainerData::open) open_builtin_data();
+  check_independent_replicas();
   check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
   check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
 }
@@ -85,12 +86,17 @@ nlohmann::json Trainer::data_state() const {
   // A plugin source's position is its own; such a run resumes with the source restarted.
   if (plugins_.data) return {{"plugin", config_.data_plugin.plugin}, {"resumable", false}};
   require_data();
-  return train_sampler_->state();
+  // Replicas that step on their own stand at different places: the run's position is past every
+  // sample any of them took, so a resume in another layout repeats none (replica_position keeps
+  // each one's own).
+  return independent_replicas_ ? train_sampler_->state_at(furthest_samples_taken_) : train_sampler_->state();
 }
 
 Trainer::~Trainer() = default;
 
-StepResult Trainer::train_step() {
+StepResult Trainer::train_step() { return independent_replicas_ ? train_interval() : train_one_step(); }
+
+StepResult Trainer::train_one_step() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Batch> micro_batches;
   if (!plugins_.data) require_data();
@@ -104,13 +110,22 @@ StepResult Trainer::train_step() {
 }
 
 StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
+  forward_backward_on(micro_batches);
+  return optimizer_step();
+}
+
+double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, bool callers_batches) {
   using clock = std::chrono::steady_clock;
-  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   const auto start = clock::now();
-  auto* strategy = plugins_.strategy;
-  void* s = plugins_.strategy_obj;
+  pending_step_.reset();
+  pending_sq_norm_.reset();
+  if (callers_batches && batch_schedule_)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.batch_schedule grows the configured batch by the "
+                                             "noise scale; a step on your own batches cannot follow it (remove "
+                                             "data.batch_schedule)");
+  pipeline_->check_microbatches(int32_t(micro_batches.size()));
+  check_plugin(plugins_.strategy->zero_grads(plugins_.strategy_obj), "strategy zero_grads");
   StepResult result;
-  check_plugin(strategy->zero_grads(s), "strategy zero_grads");
   PipelineTimes times;
   // The loss lives on the stage holding the last chunk; the pipeline's sum hands it to every stage.
   result.loss = sum_in_rank_order(mesh().pipeline, pipeline_->train(micro_batches, times));
@@ -119,31 +134,54 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   result.pipeline_wait_seconds = times.receive_seconds;
   result.peak_in_flight = times.peak_in_flight;
   for (const Batch& batch : micro_batches) result.tokens += int64_t(batch.batch) * batch.seq_len;
-  // Every rank reports the same loss: the mean over the data-parallel group's samples.
-  if (const CommGroup& dp = mesh().core_dp; !dp.alone()) {
+  // Every rank reports the same loss: the mean over the data-parallel group's samples (replicas
+  // stepping on their own agree theirs at the interval's end instead).
+  if (const CommGroup& dp = mesh().core_dp; !dp.alone() && !independent_replicas_) {
     result.loss = sum_in_rank_order(dp, result.loss) / dp.size;
     result.tokens *= dp.size;
   }
+  if (callers_batches) {  // every rank's reduction ends here (grad_sq_norm is collective)
+    double sum_squares = 0;
+    check_plugin(plugins_.strategy->grad_sq_norm(plugins_.strategy_obj, &sum_squares), "strategy grad_sq_norm");
+    pending_sq_norm_ = sum_squares;
+  }
+  result.step_seconds = std::chrono::duration<double>(clock::now() - start).count();
+  pending_step_ = result;
+  return result.loss;
+}
+
+StepResult Trainer::optimizer_step() {
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  if (!pending_step_)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "an optimizer step needs the gradients of a forward_backward first (each "
+                                               "update consumes them)");
+  StepResult result = *pending_step_;
+  const std::optional<double> finished_sq_norm = pending_sq_norm_;
+  pending_step_.reset();
+  pending_sq_norm_.reset();
+  auto* strategy = plugins_.strategy;
+  void* s = plugins_.strategy_obj;
   const auto optimizer_start = clock::now();
-  double sum_squares = 0;
-  check_plugin(strategy->grad_sq_norm(s, &sum_squares), "strategy grad_sq_norm");
+  double sum_squares = finished_sq_norm.value_or(0.0);
+  if (!finished_sq_norm) check_plugin(strategy->grad_sq_norm(s, &sum_squares), "strategy grad_sq_norm");
   // The strategy counted tp-replicated parameters on tp rank 0 only (strategy.h): summing over
   // the tp group counts each distinct gradient once.
   // Each stage counted its own parameters.
   sum_squares = sum_in_rank_order(mesh().pipeline, sum_in_rank_order(mesh().core_tp, sum_squares));
   result.grad_norm = std::sqrt(sum_squares);
   result.global_batch = batch_schedule_ ? batch_schedule_->global_batch() : config_.data.global_batch;
-  result.noise_scale = update_noise_scale(sum_squares);
+  result.noise_scale = independent_replicas_ || finished_sq_norm ? NAN : update_noise_scale(sum_squares);
   if (batch_schedule_ && noise_scale_checked_ && !noise_scale_)
     throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": data.batch_schedule: follows the gradient noise scale, "
                                              "which strategy " + config_.strategy.plugin + " cannot give (the log above "
                                              "says why); use ddp or zero stage 1, or remove data.batch_schedule");
-  result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_, config_.train.steps) *
+  result.lr = plugins_.optimizer_info.base_lr * lr_multiplier(config_.lr_schedule, step_ + steps_since_sync_, config_.train.steps) *
               (batch_schedule_ ? batch_schedule_->lr_factor() : 1.0);
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
     // The parameters are untouched: a skipped step leaves the model as it was, and a stopped run
     // keeps its last checkpoint, which was written from finite state.
-    const std::string what = "step " + std::to_string(step_ + 1) + ": the " +
+    const std::string what = "step " + std::to_string(replica_step_ + 1) + ": the " +
                              (std::isfinite(result.loss) ? "gradient norm" : "loss") + " is not finite (loss " +
                              std::to_string(result.loss) + ", grad_norm " + std::to_string(result.grad_norm) + ")";
     if (config_.train.on_nonfinite == "stop")
@@ -154,15 +192,20 @@ StepResult Trainer::train_step_on(const std::vector<Batch>& micro_batches) {
   } else {
     const double clip = config_.train.grad_clip;
     const double grad_scale = clip > 0 && result.grad_norm > clip ? clip / (result.grad_norm + 1e-6) : 1.0;
-    keel_strategy_step_args step_args{sizeof(step_args), float(result.lr), float(grad_scale), step_ + 1};
+    keel_strategy_step_args step_args{sizeof(step_args), float(result.lr), float(grad_scale), replica_step_ + 1};
     check_plugin(strategy->step(s, &step_args), "strategy step");
   }
   check_plugin(plugins_.backend->synchronize(plugins_.backend_obj), "backend synchronize");
   result.optimizer_seconds = seconds_since(optimizer_start);
-  result.step = ++step_;
-  tokens_seen_ += result.tokens;
+  result.step = ++replica_step_;
+  if (independent_replicas_) {
+    ++steps_since_sync_;
+  } else {
+    step_ = replica_step_;
+    tokens_seen_ += result.tokens;
+  }
   if (batch_schedule_) follow_batch_schedule(result.noise_scale);
-  result.step_seconds = seconds_since(start);
+  result.step_seconds += result.optimizer_seconds;
   return result;
 }
 
@@ -248,6 +291,8 @@ double Trainer::evaluate() {
 }
 
 double Trainer::forward_backward(const Batch& batch) {
+  pending_step_.reset();  // these gradients (loss scale 1, no reduction over dp) are not for a step
+  pending_sq_norm_.reset();
   check_plugin(plugins_.strategy->zero_grads(plugins_.strategy_obj), "strategy zero_grads");
   PipelineTimes times;
   return sum_in_rank_order(mesh().pipeline, pipeline_->train({batch}, times));
@@ -307,7 +352,9 @@ RunStateView Trainer::state_view() {
 }
 
 void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) {
-  step_ = step;
+  pending_step_.reset();  // gradients of the weights before the load apply to nothing after it
+  pending_sq_norm_.reset();
+  step_ = replica_step_ = step;
   tokens_seen_ = tokens_seen;
   if (plugins_.data || data_state.contains("plugin")) {
     if (!(plugins_.data && data_state.value("plugin", "") == config_.data_plugin.plugin))
@@ -318,6 +365,7 @@ void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann
   }
   require_data();
   train_sampler_->restore(data_state);
+  furthest_samples_taken_ = train_sampler_->samples_taken();
 }
 
 }  // namespace keel

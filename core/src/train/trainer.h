@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct StepResult {
   bool skipped = false;      // non-finite loss or gradient norm with train.on_nonfinite = "skip"
   double noise_scale = NAN;  // the smoothed gradient noise scale in sequences (noise_scale.h); NaN: none
   int32_t global_batch = 0;  // sequences this step took over every data-parallel rank
+  // With independent replicas (A-EDiT) a "step" is one sync interval: each replica's steps in it,
+  // in dp rank order (empty otherwise).
+  std::vector<int64_t> replica_steps;
 };
 
 // Whether a trainer opens the configured data: keel export reads a checkpoint only, and must
@@ -47,10 +51,22 @@ class Trainer final : public RunPosition {
   explicit Trainer(RunConfig config, TrainerData data = TrainerData::open);
   ~Trainer();
 
-  // One optimizer step on the next batches from the training data.
+  // One optimizer step on the next batches from the training data; with independent replicas
+  // (strategy.h 0.14), one sync interval of this replica's steps, agreed with every rank
+  // (replica_interval.cpp).
   StepResult train_step();
-  // One optimizer step on the given micro-batches (each (B,T)); the probe and bindings use it.
+  // One optimizer step on the given micro-batches (each (B,T)): forward_backward_on, then
+  // optimizer_step. The probe and the embedding API's own-batch calls use them.
   StepResult train_step_on(const std::vector<Batch>& micro_batches);
+  // The first half: gradients of the micro-batches from zero, the loss the step will report
+  // (the data-parallel mean). `callers_batches` (the embedding API's own-batch calls) also
+  // finishes the strategy's reduction now, so the gradients are readable by name before the
+  // update, and keeps the step out of the noise scale (its batch is not the configured one).
+  double forward_backward_on(const std::vector<Batch>& micro_batches, bool callers_batches = false);
+  // The second half: the gradient norm, clipping, the scheduled learning rate and the
+  // strategy's step. Throws KeelError when no forward_backward_on's gradients are waiting.
+  StepResult optimizer_step();
+  bool gradients_pending() const { return pending_step_.has_value(); }
   // Mean loss over data.val_batches validation batches (the same batches every time).
   double evaluate();
   // Forward and backward of one batch with loss_scale 1 after zeroing gradients; returns the loss.
@@ -68,6 +84,10 @@ class Trainer final : public RunPosition {
   int64_t tokens_seen() const override { return tokens_seen_; }
   nlohmann::json data_state() const override;
   void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) override;
+  nlohmann::json replica_position() const override;
+  void restore_replica_positions(const nlohmann::json& positions, bool same_ranks, const std::string& where) override;
+  // Whether the strategy's replicas step on their own between syncs (strategy.h 0.14).
+  bool independent_replicas() const { return independent_replicas_; }
   nlohmann::json statistics_state() const override;
   void restore_statistics(const nlohmann::json& state, const std::string& where) override;
   // The strategy's ranges and own arrays, and its memory figures.
@@ -99,6 +119,9 @@ class Trainer final : public RunPosition {
   void open_builtin_data();
   void require_data() const;  // throws KeelError when built with TrainerData::none
   Batch plugin_batch(int32_t split);
+  StepResult train_one_step();
+  StepResult train_interval();
+  void check_independent_replicas();  // asks the strategy; refuses what cannot run so
 
   RunConfig config_;
   PluginInstances plugins_;
@@ -109,8 +132,14 @@ class Trainer final : public RunPosition {
   std::unique_ptr<BatchSampler> train_sampler_;
   int32_t seq_len_ = 0;
   int32_t accumulation_steps_ = 0;  // micro-batches per step on each data-parallel rank (batch_geometry.h)
-  int64_t step_ = 0;
+  int64_t step_ = 0;          // the run's step (with independent replicas: agreed at each sync)
+  int64_t replica_step_ = 0;  // this replica's own steps
+  int64_t steps_since_sync_ = 0;  // independent replicas: this replica's steps in the open interval
   int64_t tokens_seen_ = 0;
+  std::optional<StepResult> pending_step_;  // forward_backward_on's, until optimizer_step
+  std::optional<double> pending_sq_norm_;   // its finished reduction's Σ g², for callers' batches
+  bool independent_replicas_ = false;
+  int64_t furthest_samples_taken_ = 0;  // independent replicas: the most samples any replica took
   // The gradient noise scale, while the strategy reports its local norms (dp > 1).
   std::unique_ptr<NoiseScale> noise_scale_;
   double update_noise_scale(double reduced_sum_squares);

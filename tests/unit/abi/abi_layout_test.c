@@ -236,7 +236,7 @@ KEEL_ASSERT_OFFSET(keel_strategy_step_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, lr, 8);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, grad_scale, 12);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, step, 16);
-KEEL_ASSERT_SIZE(keel_strategy_api, 168);
+KEEL_ASSERT_SIZE(keel_strategy_api, 184);
 KEEL_ASSERT_OFFSET(keel_strategy_api, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_api, validate_config, 8);
 KEEL_ASSERT_OFFSET(keel_strategy_api, create, 16);
@@ -258,6 +258,8 @@ KEEL_ASSERT_OFFSET(keel_strategy_api, own_state_info, 136);
 KEEL_ASSERT_OFFSET(keel_strategy_api, read_own_state, 144);
 KEEL_ASSERT_OFFSET(keel_strategy_api, write_own_state, 152);
 KEEL_ASSERT_OFFSET(keel_strategy_api, local_grad_sq_norm, 160); /* 0.11 */
+KEEL_ASSERT_OFFSET(keel_strategy_api, independent_replicas, 168); /* 0.14 */
+KEEL_ASSERT_OFFSET(keel_strategy_api, sync_reached, 176);
 KEEL_ASSERT_SIZE(keel_plugin_info, 56);
 KEEL_ASSERT_OFFSET(keel_plugin_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_plugin_info, kind, 8);
@@ -457,5 +459,5 @@ KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 13 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 14 ? 0 : 1;
 }

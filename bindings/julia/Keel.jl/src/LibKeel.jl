@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 13
+const KEEL_ABI_VERSION_MINOR = 14
 
 const KEEL_MAX_DIMS = 4
 
@@ -529,6 +529,8 @@ struct keel_strategy_api
     read_own_state::Ptr{Cvoid}
     write_own_state::Ptr{Cvoid}
     local_grad_sq_norm::Ptr{Cvoid}
+    independent_replicas::Ptr{Cvoid}
+    sync_reached::Ptr{Cvoid}
 end
 
 const KEEL_SPLIT_TRAIN = Cint(0)
@@ -790,6 +792,61 @@ mpirun every rank must call it with the same arguments.
 """
 function keel_trainer_generate(trainer, prompt, prompt_length, count, temperature, seed, out_tokens)
     ccall((:keel_trainer_generate, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Csize_t, Int32, Cdouble, UInt64, Ptr{Int32}), trainer, prompt, prompt_length, count, temperature, seed, out_tokens)
+end
+
+"""
+Your own loop, on your own batches: `tokens` and `targets` are (batch, seq_len) row-major token
+ids in [0, vocab), targets[i] the id position i should predict; seq_len is the run's data
+seq_len, and batch at most data.micro_batch rows or a multiple of it (split into micro-batches
+of that many). Every rank calls: under data parallelism each passes its own share, of the
+same number of rows; the tensor- and pipeline-parallel ranks of one replica pass the same rows.
+The ranks compare their batches first, so a bad one on any rank fails every rank alike.
+forward_backward: the gradients of the batch from zero, and the loss the step will report (the
+data-parallel mean); they stay readable with read_grad until optimizer_step consumes them
+(another forward_backward, a step or a load drops them). optimizer_step: the update from them, as a
+step makes it (gradient norm, train.grad_clip, the scheduled learning rate, the strategy), and
+the step's metrics. step_on: both at once. Not with a strategy whose replicas step on their
+own (strategy.h 0.14): KEEL_ERR_UNIMPLEMENTED.
+"""
+function keel_trainer_forward_backward(trainer, tokens, targets, batch, seq_len, out_loss)
+    ccall((:keel_trainer_forward_backward, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Ptr{Int32}, Int32, Int32, Ptr{Cfloat}), trainer, tokens, targets, batch, seq_len, out_loss)
+end
+
+"""
+Parameter `name`'s gradient from the last forward_backward as the update will see it, into
+host memory (count: its element count): at one data-parallel rank any strategy's; at more,
+ddp's (the data-parallel mean) and diloco's or edit's (the replica's own), others refused
+(ZeRO holds reduced pieces, topk and powersgd compress); a tensor split by tensor parallelism
+is refused as read_param refuses it.
+"""
+function keel_trainer_read_grad(trainer, name, dst, count)
+    ccall((:keel_trainer_read_grad, libkeel), keel_status, (Ptr{keel_trainer}, Cstring, Ptr{Cfloat}, Csize_t), trainer, name, dst, count)
+end
+
+function keel_trainer_optimizer_step(trainer, out_metrics)
+    ccall((:keel_trainer_optimizer_step, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{keel_step_metrics}), trainer, out_metrics)
+end
+
+function keel_trainer_step_on(trainer, tokens, targets, batch, seq_len, out_metrics)
+    ccall((:keel_trainer_step_on, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Ptr{Int32}, Int32, Int32, Ptr{keel_step_metrics}), trainer, tokens, targets, batch, seq_len, out_metrics)
+end
+
+"""
+verbose 1 (the default): keel_trainer_train prints the run's header, progress and notes on
+stdout as `keel run` does; 0: nothing there (the metrics file and TensorBoard events are
+written either way, warnings and errors still reach stderr). From the next train call.
+"""
+function keel_trainer_set_verbose(trainer, verbose)
+    ccall((:keel_trainer_set_verbose, libkeel), keel_status, (Ptr{keel_trainer}, Int32), trainer, verbose)
+end
+
+"""
+The least severe log line the process prints on stderr from now on, for every trainer and
+plugin: 0 debug, 1 info, 2 warn, 3 error (keel/host.h's KEEL_LOG_*); the default is the
+KEEL_LOG_LEVEL variable's, else info.
+"""
+function keel_set_log_level(level)
+    ccall((:keel_set_log_level, libkeel), keel_status, (Int32,), level)
 end
 
 end # module LibKeel

@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 13;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 14;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub const KEEL_STEP_INTERRUPTED: u32 = 2;
 pub const KEEL_TRAIN_TO_CONFIGURED_STEPS: i32 = -1;
@@ -1228,4 +1228,44 @@ extern "C" {
         seed: u64,
         out_tokens: *mut i32,
     ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_forward_backward(
+        trainer: *mut keel_trainer,
+        tokens: *const i32,
+        targets: *const i32,
+        batch: i32,
+        seq_len: i32,
+        out_loss: *mut f32,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_read_grad(
+        trainer: *mut keel_trainer,
+        name: *const ::std::os::raw::c_char,
+        dst: *mut f32,
+        count: usize,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_optimizer_step(
+        trainer: *mut keel_trainer,
+        out_metrics: *mut keel_step_metrics,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_step_on(
+        trainer: *mut keel_trainer,
+        tokens: *const i32,
+        targets: *const i32,
+        batch: i32,
+        seq_len: i32,
+        out_metrics: *mut keel_step_metrics,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_set_verbose(trainer: *mut keel_trainer, verbose: i32) -> keel_status;
+}
+extern "C" {
+    pub fn keel_set_log_level(level: i32) -> keel_status;
 }

@@ -1,0 +1,258 @@
+"""Your own loop on your own batches (embed.h 0.14): step(batch) in every form it takes, and
+forward_backward / grad / optimizer_step, checked against an independent PyTorch GPT
+(tests/python/gpt_reference.py) on the same weights and batch: the loss, every gradient by name,
+and SGD's update p - lr·g. Then train() goes on from the steps taken by hand with the config's
+metrics, evaluation and checkpoints."""
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import keel
+from conftest import unique_name, with_sgd
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests" / "python"))
+import gpt_reference  # noqa: E402
+
+
+def own_batch(config, seed):
+    """(tokens, targets) of data.micro_batch rows of data.seq_len byte ids, the targets one position on."""
+    data = config["data"]
+    rows = np.random.default_rng(seed).integers(0, 256, size=(data["micro_batch"], data["seq_len"] + 1))
+    return rows[:, :-1].astype(np.int32), rows[:, 1:].astype(np.int32)
+
+
+def weights_of(trainer):
+    return {name: trainer.read_param(name) for name in trainer.param_shapes()}
+
+
+def model_config(trainer, config):
+    model = config["model"]
+    return {"vocab_size": 256, "n_layer": model["n_layer"], "n_head": model["n_head"]}
+
+
+def test_gradients_by_name_and_the_update_match_pytorch(config):
+    config = with_sgd(config, lr=0.05)
+    config["train"]["grad_clip"] = 0
+    trainer = keel.Trainer(config)
+    tokens, targets = own_batch(config, 1)
+    before = weights_of(trainer)
+    loss = trainer.forward_backward((tokens, targets))
+    _, expected_loss, expected_grads = gpt_reference.loss_and_grads(before, tokens, targets,
+                                                                   model_config(trainer, config))
+    assert loss == pytest.approx(expected_loss, rel=1e-5)
+    grads = {name: trainer.grad(name) for name in before}
+    for name, grad in grads.items():
+        reference = expected_grads[name]
+        error = np.linalg.norm(grad - reference) / max(np.linalg.norm(reference), 1e-12)
+        assert error < 1e-4, f"{name}: gradient differs from PyTorch's by {error:.2e} relative in norm"
+    metrics = trainer.optimizer_step()
+    assert metrics["step"] == 1 and trainer.global_step == 1
+    assert metrics["loss"] == pytest.approx(loss, rel=1e-6)
+    for name, value in weights_of(trainer).items():
+        np.testing.assert_allclose(value, before[name] - 0.05 * grads[name], rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_every_batch_form_gives_the_same_step(config):
+    tokens, targets = own_batch(config, 2)
+    rows = np.concatenate([tokens, targets[:, -1:]], axis=1)  # (B, T + 1): the same tokens and targets
+    forms = {
+        "rows": rows,
+        "pair": (tokens, targets),
+        "dict": {"tokens": tokens, "targets": targets},
+        "hugging face": {"input_ids": rows, "labels": rows},  # unshifted: the model shifts them
+        "torch": torch.from_numpy(rows.astype(np.int64)),
+        "nested list": rows.tolist(),
+    }
+    results = {}
+    for name, batch in forms.items():
+        trainer = keel.Trainer(config)  # the same seed: the same weights
+        first = trainer.step(batch)
+        results[name] = (first["loss"], trainer.step(batch)["loss"])
+    assert len(set(results.values())) == 1, results
+    # And forward_backward then optimizer_step is step(batch), bit for bit.
+    trainer = keel.Trainer(config)
+    trainer.forward_backward(rows)
+    second_loss = (trainer.optimizer_step(), trainer.step(rows))[1]["loss"]
+    assert (results["rows"][0], second_loss) == results["rows"]
+
+
+def test_train_goes_on_from_steps_taken_by_hand(config, tmp_path):
+    config["train"].update({"eval_every": 2, "checkpoint": {"dir": str(tmp_path / "ckpt"), "every": 2}})
+    trainer = keel.Trainer(config)
+    for seed in (3, 4):
+        trainer.step(own_batch(config, seed))
+    trainer.train(2)
+    records = [json.loads(line) for line in open(config["train"]["metrics_path"])]
+    assert [r["step"] for r in records] == [3, 4] and "val_loss" in records[-1], records
+    assert (tmp_path / "ckpt" / "step-00000004" / "manifest.json").exists()
+
+
+def test_mistakes_name_what_was_expected(config):
+    trainer = keel.Trainer(config)
+    with pytest.raises(keel.InvalidArgument, match="needs the gradients of a forward_backward first|no gradients to apply"):
+        trainer.optimizer_step()
+    with pytest.raises(keel.InvalidArgument, match="no gradients to read"):
+        trainer.grad("wte")
+    tokens, targets = own_batch(config, 5)
+    with pytest.raises(keel.InvalidArgument, match=r"expected rows of data\.seq_len = 64 tokens"):
+        trainer.step((tokens[:, :10], targets[:, :10]))
+    with pytest.raises(keel.InvalidArgument, match=r"target 300 at flat index 0 is outside the vocabulary \[0, 256\)"):
+        trainer.step((tokens, np.full_like(targets, 300)))
+    with pytest.raises(keel.InvalidArgument, match=r"tokens are \(4, 64\) but targets \(4, 63\)"):
+        trainer.forward_backward((tokens, targets[:, 1:]))
+    with pytest.raises(ValueError, match=r"\(batch, seq_len \+ 1\)"):
+        trainer.step(np.arange(5))
+    with pytest.raises(KeyError, match="needs 'tokens' and 'targets', or 'input_ids'"):
+        trainer.step({"ids": tokens})
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 2\^31\)"):
+        trainer.step(np.full((4, 65), 2**32 + 5, dtype=np.int64))  # would wrap to 5 in int32
+    assert trainer.global_step == 0  # nothing above stepped
+
+
+def test_close_and_with(config):
+    """close() frees the trainer at once; later calls raise; views taken before stay readable
+    (their memory goes with the last of them); `with` closes at the block's end."""
+    with keel.Trainer(config) as trainer:
+        trainer.step()
+        view = trainer.parameters()["wte"]
+        tensor = trainer.tensor("wpe")
+        expected, expected_wpe = trainer.read_param("wte"), trainer.read_param("wpe")
+    assert trainer.closed
+    with pytest.raises(keel.InvalidArgument, match=r"this Trainer is closed"):
+        trainer.step()
+    with pytest.raises(keel.InvalidArgument, match=r"this Trainer is closed"):
+        trainer.read_param("wte")
+    np.testing.assert_array_equal(view, expected)  # the native trainer lives on for the view
+    np.testing.assert_array_equal(np.asarray(tensor), expected_wpe)
+    trainer.close()  # a second close does nothing
+    del view, tensor
+
+
+def test_close_frees_the_trainer_when_its_last_view_goes(config):
+    """What the native trainer holds (here a Python data source's iterator) is released by
+    close() at once, or, while a view of its memory is alive, when the last view goes."""
+    import gc
+    import weakref
+
+    alive = []
+
+    class Batches:
+        def __init__(self, config):
+            self.rows = np.random.default_rng(0).integers(0, 256, size=(config["micro_batch"], config["seq_len"] + 1))
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return self.rows
+
+    def factory(source_config):
+        batches = Batches(source_config)
+        alive.append(weakref.ref(batches))
+        return batches
+
+    name = unique_name("closing")
+    keel.register_data_source(name, factory)
+    config["data"] = {"plugin": name, "micro_batch": 4, "global_batch": 4, "seq_len": 64, "val_batches": 1}
+    trainer = keel.Trainer(config)
+    trainer.step()
+    trainer.close()
+    gc.collect()
+    assert alive and all(ref() is None for ref in alive), "close() left the data source alive"
+
+    alive.clear()
+    trainer = keel.Trainer(config)
+    trainer.step()
+    view = trainer.parameters()["wpe"]
+    trainer.close()
+    gc.collect()
+    assert any(ref() is not None for ref in alive), "the trainer was freed under a live view"
+    del view
+    gc.collect()
+    assert all(ref() is None for ref in alive), "the last view went, the trainer stayed"
+
+
+def test_verbose_false_prints_nothing_on_stdout(config, capfd):
+    """train() with verbose=False: nothing on stdout, the metrics file as ever; verbose=True: the
+    header and progress as `keel run` prints them. set_log_level("warn") quiets start-up's info."""
+    config["train"]["log_every"] = 1
+    keel.set_log_level("warn")
+    try:
+        quiet = keel.Trainer(config, verbose=False)
+        capfd.readouterr()
+        quiet.train(2)
+        out, err = capfd.readouterr()
+        assert out == "" and "info:" not in err, (out, err)
+        assert [json.loads(line)["step"] for line in open(config["train"]["metrics_path"])] == [1, 2]
+        quiet.verbose = True
+        quiet.train(1)
+        out, _ = capfd.readouterr()
+        assert "step 3" in out, out
+        assert [json.loads(line)["step"] for line in open(config["train"]["metrics_path"])] == [1, 2, 3]
+    finally:
+        keel.set_log_level("info")
+    with pytest.raises(keel.InvalidArgument, match='expected "debug", "info", "warn" or "error", found "loud"'):
+        keel.set_log_level("loud")
+
+
+def test_close_inside_a_callback_is_refused(config):
+    trainer = keel.Trainer(config, verbose=False)
+    refusals = []
+
+    def close_now(metrics):
+        with pytest.raises(keel.InvalidArgument, match="called inside a call of this trainer") as refused:
+            trainer.close()
+        refusals.append(refused.value)
+        trainer.verbose = True  # switching the output inside train is fine: it takes effect at once
+        return True
+
+    trainer.train(3, callback=close_now)
+    assert len(refusals) == 1 and trainer.global_step == 1 and not trainer.closed
+    trainer.close()
+    assert trainer.closed
+
+
+def run_two_ranks(config, mode, out):
+    import os
+    import shutil
+    import subprocess
+
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun is not installed (scripts/install-deps.sh installs openmpi-bin)"
+    script = pathlib.Path(__file__).parent / "mpi" / "own_loop_ranks.py"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    out.mkdir()
+    done = subprocess.run([mpirun, "--oversubscribe", "-np", "2", sys.executable, str(script), json.dumps(config), mode,
+                           str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_two_ranks_each_pass_their_share(config, tmp_path):
+    """Under mpirun with ddp at dp 2, each rank's own rows: the loss and gradients are the mean of
+    the two ranks' shares (PyTorch on each share, averaged), the same on both ranks; a rank that
+    passes a different number of rows fails both ranks with one message instead of hanging."""
+    config["data"].update({"global_batch": 8})
+    config["parallel"] = {"strategy": {"plugin": "ddp"}}
+    ranks = run_two_ranks(config, "same", tmp_path / "same")
+    assert ranks[0]["loss"] == ranks[1]["loss"] and ranks[0]["grads"] == ranks[1]["grads"], ranks
+    weights = weights_of(keel.Trainer(config, verbose=False))  # the same seed: the ranks' starting weights
+    losses, grads = [], {}
+    for rank in ranks:
+        rows = np.asarray(rank["rows"])
+        _, loss, g = gpt_reference.loss_and_grads(weights, rows[:, :-1], rows[:, 1:], model_config(None, config))
+        losses.append(loss)
+        for name in rank["grads"]:
+            grads.setdefault(name, []).append(g[name].ravel()[:64])
+    assert ranks[0]["loss"] == pytest.approx(sum(losses) / 2, rel=1e-5)
+    for name, got in ranks[0]["grads"].items():
+        expected = (grads[name][0] + grads[name][1]) / 2
+        error = np.linalg.norm(np.asarray(got) - expected) / np.linalg.norm(expected)
+        assert error < 1e-4, f"{name}: the dp-2 gradient differs from the mean of the shares by {error:.2e}"
+    mismatch = run_two_ranks(config, "mismatch", tmp_path / "mismatch")
+    assert all("rank 0 passed 4 rows and rank 1 1" in r.get("error", "") or
+               "rank 1 passed 1 rows and rank 0 4" in r.get("error", "") for r in mismatch), mismatch
