@@ -170,6 +170,25 @@ KEEL_API keel_status keel_trainer_set_verbose(keel_trainer* trainer, int32_t ver
    KEEL_LOG_LEVEL variable's, else info. */
 KEEL_API keel_status keel_set_log_level(int32_t level);
 
+/* --- appended in 0.15 --- */
+
+/* Hugging Face interop for a live trainer. export_hf writes folder/model.safetensors (the model's
+   external names and layouts, F32) and folder/config.json, as `keel export` writes them from a
+   checkpoint. load_hf sets every parameter the model names externally from a safetensors file or
+   a Hugging Face folder, as model.init_from does (names, transposes and padding undone; a missing,
+   extra or misshapen tensor is an error naming it, and nothing is written then). Every rank
+   calls both; rank 0 writes the files. Both need each rank to hold whole parameters: any
+   strategy at one rank, ddp, diloco or edit at more, with tp and pp 1; elsewhere
+   KEEL_ERR_UNIMPLEMENTED (save a checkpoint and `keel export` it). */
+KEEL_API keel_status keel_trainer_export_hf(keel_trainer* trainer, const char* folder);
+KEEL_API keel_status keel_trainer_load_hf(keel_trainer* trainer, const char* path);
+/* keel_trainer_generate, sampling at each position only among the `top_k` most likely tokens
+   (0: all) that also form the smallest set, most likely first, whose probability reaches `top_p`
+   (in (0, 1]; 1: all), renormalised. top_k 0 and top_p 1 is keel_trainer_generate exactly. */
+KEEL_API keel_status keel_trainer_generate_top(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
+                                               int32_t count, double temperature, int32_t top_k, double top_p,
+                                               uint64_t seed, int32_t* out_tokens);
+
 #ifdef __cplusplus
 }
 #endif

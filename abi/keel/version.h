@@ -37,11 +37,13 @@
    0.14: replicas that step on their own between syncs (strategy.h independent_replicas,
         sync_reached): A-EDiT, whose replicas sync on time, each after its own number of steps;
         your own loop on your own batches (embed.h keel_trainer_forward_backward, read_grad,
-        optimizer_step, step_on). */
+        optimizer_step, step_on).
+   0.15: Hugging Face export and import of a live trainer (embed.h keel_trainer_export_hf,
+        keel_trainer_load_hf). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 14
+#define KEEL_ABI_VERSION_MINOR 15
 
 #endif

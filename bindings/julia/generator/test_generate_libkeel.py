@@ -56,6 +56,20 @@ EMBED_SIGNATURES = {
     "keel_trainer_logits": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Int32", "Int32", "Ptr{Cfloat}", "Csize_t"]),
     "keel_trainer_generate": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Csize_t", "Int32", "Cdouble", "UInt64",
                                               "Ptr{Int32}"]),
+    # appended in 0.14
+    "keel_trainer_forward_backward": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Ptr{Int32}", "Int32", "Int32",
+                                                      "Ptr{Cfloat}"]),
+    "keel_trainer_read_grad": ("keel_status", ["Ptr{keel_trainer}", "Cstring", "Ptr{Cfloat}", "Csize_t"]),
+    "keel_trainer_optimizer_step": ("keel_status", ["Ptr{keel_trainer}", "Ptr{keel_step_metrics}"]),
+    "keel_trainer_step_on": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Ptr{Int32}", "Int32", "Int32",
+                                             "Ptr{keel_step_metrics}"]),
+    "keel_trainer_set_verbose": ("keel_status", ["Ptr{keel_trainer}", "Int32"]),
+    "keel_set_log_level": ("keel_status", ["Int32"]),
+    # appended in 0.15
+    "keel_trainer_export_hf": ("keel_status", ["Ptr{keel_trainer}", "Cstring"]),
+    "keel_trainer_load_hf": ("keel_status", ["Ptr{keel_trainer}", "Cstring"]),
+    "keel_trainer_generate_top": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Csize_t", "Int32", "Cdouble", "Int32",
+                                                  "Cdouble", "UInt64", "Ptr{Int32}"]),
 }
 
 

@@ -103,11 +103,52 @@ class Trainer(_ExtensionTrainer):
             return super().step()
         return self._step_on(*_as_batch(batch))
 
+    def load_hf(self, source):
+        """Sets the model's weights from Hugging Face's: a folder (model.safetensors or its shards and
+        index), a .safetensors file, or a state dict of name -> array (torch tensors too, as
+        model.state_dict() gives them). Names, Conv1D transposes and the padded vocabulary are
+        undone as model.init_from does; a missing, extra or misshapen tensor raises naming it and
+        changes nothing. Every rank calls it."""
+        import collections.abc
+        import os
+        import tempfile
+
+        if not isinstance(source, collections.abc.Mapping):
+            return self._load_hf(os.fspath(source))
+        with tempfile.TemporaryDirectory(prefix="keel-load-hf-") as folder:
+            path = os.path.join(folder, "model.safetensors")
+            _write_safetensors(path, source)
+            return self._load_hf(path)
+
     def forward_backward(self, batch):
         """The first half of step(batch): the gradients of `batch` (as step takes it) from zero, and
         the loss the step will report. Read them with grad(name), then apply them with
         optimizer_step(); another forward_backward or step replaces them."""
         return self._forward_backward(*_as_batch(batch))
+
+
+def _write_safetensors(path, tensors):
+    """A state dict as one safetensors file of F32 tensors (the format: an 8-byte little-endian
+    header length, the JSON header of dtype, shape and byte offsets, then the bytes)."""
+    import json
+    import struct
+
+    import numpy as np
+
+    header, blobs, offset = {}, [], 0
+    for name, value in tensors.items():
+        if hasattr(value, "detach"):
+            value = value.detach().cpu().float().numpy()
+        array = np.ascontiguousarray(np.asarray(value, dtype=np.float32))
+        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
+        blobs.append(array.tobytes())
+        offset += array.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as out:
+        out.write(struct.pack("<Q", len(text)) + text)
+        for blob in blobs:
+            out.write(blob)
 
 
 def _as_ids(value):

@@ -429,7 +429,7 @@ void bind_trainer(py::module_& module) {
       .def(
           "generate",
           [](Trainer& t, const py::object& prompt, int32_t count, std::optional<double> temperature,
-             std::optional<uint64_t> seed) {
+             std::optional<uint64_t> seed, int32_t top_k, double top_p) {
             const bool text = py::isinstance<py::str>(prompt);
             if (text && t.vocab_size() != 256)
               throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: a str prompt needs a byte-level model (vocab 256), "
@@ -449,18 +449,37 @@ void bind_trainer(py::module_& module) {
               throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: temperature must be >= 0");
             std::vector<int32_t> generated(static_cast<size_t>(count), 0);
             check(t.released([&] {
-              return keel_trainer_generate(t.handle(), tokens.data(), tokens.size(), count, temp, key, generated.data());
+              return keel_trainer_generate_top(t.handle(), tokens.data(), tokens.size(), count, temp, top_k, top_p, key,
+                                               generated.data());
             }));
             if (!text) return py::object(py::cast(generated));
             std::string bytes(generated.begin(), generated.end());
             return py::object(py::bytes(bytes).attr("decode")("utf-8", "replace"));
           },
           py::arg("prompt"), py::arg("n"), py::arg("temperature") = py::none(), py::arg("seed") = py::none(),
+          py::arg("top_k") = 0, py::arg("top_p") = 1.0,
           "Generates n tokens after prompt, as `keel run` samples: prompt a list of token ids gives the\n"
           "list of n generated ids; for a byte-level model (vocab 256) a str prompt gives the generated\n"
           "text (its UTF-8 bytes; invalid sequences become U+FFFD). temperature None: the config's\n"
           "train.sample_temperature. seed None: a fresh random seed; the same seed gives the same tokens.\n"
+          "top_k (0: all) keeps the k most likely tokens, top_p (1: all) the smallest set of them whose\n"
+          "probability reaches p, renormalised before sampling.\n"
           "Under mpirun every rank must call it with the same arguments, seed included.")
+      .def(
+          "export_hf",
+          [](Trainer& t, const py::object& folder) {
+            const std::string path = fspath(folder);
+            check(t.released([&] { return keel_trainer_export_hf(t.handle(), path.c_str()); }));
+          },
+          py::arg("folder"),
+          "Writes folder/model.safetensors and folder/config.json as `keel export` does: what\n"
+          "transformers' from_pretrained loads. Every rank calls it (rank 0 writes).")
+      .def(
+          "_load_hf",
+          [](Trainer& t, const std::string& path) {
+            check(t.released([&] { return keel_trainer_load_hf(t.handle(), path.c_str()); }));
+          },
+          py::arg("path"))
       .def(
           "evaluate",
           [](Trainer& t) {

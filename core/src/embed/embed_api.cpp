@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
 #include "host/log.h"
+#include "interop/huggingface.h"
 #include "loader/plugin_registry.h"
 #include "mesh/collectives.h"
 #include "session/run_session.h"
@@ -168,6 +169,19 @@ std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* f
     micro_batches.push_back(std::move(b));
   }
   return micro_batches;
+}
+
+// Hugging Face export and import read and write whole tensors on each rank, with no collective.
+void require_whole_parameters(const keel::Trainer& t, const char* fn) {
+  const keel::MeshLayout& layout = t.mesh().layout();
+  const std::string& strategy = t.config().strategy.plugin;
+  const bool replicated = layout.dp == 1 || strategy == "ddp" || strategy == "diloco" || strategy == "edit";
+  if (layout.tp == 1 && layout.pp == 1 && replicated) return;
+  throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED,
+                        std::string(fn) + ": this run splits its parameters (tp " + std::to_string(layout.tp) + ", pp " +
+                            std::to_string(layout.pp) + ", strategy " + strategy + " at " + std::to_string(layout.dp) +
+                            " data-parallel ranks); each rank needs whole ones (tp and pp 1; ddp, diloco or edit, or "
+                            "one rank). Save a checkpoint and `keel export` it, or set model.init_from");
 }
 
 // Whose gradients read_grad can hand out whole and as the update will see them: any strategy
@@ -342,6 +356,36 @@ KEEL_API keel_status keel_set_log_level(int32_t level) {
     require(level >= KEEL_LOG_DEBUG && level <= KEEL_LOG_ERROR,
             "keel_set_log_level: level is not one of KEEL_LOG_DEBUG, _INFO, _WARN, _ERROR");
     keel::set_log_threshold(level);
+  });
+}
+
+KEEL_API keel_status keel_trainer_export_hf(keel_trainer* trainer, const char* folder) {
+  return embed_call([&] {
+    require(trainer && folder && *folder, "keel_trainer_export_hf: trainer is NULL, or folder is NULL or empty");
+    keel::Trainer& t = *trainer->trainer;
+    require_whole_parameters(t, "keel_trainer_export_hf");
+    std::string failure;
+    if (t.mesh().world.rank == 0) {
+      try {
+        keel::export_huggingface(t.parameters(), (std::filesystem::path(folder) / "model.safetensors").string());
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    // Rank 0's outcome reaches every rank, so all return alike.
+    if (keel::broadcast_int64(t.mesh().world, failure.empty() ? 0 : 1, 0) != 0)
+      throw keel::KeelError(KEEL_ERR_IO, failure.empty() ? "keel_trainer_export_hf: rank 0 could not write " +
+                                                               std::string(folder) + " (its message says why)"
+                                                         : failure);
+  });
+}
+
+KEEL_API keel_status keel_trainer_load_hf(keel_trainer* trainer, const char* path) {
+  return embed_call([&] {
+    require(trainer && path && *path, "keel_trainer_load_hf: trainer is NULL, or path is NULL or empty");
+    keel::Trainer& t = *trainer->trainer;
+    require_whole_parameters(t, "keel_trainer_load_hf");
+    keel::import_huggingface(t.parameters(), path);  // every rank reads the same files: no collective
   });
 }
 
@@ -530,9 +574,19 @@ KEEL_API keel_status keel_trainer_logits(keel_trainer* trainer, const int32_t* t
 
 KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
                                            int32_t count, double temperature, uint64_t seed, int32_t* out_tokens) {
+  return keel_trainer_generate_top(trainer, prompt, prompt_length, count, temperature, 0, 1.0, seed, out_tokens);
+}
+
+KEEL_API keel_status keel_trainer_generate_top(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
+                                               int32_t count, double temperature, int32_t top_k, double top_p,
+                                               uint64_t seed, int32_t* out_tokens) {
   return embed_call([&] {
     require(trainer && (prompt || prompt_length == 0) && (out_tokens || count == 0) && count >= 0,
             "keel_trainer_generate: trainer is NULL, prompt or out_tokens is NULL, or count is negative");
+    if (top_k < 0 || !(top_p > 0 && top_p <= 1))
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: top_k must be >= 0 (0: all) and top_p "
+                                                       "in (0, 1]; found top_k " + std::to_string(top_k) + ", top_p " +
+                                                           std::to_string(top_p));
     keel::Trainer& t = *trainer->trainer;
     const int32_t vocab = t.model_info().vocab_size;
     for (size_t i = 0; i < prompt_length; ++i)
@@ -540,8 +594,9 @@ KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t*
         throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: prompt token " +
                                                              std::to_string(prompt[i]) + " at index " + std::to_string(i) +
                                                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    const std::vector<int32_t> generated = t.sample(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed,
-                                                    temperature >= 0 ? temperature : t.config().train.sample_temperature);
+    const std::vector<int32_t> generated =
+        t.sample(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed,
+                 temperature >= 0 ? temperature : t.config().train.sample_temperature, top_k, top_p);
     std::copy(generated.begin(), generated.end(), out_tokens);
   });
 }

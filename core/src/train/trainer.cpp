@@ -23,6 +23,37 @@
 
 namespace keel {
 
+// Top-k, then top-p (nucleus) filtering: zeroes every weight outside the `top_k` largest (ties
+// to the lower id) and outside the smallest set of those, largest first, whose share of their
+// total reaches `top_p` (at least one); returns the weights left.
+namespace {
+
+double keep_most_likely(std::vector<double>& weights, int32_t top_k, double top_p) {
+  std::vector<int32_t> order(weights.size());
+  for (size_t v = 0; v < order.size(); ++v) order[v] = int32_t(v);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return weights[a] > weights[b]; });
+  size_t keep = top_k > 0 ? std::min(order.size(), size_t(top_k)) : order.size();
+  double kept_total = 0;
+  for (size_t i = 0; i < keep; ++i) kept_total += weights[order[i]];
+  if (top_p < 1.0) {
+    double running = 0;
+    for (size_t i = 0; i < keep; ++i)
+      if ((running += weights[order[i]]) >= top_p * kept_total) {
+        keep = i + 1;
+        break;
+      }
+  }
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i < keep) total += weights[order[i]];
+    else weights[order[i]] = 0;
+  }
+  return total;
+}
+
+}  // namespace
+
+
 Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)) {
   plugins_.create(config_);
   const BatchGeometry batches =
@@ -317,7 +348,7 @@ std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t b
 }
 
 std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed,
-                                     double sampling_temperature) {
+                                     double sampling_temperature, int32_t top_k, double top_p) {
   // A fixed window of seq_len tokens, left-aligned and padded: causal attention makes the
   // logits at the last real position independent of the padding after it.
   std::vector<int32_t> context = prompt.empty() ? std::vector<int32_t>{0} : prompt;
@@ -337,6 +368,7 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t
     std::vector<double> weights(vocab);
     double total = 0;
     for (int32_t v = 0; v < vocab; ++v) total += weights[v] = std::exp((row[v] - max_logit) / temperature);
+    if ((top_k > 0 && top_k < vocab) || top_p < 1.0) total = keep_most_likely(weights, top_k, top_p);
     double pick = uniform_open01(key, uint64_t(i)) * total;
     int32_t token = vocab - 1;
     for (int32_t v = 0; v < vocab; ++v)

@@ -73,8 +73,11 @@ class Trainer final : public RunPosition {
   double forward_backward(const Batch& batch);
   // Logits (B,T,Vp) of an inference forward, copied to the host.
   std::vector<float> logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len);
-  // Generates `count` tokens after `prompt`, sampling at `temperature` (0: greedy).
-  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature);
+  // Generates `count` tokens after `prompt`, sampling at `temperature` (0: greedy) among the
+  // `top_k` most likely tokens (0: all) that are also the smallest set whose probability
+  // reaches `top_p` (1: all).
+  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature,
+                              int32_t top_k = 0, double top_p = 1.0);
 
   // The parameters as whole tensors, zero-copy views and external names (model_parameters.h).
   ModelParameters& parameters() { return parameters_; }

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 14
+const KEEL_ABI_VERSION_MINOR = 15
 
 const KEEL_MAX_DIMS = 4
 
@@ -847,6 +847,33 @@ KEEL_LOG_LEVEL variable's, else info.
 """
 function keel_set_log_level(level)
     ccall((:keel_set_log_level, libkeel), keel_status, (Int32,), level)
+end
+
+"""
+Hugging Face interop for a live trainer. export_hf writes folder/model.safetensors (the model's
+external names and layouts, F32) and folder/config.json, as `keel export` writes them from a
+checkpoint. load_hf sets every parameter the model names externally from a safetensors file or
+a Hugging Face folder, as model.init_from does (names, transposes and padding undone; a missing,
+extra or misshapen tensor is an error naming it, and nothing is written then). Every rank
+calls both; rank 0 writes the files. Both need each rank to hold whole parameters: any
+strategy at one rank, ddp, diloco or edit at more, with tp and pp 1; elsewhere
+KEEL_ERR_UNIMPLEMENTED (save a checkpoint and `keel export` it).
+"""
+function keel_trainer_export_hf(trainer, folder)
+    ccall((:keel_trainer_export_hf, libkeel), keel_status, (Ptr{keel_trainer}, Cstring), trainer, folder)
+end
+
+function keel_trainer_load_hf(trainer, path)
+    ccall((:keel_trainer_load_hf, libkeel), keel_status, (Ptr{keel_trainer}, Cstring), trainer, path)
+end
+
+"""
+keel_trainer_generate, sampling at each position only among the `top_k` most likely tokens
+(0: all) that also form the smallest set, most likely first, whose probability reaches `top_p`
+(in (0, 1]; 1: all), renormalised. top_k 0 and top_p 1 is keel_trainer_generate exactly.
+"""
+function keel_trainer_generate_top(trainer, prompt, prompt_length, count, temperature, top_k, top_p, seed, out_tokens)
+    ccall((:keel_trainer_generate_top, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Csize_t, Int32, Cdouble, Int32, Cdouble, UInt64, Ptr{Int32}), trainer, prompt, prompt_length, count, temperature, top_k, top_p, seed, out_tokens)
 end
 
 end # module LibKeel

@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 14;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 15;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub const KEEL_STEP_INTERRUPTED: u32 = 2;
 pub const KEEL_TRAIN_TO_CONFIGURED_STEPS: i32 = -1;
@@ -1268,4 +1268,29 @@ extern "C" {
 }
 extern "C" {
     pub fn keel_set_log_level(level: i32) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_export_hf(
+        trainer: *mut keel_trainer,
+        folder: *const ::std::os::raw::c_char,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_load_hf(
+        trainer: *mut keel_trainer,
+        path: *const ::std::os::raw::c_char,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_generate_top(
+        trainer: *mut keel_trainer,
+        prompt: *const i32,
+        prompt_length: usize,
+        count: i32,
+        temperature: f64,
+        top_k: i32,
+        top_p: f64,
+        seed: u64,
+        out_tokens: *mut i32,
+    ) -> keel_status;
 }
