@@ -26,6 +26,17 @@ typedef struct keel_data_api {
                             int32_t* targets);
   /* Restarts a split from its beginning; may be NULL when the source cannot restart. */
   keel_status (*reset_split)(void* source, int32_t split);
+  /* --- appended in 0.16; optional (NULL: the source restarts from its beginning on resume) --- */
+  /* The train split's position after the batches handed out so far, for a checkpoint: JSON
+     text that only this source reads back. Writes at most capacity bytes with the terminating
+     NUL into out, and the text's whole length without the NUL into *out_length; when
+     *out_length >= capacity the text was cut and the caller asks again with more room. Each
+     rank's source saves its own position. Threading: the training thread, between batches. */
+  keel_status (*save_position)(void* source, char* out, size_t capacity, size_t* out_length);
+  /* Continues the train split from a save_position text, before its next batch. The text
+     comes from a checkpoint on disk, untrusted input: a source checks it and fails with a
+     message (host set_error) rather than trusting it. */
+  keel_status (*restore_position)(void* source, const char* position_json);
 } keel_data_api;
 
 #ifdef __cplusplus

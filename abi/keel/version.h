@@ -39,11 +39,13 @@
         your own loop on your own batches (embed.h keel_trainer_forward_backward, read_grad,
         optimizer_step, step_on).
    0.15: Hugging Face export and import of a live trainer (embed.h keel_trainer_export_hf,
-        keel_trainer_load_hf). */
+        keel_trainer_load_hf).
+   0.16: a data source saves and restores its position through checkpoints (data.h
+        save_position, restore_position), so a run fed by a plugin resumes mid-stream. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 15
+#define KEEL_ABI_VERSION_MINOR 16
 
 #endif

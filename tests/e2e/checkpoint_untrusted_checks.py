@@ -147,6 +147,11 @@ def check_numbers(work):
          r"replica_positions: the replicas' 7 steps over 1 replicas do not make the run's step 2"),
         (["replica_positions"], [{"dp_rank": 0, "replica_step": 2, "samples_taken": "all"}],
          r"replica_positions\[0\]\.samples_taken: expected an integer"),
+        # a data plugin's position per rank (data.h 0.16): one string each, bounded
+        (["data_positions"], "batches", r"manifest\.json: data_positions: expected a list"),
+        (["data_positions"], ["{}", "{}"], r"data_positions: expected one entry for each of mesh\.world_size's 1 ranks"),
+        (["data_positions"], [{"batches": 2}], r"data_positions\[0\]: expected a string"),
+        (["data_positions"], ["x" * (2 ** 20 + 1)], r"data_positions\[0\]: longer than 1048576 bytes"),
     ]
     for path, value, pattern in cases:
         root, _ = work.copy(setter(path, value))

@@ -51,6 +51,7 @@ from keel._keel import (
 )
 from keel._keel import Trainer as _ExtensionTrainer
 from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
+from keel.optim import TensorPiece
 from keel.plot import plot_metrics
 
 
@@ -230,6 +231,7 @@ __all__ = [
     "Status",
     "Unsupported",
     "Tensor",
+    "TensorPiece",
     "Trainer",
     "plot_metrics",
     "plugins",

@@ -151,7 +151,19 @@ class PythonOptimizer(Protocol):
         grad_scale: float,
         step: int,
         apply_weight_decay: bool,
+        # only when per_tensor or whole_tensors is True: the tensor piece the call updates
+        tensor: Optional[TensorPiece] = None,
     ) -> None: ...
+
+class TensorPiece:
+    name: str
+    shape: tuple[int, ...]
+    piece_shape: tuple[int, ...]
+    piece_offset: tuple[int, ...]
+    offset: int
+    size: int
+    @property
+    def whole(self) -> bool: ...
 
 def register_optimizer(
     name: str,

@@ -6,10 +6,17 @@
 // next_batch on its training thread with the GIL released; each call takes the GIL, pulls one
 // array and copies it into the core's buffers. reset_split drops a split's iterator, so the
 // next batch calls the factory again.
+//
+// Checkpoints keep the train split's place (data.h 0.16): an iterable with state_dict() and
+// load_state_dict(state) (torchdata's StatefulDataLoader convention) saves its state as JSON;
+// any other is replayed, its first batches pulled again and dropped, so a deterministic one
+// resumes exactly.
 #include <keel/data.h>
 #include <pybind11/numpy.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -26,9 +33,14 @@ struct PythonDataSource {
   const PythonPlugin<keel_data_api>* plugin = nullptr;
   const keel_host* host = nullptr;
   py::dict config;
-  py::object iterators[2];  // per split; empty until its first batch or after reset_split
+  py::object iterables[2];  // per split, what the factory returned; empty until its first batch or after reset_split
+  py::object iterators[2];
   int64_t batches_taken[2] = {0, 0};
+  py::object pending_position;  // the train split's checkpointed place, applied when it starts
 };
+
+// The most batches a resume replays: far beyond any run, small enough to count exactly.
+constexpr int64_t kMostReplayedBatches = int64_t(1) << 40;
 
 std::string shape_text(const py::array& array) {
   std::string text = "(";
@@ -65,12 +77,43 @@ void copy_batch(const py::object& item, int32_t batch, int32_t seq_len, int32_t*
   }
 }
 
-py::object start_split(const PythonDataSource& source, int32_t split, int32_t batch, int32_t seq_len) {
+bool stateful(const py::object& iterable) {
+  return py::hasattr(iterable, "state_dict") && py::hasattr(iterable, "load_state_dict");
+}
+
+// Puts a freshly started train split where the checkpoint left it: its own state, or replayed.
+void apply_position(PythonDataSource& source) {
+  const py::dict position = source.pending_position;
+  source.pending_position = py::object();
+  const int64_t batches = position["batches"].cast<int64_t>();
+  const py::object& iterable = source.iterables[KEEL_SPLIT_TRAIN];
+  if (position.contains("state")) {
+    if (!stateful(iterable))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "the checkpoint holds the train iterable's state_dict(), but the "
+                                                 "factory's iterable now has no load_state_dict");
+    iterable.attr("load_state_dict")(position["state"]);
+  } else {
+    for (int64_t b = 0; b < batches; ++b) {
+      PyObject* next = PyIter_Next(source.iterators[KEEL_SPLIT_TRAIN].ptr());
+      if (!next) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        throw KeelError(KEEL_ERR_IO, "resuming: the train iterator ended after " + std::to_string(b) + " of the " +
+                                         std::to_string(batches) + " batches the checkpoint had taken");
+      }
+      Py_DECREF(next);
+    }
+  }
+  source.batches_taken[KEEL_SPLIT_TRAIN] = batches;
+}
+
+void start_split(PythonDataSource& source, int32_t split, int32_t batch, int32_t seq_len) {
   py::dict config = py::module_::import("copy").attr("deepcopy")(source.config);
   config["split"] = split_name(split);
   config["micro_batch"] = batch;
   config["seq_len"] = seq_len;
-  return py::iter(source.plugin->factory(config));
+  source.iterables[split] = source.plugin->factory(config);
+  source.iterators[split] = py::iter(source.iterables[split]);
+  if (split == KEEL_SPLIT_TRAIN && source.pending_position) apply_position(source);
 }
 
 keel_status validate_config(const keel_host*, const char*, const char*) {
@@ -92,8 +135,8 @@ keel_status next_batch(void* handle, int32_t split, int32_t batch, int32_t seq_l
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "next_batch: unknown split " + std::to_string(split));
     if (batch <= 0 || seq_len <= 0 || !tokens || !targets)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "next_batch: empty batch or NULL buffers");
-    py::object& iterator = source->iterators[split];
-    if (!iterator) iterator = start_split(*source, split, batch, seq_len);
+    if (!source->iterators[split]) start_split(*source, split, batch, seq_len);
+    const py::object& iterator = source->iterators[split];
     PyObject* next = PyIter_Next(iterator.ptr());
     if (!next) {
       if (PyErr_Occurred()) throw py::error_already_set();
@@ -112,8 +155,72 @@ keel_status reset_split(void* handle, int32_t split) {
   return call_python(source->host, source->plugin->source, KEEL_ERR_IO, [&] {
     if (split != KEEL_SPLIT_TRAIN && split != KEEL_SPLIT_VALIDATION)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "reset_split: unknown split " + std::to_string(split));
-    source->iterators[split] = py::object();
+    source->iterables[split] = source->iterators[split] = py::object();
     source->batches_taken[split] = 0;
+    if (split == KEEL_SPLIT_TRAIN) source->pending_position = py::object();
+  });
+}
+
+// {"batches": n} and, from a stateful iterable, "state": its state_dict().
+keel_status save_position(void* handle, char* out, size_t capacity, size_t* out_length) {
+  auto* source = static_cast<PythonDataSource*>(handle);
+  if (!source) return KEEL_ERR_INVALID_ARGUMENT;
+  return call_python(source->host, source->plugin->source, KEEL_ERR_INVALID_ARGUMENT, [&] {
+    if (!out_length || (capacity > 0 && !out))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "save_position: NULL output");
+    py::dict position;
+    if (source->pending_position) {  // resumed but not started: still where the checkpoint was
+      position = py::dict(source->pending_position);
+    } else {
+      position["batches"] = source->batches_taken[KEEL_SPLIT_TRAIN];
+      const py::object& iterable = source->iterables[KEEL_SPLIT_TRAIN];
+      if (iterable && stateful(iterable)) position["state"] = iterable.attr("state_dict")();
+    }
+    std::string text;
+    try {
+      text = py::module_::import("json").attr("dumps")(position, py::arg("allow_nan") = false).cast<std::string>();
+    } catch (py::error_already_set& e) {
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "the train iterable's state_dict() is not JSON (dicts, lists, "
+                                                 "strings, finite numbers): " + std::string(e.what()));
+    }
+    *out_length = text.size();
+    if (capacity > 0) {
+      const size_t copied = std::min(text.size(), capacity - 1);
+      std::memcpy(out, text.data(), copied);
+      out[copied] = '\0';
+    }
+  });
+}
+
+// The text comes from a checkpoint: checked before anything trusts it.
+keel_status restore_position(void* handle, const char* position_json) {
+  auto* source = static_cast<PythonDataSource*>(handle);
+  if (!source) return KEEL_ERR_INVALID_ARGUMENT;
+  return call_python(source->host, source->plugin->source, KEEL_ERR_IO, [&] {
+    if (!position_json) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "restore_position: NULL text");
+    py::object position;
+    try {
+      position = py::module_::import("json").attr("loads")(py::str(position_json));
+    } catch (py::error_already_set& e) {
+      throw KeelError(KEEL_ERR_IO, "the saved position is not JSON: " + std::string(e.what()));
+    }
+    const auto bad = [](const std::string& why) {
+      return KeelError(KEEL_ERR_IO, "the saved position " + why + " (expected {\"batches\": n} with 0 <= n <= 2^40, "
+                                    "and \"state\" from the iterable's state_dict())");
+    };
+    if (!py::isinstance<py::dict>(position)) throw bad("is not an object");
+    const py::dict fields = position;
+    for (const auto& [key, value] : fields)
+      if (py::str(key).cast<std::string>() != "batches" && py::str(key).cast<std::string>() != "state")
+        throw bad("has an unknown key '" + py::str(key).cast<std::string>() + "'");
+    if (!fields.contains("batches") || !py::isinstance<py::int_>(fields["batches"]) ||
+        py::isinstance<py::bool_>(fields["batches"]))
+      throw bad("has no integer \"batches\"");
+    const py::object batches = fields["batches"];
+    if (batches < py::int_(0) || batches > py::int_(kMostReplayedBatches)) throw bad("has batches out of range");
+    source->iterables[KEEL_SPLIT_TRAIN] = source->iterators[KEEL_SPLIT_TRAIN] = py::object();
+    source->batches_taken[KEEL_SPLIT_TRAIN] = 0;
+    source->pending_position = fields;
   });
 }
 
@@ -140,7 +247,8 @@ void bind_data_sources(py::module_& module) {
       [](const std::string& name, py::object factory, const std::string& version, const std::string& description,
          bool replace) {
         if (!PyCallable_Check(factory.ptr())) throw py::type_error("register_data_source: factory must be callable");
-        keel_data_api api{sizeof(keel_data_api), validate_config, nullptr, destroy, next_batch, reset_split};
+        keel_data_api api{sizeof(keel_data_api), validate_config, nullptr,   destroy,         next_batch,
+                          reset_split,           save_position,   restore_position};
         PythonPluginSlots<DataKind>::add(KEEL_KIND_DATA, "data source", name, std::move(factory), api, version,
                                          description, replace);
       },
@@ -152,6 +260,9 @@ void bind_data_sources(py::module_& module) {
       "an iterable of integer arrays of shape (micro_batch, seq_len + 1):\n"
       "tokens are a[:, :-1], next-token targets a[:, 1:]. Before each evaluation the validation\n"
       "split restarts by calling the factory again.\n\n"
+      "Checkpoints keep the train split's place: an iterable with state_dict() and\n"
+      "load_state_dict(state) saves its state (JSON-serialisable); any other is replayed on\n"
+      "resume, its first batches drawn again and dropped, which is exact when it is deterministic.\n\n"
       "A name already taken (by a built-in or library plugin, or one registered from Python\n"
       "before) raises keel.Error naming who has it, unless replace=True: then this one serves\n"
       "trainers created afterwards (re-running a notebook cell that registers a name needs it).");

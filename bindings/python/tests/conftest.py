@@ -4,7 +4,11 @@ for the whole process and so must not repeat across tests."""
 import copy
 import itertools
 import json
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -40,3 +44,17 @@ def with_sgd(config, lr=0.05):
     config["optimizer"] = {"plugin": "sgd", "lr": lr, "momentum": 0, "weight_decay": 0}
     config["lr_schedule"] = {"warmup_steps": 0, "decay": "constant"}
     return config
+
+
+def run_two_ranks(script, config, mode, out):
+    """Runs tests/mpi/<script> under `mpirun -np 2` with the config as JSON, a mode word and the
+    folder `out`, where each rank writes rank<R>.json; returns the two ranks' results."""
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun is not installed (scripts/install-deps.sh installs openmpi-bin)"
+    path = pathlib.Path(__file__).parent / "mpi" / script
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    out.mkdir()
+    done = subprocess.run([mpirun, "--oversubscribe", "-np", "2", sys.executable, str(path), json.dumps(config), mode,
+                           str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]

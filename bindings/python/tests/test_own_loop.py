@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import keel
-from conftest import unique_name, with_sgd
+from conftest import run_two_ranks, unique_name, with_sgd
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests" / "python"))
@@ -216,29 +216,13 @@ def test_close_inside_a_callback_is_refused(config):
     assert trainer.closed
 
 
-def run_two_ranks(config, mode, out):
-    import os
-    import shutil
-    import subprocess
-
-    mpirun = shutil.which("mpirun")
-    assert mpirun, "mpirun is not installed (scripts/install-deps.sh installs openmpi-bin)"
-    script = pathlib.Path(__file__).parent / "mpi" / "own_loop_ranks.py"
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
-    out.mkdir()
-    done = subprocess.run([mpirun, "--oversubscribe", "-np", "2", sys.executable, str(script), json.dumps(config), mode,
-                           str(out)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
-
-
 def test_two_ranks_each_pass_their_share(config, tmp_path):
     """Under mpirun with ddp at dp 2, each rank's own rows: the loss and gradients are the mean of
     the two ranks' shares (PyTorch on each share, averaged), the same on both ranks; a rank that
     passes a different number of rows fails both ranks with one message instead of hanging."""
     config["data"].update({"global_batch": 8})
     config["parallel"] = {"strategy": {"plugin": "ddp"}}
-    ranks = run_two_ranks(config, "same", tmp_path / "same")
+    ranks = run_two_ranks("own_loop_ranks.py", config, "same", tmp_path / "same")
     assert ranks[0]["loss"] == ranks[1]["loss"] and ranks[0]["grads"] == ranks[1]["grads"], ranks
     weights = weights_of(keel.Trainer(config, verbose=False))  # the same seed: the ranks' starting weights
     losses, grads = [], {}
@@ -253,6 +237,6 @@ def test_two_ranks_each_pass_their_share(config, tmp_path):
         expected = (grads[name][0] + grads[name][1]) / 2
         error = np.linalg.norm(np.asarray(got) - expected) / np.linalg.norm(expected)
         assert error < 1e-4, f"{name}: the dp-2 gradient differs from the mean of the shares by {error:.2e}"
-    mismatch = run_two_ranks(config, "mismatch", tmp_path / "mismatch")
+    mismatch = run_two_ranks("own_loop_ranks.py", config, "mismatch", tmp_path / "mismatch")
     assert all("rank 0 passed 4 rows and rank 1 1" in r.get("error", "") or
                "rank 1 passed 1 rows and rank 0 4" in r.get("error", "") for r in mismatch), mismatch

@@ -275,6 +275,7 @@ void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir
     throw KeelError(e.code, where + ": data_state: " + e.what());
   }
   view.position.restore_replica_positions(manifest.value("replica_positions", nlohmann::json()), same_ranks, where);
+  view.position.restore_data_positions(manifest.value("data_positions", nlohmann::json()), where);
   // Older checkpoints have none: the averages start over.
   view.position.restore_statistics(manifest.value("statistics", nlohmann::json()), where);
 }

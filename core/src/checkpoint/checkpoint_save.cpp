@@ -214,6 +214,7 @@ nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::strin
                  all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
   std::set<std::string> listed;
   std::vector<nlohmann::json> replica_positions;
+  nlohmann::json data_positions = nlohmann::json::array();  // every rank's, in world-rank order
   for (const auto& text : everyone) {
     const nlohmann::json part = nlohmann::json::parse(text);
     files.push_back(part.at("file"));
@@ -226,8 +227,15 @@ nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::strin
       if (dp_rank >= int64_t(replica_positions.size())) replica_positions.resize(size_t(dp_rank) + 1);
       replica_positions[size_t(dp_rank)] = part["replica_position"];
     }
+    if (part.contains("data_position")) data_positions.push_back(part["data_position"].at("text"));
   }
   if (!replica_positions.empty()) manifest["replica_positions"] = replica_positions;
+  if (!data_positions.empty()) {
+    if (data_positions.size() != everyone.size())
+      throw KeelError(KEEL_ERR_INTERNAL, "only " + std::to_string(data_positions.size()) + " of " +
+                                             std::to_string(everyone.size()) + " ranks saved a data position");
+    manifest["data_positions"] = data_positions;
+  }
   manifest["params"] = all_params;
   manifest["slices"] = all_slices;
   manifest["strategy_own_state"] = all_own_state;
@@ -269,6 +277,7 @@ struct CheckpointSnapshot {
   int32_t keep = 0;
   nlohmann::json manifest;
   nlohmann::json replica_position;  // replicas stepping on their own: this one's (run_position.h)
+  std::string data_position;        // a data plugin's place on this rank, or "" (run_position.h)
 };
 
 namespace {
@@ -303,6 +312,7 @@ std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, cons
   snapshot->temporary = make_temporary_folder(world, root, snapshot->name, snapshot->run_id);
   snapshot->manifest = manifest_header(view, snapshot->step);
   snapshot->replica_position = view.position.replica_position();
+  snapshot->data_position = view.position.data_position();
   return snapshot;
 }
 
@@ -322,6 +332,7 @@ std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
   CheckpointSnapshot& s = *pending.snapshot;
   nlohmann::json mine = write_rank_file(group, s.temporary, s.rank_file, s.step, s.part);
   if (!s.replica_position.is_null()) mine["replica_position"] = s.replica_position;
+  if (!s.data_position.empty()) mine["data_position"] = {{"rank", group.rank}, {"text", s.data_position}};
   if (files_written) files_written();
   const std::vector<std::string> everyone = gather_strings(group, mine.dump());
   std::string publish_failure;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "host/errors.h"
+#include "train/run_position.h"
 
 namespace keel {
 namespace {
@@ -169,6 +170,19 @@ int64_t check_run_fields(const ManifestReader& r, const nlohmann::json& manifest
     if (all_steps / dp != step)
       r.fail("replica_positions", "the replicas' " + std::to_string(all_steps) + " steps over " + std::to_string(dp) +
                                       " replicas do not make the run's step " + std::to_string(step));
+  }
+  if (manifest.contains("data_positions")) {  // a data plugin's text per rank, in world-rank order
+    const int64_t world = r.integer(r.object(manifest, "mesh", "mesh"), "world_size", 1, INT32_MAX, "mesh.world_size");
+    const nlohmann::json& positions = r.array(manifest, "data_positions", "data_positions");
+    if (int64_t(positions.size()) != world)
+      r.fail("data_positions", "expected one entry for each of mesh.world_size's " + std::to_string(world) +
+                                   " ranks, found " + std::to_string(positions.size()));
+    for (size_t i = 0; i < positions.size(); ++i) {
+      const std::string at = "data_positions[" + std::to_string(i) + "]";
+      if (!positions[i].is_string()) r.fail(at, "expected a string, found " + ManifestReader::shown(positions[i]));
+      if (int64_t(positions[i].get_ref<const std::string&>().size()) > kMaxDataPositionBytes)
+        r.fail(at, "longer than " + std::to_string(kMaxDataPositionBytes) + " bytes");
+    }
   }
   const nlohmann::json& optimizer = r.object(manifest, "optimizer", "optimizer");
   r.string(optimizer, "plugin", "optimizer.plugin");

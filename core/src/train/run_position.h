@@ -9,6 +9,9 @@
 
 namespace keel {
 
+// The most bytes one rank's data position may take, saved or read back.
+inline constexpr int64_t kMaxDataPositionBytes = int64_t(1) << 20;
+
 class RunPosition {
  public:
   virtual int64_t step() const = 0;
@@ -24,6 +27,13 @@ class RunPosition {
   // state was restored too) each replica continues from its own; otherwise from the run's.
   // Every rank checks every entry, so a malformed one fails all alike (KeelError naming `where`).
   virtual void restore_replica_positions(const nlohmann::json& positions, bool same_ranks, const std::string& where) = 0;
+  // A data plugin's position on this rank (data.h 0.16 save_position), as its text; "" when the
+  // run reads built-in data or the source cannot save one.
+  virtual std::string data_position() const = 0;
+  // After restore_position: every rank's saved text, in world-rank order (null: none saved).
+  // Each rank hands its own to the source; a list from another world size, or a source that
+  // cannot restore, restarts the source with a warning. Throws KeelError naming `where`.
+  virtual void restore_data_positions(const nlohmann::json& positions, const std::string& where) = 0;
   // Running statistics the run keeps across steps (the gradient noise scale's averages): an
   // object, or null when there are none. restore throws KeelError naming `where`.
   virtual nlohmann::json statistics_state() const = 0;

@@ -114,8 +114,9 @@ Batch Trainer::plugin_batch(int32_t split) {
 }
 
 nlohmann::json Trainer::data_state() const {
-  // A plugin source's position is its own; such a run resumes with the source restarted.
-  if (plugins_.data) return {{"plugin", config_.data_plugin.plugin}, {"resumable", false}};
+  // A plugin source's position is its own: each rank's goes beside the manifest's run fields
+  // (data_positions), or the source restarts on resume.
+  if (plugins_.data) return {{"plugin", config_.data_plugin.plugin}, {"resumable", data_plugin_resumes()}};
   require_data();
   // Replicas that step on their own stand at different places: the run's position is past every
   // sample any of them took, so a resume in another layout repeats none (replica_position keeps
@@ -392,8 +393,7 @@ void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann
     if (!(plugins_.data && data_state.value("plugin", "") == config_.data_plugin.plugin))
       throw KeelError(KEEL_ERR_INVALID_CONFIG, "the checkpoint's data position belongs to another data source (" +
                                                    data_state.dump() + ")");
-    log_warn("data source '" + config_.data_plugin.plugin + "' cannot resume mid-stream: it restarts from its beginning");
-    return;
+    return;  // restore_data_positions hands the source its place, or says it restarts
   }
   require_data();
   train_sampler_->restore(data_state);

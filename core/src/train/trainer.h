@@ -89,6 +89,8 @@ class Trainer final : public RunPosition {
   void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) override;
   nlohmann::json replica_position() const override;
   void restore_replica_positions(const nlohmann::json& positions, bool same_ranks, const std::string& where) override;
+  std::string data_position() const override;  // data_position.cpp
+  void restore_data_positions(const nlohmann::json& positions, const std::string& where) override;
   // Whether the strategy's replicas step on their own between syncs (strategy.h 0.14).
   bool independent_replicas() const { return independent_replicas_; }
   nlohmann::json statistics_state() const override;
@@ -120,6 +122,7 @@ class Trainer final : public RunPosition {
 
  private:
   void open_builtin_data();
+  bool data_plugin_resumes() const;  // the data plugin has save_position and restore_position (0.16)
   void require_data() const;  // throws KeelError when built with TrainerData::none
   Batch plugin_batch(int32_t split);
   StepResult train_one_step();

@@ -43,6 +43,8 @@ KEEL_ASSERT_OFFSET(keel_data_api, create, 16);
 KEEL_ASSERT_OFFSET(keel_data_api, destroy, 24);
 KEEL_ASSERT_OFFSET(keel_data_api, next_batch, 32);
 KEEL_ASSERT_OFFSET(keel_data_api, reset_split, 40);
+KEEL_ASSERT_OFFSET(keel_data_api, save_position, 48);  /* 0.16 */
+KEEL_ASSERT_OFFSET(keel_data_api, restore_position, 56);
 KEEL_ASSERT_SIZE(keel_device, 8);
 KEEL_ASSERT_OFFSET(keel_device, device_type, 0);
 KEEL_ASSERT_OFFSET(keel_device, device_id, 4);
@@ -459,5 +461,5 @@ KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 15 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 16 ? 0 : 1;
 }

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 15
+const KEEL_ABI_VERSION_MINOR = 16
 
 const KEEL_MAX_DIMS = 4
 
@@ -543,6 +543,8 @@ struct keel_data_api
     destroy::Ptr{Cvoid}
     next_batch::Ptr{Cvoid}
     reset_split::Ptr{Cvoid}
+    save_position::Ptr{Cvoid}
+    restore_position::Ptr{Cvoid}
 end
 
 const KEEL_ACTION_FORWARD = Cint(0)

@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 15;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 16;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub const KEEL_STEP_INTERRUPTED: u32 = 2;
 pub const KEEL_TRAIN_TO_CONFIGURED_STEPS: i32 = -1;
