@@ -44,4 +44,4 @@ fi
 
 # From outside the source tree, so `import keel` is the installed package, not bindings/python/keel.
 cd "$build_dir"
-exec env -u KEEL_PLUGIN_PATH "$python" -m pytest -q -p no:cacheprovider "$repo/bindings/python/tests" "$@"
+exec env -u KEEL_PLUGIN_PATH KEEL_TEST_BUILD_DIR="$build_dir" "$python" -m pytest -q -p no:cacheprovider "$repo/bindings/python/tests" "$@"

@@ -86,9 +86,27 @@ void apply_library_threads(Blas& b) {
   b.library_threads = wanted;
 }
 
+// OpenBLAS's symbol `name`, or the same under the "scipy_" prefix of PyPI's scipy-openblas32
+// build (what the Python wheel installs), or NULL.
 template <typename Fn>
 Fn symbol(void* handle, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(handle, name));
+  if (void* plain = dlsym(handle, name)) return reinterpret_cast<Fn>(plain);
+  return reinterpret_cast<Fn>(dlsym(handle, (std::string("scipy_") + name).c_str()));
+}
+
+// The file KEEL_OPENBLAS_LIBRARY names, when set (the Python package points it at PyPI's
+// scipy-openblas32, so a wheel needs no system OpenBLAS and uses the one it installed), else the
+// system's. Appends each failure to `errors`.
+void* open_library(std::string& errors) {
+  if (const char* chosen = std::getenv("KEEL_OPENBLAS_LIBRARY"); chosen && *chosen) {
+    if (void* handle = dlopen(chosen, RTLD_NOW | RTLD_LOCAL)) return handle;
+    errors += std::string("KEEL_OPENBLAS_LIBRARY: ") + dlerror();
+  }
+  for (const char* name : kLibraryNames) {
+    if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return handle;
+    errors += std::string(errors.empty() ? "" : "; ") + dlerror();
+  }
+  return nullptr;
 }
 
 int checked_int(int64_t v, const char* what) {
@@ -131,14 +149,11 @@ void load_blas(const std::string& coretype_policy, std::string* log_line) {
   } else {
     note = apply_coretype_policy(coretype_policy);
     std::string errors;
-    for (const char* name : kLibraryNames) {
-      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (handle) break;
-      errors += std::string(errors.empty() ? "" : "; ") + dlerror();
-    }
+    handle = open_library(errors);
     if (!handle)
       throw std::runtime_error("cannot load OpenBLAS (libopenblas.so.0): " + errors +
-                               ". Install it: apt-get install libopenblas0 (or libopenblas-dev)");
+                               ". Install it: apt-get install libopenblas0, or pip install scipy-openblas32 and "
+                               "set KEEL_OPENBLAS_LIBRARY to its lib/libscipy_openblas.so");
   }
   auto sgemm = symbol<sgemm_fn>(handle, "cblas_sgemm");
   if (!sgemm) throw std::runtime_error("the loaded OpenBLAS has no cblas_sgemm symbol");

@@ -29,8 +29,25 @@ keel.plot_metrics("runs/x/metrics.jsonl", "loss.png") draws a run's loss and val
 matplotlib, when it is installed (keel/plot.py); `keel plot ... --out loss.svg` needs nothing.
 """
 import enum
+import os
 
-from keel._keel import (
+
+def _offer_packaged_openblas():
+    """Points the cpu backend at scipy-openblas32's OpenBLAS (a dependency of the wheel), which it
+    loads when the system has no libopenblas.so.0; a value already set is kept."""
+    if os.environ.get("KEEL_OPENBLAS_LIBRARY"):
+        return
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return
+    os.environ["KEEL_OPENBLAS_LIBRARY"] = os.path.join(scipy_openblas32.get_lib_dir(),
+                                                       scipy_openblas32.get_library(fullname=True))
+
+
+_offer_packaged_openblas()
+
+from keel._keel import (  # noqa: E402 (after the OpenBLAS fallback is set for the cpu backend)
     ABI_VERSION,
     ConfigError,
     Error,

@@ -8,9 +8,9 @@
 // next batch calls the factory again.
 //
 // Checkpoints keep the train split's place (data.h 0.16): an iterable with state_dict() and
-// load_state_dict(state) (torchdata's StatefulDataLoader convention) saves its state as JSON;
-// any other is replayed, its first batches pulled again and dropped, so a deterministic one
-// resumes exactly.
+// load_state_dict(state) (torchdata's StatefulDataLoader convention: loaded before its iterator
+// is made) saves its state, which must be JSON; any other is replayed, its first batches pulled
+// again and dropped, so a deterministic one resumes exactly.
 #include <keel/data.h>
 #include <pybind11/numpy.h>
 
@@ -81,10 +81,10 @@ bool stateful(const py::object& iterable) {
   return py::hasattr(iterable, "state_dict") && py::hasattr(iterable, "load_state_dict");
 }
 
-// Puts a freshly started train split where the checkpoint left it: its own state, or replayed.
-void apply_position(PythonDataSource& source) {
+// Starts the train split where the checkpoint left it: the iterable's own state, loaded before
+// its iterator is made (as a StatefulDataLoader expects), or its first batches replayed.
+void start_at_position(PythonDataSource& source) {
   const py::dict position = source.pending_position;
-  source.pending_position = py::object();
   const int64_t batches = position["batches"].cast<int64_t>();
   const py::object& iterable = source.iterables[KEEL_SPLIT_TRAIN];
   if (position.contains("state")) {
@@ -92,7 +92,9 @@ void apply_position(PythonDataSource& source) {
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "the checkpoint holds the train iterable's state_dict(), but the "
                                                  "factory's iterable now has no load_state_dict");
     iterable.attr("load_state_dict")(position["state"]);
+    source.iterators[KEEL_SPLIT_TRAIN] = py::iter(iterable);
   } else {
+    source.iterators[KEEL_SPLIT_TRAIN] = py::iter(iterable);
     for (int64_t b = 0; b < batches; ++b) {
       PyObject* next = PyIter_Next(source.iterators[KEEL_SPLIT_TRAIN].ptr());
       if (!next) {
@@ -104,6 +106,7 @@ void apply_position(PythonDataSource& source) {
     }
   }
   source.batches_taken[KEEL_SPLIT_TRAIN] = batches;
+  source.pending_position = py::object();
 }
 
 void start_split(PythonDataSource& source, int32_t split, int32_t batch, int32_t seq_len) {
@@ -112,8 +115,16 @@ void start_split(PythonDataSource& source, int32_t split, int32_t batch, int32_t
   config["micro_batch"] = batch;
   config["seq_len"] = seq_len;
   source.iterables[split] = source.plugin->factory(config);
-  source.iterators[split] = py::iter(source.iterables[split]);
-  if (split == KEEL_SPLIT_TRAIN && source.pending_position) apply_position(source);
+  if (split != KEEL_SPLIT_TRAIN || !source.pending_position) {
+    source.iterators[split] = py::iter(source.iterables[split]);
+    return;
+  }
+  try {
+    start_at_position(source);
+  } catch (...) {  // not half-started: the next batch tries the checkpoint's position again
+    source.iterables[split] = source.iterators[split] = py::object();
+    throw;
+  }
 }
 
 keel_status validate_config(const keel_host*, const char*, const char*) {

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import keel
-from conftest import unique_name, with_sgd
+from conftest import run_two_ranks, unique_name, with_sgd
 
 VOCAB = 256
 
@@ -27,26 +27,33 @@ def generator_factory(config):
 
 
 class Stateful:
-    """An iterable whose position is one integer, restored by load_state_dict; it counts the
-    batches it builds, so a test sees that a resume built none to skip."""
+    """An iterable whose position is one integer and which, as torchdata's StatefulDataLoader,
+    reads a loaded state when its next iterator is made. It counts the batches it builds, so a
+    test sees that a resume built none to skip."""
     built = 0
 
     def __init__(self, config):
         self.config, self.index = config, 0
 
     def __iter__(self):
-        return self
-
-    def __next__(self):
-        Stateful.built += 1
-        self.index += 1
-        return batch_number(self.index - 1, self.config)
+        return StatefulIterator(self)
 
     def state_dict(self):
         return {"index": self.index}
 
     def load_state_dict(self, state):
         self.index = state["index"]
+
+
+class StatefulIterator:
+    def __init__(self, owner):
+        self.owner, self.index = owner, owner.index
+
+    def __next__(self):
+        Stateful.built += 1
+        self.index += 1
+        self.owner.index = self.index
+        return batch_number(self.index - 1, self.owner.config)
 
 
 def plugin_config(config, name):
@@ -77,11 +84,16 @@ def test_resumed_losses_equal_the_uninterrupted_run(config, tmp_path, factory):
     assert resumed_losses == losses[3:]
     if factory is Stateful:
         assert Stateful.built == 3  # restored at index 3: nothing was built to be skipped
-    # The check can fail: a source that restarted would give the first batches' losses again.
+    # The check can fail: the same checkpoint without the position restarts the source, and the
+    # first batches give other losses.
+    manifest_path = next((tmp_path / "saved").glob("step-*/manifest.json"))
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["data_positions"]
+    manifest_path.write_text(json.dumps(manifest))
     restarted = keel.Trainer(cfg)
     restarted.load(tmp_path / "saved")
-    restarted.step()  # starts the source: its position is applied now
-    assert losses[3] != losses[0]
+    restarted_losses = [restarted.step()["loss"] for _ in range(3)]
+    assert restarted_losses != losses[3:]
 
 
 def test_a_saved_position_resaved_before_any_batch_is_kept(config, tmp_path):
@@ -138,3 +150,26 @@ def test_a_replay_past_the_iterators_end_is_reported(config, tmp_path):
     resumed.load(tmp_path / "saved")
     with pytest.raises(keel.Error, match="train iterator ended after 2 of the 3 batches"):
         resumed.step()
+
+
+def test_two_ranks_resume_their_own_streams_and_a_tampered_one_fails_both(config, tmp_path):
+    """Under mpirun, each rank's source yields its own stream: both resume where they stood
+    (losses equal the uninterrupted continuation); a position one rank refuses fails both ranks
+    with a message instead of leaving the other waiting in a collective."""
+    config = with_sgd(config)
+    config["data"] = {"plugin": "rank_stream", "micro_batch": 4, "global_batch": 8, "seq_len": 64, "val_batches": 2}
+    config["train"]["checkpoint"]["dir"] = str(tmp_path / "checkpoints")
+    saved = run_two_ranks("data_resume_ranks.py", config, "save", tmp_path / "save")
+    resumed = run_two_ranks("data_resume_ranks.py", config, "resume", tmp_path / "resume")
+    for before, after in zip(saved, resumed):
+        assert "error" not in after, after
+        assert after["losses"] == before["continued"]
+    manifest_path = next((tmp_path / "checkpoints").glob("step-*/manifest.json"))
+    manifest = json.loads(manifest_path.read_text())
+    assert [json.loads(text)["batches"] for text in manifest["data_positions"]] == [3, 3]
+    manifest["data_positions"][1] = '{"batches": -5}'
+    manifest_path.write_text(json.dumps(manifest))
+    tampered = run_two_ranks("data_resume_ranks.py", config, "resume", tmp_path / "tampered")
+    assert "data_positions[0]" not in tampered[0]["error"]
+    assert "another rank's data source refused its saved position" in tampered[0]["error"]
+    assert "data_positions[1]" in tampered[1]["error"] and "batches out of range" in tampered[1]["error"]

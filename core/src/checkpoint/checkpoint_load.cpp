@@ -275,7 +275,11 @@ void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir
     throw KeelError(e.code, where + ": data_state: " + e.what());
   }
   view.position.restore_replica_positions(manifest.value("replica_positions", nlohmann::json()), same_ranks, where);
-  view.position.restore_data_positions(manifest.value("data_positions", nlohmann::json()), where);
+  const nlohmann::json& mesh = manifest.at("mesh");  // an object (manifest_check); its fields as saved
+  const auto saved_is = [&](const char* key, int64_t value) { return mesh.value(key, nlohmann::json()) == nlohmann::json(value); };
+  const bool same_layout = saved_is("dp", view.mesh.layout().dp) && saved_is("tp", view.config.tp) &&
+                           saved_is("pp", view.config.pp) && saved_is("world_size", view.mesh.world.size);
+  view.position.restore_data_positions(manifest.value("data_positions", nlohmann::json()), same_layout, where);
   // Older checkpoints have none: the averages start over.
   view.position.restore_statistics(manifest.value("statistics", nlohmann::json()), where);
 }

@@ -287,6 +287,17 @@ std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, cons
                                                   std::vector<float>* arena) {
   auto snapshot = std::make_unique<CheckpointSnapshot>();
   const CommGroup& world = view.mesh.world;
+  // First, before any collective of the save: a data source that cannot say where it stands
+  // (a Python state_dict that is not JSON) fails the save on every rank alike.
+  std::exception_ptr position_failure;
+  try {
+    snapshot->data_position = view.position.data_position();
+  } catch (...) {
+    position_failure = std::current_exception();
+  }
+  rethrow_if_any_failed(world, position_failure, KEEL_ERR_IO,
+                        "checkpoint not saved: another rank's data source could not save its position (its message "
+                        "says why)");
   snapshot->step = view.position.step();
   char rank_file_name[32];
   std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", world.rank);
@@ -312,7 +323,6 @@ std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, cons
   snapshot->temporary = make_temporary_folder(world, root, snapshot->name, snapshot->run_id);
   snapshot->manifest = manifest_header(view, snapshot->step);
   snapshot->replica_position = view.position.replica_position();
-  snapshot->data_position = view.position.data_position();
   return snapshot;
 }
 

@@ -22,6 +22,13 @@ void barrier(const CommGroup& group) {
   if (!group.alone()) check_plugin(group.comm->barrier(group.obj), on("barrier", group));
 }
 
+void rethrow_if_any_failed(const CommGroup& group, std::exception_ptr failure, keel_status code,
+                           const std::string& others_message) {
+  if (sum_in_rank_order(group, failure ? 1.0 : 0.0) == 0) return;
+  if (failure) std::rethrow_exception(failure);
+  throw KeelError(code, others_message);
+}
+
 double sum_in_rank_order(const CommGroup& group, double value) {
   double sum = value;
   if (!group.alone())

@@ -6,7 +6,10 @@
 // call is the identity. Each call is collective: every rank of the group makes it.
 #pragma once
 
+#include <keel/types.h>
+
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,11 @@ std::vector<std::string> gather_strings(const CommGroup& group, const std::strin
 // The group's rank-`root` value, on every rank.
 int64_t broadcast_int64(const CommGroup& group, int64_t value, int32_t root);
 void broadcast_floats(const CommGroup& group, std::vector<float>& values, int32_t root);
+// After rank-local work that may have failed (`failure`: its exception, or null), every rank
+// learns whether any rank failed: that rank rethrows its own exception, the others throw
+// KeelError(code, others_message), so no rank goes on into a collective the failed one left.
+void rethrow_if_any_failed(const CommGroup& group, std::exception_ptr failure, keel_status code,
+                           const std::string& others_message);
 // The communicator's traffic counters (zeros for a group this rank is alone in).
 keel_comm_counters comm_counters(const CommGroup& group);
 

@@ -31,9 +31,11 @@ class RunPosition {
   // run reads built-in data or the source cannot save one.
   virtual std::string data_position() const = 0;
   // After restore_position: every rank's saved text, in world-rank order (null: none saved).
-  // Each rank hands its own to the source; a list from another world size, or a source that
-  // cannot restore, restarts the source with a warning. Throws KeelError naming `where`.
-  virtual void restore_data_positions(const nlohmann::json& positions, const std::string& where) = 0;
+  // With `same_layout` (the checkpoint's dp, tp, pp and world size are this run's) each rank
+  // hands its own to the source; otherwise, or for a source that cannot restore, the source
+  // restarts with a warning. Collective: a source refusing its text fails every rank (KeelError
+  // naming `where`).
+  virtual void restore_data_positions(const nlohmann::json& positions, bool same_layout, const std::string& where) = 0;
   // Running statistics the run keeps across steps (the gradient noise scale's averages): an
   // object, or null when there are none. restore throws KeelError naming `where`.
   virtual nlohmann::json statistics_state() const = 0;

@@ -113,6 +113,25 @@ Batch Trainer::plugin_batch(int32_t split) {
   return batch;
 }
 
+std::vector<Batch> Trainer::plugin_batches(int32_t split, int32_t count) {
+  std::vector<Batch> batches;
+  std::exception_ptr failure;
+  try {
+    for (int32_t i = 0; i < count; ++i) batches.push_back(plugin_batch(split));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Replicas training on their own make no collective between syncs: a failure there ends the
+  // run as any failing plugin does.
+  if (independent_replicas_ && split == KEEL_SPLIT_TRAIN) {
+    if (failure) std::rethrow_exception(failure);
+    return batches;
+  }
+  rethrow_if_any_failed(mesh().world, failure, KEEL_ERR_IO,
+                        "data source '" + config_.data_plugin.plugin + "' failed on another rank (its message says why)");
+  return batches;
+}
+
 nlohmann::json Trainer::data_state() const {
   // A plugin source's position is its own: each rank's goes beside the manifest's run fields
   // (data_positions), or the source restarts on resume.
@@ -131,9 +150,12 @@ StepResult Trainer::train_step() { return independent_replicas_ ? train_interval
 StepResult Trainer::train_one_step() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Batch> micro_batches;
-  if (!plugins_.data) require_data();
-  for (int32_t m = 0; m < accumulation_steps(); ++m)
-    micro_batches.push_back(plugins_.data ? plugin_batch(KEEL_SPLIT_TRAIN) : train_sampler_->next(config_.data.micro_batch));
+  if (plugins_.data) {
+    micro_batches = plugin_batches(KEEL_SPLIT_TRAIN, accumulation_steps());
+  } else {
+    require_data();
+    for (int32_t m = 0; m < accumulation_steps(); ++m) micro_batches.push_back(train_sampler_->next(config_.data.micro_batch));
+  }
   const double data_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   StepResult result = train_step_on(micro_batches);
   result.data_seconds += data_seconds;
@@ -315,10 +337,10 @@ double Trainer::evaluate() {
     check_plugin(plugins_.data->reset_split(plugins_.data_obj, KEEL_SPLIT_VALIDATION), "data source reset_split");
   double total = 0;
   const int32_t batches = config_.data.val_batches;
-  for (int32_t i = 0; i < batches; ++i) {
-    Batch batch = val_sampler ? val_sampler->next(config_.data.micro_batch) : plugin_batch(KEEL_SPLIT_VALIDATION);
-    total += pipeline_->forward_only(batch, true, nullptr);
-  }
+  const std::vector<Batch> from_plugin = val_sampler ? std::vector<Batch>() : plugin_batches(KEEL_SPLIT_VALIDATION, batches);
+  for (int32_t i = 0; i < batches; ++i)
+    total += pipeline_->forward_only(val_sampler ? val_sampler->next(config_.data.micro_batch) : from_plugin[size_t(i)],
+                                     true, nullptr);
   return sum_in_rank_order(mesh().pipeline, total) / batches;
 }
 

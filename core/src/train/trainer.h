@@ -90,7 +90,7 @@ class Trainer final : public RunPosition {
   nlohmann::json replica_position() const override;
   void restore_replica_positions(const nlohmann::json& positions, bool same_ranks, const std::string& where) override;
   std::string data_position() const override;  // data_position.cpp
-  void restore_data_positions(const nlohmann::json& positions, const std::string& where) override;
+  void restore_data_positions(const nlohmann::json& positions, bool same_layout, const std::string& where) override;
   // Whether the strategy's replicas step on their own between syncs (strategy.h 0.14).
   bool independent_replicas() const { return independent_replicas_; }
   nlohmann::json statistics_state() const override;
@@ -122,7 +122,10 @@ class Trainer final : public RunPosition {
 
  private:
   void open_builtin_data();
-  bool data_plugin_resumes() const;  // the data plugin has save_position and restore_position (0.16)
+  bool data_plugin_resumes() const;
+  void restart_train_split(const std::string& why);  // warns, then resets the plugin's train split
+  // `count` batches of `split` from the data plugin; a failure on any rank fails every rank.
+  std::vector<Batch> plugin_batches(int32_t split, int32_t count);  // the data plugin has save_position and restore_position (0.16)
   void require_data() const;  // throws KeelError when built with TrainerData::none
   Batch plugin_batch(int32_t split);
   StepResult train_one_step();
