@@ -189,6 +189,18 @@ KEEL_API keel_status keel_trainer_generate_top(keel_trainer* trainer, const int3
                                                int32_t count, double temperature, int32_t top_k, double top_p,
                                                uint64_t seed, int32_t* out_tokens);
 
+/* --- appended in 0.17 --- */
+
+/* Parameter `name` whole, whatever the layout: under tensor parallelism, ZeRO shards and
+   pipeline stages each rank holds a part, and every rank gets the whole tensor. Collective over
+   every rank: each calls it with the same name (and the same dst NULL-ness). Writes the global
+   shape to out_shape (KEEL_MAX_DIMS entries) and *out_ndim. With dst NULL only the shape moves
+   (ask for it first, then again with room); otherwise count must equal the element count.
+   Replicas that differ between syncs (diloco, edit) give the lowest rank's values.
+   KEEL_ERR_NOT_FOUND on every rank when no rank has the parameter. */
+KEEL_API keel_status keel_trainer_gather_param(keel_trainer* trainer, const char* name, float* dst, size_t count,
+                                               int64_t* out_shape, int32_t* out_ndim);
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,11 +41,13 @@
    0.15: Hugging Face export and import of a live trainer (embed.h keel_trainer_export_hf,
         keel_trainer_load_hf).
    0.16: a data source saves and restores its position through checkpoints (data.h
-        save_position, restore_position), so a run fed by a plugin resumes mid-stream. */
+        save_position, restore_position), so a run fed by a plugin resumes mid-stream.
+   0.17: a parameter read whole under every layout, every rank taking part (embed.h
+        keel_trainer_gather_param). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 16
+#define KEEL_ABI_VERSION_MINOR 17
 
 #endif

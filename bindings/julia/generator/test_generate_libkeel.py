@@ -70,6 +70,9 @@ EMBED_SIGNATURES = {
     "keel_trainer_load_hf": ("keel_status", ["Ptr{keel_trainer}", "Cstring"]),
     "keel_trainer_generate_top": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Csize_t", "Int32", "Cdouble", "Int32",
                                                   "Cdouble", "UInt64", "Ptr{Int32}"]),
+    # appended in 0.17
+    "keel_trainer_gather_param": ("keel_status", ["Ptr{keel_trainer}", "Cstring", "Ptr{Cfloat}", "Csize_t", "Ptr{Int64}",
+                                                  "Ptr{Int32}"]),
 }
 
 

@@ -58,7 +58,10 @@ std::string python_names(const std::string& message) {
     const std::string name = match[2].str();
     bool is_method = false;
     for (const char* method : methods) is_method |= name == method;
-    out += match[1].str() + (is_method ? "Trainer." + name : std::string("Trainer"));
+    const bool gathering = name == "gather_param";  // read_param's gather=True form
+    out += match[1].str() + (gathering ? std::string("Trainer.read_param(name, gather=True)")
+                             : is_method ? "Trainer." + name
+                                         : std::string("Trainer"));
     last = match[0].second;
   }
   out.append(last, message.cend());

@@ -559,14 +559,28 @@ void bind_trainer(py::module_& module) {
           "the next step, train or load.")
       .def(
           "read_param",
-          [](Trainer& t, const std::string& name) {
+          [](Trainer& t, const std::string& name, bool gather) {
+            if (gather) {  // every rank takes part: first the shape, then the values
+              int64_t shape[KEEL_MAX_DIMS] = {};
+              int32_t ndim = 0;
+              check(t.released([&] { return keel_trainer_gather_param(t.handle(), name.c_str(), nullptr, 0, shape, &ndim); }));
+              py::array_t<float> whole(std::vector<py::ssize_t>(shape, shape + ndim));
+              float* data = whole.mutable_data();
+              const size_t count = size_t(whole.size());
+              check(t.released(
+                  [&] { return keel_trainer_gather_param(t.handle(), name.c_str(), data, count, shape, &ndim); }));
+              return whole;
+            }
             const ParamShape& p = t.param_shape(name);
             py::array_t<float> copy(p.shape);
             float* data = copy.mutable_data();
             check(t.released([&] { return keel_trainer_read_param(t.handle(), name.c_str(), data, p.count); }));
             return copy;
           },
-          py::arg("name"), "A float32 copy of parameter `name`.")
+          py::arg("name"), py::kw_only(), py::arg("gather") = false,
+          "A float32 copy of parameter `name`. With gather=True the whole tensor whatever the layout\n"
+          "(tensor-parallel pieces, ZeRO shards, pipeline stages): every rank must call it, with the\n"
+          "same name, and every rank gets the whole tensor.")
       .def(
           "write_param",
           [](Trainer& t, const std::string& name, const py::object& values) {

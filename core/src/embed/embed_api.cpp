@@ -476,6 +476,23 @@ KEEL_API keel_status keel_trainer_read_param(keel_trainer* trainer, const char* 
   });
 }
 
+KEEL_API keel_status keel_trainer_gather_param(keel_trainer* trainer, const char* name, float* dst, size_t count,
+                                               int64_t* out_shape, int32_t* out_ndim) {
+  return embed_call([&] {
+    require(trainer && name && out_shape && out_ndim,
+            "keel_trainer_gather_param: trainer, name, out_shape and out_ndim must not be NULL");
+    const keel::GatheredParam whole = trainer->trainer->gather_param(name, dst != nullptr);
+    *out_ndim = int32_t(whole.shape.size());
+    std::copy(whole.shape.begin(), whole.shape.end(), out_shape);
+    if (!dst) return;
+    if (count != whole.values.size())
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + name + " has " +
+                                                           std::to_string(whole.values.size()) + " elements, not " +
+                                                           std::to_string(count));
+    std::memcpy(dst, whole.values.data(), count * sizeof(float));
+  });
+}
+
 KEEL_API keel_status keel_trainer_write_param(keel_trainer* trainer, const char* name, const float* src, size_t count) {
   return embed_call([&] {
     require(trainer && name && src, "keel_trainer_write_param: trainer, name and src must not be NULL");

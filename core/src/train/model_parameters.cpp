@@ -31,8 +31,8 @@ void ModelParameters::require_whole(size_t index, const char* what) const {
     throw KeelError(KEEL_ERR_UNIMPLEMENTED,
                     std::string(what) + " of " + plugins_.model_info.params[index].name + ": the parameter is split over the " +
                         std::to_string(plugins_.mesh.layout().tp) + " tensor-parallel ranks; this rank holds a piece, and a "
-                        "whole tensor would need every rank to take part. Save a checkpoint and `keel export` it "
-                        "to read whole tensors");
+                        "whole tensor needs every rank to take part: read it with keel_trainer_gather_param, every "
+                        "rank calling");
 }
 
 std::vector<float> ModelParameters::read_param(size_t index) { return read_whole(index, false); }

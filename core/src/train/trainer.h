@@ -46,6 +46,11 @@ struct StepResult {
 // work after the run's data is gone.
 enum class TrainerData { open, none };
 
+struct GatheredParam {
+  std::vector<int64_t> shape;
+  std::vector<float> values;  // row-major, empty when only the shape was asked for
+};
+
 class Trainer final : public RunPosition {
  public:
   explicit Trainer(RunConfig config, TrainerData data = TrainerData::open);
@@ -78,6 +83,11 @@ class Trainer final : public RunPosition {
   // reaches `top_p` (1: all).
   std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature,
                               int32_t top_k = 0, double top_p = 1.0);
+
+  // Parameter `name` whole on every rank, whatever the layout (gathered_param.cpp): its shape,
+  // and its values when asked. Collective over the world; KeelError NOT_FOUND on every rank when
+  // no rank has it.
+  GatheredParam gather_param(const std::string& name, bool with_values);
 
   // The parameters as whole tensors, zero-copy views and external names (model_parameters.h).
   ModelParameters& parameters() { return parameters_; }

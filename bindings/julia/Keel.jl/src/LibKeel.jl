@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 16
+const KEEL_ABI_VERSION_MINOR = 17
 
 const KEEL_MAX_DIMS = 4
 
@@ -876,6 +876,19 @@ keel_trainer_generate, sampling at each position only among the `top_k` most lik
 """
 function keel_trainer_generate_top(trainer, prompt, prompt_length, count, temperature, top_k, top_p, seed, out_tokens)
     ccall((:keel_trainer_generate_top, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Csize_t, Int32, Cdouble, Int32, Cdouble, UInt64, Ptr{Int32}), trainer, prompt, prompt_length, count, temperature, top_k, top_p, seed, out_tokens)
+end
+
+"""
+Parameter `name` whole, whatever the layout: under tensor parallelism, ZeRO shards and
+pipeline stages each rank holds a part, and every rank gets the whole tensor. Collective over
+every rank: each calls it with the same name (and the same dst NULL-ness). Writes the global
+shape to out_shape (KEEL_MAX_DIMS entries) and *out_ndim. With dst NULL only the shape moves
+(ask for it first, then again with room); otherwise count must equal the element count.
+Replicas that differ between syncs (diloco, edit) give the lowest rank's values.
+KEEL_ERR_NOT_FOUND on every rank when no rank has the parameter.
+"""
+function keel_trainer_gather_param(trainer, name, dst, count, out_shape, out_ndim)
+    ccall((:keel_trainer_gather_param, libkeel), keel_status, (Ptr{keel_trainer}, Cstring, Ptr{Cfloat}, Csize_t, Ptr{Int64}, Ptr{Int32}), trainer, name, dst, count, out_shape, out_ndim)
 end
 
 end # module LibKeel
