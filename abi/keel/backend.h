@@ -284,6 +284,15 @@ typedef struct keel_backend_api {
   keel_status (*attention_gqa_backward_dt)(void* backend, keel_dtype dt, void* dqkv, const void* dout,
                                            const void* qkv, const void* out, const void* saved, int64_t B,
                                            int64_t T, int64_t C, int64_t NH, int64_t NKV);
+  /* --- appended in 0.18; optional (NULL: a model generates by running the whole window) --- */
+  /* Attention while decoding with a key/value cache. qkv(B,T,C + 2·NKV·hs) holds T new
+     positions, past .. past+T-1, laid out as attention_gqa_forward_dt's; their keys and values
+     are written into k_cache and v_cache, each (B, NKV, capacity, hs) at the same type, at
+     those positions, and out(B,T,C) is causal attention of the new queries over the cache's
+     positions 0 .. past+t. Requires past + T <= capacity. No backward: inference only. */
+  keel_status (*attention_decode_dt)(void* backend, keel_dtype dt, void* out, void* k_cache, void* v_cache,
+                                     const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
+                                     int64_t past, int64_t capacity);
 } keel_backend_api;
 
 #ifdef __cplusplus

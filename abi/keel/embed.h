@@ -201,6 +201,13 @@ KEEL_API keel_status keel_trainer_generate_top(keel_trainer* trainer, const int3
 KEEL_API keel_status keel_trainer_gather_param(keel_trainer* trainer, const char* name, float* dst, size_t count,
                                                int64_t* out_shape, int32_t* out_ndim);
 
+/* --- appended in 0.18 --- */
+
+/* Whether generation uses the model's key/value cache (model.h decode; 1, the default) or runs
+   the whole window at every token (0), as Hugging Face's use_cache. Both give the same tokens to
+   rounding; a model, layout or backend without the cache runs whole windows either way. */
+KEEL_API keel_status keel_trainer_set_kv_cache(keel_trainer* trainer, int32_t enabled);
+
 #ifdef __cplusplus
 }
 #endif

@@ -165,6 +165,20 @@ typedef struct keel_model_api {
   keel_status (*complete_config)(const keel_host* host, const char* format, const char* external_json,
                                  const char* config_json, const char* json_path, char* out, size_t capacity,
                                  size_t* out_length);
+  /* --- appended in 0.18; optional (NULL: the core generates by running the whole window at
+     every token) --- */
+  /* Generation with a key/value cache, in the backend's memory (backend.h attention_decode_dt).
+     decode_reset starts an empty cache for `batch` rows of up to `capacity` positions (at most
+     the model's seq_len), dropping any earlier one. decode runs `count` new tokens per row
+     (tokens: backend memory, (batch, count)) at the positions after those already cached, adds
+     their keys and values to the cache, and points *out_logits at their fp32 logits, (batch,
+     count, padded_vocab_size) in backend memory, valid until the model's next call. Parameters
+     come through `access` as in a forward. A model holding less than the whole network (tensor
+     or pipeline parallelism), or on a backend without the op or at a compute type it does not
+     cache, returns KEEL_ERR_UNIMPLEMENTED from decode_reset, and the core runs whole windows. */
+  keel_status (*decode_reset)(void* model, int32_t batch, int32_t capacity);
+  keel_status (*decode)(void* model, const keel_param_access* access, const int32_t* tokens, int32_t batch,
+                        int32_t count, const float** out_logits);
 } keel_model_api;
 
 #ifdef __cplusplus

@@ -43,11 +43,13 @@
    0.16: a data source saves and restores its position through checkpoints (data.h
         save_position, restore_position), so a run fed by a plugin resumes mid-stream.
    0.17: a parameter read whole under every layout, every rank taking part (embed.h
-        keel_trainer_gather_param). */
+        keel_trainer_gather_param).
+   0.18: generation with a key/value cache in the backend's memory (backend.h
+        attention_decode_dt; model.h decode_reset, decode). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 17
+#define KEEL_ABI_VERSION_MINOR 18
 
 #endif

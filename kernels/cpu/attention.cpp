@@ -126,4 +126,36 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   }
 }
 
+void attention_decode(float* out, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T, int64_t C,
+                      int64_t NH, int64_t NKV, int64_t past, int64_t capacity) {
+  const int64_t hs = head_size(C, NH, NKV), KC = NKV * hs, row = C + 2 * KC, group = NH / NKV;
+  if (T <= 0 || past < 0 || past + T > capacity)
+    throw std::invalid_argument("attention_decode: " + std::to_string(past) + " cached and " + std::to_string(T) +
+                                " new positions do not fit a cache of " + std::to_string(capacity));
+  const int64_t L = past + T;  // keys each new query may see, at most
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < NKV; ++h) {
+        const float* k = qkv + (b * T + t) * row + C + h * hs;
+        const int64_t at = ((b * NKV + h) * capacity + past + t) * hs;
+        std::copy(k, k + hs, k_cache + at);
+        std::copy(k + KC, k + KC + hs, v_cache + at);
+      }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  BlasSingleThreaded single_threaded_blas;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < NH; ++h) {
+      std::vector<float> p(size_t(T * L));
+      const float* q = qkv + b * T * row + h * hs;                    // (T,hs), row stride `row`
+      const float* k = k_cache + (b * NKV + h / group) * capacity * hs;  // (L,hs)
+      const float* v = v_cache + (b * NKV + h / group) * capacity * hs;
+      float* o = out + b * T * C + h * hs;  // (T,hs), row stride C
+      sgemm(false, true, T, L, hs, scale, q, row, k, hs, 0.0f, p.data(), L);
+      for (int64_t t = 0; t < T; ++t) causal_softmax_row(p.data() + t * L, past + t, L);
+      sgemm(false, false, T, hs, L, 1.0f, p.data(), L, v, hs, 0.0f, o, C);
+    }
+  }
+}
+
 }  // namespace keel::cpu

@@ -19,6 +19,13 @@ void attention_forward(float* out,        // (B,T,C)
                        const float* qkv,  // (B,T,C + 2·NKV·hs)
                        int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV);
 
+// Decoding with a key/value cache: writes the T new positions' keys and values (qkv as
+// attention_forward's, positions past .. past+T-1) into k_cache and v_cache, each
+// (B, NKV, capacity, hs), then out(B,T,C) = causal attention of the new queries over cached
+// positions 0 .. past+t. Needs past + T <= capacity.
+void attention_decode(float* out, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T, int64_t C,
+                      int64_t NH, int64_t NKV, int64_t past, int64_t capacity);
+
 // dqkv += ∂loss/∂qkv; `att` is what attention_forward wrote for this qkv.
 void attention_backward(float* dqkv,        // (B,T,C + 2·NKV·hs)
                         const float* dout,  // (B,T,C)

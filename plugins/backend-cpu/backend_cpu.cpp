@@ -468,6 +468,7 @@ keel_backend_api make_api() {
   fill_dt_slots(api);
   fill_optimizer_slots(api);
   fill_llama_slots(api);
+  fill_decode_slots(api);
   return api;
 }
 

@@ -72,5 +72,6 @@ void fill_queue_slots(keel_backend_api& api);
 void fill_dt_slots(keel_backend_api& api);
 void fill_optimizer_slots(keel_backend_api& api);
 void fill_llama_slots(keel_backend_api& api);
+void fill_decode_slots(keel_backend_api& api);  // backend_cpu_decode.cpp (0.18)
 
 }  // namespace keel_backend_cpu

@@ -195,6 +195,21 @@ struct GradScratch {
   float* dnorm;      // (2C) a layernorm's weight and bias gradient from this rank's rows
 };
 
+// Generation with a key/value cache (gpt_decode.cpp): the cache, and one call's activations.
+struct DecodeCache {
+  BackendBuffer cache;      // (L, 2, B, NH, capacity, hs): each block's keys, then its values
+  BackendBuffer last;       // the previous call's activations, whose logits the core still reads
+  int64_t per_block = 0;    // elements of one block's keys (or values)
+  int32_t batch = 0, capacity = 0, length = 0;  // rows, positions it holds, positions cached
+};
+struct DecodeBuffers {
+  BackendBuffer memory;
+  Elems residual, ln, qkv, atty, residual2, fch, fch_gelu, logits;
+  float* mean = nullptr;
+  float* rstd = nullptr;
+  int32_t* tokens = nullptr;
+};
+
 class GptModel {
  public:
   static constexpr const char* kSource = "model gpt";
@@ -217,6 +232,9 @@ class GptModel {
   int64_t stage_io_numel(int32_t B, int32_t T) const {
     return norm_rows(static_cast<int64_t>(B) * T) * config_.d_model;
   }
+  // Generation with a key/value cache (model.h 0.18, gpt_decode.cpp).
+  void decode_reset(int32_t batch, int32_t capacity);
+  const float* decode(const keel_param_access* access, const int32_t* tokens, int32_t batch, int32_t count);
   // backward implements KEEL_BACKWARD_INPUT / _WEIGHT (zero-bubble schedules).
   bool splits_backward() const { return true; }
   // Names and layouts in external formats ("huggingface"), for export and import.
@@ -284,6 +302,7 @@ class GptModel {
   GradScratch scratch_;
   RecomputeScratch recompute_;
   keel_support::InferenceLogits inference_logits_;
+  DecodeCache decode_;
   std::unique_ptr<const keel_support::ExternalNames> external_;  // built from names_ once the specs exist
 };
 

@@ -387,6 +387,7 @@ const keel_model_api kMlpApi = {
     nullptr,                nullptr,  // external_name, external_config: the test model has no external format
     nullptr,                nullptr,  // stage_io_numel, splits_backward: it refuses pp > 1
     nullptr,  // complete_config: no external format to take dimensions from
+    nullptr,                nullptr,  // decode_reset, decode: the core generates by running whole windows
 };
 
 const keel_plugin_info kPlugins[] = {keel_support::plugin_info(

@@ -73,6 +73,8 @@ EMBED_SIGNATURES = {
     # appended in 0.17
     "keel_trainer_gather_param": ("keel_status", ["Ptr{keel_trainer}", "Cstring", "Ptr{Cfloat}", "Csize_t", "Ptr{Int64}",
                                                   "Ptr{Int32}"]),
+    # appended in 0.18
+    "keel_trainer_set_kv_cache": ("keel_status", ["Ptr{keel_trainer}", "Int32"]),
 }
 
 

@@ -429,7 +429,7 @@ void bind_trainer(py::module_& module) {
       .def(
           "generate",
           [](Trainer& t, const py::object& prompt, int32_t count, std::optional<double> temperature,
-             std::optional<uint64_t> seed, int32_t top_k, double top_p) {
+             std::optional<uint64_t> seed, int32_t top_k, double top_p, bool use_cache) {
             const bool text = py::isinstance<py::str>(prompt);
             if (text && t.vocab_size() != 256)
               throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: a str prompt needs a byte-level model (vocab 256), "
@@ -448,6 +448,7 @@ void bind_trainer(py::module_& module) {
             if (temperature && !(*temperature >= 0))
               throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: temperature must be >= 0");
             std::vector<int32_t> generated(static_cast<size_t>(count), 0);
+            check(t.released([&] { return keel_trainer_set_kv_cache(t.handle(), use_cache ? 1 : 0); }));
             check(t.released([&] {
               return keel_trainer_generate_top(t.handle(), tokens.data(), tokens.size(), count, temp, top_k, top_p, key,
                                                generated.data());
@@ -457,13 +458,14 @@ void bind_trainer(py::module_& module) {
             return py::object(py::bytes(bytes).attr("decode")("utf-8", "replace"));
           },
           py::arg("prompt"), py::arg("n"), py::arg("temperature") = py::none(), py::arg("seed") = py::none(),
-          py::arg("top_k") = 0, py::arg("top_p") = 1.0,
+          py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("use_cache") = true,
           "Generates n tokens after prompt, as `keel run` samples: prompt a list of token ids gives the\n"
           "list of n generated ids; for a byte-level model (vocab 256) a str prompt gives the generated\n"
           "text (its UTF-8 bytes; invalid sequences become U+FFFD). temperature None: the config's\n"
           "train.sample_temperature. seed None: a fresh random seed; the same seed gives the same tokens.\n"
           "top_k (0: all) keeps the k most likely tokens, top_p (1: all) the smallest set of them whose\n"
-          "probability reaches p, renormalised before sampling.\n"
+          "probability reaches p, renormalised before sampling. use_cache (default True) runs each new\n"
+          "token alone over the model's key/value cache; False reruns the whole window every token.\n"
           "Under mpirun every rank must call it with the same arguments, seed included.")
       .def(
           "export_hf",

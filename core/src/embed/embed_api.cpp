@@ -351,6 +351,14 @@ KEEL_API keel_status keel_trainer_set_verbose(keel_trainer* trainer, int32_t ver
   });
 }
 
+KEEL_API keel_status keel_trainer_set_kv_cache(keel_trainer* trainer, int32_t enabled) {
+  return embed_call([&] {
+    require(trainer && (enabled == 0 || enabled == 1),
+            "keel_trainer_set_kv_cache: trainer is NULL, or enabled is not 0 or 1");
+    trainer->trainer->set_kv_cache(enabled == 1);
+  });
+}
+
 KEEL_API keel_status keel_set_log_level(int32_t level) {
   return embed_call([&] {
     require(level >= KEEL_LOG_DEBUG && level <= KEEL_LOG_ERROR,

@@ -372,20 +372,30 @@ std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t b
 
 std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed,
                                      double sampling_temperature, int32_t top_k, double top_p) {
-  // A fixed window of seq_len tokens, left-aligned and padded: causal attention makes the
-  // logits at the last real position independent of the padding after it.
+  // While the context fits seq_len positions the model's key/value cache runs each new token
+  // alone (cached_decoding.cpp). Otherwise a fixed window of seq_len tokens, left-aligned and
+  // padded: causal attention makes the logits at the last real position independent of the
+  // padding after it.
   std::vector<int32_t> context = prompt.empty() ? std::vector<int32_t>{0} : prompt;
+  CachedDecoder cache(plugins_, kv_cache_ ? seq_len_ : 0);
   std::vector<int32_t> generated;
   const int32_t vocab = plugins_.model_info.vocab_size, padded = plugins_.model_info.padded_vocab_size;
   const double temperature = std::max(sampling_temperature, 1e-6);
   const uint64_t key = mix64(seed ^ 0x73616D706C65ull);
   for (int32_t i = 0; i < count; ++i) {
-    const size_t keep = std::min<size_t>(context.size(), size_t(seq_len_));
-    std::vector<int32_t> window(context.end() - keep, context.end());
-    const size_t last = window.size() - 1;
-    window.resize(seq_len_, 0);
-    std::vector<float> all = logits(window, 1, seq_len_);
-    const float* row = all.data() + last * padded;
+    std::vector<float> all;
+    const float* row = nullptr;
+    if (cache.serves(context.size())) {
+      all = cache.last_logits(context);
+      row = all.data();
+    } else {
+      const size_t keep = std::min<size_t>(context.size(), size_t(seq_len_));
+      std::vector<int32_t> window(context.end() - keep, context.end());
+      const size_t last = window.size() - 1;
+      window.resize(seq_len_, 0);
+      all = logits(window, 1, seq_len_);
+      row = all.data() + last * padded;
+    }
     double max_logit = row[0];
     for (int32_t v = 1; v < vocab; ++v) max_logit = std::max<double>(max_logit, row[v]);
     std::vector<double> weights(vocab);

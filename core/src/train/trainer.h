@@ -46,6 +46,29 @@ struct StepResult {
 // work after the run's data is gone.
 enum class TrainerData { open, none };
 
+// Sampling over the model's key/value cache (model.h 0.18, cached_decoding.cpp), for one row.
+class CachedDecoder {
+ public:
+  // Starts the model's cache of `capacity` positions, where the model, layout and backend can
+  // (capacity 0: never, every token runs the whole window).
+  CachedDecoder(PluginInstances& plugins, int32_t capacity);
+  ~CachedDecoder();
+  CachedDecoder(const CachedDecoder&) = delete;
+  CachedDecoder& operator=(const CachedDecoder&) = delete;
+  // Whether the cache can give the logits after a context of this many tokens.
+  bool serves(size_t context_length) const;
+  // The logits (padded vocabulary) at the context's last position; the context extends the one
+  // of the previous call.
+  std::vector<float> last_logits(const std::vector<int32_t>& context);
+
+ private:
+  PluginInstances& plugins_;
+  int32_t capacity_;
+  bool usable_ = false;
+  int32_t cached_ = 0;  // positions in the cache
+  void* device_tokens_ = nullptr;
+};
+
 struct GatheredParam {
   std::vector<int64_t> shape;
   std::vector<float> values;  // row-major, empty when only the shape was asked for
@@ -88,6 +111,8 @@ class Trainer final : public RunPosition {
   // and its values when asked. Collective over the world; KeelError NOT_FOUND on every rank when
   // no rank has it.
   GatheredParam gather_param(const std::string& name, bool with_values);
+  // Whether sample() uses the model's key/value cache where it has one (the default).
+  void set_kv_cache(bool enabled) { kv_cache_ = enabled; }
 
   // The parameters as whole tensors, zero-copy views and external names (model_parameters.h).
   ModelParameters& parameters() { return parameters_; }
@@ -146,6 +171,7 @@ class Trainer final : public RunPosition {
   PluginInstances plugins_;
   StrategyState strategy_state_{plugins_, config_.strategy.plugin};
   ModelParameters parameters_{plugins_, config_};
+  bool kv_cache_ = true;
   std::unique_ptr<PipelineRunner> pipeline_;
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;

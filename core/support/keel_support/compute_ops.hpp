@@ -130,6 +130,18 @@ class ComputeOps {
     check(be_.api->attention_forward(be_.obj, out.as_fp32(), static_cast<float*>(saved), qkv.as_fp32(), B, T, C, NH),
           "attention_forward");
   }
+  // Attention while decoding with a key/value cache (backend.h 0.18), where the backend has it.
+  bool has_attention_decode() const {
+    return KEEL_HAS_SLOT(be_.api, attention_decode_dt) && be_.api->attention_decode_dt;
+  }
+  void attention_decode(Elems out, void* k_cache, void* v_cache, Elems qkv, int64_t B, int64_t T, int64_t C,
+                        int64_t NH, int64_t NKV, int64_t past, int64_t capacity) const {
+    if (!has_attention_decode())
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend has no attention_decode_dt (ABI 0.18)");
+    check(be_.api->attention_decode_dt(be_.obj, dt_, out.get(), k_cache, v_cache, qkv.get(), B, T, C, NH, NKV, past,
+                                       capacity),
+          "attention_decode_dt");
+  }
   void attention_backward(Elems dqkv, Elems dout, Elems qkv, Elems out, const void* saved, int64_t B, int64_t T,
                           int64_t C, int64_t NH) const {
     if (KEEL_HAS_SLOT(be_.api, attention_backward_dt))

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/external_config.hpp"
@@ -132,10 +133,38 @@ struct ModelFace {
     });
   }
 
+  // Generation with a key/value cache (0.18), for a Model with decode_reset(batch, capacity) and
+  // decode(access, tokens, batch, count) returning the logits; NULL slots otherwise.
+  template <class M, class = void>
+  struct Decodes : std::false_type {};
+  template <class M>
+  struct Decodes<M, std::void_t<decltype(&M::decode_reset), decltype(&M::decode)>> : std::true_type {};
+  static keel_status decode_reset(void* model, int32_t batch, int32_t capacity) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      if (batch < 1 || capacity < 1)
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "decode_reset: need batch >= 1 and capacity >= 1, found " +
+                                                         std::to_string(batch) + " and " + std::to_string(capacity));
+      if constexpr (Decodes<Model>::value) as_model(model)->decode_reset(batch, capacity);
+    });
+  }
+  static keel_status decode(void* model, const keel_param_access* access, const int32_t* tokens, int32_t batch,
+                            int32_t count, const float** out_logits) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      if (!access || !tokens || !out_logits || batch < 1 || count < 1)
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "decode: access, tokens and out_logits are required, with "
+                                                     "batch >= 1 and count >= 1");
+      if constexpr (Decodes<Model>::value) *out_logits = as_model(model)->decode(access, tokens, batch, count);
+    });
+  }
+  static constexpr auto kDecodeReset = Decodes<Model>::value ? &decode_reset : nullptr;
+  static constexpr auto kDecode = Decodes<Model>::value ? &decode : nullptr;
+
   static constexpr keel_model_api kApi = {
       sizeof(keel_model_api), validate_config, create,   destroy,       describe,        flops_per_token,
       forward,                backward,        external_name, external_config, stage_io_numel, splits_backward,
-      complete_config,
+      complete_config,        kDecodeReset,    kDecode,
   };
 };
 

@@ -451,6 +451,9 @@ KEEL_ASSERT_OFFSET(keel_backend_api, attention_gqa_saved_bytes, 576);  /* 0.9 */
 KEEL_ASSERT_OFFSET(keel_backend_api, attention_gqa_forward_dt, 584);  /* 0.9 */
 KEEL_ASSERT_OFFSET(keel_backend_api, attention_gqa_backward_dt, 592);  /* 0.9 */
 KEEL_ASSERT_OFFSET(keel_model_api, complete_config, 96);  /* 0.10 */
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_decode_dt, 600);  /* 0.18 */
+KEEL_ASSERT_OFFSET(keel_model_api, decode_reset, 104);
+KEEL_ASSERT_OFFSET(keel_model_api, decode, 112);
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_comm_api, reaches, 144);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend, 72);  /* 0.8 */
@@ -461,5 +464,5 @@ KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */
   printf("ABI %d.%d layout checks compiled\n", KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR);
-  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 17 ? 0 : 1;
+  return KEEL_ABI_VERSION_MAJOR == 0 && KEEL_ABI_VERSION_MINOR == 18 ? 0 : 1;
 }

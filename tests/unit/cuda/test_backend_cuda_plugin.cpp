@@ -66,8 +66,11 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   const auto* table = static_cast<const keel_backend_api*>(info->api);
   ASSERT_NE(table, nullptr);
   ASSERT_EQ(table->struct_size, sizeof(keel_backend_api));
-  // Every field after struct_size is a function pointer: none may be NULL.
-  constexpr size_t kSlots = (sizeof(keel_backend_api) - sizeof(size_t)) / sizeof(void*);
+  // Every field after struct_size is a function pointer: none up to 0.17's last may be NULL. The
+  // 0.18 slot attention_decode_dt is optional and not yet written for the GPU: without it the
+  // core generates by running whole windows, as before 0.18.
+  EXPECT_EQ(table->attention_decode_dt, nullptr) << "a cuda attention_decode_dt: check it here, and remove this line";
+  constexpr size_t kSlots = (offsetof(keel_backend_api, attention_decode_dt) - sizeof(size_t)) / sizeof(void*);
   void* slots[kSlots];
   std::memcpy(slots, reinterpret_cast<const char*>(table) + sizeof(size_t), sizeof(slots));
   for (size_t i = 0; i < kSlots; ++i) EXPECT_NE(slots[i], nullptr) << "slot " << i << " after struct_size is NULL";

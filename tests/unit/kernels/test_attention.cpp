@@ -147,3 +147,31 @@ TEST(AttentionFiniteDifferences, BackwardMatchesNumericalGradient) {
 }
 
 }  // namespace
+
+// Decoding with a key/value cache: the sequence's queries fed in pieces (a prompt of 37, then one
+// position at a time) over the cache give the rows the reference gives the whole sequence, for
+// multi-head and grouped-query layouts; a piece past the cache's capacity is refused.
+TEST(AttentionDecode, PiecesOverTheCacheMatchTheWholeSequence) {
+  for (const Shape s : {Shape{2, 70, 32, 4, 4}, Shape{2, 70, 32, 4, 2}}) {
+    const int64_t capacity = 80, hs = s.hs(), row = s.row();
+    auto qkv = random_floats(s.B * s.T * row, 8, -2.0f, 2.0f);
+    const std::vector<double> want = attention_ref(to_double(qkv), s);
+    std::vector<float> keys(s.B * s.NKV * capacity * hs), values(keys.size()), out(s.B * s.T * s.C);
+    for (int64_t past = 0, n = 37; past < s.T; past += n, n = 1) {
+      std::vector<float> piece(s.B * n * row), piece_out(s.B * n * s.C);
+      for (int64_t b = 0; b < s.B; ++b)
+        std::copy(qkv.begin() + (b * s.T + past) * row, qkv.begin() + (b * s.T + past + n) * row,
+                  piece.begin() + b * n * row);
+      keel::cpu::attention_decode(piece_out.data(), keys.data(), values.data(), piece.data(), s.B, n, s.C, s.NH, s.NKV,
+                                  past, capacity);
+      for (int64_t b = 0; b < s.B; ++b)
+        std::copy(piece_out.begin() + b * n * s.C, piece_out.begin() + (b + 1) * n * s.C,
+                  out.begin() + (b * s.T + past) * s.C);
+    }
+    expect_close(out, want, 1e-5, 1e-4, "decoded out");
+    std::vector<float> one(s.B * row), one_out(s.B * s.C);
+    EXPECT_THROW(keel::cpu::attention_decode(one_out.data(), keys.data(), values.data(), one.data(), s.B, 1, s.C, s.NH,
+                                             s.NKV, capacity, capacity),
+                 std::invalid_argument);
+  }
+}

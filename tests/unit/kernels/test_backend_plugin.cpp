@@ -99,9 +99,10 @@ TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
   EXPECT_SLOT(attention_gqa_saved_bytes);
   EXPECT_SLOT(attention_gqa_forward_dt);
   EXPECT_SLOT(attention_gqa_backward_dt);
+  EXPECT_SLOT(attention_decode_dt);  // 0.18
 #undef EXPECT_SLOT
   // Every slot of this ABI minor is listed above: the table holds nothing after the last one.
-  EXPECT_EQ(offsetof(keel_backend_api, attention_gqa_backward_dt) + sizeof(table->attention_gqa_backward_dt),
+  EXPECT_EQ(offsetof(keel_backend_api, attention_decode_dt) + sizeof(table->attention_decode_dt),
             sizeof(keel_backend_api));
 }
 

@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 17
+const KEEL_ABI_VERSION_MINOR = 18
 
 const KEEL_MAX_DIMS = 4
 
@@ -235,6 +235,7 @@ struct keel_backend_api
     attention_gqa_saved_bytes::Ptr{Cvoid}
     attention_gqa_forward_dt::Ptr{Cvoid}
     attention_gqa_backward_dt::Ptr{Cvoid}
+    attention_decode_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
@@ -369,6 +370,8 @@ struct keel_model_api
     stage_io_numel::Ptr{Cvoid}
     splits_backward::Ptr{Cvoid}
     complete_config::Ptr{Cvoid}
+    decode_reset::Ptr{Cvoid}
+    decode::Ptr{Cvoid}
 end
 
 struct keel_optimizer_info
@@ -889,6 +892,15 @@ KEEL_ERR_NOT_FOUND on every rank when no rank has the parameter.
 """
 function keel_trainer_gather_param(trainer, name, dst, count, out_shape, out_ndim)
     ccall((:keel_trainer_gather_param, libkeel), keel_status, (Ptr{keel_trainer}, Cstring, Ptr{Cfloat}, Csize_t, Ptr{Int64}, Ptr{Int32}), trainer, name, dst, count, out_shape, out_ndim)
+end
+
+"""
+Whether generation uses the model's key/value cache (model.h decode; 1, the default) or runs
+the whole window at every token (0), as Hugging Face's use_cache. Both give the same tokens to
+rounding; a model, layout or backend without the cache runs whole windows either way.
+"""
+function keel_trainer_set_kv_cache(trainer, enabled)
+    ccall((:keel_trainer_set_kv_cache, libkeel), keel_status, (Ptr{keel_trainer}, Int32), trainer, enabled)
 end
 
 end # module LibKeel

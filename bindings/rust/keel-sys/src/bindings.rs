@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 17;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 18;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub const KEEL_STEP_INTERRUPTED: u32 = 2;
 pub const KEEL_TRAIN_TO_CONFIGURED_STEPS: i32 = -1;
@@ -1303,4 +1303,7 @@ extern "C" {
         out_shape: *mut i64,
         out_ndim: *mut i32,
     ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_set_kv_cache(trainer: *mut keel_trainer, enabled: i32) -> keel_status;
 }

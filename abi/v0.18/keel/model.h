@@ -1,0 +1,187 @@
+/* The model kind: parameter layout and the hand-written forward/backward of a network,
+   written against the backend op set. A model owns its activations but never its
+   parameters: it reaches them through the keel_param_access it is handed in each call. */
+#ifndef KEEL_MODEL_H
+#define KEEL_MODEL_H
+
+#include "keel/backend.h"
+#include "keel/comm.h"
+#include "keel/host.h"
+#include "keel/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct keel_model_create_args {
+  size_t struct_size;
+  const char* config_json;         /* the "model" section as JSON text; borrowed for the call */
+  const char* json_path;           /* "model", for messages */
+  const keel_backend_api* backend; /* the op set; outlives the model */
+  void* backend_obj;
+  int32_t tp_rank;                 /* tensor-parallel position in the tp group (0.6; 0 and 1 before) */
+  int32_t tp_size;
+  /* --- appended in 0.6 --- */
+  /* The tensor-parallel group (tp_size ranks), the model's alone, used from the thread that calls
+     forward/backward; NULL when tp_size is 1. A model that cannot split refuses tp_size > 1. */
+  const keel_comm_api* tp_comm;
+  void* tp_comm_obj;
+  /* "parallel.sequence_parallel": hold 1/tp of the token rows in the norm and residual regions
+     (Megatron's sequence parallelism); only with tp_size > 1. */
+  int32_t sequence_parallel;
+  /* --- appended in 0.7: pipeline parallelism --- */
+  /* The model is cut into pp_size * virtual_stages chunks of consecutive layers. Chunk c (0-based,
+     in model order) runs on pipeline rank c % pp_size, so this rank holds chunks pp_rank,
+     pp_rank + pp_size, ... (Megatron's interleaved placement; one chunk per rank when
+     virtual_stages is 1). The first chunk also holds the input embedding, the last the output
+     head. stage_blocks: n_stage_blocks (= pp_size * virtual_stages) counts of the model's
+     repeated blocks (gpt: transformer blocks) per chunk, in chunk order, each at least 1; NULL:
+     an even split, which the model refuses with the numbers when the chunks do not divide its
+     blocks. The model describes only the parameters of its own chunks, with the whole model's
+     layer ids. A model that cannot be cut refuses pp_size > 1. At pp 1: 0, 1, 1, NULL, 0. */
+  int32_t pp_rank;
+  int32_t pp_size;
+  int32_t virtual_stages;
+  const int32_t* stage_blocks;
+  int32_t n_stage_blocks;
+} keel_model_create_args;
+
+typedef struct keel_model_info {
+  size_t struct_size;
+  const keel_param_spec* params; /* owned by the model, valid for its life */
+  size_t n_params;
+  int32_t n_layers;              /* acquire/release units: params[i].layer < n_layers */
+  int32_t vocab_size;            /* true vocabulary; token ids must be below it */
+  int32_t padded_vocab_size;     /* row stride of logits */
+  int32_t max_seq_len;
+  /* --- appended in 0.7 --- */
+  int32_t n_blocks;              /* repeated blocks the pipeline chunks split (gpt: n_layer) */
+} keel_model_info;
+
+typedef struct keel_forward_args {
+  size_t struct_size;
+  const keel_param_access* access;
+  int32_t microbatch;       /* id: activations are kept per id until its backward */
+  int32_t batch;            /* B */
+  int32_t seq_len;          /* T <= max_seq_len */
+  const int32_t* tokens;    /* (B,T) in backend memory */
+  const int32_t* targets;   /* (B,T) in backend memory, or NULL for inference (no loss) */
+  /* outputs */
+  float loss;               /* mean cross-entropy over targets >= 0; set when targets given */
+  const float* logits;      /* (B,T,Vp) backend memory, set when targets is NULL; valid until
+                               the model's next call */
+  /* --- appended in 0.7: pipeline chunks --- */
+  int32_t chunk;            /* the global chunk to run (create args); 0 at pp 1. tokens are read on
+                               chunk 0 only; targets, when given, on every chunk: they mark a
+                               training forward whose activations are kept for the backward, and
+                               the last chunk computes the loss from them (loss is set there only) */
+  const float* input;       /* chunk > 0: the previous chunk's output for this micro-batch,
+                               stage_io_numel floats in backend memory, read during the call only;
+                               NULL on chunk 0 */
+  float* output;            /* chunk < last: the caller's buffer of stage_io_numel floats in backend
+                               memory, which the model overwrites with this chunk's output; NULL on
+                               the last chunk (logits and loss as above) */
+  /* --- appended in 0.8: device-true --- */
+  /* When not NULL (an fp32 scalar in backend memory), the chunk that computes the loss adds
+     loss_weight × its mean loss there, queued on the backend, and leaves `loss` alone: the core
+     reads the step's loss once. Under compute type bf16 (backend.h compute_dtype) input and
+     output hold bf16 elements, whatever their C type; logits stay fp32 (an output for the host). */
+  float* loss_sum;
+  float loss_weight;
+} keel_forward_args;
+
+typedef struct keel_backward_args {
+  size_t struct_size;
+  const keel_param_access* access;
+  int32_t microbatch;       /* a micro-batch whose forward had targets */
+  float loss_scale;         /* d(total objective)/d(this micro-batch's mean loss), e.g. 1/accum */
+  /* --- appended in 0.7: pipeline chunks --- */
+  int32_t chunk;            /* the chunk whose forward of this micro-batch is undone; 0 at pp 1 */
+  const float* output_grad; /* chunk < last: gradient of the chunk's output (stage_io_numel floats,
+                               backend memory, read during the call only); NULL on the last chunk,
+                               whose gradient starts at its loss (0.8: compute-type elements, as
+                               forward's input and output) */
+  float* input_grad;        /* chunk > 0: the caller's buffer of stage_io_numel floats the model
+                               overwrites with the gradient of the chunk's input; NULL on chunk 0 */
+  int32_t part;             /* KEEL_BACKWARD_*: zero-bubble schedules split a backward in two */
+} keel_backward_args;
+
+/* keel_backward_args.part (0.7). INPUT computes input_grad (and everything the chunk below waits
+   for) and keeps what WEIGHT needs; a later WEIGHT call of the same micro-batch and chunk
+   accumulates the weight gradients and ends the micro-batch. A model that cannot split returns
+   KEEL_ERR_UNIMPLEMENTED for INPUT, and the core refuses a splitting schedule at start-up. */
+enum { KEEL_BACKWARD_FULL = 0, KEEL_BACKWARD_INPUT = 1, KEEL_BACKWARD_WEIGHT = 2 };
+
+/* How one parameter appears in an external format (appended in 0.2), e.g. "huggingface". */
+typedef struct keel_external_tensor {
+  size_t struct_size;
+  const char* name;   /* the external name; owned by the model, valid for its life; NULL: not exported */
+  int32_t transpose;  /* 1: the external tensor is the 2-D transpose of Keel's (HF GPT-2's Conv1D) */
+  int64_t rows;       /* leading rows of Keel's global tensor that exist externally (a padded
+                         vocabulary is cut back); -1: all */
+  /* --- appended in 0.6 --- */
+  int32_t flatten;    /* 1: the external tensor is Keel's as one dimension (gpt's qkv bias: (3, C) in
+                         Keel, so that a tensor-parallel piece is a box; (3C) in Hugging Face's
+                         GPT-2). A transposed tensor is always the 2-D transpose of Keel's with its
+                         leading dimensions merged: gpt's qkv weight (3, C, C) is (C, 3C) there. */
+} keel_external_tensor;
+
+typedef struct keel_model_api {
+  size_t struct_size;
+  keel_status (*validate_config)(const keel_host* host, const char* config_json, const char* json_path);
+  keel_status (*create)(const keel_host* host, const keel_model_create_args* args, void** out_model);
+  void (*destroy)(void* model);
+  /* The caller sets out_info->struct_size; the model writes only the fields that fit in it. */
+  keel_status (*describe)(void* model, keel_model_info* out_info);
+  /* Model FLOPs per trained token (forward + backward) at sequence length seq_len, for MFU. */
+  keel_status (*flops_per_token)(void* model, int32_t seq_len, double* out_flops);
+  keel_status (*forward)(void* model, keel_forward_args* args);
+  keel_status (*backward)(void* model, const keel_backward_args* args);
+
+  /* --- appended in 0.2; optional (NULL: the model has no external formats) --- */
+  /* Parameter `index` in `format`; KEEL_ERR_UNIMPLEMENTED for a format the model does not know.
+     The caller sets out->struct_size. */
+  keel_status (*external_name)(void* model, const char* format, size_t index, keel_external_tensor* out);
+  /* The format's model config as JSON text (HF's config.json); owned by the model, valid for its life. */
+  keel_status (*external_config)(void* model, const char* format, const char** out_json);
+
+  /* --- appended in 0.7: pipeline parallelism; required of a model that accepts pp_size > 1 --- */
+  /* Floats in the activation one chunk hands the next for a (batch, seq_len) micro-batch (gpt:
+     B·T·C, or B·T·C/tp with sequence parallelism): the size of forward's input/output and
+     backward's output_grad/input_grad. */
+  keel_status (*stage_io_numel)(void* model, int32_t batch, int32_t seq_len, int64_t* out_numel);
+  /* 1 when backward implements KEEL_BACKWARD_INPUT / _WEIGHT (zero-bubble schedules), else 0. */
+  keel_status (*splits_backward)(void* model, int32_t* out_splits);
+
+  /* --- appended in 0.10; optional (NULL: the model takes no dimensions from an external format) --- */
+  /* Completes the model section config_json (found at json_path) from an external format's model
+     config, external_json (for "huggingface": the text of a checkpoint folder's config.json),
+     before validate_config and create see it: a key the section leaves out is taken from the
+     external config, a key it gives must agree (KEEL_ERR_INVALID_CONFIG naming both values
+     otherwise), and an external config of another architecture is refused. Called with no
+     model object. Writes the completed section as JSON text into out, at most capacity bytes
+     with the terminating NUL, and its whole length without the NUL into *out_length; when
+     *out_length >= capacity the text was cut and the caller asks again with more room. */
+  keel_status (*complete_config)(const keel_host* host, const char* format, const char* external_json,
+                                 const char* config_json, const char* json_path, char* out, size_t capacity,
+                                 size_t* out_length);
+  /* --- appended in 0.18; optional (NULL: the core generates by running the whole window at
+     every token) --- */
+  /* Generation with a key/value cache, in the backend's memory (backend.h attention_decode_dt).
+     decode_reset starts an empty cache for `batch` rows of up to `capacity` positions (at most
+     the model's seq_len), dropping any earlier one. decode runs `count` new tokens per row
+     (tokens: backend memory, (batch, count)) at the positions after those already cached, adds
+     their keys and values to the cache, and points *out_logits at their fp32 logits, (batch,
+     count, padded_vocab_size) in backend memory, valid until the model's next call. Parameters
+     come through `access` as in a forward. A model holding less than the whole network (tensor
+     or pipeline parallelism), or on a backend without the op or at a compute type it does not
+     cache, returns KEEL_ERR_UNIMPLEMENTED from decode_reset, and the core runs whole windows. */
+  keel_status (*decode_reset)(void* model, int32_t batch, int32_t capacity);
+  keel_status (*decode)(void* model, const keel_param_access* access, const int32_t* tokens, int32_t batch,
+                        int32_t count, const float** out_logits);
+} keel_model_api;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
