@@ -31,6 +31,7 @@ void GptModel::decode_reset(int32_t batch, int32_t capacity) {
   // Keys, then values, for every block: (L, 2, B, NH, capacity, hs), zeroed (the cache's unused
   // positions are never read, but a fresh allocation should not hold stale bits either).
   const int64_t per_block = int64_t(batch) * config_.n_head * capacity * hs;
+  decode_ = DecodeCache();  // the old cache goes before the new one comes
   decode_.cache = backend_.alloc_bytes(ops_.bytes(2 * config_.n_layer * per_block));
   KEEL_OP(backend_, fill_zero, decode_.cache.get(), ops_.bytes(2 * config_.n_layer * per_block));
   decode_.per_block = per_block;

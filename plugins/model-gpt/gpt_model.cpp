@@ -249,6 +249,7 @@ void GptModel::ensure_grad_scratch(int64_t rows) {
 }
 
 void GptModel::forward(keel_forward_args* args) {
+  if (decode_.cache.get()) decode_ = DecodeCache();  // generation is over: its cache goes
   const keel_support::ForwardCall call =
       keel_support::read_forward_call(*args, plan_, config_.max_seq_len, tp_.sequence_parallel() ? tp_.size() : 1);
   const int32_t chunk = call.chunk, B = call.B, T = call.T;

@@ -172,7 +172,8 @@ typedef struct keel_model_api {
      the model's seq_len), dropping any earlier one. decode runs `count` new tokens per row
      (tokens: backend memory, (batch, count)) at the positions after those already cached, adds
      their keys and values to the cache, and points *out_logits at their fp32 logits, (batch,
-     count, padded_vocab_size) in backend memory, valid until the model's next call. Parameters
+     count, padded_vocab_size) in backend memory, valid until the model's next call (a forward
+     may drop the cache: generation starts with decode_reset). Parameters
      come through `access` as in a forward. A model holding less than the whole network (tensor
      or pipeline parallelism), or on a backend without the op or at a compute type it does not
      cache, returns KEEL_ERR_UNIMPLEMENTED from decode_reset, and the core runs whole windows. */

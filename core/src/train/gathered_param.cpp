@@ -57,8 +57,8 @@ GatheredParam Trainer::gather_param(const std::string& name, bool with_values) {
     const keel_param_spec& spec = plugins_.model_info.params[index];
     const auto [begin, end] = strategy_state_.owned_range(-1, index);
     const bool same_as_tp0 = spec.tp_dim < 0 && mesh().position().tp != 0;
-    if (!(spec.flags & KEEL_PARAM_STAGE_COPY) && !same_as_tp0 && end > begin)
-      mine = part_of(spec, begin, end, with_values ? strategy_state_.read_range(-1, index, begin, end) : std::vector<float>());
+    if (with_values && !(spec.flags & KEEL_PARAM_STAGE_COPY) && !same_as_tp0 && end > begin)
+      mine = part_of(spec, begin, end, strategy_state_.read_range(-1, index, begin, end));
     else
       mine = part_of(spec, 0, 0, {});  // the shape, for ranks that hold nothing of it
   } catch (const KeelError& e) {
@@ -71,6 +71,7 @@ GatheredParam Trainer::gather_param(const std::string& name, bool with_values) {
                         "parameter " + name + ": another rank could not read its part (its message says why)");
   const std::vector<std::string> parts = gather_strings(mesh().world, mine);
   GatheredParam out;
+  bool found = false;
   std::vector<float> covered;
   int64_t numel = 0;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
@@ -79,7 +80,8 @@ GatheredParam Trainer::gather_param(const std::string& name, bool with_values) {
     const size_t line_end = part.find('\n');
     const nlohmann::json header = nlohmann::json::parse(part.substr(0, line_end));
     const auto shape = header.at("shape").get<std::vector<int64_t>>();
-    if (out.shape.empty()) {
+    if (!found) {
+      found = true;
       out.shape = shape;
       numel = 1;
       for (int64_t d : shape) numel *= d;
@@ -91,12 +93,15 @@ GatheredParam Trainer::gather_param(const std::string& name, bool with_values) {
     if (!with_values || end <= begin) continue;
     const keel_support::PieceBox piece = box_of(header), whole = keel_support::PieceBox::whole(int32_t(shape.size()), shape.data());
     std::vector<float> values(size_t(end - begin));
+    if (part.size() != line_end + 1 + values.size() * sizeof(float))  // a rank that asked for the shape alone
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "parameter " + name + ": the ranks disagree on whether to read its "
+                                                                      "values (every rank passes dst, or none)");
     std::memcpy(values.data(), part.data() + line_end + 1, values.size() * sizeof(float));
     keel_support::copy_overlap(piece, begin, end, values.data(), whole, 0, numel, out.values.data());
     const std::vector<float> ones(values.size(), 1.0f);
     keel_support::copy_overlap(piece, begin, end, ones.data(), whole, 0, numel, covered.data());
   }
-  if (out.shape.empty()) throw KeelError(KEEL_ERR_NOT_FOUND, not_here);  // on no rank: every rank says so
+  if (!found) throw KeelError(KEEL_ERR_NOT_FOUND, not_here);  // on no rank: every rank says so
   if (with_values && std::find(covered.begin(), covered.end(), 0.0f) != covered.end())
     throw KeelError(KEEL_ERR_INTERNAL, "parameter " + name + ": the ranks' parts do not cover the whole tensor");
   return out;
