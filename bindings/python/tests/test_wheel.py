@@ -1,4 +1,4 @@
-"""The wheel (scripts/build-wheel.sh): a manylinux wheel that carries the shared libraries Keel
+"""The wheel (scripts/build-wheel.sh, whose compile shows CMake's progress): a manylinux wheel that carries the shared libraries Keel
 links, installs with pip into a clean venv (no system site packages: neither Debian's numpy nor
 its torch) and trains there as the source build does, loading OpenBLAS from PyPI's
 scipy-openblas32 rather than the system's, and resolving every library its ELF files need inside
@@ -6,6 +6,7 @@ the venv or among the few system libraries manylinux allows."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -46,6 +47,9 @@ def wheel(tmp_path_factory):
     done = subprocess.run(["bash", str(REPO / "scripts" / "build-wheel.sh"), str(out), str(BUILD_DIR)],
                           capture_output=True, text=True, timeout=3000)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The compile's progress reaches the terminal (pip -v): Ninja's "[n/N] ..." lines, at least
+    # the re-check of the source globs that every build starts with.
+    assert re.search(r"^\s*\[\d+/\d+\] ", done.stdout + done.stderr, re.MULTILINE), done.stdout[-3000:]
     wheels = list(out.glob("keel-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
