@@ -30,3 +30,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The cuda backend's cuDNN attention compiles against the pinned cudnn-frontend headers (PyPI);
+# only where CUDA is, and a failed fetch only leaves that path out of the build.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  bash "$(dirname "$0")/fetch-cudnn-frontend.sh" >/dev/null ||
+    echo "install-deps: could not fetch the cudnn-frontend headers; the cuda backend builds without cuDNN attention" >&2
+fi

@@ -39,6 +39,15 @@ __device__ __forceinline__ void store8(bf16* p, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// Four fp32 at once, one 16-byte access: p must be 16-byte aligned.
+__device__ __forceinline__ void load4(float (&v)[4], const float* p) {
+  const float4 f = *reinterpret_cast<const float4*>(p);
+  v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+}
+__device__ __forceinline__ void store4(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
 // Whether rows (or a whole buffer) of n elements at these pointers can be taken eight at a time.
 inline bool in_eights(int64_t n, std::initializer_list<const void*> pointers) {
   if (n % 8 != 0) return false;
@@ -82,6 +91,34 @@ __device__ float block_max(float v, float* scratch) {
   for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, scratch[w]);
   __syncthreads();
   return m;
+}
+
+// Folds (other_max, other_sum) into (max, sum), each sum being Σ exp(x - its max) over its
+// elements (a -inf max: no element above -inf, and a factor exp(-inf) = 0). Rounded products, no
+// fused multiply-add: the fold of a into b has the same bits as b into a.
+__device__ __forceinline__ void fold_max_sum(float& max, float& sum, float other_max, float other_sum) {
+  const float new_max = fmaxf(max, other_max);
+  const float shift = new_max == -INFINITY ? 0.0f : new_max;
+  sum = __fadd_rn(__fmul_rn(sum, expf(max - shift)), __fmul_rn(other_sum, expf(other_max - shift)));
+  max = new_max;
+}
+
+// block_max and block_sum at once for a softmax's running (max, Σ exp(x - max)) per thread, in the
+// same fixed tree; every thread gets the row's pair. `scratch` holds kThreads / 32 pairs.
+template <int kThreads>
+__device__ void block_max_sum(float& max, float& sum, float2* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other_max = __shfl_xor_sync(0xffffffffu, max, offset);
+    const float other_sum = __shfl_xor_sync(0xffffffffu, sum, offset);
+    fold_max_sum(max, sum, other_max, other_sum);
+  }
+  __syncthreads();
+  if (lane == 0) scratch[warp] = make_float2(max, sum);
+  __syncthreads();
+  max = scratch[0].x, sum = scratch[0].y;
+  for (int w = 1; w < kThreads / 32; ++w) fold_max_sum(max, sum, scratch[w].x, scratch[w].y);
+  __syncthreads();
 }
 
 constexpr int kThreads = 256;  // the block size of the elementwise kernels

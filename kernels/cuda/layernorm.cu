@@ -90,7 +90,7 @@ __global__ void layernorm_params_partial_kernel(float* partial_w, float* partial
       for (int64_t n = first + threadIdx.y; n < end; n += kRowGroups) {
         const float g = load(dout + n * C + i);
         b += g;
-        w += (load(inp + n * C + i) - mean[n]) * rstd[n] * g;
+        w += (load(inp + n * C + i) - (mean ? mean[n] : 0.0f)) * rstd[n] * g;
       }
     }
     sum_w[threadIdx.y][threadIdx.x] = w;
@@ -177,7 +177,7 @@ __global__ void layernorm_params_partial_x8_kernel(float* partial_w, float* part
         float gi[8], xi[8];
         load8(gi, dout + n * C + col);
         load8(xi, inp + n * C + col);
-        const float m = mean[n], s = rstd[n];
+        const float m = mean ? mean[n] : 0.0f, s = rstd[n];
   #pragma unroll
         for (int k = 0; k < 8; ++k) {
           b[k] += gi[k];
@@ -207,23 +207,12 @@ __global__ void layernorm_params_partial_x8_kernel(float* partial_w, float* part
   }
 }
 
+// The two passes for the weight (and bias) gradient of a norm: LayerNorm's with its mean, RMSNorm's
+// with mean NULL (x̂ = x·rstd, and no bias).
 template <typename T>
-void layernorm_backward_typed(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
-                              const float* mean, const float* rstd, int64_t N, int64_t C, float* scratch,
-                              cudaStream_t stream) {
+void norm_params_backward_typed(float* dweight, float* dbias, const T* dout, const T* inp, const float* mean,
+                                const float* rstd, int64_t N, int64_t C, bool x8, float* scratch, cudaStream_t stream) {
   constexpr bool kBf16 = std::is_same_v<T, bf16>;
-  const bool x8 = kBf16 && in_eights(C, {dinp, dout, inp, weight});
-  if (dinp) {
-    const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-    if constexpr (kBf16)
-      if (x8) {
-        layernorm_backward_inp_x8_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd,
-                                                                                    N, C);
-      }
-    if (!x8)
-      layernorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N,
-                                                                               C);
-  }
   if (dweight || dbias) {
     const int64_t chunks = chunks_of(N);
     float* partial_w = scratch;
@@ -244,6 +233,28 @@ void layernorm_backward_typed(T* dinp, float* dweight, float* dbias, const T* do
   }
 }
 
+template <typename T>
+void layernorm_backward_typed(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                              const float* mean, const float* rstd, int64_t N, int64_t C, float* scratch,
+                              cudaStream_t stream) {
+  constexpr bool kBf16 = std::is_same_v<T, bf16>;
+  const bool x8 = kBf16 && in_eights(C, {dinp, dout, inp, weight});
+  if (dinp) {
+    const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+    if constexpr (kBf16)
+      if (x8) {
+        layernorm_backward_inp_x8_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd,
+                                                                                    N, C);
+      }
+    if (!x8)
+      layernorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N,
+                                                                               C);
+  }
+  norm_params_backward_typed(dweight, dbias, dout, inp, mean, rstd, N, C, x8, scratch, stream);
+}
+
+
+
 }  // namespace
 
 void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* inp, const void* weight,
@@ -258,6 +269,18 @@ void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* 
     layernorm_forward_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
         static_cast<float*>(out), mean, rstd, static_cast<const float*>(inp), static_cast<const float*>(weight),
         static_cast<const float*>(bias), N, C);
+}
+
+void norm_params_backward(Elem e, float* dweight, const void* dout, const void* inp, const float* rstd, int64_t N,
+                          int64_t C, float* scratch, cudaStream_t stream) {
+  if (N <= 0 || C <= 0 || !dweight) return;
+  if (e == Elem::bf16)
+    norm_params_backward_typed(dweight, static_cast<float*>(nullptr), static_cast<const bf16*>(dout),
+                               static_cast<const bf16*>(inp), nullptr, rstd, N, C, in_eights(C, {dout, inp}), scratch,
+                               stream);
+  else
+    norm_params_backward_typed(dweight, static_cast<float*>(nullptr), static_cast<const float*>(dout),
+                               static_cast<const float*>(inp), nullptr, rstd, N, C, false, scratch, stream);
 }
 
 int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C) { return N > 0 && C > 0 ? 2 * chunks_of(N) * C : 0; }

@@ -163,6 +163,11 @@ bool matmul_forward_fused(const Matmul& mm, Elem e, void* out, void* gelu_pre, c
 void matmul_forward(const Matmul& mm, Elem e, void* out, void* gelu_pre, const void* inp, const void* weight,
                     const void* bias, int64_t N, int64_t IC, int64_t OC) {
   if (N == 0 || OC == 0) return;
+  if (gelu_pre && !mm.gelu_epilogue) {
+    matmul_forward(mm, e, gelu_pre, nullptr, inp, weight, bias, N, IC, OC);
+    gelu_forward(e, out, gelu_pre, N * OC, mm.stream);
+    return;
+  }
   // outᵀ(OC,N) = weightᵀ · inpᵀ: A = weight as column-major (IC,OC) read transposed, B = inp as (IC,N).
   Gemm product{true, false, OC, N, IC, weight, IC, inp, IC, nullptr, OC, 0.0f};
   if (IC > 0 && matmul_forward_fused(mm, e, out, gelu_pre, bias, product)) return;

@@ -19,10 +19,12 @@ struct Matmul {
   size_t workspace_bytes;
   cudaStream_t stream;
   bool allow_tf32;  // fp32 matmuls may use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)
+  bool gelu_epilogue = true;  // false: a GELU after a matmul runs as gelu.cu's kernel (to measure both)
 };
 
 // out(N,OC) = inp(N,IC) · weight(OC,IC)ᵀ + bias(OC) (bias may be NULL). When gelu_pre is not
-// NULL it receives that and out gets GELU of it. Throws std::runtime_error naming the failure.
+// NULL it receives that and out gets GELU of it (cuBLASLt's GELU_AUX_BIAS epilogue, or with
+// gelu_epilogue false the bias epilogue and then gelu.cu). Throws std::runtime_error naming the failure.
 void matmul_forward(const Matmul& mm, Elem e, void* out, void* gelu_pre, const void* inp, const void* weight,
                     const void* bias, int64_t N, int64_t IC, int64_t OC);
 // dinp(N,IC) += dout·weight; dweight(OC,IC) += doutᵀ·inp (fp32); dbias(OC) += Σ_rows dout (fp32).

@@ -7,7 +7,8 @@
 // Loading needs no GPU: only libcudart and libcublasLt are linked, and libcudart opens the
 // driver on first use, so probe and create can say "no CUDA device" instead of failing to load.
 //
-// Determinism: no op uses float atomics, and every reduction adds in a fixed order, so each op
+// Determinism: no op uses float atomics (cuDNN's attention backward too, unless the config sets
+// "deterministic_attention": false), and every reduction adds in a fixed order, so each op
 // gives the same bits on every run with the same GPU model, toolkit and shapes. The one caveat
 // is cuBLASLt, which picks its algorithm by heuristic per shape and device: reproducible run to
 // run on one GPU model (cuBLAS's documented guarantee), not bit-identical across GPU models.
@@ -21,6 +22,7 @@
 #include <keel_support/launcher_env.hpp>
 #include <keel_support/plugin_entry.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -29,6 +31,10 @@
 #include <unordered_set>
 
 #include "caching_allocator.hpp"  // defines: CachingAllocator
+#include "cuda/attention_cudnn_shape.hpp"  // defines: AttentionShape, cudnn_attention_refusal
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+#include "cuda/attention_cudnn.h"  // defines: CudnnAttention, cudnn_library
+#endif
 #include "cuda/kernels.h"         // defines: every kernel launcher, Elem
 #include "cuda/matmul.h"          // defines: Matmul, matmul_forward, matmul_backward
 #include "keel_support/abi_guard.hpp"
@@ -48,6 +54,13 @@ struct Settings {
   bool allow_tf32 = false;
   double peak_tflops = 0.0;  // 0: estimated from the device's properties
   bool op_profile = false;   // time every slot with CUDA events, log the table at destroy
+  // Which attention runs: "auto" is cuDNN's fused flash attention where it takes the shape (bf16,
+  // head sizes in multiples of 8 up to 256) and Keel's kernels elsewhere; "cudnn" fails where
+  // cuDNN does not take a shape (so a check cannot pass without it); "kernels" never uses cuDNN.
+  std::string attention = "auto";
+  bool gelu_epilogue = true;  // a matmul's GELU in cuBLASLt's epilogue; false: its own kernel after
+  // false: cuDNN's attention backward may add with atomics (faster; runs no longer reproduce)
+  bool deterministic_attention = true;
 };
 
 Settings parse_settings(const char* config_json, const char* json_path) {
@@ -60,6 +73,9 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   s.allow_tf32 = section.get<bool>("allow_tf32", false);
   s.peak_tflops = section.get_in_range<double>("peak_tflops", 0.0, 0.0, 1e6);
   s.op_profile = section.get<bool>("op_profile", false);
+  s.attention = section.get_choice("attention", "auto", {"auto", "cudnn", "kernels"});
+  s.gelu_epilogue = section.get<bool>("gelu_epilogue", true);
+  s.deterministic_attention = section.get<bool>("deterministic_attention", true);
   section.finish();
   return s;
 }
@@ -162,9 +178,15 @@ struct CudaBackend {
   std::mutex host_mutex;
   std::unordered_set<void*> host_blocks;  // alloc_host's live blocks, freed at destroy
   std::unique_ptr<keel_cuda::OpProfile> profile;  // null unless "op_profile": true
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+  std::unique_ptr<keel::cuda::CudnnAttention> cudnn;  // null: attention runs Keel's kernels only
+#endif
+  std::string cudnn_absent;  // why cudnn is null, for errors under "attention": "cudnn"
+  std::unordered_set<keel::cuda::AttentionShape, keel::cuda::AttentionShapeHash> logged_shapes;
 
   keel::cuda::Matmul matmul() const {
-    return keel::cuda::Matmul{cublaslt, matmul_workspace, kMatmulWorkspaceBytes, stream, settings.allow_tf32};
+    return keel::cuda::Matmul{cublaslt, matmul_workspace, kMatmulWorkspaceBytes, stream, settings.allow_tf32,
+                              settings.gelu_epilogue};
   }
   double* reduce_partial() const { return static_cast<double*>(reduce_scratch); }
   double* reduce_result() const { return reduce_partial() + keel::cuda::kSumSquaresBlocks; }
@@ -172,6 +194,9 @@ struct CudaBackend {
   ~CudaBackend() {
     if (stream) cudaStreamSynchronize(stream);
     profile.reset();
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+    cudnn.reset();
+#endif
     allocator.release_all();
     if (matmul_workspace) cudaFree(matmul_workspace);
     if (reduce_scratch) cudaFree(reduce_scratch);
@@ -228,6 +253,40 @@ keel_status probe(const keel_host* host) {
   return keel_support::guard(host, kSource, [] { count_devices(); });
 }
 
+// What `keel plugins` and the start-up log say of attention: cuDNN's, and which, or why not.
+std::string attention_summary() {
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+  const keel::cuda::CudnnLibrary& lib = keel::cuda::cudnn_library();
+  if (lib.usable)
+    return "cuDNN fused flash attention for bf16 at head sizes in multiples of 8 up to 256 (" + lib.text +
+           "), Keel's kernels otherwise";
+  return "Keel's kernels (no cuDNN: " + lib.text + ")";
+#else
+  return "Keel's kernels (built without cuDNN attention: scripts/fetch-cudnn-frontend.sh, then rebuild)";
+#endif
+}
+
+void open_attention(CudaBackend& b, const std::string& path) {
+  if (b.settings.attention == "kernels") {
+    b.cudnn_absent = path + ".attention is \"kernels\"";
+    keel_logf(b.host, KEEL_LOG_INFO, kSource, "attention: Keel's kernels (%s)", b.cudnn_absent.c_str());
+    return;
+  }
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+  b.cudnn = keel::cuda::CudnnAttention::open(b.settings.deterministic_attention, &b.cudnn_absent);
+#else
+  b.cudnn_absent = "this build has no cuDNN attention (scripts/fetch-cudnn-frontend.sh, then rebuild)";
+#endif
+  if (b.cudnn_absent.empty()) {
+    keel_logf(b.host, KEEL_LOG_INFO, kSource, "attention: %s%s", attention_summary().c_str(),
+              b.settings.deterministic_attention ? "" : "; its backward not deterministic (\"deterministic_attention\": false)");
+    return;
+  }
+  if (b.settings.attention == "cudnn")
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, path + ".attention is \"cudnn\", but " + b.cudnn_absent);
+  keel_logf(b.host, KEEL_LOG_INFO, kSource, "attention: Keel's kernels (cuDNN not used: %s)", b.cudnn_absent.c_str());
+}
+
 keel_status create(const keel_host* host, const keel_backend_create_args* args, void** out_backend) {
   return keel_support::guard(host, kSource, [&] {
     require(host != nullptr && args != nullptr && out_backend != nullptr, "create: NULL argument");
@@ -267,6 +326,7 @@ keel_status create(const keel_host* host, const keel_backend_create_args* args, 
               s.device, device_why.c_str(), prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem >> 20,
               s.compute == Elem::bf16 ? "bf16" : "fp32", s.allow_tf32 ? " (TF32 matmuls allowed)" : "",
               b->peak_flops_per_s / 1e12, how.c_str());
+    open_attention(*b, path);
     *out_backend = b.release();
   });
 }
@@ -498,26 +558,132 @@ keel_status layernorm_backward_dt(void* backend, keel_dtype dt, void* dinp, floa
 
 // The flash-style kernels keep a head size of at most kAttentionMaxHeadSize in registers and
 // their tiles in 48 KiB of shared memory; the grid puts B·NH on x and T/8 on y.
-void require_attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, const char* op) {
+// cuDNN takes head sizes up to kCudnnMaxHeadSize; which path a shape takes is attention_path's.
+void require_attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, const char* op,
+                             int64_t max_head_size = keel::cuda::kAttentionMaxHeadSize) {
   require_sizes({B, T, C}, op);
   require(NH > 0 && C % NH == 0, std::string(op) + ": C = " + std::to_string(C) +
                                      " must be a positive multiple of NH = " + std::to_string(NH));
   const int64_t hs = C / NH;
-  if (hs > keel::cuda::kAttentionMaxHeadSize)
+  if (hs > max_head_size)
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(op) + ": head size C/NH = " + std::to_string(hs) +
-                                                  " exceeds the cuda backend's " +
-                                                  std::to_string(keel::cuda::kAttentionMaxHeadSize));
+                                                  " exceeds the cuda backend's " + std::to_string(max_head_size));
   require(B * NH < (int64_t{1} << 31) && T <= int64_t{65535} * 8,
           std::string(op) + ": B·NH = " + std::to_string(B * NH) + " or T = " + std::to_string(T) +
               " is beyond the CUDA grid (B·NH < 2^31, T <= 524280)");
 }
 
+// Which kernels run one attention call. cuDNN where it takes the shape (its graphs built and
+// cached on first sight) and every pointer is 16-byte aligned; Keel's own kernels otherwise, which
+// keep their head-size limit. Both keep the same statistics in `saved` (the natural-log
+// log-sum-exp of the scaled scores, (B, NH, T) fp32), so the forward and the backward of one
+// layer may take different paths. Each shape's path is logged once.
+bool use_cudnn(CudaBackend& b, Elem e, const keel::cuda::AttentionShape& s, const char* op,
+               std::initializer_list<const void*> pointers = {}) {
+  std::string why = b.cudnn_absent;
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+  if (b.cudnn) {
+    why = keel::cuda::cudnn_attention_refusal(e == Elem::bf16, s);
+    if (why.empty()) b.cudnn->prepare(s, &why);
+  }
+#endif
+  for (const void* p : pointers)
+    if (why.empty() && reinterpret_cast<uintptr_t>(p) % 16 != 0) why = "a buffer is not 16-byte aligned";
+  if (!why.empty() && b.settings.attention == "cudnn")
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(op) + ": backend.attention is \"cudnn\", but cuDNN " +
+                                                  "does not take B " + std::to_string(s.B) + ", T " +
+                                                  std::to_string(s.T) + ", " + std::to_string(s.NH) + " heads (" +
+                                                  std::to_string(s.NKV) + " kv) of " + std::to_string(s.hs) + ": " + why);
+  if (b.logged_shapes.insert(s).second)
+    keel_logf(b.host, KEEL_LOG_INFO, kSource, "attention B %lld, T %lld, %lld heads (%lld kv) of %lld, %s: %s%s",
+              static_cast<long long>(s.B), static_cast<long long>(s.T), static_cast<long long>(s.NH),
+              static_cast<long long>(s.NKV), static_cast<long long>(s.hs), e == Elem::bf16 ? "bf16" : "fp32",
+              why.empty() ? "cuDNN" : "Keel's kernels", why.empty() ? "" : (" (" + why + ")").c_str());
+  if (why.empty()) return true;
+  if (s.hs > keel::cuda::kAttentionMaxHeadSize)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(op) + ": head size " + std::to_string(s.hs) +
+                                                  " exceeds Keel's own kernels' " +
+                                                  std::to_string(keel::cuda::kAttentionMaxHeadSize) +
+                                                  ", and cuDNN does not take it: " + why);
+  return false;
+}
+
+keel::cuda::AttentionShape attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV) {
+  return keel::cuda::AttentionShape{B, T, NH, NKV, C / NH};
+}
+
+// Scratch from the caching allocator, handed back when the scope ends: the stream orders its next
+// user after the work queued here.
+struct StreamScratch {
+  CudaBackend& b;
+  void* ptr = nullptr;
+  StreamScratch(CudaBackend& backend, size_t bytes) : b(backend) {
+    if (bytes) ptr = b.allocator.allocate(bytes, b.stream);
+  }
+  ~StreamScratch() {
+    if (ptr) b.allocator.release(ptr);
+  }
+};
+
+int64_t saved_bytes_on(CudaBackend& b, Elem e, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
+                       const char* op) {
+  require_attention_shape(B, T, C, NH, op, keel::cuda::kCudnnMaxHeadSize);
+  if (B > 0 && T > 0) use_cudnn(b, e, attention_shape(B, T, C, NH, NKV), op);
+  return B * NH * T * static_cast<int64_t>(sizeof(float));  // one log-sum-exp per (b, query head, t)
+}
+
+void attention_forward_on(CudaBackend& b, Elem e, void* out, float* saved, const void* qkv, int64_t B, int64_t T,
+                          int64_t C, int64_t NH, int64_t NKV, const char* op) {
+  require_attention_shape(B, T, C, NH, op, keel::cuda::kCudnnMaxHeadSize);
+  count_flops(2.0 * B * T * T * C);  // causal QKᵀ and PV: half of 2 × 2BT²C
+  if (B == 0 || T == 0 || C == 0) return;
+  const keel::cuda::AttentionShape s = attention_shape(B, T, C, NH, NKV);
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+  if (use_cudnn(b, e, s, op, {out, saved, qkv})) {
+    StreamScratch workspace(b, b.cudnn->workspace_bytes(s));
+    b.cudnn->forward(s, out, saved, qkv, workspace.ptr, b.stream);
+    return;
+  }
+#else
+  use_cudnn(b, e, s, op);
+#endif
+  keel::cuda::attention_forward(e, out, saved, qkv, B, T, C, NH, NKV, b.stream);
+  launched(op);
+}
+
+// D = rowsum(dout ∘ out) goes to scratch from the caching allocator, handed back at once: the
+// stream orders its next user after these kernels. cuDNN writes its gradient, which the ABI
+// adds, so it goes to scratch first and is added on.
+void attention_backward_on(CudaBackend& b, Elem e, void* dqkv, const void* dout, const void* qkv, const void* out,
+                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
+                           const char* op) {
+  require_attention_shape(B, T, C, NH, op, keel::cuda::kCudnnMaxHeadSize);
+  count_flops(4.0 * B * T * T * C);  // causal: twice the forward's, the recomputed scores not counted
+  if (B == 0 || T == 0 || C == 0) return;
+  const keel::cuda::AttentionShape s = attention_shape(B, T, C, NH, NKV);
+#ifdef KEEL_HAVE_CUDNN_ATTENTION
+  if (use_cudnn(b, e, s, op, {dqkv, dout, qkv, out, lse})) {
+    const int64_t n = B * T * s.row_width();
+    StreamScratch gradient(b, static_cast<size_t>(n) * 2);
+    StreamScratch workspace(b, b.cudnn->workspace_bytes(s));
+    b.cudnn->backward(s, gradient.ptr, dout, qkv, out, lse, workspace.ptr, b.stream);
+    keel::cuda::accumulate(e, dqkv, gradient.ptr, n, b.stream);
+    launched(op);
+    return;
+  }
+#else
+  use_cudnn(b, e, s, op);
+#endif
+  StreamScratch rowdot(b, static_cast<size_t>(B * NH * T) * sizeof(float));
+  keel::cuda::attention_backward(e, dqkv, dout, qkv, out, lse, static_cast<float*>(rowdot.ptr), B, T, C, NH, NKV,
+                                 b.stream);
+  launched(op);
+}
+
 int64_t attention_saved_bytes(void* backend, keel_dtype dt, int64_t B, int64_t T, int64_t C, int64_t NH) {
   int64_t bytes = -1;
-  run(backend, [&](CudaBackend&) {
-    elem_of(dt, "attention_saved_bytes");
-    require_attention_shape(B, T, C, NH, "attention_saved_bytes");
-    bytes = B * NH * T * static_cast<int64_t>(sizeof(float));  // one log-sum-exp per (b, head, t)
+  run(backend, [&](CudaBackend& b) {
+    bytes = saved_bytes_on(b, elem_of(dt, "attention_saved_bytes"), B, T, C, NH, NH, "attention_saved_bytes");
   });
   return bytes;
 }
@@ -525,34 +691,16 @@ int64_t attention_saved_bytes(void* backend, keel_dtype dt, int64_t B, int64_t T
 keel_status attention_forward_dt(void* backend, keel_dtype dt, void* out, void* saved, const void* qkv, int64_t B,
                                  int64_t T, int64_t C, int64_t NH) {
   return run(backend, [&](CudaBackend& b) {
-    const Elem e = elem_of(dt, "attention_forward");
-    require_attention_shape(B, T, C, NH, "attention_forward");
-    keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, NH, b.stream);
-    launched("attention_forward");
-    count_flops(2.0 * B * T * T * C);  // causal QKᵀ and PV: half of 2 × 2BT²C
+    attention_forward_on(b, elem_of(dt, "attention_forward"), out, static_cast<float*>(saved), qkv, B, T, C, NH, NH,
+                         "attention_forward");
   });
-}
-
-// D = rowsum(dout ∘ out) goes to scratch from the caching allocator, handed back at once: the
-// stream orders its next user after these kernels.
-void attention_backward_on(CudaBackend& b, Elem e, void* dqkv, const void* dout, const void* qkv, const void* out,
-                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV) {
-  if (B == 0 || T == 0 || C == 0) return;
-  void* rowdot = b.allocator.allocate(static_cast<size_t>(B * NH * T) * sizeof(float), b.stream);
-  keel::cuda::attention_backward(e, dqkv, dout, qkv, out, lse, static_cast<float*>(rowdot), B, T, C, NH, NKV,
-                                 b.stream);
-  const cudaError_t status = cudaGetLastError();
-  b.allocator.release(rowdot);
-  check_cuda(status, "attention_backward: kernel launch");
 }
 
 keel_status attention_backward_dt(void* backend, keel_dtype dt, void* dqkv, const void* dout, const void* qkv,
                                   const void* out, const void* saved, int64_t B, int64_t T, int64_t C, int64_t NH) {
   return run(backend, [&](CudaBackend& b) {
-    const Elem e = elem_of(dt, "attention_backward");
-    require_attention_shape(B, T, C, NH, "attention_backward");
-    attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH, NH);
-    count_flops(4.0 * B * T * T * C);  // causal: twice the forward's, the recomputed scores not counted
+    attention_backward_on(b, elem_of(dt, "attention_backward"), dqkv, dout, qkv, out,
+                          static_cast<const float*>(saved), B, T, C, NH, NH, "attention_backward");
   });
 }
 
@@ -574,7 +722,11 @@ keel_status rmsnorm_backward_dt(void* backend, keel_dtype dt, void* dinp, float*
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "rmsnorm_backward");
     require_sizes({N, C}, "rmsnorm_backward");
-    keel::cuda::rmsnorm_backward(e, dinp, dweight, dout, inp, weight, rstd, N, C, b.stream);
+    StreamScratch scratch(b, dweight ? static_cast<size_t>(keel::cuda::layernorm_backward_scratch_floats(N, C)) *
+                                           sizeof(float)
+                                     : 0);
+    keel::cuda::rmsnorm_backward(e, dinp, dweight, dout, inp, weight, rstd, N, C, static_cast<float*>(scratch.ptr),
+                                 b.stream);
     launched("rmsnorm_backward");
   });
 }
@@ -628,7 +780,7 @@ keel_status swiglu_backward_dt(void* backend, keel_dtype dt, void* dgate_up, con
 }
 
 void require_gqa_shape(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, const char* op) {
-  require_attention_shape(B, T, C, NH, op);
+  require_attention_shape(B, T, C, NH, op, keel::cuda::kCudnnMaxHeadSize);
   require(NKV > 0 && NH % NKV == 0, std::string(op) + ": NH = " + std::to_string(NH) +
                                         " must be a positive multiple of NKV = " + std::to_string(NKV));
   require(B * NKV < (int64_t{1} << 31), std::string(op) + ": B·NKV is beyond the CUDA grid");
@@ -637,10 +789,10 @@ void require_gqa_shape(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
 int64_t attention_gqa_saved_bytes(void* backend, keel_dtype dt, int64_t B, int64_t T, int64_t C, int64_t NH,
                                   int64_t NKV) {
   int64_t bytes = -1;
-  run(backend, [&](CudaBackend&) {
-    elem_of(dt, "attention_gqa_saved_bytes");
+  run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "attention_gqa_saved_bytes");
     require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_saved_bytes");
-    bytes = B * NH * T * static_cast<int64_t>(sizeof(float));  // one log-sum-exp per (b, query head, t)
+    bytes = saved_bytes_on(b, e, B, T, C, NH, NKV, "attention_gqa_saved_bytes");
   });
   return bytes;
 }
@@ -650,9 +802,7 @@ keel_status attention_gqa_forward_dt(void* backend, keel_dtype dt, void* out, vo
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "attention_gqa_forward");
     require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_forward");
-    keel::cuda::attention_forward(e, out, static_cast<float*>(saved), qkv, B, T, C, NH, NKV, b.stream);
-    count_flops(2.0 * B * T * T * C);
-    launched("attention_gqa_forward");
+    attention_forward_on(b, e, out, static_cast<float*>(saved), qkv, B, T, C, NH, NKV, "attention_gqa_forward");
   });
 }
 
@@ -662,8 +812,8 @@ keel_status attention_gqa_backward_dt(void* backend, keel_dtype dt, void* dqkv, 
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "attention_gqa_backward");
     require_gqa_shape(B, T, C, NH, NKV, "attention_gqa_backward");
-    attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH, NKV);
-    count_flops(4.0 * B * T * T * C);
+    attention_backward_on(b, e, dqkv, dout, qkv, out, static_cast<const float*>(saved), B, T, C, NH, NKV,
+                          "attention_gqa_backward");
   });
 }
 
@@ -883,8 +1033,7 @@ keel_status attention_forward(void* backend, float* out, float* saved, const flo
                               int64_t C, int64_t NH) {
   return run(backend, [&](CudaBackend& b) {
     require_attention_shape(B, T, C, NH, "attention_forward");
-    keel::cuda::attention_forward(Elem::f32, out, saved, qkv, B, T, C, NH, NH, b.stream);
-    launched("attention_forward");
+    attention_forward_on(b, Elem::f32, out, saved, qkv, B, T, C, NH, NH, "attention_forward");
     if (B * T * C > 0)
       check_cuda(cudaMemcpyAsync(saved + B * NH * T, out, static_cast<size_t>(B * T * C) * sizeof(float),
                                  cudaMemcpyDeviceToDevice, b.stream),
@@ -896,7 +1045,8 @@ keel_status attention_backward(void* backend, float* dqkv, const float* dout, co
                                int64_t B, int64_t T, int64_t C, int64_t NH) {
   return run(backend, [&](CudaBackend& b) {
     require_attention_shape(B, T, C, NH, "attention_backward");
-    attention_backward_on(b, Elem::f32, dqkv, dout, qkv, saved + B * NH * T, saved, B, T, C, NH, NH);
+    attention_backward_on(b, Elem::f32, dqkv, dout, qkv, saved + B * NH * T, saved, B, T, C, NH, NH,
+                          "attention_backward");
   });
 }
 
@@ -1077,10 +1227,10 @@ keel_backend_api make_api() {
 
 extern "C" KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) {
   static const keel_backend_api api = make_api();
+  static const std::string description = "CUDA backend (cuBLASLt; attention: " + attention_summary() +
+                                         "; fp32 or bf16); verified on an NVIDIA H200, driver 580.159.04, CUDA 13";
   static const keel_plugin_info infos[] = {
-      keel_support::plugin_info(KEEL_KIND_BACKEND, "cuda", "0.1.0", &api,
-                                "CUDA backend (cuBLASLt, flash-style attention on the tensor cores for bf16, fp32 or bf16); "
-                                "verified on an NVIDIA H200, driver 580.159.04, CUDA 13")};
+      keel_support::plugin_info(KEEL_KIND_BACKEND, "cuda", "0.1.0", &api, description.c_str())};
   static const keel_plugin_list list = keel_support::plugin_list(infos);
   return &list;
 }

@@ -63,6 +63,12 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_EQ(info->abi_minor, uint32_t(KEEL_ABI_VERSION_MINOR));
   EXPECT_NE(std::string(info->description).find("verified on an NVIDIA H200, driver 580.159.04"), std::string::npos)
       << "the description must say on which GPU and driver the backend was verified: " << info->description;
+  // `keel plugins` says which attention runs: cuDNN's (and which library) or Keel's kernels and why.
+  const std::string description = info->description;
+  const bool cudnn = description.find("attention: cuDNN fused flash attention for bf16") != std::string::npos &&
+                     description.find("(cuDNN 9.") != std::string::npos;
+  const bool kernels = description.find("attention: Keel's kernels (") != std::string::npos;
+  EXPECT_TRUE(cudnn != kernels) << description;
   const auto* table = static_cast<const keel_backend_api*>(info->api);
   ASSERT_NE(table, nullptr);
   ASSERT_EQ(table->struct_size, sizeof(keel_backend_api));
@@ -112,6 +118,15 @@ TEST(BackendCudaPlugin, ValidatesItsSectionWithoutAGpu) {
   EXPECT_NE(g_last_error.find("backend.allow_tf32: expected a boolean"), std::string::npos) << g_last_error;
   EXPECT_EQ(validate(R"({"peak_tflops": -5})"), KEEL_ERR_INVALID_CONFIG);
   EXPECT_NE(g_last_error.find("backend.peak_tflops: expected a value in"), std::string::npos) << g_last_error;
+  EXPECT_EQ(validate(R"({"attention": "cudnn"})"), KEEL_OK) << g_last_error;
+  EXPECT_EQ(validate(R"({"attention": "kernels"})"), KEEL_OK) << g_last_error;
+  EXPECT_EQ(validate(R"({"gelu_epilogue": false})"), KEEL_OK) << g_last_error;
+  EXPECT_EQ(validate(R"({"gelu_epilogue": 1})"), KEEL_ERR_INVALID_CONFIG);
+  EXPECT_EQ(validate(R"({"deterministic_attention": false})"), KEEL_OK) << g_last_error;
+  EXPECT_EQ(validate(R"({"attention": "flash"})"), KEEL_ERR_INVALID_CONFIG);
+  EXPECT_NE(g_last_error.find("backend.attention: expected one of \"auto\", \"cudnn\", \"kernels\", found \"flash\""),
+            std::string::npos)
+      << g_last_error;
   EXPECT_EQ(validate(R"({"precison": "bf16"})"), KEEL_ERR_INVALID_CONFIG);
   EXPECT_NE(g_last_error.find("backend.precison: unknown key (did you mean \"precision\"?)"), std::string::npos)
       << g_last_error;

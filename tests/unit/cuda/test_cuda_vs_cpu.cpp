@@ -317,6 +317,11 @@ void test_attention(Cpu& cpu, Gpu& gpu, Elem e) {
   }
 }
 
+struct GqaShape {
+  int64_t B, T, C, NH, NKV;
+};
+void test_gqa_attention(Cpu& cpu, Gpu& gpu, Elem e, std::initializer_list<GqaShape> shapes, Gpu* other = nullptr);
+
 // The Llama family's ops (0.9) against the cpu backend's at fp32 on the same (bf16-rounded in the
 // bf16 run) inputs: RMSNorm, rope in place on packed q|k|v rows (the turned heads at an offset
 // inside a wider row), SwiGLU over gate|up, and grouped-query attention (multi-query, grouped,
@@ -372,10 +377,15 @@ void test_llama_ops(Cpu& cpu, Gpu& gpu, Elem e) {
     compare(tag("swiglu_forward", e), gpu.get(d_out, N * F, e), out, for_elem(e));
     compare(tag("swiglu_backward", e), gpu.get(d_dgu, N * 2 * F, e), dgu, for_elem(e));
   }
-  struct Shape {
-    int64_t B, T, C, NH, NKV;
-  };
-  for (const Shape& s : {Shape{2, 67, 96, 3, 1}, Shape{1, 130, 256, 4, 2}, Shape{2, 33, 160, 2, 2}}) {
+  test_gqa_attention(cpu, gpu, e, {GqaShape{2, 67, 96, 3, 1}, GqaShape{1, 130, 256, 4, 2}, GqaShape{2, 33, 160, 2, 2}});
+}
+
+// Grouped-query attention (0.9) against the cpu backend. With `other` (a backend on the same GPU
+// that takes the other attention path), its backward also runs on this one's saved statistics:
+// cuDNN's and Keel's kernels keep the same log-sum-exp, so a layer may mix the two.
+void test_gqa_attention(Cpu& cpu, Gpu& gpu, Elem e, std::initializer_list<GqaShape> shapes, Gpu* other) {
+  const keel_dtype dt = dtype(e), f32 = dtype(Elem::f32);
+  for (const GqaShape& s : shapes) {
     const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, NKV = s.NKV, W = C + 2 * NKV * (C / NH);
     const std::string shape = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
                               " NKV=" + std::to_string(NKV);
@@ -388,6 +398,12 @@ void test_llama_ops(Cpu& cpu, Gpu& gpu, Elem e) {
     CALL(cpu.api->attention_gqa_backward_dt(cpu.h, f32, dqkv.data(), dout.data(), qkv.data(), out.data(), saved.data(),
                                             B, T, C, NH, NKV));
     const int64_t saved_bytes = gpu.api->attention_gqa_saved_bytes(gpu.h, dt, B, T, C, NH, NKV);
+    if (saved_bytes != B * NH * T * 4) {
+      std::printf("FAIL attention_gqa_saved_bytes%s: %lld (%s)\n", shape.c_str(), static_cast<long long>(saved_bytes),
+                  g_last_error.c_str());
+      ++g_failures;
+      continue;
+    }
     void *d_qkv = gpu.put(qkv, e), *d_out = gpu.alloc(B * T * C * 4), *d_saved = gpu.alloc(size_t(saved_bytes));
     CALL(gpu.api->attention_gqa_forward_dt(gpu.h, dt, d_out, d_saved, d_qkv, B, T, C, NH, NKV));
     compare(tag("attention_gqa_forward", e) + shape, gpu.get(d_out, B * T * C, e), out, for_elem(e));
@@ -397,8 +413,18 @@ void test_llama_ops(Cpu& cpu, Gpu& gpu, Elem e) {
     const auto got = gpu.get(d_dqkv, B * T * W, e);
     compare(tag("attention_gqa_backward", e) + shape, got, dqkv, for_elem(e));
     compare_bits(tag("attention_gqa_backward twice", e) + shape, got, gpu.get(d_dqkv2, B * T * W, e));
+    if (other && C / NH <= 128) {  // the forward's statistics read by the other path's backward (its head sizes)
+      void* d_dqkv3 = gpu.put(dqkv0, e);
+      CALL(gpu.api->synchronize(gpu.h));
+      CALL(other->api->attention_gqa_backward_dt(other->h, dt, d_dqkv3, d_dout, d_qkv, d_out, d_saved, B, T, C, NH,
+                                                 NKV));
+      CALL(other->api->synchronize(other->h));
+      compare(tag("attention_gqa_backward, the other path's", e) + shape, gpu.get(d_dqkv3, B * T * W, e), dqkv,
+              for_elem(e));
+    }
   }
 }
+
 
 void test_elementwise(Cpu& cpu, Gpu& gpu, Elem e) {
   const keel_dtype dt = dtype(e);
@@ -514,56 +540,98 @@ void test_crossentropy_probs(Cpu& cpu, Gpu& gpu) {
   compare("crossentropy_backward (0.1)", gpu.get32(d_dlogits, N * Vp), dlogits, kTight);
 }
 
-// 0.8's cross-entropy over two vocabulary shards: stats, combine, backward (added and in place),
-// and 0.6's fp32 shard ops.
-void test_crossentropy_shards(Cpu& cpu, Gpu& gpu, Elem e) {
+// A vocabulary split into shards: rows of `cols` logits, shard k holding the next valid[k] columns
+// of the vocabulary (from col_begin, the sum of the shards before it), the rest of its row padding.
+struct VocabShards {
+  int64_t N, cols;
+  std::vector<int64_t> valid;
+};
+// The first three read in 16-byte chunks (cols a multiple of 8): shards that end mid-chunk (odd
+// valid), one of a single column, rows long enough that each thread keeps several chunks in flight
+// (8200 columns: 1025 chunks of bf16 for 256 threads); the last two element by element (odd cols).
+const VocabShards kVocabShards[] = {{37, 160, {160, 140}},
+                                    {19, 8200, {8200, 5001, 8191}},
+                                    {13, 24, {24, 17, 1}},
+                                    {23, 1001, {1001, 999}},
+                                    {9, 7, {7, 3}}};
+
+// 0.8's cross-entropy over vocabulary shards: stats, combine, backward (added and in place), against
+// the cpu backend's 0.6 shard ops. The same logits one element off 16-byte alignment take the
+// element-by-element kernels, which must give the 16-byte kernels' bits.
+void test_crossentropy_shards(Cpu& cpu, Gpu& gpu, Elem e, const VocabShards& shape) {
   const keel_dtype dt = dtype(e);
-  const int64_t N = 37, cols = 160, V = 300;
-  const int64_t col_begin[2] = {0, 160}, valid[2] = {160, 140};
+  const int64_t N = shape.N, cols = shape.cols, n_shards = static_cast<int64_t>(shape.valid.size());
+  std::vector<int64_t> col_begin(n_shards);
+  int64_t V = 0;
+  std::string what = " (N " + std::to_string(N) + ", cols " + std::to_string(cols) + ", valid";
+  for (int64_t k = 0; k < n_shards; ++k) {
+    col_begin[k] = V;
+    V += shape.valid[k];
+    what += " " + std::to_string(shape.valid[k]);
+  }
+  what += ")";
   auto targets = random_ids(N, static_cast<int32_t>(V));
-  targets[3] = -1;
+  targets[3] = -1;  // no target: no loss, no gradient
+  targets[N - 1] = -1;
+  targets[1] = static_cast<int32_t>(V - 1);                    // the last column: in the chunk that ends mid-way
+  targets[2] = static_cast<int32_t>(col_begin[n_shards - 1]);  // a shard's first column
   int32_t* d_targets = gpu.put_ids(targets);
-  std::vector<float> logits[2], stats(2 * N * 3);
-  void* d_logits[2];
-  float* d_stats = static_cast<float*>(gpu.alloc(2 * N * 3 * 4));
-  for (int k = 0; k < 2; ++k) {
+  std::vector<std::vector<float>> logits(n_shards);
+  std::vector<void*> d_logits(n_shards), d_logits_off(n_shards);
+  std::vector<float> stats(n_shards * N * 3);
+  float* d_stats = static_cast<float*>(gpu.alloc(n_shards * N * 3 * 4));
+  float* d_stats_off = static_cast<float*>(gpu.alloc(n_shards * N * 3 * 4));
+  for (int64_t k = 0; k < n_shards; ++k) {
     logits[k] = random_values(N * cols, e, -4.0f, 4.0f);
     d_logits[k] = gpu.put(logits[k], e);
+    std::vector<float> shifted{0.0f};  // then the logits, from the second element
+    shifted.insert(shifted.end(), logits[k].begin(), logits[k].end());
+    d_logits_off[k] = static_cast<char*>(gpu.put(shifted, e)) + elem_bytes(e);
     CALL(cpu.api->crossentropy_shard_stats(cpu.h, stats.data() + k * N * 3, logits[k].data(), targets.data(), N,
-                                           col_begin[k], valid[k], cols));
+                                           col_begin[k], shape.valid[k], cols));
     CALL(gpu.api->crossentropy_stats_dt(gpu.h, dt, d_stats + k * N * 3, d_logits[k], d_targets, N, col_begin[k],
-                                        valid[k], cols));
+                                        shape.valid[k], cols));
+    CALL(gpu.api->crossentropy_stats_dt(gpu.h, dt, d_stats_off + k * N * 3, d_logits_off[k], d_targets, N, col_begin[k],
+                                        shape.valid[k], cols));
   }
-  compare(tag("crossentropy_stats", e), gpu.get32(d_stats, 2 * N * 3), stats, kTight);
+  const auto gpu_stats = gpu.get32(d_stats, n_shards * N * 3);
+  compare(tag("crossentropy_stats", e) + what, gpu_stats, stats, kTight);
+  compare_bits(tag("crossentropy_stats off alignment", e) + what, gpu.get32(d_stats_off, n_shards * N * 3), gpu_stats);
 
   // combine, on the same statistics on both sides
   std::vector<float> lse(N), loss_sum{0.5f};
   const float weight = 1.0f / N;
+  const auto shards = static_cast<int32_t>(n_shards);
   float* d_stats_cpu = gpu.put32(stats);
-  CALL(cpu.api->crossentropy_combine(cpu.h, lse.data(), loss_sum.data(), stats.data(), 2, targets.data(), N, weight));
+  CALL(cpu.api->crossentropy_combine(cpu.h, lse.data(), loss_sum.data(), stats.data(), shards, targets.data(), N,
+                                     weight));
   float* d_lse = static_cast<float*>(gpu.alloc(N * 4));
   float* d_loss = gpu.put32({0.5f});
-  CALL(gpu.api->crossentropy_combine(gpu.h, d_lse, d_loss, d_stats_cpu, 2, d_targets, N, weight));
-  compare(tag("crossentropy_combine lse", e), gpu.get32(d_lse, N), lse, kTight);
-  compare(tag("crossentropy_combine loss_sum", e), gpu.get32(d_loss, 1), loss_sum, kTight);
+  CALL(gpu.api->crossentropy_combine(gpu.h, d_lse, d_loss, d_stats_cpu, shards, d_targets, N, weight));
+  compare(tag("crossentropy_combine lse", e) + what, gpu.get32(d_lse, N), lse, kTight);
+  compare(tag("crossentropy_combine loss_sum", e) + what, gpu.get32(d_loss, 1), loss_sum, kTight);
 
   float* d_lse_cpu = gpu.put32(lse);  // both sides from the same lse
-  for (int k = 0; k < 2; ++k) {
-    const std::string shard = " shard " + std::to_string(k);
+  for (int64_t k = 0; k < n_shards; ++k) {
+    const std::string shard = " shard " + std::to_string(k) + what;
     auto dlogits = random_values(N * cols, e);
     void* d_dlogits = gpu.put(dlogits, e);
     std::vector<float> in_place(N * cols, 0.0f);
     CALL(cpu.api->crossentropy_shard_backward(cpu.h, dlogits.data(), logits[k].data(), lse.data(), targets.data(),
-                                              0.02f, N, col_begin[k], valid[k], cols));
+                                              0.02f, N, col_begin[k], shape.valid[k], cols));
     CALL(cpu.api->crossentropy_shard_backward(cpu.h, in_place.data(), logits[k].data(), lse.data(), targets.data(),
-                                              0.02f, N, col_begin[k], valid[k], cols));
+                                              0.02f, N, col_begin[k], shape.valid[k], cols));
     CALL(gpu.api->crossentropy_backward_dt(gpu.h, dt, d_dlogits, d_logits[k], d_lse_cpu, d_targets, 0.02f, N,
-                                           col_begin[k], valid[k], cols));
+                                           col_begin[k], shape.valid[k], cols));
     compare(tag("crossentropy_backward added", e) + shard, gpu.get(d_dlogits, N * cols, e), dlogits, for_elem(e));
     CALL(gpu.api->crossentropy_backward_dt(gpu.h, dt, d_logits[k], d_logits[k], d_lse_cpu, d_targets, 0.02f, N,
-                                           col_begin[k], valid[k], cols));
-    compare(tag("crossentropy_backward in place", e) + shard, gpu.get(d_logits[k], N * cols, e), in_place,
-            e == Elem::bf16 ? kBf16 : kTight);
+                                           col_begin[k], shape.valid[k], cols));
+    const auto gpu_in_place = gpu.get(d_logits[k], N * cols, e);
+    compare(tag("crossentropy_backward in place", e) + shard, gpu_in_place, in_place, e == Elem::bf16 ? kBf16 : kTight);
+    CALL(gpu.api->crossentropy_backward_dt(gpu.h, dt, d_logits_off[k], d_logits_off[k], d_lse_cpu, d_targets, 0.02f, N,
+                                           col_begin[k], shape.valid[k], cols));
+    compare_bits(tag("crossentropy_backward in place off alignment", e) + shard, gpu.get(d_logits_off[k], N * cols, e),
+                 gpu_in_place);
   }
 }
 
@@ -834,14 +902,37 @@ int main(int argc, char** argv) {
     std::printf("FAIL: cpu backend: %s\n", g_last_error.c_str());
     return 1;
   }
-  for (Elem e : {Elem::f32, Elem::bf16}) {
+  // fp32, then bf16 on Keel's own attention kernels, then bf16 with every attention through cuDNN
+  // ("attention": "cudnn" fails where cuDNN does not take a shape, so these checks cannot pass
+  // without it): head sizes 64, 80, 128 and 256 (past Keel's kernels' 128), multi-head, grouped
+  // and multi-query, at lengths that end mid-tile; its statistics also feed Keel's backward.
+  void* kernels_bf16 = nullptr;
+  for (const char* mode : {"fp32", "bf16-kernels", "bf16-cudnn"}) {
+    const Elem e = std::string(mode) == "fp32" ? Elem::f32 : Elem::bf16;
+    const bool cudnn = std::string(mode) == "bf16-cudnn";
     const std::string config = std::string(R"({"plugin": "cuda", "precision": ")") +
-                               (e == Elem::bf16 ? "bf16" : "fp32") + R"(", "allow_tf32": false})";
+                               (e == Elem::bf16 ? "bf16" : "fp32") + R"(", "allow_tf32": false, "attention": ")" +
+                               (cudnn ? "cudnn" : e == Elem::bf16 ? "kernels" : "auto") + R"("})";
     keel_backend_create_args args{sizeof(args), config.c_str(), "backend"};
     void* handle = nullptr;
     if (cuda->create(&kHost, &args, &handle) != KEEL_OK) {
       std::printf("FAIL: cuda backend %s: %s\n", config.c_str(), g_last_error.c_str());
       return 1;
+    }
+    if (cudnn) {
+      {  // the buffers go back to their backends before these are destroyed
+        Gpu gpu{cuda, handle, {}};
+        Gpu kernels{cuda, kernels_bf16, {}};
+        test_attention(cpu, gpu, e);
+        test_gqa_attention(cpu, gpu, e,
+                           {GqaShape{2, 67, 256, 4, 2}, GqaShape{1, 130, 160, 2, 1}, GqaShape{2, 200, 512, 4, 1},
+                            GqaShape{1, 97, 512, 2, 2}, GqaShape{2, 64, 1024, 16, 4}},
+                           &kernels);
+        CALL(cuda->synchronize(handle));
+      }
+      cuda->destroy(handle);
+      cuda->destroy(kernels_bf16);
+      continue;
     }
     {
       Gpu gpu{cuda, handle, {}};
@@ -853,7 +944,7 @@ int main(int argc, char** argv) {
       test_elementwise(cpu, gpu, e);
       test_embedding(cpu, gpu, e, 2, 9, 40, 11);
       test_embedding(cpu, gpu, e, 4, 200, 72, 50);
-      test_crossentropy_shards(cpu, gpu, e);
+      for (const VocabShards& shape : kVocabShards) test_crossentropy_shards(cpu, gpu, e, shape);
       test_sum_squares(cpu, gpu, e);
       if (e == Elem::f32) {
         test_crossentropy_probs(cpu, gpu);
@@ -863,7 +954,10 @@ int main(int argc, char** argv) {
       }
       CALL(cuda->synchronize(handle));
     }
-    cuda->destroy(handle);
+    if (e == Elem::bf16)
+      kernels_bf16 = handle;  // kept for the cuDNN run's mixed check
+    else
+      cuda->destroy(handle);
   }
   // "allow_tf32": true: the fp32 matmuls on TF32 tensor cores, within TF32's bounds.
   keel_backend_create_args tf32_args{sizeof(tf32_args), R"({"plugin": "cuda", "allow_tf32": true})", "backend"};
