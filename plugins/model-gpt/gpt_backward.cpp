@@ -98,17 +98,20 @@ void GptModel::head_backward(Activations& a, const keel_param_access* access, fl
   const float dloss = a.valid_targets ? loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
   const int32_t phase = save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD;  // INPUT part: weights only
 
-  ops_.fill_zero(g.dlogits, N * Vl);
   ops_.fill_zero(g.dln, N * C);
   ops_.fill_zero(g.dresidual, Nr * C);
-  ops_.crossentropy_backward(g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab.begin, share_.vocab.valid,
+  // The logits are dead after this: their gradient overwrites them in place (the ABI's in-place
+  // classifier, llm.c's), which reads and writes the largest tensor of the step once instead of
+  // zeroing, reading and adding into a second one.
+  const Elems dlogits = a.logits;
+  ops_.crossentropy_backward(dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab.begin, share_.vocab.valid,
                              Vl);  // (B,T,Vp/tp)
-  if (save) ops_.copy(save->logits, g.dlogits, N * Vl);
+  if (save) ops_.copy(save->logits, dlogits, N * Vl);
   {  // layer 0, first use: the lm_head. Not final where the embedding backward still adds to dwte;
      // final on a later pipeline stage, whose wte copy serves the lm_head only.
     LayerLease lease(access, 0, phase, layer_specs(0), layer_size(0));
     float* dwte = save ? nullptr : lease.grad(WTE);
-    ops_.matmul_backward(g.dln, dwte, nullptr, g.dlogits, a.lnf, lease.param_elems(WTE), N, C, Vl);
+    ops_.matmul_backward(g.dln, dwte, nullptr, dlogits, a.lnf, lease.param_elems(WTE), N, C, Vl);
     lease.release(!save && plan_.holds_wte_copy());
   }
   const Elems last_residual = a.residual3 + (a.blocks - 1) * Nr * C;

@@ -221,12 +221,11 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
 
 void GptModel::ensure_grad_scratch(int64_t rows) {
   if (scratch_.rows >= rows) return;
-  const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Vl = share_.vocab.rows;
+  const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden;
   const int64_t sp = tp_.sequence_parallel() ? 1 : 0;
   auto carve_all = [&](GradScratch& s, char* base) {
     Carver carve(base);
     auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
-    s.dlogits = elems(rows * Vl);
     s.dresidual = elems(norm_rows(rows) * C);
     s.dln = elems(rows * C);
     s.datty = elems(rows * Cl);
@@ -333,8 +332,7 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
   ops_.layernorm_forward(ln_out2, v.ln2_mean, v.ln2_rstd, v.residual2, w(LN2_W), w(LN2_B), Nr, C);
   tp_.enter(ln_out2, v.ln2, N);
-  ops_.matmul_forward(v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
-  ops_.gelu_forward(v.fch_gelu, v.fch, N * F);
+  ops_.matmul_gelu_forward(v.fch_gelu, v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past the GELU
   const Elems fcproj_out = tp_.sequence_parallel() ? s.partial : residual3;
   ops_.matmul_forward(fcproj_out, v.fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);

@@ -180,7 +180,6 @@ struct Activations {
 struct GradScratch {
   int64_t rows = 0;  // B*T it was sized for
   BackendBuffer memory;
-  Elems dlogits;     // (B,T,Vp)
   Elems dresidual;   // (B,T,C) gradient of the residual stream, carried down the blocks
   Elems dln;         // (B,T,C) gradient of a layernorm's output (ln_f, ln_2, ln_1 in turn)
   Elems datty;       // (B,T,C)

@@ -123,23 +123,26 @@ void LlamaModel::head_backward(Activations& a, const keel_param_access* access, 
   const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N), Vl = share_.vocab.rows;
   const float dloss = a.valid_targets ? loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
   const int32_t phase = save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD;  // INPUT part: weights only
-  ops_.fill_zero(g.dlogits, N * Vl);
   ops_.fill_zero(g.dln, N * C);
   ops_.fill_zero(g.dresidual, Nr * C);
-  ops_.crossentropy_backward(g.dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab.begin, share_.vocab.valid,
+  // The logits are dead after this: their gradient overwrites them in place (the ABI's in-place
+  // classifier, llm.c's), which reads and writes the largest tensor of the step once instead of
+  // zeroing, reading and adding into a second one.
+  const Elems dlogits = a.logits;
+  ops_.crossentropy_backward(dlogits, a.logits, a.lse, a.targets, dloss, N, share_.vocab.begin, share_.vocab.valid,
                              Vl);
-  if (save) ops_.copy(save->logits, g.dlogits, N * Vl);
+  if (save) ops_.copy(save->logits, dlogits, N * Vl);
   const Elems last_residual = a.residual3 + (a.blocks - 1) * Nr * C;
   const int32_t final_layer = config_.n_layer + 1;
   if (tied()) {  // layer 0, first use: not final where the embedding backward still adds to it
     LayerLease lease(access, 0, phase, layer_specs(0), layer_size(0));
-    ops_.matmul_backward(g.dln, save ? nullptr : lease.grad(EMBED), nullptr, g.dlogits, a.lnf,
+    ops_.matmul_backward(g.dln, save ? nullptr : lease.grad(EMBED), nullptr, dlogits, a.lnf,
                          lease.param_elems(EMBED), N, C, Vl);
     lease.release(!save && plan_.holds_wte_copy());
   }
   LayerLease lease(access, final_layer, phase, layer_specs(final_layer), layer_size(final_layer));
   if (!tied())
-    ops_.matmul_backward(g.dln, save ? nullptr : lease.grad(LM_HEAD), nullptr, g.dlogits, a.lnf,
+    ops_.matmul_backward(g.dln, save ? nullptr : lease.grad(LM_HEAD), nullptr, dlogits, a.lnf,
                          lease.param_elems(LM_HEAD), N, C, Vl);
   const Elems dlnf = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->lnf, dlnf, Nr * C);

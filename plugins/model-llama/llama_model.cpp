@@ -175,12 +175,11 @@ Activations& LlamaModel::activations_for(int32_t microbatch, int32_t chunk, int3
 
 void LlamaModel::ensure_scratch(int64_t rows) {
   if (scratch_.rows >= rows) return;
-  const int64_t C = config_.d_model, F = share_.hidden, Vl = share_.vocab.rows;
+  const int64_t C = config_.d_model, F = share_.hidden;
   const int64_t tp = tp_.active() ? 1 : 0, sp = tp_.sequence_parallel() ? 1 : 0, Nr = tp_.norm_rows(rows);
   auto carve_all = [&](Scratch& s, char* base) {
     Carver carve(base);
     auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
-    s.dlogits = elems(rows * Vl);
     s.dresidual = elems(Nr * C);
     s.dln = elems(rows * C);
     s.datty = elems(rows * share_.q_width);

@@ -136,7 +136,6 @@ struct Activations {
 struct Scratch {
   int64_t rows = 0;
   BackendBuffer memory;
-  Elems dlogits;    // (N,Vl)
   Elems dresidual;  // (Nr,C)
   Elems dln;        // (N,C)
   Elems datty;      // (N,Cq)

@@ -80,6 +80,17 @@ class ComputeOps {
     check(be_.api->matmul_forward(be_.obj, out.as_fp32(), inp.as_fp32(), weight.as_fp32(), bias.as_fp32(), N, IC, OC),
           "matmul_forward");
   }
+  // out(N,OC) = GELU(pre), pre(N,OC) = inp·weightᵀ + bias: one call where the backend fuses the
+  // GELU into the matmul (matmul_forward_dt's gelu_pre, a cuBLASLt epilogue on the cuda backend).
+  void matmul_gelu_forward(Elems out, Elems pre, Elems inp, Elems weight, Elems bias, int64_t N, int64_t IC,
+                           int64_t OC) const {
+    if (KEEL_HAS_SLOT(be_.api, matmul_forward_dt))
+      return check(be_.api->matmul_forward_dt(be_.obj, dt_, out.get(), pre.get(), inp.get(), weight.get(), bias.get(),
+                                              N, IC, OC),
+                   "matmul_forward_dt");
+    matmul_forward(pre, inp, weight, bias, N, IC, OC);
+    gelu_forward(out, pre, N * OC);
+  }
   void matmul_backward(Elems dinp, float* dweight, float* dbias, Elems dout, Elems inp, Elems weight, int64_t N,
                        int64_t IC, int64_t OC) const {
     if (KEEL_HAS_SLOT(be_.api, matmul_backward_dt))
