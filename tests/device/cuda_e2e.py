@@ -14,6 +14,10 @@ for 10 AdamW steps and compares the losses each step logs:
 The learning rate is 3e-4, not the example's 1e-3: at 1e-3 step 5 spikes (grad norm 16), and a
 spike amplifies any difference: there cpu bf16 and cpu fp32 part by 0.16, and cuda bf16 and cpu
 bf16 by 0.0128 (first H200 run, 2026-11-27), which measures the spike rather than the backends.
+  cuDNN      the bf16 runs take cuDNN's attention ("backend.attention": "cudnn", which fails
+             rather than falling back), GPT at head size 64 and Llama (examples/device/llama-cuda.json
+             beside CONFIG) at head size 128 with grouped-query attention (2 heads, 1 kv head):
+             each within 1e-2 of cpu bf16
   resume     5 steps, save, resume on the GPU, 5 more: the same bits as 10 in one run
   cross      a GPU checkpoint resumed on the CPU, and a CPU one on the GPU: within 1e-4 of the
              10-step run on the resuming backend
@@ -105,9 +109,17 @@ def main():
     ok &= compare("fp32: cuda vs cpu", cuda32, cpu32, 1e-4, relative=True)
 
     cpu16 = run_keel(keel, config, workdir, "cpu16", "cpu", "bf16")
-    cuda16 = run_keel(keel, config, workdir, "cuda16", "cuda", "bf16")
+    cuda16 = run_keel(keel, config, workdir, "cuda16", "cuda", "bf16", extra=("--set", "backend.attention=cudnn"))
     ok &= compare("bf16: cuda vs cpu bf16", cuda16, cpu16, 1e-2, relative=False)
     compare("bf16: cuda bf16 vs cpu fp32, for the record", cuda16, cpu32, 0, relative=False, note=True)
+
+    llama = os.path.join(os.path.dirname(config), "llama-cuda.json")
+    hs128 = ("--set", "model.n_head=2", "--set", "model.n_kv_head=1", "--set", "data.val_batches=1")
+    llama_cpu16 = run_keel(keel, llama, workdir, "llama-cpu16", "cpu", "bf16", extra=hs128)
+    llama_cuda16 = run_keel(keel, llama, workdir, "llama-cuda16", "cuda", "bf16",
+                            extra=hs128 + ("--set", "backend.attention=cudnn"))
+    ok &= compare("llama bf16, head size 128, GQA 2:1, cuDNN: cuda vs cpu bf16", llama_cuda16, llama_cpu16, 1e-2,
+                  relative=False)
 
     step5 = "checkpoints/step-00000005"
     resumed = run_keel(keel, config, workdir, "cuda32-resumed", "cuda", "fp32",
