@@ -1,5 +1,7 @@
 // Elementwise ops at either compute type: memory-bound grid-stride loops, one element per
-// thread step, so they are deterministic and aliasing-safe (out may be a or b).
+// thread step (eight, in one 16-byte access, for bf16 sums whose buffers allow it: the residual
+// adds ran at half the bandwidth with 2-byte accesses), so they are deterministic and
+// aliasing-safe (out may be a or b: a thread reads its elements before it writes them).
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
 
@@ -9,6 +11,17 @@ namespace {
 template <typename T>
 __global__ void add_kernel(T* out, const T* a, const T* b, int64_t n) {
   KEEL_GRID_STRIDE(i, n) store(out + i, load(a + i) + load(b + i));
+}
+
+__global__ void add8_kernel(bf16* out, const bf16* a, const bf16* b, int64_t groups) {
+  KEEL_GRID_STRIDE(g, groups) {
+    float x[8], y[8];
+    load8(x, a + g * 8);
+    load8(y, b + g * 8);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] += y[k];
+    store8(out + g * 8, x);
+  }
 }
 
 template <typename T>
@@ -35,7 +48,10 @@ __global__ void convert_kernel(Dst* dst, const Src* src, int64_t n) {
 
 void add(Elem e, void* out, const void* a, const void* b, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  if (e == Elem::bf16)
+  if (e == Elem::bf16 && in_eights(n, {out, a, b}))
+    add8_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(static_cast<bf16*>(out), static_cast<const bf16*>(a),
+                                                          static_cast<const bf16*>(b), n / 8);
+  else if (e == Elem::bf16)
     add_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(out), static_cast<const bf16*>(a),
                                                      static_cast<const bf16*>(b), n);
   else
@@ -45,7 +61,10 @@ void add(Elem e, void* out, const void* a, const void* b, int64_t n, cudaStream_
 
 void accumulate(Elem e, void* dst, const void* src, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  if (e == Elem::bf16)
+  if (e == Elem::bf16 && in_eights(n, {dst, src}))
+    add8_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(static_cast<bf16*>(dst), static_cast<const bf16*>(dst),
+                                                          static_cast<const bf16*>(src), n / 8);
+  else if (e == Elem::bf16)
     accumulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(dst), static_cast<const bf16*>(src), n);
   else
     accumulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(dst), static_cast<const float*>(src),

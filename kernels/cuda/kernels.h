@@ -101,7 +101,9 @@ void sum_squares(Elem e, const void* x, int64_t n, float* acc, float* partial, c
 // *out = Σ x² in double (fp32 x); partial holds kSumSquaresBlocks doubles.
 void sum_squares_double(const float* x, int64_t n, double* out, double* partial, cudaStream_t stream);
 // dbias(OC) += Σ_n dout(N,OC), in a fixed order per column.
-void column_sum(Elem e, float* dbias, const void* dout, int64_t N, int64_t OC, cudaStream_t stream);
+void column_sum(Elem e, float* dbias, const void* dout, int64_t N, int64_t OC, float* scratch, cudaStream_t stream);
+// The floats of column_sum's scratch (per-chunk sums).
+int64_t column_sum_scratch_floats(int64_t N, int64_t OC);
 
 // --- optimizer.cu --- the adamw and sgd plugins' rules, on fp32 arrays in place
 // Hyperparameters are the config's doubles; terms formed from them are rounded to fp32 once.

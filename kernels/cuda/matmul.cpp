@@ -184,7 +184,7 @@ void matmul_forward(const Matmul& mm, Elem e, void* out, void* gelu_pre, const v
 }
 
 void matmul_backward(const Matmul& mm, Elem e, void* dinp, float* dweight, float* dbias, const void* dout,
-                     const void* inp, const void* weight, int64_t N, int64_t IC, int64_t OC) {
+                     const void* inp, const void* weight, int64_t N, int64_t IC, int64_t OC, float* bias_scratch) {
   if (N == 0) return;
   if (dinp && OC > 0 && IC > 0) {
     // dinpᵀ(IC,N) += weightᵀ-as-stored (IC,OC) · doutᵀ(OC,N)
@@ -198,7 +198,7 @@ void matmul_backward(const Matmul& mm, Elem e, void* dinp, float* dweight, float
     make_desc(mm, e, desc);
     run_gemm(mm, e, CUDA_R_32F, Gemm{false, true, IC, OC, N, inp, IC, dout, OC, dweight, IC, 1.0f}, desc);
   }
-  if (dbias) column_sum(e, dbias, dout, N, OC, mm.stream);
+  if (dbias) column_sum(e, dbias, dout, N, OC, bias_scratch, mm.stream);
 }
 
 }  // namespace keel::cuda

@@ -28,8 +28,8 @@ struct Matmul {
 void matmul_forward(const Matmul& mm, Elem e, void* out, void* gelu_pre, const void* inp, const void* weight,
                     const void* bias, int64_t N, int64_t IC, int64_t OC);
 // dinp(N,IC) += dout·weight; dweight(OC,IC) += doutᵀ·inp (fp32); dbias(OC) += Σ_rows dout (fp32).
-// Any of the three may be NULL.
+// Any of the three may be NULL; with dbias, bias_scratch holds column_sum_scratch_floats(N, OC).
 void matmul_backward(const Matmul& mm, Elem e, void* dinp, float* dweight, float* dbias, const void* dout,
-                     const void* inp, const void* weight, int64_t N, int64_t IC, int64_t OC);
+                     const void* inp, const void* weight, int64_t N, int64_t IC, int64_t OC, float* bias_scratch);
 
 }  // namespace keel::cuda

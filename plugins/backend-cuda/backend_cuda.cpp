@@ -206,6 +206,19 @@ struct CudaBackend {
   }
 };
 
+// Scratch from the caching allocator, handed back when the scope ends: the stream orders its next
+// user after the work queued here.
+struct StreamScratch {
+  CudaBackend& b;
+  void* ptr = nullptr;
+  StreamScratch(CudaBackend& backend, size_t bytes) : b(backend) {
+    if (bytes) ptr = b.allocator.allocate(bytes, b.stream);
+  }
+  ~StreamScratch() {
+    if (ptr) b.allocator.release(ptr);
+  }
+};
+
 // Runs `body` for the backend object under the ABI guard, on the backend's device (a thread may
 // have another device current).
 // With "op_profile", the work it enqueues is timed under the name of the slot that called it.
@@ -522,7 +535,10 @@ keel_status matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* 
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "matmul_backward");
     require_sizes({N, IC, OC}, "matmul_backward");
-    keel::cuda::matmul_backward(b.matmul(), e, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+    StreamScratch bias_scratch(
+        b, dbias ? static_cast<size_t>(keel::cuda::column_sum_scratch_floats(N, OC)) * sizeof(float) : 0);
+    keel::cuda::matmul_backward(b.matmul(), e, dinp, dweight, dbias, dout, inp, weight, N, IC, OC,
+                                static_cast<float*>(bias_scratch.ptr));
     launched("matmul_backward");
     count_flops(2.0 * N * IC * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0)));
   });
@@ -611,19 +627,6 @@ bool use_cudnn(CudaBackend& b, Elem e, const keel::cuda::AttentionShape& s, cons
 keel::cuda::AttentionShape attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV) {
   return keel::cuda::AttentionShape{B, T, NH, NKV, C / NH};
 }
-
-// Scratch from the caching allocator, handed back when the scope ends: the stream orders its next
-// user after the work queued here.
-struct StreamScratch {
-  CudaBackend& b;
-  void* ptr = nullptr;
-  StreamScratch(CudaBackend& backend, size_t bytes) : b(backend) {
-    if (bytes) ptr = b.allocator.allocate(bytes, b.stream);
-  }
-  ~StreamScratch() {
-    if (ptr) b.allocator.release(ptr);
-  }
-};
 
 int64_t saved_bytes_on(CudaBackend& b, Elem e, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
                        const char* op) {

@@ -205,9 +205,11 @@ std::string tag(const char* op, Elem e) { return std::string(op) + (e == Elem::b
 void test_matmul(Cpu& cpu, Gpu& gpu, Elem e) {
   const keel_dtype dt = dtype(e);
   const Tolerance fp32 = g_tf32 ? kTf32 : kTight, out_tol = e == Elem::bf16 ? kBf16 : fp32;
-  for (int64_t OC : {136, 50}) {  // 136: the fused GELU epilogue; 50: GELU after the product
-    const int64_t N = 70, IC = 96;
-    const std::string shape = " OC=" + std::to_string(OC) + (g_tf32 ? " TF32" : "");
+  // N 600: the bias gradient's column sums span three chunks of rows, the last one partial
+  for (int64_t N : {int64_t{70}, int64_t{600}})
+  for (int64_t OC : {136, 50}) {  // 136: the fused GELU epilogue (and 8-wide column sums); 50: GELU after
+    const int64_t IC = 96;
+    const std::string shape = " N=" + std::to_string(N) + " OC=" + std::to_string(OC) + (g_tf32 ? " TF32" : "");
     auto inp = random_values(N * IC, e), weight = random_values(OC * IC, e), bias = random_values(OC, e);
     std::vector<float> out(N * OC), out_nobias(N * OC), gelu(N * OC);
     CALL(cpu.api->matmul_forward(cpu.h, out.data(), inp.data(), weight.data(), bias.data(), N, IC, OC));
@@ -453,6 +455,13 @@ void test_elementwise(Cpu& cpu, Gpu& gpu, Elem e) {
     CALL(cpu.api->gelu_backward(cpu.h, d.data(), x.data(), g.data(), odd));
     CALL(gpu.api->gelu_backward_dt(gpu.h, dt, d_d, d_x, d_g, odd));
     compare(tag("gelu_backward", e) + " n=1003", gpu.get(d_d, odd, e), d, for_elem(e));
+    std::vector<float> sum(odd), acc = g;  // add and accumulate off the 8-wide path
+    CALL(cpu.api->add(cpu.h, sum.data(), x.data(), g.data(), odd));
+    CALL(gpu.api->add_dt(gpu.h, dt, d_y, d_x, d_g, odd));
+    compare(tag("add", e) + " n=1003", gpu.get(d_y, odd, e), sum, for_elem(e));
+    CALL(cpu.api->accumulate(cpu.h, acc.data(), x.data(), odd));
+    CALL(gpu.api->accumulate_dt(gpu.h, dt, d_g, d_x, odd));
+    compare(tag("accumulate", e) + " n=1003", gpu.get(d_g, odd, e), acc, for_elem(e));
   }
 
   CALL(cpu.api->add(cpu.h, want.data(), a.data(), b.data(), n));
