@@ -115,6 +115,44 @@ __global__ void swiglu_forward_kernel(T* out, const T* gate_up, int64_t N, int64
   }
 }
 
+// SwiGLU eight columns at a time, each access 16 bytes, where F % 8 == 0 and the rows are
+// 16-byte aligned: the element-wise kernels above ran at a third of the bandwidth at Llama 1B's
+// N = 16384, F = 8192. The arithmetic is theirs, element for element.
+__global__ void swiglu_forward_x8_kernel(bf16* out, const bf16* gate_up, int64_t N, int64_t F) {
+  const int64_t groups = F / 8;
+  KEEL_GRID_STRIDE(idx, N * groups) {
+    const int64_t n = idx / groups, i = (idx % groups) * 8;
+    float g[8], u[8], o[8];
+    load8(g, gate_up + n * 2 * F + i);
+    load8(u, gate_up + n * 2 * F + F + i);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o[k] = g[k] * sigmoid(g[k]) * u[k];
+    store8(out + n * F + i, o);
+  }
+}
+
+__global__ void swiglu_backward_x8_kernel(bf16* dgate_up, const bf16* dout, const bf16* gate_up, int64_t N, int64_t F) {
+  const int64_t groups = F / 8;
+  KEEL_GRID_STRIDE(idx, N * groups) {
+    const int64_t n = idx / groups, i = (idx % groups) * 8;
+    float g[8], u[8], d[8], dg[8], du[8];
+    load8(g, gate_up + n * 2 * F + i);
+    load8(u, gate_up + n * 2 * F + F + i);
+    load8(d, dout + n * F + i);
+    bf16* dgate = dgate_up + n * 2 * F + i;
+    load8(dg, dgate);
+    load8(du, dgate + F);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float s = sigmoid(g[k]);
+      du[k] += d[k] * (g[k] * s);
+      dg[k] += d[k] * u[k] * s * (1.0f + g[k] * (1.0f - s));
+    }
+    store8(dgate + F, du);
+    store8(dgate, dg);
+  }
+}
+
 template <typename T>
 __global__ void swiglu_backward_kernel(T* dgate_up, const T* dout, const T* gate_up, int64_t N, int64_t F) {
   KEEL_GRID_STRIDE(idx, N * F) {
@@ -181,7 +219,10 @@ void rope(Elem e, void* x, const float* inv_freq, int64_t B, int64_t T, int64_t 
 
 void swiglu_forward(Elem e, void* out, const void* gate_up, int64_t N, int64_t F, cudaStream_t stream) {
   if (N * F <= 0) return;
-  if (e == Elem::bf16)
+  if (e == Elem::bf16 && in_eights(F, {out, gate_up}))
+    swiglu_forward_x8_kernel<<<grid_for(N * F / 8), kThreads, 0, stream>>>(
+        static_cast<bf16*>(out), static_cast<const bf16*>(gate_up), N, F);
+  else if (e == Elem::bf16)
     swiglu_forward_kernel<<<grid_for(N * F), kThreads, 0, stream>>>(static_cast<bf16*>(out),
                                                                     static_cast<const bf16*>(gate_up), N, F);
   else
@@ -192,7 +233,10 @@ void swiglu_forward(Elem e, void* out, const void* gate_up, int64_t N, int64_t F
 void swiglu_backward(Elem e, void* dgate_up, const void* dout, const void* gate_up, int64_t N, int64_t F,
                      cudaStream_t stream) {
   if (N * F <= 0) return;
-  if (e == Elem::bf16)
+  if (e == Elem::bf16 && in_eights(F, {dgate_up, dout, gate_up}))
+    swiglu_backward_x8_kernel<<<grid_for(N * F / 8), kThreads, 0, stream>>>(
+        static_cast<bf16*>(dgate_up), static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), N, F);
+  else if (e == Elem::bf16)
     swiglu_backward_kernel<<<grid_for(N * F), kThreads, 0, stream>>>(
         static_cast<bf16*>(dgate_up), static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), N, F);
   else

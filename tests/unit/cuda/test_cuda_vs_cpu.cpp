@@ -366,8 +366,9 @@ void test_llama_ops(Cpu& cpu, Gpu& gpu, Elem e) {
     compare(tag("rope_forward (v columns untouched)", e), gpu.get(d_x, B * T * stride, e), turned, for_elem(e));
     compare(tag("rope_backward", e), gpu.get(d_back, B * T * stride, e), back, for_elem(e));
   }
-  {
-    const int64_t N = 41, F = 77;
+  for (int64_t F : {int64_t{77}, int64_t{80}}) {  // 80: bf16 takes the 8-wide kernels
+    const int64_t N = 41;
+    const std::string shape = " F=" + std::to_string(F);
     auto gate_up = random_values(N * 2 * F, e, -6.0f, 6.0f), dout = random_values(N * F, e);
     auto dgu0 = random_values(N * 2 * F, e);
     std::vector<float> out(N * F), dgu = dgu0;
@@ -376,8 +377,8 @@ void test_llama_ops(Cpu& cpu, Gpu& gpu, Elem e) {
     void *d_gu = gpu.put(gate_up, e), *d_out = gpu.alloc(N * F * 4), *d_dout = gpu.put(dout, e), *d_dgu = gpu.put(dgu0, e);
     CALL(gpu.api->swiglu_forward_dt(gpu.h, dt, d_out, d_gu, N, F));
     CALL(gpu.api->swiglu_backward_dt(gpu.h, dt, d_dgu, d_dout, d_gu, N, F));
-    compare(tag("swiglu_forward", e), gpu.get(d_out, N * F, e), out, for_elem(e));
-    compare(tag("swiglu_backward", e), gpu.get(d_dgu, N * 2 * F, e), dgu, for_elem(e));
+    compare(tag("swiglu_forward", e) + shape, gpu.get(d_out, N * F, e), out, for_elem(e));
+    compare(tag("swiglu_backward", e) + shape, gpu.get(d_dgu, N * 2 * F, e), dgu, for_elem(e));
   }
   test_gqa_attention(cpu, gpu, e, {GqaShape{2, 67, 96, 3, 1}, GqaShape{1, 130, 256, 4, 2}, GqaShape{2, 33, 160, 2, 2}});
 }
