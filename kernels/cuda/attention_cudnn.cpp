@@ -16,6 +16,7 @@
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -174,9 +175,10 @@ const CudnnLibrary& cudnn_library() {
 struct CudnnAttention::Impl {
   cudnnHandle_t handle = nullptr;
   bool deterministic = true;
+  size_t max_workspace = 0;
   struct Entry {
     Graph forward, backward;
-    size_t workspace = 0;
+    size_t forward_workspace = 0, backward_workspace = 0;
     std::string refusal;  // empty: cuDNN runs this shape
   };
   std::unordered_map<AttentionShape, Entry, AttentionShapeHash> graphs;
@@ -198,7 +200,11 @@ CudnnAttention::~CudnnAttention() {
   }
 }
 
-std::unique_ptr<CudnnAttention> CudnnAttention::open(bool deterministic, std::string* why_not) {
+std::unique_ptr<CudnnAttention> CudnnAttention::open(bool deterministic, size_t max_workspace_bytes,
+                                                     std::string* why_not) {
+  // The frontend opens libcudart.so.12 before .13 and keeps the first it finds: name the runtime
+  // this plugin was built with, unless the user already has.
+  setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(), 0);
   const CudnnLibrary& lib = cudnn_library();
   if (!lib.usable) {
     *why_not = lib.text;
@@ -206,6 +212,7 @@ std::unique_ptr<CudnnAttention> CudnnAttention::open(bool deterministic, std::st
   }
   auto impl = std::make_unique<Impl>();
   impl->deterministic = deterministic;
+  impl->max_workspace = max_workspace_bytes;
   try {
     const cudnnStatus_t status = fe::detail::create_handle(&impl->handle);
     if (status != CUDNN_STATUS_SUCCESS) {
@@ -231,7 +238,16 @@ bool CudnnAttention::prepare(const AttentionShape& s, std::string* why) {
         int64_t fwd = 0, bwd = 0;
         check(entry.forward->get_workspace_size(fwd), "forward workspace");
         check(entry.backward->get_workspace_size(bwd), "backward workspace");
-        entry.workspace = static_cast<size_t>(std::max(fwd, bwd));
+        entry.forward_workspace = static_cast<size_t>(fwd);
+        entry.backward_workspace = static_cast<size_t>(bwd);
+        const size_t most = std::max(entry.forward_workspace, entry.backward_workspace);
+        if (most > impl_->max_workspace) {
+          auto gib = [](size_t b) { return std::to_string(static_cast<double>(b) / double(size_t{1} << 30)).substr(0, 5); };
+          entry = Impl::Entry{};
+          entry.refusal = "its graphs need " + gib(most) + " GiB of workspace, over the " + gib(impl_->max_workspace) +
+                          " GiB allowed (a quarter of the GPU's memory)" +
+                          (impl_->deterministic ? "; the deterministic backward's grows as B·NH·T²" : "");
+        }
       } catch (const std::exception& e) {
         entry = Impl::Entry{};
         entry.refusal = std::string("cuDNN refused the graph: ") + e.what();
@@ -243,7 +259,10 @@ bool CudnnAttention::prepare(const AttentionShape& s, std::string* why) {
   return it->second.refusal.empty();
 }
 
-size_t CudnnAttention::workspace_bytes(const AttentionShape& s) const { return impl_->entry(s).workspace; }
+size_t CudnnAttention::workspace_bytes(const AttentionShape& s, bool backward) const {
+  const auto& e = impl_->entry(s);
+  return backward ? e.backward_workspace : e.forward_workspace;
+}
 
 void CudnnAttention::forward(const AttentionShape& s, void* out, float* stats, const void* qkv, void* workspace,
                              cudaStream_t stream) {

@@ -29,17 +29,19 @@ class CudnnAttention {
  public:
   // Null, with *why_not, when cuDNN cannot be used on this machine. `deterministic` builds the
   // backward without atomics (the same bits every run, which bit-exact resumes need); false lets
-  // cuDNN accumulate dQ with atomics, faster and not reproducible.
-  static std::unique_ptr<CudnnAttention> open(bool deterministic, std::string* why_not);
+  // cuDNN accumulate dQ with atomics, faster and not reproducible. A shape whose graphs need more
+  // workspace than `max_workspace_bytes` is refused (the deterministic backward's grows as
+  // B·NH·T²·2 bytes on Hopper).
+  static std::unique_ptr<CudnnAttention> open(bool deterministic, size_t max_workspace_bytes, std::string* why_not);
   ~CudnnAttention();
 
   // Whether this shape runs through cuDNN: builds both graphs the first time, and remembers a
-  // refusal (with *why) as well as a success. Both directions are decided together, so a forward
-  // through cuDNN is never followed by a backward that must read another kernel's statistics
-  // (they agree in any case: the natural-log log-sum-exp of the scaled scores, (B, NH, T) fp32).
+  // refusal (with *why) as well as a success. Both directions are decided together; a caller may
+  // still mix paths within a layer, since the statistics agree with Keel's kernels' (the
+  // natural-log log-sum-exp of the scaled scores, (B, NH, T) fp32).
   bool prepare(const AttentionShape& s, std::string* why);
-  // Workspace the larger of the two graphs needs (after a successful prepare).
-  size_t workspace_bytes(const AttentionShape& s) const;
+  // Workspace the forward or the backward graph needs (after a successful prepare).
+  size_t workspace_bytes(const AttentionShape& s, bool backward) const;
 
   // out(B,T,C) and stats(B,NH,T) fp32 from qkv(B,T,W), bf16, read in place with strides.
   void forward(const AttentionShape& s, void* out, float* stats, const void* qkv, void* workspace,

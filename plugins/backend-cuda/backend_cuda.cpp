@@ -77,6 +77,10 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   s.gelu_epilogue = section.get<bool>("gelu_epilogue", true);
   s.deterministic_attention = section.get<bool>("deterministic_attention", true);
   section.finish();
+  if (s.attention == "cudnn" && s.compute == Elem::f32)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG, std::string(json_path ? json_path : "backend") +
+                                                   ".attention: \"cudnn\" needs \"precision\": \"bf16\" (cuDNN's "
+                                                   "fused attention computes in bf16; fp32 runs Keel's kernels)");
   return s;
 }
 
@@ -286,7 +290,9 @@ void open_attention(CudaBackend& b, const std::string& path) {
     return;
   }
 #ifdef KEEL_HAVE_CUDNN_ATTENTION
-  b.cudnn = keel::cuda::CudnnAttention::open(b.settings.deterministic_attention, &b.cudnn_absent);
+  size_t free_bytes = 0, total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  b.cudnn = keel::cuda::CudnnAttention::open(b.settings.deterministic_attention, total_bytes / 4, &b.cudnn_absent);
 #else
   b.cudnn_absent = "this build has no cuDNN attention (scripts/fetch-cudnn-frontend.sh, then rebuild)";
 #endif
@@ -632,7 +638,9 @@ int64_t saved_bytes_on(CudaBackend& b, Elem e, int64_t B, int64_t T, int64_t C, 
                        const char* op) {
   require_attention_shape(B, T, C, NH, op, keel::cuda::kCudnnMaxHeadSize);
   if (B > 0 && T > 0) use_cudnn(b, e, attention_shape(B, T, C, NH, NKV), op);
-  return B * NH * T * static_cast<int64_t>(sizeof(float));  // one log-sum-exp per (b, query head, t)
+  // One log-sum-exp per (b, query head, t), rounded up to 16 bytes: models lay each layer's
+  // statistics after the last's, and cuDNN takes only 16-byte-aligned buffers.
+  return (B * NH * T * static_cast<int64_t>(sizeof(float)) + 15) / 16 * 16;
 }
 
 void attention_forward_on(CudaBackend& b, Elem e, void* out, float* saved, const void* qkv, int64_t B, int64_t T,
@@ -643,7 +651,7 @@ void attention_forward_on(CudaBackend& b, Elem e, void* out, float* saved, const
   const keel::cuda::AttentionShape s = attention_shape(B, T, C, NH, NKV);
 #ifdef KEEL_HAVE_CUDNN_ATTENTION
   if (use_cudnn(b, e, s, op, {out, saved, qkv})) {
-    StreamScratch workspace(b, b.cudnn->workspace_bytes(s));
+    StreamScratch workspace(b, b.cudnn->workspace_bytes(s, false));
     b.cudnn->forward(s, out, saved, qkv, workspace.ptr, b.stream);
     return;
   }
@@ -668,7 +676,7 @@ void attention_backward_on(CudaBackend& b, Elem e, void* dqkv, const void* dout,
   if (use_cudnn(b, e, s, op, {dqkv, dout, qkv, out, lse})) {
     const int64_t n = B * T * s.row_width();
     StreamScratch gradient(b, static_cast<size_t>(n) * 2);
-    StreamScratch workspace(b, b.cudnn->workspace_bytes(s));
+    StreamScratch workspace(b, b.cudnn->workspace_bytes(s, true));
     b.cudnn->backward(s, gradient.ptr, dout, qkv, out, lse, workspace.ptr, b.stream);
     keel::cuda::accumulate(e, dqkv, gradient.ptr, n, b.stream);
     launched(op);

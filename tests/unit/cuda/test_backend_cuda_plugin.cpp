@@ -118,11 +118,14 @@ TEST(BackendCudaPlugin, ValidatesItsSectionWithoutAGpu) {
   EXPECT_NE(g_last_error.find("backend.allow_tf32: expected a boolean"), std::string::npos) << g_last_error;
   EXPECT_EQ(validate(R"({"peak_tflops": -5})"), KEEL_ERR_INVALID_CONFIG);
   EXPECT_NE(g_last_error.find("backend.peak_tflops: expected a value in"), std::string::npos) << g_last_error;
-  EXPECT_EQ(validate(R"({"attention": "cudnn"})"), KEEL_OK) << g_last_error;
+  EXPECT_EQ(validate(R"({"attention": "cudnn", "precision": "bf16"})"), KEEL_OK) << g_last_error;
   EXPECT_EQ(validate(R"({"attention": "kernels"})"), KEEL_OK) << g_last_error;
   EXPECT_EQ(validate(R"({"gelu_epilogue": false})"), KEEL_OK) << g_last_error;
   EXPECT_EQ(validate(R"({"gelu_epilogue": 1})"), KEEL_ERR_INVALID_CONFIG);
   EXPECT_EQ(validate(R"({"deterministic_attention": false})"), KEEL_OK) << g_last_error;
+  EXPECT_EQ(validate(R"({"attention": "cudnn", "precision": "fp32"})"), KEEL_ERR_INVALID_CONFIG);
+  EXPECT_NE(g_last_error.find("backend.attention: \"cudnn\" needs \"precision\": \"bf16\""), std::string::npos)
+      << g_last_error;
   EXPECT_EQ(validate(R"({"attention": "flash"})"), KEEL_ERR_INVALID_CONFIG);
   EXPECT_NE(g_last_error.find("backend.attention: expected one of \"auto\", \"cudnn\", \"kernels\", found \"flash\""),
             std::string::npos)
