@@ -71,10 +71,15 @@ void swiglu_backward(Elem e, void* dgate_up, const void* dout, const void* gate_
 // out(B,T,C) = wte_rows[tok - row_begin] + wpe[t] (wpe may be NULL).
 void embedding_forward(Elem e, void* out, const int32_t* tokens, const void* wte_rows, const void* wpe, int64_t B,
                        int64_t T, int64_t C, int64_t row_begin, int64_t rows, cudaStream_t stream);
-// dwte_rows(rows,C) += scatter of dout by token (deterministic: no float atomics); dwpe(T,C) += Σ_b dout.
-// Either gradient may be NULL.
-void embedding_backward(Elem e, float* dwte_rows, float* dwpe, const void* dout, const int32_t* tokens, int64_t B,
-                        int64_t T, int64_t C, int64_t row_begin, int64_t rows, cudaStream_t stream);
+// dwte_rows(rows,C) += scatter of dout by token (deterministic: no float atomics; a negative token adds
+// nothing); dwpe(T,C) += Σ_b dout. Either gradient may be NULL. B·T <= INT32_MAX. The scatter sorts
+// positions by token in `scratch`, scratch_bytes >= embedding_backward_scratch_bytes(B, T, C) bytes
+// (NULL and 0 when dwte_rows is NULL; 16-byte aligned for the vector paths); the stream orders its
+// next user after these kernels. Returns the sort's error, or cudaErrorInvalidValue for too little scratch.
+int64_t embedding_backward_scratch_bytes(int64_t B, int64_t T, int64_t C);  // host only, no allocation
+cudaError_t embedding_backward(Elem e, float* dwte_rows, float* dwpe, const void* dout, const int32_t* tokens,
+                               int64_t B, int64_t T, int64_t C, int64_t row_begin, int64_t rows, void* scratch,
+                               int64_t scratch_bytes, cudaStream_t stream);
 
 // --- crossentropy.cu --- logits(N,cols) hold vocabulary columns [col_begin, col_begin+cols)
 // stats(N,3): max, Σ exp(x - max) over the first valid_cols columns, the target's logit (or 0).

@@ -892,13 +892,28 @@ keel_status embedding_forward_dt(void* backend, keel_dtype dt, void* out, const 
   });
 }
 
+// The dwte scatter sorts the positions by token in scratch, handed back at once: the stream
+// orders its next user after these kernels.
+void embedding_backward_with_scratch(CudaBackend& b, Elem e, float* dwte_rows, float* dwpe, const void* dout,
+                                     const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t row_begin,
+                                     int64_t rows, const char* op) {
+  require(!dwte_rows || B * T <= INT32_MAX,
+          std::string(op) + ": B*T = " + std::to_string(B * T) + " positions exceed 2^31 - 1");
+  const int64_t bytes = dwte_rows ? keel::cuda::embedding_backward_scratch_bytes(B, T, C) : 0;
+  void* scratch = bytes > 0 ? b.allocator.allocate(static_cast<size_t>(bytes), b.stream) : nullptr;
+  cudaError_t status = keel::cuda::embedding_backward(e, dwte_rows, dwpe, dout, tokens, B, T, C, row_begin, rows,
+                                                      scratch, bytes, b.stream);
+  if (status == cudaSuccess) status = cudaGetLastError();
+  if (scratch) b.allocator.release(scratch);
+  check_cuda(status, std::string(op) + ": kernel launch");
+}
+
 keel_status embedding_backward_dt(void* backend, keel_dtype dt, float* dwte, float* dwpe, const void* dout,
                                   const int32_t* tokens, int64_t B, int64_t T, int64_t C) {
   return run(backend, [&](CudaBackend& b) {
     const Elem e = elem_of(dt, "embedding_backward");
     require_sizes({B, T, C}, "embedding_backward");
-    keel::cuda::embedding_backward(e, dwte, dwpe, dout, tokens, B, T, C, 0, kAllRows, b.stream);
-    launched("embedding_backward");
+    embedding_backward_with_scratch(b, e, dwte, dwpe, dout, tokens, B, T, C, 0, kAllRows, "embedding_backward");
   });
 }
 
@@ -921,8 +936,8 @@ keel_status embedding_rows_backward_dt(void* backend, keel_dtype dt, float* dwte
     const Elem e = elem_of(dt, "embedding_rows_backward");
     require_sizes({B, T, C}, "embedding_rows_backward");
     require_row_block(row_begin, rows, "embedding_rows_backward", "row_begin", "rows");
-    keel::cuda::embedding_backward(e, dwte_rows, dwpe, dout, tokens, B, T, C, row_begin, rows, b.stream);
-    launched("embedding_rows_backward");
+    embedding_backward_with_scratch(b, e, dwte_rows, dwpe, dout, tokens, B, T, C, row_begin, rows,
+                                    "embedding_rows_backward");
   });
 }
 

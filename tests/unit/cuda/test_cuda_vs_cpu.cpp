@@ -480,11 +480,18 @@ void test_elementwise(Cpu& cpu, Gpu& gpu, Elem e) {
   compare(tag("scale", e), gpu.get(d_b, n, e), b, for_elem(e));
 }
 
-// B·T = 18 positions over 11 ids, and 800 over 50 (the scatter scans tokens 256 at a time).
-void test_embedding(Cpu& cpu, Gpu& gpu, Elem e, int64_t B, int64_t T, int64_t C, int32_t V) {
+// The dwte scatter sums sorted positions in chunks of 64 and chains a token's chunks in order:
+// shapes with B·T below, at and off a multiple of 64, C through the 8-wide (bf16), 4-wide (fp32)
+// and one-column paths, and a share `hot` of the positions holding token 4 (inside the row block
+// [3, 8) below), up to every position (one chain over every chunk).
+void test_embedding(Cpu& cpu, Gpu& gpu, Elem e, int64_t B, int64_t T, int64_t C, int32_t V, double hot = 0.0) {
   const keel_dtype dt = dtype(e);
   auto tokens = random_ids(B * T, V);
-  const std::string shape = " B*T=" + std::to_string(B * T);
+  std::bernoulli_distribution is_hot(hot);
+  for (int32_t& token : tokens)
+    if (is_hot(g_rng)) token = 4;
+  const std::string shape = " B*T=" + std::to_string(B * T) + " C=" + std::to_string(C) +
+                            (hot > 0 ? " hot=" + std::to_string(hot).substr(0, 4) : "");
   auto wte = random_values(V * C, e), wpe = random_values(T * C, e);
   int32_t* d_tokens = gpu.put_ids(tokens);
   void *d_wte = gpu.put(wte, e), *d_wpe = gpu.put(wpe, e), *d_out = gpu.alloc(B * T * C * 4);
@@ -525,6 +532,25 @@ void test_embedding(Cpu& cpu, Gpu& gpu, Elem e, int64_t B, int64_t T, int64_t C,
     compare(tag("embedding_rows_backward dwte_rows", e) + which + shape, gpu.get32(d_drows, rows * C), drows, kTight);
     compare(tag("embedding_rows_backward dwpe", e) + which + shape, gpu.get32(d_dpe, T * C), dpe, kTight);
   }
+}
+
+// A negative token id adds nothing to dwte: against the cpu backend's rows variant over the whole
+// table [0, V), where the same positions hold V (outside the block; the cpu backend refuses
+// negative ids).
+void test_embedding_negative_ids(Cpu& cpu, Gpu& gpu, Elem e) {
+  const int64_t B = 3, T = 90, C = 24;
+  const int32_t V = 6;
+  auto tokens = random_ids(B * T, V), cpu_tokens = tokens;
+  for (int64_t i = 0; i < B * T; i += 7) {
+    tokens[i] = i % 2 ? -1 : INT32_MIN;  // INT32_MIN sorts first of all ids
+    cpu_tokens[i] = V;
+  }
+  auto dout = random_values(B * T * C, e), dwte = random_values(V * C, Elem::f32);
+  float* d_dwte = gpu.put32(dwte);
+  CALL(cpu.api->embedding_rows_backward(cpu.h, dwte.data(), nullptr, dout.data(), cpu_tokens.data(), B, T, C, 0, V));
+  CALL(gpu.api->embedding_backward_dt(gpu.h, dtype(e), d_dwte, nullptr, gpu.put(dout, e), gpu.put_ids(tokens), B, T,
+                                      C));
+  compare(tag("embedding_backward dwte, negative ids", e), gpu.get32(d_dwte, V * C), dwte, kTight);
 }
 
 // 0.1's cross-entropy with probabilities (fp32 only).
@@ -955,6 +981,10 @@ int main(int argc, char** argv) {
       test_elementwise(cpu, gpu, e);
       test_embedding(cpu, gpu, e, 2, 9, 40, 11);
       test_embedding(cpu, gpu, e, 4, 200, 72, 50);
+      test_embedding(cpu, gpu, e, 2, 700, 36, 9, 1.0);     // one token: a chain of 22 chunks
+      test_embedding(cpu, gpu, e, 3, 701, 37, 60, 0.5);    // one column a thread, B·T = 2103
+      test_embedding(cpu, gpu, e, 4, 512, 768, 300, 0.3);  // GPT-2's width, B·T = 2048 = 32 chunks
+      test_embedding_negative_ids(cpu, gpu, e);
       for (const VocabShards& shape : kVocabShards) test_crossentropy_shards(cpu, gpu, e, shape);
       test_sum_squares(cpu, gpu, e);
       if (e == Elem::f32) {
