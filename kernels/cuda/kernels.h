@@ -33,9 +33,6 @@ void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* 
 // dweight(C), dbias(C) fp32; any of dinp, dweight, dbias may be NULL. `scratch` holds
 // layernorm_backward_scratch_floats(N, C) floats (the per-chunk sums of dweight and dbias).
 int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C);
-// dweight(C) += Σ_rows dout ∘ inp·rstd: RMSNorm's weight gradient by layernorm.cu's two passes.
-void norm_params_backward(Elem e, float* dweight, const void* dout, const void* inp, const float* rstd, int64_t N,
-                          int64_t C, float* scratch, cudaStream_t stream);
 void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                         const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C, float* scratch,
                         cudaStream_t stream);
@@ -55,7 +52,8 @@ void attention_backward(Elem e, void* dqkv, const void* dout, const void* qkv, c
 void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
                      float eps, cudaStream_t stream);
 // dinp(N,C) += , dweight(C) fp32 += ; either may be NULL.
-// `scratch` holds layernorm_backward_scratch_floats(N, C) floats when dweight is not NULL.
+// In layernorm.cu (LayerNorm's backward with no mean); `scratch` holds
+// layernorm_backward_scratch_floats(N, C) floats when dweight is not NULL.
 void rmsnorm_backward(Elem e, void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
                       const float* rstd, int64_t N, int64_t C, float* scratch, cudaStream_t stream);
 // Turns `heads` heads of head_dim in each of B·T rows of x (row stride `stride`, first head at

@@ -1,4 +1,5 @@
-// LayerNorm forward/backward at either compute type. One warp per row (lanes stride over the
+// LayerNorm forward/backward at either compute type, and RMSNorm's backward, which is LayerNorm's
+// with a NULL mean (no centring). One warp per row (lanes stride over the
 // channels, sums by warp butterfly); the forward takes the variance of the centred row in a
 // second pass, as kernels/cpu does. dweight and dbias sum over rows, which would take atomics
 // if rows wrote them; instead blocks sum fixed chunks of rows into scratch and a last kernel
@@ -50,14 +51,14 @@ __global__ void layernorm_backward_inp_kernel(T* dinp, const T* dout, const T* i
   if (n >= N) return;
   const T* x = inp + n * C;
   const T* g = dout + n * C;
-  const float m = mean[n], s = rstd[n];
+  const float m = mean ? mean[n] : 0.0f, s = rstd[n];
   float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
   for (int64_t i = lane; i < C; i += 32) {
     const float dnorm = load(weight + i) * load(g + i);
     dnorm_sum += dnorm;
     dnorm_norm_sum += dnorm * (load(x + i) - m) * s;
   }
-  const float dnorm_mean = warp_sum(dnorm_sum) / C;
+  const float dnorm_mean = mean ? warp_sum(dnorm_sum) / C : 0.0f;  // RMSNorm does not centre
   const float dnorm_norm_mean = warp_sum(dnorm_norm_sum) / C;
   T* dx = dinp + n * C;
   for (int64_t i = lane; i < C; i += 32) {
@@ -132,7 +133,7 @@ __global__ void layernorm_backward_inp_x8_kernel(bf16* dinp, const bf16* dout, c
   if (n >= N) return;
   const bf16* x = inp + n * C;
   const bf16* g = dout + n * C;
-  const float m = mean[n], s = rstd[n];
+  const float m = mean ? mean[n] : 0.0f, s = rstd[n];
   float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
   for (int64_t i = lane * 8; i < C; i += 32 * 8) {
     float w[8], gi[8], xi[8];
@@ -146,7 +147,7 @@ __global__ void layernorm_backward_inp_x8_kernel(bf16* dinp, const bf16* dout, c
       dnorm_norm_sum += dnorm * (xi[k] - m) * s;
     }
   }
-  const float dnorm_mean = warp_sum(dnorm_sum) / C;
+  const float dnorm_mean = mean ? warp_sum(dnorm_sum) / C : 0.0f;  // RMSNorm does not centre
   const float dnorm_norm_mean = warp_sum(dnorm_norm_sum) / C;
   bf16* dx = dinp + n * C;
   for (int64_t i = lane * 8; i < C; i += 32 * 8) {
@@ -271,18 +272,6 @@ void layernorm_forward(Elem e, void* out, float* mean, float* rstd, const void* 
         static_cast<const float*>(bias), N, C);
 }
 
-void norm_params_backward(Elem e, float* dweight, const void* dout, const void* inp, const float* rstd, int64_t N,
-                          int64_t C, float* scratch, cudaStream_t stream) {
-  if (N <= 0 || C <= 0 || !dweight) return;
-  if (e == Elem::bf16)
-    norm_params_backward_typed(dweight, static_cast<float*>(nullptr), static_cast<const bf16*>(dout),
-                               static_cast<const bf16*>(inp), nullptr, rstd, N, C, in_eights(C, {dout, inp}), scratch,
-                               stream);
-  else
-    norm_params_backward_typed(dweight, static_cast<float*>(nullptr), static_cast<const float*>(dout),
-                               static_cast<const float*>(inp), nullptr, rstd, N, C, false, scratch, stream);
-}
-
 int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C) { return N > 0 && C > 0 ? 2 * chunks_of(N) * C : 0; }
 
 void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
@@ -297,6 +286,12 @@ void layernorm_backward(Elem e, void* dinp, float* dweight, float* dbias, const 
     layernorm_backward_typed(static_cast<float*>(dinp), dweight, dbias, static_cast<const float*>(dout),
                              static_cast<const float*>(inp), static_cast<const float*>(weight), mean, rstd, N, C,
                              scratch, stream);
+}
+
+// RMSNorm's backward is LayerNorm's with no mean: x̂ = x·rstd, no centring term, no bias.
+void rmsnorm_backward(Elem e, void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
+                      const float* rstd, int64_t N, int64_t C, float* scratch, cudaStream_t stream) {
+  layernorm_backward(e, dinp, dweight, nullptr, dout, inp, weight, nullptr, rstd, N, C, scratch, stream);
 }
 
 }  // namespace keel::cuda

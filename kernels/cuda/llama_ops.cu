@@ -1,11 +1,9 @@
 // The Llama family's elementwise and row ops at either compute type, as kernels/cpu computes
-// them: RMSNorm (a warp per row; the weight gradient summed over fixed chunks of rows and then the
-// chunks in order, by layernorm.cu's two passes), rotary position embedding in place (an element pair per
+// them: RMSNorm's forward (a warp per row; its backward is LayerNorm's without a mean, in
+// layernorm.cu), rotary position embedding in place (an element pair per
 // thread, the angle position · inv_freq formed in fp32 and its cosine and sine taken in double,
 // as the cpu kernel does), and SwiGLU over side-by-side gate and up columns (σ in the form that
 // never overflows). Grouped-query attention is attention_forward.cu / attention_backward.cu.
-#include <type_traits>
-
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
 
@@ -30,57 +28,6 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   T* y = out + n * C;
   for (int64_t i = lane; i < C; i += 32) store(y + i, (load(x + i) * s) * load(weight + i));
   if (lane == 0) rstd[n] = s;
-}
-
-// dx_j += s (w_j g_j − x_j s² mean(w g x))
-template <typename T>
-__global__ void rmsnorm_backward_inp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* rstd,
-                                            int64_t N, int64_t C) {
-  const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (n >= N) return;
-  const T* x = inp + n * C;
-  const T* g = dout + n * C;
-  const float s = rstd[n];
-  float wgx = 0.0f;
-  for (int64_t i = lane; i < C; i += 32) wgx += load(weight + i) * load(g + i) * load(x + i);
-  const float coefficient = s * s * warp_sum(wgx) / C;
-  T* dx = dinp + n * C;
-  for (int64_t i = lane; i < C; i += 32)
-    store(dx + i, load(dx + i) + s * (load(weight + i) * load(g + i) - load(x + i) * coefficient));
-}
-
-// As rmsnorm_backward_inp_kernel, bf16 rows 8 elements (16 bytes) at a time where C % 8 == 0
-// and every row is 16-byte aligned (layernorm.cu's x8 kernels; the scalar loads bounded both).
-__global__ void rmsnorm_backward_inp_x8_kernel(bf16* dinp, const bf16* dout, const bf16* inp, const bf16* weight,
-                                               const float* rstd, int64_t N, int64_t C) {
-  const int64_t n = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (n >= N) return;
-  const bf16* x = inp + n * C;
-  const bf16* g = dout + n * C;
-  const float s = rstd[n];
-  float wgx = 0.0f;
-  for (int64_t i = lane * 8; i < C; i += 32 * 8) {
-    float w[8], gi[8], xi[8];
-    load8(w, weight + i);
-    load8(gi, g + i);
-    load8(xi, x + i);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) wgx += w[k] * gi[k] * xi[k];
-  }
-  const float coefficient = s * s * warp_sum(wgx) / C;
-  bf16* dx = dinp + n * C;
-  for (int64_t i = lane * 8; i < C; i += 32 * 8) {
-    float w[8], gi[8], xi[8], d[8];
-    load8(w, weight + i);
-    load8(gi, g + i);
-    load8(xi, x + i);
-    load8(d, dx + i);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) d[k] += s * (w[k] * gi[k] - xi[k] * coefficient);
-    store8(dx + i, d);
-  }
 }
 
 // One thread per (row, head, pair i): a' = a cos − b sin, b' = b cos + a sin, sin × direction.
@@ -167,17 +114,6 @@ __global__ void swiglu_backward_kernel(T* dgate_up, const T* dout, const T* gate
   }
 }
 
-template <typename T>
-void rmsnorm_backward_inp(T* dinp, const T* dout, const T* inp, const T* weight, const float* rstd, int64_t N,
-                          int64_t C, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  if constexpr (std::is_same_v<T, bf16>)
-    if (in_eights(C, {dinp, dout, inp, weight}))
-      return rmsnorm_backward_inp_x8_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, rstd,
-                                                                                        N, C);
-  rmsnorm_backward_inp_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(dinp, dout, inp, weight, rstd, N, C);
-}
-
 }  // namespace
 
 void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
@@ -190,18 +126,6 @@ void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void
   else
     rmsnorm_forward_kernel<<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
         static_cast<float*>(out), rstd, static_cast<const float*>(inp), static_cast<const float*>(weight), N, C, eps);
-}
-
-void rmsnorm_backward(Elem e, void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
-                      const float* rstd, int64_t N, int64_t C, float* scratch, cudaStream_t stream) {
-  if (N <= 0 || C <= 0) return;
-  if (dinp && e == Elem::bf16)
-    rmsnorm_backward_inp(static_cast<bf16*>(dinp), static_cast<const bf16*>(dout), static_cast<const bf16*>(inp),
-                         static_cast<const bf16*>(weight), rstd, N, C, stream);
-  else if (dinp)
-    rmsnorm_backward_inp(static_cast<float*>(dinp), static_cast<const float*>(dout), static_cast<const float*>(inp),
-                         static_cast<const float*>(weight), rstd, N, C, stream);
-  norm_params_backward(e, dweight, dout, inp, rstd, N, C, scratch, stream);  // layernorm.cu's, without a mean
 }
 
 void rope(Elem e, void* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
