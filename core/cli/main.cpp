@@ -123,6 +123,7 @@ int list_plugins(const CommandLine& line) {
       std::cout << "unavailable: backend '" << p.info.name << "' (" << p.info.description << "): " << e.what() << "\n";
     }
   }
+  for (const auto& shadow : registry.shadowed()) std::cout << "shadowed: " << keel::shadow_notice(shadow) << "\n";
   for (const auto& r : registry.refusals()) std::cout << "refused: " << r.reason << "\n";
   std::cout << "searched:";
   for (const auto& f : registry.search_folders()) std::cout << " " << f;

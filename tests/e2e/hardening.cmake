@@ -11,6 +11,9 @@ endforeach()
 # Libraries whose entry list is NULL, absurdly long, or lacks a name, version or table.
 add_test(NAME e2e.hardening.plugin_entry_table
   COMMAND ${hardening_checks} plugin_entry_table --keel ${keel} --config ${quickstart} --fixtures ${CMAKE_BINARY_DIR}/fixtures)
+# A third-party plugin named like a built-in one shadows that name alone.
+add_test(NAME e2e.hardening.plugin_name_shadowed
+  COMMAND ${hardening_checks} plugin_name_shadowed --keel ${keel} --config ${quickstart} --fixtures ${CMAKE_BINARY_DIR}/fixtures)
 
 keel_error_test(int32_past_range_reports_value "model\\.n_layer: expected a value in \\[1, 4096\\], found 2147483648"
   "model.n_layer=2147483648")

@@ -208,6 +208,29 @@ def check_plugin_entry_table(keel, config, workdir, fixtures):
         expect_refusal(p, refusal, f"keel run with entry_{defect}")
 
 
+def check_plugin_name_shadowed(keel, config, workdir, fixtures):
+    """A third-party optimizer named adafactor, first in the search order: it takes that name, and
+    only that name; the built-in library's adamw8bit stays (it used to be refused with its library)."""
+    folder = os.path.join(fixtures, "shadowing")
+    ours = os.path.join(folder, "libkeel-shadowing_optimizer.so")
+    p = run([keel, "plugins", "--plugin-path", folder])
+    print(p.stdout, p.stderr)
+    assert p.returncode == 0, f"keel plugins exited {p.returncode}"
+    assert re.search(r"optimizer\s+adafactor\s+\S+\s+\S+\s+" + re.escape(ours), p.stdout), "the user's adafactor is not listed"
+    assert re.search(r"optimizer\s+adamw8bit\s+.*libkeel-compact_optimizers\.so", p.stdout), "adamw8bit vanished"
+    notice = (r"optimizer plugin 'adafactor' of \S*libkeel-compact_optimizers\.so is shadowed by the one in " +
+              re.escape(ours))
+    assert re.search(r"shadowed: " + notice, p.stdout), "no shadow line in keel plugins"
+    assert "refused" not in p.stdout, "a library was refused for one name"
+    # The name goes to the user's library; the built-in library's other plugin trains.
+    p = tiny_run(keel, config, workdir, [f"plugin_path=\"{folder}\"", "optimizer={\"plugin\": \"adafactor\"}"])
+    expect_refusal(p, r"the shadowing fixture's adafactor only marks which library was chosen", "the shadowing adafactor")
+    p = tiny_run(keel, config, workdir, [f"plugin_path=\"{folder}\"", "optimizer={\"plugin\": \"adamw8bit\"}"])
+    print(p.stderr[-800:])
+    assert p.returncode == 0, f"adamw8bit beside a shadowing adafactor: exit {p.returncode}\n{p.stderr[-800:]}"
+    assert re.search(notice, p.stderr), "the run did not say at start-up which plugin was shadowed"
+
+
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}
 
 
@@ -216,10 +239,10 @@ def main():
     parser.add_argument("check", choices=sorted(CHECKS))
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
-    parser.add_argument("--fixtures", default="", help="the build's fixtures folder (plugin_entry_table)")
+    parser.add_argument("--fixtures", default="", help="the build's fixtures folder (plugin_entry_table, plugin_name_shadowed)")
     args = parser.parse_args()
     args.keel, args.config = os.path.abspath(args.keel), os.path.abspath(args.config)
-    extra = [os.path.abspath(args.fixtures)] if args.check == "plugin_entry_table" else []
+    extra = [os.path.abspath(args.fixtures)] if args.check in ("plugin_entry_table", "plugin_name_shadowed") else []
     with tempfile.TemporaryDirectory() as workdir:
         CHECKS[args.check](args.keel, args.config, workdir, *extra)
     print("PASS")

@@ -1,5 +1,8 @@
 // Loading and checking plugin libraries. A refused library is remembered with its reason, so
 // `keel plugins` can show it and a config that names it gets the reason instead of "not found".
+// A name is one plugin: the first library in the search order to provide it wins, and a later
+// library's plugin of that name alone is shadowed (noted at start-up and by `keel plugins`),
+// never the rest of that library.
 #include "loader/plugin_registry.h"
 
 #include <keel/version.h>
@@ -39,6 +42,7 @@ struct RegistryState {
   std::vector<LibraryHandle> libraries;  // never unloaded
   std::deque<LoadedPlugin> plugins;  // a deque: entries never move, so their addresses can be handed out
   std::vector<RefusedLibrary> refused;
+  std::vector<ShadowedPlugin> shadowed;
   std::set<std::string> seen_files;
   std::vector<std::string> config_folders;
   std::vector<std::string> searched_folders;
@@ -70,6 +74,13 @@ std::string abi_refusal(uint32_t major, uint32_t minor) {
     return "it was built for Keel ABI " + abi_text(major, minor) + ", newer than this core's ABI " + core +
            "; update Keel or rebuild the plugin against this Keel's headers";
   return "";
+}
+
+// Where an accepted plugin of this kind and name comes from, or nullptr.
+const LoadedPlugin* provider_locked(int32_t kind, const std::string& name) {
+  for (const auto& plugin : state().plugins)
+    if (plugin.info.kind == kind && name == plugin.info.name) return &plugin;
+  return nullptr;
 }
 
 }  // namespace
@@ -127,11 +138,15 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
       return refuse("plugin '" + name + "': " + why, name);
     if (std::string why = plugin_entry_contents_problem(info); !why.empty())
       return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "': " + why, name);
-    for (const auto& other : s.plugins)
-      if (other.info.kind == info.kind && name == other.info.name)
-        return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "' is already provided by " + other.path +
-                          " (found earlier in the search order)",
-                      name);
+    for (const auto& sibling : accepted)
+      if (sibling.info.kind == info.kind && name == sibling.info.name)
+        return refuse("it lists " + std::string(kind_name(info.kind)) + " plugin '" + name + "' twice", name);
+    if (const LoadedPlugin* earlier = provider_locked(info.kind, name)) {
+      ShadowedPlugin shadow{info.kind, name, path, earlier->path};
+      log_line(KEEL_LOG_INFO, "loader", shadow_notice(shadow));
+      s.shadowed.push_back(shadow);
+      continue;
+    }
     accepted.push_back({info, path});
   }
   for (auto& plugin : accepted) {
@@ -250,6 +265,18 @@ std::vector<RefusedLibrary> PluginRegistry::refusals() {
   std::lock_guard<std::mutex> lock(state().mutex);
   discover_locked();
   return state().refused;
+}
+
+std::vector<ShadowedPlugin> PluginRegistry::shadowed() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  discover_locked();
+  return state().shadowed;
+}
+
+std::string shadow_notice(const ShadowedPlugin& shadow) {
+  return std::string(kind_name(shadow.kind)) + " plugin '" + shadow.name + "' of " + shadow.path +
+         " is shadowed by the one in " + (shadow.by.empty() ? std::string("this process") : shadow.by) +
+         " (earlier in the search order); that library's other plugins are loaded";
 }
 
 std::vector<std::string> PluginRegistry::search_folders() {

@@ -1,6 +1,6 @@
 // The plugin registry: finds libkeel-<name>.so files in the discovery order of docs/architecture.md §8
 // rule 8, loads them with dlopen, checks each entry (ABI major, table size, required slots,
-// duplicate names) and keeps every library loaded for the life of the process, so no object a
+// names an earlier library already provides) and keeps every library loaded for the life of the process, so no object a
 // plugin made can outlive its code.
 #pragma once
 
@@ -22,7 +22,18 @@ struct RefusedLibrary {
   std::string plugin_name;  // when the refusal concerns one named plugin, else ""
 };
 
+// A later library's plugin whose kind and name an earlier one in the search order already
+// provides: skipped alone, the rest of its library loads.
+struct ShadowedPlugin {
+  int32_t kind;
+  std::string name;
+  std::string path;  // the library whose plugin is skipped
+  std::string by;    // the library that provides the name ("" for this process)
+};
+
 const char* kind_name(int32_t kind);
+// "optimizer plugin 'x' of A is shadowed by the one in B ...": for the log and `keel plugins`.
+std::string shadow_notice(const ShadowedPlugin& shadow);
 
 class PluginRegistry {
  public:
@@ -48,6 +59,7 @@ class PluginRegistry {
   // Every accepted plugin and every refusal, after discovering all folders.
   std::vector<LoadedPlugin> list();
   std::vector<RefusedLibrary> refusals();
+  std::vector<ShadowedPlugin> shadowed();
   std::vector<std::string> search_folders();
 
  private:
