@@ -9,6 +9,10 @@
   first step after the restart is printed.
 - refusals (no namespaces needed): a layout that cannot fit the hosts that answer is refused
   with its numbers; a malformed hosts file is refused naming the file and line.
+- stops (no namespaces or mpirun needed; a fake launcher script): SIGINT while a probe hangs ends
+  probing at once and exits 130, not after --probe-timeout; a job whose launcher ignores SIGTERM
+  is killed after --stop-grace, with nothing of its group left, and keel launch exits 143; a
+  launcher that exits 1 on Ctrl-C (as mpirun does) still leaves keel launch exiting 130.
 The restart check skips (77) where namespaces cannot be made."""
 import argparse
 import json
@@ -136,17 +140,85 @@ def check_refusals(args, work):
         print(f"hosts file {text!r}: refused: {p.stderr.strip()}")
 
 
+# A launcher standing in for mpirun: it records its pid, answers probes (`... keel --version`)
+# or runs the job as its mode says, and ignores SIGINT and SIGTERM where asked (its sleep too:
+# an ignored signal stays ignored across exec).
+FAKE_LAUNCHER = """#!/bin/sh
+mode=$(cat "$(dirname "$0")/mode")
+case "$*" in *--version*) kind=probe ;; *) kind=job ;; esac
+echo $$ >> "$(dirname "$0")/$kind.pids"
+case "$kind:$mode" in
+  probe:hang) trap '' INT TERM; while :; do sleep 1; done ;;
+  probe:*) exit 0 ;;
+  job:deaf) trap '' INT TERM; while :; do sleep 1; done ;;
+  job:mpirun-like) trap 'exit 1' INT; while :; do sleep 1; done ;;
+esac
+"""
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is ended, not yet reaped
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def check_stops(args, work):
+    import signal
+    launcher = os.path.join(work, "launcher")
+    with open(launcher, "w") as f:
+        f.write(FAKE_LAUNCHER)
+    os.chmod(launcher, 0o755)
+    hosts = os.path.join(work, "hosts")
+    with open(hosts, "w") as f:
+        f.write("localhost slots=1\n")
+    sets = pc.TINY + ["data.micro_batch=3", f"train.checkpoint.dir=\"{work}/c\"",
+                      f"train.metrics_path=\"{work}/m.jsonl\""]
+    for mode, stop, extra, expected in (("hang", signal.SIGINT, ["--probe-timeout", "600"], 130),
+                                        ("deaf", signal.SIGTERM, ["--stop-grace", "1"], 143),
+                                        ("mpirun-like", signal.SIGINT, [], 130)):
+        for name in ("probe.pids", "job.pids"):
+            if os.path.exists(os.path.join(work, name)):
+                os.remove(os.path.join(work, name))
+        with open(os.path.join(work, "mode"), "w") as f:
+            f.write(mode)
+        waits_for = os.path.join(work, "probe.pids" if mode == "hang" else "job.pids")
+        p = subprocess.Popen([args.keel, "launch", args.config, "--hosts", hosts, "--launcher", launcher] + extra +
+                             [a for s in sets for a in ("--set", s)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=pc.ENV)
+        deadline = time.time() + 60
+        while not os.path.exists(waits_for) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(waits_for), f"{mode}: the fake launcher never started:\n{p.communicate()[0]}"
+        time.sleep(0.3)  # the launcher's trap is set
+        p.send_signal(stop)
+        try:
+            out = p.communicate(timeout=120)[0]
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise AssertionError(f"{mode}: keel launch did not end after {stop.name}:\n{p.communicate()[0]}")
+        print(f"{mode}, {stop.name}: exit {p.returncode}\n{out.strip()}")
+        assert p.returncode == expected, f"{mode}: exit {p.returncode}, expected {expected}:\n{out}"
+        with open(waits_for) as f:
+            left = [int(pid) for pid in f.read().split() if alive(int(pid))]
+        assert not left, f"{mode}: launcher process(es) {left} outlived keel launch"
+        if mode == "deaf":
+            assert "killing its process group" in out, out
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["restart", "refusals"])
+    parser.add_argument("check", choices=["restart", "refusals", "stops"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
-    if not shutil.which("mpirun"):
+    if args.check != "stops" and not shutil.which("mpirun"):
         print("SKIPPED: mpirun is not installed")
         sys.exit(77)
     with tempfile.TemporaryDirectory() as work:
-        {"restart": check_restart, "refusals": check_refusals}[args.check](args, work)
+        {"restart": check_restart, "refusals": check_refusals, "stops": check_stops}[args.check](args, work)
     print("PASS")
 
 

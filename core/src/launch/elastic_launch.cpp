@@ -26,16 +26,19 @@ using Clock = std::chrono::steady_clock;
 
 const char* kLaunchUsage =
     "usage: keel launch CONFIG --hosts FILE [--max-restarts N] [--launcher \"mpirun ...\"] [--probe-timeout S]\n"
-    "                   [--set path=value ...]\n"
+    "                   [--stop-grace S] [--set path=value ...]\n"
     "  runs `keel run CONFIG` on the hosts of FILE (one per line: NAME [slots=N]) through the launcher\n"
     "  (default mpirun; it is given --host and -np), and after a failure restarts on the hosts that still\n"
-    "  answer, from the latest checkpoint, at most N times (default 3)\n";
+    "  answer, from the latest checkpoint, at most N times (default 3). SIGINT or SIGTERM is passed on to\n"
+    "  the job; a job still running S seconds later (default 10) is killed; keel launch then exits 128 + the signal\n";
 
 struct LaunchOptions {
   std::string config, hosts_file;
   std::vector<std::string> overrides, launcher{"mpirun"};
   int32_t max_restarts = 3;
   double probe_timeout_s = 15;
+  // How long a job or probe told to stop (SIGINT, SIGTERM) has before its group is killed.
+  double stop_grace_s = 10;
 };
 
 struct LaunchUsageError : KeelError {
@@ -63,6 +66,7 @@ LaunchOptions parse_options(const std::vector<std::string>& args) {
     else if (arg == "--set") options.overrides.push_back(value());
     else if (arg == "--max-restarts") options.max_restarts = int32_t(number_in(arg, value(), 0, 1000));
     else if (arg == "--probe-timeout") options.probe_timeout_s = number_in(arg, value(), 1, 600);
+    else if (arg == "--stop-grace") options.stop_grace_s = number_in(arg, value(), 0, 600);
     else if (arg == "--launcher") {
       std::istringstream words(value());
       options.launcher.clear();
@@ -95,8 +99,47 @@ void forward_signal(int signal) {
   if (const pid_t group = g_job_group.load(); group > 0) ::kill(-group, signal);
 }
 
+// How often a wait looks at the stop flag: the handler cannot end a wait itself (signal()
+// restarts waitpid), so waits are slices of this length.
+constexpr double kStopPollSeconds = 0.05;
+
+// The process's exit status, or nullopt when it is still running after `timeout_s` or a stop
+// signal came first.
+std::optional<int> wait_unless_stopped(ChildProcess& process, double timeout_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (std::optional<int> status = process.wait(std::max(0.0, std::min(left, kStopPollSeconds)))) return status;
+    if (g_stop_signal || left <= kStopPollSeconds) return std::nullopt;
+  }
+}
+
+// Asks every group to end with `signal`, gives them `grace_s` together, then kills what is left:
+// a launcher that ignores the signal cannot keep the supervisor waiting.
+void end_groups(const std::vector<ChildProcess*>& processes, int signal, double grace_s) {
+  for (ChildProcess* process : processes) process->signal_group(signal);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(grace_s);
+  for (ChildProcess* process : processes)
+    process->wait(std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count()));
+  for (ChildProcess* process : processes) process->signal_group(SIGKILL);
+}
+
+// The job's exit status. Once a stop signal has come (the handler passed it on) the job has
+// `grace_s` to end before its group is killed.
+int wait_for_job(ChildProcess& job, double grace_s, std::ostream& out) {
+  std::optional<int> status;
+  while (!status && !g_stop_signal) status = job.wait(kStopPollSeconds);
+  if (status) return *status;
+  if ((status = job.wait(grace_s))) return *status;
+  out << "keel launch: the job did not end within " << grace_s << " s of signal " << g_stop_signal
+      << "; killing its process group" << std::endl;
+  job.signal_group(SIGKILL);
+  return *job.wait();
+}
+
 // The hosts on which the launcher starts `keel --version` within the timeout, probed
-// kProbesAtOnce at a time (each probe is a launcher process of its own).
+// kProbesAtOnce at a time (each probe is a launcher process of its own). A stop signal ends
+// the probing at once.
 constexpr size_t kProbesAtOnce = 64;
 
 std::vector<LaunchHost> answering_hosts(const LaunchOptions& options, const std::vector<LaunchHost>& hosts,
@@ -113,7 +156,13 @@ std::vector<LaunchHost> answering_hosts(const LaunchOptions& options, const std:
     const auto deadline = Clock::now() + std::chrono::duration<double>(options.probe_timeout_s);
     for (size_t i = first; i < last; ++i) {
       const double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
-      const std::optional<int> status = probes[i - first]->wait(left);
+      const std::optional<int> status = wait_unless_stopped(*probes[i - first], left);
+      if (g_stop_signal) {
+        std::vector<ChildProcess*> running;
+        for (auto& probe : probes) running.push_back(probe.get());
+        end_groups(running, g_stop_signal, options.stop_grace_s);
+        break;
+      }
       if (status && *status == 0) alive.push_back(hosts[i]);
       else
         out << "keel launch: host " << hosts[i].name << " does not answer ("
@@ -186,7 +235,7 @@ int launch_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (g_stop_signal) {
       out << "keel launch: stopped by signal " << g_stop_signal << " before " << (attempt ? "restarting" : "starting")
           << std::endl;
-      return attempt ? status : 128 + g_stop_signal;
+      return 128 + g_stop_signal;
     }
     if (alive.empty()) throw KeelError(KEEL_ERR_IO, "keel launch: no host of " + options.hosts_file + " answers");
     const Plan plan = largest_layout(config, alive);
@@ -220,7 +269,7 @@ int launch_command(const std::vector<std::string>& args, std::ostream& out, std:
       g_job_group = job->pid();
       sigprocmask(SIG_SETMASK, &before, nullptr);
       if (const int pending = g_stop_signal) job->signal_group(pending);
-      status = *job->wait();
+      status = wait_for_job(*job, options.stop_grace_s, out);
       g_job_group = 0;
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -229,8 +278,11 @@ int launch_command(const std::vector<std::string>& args, std::ostream& out, std:
       return 0;
     }
     if (g_stop_signal) {
-      out << "keel launch: stopped by signal " << g_stop_signal << "; not restarting" << std::endl;
-      return status;
+      // The job's own status says how the launcher took the signal (mpirun exits 1); the
+      // supervisor's says it was stopped, as a shell expects of Ctrl-C (130) or SIGTERM (143).
+      out << "keel launch: stopped by signal " << g_stop_signal << " (the job exited " << status
+          << "); not restarting" << std::endl;
+      return 128 + g_stop_signal;
     }
     out << "keel launch: the job failed (exit " << status << ") after " << int64_t(seconds) << " s";
     if (attempt == options.max_restarts) {
