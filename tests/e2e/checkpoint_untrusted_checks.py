@@ -510,6 +510,14 @@ def check_init_from_tiling(work):
     write_safetensors_raw(overlap, header, data)
     expect_refusal(work.init_from_cmd(overlap), rf"model\.init_from: {re.escape(overlap)}: not a valid safetensors file: "
                                                 r"tensor \".*\" \(data_offsets \[\d+, \d+\]\) overlaps tensor \".*\"")
+    # A NaN in one weight: refused naming the tensor, before step 1 would blame the learning rate.
+    header, data = read_safetensors(exported)
+    name = sorted(k for k in header if k != "__metadata__")[-1]
+    at = header[name]["data_offsets"][0] + 4 * 3
+    poisoned = f"{work.folder}/nan.safetensors"
+    write_safetensors_raw(poisoned, header, data[:at] + struct.pack("<f", float("nan")) + data[at + 4:])
+    expect_refusal(work.init_from_cmd(poisoned), rf"{re.escape(poisoned)}: tensor \"{re.escape(name)}\" holds NaN at "
+                                                 r"element 3; a model cannot start from non-finite weights")
 
 
 def main():

@@ -8,8 +8,9 @@
   one rank, and steps 5-8 match a run that never stopped (1e-5 relative);
 - export: `keel export` of that tp checkpoint gives every tensor of the one-rank run's export,
   same names and shapes, values within 5e-5;
-- init_from: a Hugging Face file given as model.init_from starts tp 2 and tp 4 (+ sequence
-  parallelism) from the same weights as one rank: the first steps' losses agree;
+- init_from: a Hugging Face file or a folder of two shards given as model.init_from starts tp 2,
+  tp 4 (+ sequence parallelism), ZeRO-3, tp 2 x ZeRO-3 and pp 2 (with ddp and ZeRO-3) from the
+  same weights as one rank: the first steps' losses agree;
 - end of run: at (tp 2, dp 2) with ZeRO-3 + sequence parallelism and with ddp, evaluation, the
   final save and the sample finish on every rank, and the sample is one rank's, token for token;
 - format 1: a checkpoint rewritten in the format before boxes (whole-tensor slices, the old
@@ -132,17 +133,51 @@ def check_format1(args, work):
     print(f"format 1 checkpoint ({rewritten} qkv tensors in the old shape) resumed bit for bit")
 
 
+def sharded_hf_folder(source, folder):
+    """A Hugging Face folder of two shards and an index, from one exported file and its config.json."""
+    tensors = read_safetensors(source)
+    os.makedirs(folder)
+    shutil.copy(os.path.join(os.path.dirname(source), "config.json"), folder)
+    names = sorted(tensors)
+    weight_map = {}
+    for shard, part in enumerate((names[: len(names) // 2], names[len(names) // 2:])):
+        file = f"model-{shard + 1:05d}-of-00002.safetensors"
+        header, offset, blobs = {}, 0, []
+        for name in part:
+            shape, data = tensors[name]
+            header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(data)]}
+            offset += len(data)
+            blobs.append(data)
+            weight_map[name] = file
+        text = json.dumps(header).encode()
+        with open(os.path.join(folder, file), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
 def check_init_from(args, work):
-    """model.init_from hands every rank whole Hugging Face tensors; each keeps its piece."""
+    """model.init_from hands every rank the Hugging Face tensors; each keeps its own part: its
+    tensor-parallel piece, its ZeRO-3 shard, its pipeline stage's layers (the last two used to be
+    refused). A file and a folder of two shards start every layout from one rank's weights."""
     pc.run(args, 1, "ddp", work, "source", steps=2)
-    export(args, f"{work}/source/step-00000002", f"{work}/hf.safetensors")
-    init = [f"model.init_from=\"{work}/hf.safetensors\""]
+    export(args, f"{work}/source/step-00000002", f"{work}/hf/model.safetensors")
+    sharded_hf_folder(f"{work}/hf/model.safetensors", f"{work}/hf-sharded")
+    init = [f"model.init_from=\"{work}/hf/model.safetensors\""]
     pc.run(args, 1, "ddp", work, "init-one", init, steps=3)
     reference = pc.losses(work, "init-one")
     for ranks, tp, sp in ((2, 2, False), (4, 4, True)):
         tag = f"init-tp{tp}{'-sp' if sp else ''}"
         run_tp(args, ranks, tp, "ddp", work, tag, init, sp=sp, steps=3)
         pc.compare_losses(reference, pc.losses(work, tag), f"{tag} from the same model.init_from", 1e-5)
+    folder = [f"model.init_from=\"{work}/hf-sharded\""]
+    pipeline = ["parallel.pp=2", "parallel.schedule={\"plugin\": \"1f1b\"}", f"data.micro_batch={pc.G // 4}"]
+    pipeline_dp = ["parallel.pp=2", "parallel.schedule={\"plugin\": \"1f1b\"}", f"data.micro_batch={pc.G // 8}"]
+    for ranks, tp, strategy, extra in ((1, 1, "ddp", []), (2, 1, "zero3", []), (4, 2, "zero3", []),
+                                       (2, 1, "ddp", pipeline), (4, 1, "zero3", pipeline_dp)):
+        tag = f"init-folder-{ranks}-tp{tp}-{strategy}{'-pp2' if extra else ''}"
+        run_tp(args, ranks, tp, strategy, work, tag, folder + extra, steps=3)
+        pc.compare_losses(reference, pc.losses(work, tag), f"{tag} from a sharded folder", 1e-5)
 
 
 def sample_of(stdout):

@@ -393,7 +393,7 @@ KEEL_API keel_status keel_trainer_load_hf(keel_trainer* trainer, const char* pat
     require(trainer && path && *path, "keel_trainer_load_hf: trainer is NULL, or path is NULL or empty");
     keel::Trainer& t = *trainer->trainer;
     require_whole_parameters(t, "keel_trainer_load_hf");
-    keel::import_huggingface(t.parameters(), path);  // every rank reads the same files: no collective
+    keel::import_huggingface(t.parameters(), path);  // collective: every rank calls, as the ABI says
   });
 }
 

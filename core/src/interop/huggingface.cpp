@@ -9,9 +9,11 @@
 #include <keel_support/json_parse.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -24,6 +26,7 @@
 #include "host/host_table.h"
 #include "io/regular_file.h"
 #include "loader/plugin_registry.h"
+#include "mesh/collectives.h"
 #include "train/model_parameters.h"
 
 namespace keel {
@@ -256,90 +259,152 @@ std::string complete_model_config(const std::string& model_plugin, const std::st
   throw KeelError(KEEL_ERR_INTERNAL, "model '" + model_plugin + "': complete_config's length changed between calls");
 }
 
-void import_huggingface(ModelParameters& params, const std::string& init_from) {
-  const std::vector<std::string> paths = init_files(init_from);
-  const size_t n = params.info().n_params;
-  // Pass 1, every header: check everything before writing anything, so a refused checkpoint
-  // leaves the parameters as they were.
+namespace {
+
+// What one rank takes from the init files: for each of its parameters the stored tensor's name
+// ("" when the model does not name it externally) and layout, and which file holds which tensor.
+struct ImportPlan {
+  std::vector<std::string> paths;
   std::map<std::string, StoredTensor> stored;
-  std::vector<float> tied_head, tied_embedding;
-  for (size_t f = 0; f < paths.size(); ++f) {
-    const SafetensorsFile file = open_init_file(paths[f]);
+  std::vector<ExternalLayout> layouts;
+  std::vector<std::string> names;
+  std::set<std::string> used;
+  std::string tied_name;
+};
+
+// Pass 1, every header: checks everything this rank will write before anything is written, so a
+// refused checkpoint leaves the parameters as they were.
+ImportPlan plan_import(ModelParameters& params, const std::string& init_from) {
+  ImportPlan plan;
+  plan.paths = init_files(init_from);
+  const size_t n = params.info().n_params;
+  for (size_t f = 0; f < plan.paths.size(); ++f) {
+    const SafetensorsFile file = open_init_file(plan.paths[f]);
     for (const auto& name : file.names()) {
       const auto& t = file.tensor(name);
-      if (!stored.emplace(name, StoredTensor{f, t.dtype, t.shape}).second)
+      if (!plan.stored.emplace(name, StoredTensor{f, t.dtype, t.shape}).second)
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "model.init_from: tensor \"" + name + "\" is in both " +
-                                                       paths[stored.at(name).file] + " and " + paths[f]);
+                                                       plan.paths[plan.stored.at(name).file] + " and " + plan.paths[f]);
     }
   }
   auto find_stored = [&](const std::string& name) -> std::string {
-    if (stored.count(name)) return name;
+    if (plan.stored.count(name)) return name;
     const std::string prefix = "transformer.";  // GPT2Model's names, which the gpt2 download uses
-    if (name.rfind(prefix, 0) == 0 && stored.count(name.substr(prefix.size()))) return name.substr(prefix.size());
+    if (name.rfind(prefix, 0) == 0 && plan.stored.count(name.substr(prefix.size()))) return name.substr(prefix.size());
     return "";
   };
-  std::vector<ExternalLayout> layouts;
-  std::vector<std::string> names(n);
-  std::set<std::string> used;
-  std::string tied_name;
+  plan.names.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    layouts.push_back(layout_of(params, i));
-    const ExternalLayout& layout = layouts.back();
+    plan.layouts.push_back(layout_of(params, i));
+    const ExternalLayout& layout = plan.layouts.back();
     if (layout.name.empty()) continue;
-    names[i] = find_stored(layout.name);
+    plan.names[i] = find_stored(layout.name);
     const std::string what = "tensor \"" + layout.name + "\" (Keel's " + layout.keel_name + ")";
-    if (names[i].empty())
+    if (plan.names[i].empty())
       throw KeelError(KEEL_ERR_NOT_FOUND, init_from + ": " + what + " is missing; expected shape " +
                                               shape_text(layout.external_shape));
-    const StoredTensor& t = stored.at(names[i]);
+    const StoredTensor& t = plan.stored.at(plan.names[i]);
     if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
-      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, paths[t.file] + ": " + what + " is " + t.dtype +
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, plan.paths[t.file] + ": " + what + " is " + t.dtype +
                                                      "; F32, BF16 and F16 are read");
     if (t.shape != layout.external_shape)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
-                      paths[t.file] + ": " + what + ": expected shape " + shape_text(layout.external_shape) +
+                      plan.paths[t.file] + ": " + what + ": expected shape " + shape_text(layout.external_shape) +
                           (layout.transpose ? " (Keel's " + shape_text(layout.keel_shape) + " as " +
                                                      shape_text({layout.external_rows, layout.cols}) + ", transposed)"
                                                : "") +
                           ", found " + shape_text(t.shape) + "; does the model config match the file's?");
-    used.insert(names[i]);
-    if (params.info().params[i].flags & KEEL_PARAM_TIED) tied_name = names[i];
+    plan.used.insert(plan.names[i]);
+    if (params.info().params[i].flags & KEEL_PARAM_TIED) plan.tied_name = plan.names[i];
+  }
+  return plan;
+}
+
+// The files' tensors no rank takes: under pipeline parallelism each stage takes its own layers,
+// so only the union over every rank tells a tensor of another stage from one of another model.
+// Collective over the world.
+void refuse_unknown_tensors(ModelParameters& params, const ImportPlan& plan, const std::string& init_from) {
+  std::string mine;
+  for (const auto& name : plan.used) mine += name + "\n";
+  std::set<std::string> used_anywhere;
+  for (const auto& part : gather_strings(params.world(), mine)) {
+    size_t at = 0;
+    for (size_t next; (next = part.find('\n', at)) != std::string::npos; at = next + 1)
+      used_anywhere.insert(part.substr(at, next - at));
   }
   std::vector<std::string> unknown;
-  for (const auto& entry : stored)
-    if (!used.count(entry.first) && !is_ignored_extra(entry.first)) unknown.push_back(entry.first);
-  if (!unknown.empty()) {
-    std::string list;
-    for (size_t k = 0; k < std::min<size_t>(unknown.size(), 5); ++k) list += (k ? ", " : "") + unknown[k];
-    if (unknown.size() > 5) list += ", ... (" + std::to_string(unknown.size()) + " in all)";
-    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, init_from + ": holds tensors model '" + params.model_plugin() +
-                                                   "' does not have: " + list + "; does the model config match the file's?");
-  }
-  // A tied model's lm_head.weight, when the checkpoint has one, must equal its embedding.
-  if (!tied_name.empty() && tied_name != "lm_head.weight" && stored.count("lm_head.weight")) {
-    const StoredTensor& head = stored.at("lm_head.weight");
-    std::vector<float> head_values = tensor_as_f32(open_init_file(paths[head.file]), "lm_head.weight");
-    std::vector<float> embedding = tensor_as_f32(open_init_file(paths[stored.at(tied_name).file]), tied_name);
-    if (head.shape != stored.at(tied_name).shape || head_values != embedding)
-      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, paths[head.file] + ": lm_head.weight differs from " + tied_name +
-                                                     ": the file's model has an untied LM head, and model '" +
-                                                     params.model_plugin() + "' ties it to the token embedding");
-  }
+  for (const auto& entry : plan.stored)
+    if (!used_anywhere.count(entry.first) && !is_ignored_extra(entry.first)) unknown.push_back(entry.first);
+  if (unknown.empty()) return;
+  std::string list;
+  for (size_t k = 0; k < std::min<size_t>(unknown.size(), 5); ++k) list += (k ? ", " : "") + unknown[k];
+  if (unknown.size() > 5) list += ", ... (" + std::to_string(unknown.size()) + " in all)";
+  throw KeelError(KEEL_ERR_INVALID_ARGUMENT, init_from + ": holds tensors model '" + params.model_plugin() +
+                                                 "' does not have: " + list + "; does the model config match the file's?");
+}
 
-  // Pass 2, file by file: each parameter from its tensor, widened to fp32.
-  for (size_t f = 0; f < paths.size(); ++f) {
-    std::unique_ptr<SafetensorsFile> file;
-    for (size_t i = 0; i < n; ++i) {
-      const ExternalLayout& layout = layouts[i];
-      if (layout.name.empty() || stored.at(names[i]).file != f) continue;
-      if (!file) file = std::make_unique<SafetensorsFile>(open_init_file(paths[f]));
-      std::vector<float> external = tensor_as_f32(*file, names[i]);
-      if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
-      std::vector<float> values(size_t(params.global_numel(i)), 0.0f);  // rows the format lacks stay zero
-      std::copy(external.begin(), external.end(), values.begin());
-      params.write_param(i, values);
-    }
+// A tied model's lm_head.weight, when the checkpoint has one, must equal its embedding.
+void check_tied_head(ModelParameters& params, const ImportPlan& plan) {
+  if (plan.tied_name.empty() || plan.tied_name == "lm_head.weight" || !plan.stored.count("lm_head.weight")) return;
+  const StoredTensor& head = plan.stored.at("lm_head.weight");
+  std::vector<float> head_values = tensor_as_f32(open_init_file(plan.paths[head.file]), "lm_head.weight");
+  std::vector<float> embedding = tensor_as_f32(open_init_file(plan.paths[plan.stored.at(plan.tied_name).file]), plan.tied_name);
+  if (head.shape != plan.stored.at(plan.tied_name).shape || head_values != embedding)
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, plan.paths[head.file] + ": lm_head.weight differs from " + plan.tied_name +
+                                                   ": the file's model has an untied LM head, and model '" +
+                                                   params.model_plugin() + "' ties it to the token embedding");
+}
+
+// A NaN or Inf weight would train to NaN at step 1 and be blamed on the learning rate.
+void require_finite(const std::vector<float>& values, const std::string& path, const std::string& name) {
+  for (size_t k = 0; k < values.size(); ++k)
+    if (!std::isfinite(values[k]))
+      throw KeelError(KEEL_ERR_NONFINITE, path + ": tensor \"" + name + "\" holds " +
+                                              (std::isnan(values[k]) ? "NaN" : "an infinity") + " at element " +
+                                              std::to_string(k) + "; a model cannot start from non-finite weights");
+}
+
+}  // namespace
+
+void import_huggingface(ModelParameters& params, const std::string& init_from) {
+  // Every rank checks its own parameters' tensors; all learn whether any rank refused before any
+  // writes, so no rank is left in a collective the others skipped.
+  ImportPlan plan;
+  std::exception_ptr failure;
+  try {
+    plan = plan_import(params, init_from);
+    check_tied_head(params, plan);
+  } catch (...) {
+    failure = std::current_exception();
   }
+  rethrow_if_any_failed(params.world(), failure, KEEL_ERR_INVALID_ARGUMENT,
+                        "model.init_from: " + init_from + ": another rank refused its part (its message says why)");
+  refuse_unknown_tensors(params, plan, init_from);
+
+  // Pass 2, file by file: each of this rank's parameters from its tensor, widened to fp32; the
+  // strategy keeps the range this rank owns (a ZeRO-3 shard, a pipeline stage's own layers).
+  const size_t n = params.info().n_params;
+  try {
+    for (size_t f = 0; f < plan.paths.size(); ++f) {
+      std::unique_ptr<SafetensorsFile> file;
+      for (size_t i = 0; i < n; ++i) {
+        const ExternalLayout& layout = plan.layouts[i];
+        if (layout.name.empty() || plan.stored.at(plan.names[i]).file != f) continue;
+        if (!file) file = std::make_unique<SafetensorsFile>(open_init_file(plan.paths[f]));
+        std::vector<float> external = tensor_as_f32(*file, plan.names[i]);
+        require_finite(external, plan.paths[f], plan.names[i]);
+        if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
+        std::vector<float> values(size_t(params.global_numel(i)), 0.0f);  // rows the format lacks stay zero
+        std::copy(external.begin(), external.end(), values.begin());
+        params.write_param(i, values);
+      }
+    }
+    failure = nullptr;
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  rethrow_if_any_failed(params.world(), failure, KEEL_ERR_INVALID_ARGUMENT,
+                        "model.init_from: " + init_from + ": another rank could not take its part (its message says why)");
 }
 
 }  // namespace keel

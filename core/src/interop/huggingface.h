@@ -18,13 +18,16 @@ void export_huggingface(ModelParameters& params, const std::string& out_safetens
 // a Hugging Face checkpoint folder (its model.safetensors, else the shards its
 // model.safetensors.index.json names, each a file directly inside the folder). Tensors may be
 // F32, BF16 or F16 (widened to fp32 exactly); transposed back where the format transposes,
-// padded vocabulary rows set to zero. Every header is checked before any parameter is written,
-// and one shard is in memory at a time. Throws KeelError naming the file and the tensor when
+// padded vocabulary rows set to zero. Collective over the world: each rank takes its own
+// parameters (its pipeline stage's, its tensor-parallel piece, the range a sharding strategy
+// gives it); every header is checked on every rank before any parameter is written, and one shard
+// is in memory at a time. Throws KeelError naming the file and the tensor when
 // one is missing, of another dtype or shape, in two shards, and when the files hold tensors the
 // model does not have (another architecture or size). Ignored: "lm_head.weight" of a tied model
 // (refused if it differs from the embedding) and the attention buffers "*.attn.bias" /
 // "*.attn.masked_bias" that older transformers versions saved. Names without the
 // "transformer." prefix (how GPT2Model and the gpt2 download store them) are accepted too.
+// A non-finite value is refused naming the tensor.
 void import_huggingface(ModelParameters& params, const std::string& init_from);
 
 // The model section `section_json` completed from a checkpoint folder's config.json by the model

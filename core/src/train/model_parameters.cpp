@@ -53,19 +53,21 @@ void ModelParameters::write_param(size_t index, const std::vector<float>& values
     throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string("parameter ") + plugins_.model_info.params[index].name + " has " +
                                                    std::to_string(global_numel(index)) + " elements, not " +
                                                    std::to_string(values.size()));
-  // Every rank is handed the whole tensor and keeps its own piece of it.
+  // Every rank is handed the whole tensor and keeps what it owns of its piece.
   const keel_param_spec& spec = plugins_.model_info.params[index];
-  std::vector<float> piece;
-  const std::vector<float>* mine = &values;
-  if (numel(index) != global_numel(index)) {
-    piece.resize(size_t(numel(index)));
-    keel_support::copy_overlap(keel_support::PieceBox::whole(spec.ndim, spec.global_shape), 0, global_numel(index),
-                               values.data(), keel_support::PieceBox::of_spec(spec), 0, numel(index), piece.data());
-    mine = &piece;
-  }
-  check_plugin(plugins_.strategy->write_param(plugins_.strategy_obj, index, 0, int64_t(mine->size()), mine->data()),
-               "strategy write_param");
+  const auto [begin, end] = StrategyState(plugins_, config_.strategy.plugin).owned_range(-1, index);
+  if (begin < 0 || end > numel(index))
+    throw KeelError(KEEL_ERR_INTERNAL, "strategy '" + config_.strategy.plugin + "' owns [" + std::to_string(begin) + ", " +
+                                           std::to_string(end) + ") of " + spec.name + ", which has " +
+                                           std::to_string(numel(index)) + " elements here");
+  if (end <= begin) return;
+  std::vector<float> owned(size_t(end - begin));
+  keel_support::copy_overlap(keel_support::PieceBox::whole(spec.ndim, spec.global_shape), 0, global_numel(index),
+                             values.data(), keel_support::PieceBox::of_spec(spec), begin, end, owned.data());
+  StrategyState(plugins_, config_.strategy.plugin).write_range(-1, index, begin, owned);
 }
+
+const CommGroup& ModelParameters::world() const { return plugins_.mesh.world; }
 
 keel_external_tensor ModelParameters::external_tensor(const std::string& format, size_t index) {
   if (!KEEL_HAS_SLOT(plugins_.model, external_name))

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "mesh/mesh.h"
 
 namespace keel {
 
@@ -20,9 +21,11 @@ class ModelParameters {
 
   const keel_model_info& info() const;   // the specs of this rank's pieces
   const std::string& model_plugin() const { return config_.model.plugin; }
+  const CommGroup& world() const;  // every rank, for what the core agrees on across them
 
   // Whole tensors. Reading refuses a parameter split over tp ranks (a whole tensor would need
-  // every rank); writing takes the whole tensor on every rank, and each keeps its piece.
+  // every rank); writing takes the whole tensor on every rank, and each keeps the part it owns
+  // (its tensor-parallel piece, of that the range its strategy holds: a ZeRO-3 shard).
   std::vector<float> read_param(size_t index);
   std::vector<float> read_grad(size_t index);
   void write_param(size_t index, const std::vector<float>& values);
