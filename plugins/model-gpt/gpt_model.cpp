@@ -46,6 +46,13 @@ std::string complete_gpt_config(const std::string& format, const char* external_
   merge.require_value("n_inner", nullptr, "Keel's gpt has a 4·d_model MLP");
   merge.require_one_of("activation_function", {"gelu_new", "gelu_pytorch_tanh"}, /*absent_ok=*/true);
   merge.require_value("tie_word_embeddings", true, "Keel's gpt ties the LM head to the token embedding");
+  // Keys that change GPT-2's function: each is Keel's value or refused by name. Dropout (the
+  // *_pdrop keys) is left out on purpose: it acts in training only, and Keel trains without it.
+  merge.require_value("scale_attn_weights", true, "Keel's gpt scales attention scores by 1/sqrt(head size)");
+  merge.require_value("scale_attn_by_inverse_layer_idx", false,
+                      "Keel's gpt does not scale attention scores by the inverse layer index");
+  merge.require_value("add_cross_attention", false, "Keel's gpt is decoder-only, without cross-attention");
+  merge.require_value("layer_norm_epsilon", 1e-5, "Keel's layer norm kernels use GPT-2's epsilon, 1e-5");
   merge.take("n_layer", "n_layer");
   merge.take("n_head", "n_head");
   merge.take("d_model", "n_embd");

@@ -246,6 +246,34 @@ def test_init_from_a_folder_takes_the_sizes_from_its_config_json():
         in result.stderr, result.stderr
 
 
+def test_init_from_refuses_config_keys_that_change_gpt2():
+    """config.json keys that change GPT-2's function are refused by name (they used to be trained
+    as plain GPT-2); Keel's own values and the training-only dropout keys pass."""
+    e = trained_export()
+    with open(PROBE_CONFIG) as f:
+        config = json.load(f)
+    config["model"] = {"plugin": "gpt"}
+    bare = os.path.join(e["work"], "bare-keys.json")
+    with open(bare, "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(e["hf_dir"], "config.json")) as f:
+        hf_config = json.load(f)
+    cases = [("scale_attn_weights", False, True), ("scale_attn_by_inverse_layer_idx", True, False),
+             ("add_cross_attention", True, False), ("layer_norm_epsilon", 1e-6, 1e-5)]
+    out = os.path.join(e["work"], "keys.safetensors")
+    for key, changed, keels in cases:
+        for value, accepted in ((keels, True), (changed, False)):
+            folder = os.path.join(e["work"], f"hf-{key}-{value}")
+            shutil.copytree(e["hf_dir"], folder, dirs_exist_ok=True)
+            with open(os.path.join(folder, "config.json"), "w") as f:
+                json.dump(dict(hf_config, **{key: value}, resid_pdrop=0.1), f)
+            result = _run([e["probe"], "--config", bare, "--out", out, "--steps", "1", "--init-from", folder],
+                          expect_ok=accepted)
+            if not accepted:
+                assert result.returncode != 0, f"{key}={value} was accepted"
+                assert f'"{key}" is {json.dumps(value)}' in result.stderr, result.stderr
+
+
 def test_hf_layout_gpt2_gives_keel_logits():
     e = trained_export()
     keel, result = probe_from(os.path.join(e["hf_dir"], "model.safetensors"), "imported")
