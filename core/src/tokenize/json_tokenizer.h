@@ -11,6 +11,7 @@
 #include "tokenize/bpe_model.h"
 #include "tokenize/regex_split.h"
 #include "tokenize/tokenizer.h"
+#include "tokenize/tokenizer_file_limits.h"
 
 namespace keel {
 
@@ -41,8 +42,9 @@ struct TokenizerPipeline {
   int64_t vocab_size = 0;                // one past the largest id, added tokens included
 };
 
-// Reads and checks a tokenizer.json (tokenizer_json.cpp).
-TokenizerPipeline read_tokenizer_json(const std::string& path);
+// Reads and checks a tokenizer.json (tokenizer_json.cpp); a file past `limits` is refused
+// before it is parsed, and running out of memory is an error naming the file, not an abort.
+TokenizerPipeline read_tokenizer_json(const std::string& path, const TokenizerFileLimits& limits = {});
 
 std::unique_ptr<Tokenizer> make_pipeline_tokenizer(TokenizerPipeline pipeline);
 

@@ -12,8 +12,8 @@
 // truncation and padding do not apply to whole documents.
 #include <nlohmann/json.hpp>
 
-#include <keel_support/json_parse.hpp>  // defines: kMaxJsonDepth
-
+#include <cstdint>
+#include <new>
 #include <set>
 
 #include "host/errors.h"
@@ -25,11 +25,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxFileBytes = size_t(512) << 20;  // Llama 3's is 9 MB
 constexpr int64_t kMaxVocabulary = int64_t(1) << 24;   // ids below 16.7M; the largest real vocabularies are ~1M
-constexpr size_t kMaxMerges = size_t(1) << 24;
-constexpr size_t kMaxAddedTokens = size_t(1) << 20;
 constexpr size_t kMaxTokenBytes = 4096;
+// Entries of model.merges and added_tokens: bounded by TokenizerFileLimits before the tree is built.
+constexpr size_t kCountedBefore = SIZE_MAX;
 constexpr size_t kMaxPatternBytes = 4096;
 constexpr size_t kMaxSequenceSteps = 64;
 
@@ -228,7 +227,7 @@ BpeSpec read_bpe(const At& model, int64_t& max_id) {
   }
 
   const At merges = model["merges"];
-  const auto& merge_items = merges.array(kMaxMerges);
+  const auto& merge_items = merges.array(kCountedBefore);
   std::set<std::pair<uint32_t, uint32_t>> seen;
   spec.merges.reserve(merge_items.size());
   for (size_t i = 0; i < merge_items.size(); ++i) {
@@ -256,7 +255,7 @@ BpeSpec read_bpe(const At& model, int64_t& max_id) {
 void read_added_tokens(const At& node, const BpeSpec& spec, bool has_normalizer, TokenizerPipeline& pipeline,
                        int64_t& max_id) {
   if (node.is_null()) return;
-  const auto& items = node.array(kMaxAddedTokens);
+  const auto& items = node.array(kCountedBefore);
   std::unordered_map<uint32_t, std::string> model_by_id;
   for (const auto& [content, id] : spec.vocab) model_by_id.emplace(id, content);
   std::unordered_map<uint32_t, std::string> added_by_id;
@@ -288,40 +287,14 @@ void read_added_tokens(const At& node, const BpeSpec& spec, bool has_normalizer,
   }
 }
 
-// The deepest nesting of arrays and objects in `text`, read past strings. Checked before parsing
-// instead of through keel_support::parse_json's callback: nlohmann's callback parser rescans
-// the parent container at each closing brace, quadratic in Llama 3's 256 (or our test's 70,000)
-// added tokens.
-int json_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-}  // namespace
-
-TokenizerPipeline read_tokenizer_json(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_regular_file(path, "tokenizer file", Symlinks::follow, kMaxFileBytes);
-  const std::string text(bytes.begin(), bytes.end());
-  if (json_depth(text) > keel_support::kMaxJsonDepth)
-    throw KeelError(KEEL_ERR_INVALID_CONFIG,
-                    path + ": JSON nested deeper than " + std::to_string(keel_support::kMaxJsonDepth) + " levels");
+// The counts come first (tokenizer_file_limits.cpp), so nlohmann's tree is only built for a file
+// whose size it can hold; the tree is parsed from the file's bytes with no copy of them.
+TokenizerPipeline read_checked_file(const std::string& path, const TokenizerFileLimits& limits) {
+  const std::vector<unsigned char> bytes = read_regular_file(path, "tokenizer file", Symlinks::follow, limits.max_file_bytes);
+  check_tokenizer_file_limits(bytes, path, limits);
   json root;
   try {
-    root = json::parse(text);
+    root = json::parse(bytes.begin(), bytes.end());
   } catch (const json::exception& e) {
     throw KeelError(KEEL_ERR_INVALID_CONFIG, path + ": not valid JSON: " + e.what());
   }
@@ -353,6 +326,16 @@ TokenizerPipeline read_tokenizer_json(const std::string& path) {
   pipeline.vocab_size = max_id + 1;
   pipeline.model = std::make_unique<BpeModel>(std::move(spec));
   return pipeline;
+}
+
+}  // namespace
+
+TokenizerPipeline read_tokenizer_json(const std::string& path, const TokenizerFileLimits& limits) {
+  try {
+    return read_checked_file(path, limits);
+  } catch (const std::bad_alloc&) {
+    throw KeelError(KEEL_ERR_OUT_OF_MEMORY, path + ": out of memory while reading this tokenizer file");
+  }
 }
 
 }  // namespace keel
