@@ -6,13 +6,17 @@
 // when ByteLevel is the last pre-tokenizer (the reader refuses it anywhere else).
 #include "tokenize/json_tokenizer.h"
 
+#include <new>
+
 #include "host/errors.h"
 
 namespace keel {
 namespace {
 
+// A pre-token on its way through the pre-tokenizer steps; `text` points into the document or
+// into a string the step before owns for as long as the words made from it are being encoded.
 struct Word {
-  std::string text;
+  std::string_view text;
   bool at_start;  // begins at offset 0 of the document (Metaspace's prepend_scheme "first")
 };
 
@@ -36,72 +40,49 @@ void normalize(const std::vector<NormalizeStep>& steps, std::string& text) {
   }
 }
 
-void split_words(const RegexSplitter& regex, SplitBehavior behavior, const std::string& where, std::vector<Word>& words) {
-  std::vector<Word> out;
-  std::vector<std::string_view> pieces;
-  for (const auto& word : words) {
-    pieces.clear();
-    regex.split(word.text, behavior, where, pieces);
-    for (auto piece : pieces) out.push_back({std::string(piece), word.at_start && piece.data() == word.text.data()});
+// Each replacement begins a word (the library's MergedWithNext).
+template <typename Emit>
+void split_at_replacements(std::string_view text, const std::string& replacement, bool at_start, Emit&& emit) {
+  size_t begin = 0;
+  for (size_t hit = text.find(replacement, 1); hit != std::string_view::npos;
+       hit = text.find(replacement, hit + replacement.size())) {
+    if (hit > begin) emit(Word{text.substr(begin, hit - begin), at_start && begin == 0});
+    begin = hit;
   }
-  words.swap(out);
-}
-
-void metaspace(const PreTokenizeStep& step, std::vector<Word>& words) {
-  std::vector<Word> out;
-  for (auto& word : words) {
-    replace_all(word.text, " ", step.replacement);
-    const bool starts = word.text.compare(0, step.replacement.size(), step.replacement) == 0;
-    if (!starts && (step.prepend == PreTokenizeStep::Prepend::always ||
-                    (step.prepend == PreTokenizeStep::Prepend::first && word.at_start)))
-      word.text.insert(0, step.replacement);
-    if (!step.metaspace_split) {
-      out.push_back(std::move(word));
-      continue;
-    }
-    // Each replacement begins a word (the library's MergedWithNext).
-    size_t begin = 0;
-    for (size_t hit = word.text.find(step.replacement, 1); hit != std::string::npos;
-         hit = word.text.find(step.replacement, hit + step.replacement.size())) {
-      if (hit > begin) out.push_back({word.text.substr(begin, hit - begin), word.at_start && begin == 0});
-      begin = hit;
-    }
-    if (begin < word.text.size()) out.push_back({word.text.substr(begin), word.at_start && begin == 0});
-  }
-  words.swap(out);
+  if (begin < text.size()) emit(Word{text.substr(begin), at_start && begin == 0});
 }
 
 class PipelineTokenizer : public Tokenizer {
  public:
   explicit PipelineTokenizer(TokenizerPipeline pipeline) : p_(std::move(pipeline)) {}
 
+  // Memory stays a small multiple of the document: words are encoded as the pre-tokenizer
+  // yields them, one step's output feeding the next, never gathered into a list.
   void encode(std::string_view text, const std::string& where, std::vector<uint32_t>& ids) const override {
     const size_t bad = find_invalid_utf8(text);
     if (bad != std::string_view::npos)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, where + ": byte offset " + std::to_string(bad) +
                                                      ": not valid UTF-8 (a tokenizer.json tokenizer reads Unicode text)");
-    std::vector<Word> words;
-    std::string mapped;
-    for (const auto& piece : p_.added.split(text)) {
-      if (piece.is_token) {
-        ids.push_back(piece.id);
-        continue;
-      }
-      std::string stretch(piece.text);
-      normalize(p_.normalizers, stretch);
-      if (stretch.empty()) continue;
-      words.clear();
-      words.push_back({std::move(stretch), piece.offset == 0});
-      pre_tokenize(where, words);
-      for (const auto& word : words) {
-        if (!p_.byte_level) {
-          p_.model->encode_word(word.text, where, ids);
+    try {
+      RegexWorkBudget budget = RegexWorkBudget::for_document(text.size());
+      std::string stretch;
+      for (const auto& piece : p_.added.split(text)) {
+        if (piece.is_token) {
+          ids.push_back(piece.id);
           continue;
         }
-        mapped.clear();
-        for (unsigned char b : word.text) mapped += byte_level_char(b);
-        p_.model->encode_word(mapped, where, ids);
+        std::string_view normalized = piece.text;
+        if (!p_.normalizers.empty()) {
+          stretch.assign(piece.text);
+          normalize(p_.normalizers, stretch);
+          normalized = stretch;
+        }
+        if (!normalized.empty()) pre_tokenize(0, Word{normalized, piece.offset == 0}, where, budget, ids);
       }
+    } catch (const std::bad_alloc&) {
+      throw KeelError(KEEL_ERR_OUT_OF_MEMORY, where + ": out of memory while tokenizing this document of " +
+                                                 std::to_string(text.size()) + " bytes (" + p_.kind +
+                                                 " reads a document whole; split it into smaller files)");
     }
   }
 
@@ -111,22 +92,43 @@ class PipelineTokenizer : public Tokenizer {
   }
 
  private:
-  void pre_tokenize(const std::string& where, std::vector<Word>& words) const {
-    for (const auto& step : p_.pre_tokenizers) {
-      switch (step.kind) {
-        case PreTokenizeStep::Kind::split:
-          split_words(*step.regex, step.behavior, where, words);
-          break;
-        case PreTokenizeStep::Kind::byte_level:
-          for (auto& word : words)
-            if (step.add_prefix_space && word.text[0] != ' ') word.text.insert(0, 1, ' ');
-          if (step.regex) split_words(*step.regex, SplitBehavior::isolated, where, words);
-          break;
-        case PreTokenizeStep::Kind::metaspace:
-          metaspace(step, words);
-          break;
+  // Runs pre-tokenizer steps [step, end) over `word` and encodes each word they yield.
+  void pre_tokenize(size_t step, Word word, const std::string& where, RegexWorkBudget& budget,
+                    std::vector<uint32_t>& ids) const {
+    if (step == p_.pre_tokenizers.size()) return encode_word(word.text, where, ids);
+    const PreTokenizeStep& s = p_.pre_tokenizers[step];
+    auto next = [&](Word w) { pre_tokenize(step + 1, w, where, budget, ids); };
+    auto split = [&](const RegexSplitter& regex, SplitBehavior behavior, Word w) {
+      regex.split(w.text, behavior, where, budget, [&](std::string_view piece) {
+        next(Word{piece, w.at_start && piece.data() == w.text.data()});
+      });
+    };
+    switch (s.kind) {
+      case PreTokenizeStep::Kind::split:
+        return split(*s.regex, s.behavior, word);
+      case PreTokenizeStep::Kind::byte_level: {
+        std::string spaced;
+        if (s.add_prefix_space && word.text[0] != ' ') spaced = " " + std::string(word.text), word.text = spaced;
+        return s.regex ? split(*s.regex, SplitBehavior::isolated, word) : next(word);
+      }
+      case PreTokenizeStep::Kind::metaspace: {
+        std::string replaced(word.text);
+        replace_all(replaced, " ", s.replacement);
+        const bool starts = replaced.compare(0, s.replacement.size(), s.replacement) == 0;
+        if (!starts && (s.prepend == PreTokenizeStep::Prepend::always ||
+                        (s.prepend == PreTokenizeStep::Prepend::first && word.at_start)))
+          replaced.insert(0, s.replacement);
+        if (!s.metaspace_split) return next(Word{replaced, word.at_start});
+        return split_at_replacements(replaced, s.replacement, word.at_start, next);
       }
     }
+  }
+
+  void encode_word(std::string_view word, const std::string& where, std::vector<uint32_t>& ids) const {
+    if (!p_.byte_level) return p_.model->encode_word(word, where, ids);
+    std::string mapped;
+    for (unsigned char b : word) mapped += byte_level_char(b);
+    p_.model->encode_word(mapped, where, ids);
   }
 
   TokenizerPipeline p_;
