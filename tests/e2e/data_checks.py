@@ -2,19 +2,24 @@
 """End-to-end checks of the data pipeline, run by ctest: `keel prepare-data` turns a folder of
 text into llm.c shards whose bytes are exactly the input files, split by whole file; keel
 trains from them; shards written by examples/data/write_llmc_shards.py are read by keel; bad
-input to prepare-data ends with a message naming the path and a non-zero exit. Only the
+input to prepare-data ends with a message naming the path and a non-zero exit; a rerun over a
+used --out that fails (a full disk) or is stopped (SIGINT, SIGTERM) leaves the earlier set
+exactly as it was, with no temporary file, and a stopped one exits 128 + the signal. Only the
 standard library here (the writer script itself needs numpy)."""
 import argparse
 import glob
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 
 MAGIC, VERSION = 20240520, 1
 
@@ -133,6 +138,51 @@ def check_prepare_shards(keel, workdir, **_):
     assert "removed" in log and "stale train shard" in log, log
 
 
+def folder_bytes(folder):
+    return {name: open(os.path.join(folder, name), "rb").read() for name in sorted(os.listdir(folder))}
+
+
+def check_prepare_all_or_nothing(keel, workdir, **_):
+    """A rerun over a used --out publishes its whole set or nothing: a full disk (RLIMIT_FSIZE,
+    SIGXFSZ ignored: writes fail with EFBIG) and SIGINT/SIGTERM mid-run leave the earlier shards
+    byte for byte, nothing beside them, and the stopped runs exit 130 and 143."""
+    src = os.path.join(workdir, "text")
+    os.makedirs(src)
+    line = b"".join(bytes([97 + (i * 7 + j) % 26 for j in range(63)]) + b"\n" for i in range(256))
+    for i in range(24):  # 24 documents of 1 MiB: some hundreds of shards of 10k tokens, each fsync'd
+        with open(os.path.join(src, f"doc{i:02d}.txt"), "wb") as f:
+            f.write(bytes([65 + i]) * 64 + line * 64)
+    out = os.path.join(workdir, "shards")
+    prepare(keel, src, out, "--shard-tokens", "20000", "--val-fraction", "0.1")
+    earlier = folder_bytes(out)
+    assert len([n for n in earlier if n.startswith("train_")]) > 100, sorted(earlier)
+    rerun = [keel, "prepare-data", src, "--out", out, "--shard-tokens", "10000", "--val-fraction", "0.3"]
+
+    def full_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (15000, 15000))  # a 10k-token shard is 21,024 bytes
+
+    p = subprocess.run(rerun, capture_output=True, text=True, preexec_fn=full_disk)
+    print(f"rerun on a full disk: exit {p.returncode}: {p.stderr.strip()}")
+    assert p.returncode == 1 and "File too large" in p.stderr, p.stderr
+    assert folder_bytes(out) == earlier, f"a failed rerun changed {out}: {sorted(set(os.listdir(out)) ^ set(earlier))}"
+
+    for stop, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        p = subprocess.Popen(rerun, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while p.poll() is None and not [n for n in os.listdir(out) if n.startswith(".")]:
+            time.sleep(0.001)  # the run is writing once a hidden entry (its staging folder) shows
+        p.send_signal(stop)
+        stderr = p.communicate()[1]
+        print(f"rerun stopped by {stop.name}: exit {p.returncode}: {stderr.strip()}")
+        assert p.returncode == code, f"exit {p.returncode}, expected {code} (a run that ended first: enlarge the input)"
+        assert "nothing published" in stderr, stderr
+        assert folder_bytes(out) == earlier, f"a stopped rerun changed {out}: {sorted(set(os.listdir(out)) ^ set(earlier))}"
+
+    log = prepare(keel, src, out, "--shard-tokens", "10000", "--val-fraction", "0.3")
+    assert "stale" not in log and not [n for n in os.listdir(out) if n.startswith(".")], os.listdir(out)
+    assert folder_bytes(out) != earlier, "the completed rerun published nothing"
+
+
 def train(keel, config, workdir, tag, train_glob, val_glob, steps):
     metrics = os.path.join(workdir, f"{tag}.jsonl")
     must_run([keel, "run", config] + [a for s in (
@@ -222,7 +272,8 @@ def main():
     parser.add_argument("--examples", required=True, help="the examples/data folder")
     args = parser.parse_args()
     checks = {"prepare_shards": check_prepare_shards, "trains_from_prepared": check_trains_from_prepared,
-              "python_writer": check_python_writer, "prepare_refuses_bad_input": check_prepare_refuses_bad_input}
+              "python_writer": check_python_writer, "prepare_refuses_bad_input": check_prepare_refuses_bad_input,
+              "prepare_all_or_nothing": check_prepare_all_or_nothing}
     if args.check not in checks:
         sys.exit(f"unknown check {args.check}; one of {', '.join(checks)}")
     with tempfile.TemporaryDirectory() as workdir:

@@ -2,7 +2,9 @@
 // tokenizer.json (core/src/tokenize). Documents are files: each goes whole to train or
 // to validation, chosen by a hash of its path relative to the input (so the choice does not
 // depend on where the folder lives), until about --val-fraction of the bytes are validation.
-// Files are read in sorted path order, so the same inputs always give the same shards.
+// Files are read in sorted path order, so the same inputs always give the same shards. The set
+// is published all at once or not at all (shard_staging.h): a failure, SIGINT or SIGTERM leaves
+// --out as it was, with no temporary file behind.
 #include "data/prepare_data.h"
 
 #include <fcntl.h>
@@ -13,14 +15,15 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 
 #include "data/shard_format.h"
+#include "data/shard_staging.h"
 #include "data/shard_writer.h"
 #include "host/errors.h"
 #include "host/param_init.h"
 #include "io/regular_file.h"
 #include "tokenize/tokenizer.h"
+#include "train/stop_signals.h"
 
 namespace keel {
 namespace {
@@ -227,6 +230,12 @@ std::vector<bool> choose_validation(const std::vector<Document>& docs, double fr
   return is_val;
 }
 
+// Checked between writes: a stop signal ends the run before anything is published.
+void stop_if_signalled() {
+  if (const int signal_number = pending_stop_signal())
+    throw StopRequested(signal_number, "stopped by " + signal_name(signal_number));
+}
+
 // A tokenizer that encodes in chunks (bytes) streams the file; any other reads it whole, since
 // where a BPE word ends depends on what follows.
 void write_document(const Document& doc, const Tokenizer& tokenizer, ShardWriter& writer) {
@@ -251,25 +260,15 @@ void write_document(const Document& doc, const Tokenizer& tokenizer, ShardWriter
     if (n == 0) break;
     tokens.clear();
     tokenizer.encode(std::string_view(bytes.data(), size_t(n)), doc.path, tokens);
-    writer.append(tokens.data(), int64_t(tokens.size()));
+    try {
+      writer.append(tokens.data(), int64_t(tokens.size()));
+      stop_if_signalled();
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
   }
   ::close(fd);
-}
-
-// Removes DIR/<split>_NNNNNN.bin left by an earlier run that wrote more shards, so a glob over
-// DIR sees only this run's data.
-int64_t remove_stale_shards(const std::string& dir, const std::string& split, int64_t shards_written) {
-  const std::regex shard_name(split + "_([0-9]{6})\\.bin");
-  int64_t removed = 0;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    std::smatch match;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, match, shard_name) && std::stoll(match[1].str()) >= shards_written &&
-        fs::remove(entry.path(), error))
-      ++removed;
-  }
-  return removed;
 }
 
 struct SplitSummary {
@@ -279,19 +278,22 @@ struct SplitSummary {
   int64_t stale_removed = 0;
 };
 
-SplitSummary write_split(const PrepareOptions& options, const Tokenizer& tokenizer, const std::string& split,
-                         const Listing& listing, const std::vector<bool>& is_val, bool want_val) {
-  ShardWriter writer(options.out_dir, split, options.shard_tokens, shard_format_for(tokenizer.vocab_size()));
+// Writes the split's shards into the staging folder; `files` name where they will be published.
+SplitSummary write_split(const PrepareOptions& options, const std::string& staging_dir, const Tokenizer& tokenizer,
+                         const std::string& split, const Listing& listing, const std::vector<bool>& is_val,
+                         bool want_val) {
+  ShardWriter writer(staging_dir, split, options.shard_tokens, shard_format_for(tokenizer.vocab_size()));
   SplitSummary summary;
   for (size_t i = 0; i < listing.documents.size(); ++i) {
     if (is_val[i] != want_val) continue;
+    stop_if_signalled();
     write_document(listing.documents[i], tokenizer, writer);
     ++summary.documents;
   }
   writer.finish();
   summary.tokens = writer.tokens();
-  summary.files = writer.files();
-  summary.stale_removed = remove_stale_shards(options.out_dir, split, int64_t(summary.files.size()));
+  for (size_t i = 0; i < writer.files().size(); ++i)
+    summary.files.push_back(ShardWriter::shard_path(options.out_dir, split, int64_t(i)));
   return summary;
 }
 
@@ -332,8 +334,16 @@ int prepare(const PrepareOptions& options, std::ostream& out) {
   out << "tokenizer: " << tokenizer->describe() << "; shards of uint" << format.token_bytes * 8 << " tokens (magic "
       << format.magic << ", version " << format.version << ")\n";
   const std::vector<bool> is_val = choose_validation(listing.documents, options.val_fraction);
-  const SplitSummary train = write_split(options, *tokenizer, "train", listing, is_val, false);
-  const SplitSummary val = write_split(options, *tokenizer, "val", listing, is_val, true);
+  SplitSummary train, val;
+  {
+    ShardStaging staging(options.out_dir);
+    train = write_split(options, staging.dir(), *tokenizer, "train", listing, is_val, false);
+    val = write_split(options, staging.dir(), *tokenizer, "val", listing, is_val, true);
+    stop_if_signalled();
+    const std::vector<int64_t> removed = staging.publish({"train", "val"});
+    train.stale_removed = removed[0];
+    val.stale_removed = removed[1];
+  }
   print_split("train", train, out);
   print_split("val", val, out);
   if (val.documents == 0) out << "  no validation split (" << listing.documents.size() << " document(s), --val-fraction "
@@ -346,8 +356,12 @@ int prepare(const PrepareOptions& options, std::ostream& out) {
 }  // namespace
 
 int prepare_data_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  install_stop_signal_handlers();
   try {
     return prepare(parse_options(args), out);
+  } catch (const StopRequested& e) {
+    err << "keel prepare-data: " << e.what() << "; nothing published, the output folder is as it was" << std::endl;
+    return 128 + e.signal_number;
   } catch (const UsageError& e) {
     if (!*e.what()) {  // --help
       out << kPrepareUsage;
