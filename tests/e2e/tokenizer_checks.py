@@ -6,8 +6,14 @@
            the llama3 one passes 65,535 tokens, so its shards are Llama 3's uint32 format. keel
            trains from the shards and refuses a token id past model.vocab_size naming the shard
            and the id. Runs in the venv of scripts/tokenizers-venv.sh (exit 77: PyPI unreachable).
+  edges    the same oracle on the inputs of issue 38: U+180E (whitespace to PCRE2, not to
+           Oniguruma), pieces longer than the matcher's first window (4 KiB), a lookahead at the
+           window's edge, and a 4 KiB added token among near misses. Same venv.
   refuse   writes a small hand-made tokenizer.json broken one way (--case) and requires keel
-           prepare-data to exit 1 with a message matching --pattern. Standard library only."""
+           prepare-data to exit 1 with a message matching --pattern. Standard library only.
+  folder_text  a folder holding a Latin-1 file and files over 1 MiB (UTF-8 cut by the check's
+           chunks, and a bad byte past the first chunk): the bad ones are skipped and counted,
+           --strict-text refuses naming file and byte. Standard library only."""
 import argparse
 import glob
 import json
@@ -226,16 +232,112 @@ def check_base_accepted(keel, workdir, **_):
     assert list(ids) == want, f"ids {list(ids)}, expected {want}"
 
 
+# Split patterns for `edges`, each with Oniguruma's \s or \S in a different place.
+EDGE_PATTERNS = [r"\s+(?!\S)|\s+", r"[^\s]+|\s", r"[[:space:]]+", r"\S+", r"\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+                 r"x(?!y)"]
+LONG_ADDED = "<" + "q" * 4094 + ">"  # 4096 bytes
+
+
+def edge_documents():
+    mvs = "\u180e"
+    return {
+        "mongolian.txt": f"a{mvs}b c{mvs} {mvs}{mvs}d\u2000e\u00a0f\u3000g{mvs}\n" * 50,
+        "long_runs.txt": "a" + " " * 10000 + "b" + "\n" * 5000 + "c" + "w" * 20000 + " 7" + "9" * 9000 + "\n",
+        "window_edge.txt": "b" * 4095 + "xy" + "b" * 4094 + "x z" + "x" * 9000,
+        "added.txt": "qq" + LONG_ADDED + "x" + LONG_ADDED[:-1] + " " + "<" + "q" * 5000 + ">" + LONG_ADDED * 3,
+    }
+
+
+def check_edges(keel, workdir, **_):
+    from tokenizers import Tokenizer, Regex, pre_tokenizers, trainers, AddedToken
+    from tokenizers.models import BPE
+    docs = edge_documents()
+    for name, text in docs.items():
+        with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    for i, pattern in enumerate(EDGE_PATTERNS + ["gpt2"]):
+        tok = Tokenizer(BPE())
+        split = [] if pattern == "gpt2" else [pre_tokenizers.Split(Regex(pattern), behavior="isolated")]
+        tok.pre_tokenizer = pre_tokenizers.Sequence(split + [pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                      use_regex=pattern == "gpt2")])
+        trainer = trainers.BpeTrainer(vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      show_progress=False)
+        # Trained on short text: runs of thousands of one letter would merge into tokens past 4 KiB.
+        tok.train_from_iterator([docs["mongolian.txt"], "a b  c   d \n\n x y xy z 79 7 ww qq <q> " * 50], trainer)
+        tok.add_special_tokens([AddedToken(LONG_ADDED, special=True, normalized=False)])
+        path = os.path.join(workdir, f"edge{i}.json")
+        tok.save(path)
+        for name, text in docs.items():
+            out = os.path.join(workdir, f"out{i}_{name}")
+            must_run([keel, "prepare-data", os.path.join(workdir, name), "--out", out, "--tokenizer", path,
+                      "--val-fraction", "0"])
+            keel_ids = list(read_shard(out + "/train_000000.bin")[1])
+            expected = tok.encode(text, add_special_tokens=False).ids
+            at = first_difference(keel_ids, expected)
+            assert at is None, (f"pattern {pattern!r}, {name}: keel's ids differ from tokenizers' at id {at}: "
+                                f"keel {[tok.id_to_token(t) for t in keel_ids[at:at + 4]]}, "
+                                f"tokenizers {[tok.id_to_token(t) for t in expected[at:at + 4]]}")
+        print(f"pattern {pattern!r}: {len(docs)} documents equal tokenizers' ids")
+    # The long added token is in the ids 4 times (not in the near misses), so the check above saw it.
+    added_id = tok.token_to_id(LONG_ADDED)
+    assert tok.encode(docs["added.txt"], add_special_tokens=False).ids.count(added_id) == 4
+
+
+def byte_level_alphabet():
+    """GPT-2's 256 characters standing for bytes: printable Latin-1 for itself, the rest from U+0100."""
+    printable = [b for b in range(256) if ord("!") <= b <= ord("~") or 0xA1 <= b <= 0xAC or b >= 0xAE]
+    spare = iter(range(256, 512))
+    return [chr(b) if b in printable else chr(next(spare)) for b in range(256)]
+
+
+def check_folder_text(keel, workdir, **_):
+    path = os.path.join(workdir, "tokenizer.json")
+    spec = base_tokenizer()
+    for c in byte_level_alphabet():
+        spec["model"]["vocab"].setdefault(c, len(spec["model"]["vocab"]) + 1)
+    spec["added_tokens"][0]["id"] = len(spec["model"]["vocab"]) + 1
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(spec, f, ensure_ascii=False)
+    folder = os.path.join(workdir, "corpus")
+    os.makedirs(os.path.join(folder, "sub"))
+    good = "the theme then\n"
+    with open(os.path.join(folder, "a.txt"), "w", encoding="utf-8") as f:
+        f.write(good)
+    with open(os.path.join(folder, "sub", "latin1.txt"), "wb") as f:
+        f.write(b"the caf\xe9\n")
+    mib = 1 << 20
+    with open(os.path.join(folder, "straddle.txt"), "wb") as f:  # "é" cut by the first 1 MiB chunk: valid
+        f.write(b"t" * (mib - 1) + "é".encode() + b"he\n")
+    with open(os.path.join(folder, "late_bad.txt"), "wb") as f:  # a lone continuation byte past 1 MiB
+        f.write(b"t" * (mib + 5) + b"\x80the\n")
+    out = os.path.join(workdir, "out")
+    log = must_run([keel, "prepare-data", folder, "--out", out, "--tokenizer", path, "--val-fraction", "0"])
+    print(log)
+    assert "2 documents" in log and "2 file(s) not UTF-8 text" in log, log
+    assert f"skipped, not UTF-8 text: {folder}/late_bad.txt (byte {mib + 5})" in log, log
+    assert f"skipped, not UTF-8 text: {folder}/sub/latin1.txt (byte 7)" in log, log
+    assert log.strip().splitlines()[-1].startswith("note: skipped 2 file(s) in the input folders that are not UTF-8"), log
+    ids = read_shard(out + "/train_000000.bin")[1]
+    assert len(ids) > mib // 2, f"{len(ids)} ids: straddle.txt is missing"
+    p = run([keel, "prepare-data", folder, "--out", out + "_strict", "--tokenizer", path, "--strict-text"])
+    named = (f"{folder}/late_bad.txt: byte offset {mib + 5}", f"{folder}/sub/latin1.txt: byte offset 7")  # the first found
+    assert p.returncode == 1 and any(f"{n}: not valid UTF-8" in p.stderr for n in named), p.stderr
+    assert not glob.glob(out + "_strict/*.bin"), "a refused run wrote shards"
+    # The byte tokenizer reads any bytes: nothing is skipped.
+    log = must_run([keel, "prepare-data", folder, "--out", out + "_bytes", "--val-fraction", "0"])
+    assert "4 documents" in log and "not UTF-8" not in log, log
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["oracle", "refuse", "base_accepted"])
+    parser.add_argument("check", choices=["oracle", "edges", "refuse", "base_accepted", "folder_text"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", help="oracle: the run config to train with")
     parser.add_argument("--venv", help="oracle: the venv of scripts/tokenizers-venv.sh")
     parser.add_argument("--case", choices=sorted(REFUSAL_CASES))
     parser.add_argument("--pattern")
     args = parser.parse_args()
-    if args.check == "oracle" and not os.environ.get("KEEL_IN_TOKENIZERS_VENV"):
+    if args.check in ("oracle", "edges") and not os.environ.get("KEEL_IN_TOKENIZERS_VENV"):
         script = os.path.join(HERE, "..", "..", "scripts", "tokenizers-venv.sh")
         code = subprocess.run(["bash", script, args.venv]).returncode
         if code != 0:
@@ -245,7 +347,8 @@ def main():
         os.execv(python, [python] + sys.argv)
     sys.path.insert(0, HERE)
     with tempfile.TemporaryDirectory() as workdir:
-        {"oracle": check_oracle, "refuse": check_refuse, "base_accepted": check_base_accepted}[args.check](
+        {"oracle": check_oracle, "edges": check_edges, "refuse": check_refuse, "base_accepted": check_base_accepted,
+         "folder_text": check_folder_text}[args.check](
             keel=args.keel, config=args.config, workdir=workdir, case=args.case, pattern=args.pattern)
     print("PASS")
 

@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include "data/shard_format.h"
+#include "data/utf8_file_check.h"
 #include "data/shard_staging.h"
 #include "data/shard_writer.h"
 #include "host/errors.h"
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 
 const char* kPrepareUsage =
     "usage: keel prepare-data INPUT... --out DIR [--tokenizer PATH|bytes] [--val-fraction F] [--shard-tokens N]\n"
+    "                          [--strict-text]\n"
     "  INPUT          text files or folders (read recursively; hidden entries and binary files are skipped)\n"
     "  --out DIR      where train_000000.bin, ... and val_000000.bin, ... are written\n"
     "  --val-fraction about this fraction of the bytes, in whole files, goes to validation (default 0.05)\n"
@@ -38,6 +40,8 @@ const char* kPrepareUsage =
     "  --tokenizer    'bytes' (the default: token = byte, vocabulary 256) or a Hugging Face tokenizer.json\n"
     "                 (byte-level BPE as GPT-2 and Llama 3 use, or SentencePiece-style BPE with byte\n"
     "                 fallback as Llama 2 uses)\n"
+    "  --strict-text  with a tokenizer.json, a file in a folder that is not UTF-8 text is an error (by default it is\n"
+    "                 skipped and counted); a file named as an INPUT is always an error\n"
     "Shards are llm.c's: uint16 tokens (magic 20240520) for vocabularies up to 65,535, else uint32\n"
     "tokens (Llama 3's format, magic 20240801).\n";
 
@@ -57,6 +61,7 @@ struct PrepareOptions {
   int64_t shard_tokens = 100'000'000;
   std::string tokenizer = "bytes";  // or the path of a tokenizer.json
   std::string shard_tokens_note;  // set when the requested size was clamped
+  bool strict_text = false;       // a folder's file that is not UTF-8 fails the run instead of being skipped
 };
 
 struct Document {
@@ -68,6 +73,7 @@ struct Document {
 struct Listing {
   std::vector<Document> documents;
   std::vector<std::string> binary_files;
+  std::vector<std::string> not_utf8_files;  // "PATH (byte N)", skipped from folders when the tokenizer reads Unicode
   int64_t hidden_entries = 0, empty_files = 0;
 };
 
@@ -115,7 +121,8 @@ PrepareOptions parse_options(const std::vector<std::string>& args) {
     } else if (arg == "--tokenizer") {
       options.tokenizer = take_value();
       if (options.tokenizer.empty()) throw UsageError("--tokenizer: expected 'bytes' or the path of a tokenizer.json");
-    } else if (arg == "-h" || arg == "--help") throw UsageError("");
+    } else if (arg == "--strict-text") options.strict_text = true;
+    else if (arg == "-h" || arg == "--help") throw UsageError("");
     else if (is_flag) throw UsageError("unknown option " + arg);
     else options.inputs.push_back(arg);
   }
@@ -149,7 +156,13 @@ bool looks_binary(const std::string& path) {
   return std::memchr(probe, 0, size_t(n)) != nullptr;
 }
 
-void add_file(const fs::path& path, const std::string& name, Listing& listing) {
+// What a folder's files must be, beyond not binary: UTF-8 when the tokenizer reads Unicode.
+struct FolderTextRule {
+  bool utf8 = false;    // check each file's encoding
+  bool strict = false;  // a file that fails is an error, not skipped
+};
+
+void add_file(const fs::path& path, const std::string& name, Listing& listing, const FolderTextRule& rule = {}) {
   std::error_code error;
   const auto bytes = fs::file_size(path, error);
   if (error) throw KeelError(KEEL_ERR_IO, path.string() + ": cannot read (" + error.message() + ")");
@@ -157,12 +170,18 @@ void add_file(const fs::path& path, const std::string& name, Listing& listing) {
     ++listing.empty_files;
   } else if (looks_binary(path.string())) {
     listing.binary_files.push_back(path.string());
+  } else if (const int64_t bad = rule.utf8 ? first_invalid_utf8_byte(path.string()) : -1; bad >= 0) {
+    if (rule.strict)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, path.string() + ": byte offset " + std::to_string(bad) +
+                                                     ": not valid UTF-8 (a tokenizer.json tokenizer reads Unicode "
+                                                     "text; without --strict-text such a file in a folder is skipped)");
+    listing.not_utf8_files.push_back(path.string() + " (byte " + std::to_string(bad) + ")");
   } else {
     listing.documents.push_back({path.string(), name, int64_t(bytes)});
   }
 }
 
-void add_folder(const fs::path& root, Listing& listing) {
+void add_folder(const fs::path& root, Listing& listing, const FolderTextRule& rule) {
   std::error_code error;
   fs::recursive_directory_iterator it(root, error), end;
   if (error) throw KeelError(KEEL_ERR_IO, root.string() + ": cannot list folder (" + error.message() + ")");
@@ -173,11 +192,12 @@ void add_folder(const fs::path& root, Listing& listing) {
       if (it->is_directory(error)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(error)) add_file(it->path(), it->path().lexically_relative(root).generic_string(), listing);
+    if (it->is_regular_file(error))
+      add_file(it->path(), it->path().lexically_relative(root).generic_string(), listing, rule);
   }
 }
 
-Listing list_documents(const std::vector<std::string>& inputs) {
+Listing list_documents(const std::vector<std::string>& inputs, const FolderTextRule& rule) {
   Listing listing;
   for (const auto& input : inputs) {
     std::error_code error;
@@ -185,13 +205,14 @@ Listing list_documents(const std::vector<std::string>& inputs) {
     if (status.type() == fs::file_type::not_found)
       throw KeelError(KEEL_ERR_NOT_FOUND, input + ": no such file or folder");
     if (error) throw KeelError(KEEL_ERR_IO, input + ": cannot read (" + error.message() + ")");
-    if (fs::is_directory(status)) add_folder(input, listing);
+    if (fs::is_directory(status)) add_folder(input, listing, rule);
     else if (fs::is_regular_file(status)) add_file(input, fs::path(input).filename().string(), listing);
     else throw KeelError(KEEL_ERR_IO, input + ": not a regular file or folder");
   }
   auto& docs = listing.documents;
   std::sort(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.path < b.path; });
   std::sort(listing.binary_files.begin(), listing.binary_files.end());
+  std::sort(listing.not_utf8_files.begin(), listing.not_utf8_files.end());
   docs.erase(std::unique(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.path == b.path; }),
              docs.end());
   return listing;
@@ -241,7 +262,13 @@ void stop_if_signalled() {
 void write_document(const Document& doc, const Tokenizer& tokenizer, ShardWriter& writer) {
   std::vector<uint32_t> tokens;
   if (!tokenizer.encodes_in_chunks()) {
-    const std::vector<unsigned char> text = read_regular_file(doc.path, "document", Symlinks::follow, kMaxWholeDocumentBytes);
+    std::vector<unsigned char> text;
+    try {
+      text = read_regular_file(doc.path, "document", Symlinks::follow, kMaxWholeDocumentBytes);
+    } catch (const std::bad_alloc&) {
+      throw KeelError(KEEL_ERR_OUT_OF_MEMORY, doc.path + ": out of memory reading this document of " +
+                                                  std::to_string(doc.bytes) + " bytes whole for the tokenizer");
+    }
     tokenizer.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), doc.path, tokens);
     writer.append(tokens.data(), int64_t(tokens.size()));
     return;
@@ -302,11 +329,15 @@ void print_listing(const PrepareOptions& options, const Listing& listing, std::o
   for (const auto& d : listing.documents) bytes += d.bytes;
   out << "prepare-data: " << listing.documents.size() << " documents, " << bytes << " bytes, from "
       << options.inputs.size() << " input(s); skipped " << listing.binary_files.size() << " binary file(s), "
-      << listing.empty_files << " empty file(s), " << listing.hidden_entries << " hidden file(s) or folder(s)\n";
+      << listing.empty_files << " empty file(s), " << listing.hidden_entries << " hidden file(s) or folder(s)";
+  if (!listing.not_utf8_files.empty()) out << ", " << listing.not_utf8_files.size() << " file(s) not UTF-8 text";
+  out << "\n";
   const size_t shown = std::min<size_t>(listing.binary_files.size(), 10);
   for (size_t i = 0; i < shown; ++i) out << "  skipped binary (contains a NUL byte): " << listing.binary_files[i] << "\n";
   if (listing.binary_files.size() > shown)
     out << "  ... and " << listing.binary_files.size() - shown << " more binary file(s)\n";
+  const size_t shown_text = std::min<size_t>(listing.not_utf8_files.size(), 10);
+  for (size_t i = 0; i < shown_text; ++i) out << "  skipped, not UTF-8 text: " << listing.not_utf8_files[i] << "\n";
   if (!options.shard_tokens_note.empty()) out << "  note: " << options.shard_tokens_note << "\n";
 }
 
@@ -319,7 +350,7 @@ void print_split(const std::string& split, const SplitSummary& s, std::ostream& 
 
 int prepare(const PrepareOptions& options, std::ostream& out) {
   const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(options.tokenizer);  // refuse a bad file before any work
-  const Listing listing = list_documents(options.inputs);
+  const Listing listing = list_documents(options.inputs, {tokenizer->reads_unicode(), options.strict_text});
   if (listing.documents.empty())
     throw KeelError(KEEL_ERR_NOT_FOUND, "no text documents found in " + options.inputs.front() +
                                             (options.inputs.size() > 1 ? " and the other inputs" : "") +
@@ -350,6 +381,9 @@ int prepare(const PrepareOptions& options, std::ostream& out) {
                               << options.val_fraction << "): data.val can point at the train shards\n";
   out << "train with data.source \"shards\", data.train \"" << options.out_dir << "/train_*.bin\", data.val \""
       << options.out_dir << "/val_*.bin\" and model.vocab_size >= " << tokenizer->vocab_size() << std::endl;
+  if (!listing.not_utf8_files.empty())
+    out << "note: skipped " << listing.not_utf8_files.size() << " file(s) in the input folders that are not UTF-8 text "
+        << "(listed above; --strict-text makes such a file an error)" << std::endl;
   return 0;
 }
 

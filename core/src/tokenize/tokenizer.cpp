@@ -14,6 +14,7 @@ class ByteTokenizer : public Tokenizer {
   }
   int64_t vocab_size() const override { return 256; }
   bool encodes_in_chunks() const override { return true; }
+  bool reads_unicode() const override { return false; }
   std::string describe() const override { return "bytes (vocabulary 256)"; }
 };
 

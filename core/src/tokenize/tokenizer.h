@@ -23,6 +23,8 @@ class Tokenizer {
   // True when the ids of a text are the ids of any cut of it, concatenated (bytes): the
   // caller may then feed a document in chunks instead of whole.
   virtual bool encodes_in_chunks() const { return false; }
+  // True when a text must be valid UTF-8 to be encoded (a tokenizer.json); false for bytes.
+  virtual bool reads_unicode() const { return true; }
   // "bytes (vocabulary 256)", "byte-level BPE from FILE (vocabulary N)", ...
   virtual std::string describe() const = 0;
 };
