@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "config/run_config.h"
 #include "data/token_source.h"
@@ -81,11 +80,22 @@ std::vector<std::string> text_files_under(const std::string& root) {
 DataSplits open_text_data(const DataConfig& config) {
   const std::string root = config.text_root.empty() ? default_text_root() : config.text_root;
   auto bytes = std::make_shared<std::string>();
+  // Each file is read straight into the corpus, up to the room left: no second copy of it.
   for (const auto& file : text_files_under(root)) {
+    std::error_code error;
+    const uintmax_t file_bytes = fs::file_size(file, error);
+    if (error) continue;
+    const size_t before = bytes->size();
+    const size_t wanted = size_t(std::min<uintmax_t>(file_bytes, size_t(config.text_max_bytes) - before));
+    try {
+      bytes->resize(before + wanted);
+    } catch (const std::bad_alloc&) {
+      throw KeelError(KEEL_ERR_OUT_OF_MEMORY, "data.text_root: out of memory reading " + file + " after " +
+                                                  std::to_string(before) + " bytes of text (lower data.text_max_bytes)");
+    }
     std::ifstream in(file, std::ios::binary);
-    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    size_t room = size_t(config.text_max_bytes) - bytes->size();
-    bytes->append(content, 0, std::min(room, content.size()));
+    in.read(bytes->data() + before, std::streamsize(wanted));
+    bytes->resize(before + size_t(in.gcount()));
     if (bytes->size() >= size_t(config.text_max_bytes)) break;
   }
   if (bytes->size() < 4096)
