@@ -1,5 +1,5 @@
 // `keel prepare-data INPUT... --out DIR [--tokenizer PATH|bytes] [--val-fraction F]
-// [--shard-tokens N]`: text files and folders → llm.c token shards, tokenized byte by byte
+// [--shard-tokens N] [--strict-text]`: text files and folders → llm.c token shards, tokenized byte by byte
 // (the default) or with a Hugging Face tokenizer.json (core/src/tokenize).
 #pragma once
 
