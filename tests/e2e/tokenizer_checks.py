@@ -7,7 +7,7 @@
            trains from the shards and refuses a token id past model.vocab_size naming the shard
            and the id. Runs in the venv of scripts/tokenizers-venv.sh (exit 77: PyPI unreachable).
   edges    the same oracle on the inputs of issue 38: U+180E (whitespace to PCRE2, not to
-           Oniguruma), pieces longer than the matcher's first window (4 KiB), a lookahead at the
+           Oniguruma), pieces longer than the matcher's first windows (256 bytes, doubling), a lookahead at the
            window's edge, and a 4 KiB added token among near misses. Same venv.
   refuse   writes a small hand-made tokenizer.json broken one way (--case) and requires keel
            prepare-data to exit 1 with a message matching --pattern. Standard library only.

@@ -23,10 +23,12 @@ enum class SplitBehavior {
 // each match attempt. Matching looks at a window of text from where it starts; a match that
 // needs more than the window sees is tried again on a window twice as large, and every window
 // past the free one is charged here. Ordinary pieces (words, runs of spaces) fit the free window;
-// a long run of one class is charged about twice its length once.
+// a long run of one class is charged about twice its length once. The free window is small
+// because its work goes uncounted: a pattern reading to the end of every 200-byte line costs
+// at most 256 steps a byte.
 class RegexWorkBudget {
  public:
-  static constexpr size_t kFreeWindowBytes = 4096;
+  static constexpr size_t kFreeWindowBytes = 256;
   explicit RegexWorkBudget(uint64_t bytes) : total_bytes_(bytes), left_bytes_(bytes) {}
   // 64 times the document's size plus 64 MiB: linear in the document, whatever the pattern.
   static RegexWorkBudget for_document(size_t document_bytes);

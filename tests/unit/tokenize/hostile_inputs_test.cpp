@@ -53,13 +53,15 @@ TEST(RegexSplit, MongolianVowelSeparatorIsNotWhitespace) {
 
 TEST(RegexSplit, PiecesAcrossTheWindowAreWhole) {
   // 10,000 spaces between a and b: \s+(?!\S) takes all but the last space, \s+ the last (as
-  // GPT-2's pattern does), though the first window holds 4096 bytes.
+  // GPT-2's pattern does), though the first window holds 256 bytes.
   const RegexSplitter spaces(R"(\s+(?!\S)|\s+)", "test");
   EXPECT_EQ(split(spaces, "a" + std::string(10000, ' ') + "b"),
             (Pieces{"a", std::string(9999, ' '), " ", "b"}));
-  // x(?!y) with the x at the first window's last byte and y just past it: no match.
-  const std::string text = std::string(4095, 'b') + "xy";
-  EXPECT_EQ(split(RegexSplitter("x(?!y)", "test"), text), (Pieces{text}));
+  // x(?!y) with the x at a window's last byte and y just past it: no match.
+  for (size_t before : {255, 4095}) {
+    const std::string text = std::string(before, 'b') + "xy";
+    EXPECT_EQ(split(RegexSplitter("x(?!y)", "test"), text), (Pieces{text}));
+  }
   // A word of 20,000 letters is one piece; a match far from the start is found.
   EXPECT_EQ(split(RegexSplitter(R"(\p{L}+)", "test"), std::string(20000, 'q') + " "),
             (Pieces{std::string(20000, 'q'), " "}));
@@ -79,11 +81,12 @@ TEST(RegexSplit, LookaheadToTheEndOfALongLineRunsOutOfBudget) {
 }
 
 TEST(RegexSplit, BudgetCountsBytesPastTheFreeWindow) {
-  // One 20,000-letter word: windows of 8, 16 and 32 KiB are charged (the last is the rest, 20,001).
+  // One 20,000-letter word: windows of 512 bytes to 16 KiB are charged, then the rest, 20,001.
   const RegexSplitter letters(R"(\p{L}+)", "test");
   const std::string word = std::string(20000, 'q') + " ";
-  EXPECT_EQ(split(letters, word, RegexWorkBudget(8192 + 16384 + 20001)).size(), 2u);
-  EXPECT_NE(error_of([&] { split(letters, word, RegexWorkBudget(8192 + 16384 + 20000)); }).find("read more than the 44576"),
+  const uint64_t charged = 512 + 1024 + 2048 + 4096 + 8192 + 16384 + 20001;
+  EXPECT_EQ(split(letters, word, RegexWorkBudget(charged)).size(), 2u);
+  EXPECT_NE(error_of([&] { split(letters, word, RegexWorkBudget(charged - 1)); }).find("read more than the 52256"),
             std::string::npos);
 }
 
