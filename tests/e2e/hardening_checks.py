@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Bad input at the edges of a run, run by ctest (tests/e2e/hardening.cmake): JSON nested
 100k deep, config values of every wrong type, a full disk under the metrics and TensorBoard
-files, an unwritable checkpoint folder, a broken plugin library and a symlink loop in a plugin
+files, a full disk under a checkpoint's manifest, an unwritable checkpoint folder, a broken plugin library and a symlink loop in a plugin
 folder. Each must end with a message that names the file or JSON path and the reason, never
 with a crash, a hang or an exit status of 0 after losing output. Only the standard library."""
 import argparse
+import json
 import os
 import re
 import resource
@@ -157,6 +158,33 @@ def check_checkpoint_dir_unwritable(keel, config, workdir):
     assert "step 1/" not in p.stdout, "the run trained before finding that it cannot save:\n" + p.stdout
 
 
+def check_checkpoint_full_disk(keel, config, workdir):
+    # A save that fails at the manifest or at `latest` leaves no temporary folder and no step
+    # folder behind: "not published ... previous checkpoint is kept" is then what is on disk.
+    # An mlp of width 1 with sgd: its rank file (about 2.6 kB) fits under RLIMIT_FSIZE 3000, its
+    # manifest (about 3.4 kB) does not, as on a disk that fills between the two.
+    small = ["model={\"plugin\": \"mlp\", \"vocab_size\": 256, \"d_model\": 1, \"n_layer\": 1, \"seq_len\": 16}",
+             "optimizer={\"plugin\": \"sgd\", \"lr\": 0.01}", "train.steps=2", "train.checkpoint.every=2",
+             "train.metrics_path=\"none\""]
+    ckpt = os.path.join(workdir, "ckpt")
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+    p = tiny_run(keel, config, workdir, small, preexec_fn=limit_file_size)
+    expect_refusal(p, r"checkpoint at step 2 not published: .*manifest\.json.*; the previous checkpoint is kept",
+                   "manifest on a full disk")
+    assert os.listdir(ckpt) == [], f"a failed save left {os.listdir(ckpt)} in {ckpt}"
+
+    # `latest` that cannot be replaced (a non-empty folder in its place): step-2 must not stay
+    # published while the message says it was not.
+    os.makedirs(os.path.join(ckpt, "latest", "x"))
+    p = tiny_run(keel, config, workdir, small)
+    expect_refusal(p, r"checkpoint at step 2 not published: .*latest.*; the previous checkpoint is kept",
+                   "latest not replaceable")
+    assert os.listdir(ckpt) == ["latest"], f"a failed save left {os.listdir(ckpt)} in {ckpt}"
+
+
 def check_plugin_load_reason(keel, config, workdir):
     folder = os.path.join(workdir, "plugins")
     os.makedirs(folder)
@@ -229,6 +257,45 @@ def check_plugin_name_shadowed(keel, config, workdir, fixtures):
     print(p.stderr[-800:])
     assert p.returncode == 0, f"adamw8bit beside a shadowing adafactor: exit {p.returncode}\n{p.stderr[-800:]}"
     assert re.search(notice, p.stderr), "the run did not say at start-up which plugin was shadowed"
+
+
+def check_unset_seq_len_hint(keel, config, workdir):
+    """A Llama folder whose config.json allows 131072 positions, with no data.seq_len: the first
+    forward cannot allocate its activations, and the error says to set data.seq_len (it used to
+    end at the allocator's byte count alone)."""
+    llama = "model={\"plugin\": \"llama\", \"n_layer\": 1, \"d_model\": 32, \"n_head\": 2, \"n_kv_head\": 1, " \
+            "\"ffn_hidden\": 64, \"vocab_size\": 256, \"seq_len\": 16}"
+    p = tiny_run(keel, config, workdir, [llama, "train.steps=1", "train.checkpoint.every=1"])
+    assert p.returncode == 0, p.stderr[-2000:]
+    folder = os.path.join(workdir, "hf")
+    p = run([keel, "export", os.path.join(workdir, "ckpt", "step-00000001"), "--out", os.path.join(folder, "model.safetensors")])
+    assert p.returncode == 0, p.stderr[-2000:]
+    with open(os.path.join(folder, "config.json")) as f:
+        hf = json.load(f)
+    hf["max_position_embeddings"] = 131072
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(hf, f)
+    data = "data={\"source\": \"text\", \"micro_batch\": 16, \"global_batch\": 16, \"val_batches\": 1}"
+    p = run([keel, "run", config] + sets([f"model={{\"plugin\": \"llama\", \"init_from\": \"{folder}\"}}", data,
+                                          "train.steps=1", "train.sample_tokens=0", f"train.checkpoint.dir=\"{workdir}/c2\"",
+                                          f"train.metrics_path=\"{workdir}/m2.jsonl\"", "train.tensorboard_dir=\"none\""]),
+            cwd=workdir)
+    expect_refusal(p, r"cannot allocate \d+ bytes; data\.seq_len is unset, so each sequence is the model's maximum, "
+                      r"131072 tokens \(model\.seq_len, from model\.init_from's config\.json\): set data\.seq_len",
+                   "131072 positions with no data.seq_len")
+
+
+def check_init_from_dangling_link(keel, config, workdir):
+    """A Hub-cache folder whose model.safetensors links to a blob that is gone is named as such,
+    not as a folder holding no model.safetensors."""
+    folder = os.path.join(workdir, "snapshot")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 256, "n_positions": 16}, f)
+    os.symlink("../blobs/0123abcd", os.path.join(folder, "model.safetensors"))
+    p = tiny_run(keel, config, workdir, [f"model.init_from=\"{folder}\""])
+    expect_refusal(p, re.escape(folder) + r"/model\.safetensors is a symbolic link to \.\./blobs/0123abcd, which does not "
+                                          r"exist", "a dangling model.safetensors")
 
 
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}

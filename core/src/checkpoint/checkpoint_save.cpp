@@ -7,8 +7,10 @@
 // which an asynchronous save runs on a thread of its own over a communicator of its own.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -243,24 +245,41 @@ nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::strin
   return manifest;
 }
 
-// Rank 0 moves the finished folder into place, then `latest`, then prunes beyond `keep`.
+// Puts back what a failed publish moved: the new folder to `temporary` (which the caller
+// removes), an earlier run's folder of the same step to its place. Returns what it could not.
+std::string undo_publish(const std::string& temporary, const std::string& final_folder, const std::string& old,
+                         bool replaced_old) {
+  std::string left;
+  std::error_code error;
+  if (!fs::exists(temporary, error) && std::rename(final_folder.c_str(), temporary.c_str()) != 0)
+    left += "; " + final_folder + " could not be moved back (" + std::strerror(errno) + ")";
+  if (replaced_old && std::rename(old.c_str(), final_folder.c_str()) != 0)
+    left += "; the earlier " + final_folder + " could not be put back from " + old + " (" + std::strerror(errno) + ")";
+  return left;
+}
+
+// Rank 0 moves the finished folder into place, then `latest`, then prunes beyond `keep`. A failure
+// before `latest` names the new folder (a full disk) undoes the move, so the folders and `latest`
+// agree on the previous checkpoint, as the failure's message says.
 void publish(const std::string& temporary, const std::string& root, const std::string& name, long run_id,
              int32_t keep) {
   const std::string final_folder = (fs::path(root) / name).string();
   fsync_path(temporary);
-  std::error_code error;
-  if (fs::exists(final_folder)) {
-    // The same step saved by an earlier run (a resume that retrained it): move the old one aside
-    // first; `latest` keeps naming a complete folder except between these two renames, and
-    // resolve_checkpoint falls back to the newest complete one if a crash lands there.
-    const std::string old = (fs::path(root) / (".tmp-old-" + name + "-" + std::to_string(run_id))).string();
-    rename_durably(final_folder, old);
+  // The same step saved by an earlier run (a resume that retrained it) is moved aside first and
+  // removed once `latest` names the new one; `latest` keeps naming a complete folder except
+  // between the two renames, and resolve_checkpoint falls back to the newest complete one if a
+  // crash lands there.
+  const std::string old = (fs::path(root) / (".tmp-old-" + name + "-" + std::to_string(run_id))).string();
+  const bool replaced_old = fs::exists(final_folder);
+  if (replaced_old) rename_durably(final_folder, old);
+  try {
     rename_durably(temporary, final_folder);
-    fs::remove_all(old, error);
-  } else {
-    rename_durably(temporary, final_folder);
+    write_file_atomically((fs::path(root) / "latest").string(), name + "\n");
+  } catch (const std::exception& e) {
+    throw KeelError(KEEL_ERR_IO, e.what() + undo_publish(temporary, final_folder, old, replaced_old));
   }
-  write_file_atomically((fs::path(root) / "latest").string(), name + "\n");
+  std::error_code error;
+  if (replaced_old) fs::remove_all(old, error);
   prune_checkpoints(root, keep, final_folder);
 }
 
@@ -353,6 +372,8 @@ std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
       publish(s.temporary, s.root, s.name, s.run_id, s.keep);
     } catch (const std::exception& e) {
       publish_failure = e.what();
+      std::error_code ignored;
+      fs::remove_all(s.temporary, ignored);  // the ranks' files, and the new folder a failed publish moved back
     }
   }
   // Rank 0's outcome reaches every rank (nobody goes on, or reads the checkpoint, before it is
