@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -45,23 +46,23 @@ PyObject* new_type(py::module_& module, const char* name, const char* doc, std::
 
 // "keel_trainer_read_param" -> "Trainer.read_param": the C function behind each Python method,
 // where the message names one (at its start, or after a space: never inside a path). C functions
-// with no method of that name become "Trainer".
+// that no method stands for become "Trainer".
 std::string python_names(const std::string& message) {
   static const std::regex c_function(R"((^|\s)keel_trainer_(\w+)\b(?!/))");
-  static const char* const methods[] = {"step",  "train",  "evaluate",   "save",      "load",     "read_param",
-                                        "write_param", "logits", "generate", "tensor", "last_metrics"};
+  static const std::map<std::string, std::string> methods = {
+      {"step", "step"}, {"step_on", "step"}, {"train", "train"}, {"evaluate", "evaluate"}, {"save", "save"},
+      {"load", "load"}, {"read_param", "read_param"}, {"gather_param", "read_param(name, gather=True)"},
+      {"write_param", "write_param"}, {"read_grad", "grad"}, {"logits", "logits"}, {"generate", "generate"},
+      {"generate_top", "generate"}, {"param_tensor", "tensor"}, {"last_metrics", "last_metrics"},
+      {"forward_backward", "forward_backward"}, {"optimizer_step", "optimizer_step"}, {"export_hf", "export_hf"},
+      {"load_hf", "load_hf"}};
   std::string out;
   auto last = message.cbegin();
   for (std::sregex_iterator it(message.begin(), message.end(), c_function), end; it != end; ++it) {
     const std::smatch& match = *it;
     out.append(last, match[0].first);
-    const std::string name = match[2].str();
-    bool is_method = false;
-    for (const char* method : methods) is_method |= name == method;
-    const bool gathering = name == "gather_param";  // read_param's gather=True form
-    out += match[1].str() + (gathering ? std::string("Trainer.read_param(name, gather=True)")
-                             : is_method ? "Trainer." + name
-                                         : std::string("Trainer"));
+    const auto method = methods.find(match[2].str());
+    out += match[1].str() + (method == methods.end() ? std::string("Trainer") : "Trainer." + method->second);
     last = match[0].second;
   }
   out.append(last, message.cend());

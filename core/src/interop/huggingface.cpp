@@ -174,7 +174,12 @@ std::vector<std::string> init_files(const std::string& init_from) {
   if (!is_folder(init_from)) return {init_from};
   const std::filesystem::path folder(init_from);
   std::error_code error;
-  if (std::filesystem::exists(folder / "model.safetensors", error)) return {(folder / "model.safetensors").string()};
+  const std::filesystem::path single = folder / "model.safetensors";
+  if (std::filesystem::exists(single, error)) return {single.string()};
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(single, error)))  // a Hub cache's link, its blob gone
+    throw KeelError(KEEL_ERR_NOT_FOUND, "model.init_from: " + single.string() + " is a symbolic link to " +
+                                            std::filesystem::read_symlink(single, error).string() +
+                                            ", which does not exist (an incomplete download?)");
   const std::string index = (folder / "model.safetensors.index.json").string();
   if (!std::filesystem::exists(index, error))
     throw KeelError(KEEL_ERR_NOT_FOUND, "model.init_from: " + init_from + " holds neither model.safetensors nor "

@@ -197,9 +197,19 @@ void PipelineRunner::forward_chunk(const keel_schedule_action& action, int32_t n
     args.loss_sum = step_loss_;
     args.loss_weight = 1.0f / float(n);
   }
-  check_plugin(plugins_.model->forward(plugins_.model_obj, &args),
-               "model '" + config_.model.plugin + "' forward (micro-batch " + std::to_string(action.microbatch) +
-                   ", chunk " + std::to_string(action.chunk) + ")");
+  const keel_status status = plugins_.model->forward(plugins_.model_obj, &args);
+  try {
+    check_plugin(status, "model '" + config_.model.plugin + "' forward (micro-batch " + std::to_string(action.microbatch) +
+                             ", chunk " + std::to_string(action.chunk) + ")");
+  } catch (const KeelError& e) {
+    // The first forward sizes the activations: when they do not fit and nobody chose the sequence
+    // length (a Hub folder's max_position_embeddings can be 131072), say which key to set.
+    if (e.code != KEEL_ERR_OUT_OF_MEMORY || config_.data.seq_len > 0) throw;
+    throw KeelError(e.code, std::string(e.what()) + "; data.seq_len is unset, so each sequence is the model's maximum, " +
+                                std::to_string(seq_len_) + " tokens (model.seq_len" +
+                                (config_.model_init_from.empty() ? "" : ", from model.init_from's config.json") +
+                                "): set data.seq_len to the length you train on");
+  }
   give_back(input);
   if (output) outgoing_activations_[{action.microbatch, action.chunk + 1}] = output;
   if (action.chunk == chunks_ - 1) {
