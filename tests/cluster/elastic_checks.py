@@ -140,6 +140,8 @@ def check_refusals(args, work):
                            ("node1:64\n", r"hosts:1: expected a host name or IPv4 address .*slots=N\), found 'node1:64'"),
                            ("node1 cpus=2\n", r"hosts:1: expected slots=N after the host name, found 'cpus=2'"),
                            ("a\na\n", r"hosts:2: host a is listed twice"),
+                           ("localhost\nLOCALHOST\n", r"hosts:2: host LOCALHOST is listed twice \(as localhost before; "
+                                                        r"host names ignore case\)"),
                            ("# nothing\n", r"hosts: the hosts file names no host")):
         with open(hosts, "w") as f:
             f.write(text)

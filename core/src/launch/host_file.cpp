@@ -52,8 +52,15 @@ std::vector<LaunchHost> read_host_file(const std::string& path) {
                                                      std::to_string(kMaxSlots) + ", found '" + count.substr(0, 32) + "'");
       host.slots = int32_t(slots);
     }
+    // Host names are case-insensitive (RFC 4343): LOCALHOST and localhost are one host.
+    auto lower = [](std::string name) {
+      for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+      return name;
+    };
     for (const LaunchHost& seen : hosts)
-      if (seen.name == host.name) throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "host " + host.name + " is listed twice");
+      if (lower(seen.name) == lower(host.name))
+        throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "host " + host.name + " is listed twice" +
+                                                     (seen.name == host.name ? "" : " (as " + seen.name + " before; host names ignore case)"));
     if (hosts.size() == kMaxHosts)
       throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "more than " + std::to_string(kMaxHosts) + " hosts");
     hosts.push_back(host);
