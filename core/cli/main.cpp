@@ -15,6 +15,7 @@
 #include "data/prepare_data.h"
 #include "host/errors.h"
 #include "host/host_table.h"
+#include "host/log.h"
 #include "interop/export_command.h"
 #include "io/writable_folder.h"
 #include "launch/elastic_launch.h"
@@ -50,6 +51,21 @@ const char* kUsage =
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A failure's last line ("keel: error: ..."), whole in one write (host/log.h): when every rank of
+// a launched job fails alike, their lines stand one under the other, each naming its rank, rather
+// than run into each other ("keel: error: keel: error: ...").
+void print_failure(const std::string& kind, const std::string& message) {
+  std::string rank;
+  try {
+    const auto launched = keel::launcher();
+    if (launched && launched->world > 1)
+      rank = "rank " + std::to_string(launched->rank) + " of " + std::to_string(launched->world) + ": ";
+  } catch (const std::exception&) {
+    // malformed launcher variables: the failure is said without a rank
+  }
+  keel::write_stderr_line("keel: " + kind + ": " + rank + message);
+}
 
 struct CommandLine {
   std::string command, config;
@@ -203,7 +219,7 @@ int main(int argc, char** argv) {
       } catch (const keel::StopRequested& stop) {
         // Every rank stopped after the same step: the trainer's teardown (offload tiers
         // included) runs as at a normal end, then the shell sees 128 + the signal.
-        if (trainer.mesh().world.rank == 0) std::cerr << "keel: " << stop.what() << std::endl;
+        if (trainer.mesh().world.rank == 0) keel::write_stderr_line(std::string("keel: ") + stop.what());
         return 128 + stop.signal_number;
       } catch (const std::exception& e) {
         // The other ranks may be waiting in a collective for this one: end them all, naming why.
@@ -218,10 +234,10 @@ int main(int argc, char** argv) {
     std::cerr << "keel: " << e.what() << "\n" << kUsage;
     return 2;
   } catch (const keel::KeelError& e) {
-    std::cerr << "keel: error: " << e.what() << std::endl;
+    print_failure("error", e.what());
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "keel: internal error: " << e.what() << std::endl;
+    print_failure("internal error", e.what());
     return 1;
   }
 }

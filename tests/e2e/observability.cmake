@@ -8,6 +8,10 @@ set(KEEL_TEST_VENV ${PROJECT_SOURCE_DIR}/build/test-venv CACHE PATH "venv with P
 
 add_test(NAME e2e.observability.progress_bar
   COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} progress_bar --keel ${keel} --config ${quickstart})
+# An error while the bar is drawn, from two ranks under mpirun: each message on a line of its own.
+add_test(NAME e2e.observability.progress_bar_errors
+  COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} progress_bar_errors --keel ${keel} --config ${quickstart})
+set_tests_properties(e2e.observability.progress_bar_errors PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi TIMEOUT 300)
 add_test(NAME e2e.observability.plot COMMAND ${KEEL_TEST_PYTHON} ${observability_checks} plot --keel ${keel})
 # FIFOs, devices, oversized files and axes that are not finite.
 add_test(NAME e2e.observability.plot_untrusted

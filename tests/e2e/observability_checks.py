@@ -6,6 +6,9 @@
                 tensorboard package (scripts/test-venv.sh); exits 77, ctest's skip code, without it.
   progress_bar  under a pseudo-terminal keel redraws one bar with '\\r' ending at 100%; through a
                 pipe it prints plain lines and no '\\r'.
+  progress_bar_errors  two ranks under mpirun on a pseudo-terminal, rank 0 failing while its bar is
+                drawn: every line keel writes to stderr starts a line of its own, never at the bar's
+                end ("... GB/skeel: rank 0 of 2: ...") or in another rank's line.
   plot          `keel plot` draws an SVG whose points, read back through its own axis ticks, are the
                 metrics' steps and losses; it refuses bad input and PNG output.
 
@@ -15,6 +18,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -91,14 +95,14 @@ def check_tensorboard(keel, config, workdir):
 
 # ---- progress bar ------------------------------------------------------------------------------
 
-def run_in_terminal(cmd):
+def run_in_terminal(cmd, env=None):
     """Runs cmd with stdout and stderr on a pseudo-terminal that passes bytes through unchanged
     (no '\\n' → '\\r\\n' translation, so every '\\r' seen came from keel). Returns (status, output)."""
     master, slave = pty.openpty()
     attrs = termios.tcgetattr(slave)
     attrs[1] &= ~termios.ONLCR
     termios.tcsetattr(slave, termios.TCSANOW, attrs)
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True, env=env)
     os.close(slave)
     chunks = []
     while True:
@@ -319,9 +323,33 @@ def check_plot_untrusted(keel, workdir):
     refuses(infinite, re.escape(infinite) + r":2: not valid JSON: .*number overflow", "a loss of 1e999 (past a double)")
 
 
+def check_progress_bar_errors(keel, config, workdir):
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("SKIPPED: mpirun is not installed")
+        sys.exit(SKIP)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
+               KEEL_FAULT_INJECT="rank=0,step=3")
+    small = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.seq_len=32", "data.seq_len=32",
+             "data.micro_batch=2", "data.global_batch=4", "data.text_max_bytes=262144"]
+    cmd = [mpirun, "--oversubscribe", "-np", "2"] + run_args(keel, config, workdir, "errors", small)
+    status, out = run_in_terminal(cmd, env)
+    print(f"exit {status}:\n{out!r}")
+    if status == 0:
+        fail("the run with an injected fault succeeded")
+    if "\r[" not in out:
+        fail("rank 0 drew no progress bar under the terminal")
+    if "keel: rank 0 of 2: injected fault after step 3" not in out:
+        fail("rank 0 did not name its failure")
+    for match in re.finditer(r"keel: |\[rank \d+/\d+\] ", out):
+        if match.start() > 0 and out[match.start() - 1] != "\n":
+            line_start = out.rfind("\n", 0, match.start()) + 1
+            fail(f"a message starts mid-line: {out[line_start:match.end() + 40]!r}")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["tensorboard", "progress_bar", "plot", "plot_untrusted"])
+    parser.add_argument("check", choices=["tensorboard", "progress_bar", "progress_bar_errors", "plot", "plot_untrusted"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config")
     args = parser.parse_args()
@@ -330,6 +358,8 @@ def main():
             check_tensorboard(args.keel, args.config, workdir)
         elif args.check == "progress_bar":
             check_progress_bar(args.keel, args.config, workdir)
+        elif args.check == "progress_bar_errors":
+            check_progress_bar_errors(args.keel, args.config, workdir)
         elif args.check == "plot_untrusted":
             check_plot_untrusted(args.keel, workdir)
         else:

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <tuple>
 
+#include "host/log.h"
 #include "metrics/progress.h"
 #include "metrics/tensorboard_writer.h"
 
@@ -18,9 +19,11 @@ RunReporter::RunReporter(ReporterOptions options, std::ostream& out)
   if (!options_.tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(options_.tensorboard_dir);
 }
 
-// A run that ends by an exception still leaves the cursor on a fresh line for the error.
+// A run that ends by an exception still leaves the cursor on a fresh line for the error (unless a
+// line written since, an error's, already ended the bar's).
 RunReporter::~RunReporter() {
-  if (!bar_.empty()) out_ << '\n' << std::flush;
+  if (!bar_.empty() && progress_line_is_open()) out_ << '\n' << std::flush;
+  set_progress_line_open(false);
 }
 
 void RunReporter::header(const std::string& text) { print_line(text); }
@@ -31,9 +34,12 @@ void RunReporter::erase_bar() {
   if (!bar_.empty()) out_ << '\r' << std::string(bar_.size(), ' ') << '\r';
 }
 
+// Each of these leaves the bar drawn at the cursor: the logger (host/log.h) then starts its next
+// line on a fresh one rather than at the bar's end.
 void RunReporter::print_line(const std::string& text) {
   erase_bar();
   out_ << text << '\n' << bar_ << std::flush;
+  set_progress_line_open(!bar_.empty());
 }
 
 void RunReporter::draw_bar(const std::string& bar) {
@@ -41,6 +47,7 @@ void RunReporter::draw_bar(const std::string& bar) {
   if (bar.size() < bar_.size()) out_ << std::string(bar_.size() - bar.size(), ' ');
   out_ << std::flush;
   bar_ = bar;
+  set_progress_line_open(!bar_.empty());
 }
 
 void RunReporter::step(const StepReport& r) {
@@ -95,7 +102,8 @@ void RunReporter::write_tensorboard(const StepReport& r) {
 }
 
 void RunReporter::finish() {
-  if (!bar_.empty()) out_ << '\n';
+  if (!bar_.empty() && progress_line_is_open()) out_ << '\n';
+  set_progress_line_open(false);
   bar_.clear();
   out_.flush();
   if (tensorboard_) tensorboard_->flush();

@@ -1,8 +1,9 @@
 // The background writer of asynchronous checkpoints (see async_checkpoint.h).
 #include "session/async_checkpoint.h"
 
-#include <cstdio>
 #include <memory>
+
+#include "host/log.h"
 
 namespace keel {
 
@@ -38,7 +39,7 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   try {
     wait();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "keel: the checkpoint being written in the background failed: %s\n", e.what());
+    write_stderr_line(std::string("keel: the checkpoint being written in the background failed: ") + e.what());
   }
 }
 

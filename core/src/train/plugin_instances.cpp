@@ -217,8 +217,9 @@ void PluginInstances::adopt_model_specs(const RunConfig& config) {
 
 void PluginInstances::abort_all_ranks(const std::string& reason) {
   if (mesh.world.alone()) return;
-  std::fprintf(stderr, "keel: rank %d of %d: %s\n", mesh.world.rank, mesh.world.size, reason.c_str());
-  std::fflush(stderr);
+  // One write of a whole line: every failing rank says this at once, often with the same reason.
+  write_stderr_line("keel: rank " + std::to_string(mesh.world.rank) + " of " + std::to_string(mesh.world.size) + ": " +
+                    reason);
   if (offload_obj) {
     // A strategy whose thread waits in a collective on a peer that failed may never finish its
     // destroy: past the grace the world ends anyway, and the next run removes the tier's files.
