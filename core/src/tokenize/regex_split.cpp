@@ -4,12 +4,14 @@
 // Each search sees a window of the text and runs with PCRE2_PARTIAL_HARD, so PCRE2 says
 // "partial" the moment it would need a byte past the window (a greedy run, a lookahead, $ or
 // \b at the window's end). A complete match found in a window is the match on the whole text:
-// nothing it tried reached the window's end. A partial match, or no match in a window that is
-// not the whole rest of the text, tries again on a window twice as large.
+// nothing it tried reached the window's end; and no match at all means no start in the window
+// can match. A partial match is tried again on larger windows (find()).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenize/regex_split.h"
 
 #include <pcre2.h>
+
+#include <algorithm>
 
 #include "host/errors.h"
 #include "tokenize/oniguruma_whitespace.h"
@@ -19,8 +21,8 @@ namespace {
 
 constexpr uint32_t kMatchLimit = 10'000'000;  // backtracking steps per match: far above any sane pattern
 constexpr uint32_t kDepthLimit = 100'000;
-constexpr uint64_t kBudgetBytesPerDocumentByte = 64;
-constexpr uint64_t kBudgetBaseBytes = uint64_t(64) << 20;
+constexpr uint64_t kBudgetBytesPerDocumentByte = 16;
+constexpr uint64_t kBudgetBaseBytes = uint64_t(16) << 20;
 constexpr size_t kPatternShownBytes = 80;
 
 std::string pcre2_message(int code) {
@@ -95,27 +97,58 @@ std::string RegexSplitter::failure(const std::string& where, const std::string& 
   return where + ": the pre-tokenizer regex " + origin_ + " (" + shown + ") " + why;
 }
 
+int RegexSplitter::match(std::string_view text, size_t at, size_t end, uint32_t options) const {
+  if (end < text.size()) options |= PCRE2_PARTIAL_HARD;
+  return pcre2_match(compiled_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), end, at, PCRE2_NO_UTF_CHECK | options,
+                     compiled_->match, compiled_->context);
+}
+
+// The first match at or after `at`. Searching (PCRE2 trying each start position in turn) only
+// ever sees the free window, so its uncounted work is bounded by the window at each start. A
+// start whose attempt needs more text is then tried alone (anchored) on windows twice as large,
+// each charged to the budget; when nothing matches there, the search goes on from the next
+// character. Searching a large window instead would try every start in it, each reading up to
+// the window's end: quadratic work for a linear charge.
 std::pair<size_t, size_t> RegexSplitter::find(std::string_view text, size_t at, const std::string& where,
                                               RegexWorkBudget& budget) const {
-  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   constexpr size_t none = std::string_view::npos;
-  for (size_t window = RegexWorkBudget::kFreeWindowBytes;; window *= 2) {
-    const size_t end = text.size() - at <= window ? text.size() : character_boundary(text, at + window);
-    const bool whole_rest = end == text.size();
-    if (end - at > RegexWorkBudget::kFreeWindowBytes && !budget.charge(end - at))
-      throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
-                      failure(where, "read more than the " + std::to_string(budget.total_bytes()) +
-                                         " bytes of matching allowed for a document of " + std::to_string(text.size()) +
-                                         " bytes (64 per byte plus 64 MiB; it stopped at byte " + std::to_string(at) +
-                                         "): a pattern whose matches each read far ahead is quadratic in a long line"));
-    const int rc = pcre2_match(compiled_->code, subject, end, at, PCRE2_NO_UTF_CHECK | (whole_rest ? 0 : PCRE2_PARTIAL_HARD),
-                               compiled_->match, compiled_->context);
-    if (rc == PCRE2_ERROR_NOMATCH && whole_rest) return {none, none};
-    if (rc == PCRE2_ERROR_NOMATCH || rc == PCRE2_ERROR_PARTIAL) continue;
-    if (rc < 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, failure(where, "failed at byte " + std::to_string(at) + ": " + pcre2_message(rc)));
+  auto window_end = [&](size_t from, size_t window) {
+    return text.size() - from <= window ? text.size() : character_boundary(text, from + window);
+  };
+  auto found = [&]() -> std::pair<size_t, size_t> {
     const PCRE2_SIZE* range = pcre2_get_ovector_pointer(compiled_->match);
     return {range[0], range[1]};
+  };
+  auto fail = [&](int rc, size_t where_at) {
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, failure(where, "failed at byte " + std::to_string(where_at) + ": " + pcre2_message(rc)));
+  };
+  while (at <= text.size()) {
+    const size_t end = window_end(at, RegexWorkBudget::kFreeWindowBytes);
+    int rc = match(text, at, end, 0);
+    if (rc >= 0) return found();
+    if (rc == PCRE2_ERROR_NOMATCH) {  // no start before `end` matches, nor needs more text
+      if (end == text.size()) return {none, none};
+      at = end;
+      continue;
+    }
+    if (rc != PCRE2_ERROR_PARTIAL) fail(rc, at);
+    const size_t start = std::max<size_t>(at, pcre2_get_startchar(compiled_->match));
+    for (size_t window = 2 * RegexWorkBudget::kFreeWindowBytes;; window *= 2) {
+      const size_t anchored_end = window_end(start, window);
+      if (!budget.charge(anchored_end - start))
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                        failure(where, "read more than the " + std::to_string(budget.total_bytes()) +
+                                           " bytes of matching allowed for a document of " + std::to_string(text.size()) +
+                                           " bytes (16 per byte plus 16 MiB; it stopped at byte " + std::to_string(start) +
+                                           "): a pattern whose matches each read far ahead is quadratic in a long line"));
+      rc = match(text, start, anchored_end, PCRE2_ANCHORED);
+      if (rc >= 0) return found();
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc != PCRE2_ERROR_PARTIAL) fail(rc, start);
+    }
+    at = character_boundary(text, start + 1);
   }
+  return {none, none};
 }
 
 void RegexSplitter::split(std::string_view text, SplitBehavior behavior, const std::string& where, RegexWorkBudget& budget,

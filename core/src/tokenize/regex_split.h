@@ -20,9 +20,9 @@ enum class SplitBehavior {
 };
 
 // How many bytes of text one document's matches may read past the first kFreeWindowBytes of
-// each match attempt. Matching looks at a window of text from where it starts; a match that
-// needs more than the window sees is tried again on a window twice as large, and every window
-// past the free one is charged here. Ordinary pieces (words, runs of spaces) fit the free window;
+// each match attempt. Searching looks at a window of text from where it starts; a match that
+// needs more than the window sees is tried again from its start on a window twice as large, and
+// every window past the free one is charged here. Ordinary pieces (words, runs of spaces) fit the free window;
 // a long run of one class is charged about twice its length once. The free window is small
 // because its work goes uncounted: a pattern reading to the end of every 200-byte line costs
 // at most 256 steps a byte.
@@ -30,7 +30,7 @@ class RegexWorkBudget {
  public:
   static constexpr size_t kFreeWindowBytes = 256;
   explicit RegexWorkBudget(uint64_t bytes) : total_bytes_(bytes), left_bytes_(bytes) {}
-  // 64 times the document's size plus 64 MiB: linear in the document, whatever the pattern.
+  // 16 times the document's size plus 16 MiB: linear in the document, whatever the pattern.
   static RegexWorkBudget for_document(size_t document_bytes);
 
   bool charge(uint64_t bytes);  // false, charging nothing, when fewer than `bytes` are left
@@ -64,6 +64,8 @@ class RegexSplitter {
   // The start and end of the first match at or after `at`, or {npos, npos}.
   std::pair<size_t, size_t> find(std::string_view text, size_t at, const std::string& where,
                                  RegexWorkBudget& budget) const;
+  // pcre2_match on text[..end) from `at`, with PCRE2_PARTIAL_HARD when `end` is not the text's end.
+  int match(std::string_view text, size_t at, size_t end, uint32_t options) const;
   std::string failure(const std::string& where, const std::string& why) const;
 
   Compiled* compiled_;

@@ -74,7 +74,7 @@ TEST(RegexSplit, LookaheadToTheEndOfALongLineRunsOutOfBudget) {
   const std::string line(160'000, 'w');
   const std::string message = error_of([&] { split(regex, line, RegexWorkBudget::for_document(line.size())); });
   EXPECT_NE(message.find("doc.txt: the pre-tokenizer regex tokenizer.json: pre_tokenizer.pattern.Regex (.(?=.*$)) read "
-                         "more than the 77348864 bytes of matching allowed for a document of 160000 bytes"),
+                         "more than the 19337216 bytes of matching allowed for a document of 160000 bytes"),
             std::string::npos) << message;
   // A short line is cheap and splits into characters.
   EXPECT_EQ(split(regex, "abc"), (Pieces{"a", "b", "c"}));
