@@ -9,10 +9,16 @@
 // a Hugging Face checkpoint folder given as model.init_from: its config.json (which the llama
 // plugin maps into the model section when the config is read) and its shard index (read by the
 // import). hosts_file mutates `keel launch`'s hosts file and requires every host it accepts to be
-// a plain name with a bounded slot count.
+// a plain name with a bounded slot count. documents runs hostile documents (long runs of one
+// class, U+180E and other spaces, near misses of a 4 KiB added token, lines of 100k characters,
+// bad UTF-8) through the seed tokenizers and through ones with costly patterns (.(?=.*$)); it
+// runs under a 4 GiB address-space limit, so a blow-up is an allocation failure that must come
+// out as a KeelError naming the document, and ctest's TIMEOUT bounds its time.
 //
-//   keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder|hosts_file --seed S --count N --work DIR
+//   keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|documents|hf_folder|hosts_file --seed S --count N --work DIR
 #include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -397,16 +403,35 @@ const char* const kTokenizerSeeds[] = {
         "vocab": {"<unk>": 0, "<s>": 1, "<0xC3>": 2, "<0xA9>": 3, "<0x0A>": 4, "▁": 5, "a": 6, "b": 7, "▁a": 8, "▁ab": 9},
         "merges": ["▁ a", "▁a b"]}})"};
 
+// Tokenizers whose patterns or tokens cost the most per byte, beside the two seeds.
+std::vector<std::string> hostile_tokenizers() {
+  auto split_then_bytes = [](const std::string& regex) {
+    return R"({"added_tokens": [{"id": 300, "content": ")" + std::string("<") + std::string(4094, 'q') +
+           R"(>", "special": true, "normalized": false}],
+      "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": )" + nlohmann::json(regex).dump() + R"(}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+      "model": {"type": "BPE", "unk_token": "<unk>", "vocab": {"<unk>": 0, "a": 1, "q": 2, "Ġ": 3, "aa": 4},
+                "merges": ["a a"]}})";
+  };
+  return {split_then_bytes(".(?=.*$)"), split_then_bytes("\\s+(?!\\S)|\\s+|[^\\s]+"),
+          split_then_bytes("(?:a|aa)+(?=x)|."), split_then_bytes("[[:space:]]*$|\\S")};
+}
+
 int fuzz_tokenizer(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
-  const std::string text = "ab ab12 a\n<|eot|>b\xC3\xA9 <s> a  b\n\n123 \xF0\x9F\x9A\x80z";
+  // U+180E and the start of the 4 KiB added token; long runs are the documents target's (a
+  // hostile seed's .(?=.*$) is meant to refuse them).
+  const std::string text = "ab ab12 a\n<|eot|>b\xC3\xA9 <s> a  b\n\n123 \xF0\x9F\x9A\x80z \xE1\xA0\x8E aa x <qqq";
   const std::string path = work + "/tokenizer.json";
-  for (const char* seed : kTokenizerSeeds) {  // each seed itself is accepted
+  std::vector<std::string> seeds(std::begin(kTokenizerSeeds), std::end(kTokenizerSeeds));
+  for (const auto& hostile : hostile_tokenizers()) seeds.push_back(hostile);
+  for (const auto& seed : seeds) {  // each seed itself is accepted
     write_text(path, seed);
     std::vector<uint32_t> ids;
     keel::open_tokenizer(path)->encode(text, "<fuzz text>", ids);
   }
   for (int64_t i = 0; i < count; ++i) {
-    const std::string input = mutate.mutate(kTokenizerSeeds[mutate.below(2)]);
+    const std::string input = mutate.mutate(seeds[mutate.below(seeds.size())]);
     write_text(path, input);
     const bool ok = try_input("tokenizer", i, input, work, [&] {
       const auto tokenizer = keel::open_tokenizer(path);
@@ -415,6 +440,47 @@ int fuzz_tokenizer(Mutator& mutate, int64_t count, const std::string& work, Tall
       for (uint32_t id : ids)
         if (int64_t(id) >= tokenizer->vocab_size())
           throw std::logic_error("id " + std::to_string(id) + " past the vocabulary " + std::to_string(tokenizer->vocab_size()));
+    }, tally);
+    if (!ok) return 1;
+  }
+  return 0;
+}
+
+// A document of random pieces, some repeated thousands of times: up to about 200 KB.
+std::string hostile_document(Mutator& mutate) {
+  static const char* const pieces[] = {"a", "aa", " ", "  ", "\n", "\xE1\xA0\x8E", "\xE2\x80\x80", "\xC2\xA0", "<|eot|>",
+                                       "<|eot", "<s>", "12", "\xC3\xA9", "\xF0\x9F\x9A\x80", "q", "<qqqq", "x", "\xFF"};
+  const size_t count = sizeof(pieces) / sizeof(pieces[0]);
+  std::string text;
+  for (size_t n = 1 + mutate.below(12); n > 0; --n) {
+    const char* piece = pieces[mutate.below(count - (mutate.below(8) == 0 ? 0 : 1))];  // bad UTF-8 now and then
+    const size_t repeat = mutate.below(4) == 0 ? 1 + mutate.below(100'000) : 1 + mutate.below(4);
+    for (size_t r = 0; r < repeat && text.size() < 200'000; ++r) text += piece;
+  }
+  if (mutate.below(6) == 0) text += "<" + std::string(4094, 'q') + (mutate.below(2) ? ">" : "");
+  return text;
+}
+
+int fuzz_documents(Mutator& mutate, int64_t count, const std::string& work, Tally& tally) {
+  const rlimit address_space{rlim_t(4) << 30, rlim_t(4) << 30};
+  if (::setrlimit(RLIMIT_AS, &address_space) != 0) std::cerr << "note: no address-space limit (setrlimit failed)\n";
+  std::vector<std::unique_ptr<keel::Tokenizer>> tokenizers;
+  std::vector<std::string> sources(std::begin(kTokenizerSeeds), std::end(kTokenizerSeeds));
+  for (const auto& text : hostile_tokenizers()) sources.push_back(text);
+  for (size_t t = 0; t < sources.size(); ++t) {
+    const std::string path = work + "/tokenizer" + std::to_string(t) + ".json";
+    write_text(path, sources[t]);
+    tokenizers.push_back(keel::open_tokenizer(path));
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const std::string document = hostile_document(mutate);
+    const keel::Tokenizer& tokenizer = *tokenizers[mutate.below(tokenizers.size())];
+    const bool ok = try_input("documents", i, document, work, [&] {
+      std::vector<uint32_t> ids;
+      tokenizer.encode(document, "<fuzz document>", ids);
+      for (uint32_t id : ids)
+        if (int64_t(id) >= tokenizer.vocab_size())
+          throw std::logic_error("id " + std::to_string(id) + " past the vocabulary " + std::to_string(tokenizer.vocab_size()));
     }, tally);
     if (!ok) return 1;
   }
@@ -500,12 +566,12 @@ int main(int argc, char** argv) {
     else if (arg == "--keep-going") keep_going = true;
     else if (target.empty() && arg[0] != '-') target = arg;
     else {
-      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder|hosts_file --seed S --count N --work DIR [--config SEED.json]\n";
+      std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|documents|hf_folder|hosts_file --seed S --count N --work DIR [--config SEED.json]\n";
       return 2;
     }
   }
   if (target.empty() || work.empty()) {
-    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|hf_folder|hosts_file --seed S --count N --work DIR [--config SEED.json]\n";
+    std::cerr << "usage: keel-fuzz manifest|safetensors|safetensors_tiling|config|tokenizer|documents|hf_folder|hosts_file --seed S --count N --work DIR [--config SEED.json]\n";
     return 2;
   }
   work = (fs::path(work) / target).string();
@@ -520,6 +586,7 @@ int main(int argc, char** argv) {
     else if (target == "safetensors_tiling") status = fuzz_safetensors_tiling(mutate, count, work, tally);
     else if (target == "config") status = fuzz_config(mutate, count, work, tally, seed_config, keep_going);
     else if (target == "tokenizer") status = fuzz_tokenizer(mutate, count, work, tally);
+    else if (target == "documents") status = fuzz_documents(mutate, count, work, tally);
     else if (target == "hf_folder") status = fuzz_hf_folder(mutate, count, work, tally);
     else if (target == "hosts_file") status = fuzz_hosts_file(mutate, count, work, tally);
     else std::cerr << "unknown target " << target << "\n";
