@@ -11,6 +11,7 @@ add_test(NAME e2e.tokenizer.edges_match_hf_tokenizers
   COMMAND ${tokenizer_checks} edges --keel $<TARGET_FILE:keel> --venv ${CMAKE_BINARY_DIR}/tokenizers-venv)
 set_tests_properties(e2e.tokenizer.edges_match_hf_tokenizers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 add_test(NAME e2e.tokenizer.folder_skips_text_not_utf8 COMMAND ${tokenizer_checks} folder_text --keel $<TARGET_FILE:keel>)
+add_test(NAME e2e.tokenizer.document_out_of_memory COMMAND ${tokenizer_checks} out_of_memory --keel $<TARGET_FILE:keel>)
 add_test(NAME e2e.refuses.tokenizer_base_file_accepted COMMAND ${tokenizer_checks} base_accepted --keel $<TARGET_FILE:keel>)
 
 # keel_tokenizer_refusal(CASE PATTERN): prepare-data with the base tokenizer.json broken as CASE

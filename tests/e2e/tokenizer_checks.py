@@ -11,6 +11,8 @@
            window's edge, and a 4 KiB added token among near misses. Same venv.
   refuse   writes a small hand-made tokenizer.json broken one way (--case) and requires keel
            prepare-data to exit 1 with a message matching --pattern. Standard library only.
+  out_of_memory  a 48 MB one-line document under a 192 MiB address-space limit: prepare-data
+           fails naming the document and why (it was a bare std::bad_alloc), and a small one passes.
   folder_text  a folder holding a Latin-1 file and files over 1 MiB (UTF-8 cut by the check's
            chunks, and a bad byte past the first chunk): the bad ones are skipped and counted,
            --strict-text refuses naming file and byte. Standard library only."""
@@ -328,9 +330,31 @@ def check_folder_text(keel, workdir, **_):
     assert "4 documents" in log and "not UTF-8" not in log, log
 
 
+def check_out_of_memory(keel, workdir, **_):
+    import resource
+    path = os.path.join(workdir, "tokenizer.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(base_tokenizer(), f, ensure_ascii=False)
+    big, small = os.path.join(workdir, "big.txt"), os.path.join(workdir, "small.txt")
+    with open(big, "w") as f:
+        f.write("the theme then " * (48 << 16))  # 48 MiB on one line: ids alone take about 200 MB
+    with open(small, "w") as f:
+        f.write("the theme then\n")
+    limit = 192 << 20
+
+    def limited(cmd):
+        return subprocess.run(cmd, capture_output=True, text=True,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    p = limited([keel, "prepare-data", small, "--out", os.path.join(workdir, "out_small"), "--tokenizer", path])
+    assert p.returncode == 0, f"the small document failed under the limit:\n{p.stderr}"
+    p = limited([keel, "prepare-data", big, "--out", os.path.join(workdir, "out_big"), "--tokenizer", path])
+    print(p.stderr.strip())
+    assert p.returncode == 1 and f"{big}: out of memory" in p.stderr, f"exit {p.returncode}:\n{p.stderr}"
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["oracle", "edges", "refuse", "base_accepted", "folder_text"])
+    parser.add_argument("check", choices=["oracle", "edges", "refuse", "base_accepted", "folder_text", "out_of_memory"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", help="oracle: the run config to train with")
     parser.add_argument("--venv", help="oracle: the venv of scripts/tokenizers-venv.sh")
@@ -348,7 +372,7 @@ def main():
     sys.path.insert(0, HERE)
     with tempfile.TemporaryDirectory() as workdir:
         {"oracle": check_oracle, "edges": check_edges, "refuse": check_refuse, "base_accepted": check_base_accepted,
-         "folder_text": check_folder_text}[args.check](
+         "folder_text": check_folder_text, "out_of_memory": check_out_of_memory}[args.check](
             keel=args.keel, config=args.config, workdir=workdir, case=args.case, pattern=args.pattern)
     print("PASS")
 
