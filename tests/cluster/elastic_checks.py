@@ -154,16 +154,17 @@ def check_refusals(args, work):
 # A launcher standing in for mpirun: it records its pid, answers probes (`... keel --version`)
 # or runs the job as its mode says, and ignores SIGINT and SIGTERM where asked (its sleep too:
 # an ignored signal stays ignored across exec).
+# Its pid is written once its traps are set, so a signal sent after the pid appears finds them.
 FAKE_LAUNCHER = """#!/bin/sh
 mode=$(cat "$(dirname "$0")/mode")
 case "$*" in *--version*) kind=probe ;; *) kind=job ;; esac
-echo $$ >> "$(dirname "$0")/$kind.pids"
 case "$kind:$mode" in
-  probe:hang) trap '' INT TERM; while :; do sleep 1; done ;;
+  probe:hang|job:deaf) trap '' INT TERM ;;
+  job:mpirun-like) trap 'exit 1' INT ;;
   probe:*) exit 0 ;;
-  job:deaf) trap '' INT TERM; while :; do sleep 1; done ;;
-  job:mpirun-like) trap 'exit 1' INT; while :; do sleep 1; done ;;
 esac
+echo $$ >> "$(dirname "$0")/$kind.pids"
+while :; do sleep 1; done
 """
 
 
@@ -203,7 +204,6 @@ def check_stops(args, work):
         while not os.path.exists(waits_for) and p.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         assert os.path.exists(waits_for), f"{mode}: the fake launcher never started:\n{p.communicate()[0]}"
-        time.sleep(0.3)  # the launcher's trap is set
         p.send_signal(stop)
         try:
             out = p.communicate(timeout=120)[0]
