@@ -328,23 +328,24 @@ def check_progress_bar_errors(keel, config, workdir):
     if not mpirun:
         print("SKIPPED: mpirun is not installed")
         sys.exit(SKIP)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
-               KEEL_FAULT_INJECT="rank=0,step=3")
     small = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.seq_len=32", "data.seq_len=32",
              "data.micro_batch=2", "data.global_batch=4", "data.text_max_bytes=262144"]
     cmd = [mpirun, "--oversubscribe", "-np", "2"] + run_args(keel, config, workdir, "errors", small)
-    status, out = run_in_terminal(cmd, env)
-    print(f"exit {status}:\n{out!r}")
-    if status == 0:
-        fail("the run with an injected fault succeeded")
-    if "\r[" not in out:
-        fail("rank 0 drew no progress bar under the terminal")
-    if "keel: rank 0 of 2: injected fault after step 3" not in out:
-        fail("rank 0 did not name its failure")
-    for match in re.finditer(r"keel: |\[rank \d+/\d+\] ", out):
-        if match.start() > 0 and out[match.start() - 1] != "\n":
-            line_start = out.rfind("\n", 0, match.start()) + 1
-            fail(f"a message starts mid-line: {out[line_start:match.end() + 40]!r}")
+    for failing in (0, 1):  # the rank drawing the bar, and another whose line shares its terminal
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
+                   KEEL_FAULT_INJECT=f"rank={failing},step=3")
+        status, out = run_in_terminal(cmd, env)
+        print(f"rank {failing} failing: exit {status}:\n{out!r}")
+        if status == 0:
+            fail("the run with an injected fault succeeded")
+        if "\r[" not in out:
+            fail("rank 0 drew no progress bar under the terminal")
+        if f"keel: rank {failing} of 2: injected fault after step 3" not in out:
+            fail(f"rank {failing} did not name its failure")
+        for match in re.finditer(r"keel: |\[rank \d+/\d+\] ", out):
+            if match.start() > 0 and out[match.start() - 1] != "\n":
+                line_start = out.rfind("\n", 0, match.start()) + 1
+                fail(f"a message starts mid-line: {out[line_start:match.end() + 40]!r}")
 
 
 def main():

@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace keel {
 namespace {
 
@@ -218,6 +220,10 @@ void PluginInstances::adopt_model_specs(const RunConfig& config) {
 void PluginInstances::abort_all_ranks(const std::string& reason) {
   if (mesh.world.alone()) return;
   // One write of a whole line: every failing rank says this at once, often with the same reason.
+  // Rank 0 draws the progress bar on the terminal the ranks share (a launcher's pseudo-terminal),
+  // and another rank cannot tell whether that line is open: its line starts on a fresh one.
+  const bool bar_elsewhere = mesh.world.rank != 0 && ::isatty(STDOUT_FILENO) == 1;
+  if (bar_elsewhere) set_progress_line_open(true);
   write_stderr_line("keel: rank " + std::to_string(mesh.world.rank) + " of " + std::to_string(mesh.world.size) + ": " +
                     reason);
   if (offload_obj) {
@@ -233,6 +239,7 @@ void PluginInstances::abort_all_ranks(const std::string& reason) {
   // The launcher forwards each rank's output on its own schedule and may drop what a rank wrote
   // just before the abort ended the job: give it a moment to pass the line above on.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  if (bar_elsewhere) write_stderr_line("");  // the comm plugin's line below a bar redrawn meanwhile
   mesh.abort_world("ending every rank after the error above");
 }
 
