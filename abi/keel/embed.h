@@ -208,6 +208,23 @@ KEEL_API keel_status keel_trainer_gather_param(keel_trainer* trainer, const char
    rounding; a model, layout or backend without the cache runs whole windows either way. */
 KEEL_API keel_status keel_trainer_set_kv_cache(keel_trainer* trainer, int32_t enabled);
 
+/* --- appended in 0.19 --- */
+
+/* Hands generated token number `index` (from 0) to the caller as soon as it is drawn. Returns 0
+   to go on, nonzero to stop after this token (an end-of-text token, a stop string, Ctrl-C). */
+typedef int32_t (*keel_token_callback)(void* user, int32_t token, int64_t index);
+
+/* keel_trainer_generate_top, token by token: each token goes to on_token as it is drawn, and
+   generation ends after max_count tokens or when on_token asks (nothing is sized by max_count,
+   which may be any count >= 0). Under mpirun every rank calls it with the same arguments; each
+   rank's on_token sees every token, and when any rank's asks to stop, every rank stops after the
+   same token. *out_count (may be NULL): the tokens generated. The tokens equal
+   keel_trainer_generate_top's for the same arguments. */
+KEEL_API keel_status keel_trainer_generate_each(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
+                                                int64_t max_count, double temperature, int32_t top_k, double top_p,
+                                                uint64_t seed, keel_token_callback on_token, void* user,
+                                                int64_t* out_count);
+
 #ifdef __cplusplus
 }
 #endif

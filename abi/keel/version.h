@@ -45,11 +45,14 @@
    0.17: a parameter read whole under every layout, every rank taking part (embed.h
         keel_trainer_gather_param).
    0.18: generation with a key/value cache in the backend's memory (backend.h
-        attention_decode_dt; model.h decode_reset, decode). */
+        attention_decode_dt; model.h decode_reset, decode).
+   0.19: generation token by token to a callback that may stop it (embed.h
+        keel_trainer_generate_each: end-of-text tokens, stop strings, Ctrl-C, no count-sized
+        buffer). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
 #define KEEL_ABI_VERSION_MAJOR 0
-#define KEEL_ABI_VERSION_MINOR 18
+#define KEEL_ABI_VERSION_MINOR 19
 
 #endif

@@ -23,6 +23,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SMALL = ["data.micro_batch=4", "data.global_batch=4", "data.seq_len=64", "train.sample_tokens=0", "train.log_every=1",
@@ -265,6 +266,34 @@ def check_on_interrupt(keel, config, work):
     assert not os.path.exists(f"{work}/plain/latest")
 
 
+def check_sample_interrupt(keel, config, work):
+    """Ctrl-C during the closing sample (a million tokens asked) ends it after the token in
+    progress: exit 130, the tokens so far printed and the stop said (the first Ctrl-C used to be
+    ignored until the sample finished)."""
+    sets = SMALL + run_dir(work, "sampling") + ["train.steps=2", "train.sample_tokens=1000000"]
+    proc = subprocess.Popen([keel, "run", config] + [a for s in sets for a in ("--set", s)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    chunks = []  # bytes as they are streamed (a byte-level model's sample need not be UTF-8)
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(4096), b"")), daemon=True)
+    reader.start()
+    header = b"--- sample (1000000 tokens) ---\n"
+    deadline = time.time() + 120
+    while header not in b"".join(chunks) or len(b"".join(chunks).split(header, 1)[1]) < 20:
+        assert proc.poll() is None and time.time() < deadline, f"no sample streamed in 120 s:\n{b''.join(chunks)[-1000:]}"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.wait(timeout=60)
+    reader.join(timeout=60)
+    out = b"".join(chunks)
+    stopped = re.search(r"stopped by SIGINT during the closing sample, after (\d+) of 1000000 tokens", err)
+    assert proc.returncode == 130 and stopped, f"exit {proc.returncode}\n{err[-2000:]}"
+    streamed = out.split(header, 1)[1].split(b"\n---", 1)[0]
+    assert out.rstrip().endswith(b"---"), "the sample's closing line is missing"
+    print(f"SIGINT during the sample: stopped after {stopped.group(1)} tokens, {len(streamed)} bytes printed")
+    assert 20 <= int(stopped.group(1)) < 1000000
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -278,6 +307,7 @@ def main():
          "refusals": lambda: check_refusals(args.keel, args.config, work),
          "nonfinite": lambda: check_nonfinite(args.keel, args.config, work),
          "latest_write_failure": lambda: check_latest_write_failure(args.keel, args.config, work),
+         "sample_interrupt": lambda: check_sample_interrupt(args.keel, args.config, work),
          "on_interrupt": lambda: check_on_interrupt(args.keel, args.config, work),
          "sigkill": lambda: check_sigkill(args.keel, args.config, work, args.trials, args.seed)}[args.check]()
     print("PASS")

@@ -75,6 +75,10 @@ EMBED_SIGNATURES = {
                                                   "Ptr{Int32}"]),
     # appended in 0.18
     "keel_trainer_set_kv_cache": ("keel_status", ["Ptr{keel_trainer}", "Int32"]),
+    # appended in 0.19
+    "keel_trainer_generate_each": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Csize_t", "Int64", "Cdouble",
+                                                   "Int32", "Cdouble", "UInt64", "keel_token_callback", "Ptr{Cvoid}",
+                                                   "Ptr{Int64}"]),
 }
 
 

@@ -66,10 +66,18 @@ from keel._keel import (  # noqa: E402 (after the OpenBLAS fallback is set for t
     register_plugin_library,
     set_log_level,
 )
+from keel import _config, _world_end
 from keel._keel import Trainer as _ExtensionTrainer
 from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
 from keel.optim import TensorPiece
 from keel.plot import plot_metrics
+
+
+def _is_prompt_batch(prompt):
+    """A list or tuple of prompts (each a str or a sequence of ids), not one prompt of ids."""
+    if isinstance(prompt, (str, bytes)) or not isinstance(prompt, (list, tuple)) or not prompt:
+        return False
+    return all(isinstance(p, str) or (hasattr(p, "__len__") and not hasattr(p, "__index__")) for p in prompt)
 
 
 class Trainer(_ExtensionTrainer):
@@ -78,7 +86,12 @@ class Trainer(_ExtensionTrainer):
         "a hook sets trainer.should_stop = True to stop after the step it runs in.")
 
     def __init__(self, config, resume=None, callbacks=(), verbose=True):
-        super().__init__(config, resume)
+        _world_end.install_when_launched()  # an uncaught exception on one rank ends every rank
+        try:
+            super().__init__(config, resume)
+        except BaseException:
+            _config.release_claimed_folder()
+            raise
         self.callbacks = list(callbacks)
         self.should_stop = False
         self.verbose = verbose
@@ -120,6 +133,54 @@ class Trainer(_ExtensionTrainer):
         if batch is None:
             return super().step()
         return self._step_on(*_as_batch(batch))
+
+    def generate(self, prompt, n, temperature=None, seed=None, top_k=0, top_p=1.0, use_cache=True,
+                 eos_token_id=None, stop=None):
+        """Generates up to n tokens after prompt, as `keel run` samples. prompt a list of token ids
+        gives the list of generated ids; for a byte-level model (vocab 256) a str prompt gives the
+        generated text (its UTF-8 bytes; invalid sequences become U+FFFD). A list of prompts (of
+        str, or of id lists) gives a list of results, one prompt after another.
+        temperature None: the config's train.sample_temperature. seed None: a fresh random seed; the
+        same seed gives the same tokens. top_k (0: all) keeps the k most likely tokens, top_p (1:
+        all) the smallest set of them whose probability reaches p, renormalised before sampling.
+        eos_token_id (an id or a list of ids) and stop (a str or a list of str, byte-level models)
+        end generation after the token that produces one; it is kept in the result, as
+        transformers does. Ctrl-C stops after the token in progress and raises KeyboardInterrupt;
+        n may be any count, nothing is sized by it. use_cache (default True) runs each new token
+        alone over the model's key/value cache; False reruns the whole window every token.
+        Under mpirun every rank must call it with the same arguments, seed included."""
+        if _is_prompt_batch(prompt):
+            return [self.generate(one, n, temperature, seed, top_k, top_p, use_cache, eos_token_id, stop)
+                    for one in prompt]
+        text = isinstance(prompt, str)
+        byte_level = self.vocab_size == 256
+        if text and not byte_level:
+            raise InvalidArgument(f"Trainer.generate: a str prompt needs a byte-level model (vocab 256), this one "
+                                  f"has vocab {self.vocab_size}; pass a list of token ids")
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if stops and not byte_level:
+            raise InvalidArgument("Trainer.generate: stop strings need a byte-level model (vocab 256); use "
+                                  "eos_token_id with this one")
+        if any(not isinstance(s, str) or not s for s in stops):
+            raise InvalidArgument(f"Trainer.generate: stop must be a non-empty str or a list of them, found {stop!r}")
+        eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or [])
+        stop_bytes = [s.encode("utf-8") for s in stops]
+        longest = max((len(s) for s in stop_bytes), default=0)
+        tail = bytearray()
+
+        def on_token(token, _index):
+            if token in eos:
+                return True
+            if not stop_bytes:
+                return False
+            tail.append(token)
+            del tail[:-longest]
+            return any(tail.endswith(s) for s in stop_bytes)
+
+        ids = list(prompt.encode("utf-8")) if text else prompt
+        generated = self._generate_each(ids, n, temperature, seed, top_k, top_p, use_cache,
+                                        on_token if (eos or stop_bytes) else None)
+        return bytes(generated).decode("utf-8", "replace") if text else generated
 
     def load_hf(self, source):
         """Sets the model's weights from Hugging Face's: a folder (model.safetensors or its shards and

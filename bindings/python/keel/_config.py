@@ -5,6 +5,7 @@ with keel.Error naming the config path where it was found."""
 import json
 import os
 import re
+import threading
 from collections.abc import Mapping
 
 from keel._keel import Error
@@ -46,12 +47,34 @@ def to_json_text(config):
 
 _OUTPUT_KEYS = ("metrics_path", "tensorboard_dir")
 
+# The version folder with_run_folder claimed for the trainer being built on this thread, so a
+# trainer that fails to build gives it back (release_claimed_folder) instead of leaving it empty.
+_claims = threading.local()
+
+
+def _has_checkpoint(folder):
+    checkpoints = os.path.join(folder, "checkpoints")
+    return os.path.isdir(checkpoints) and any(name == "latest" or name.startswith("step-")
+                                              for name in os.listdir(checkpoints))
+
+
+def release_claimed_folder():
+    """Removes the version folder claimed for a trainer that failed to build, if still empty."""
+    folder = getattr(_claims, "folder", None)
+    _claims.folder = None
+    if folder:
+        try:
+            os.rmdir(folder)
+        except OSError:  # something was written there after all: keep it
+            pass
+
 
 def with_run_folder(config, resume):
     """A dict config that names none of train.metrics_path, train.tensorboard_dir and
     train.checkpoint.dir writes to runs/run/version_N, N one past the highest version there, so a
     second run never truncates the first one's metrics or overwrites its checkpoints (as
-    Lightning's version folders). With resume="latest" it continues the highest version instead.
+    Lightning's version folders). With resume="latest" it continues the highest version that
+    holds a checkpoint instead.
     Configs that name any of them, and file configs, keep their paths as `keel run` would."""
     train = config.get("train", {}) if isinstance(config.get("train", {}), Mapping) else {}
     checkpoint = train.get("checkpoint", {}) if isinstance(train.get("checkpoint", {}), Mapping) else {}
@@ -60,8 +83,12 @@ def with_run_folder(config, resume):
     root = os.path.join("runs", "run")
     versions = [int(m.group(1)) for m in (re.fullmatch(r"version_(\d+)", name)
                                           for name in (os.listdir(root) if os.path.isdir(root) else [])) if m]
+    _claims.folder = None
     if resume == "latest":
-        folder = os.path.join(root, f"version_{max(versions, default=0)}")
+        # The newest run that saved something: a later one that failed before its first save
+        # (or another process's just claimed) holds nothing to continue.
+        saved = [v for v in versions if _has_checkpoint(os.path.join(root, f"version_{v}"))]
+        folder = os.path.join(root, f"version_{max(saved or versions, default=0)}")
     else:
         # Claimed here, not at the first train(): two trainers built side by side (a sweep, two
         # processes) get different folders.
@@ -70,6 +97,7 @@ def with_run_folder(config, resume):
             folder = os.path.join(root, f"version_{version}")
             try:
                 os.makedirs(folder)
+                _claims.folder = folder
                 break
             except FileExistsError:
                 version += 1

@@ -306,6 +306,8 @@ void bind_trainer(py::module_& module) {
            "stay valid: the memory goes with the last of them. `with keel.Trainer(...) as t:` closes\n"
            "at the block's end. A second close does nothing.")
       .def_property_readonly("closed", &Trainer::closed)
+      .def_property_readonly("vocab_size", &Trainer::vocab_size,
+                             "The model's vocabulary size (model.vocab_size; logits have this many columns).")
       .def(
           "_set_verbose",
           [](Trainer& t, bool verbose) {
@@ -427,46 +429,49 @@ void bind_trainer(py::module_& module) {
           "vocabulary; a 1-D (seq_len,) gives (seq_len, vocab). Under mpirun every rank must call\n"
           "it with the same tokens (a sharding strategy gathers parameters over the group).")
       .def(
-          "generate",
-          [](Trainer& t, const py::object& prompt, int32_t count, std::optional<double> temperature,
-             std::optional<uint64_t> seed, int32_t top_k, double top_p, bool use_cache) {
-            const bool text = py::isinstance<py::str>(prompt);
-            if (text && t.vocab_size() != 256)
-              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: a str prompt needs a byte-level model (vocab 256), "
-                                                         "this one has vocab " + std::to_string(t.vocab_size()) +
-                                                         "; pass a list of token ids");
-            std::vector<int32_t> tokens;
-            if (text) {
-              const std::string bytes = prompt.cast<std::string>();  // UTF-8
-              for (unsigned char c : bytes) tokens.push_back(c);
-            } else {
-              tokens = token_ids(prompt, "Trainer.generate", "prompt");
-            }
-            if (count < 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: n must be >= 0, found " + std::to_string(count));
+          "_generate_each",
+          [](Trainer& t, const py::object& prompt, const py::int_& n, std::optional<double> temperature,
+             std::optional<uint64_t> seed, int32_t top_k, double top_p, bool use_cache, const py::object& on_token) {
+            const std::vector<int32_t> tokens = token_ids(prompt, "Trainer.generate", "prompt");
+            if (n < py::int_(0) || n > py::int_(int64_t(1) << 62))
+              throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: n must be a whole number from 0 to 2^62, found " +
+                                                             std::string(py::str(n)));
+            const int64_t max_count = n.cast<int64_t>();  // here: the GIL is released below
             const uint64_t key = seed ? *seed : py::module_::import("random").attr("getrandbits")(64).cast<uint64_t>();
-            const double temp = temperature ? *temperature : -1.0;
             if (temperature && !(*temperature >= 0))
               throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "Trainer.generate: temperature must be >= 0");
-            std::vector<int32_t> generated(static_cast<size_t>(count), 0);
+            // Each token reaches Python as it is drawn (holding the GIL for that moment only):
+            // on_token may stop, and a pending Ctrl-C stops after the token in progress.
+            struct Streaming {
+              std::vector<int32_t> tokens;
+              py::object on_token;
+              std::exception_ptr error;
+            } streaming{{}, on_token, nullptr};
+            auto callback = [](void* user, int32_t token, int64_t index) -> int32_t {
+              auto* s = static_cast<Streaming*>(user);
+              py::gil_scoped_acquire gil;
+              try {
+                s->tokens.push_back(token);
+                if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+                return !s->on_token.is_none() && py::bool_(s->on_token(token, index)) ? 1 : 0;
+              } catch (...) {
+                s->error = std::current_exception();
+                return 1;
+              }
+            };
             check(t.released([&] { return keel_trainer_set_kv_cache(t.handle(), use_cache ? 1 : 0); }));
             check(t.released([&] {
-              return keel_trainer_generate_top(t.handle(), tokens.data(), tokens.size(), count, temp, top_k, top_p, key,
-                                               generated.data());
+              return keel_trainer_generate_each(t.handle(), tokens.data(), tokens.size(), max_count,
+                                                temperature ? *temperature : -1.0, top_k, top_p, key, callback,
+                                                &streaming, nullptr);
             }));
-            if (!text) return py::object(py::cast(generated));
-            std::string bytes(generated.begin(), generated.end());
-            return py::object(py::bytes(bytes).attr("decode")("utf-8", "replace"));
+            if (streaming.error) std::rethrow_exception(streaming.error);
+            return streaming.tokens;
           },
           py::arg("prompt"), py::arg("n"), py::arg("temperature") = py::none(), py::arg("seed") = py::none(),
-          py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("use_cache") = true,
-          "Generates n tokens after prompt, as `keel run` samples: prompt a list of token ids gives the\n"
-          "list of n generated ids; for a byte-level model (vocab 256) a str prompt gives the generated\n"
-          "text (its UTF-8 bytes; invalid sequences become U+FFFD). temperature None: the config's\n"
-          "train.sample_temperature. seed None: a fresh random seed; the same seed gives the same tokens.\n"
-          "top_k (0: all) keeps the k most likely tokens, top_p (1: all) the smallest set of them whose\n"
-          "probability reaches p, renormalised before sampling. use_cache (default True) runs each new\n"
-          "token alone over the model's key/value cache; False reruns the whole window every token.\n"
-          "Under mpirun every rank must call it with the same arguments, seed included.")
+          py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("use_cache") = true, py::arg("on_token") = py::none(),
+          "The generated token ids after one prompt of token ids (Trainer.generate's engine): on_token(token,\n"
+          "index) sees each as it is drawn and returns True to stop after it.")
       .def(
           "export_hf",
           [](Trainer& t, const py::object& folder) {

@@ -59,3 +59,46 @@ def test_a_byte_level_model_takes_and_gives_text(config):
     assert isinstance(text, str)
     tokens = trainer.generate(list(b"def "), 10, seed=9)
     assert text == bytes(tokens).decode("utf-8", errors="replace")
+
+
+def test_generate_stops_at_an_end_token_or_a_stop_string_and_takes_batches(config):
+    """eos_token_id and stop end generation after the token that produces them (kept, as
+    transformers keeps them), checked against the unstopped tokens of the same seed; a list of
+    prompts gives each prompt's own result."""
+    trainer = keel.Trainer(config)
+    trainer.train(3)
+    prompt = list(b"def ")
+    full = trainer.generate(prompt, 40, temperature=1.0, seed=11)
+    eos = full[7]
+    assert trainer.generate(prompt, 40, temperature=1.0, seed=11, eos_token_id=eos) == full[:full.index(eos) + 1]
+    assert trainer.generate(prompt, 40, temperature=1.0, seed=11, eos_token_id=[300, eos]) == full[:full.index(eos) + 1]
+    raw = bytes(full)
+    ascii_stop = next(chr(b) for b in raw[5:] if 32 <= b < 127)
+    cut = trainer.generate("def ", 40, temperature=1.0, seed=11, stop=[ascii_stop, "\x00never"])
+    assert cut == raw[:raw.index(ascii_stop.encode()) + 1].decode("utf-8", "replace")
+    # Batches: each prompt as if alone.
+    assert trainer.generate([prompt, list(b"x = ")], 6, seed=3) == \
+        [trainer.generate(prompt, 6, seed=3), trainer.generate(list(b"x = "), 6, seed=3)]
+    assert trainer.generate(["def ", "x = "], 6, seed=3) == \
+        [trainer.generate("def ", 6, seed=3), trainer.generate("x = ", 6, seed=3)]
+    with pytest.raises(keel.InvalidArgument, match="stop must be a non-empty str"):
+        trainer.generate("def ", 4, stop=[""])
+
+
+def test_generate_takes_any_count_and_ctrl_c_stops_it(config):
+    """n = 10**12 starts at once (nothing is sized by n) and a Ctrl-C (interrupt_main, as the
+    terminal's SIGINT) stops it after the token in progress with KeyboardInterrupt."""
+    import _thread
+    import threading
+
+    trainer = keel.Trainer(config)
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            trainer.generate([1, 2], 10**12, seed=1)
+    finally:
+        timer.cancel()
+    assert len(trainer.generate([1, 2], 3, seed=1)) == 3  # the trainer is still usable
+    with pytest.raises(keel.InvalidArgument, match=r"n must be a whole number from 0 to 2\^62, found 1000000000000000000000"):
+        trainer.generate([1, 2], 10**21)

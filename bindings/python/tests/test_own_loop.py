@@ -4,8 +4,12 @@ forward_backward / grad / optimizer_step, checked against an independent PyTorch
 and SGD's update p - lr·g. Then train() goes on from the steps taken by hand with the config's
 metrics, evaluation and checkpoints."""
 import json
+import os
 import pathlib
+import shutil
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -241,3 +245,29 @@ def test_two_ranks_each_pass_their_share(config, tmp_path):
     mismatch = run_two_ranks("own_loop_ranks.py", config, "mismatch", tmp_path / "mismatch")
     assert all("rank 0 passed 4 rows and rank 1 1" in r.get("error", "") or
                "rank 1 passed 1 rows and rank 0 4" in r.get("error", "") for r in mismatch), mismatch
+
+
+def test_an_uncaught_exception_on_one_rank_ends_every_rank_at_once(config, tmp_path):
+    """Under mpirun, rank 1 raises between steps while rank 0 waits in the next step's all-reduce:
+    the job ends (comm.timeout_s is an hour, so a run that waits for it fails by the subprocess's
+    timeout) with rank 1's traceback first, and rank 0's step never returns (it used to wait out
+    the timeout: rank 1 sat in MPI_Finalize)."""
+    config["data"].update({"global_batch": 8})
+    config["parallel"] = {"strategy": {"plugin": "ddp"}}
+    config["comm"] = {"timeout_s": 3600}
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun is not installed (scripts/install-deps.sh installs openmpi-bin)"
+    out = tmp_path / "uncaught"
+    out.mkdir()
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    script = pathlib.Path(__file__).parent / "mpi" / "uncaught_ranks.py"
+    start = time.monotonic()
+    done = subprocess.run([mpirun, "--oversubscribe", "-np", "2", sys.executable, str(script), json.dumps(config),
+                           "raise", str(out)], capture_output=True, text=True, env=env, timeout=240)
+    elapsed = time.monotonic() - start
+    print(f"exit {done.returncode} after {elapsed:.1f} s\n{done.stderr[-1500:]}")
+    assert (out / "rank0.started").exists() and (out / "rank1.started").exists(), done.stderr[-2000:]
+    assert done.returncode != 0, "mpirun reported success"
+    assert "RuntimeError: a user's mistake on rank 1" in done.stderr
+    assert "ending every rank after the uncaught exception above" in done.stderr
+    assert not (out / "rank0.json").exists(), "rank 0's step returned without rank 1"

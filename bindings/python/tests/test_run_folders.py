@@ -96,3 +96,19 @@ def test_keyboard_interrupt_saves_the_step_when_asked(config, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         keel.Trainer(silent).train(10, callback=interrupt_at_3)
     assert not (tmp_path / "silent").exists() or not os.listdir(tmp_path / "silent")
+
+
+def test_a_trainer_that_fails_to_build_leaves_no_folder_and_latest_skips_empty_ones(config, tmp_path, monkeypatch):
+    """A failed Trainer gives back the version folder it claimed; resume="latest" continues the
+    newest version holding a checkpoint, not an empty one a failed or concurrent start left."""
+    monkeypatch.chdir(tmp_path)
+    cfg = unpathed(config)
+    cfg["train"]["checkpoint"] = {"every": 2}
+    keel.Trainer(cfg).train(2)  # version_0, saved at step 2
+    for _ in range(2):
+        with pytest.raises(keel.ConfigError):
+            keel.Trainer(dict(cfg, model=dict(cfg["model"], n_layr=2)))
+    assert sorted(os.listdir("runs/run")) == ["version_0"], os.listdir("runs/run")
+    os.makedirs("runs/run/version_1")  # claimed by a start that died before it could give it back
+    resumed = keel.Trainer(cfg, resume="latest")
+    assert resumed.global_step == 2

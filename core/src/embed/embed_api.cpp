@@ -602,27 +602,63 @@ KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t*
   return keel_trainer_generate_top(trainer, prompt, prompt_length, count, temperature, 0, 1.0, seed, out_tokens);
 }
 
+namespace {
+
+// The checks every generation entry makes of its arguments, naming the C function.
+void check_generation_arguments(keel::Trainer& t, const int32_t* prompt, size_t prompt_length, int32_t top_k,
+                                double top_p) {
+  if (top_k < 0 || !(top_p > 0 && top_p <= 1))
+    throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: top_k must be >= 0 (0: all) and top_p "
+                                                     "in (0, 1]; found top_k " + std::to_string(top_k) + ", top_p " +
+                                                         std::to_string(top_p));
+  const int32_t vocab = t.model_info().vocab_size;
+  for (size_t i = 0; i < prompt_length; ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: prompt token " +
+                                                           std::to_string(prompt[i]) + " at index " + std::to_string(i) +
+                                                           " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+double temperature_or_config(const keel::Trainer& t, double temperature) {
+  return temperature >= 0 ? temperature : t.config().train.sample_temperature;
+}
+
+}  // namespace
+
 KEEL_API keel_status keel_trainer_generate_top(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
                                                int32_t count, double temperature, int32_t top_k, double top_p,
                                                uint64_t seed, int32_t* out_tokens) {
   return embed_call([&] {
     require(trainer && (prompt || prompt_length == 0) && (out_tokens || count == 0) && count >= 0,
             "keel_trainer_generate: trainer is NULL, prompt or out_tokens is NULL, or count is negative");
-    if (top_k < 0 || !(top_p > 0 && top_p <= 1))
-      throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: top_k must be >= 0 (0: all) and top_p "
-                                                       "in (0, 1]; found top_k " + std::to_string(top_k) + ", top_p " +
-                                                           std::to_string(top_p));
     keel::Trainer& t = *trainer->trainer;
-    const int32_t vocab = t.model_info().vocab_size;
-    for (size_t i = 0; i < prompt_length; ++i)
-      if (prompt[i] < 0 || prompt[i] >= vocab)
-        throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: prompt token " +
-                                                             std::to_string(prompt[i]) + " at index " + std::to_string(i) +
-                                                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    const std::vector<int32_t> generated =
-        t.sample(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed,
-                 temperature >= 0 ? temperature : t.config().train.sample_temperature, top_k, top_p);
-    std::copy(generated.begin(), generated.end(), out_tokens);
+    check_generation_arguments(t, prompt, prompt_length, top_k, top_p);
+    t.sample_each(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed, temperature_or_config(t, temperature),
+                  top_k, top_p, [&](int32_t token, int64_t index) {
+                    out_tokens[index] = token;
+                    return false;
+                  });
+  });
+}
+
+KEEL_API keel_status keel_trainer_generate_each(keel_trainer* trainer, const int32_t* prompt, size_t prompt_length,
+                                                int64_t max_count, double temperature, int32_t top_k, double top_p,
+                                                uint64_t seed, keel_token_callback on_token, void* user,
+                                                int64_t* out_count) {
+  return embed_call([&] {
+    require(trainer && (prompt || prompt_length == 0) && on_token && max_count >= 0,
+            "keel_trainer_generate_each: trainer or on_token is NULL, prompt is NULL with a length, or max_count is "
+            "negative");
+    keel::Trainer& t = *trainer->trainer;
+    check_generation_arguments(t, prompt, prompt_length, top_k, top_p);
+    if (out_count) *out_count = 0;
+    const int64_t generated = t.sample_each(
+        std::vector<int32_t>(prompt, prompt + prompt_length), max_count, seed, temperature_or_config(t, temperature),
+        top_k, top_p, [&](int32_t token, int64_t index) {
+          if (out_count) *out_count = index + 1;
+          return on_token(user, token, index) != 0;
+        });
+    if (out_count) *out_count = generated;
   });
 }
 

@@ -1,8 +1,11 @@
 // What a run says about itself (run_summary.h).
 #include "session/run_summary.h"
 
+#include <csignal>
 #include <sstream>
 #include <vector>
+
+#include "train/stop_signals.h"
 
 namespace keel {
 namespace {
@@ -52,11 +55,27 @@ void print_sample(Trainer& trainer, std::ostream& out) {
   for (unsigned char c : train.sample_prompt) prompt.push_back(c);
   const bool bytes = info.vocab_size == 256;
   if (!bytes) prompt.assign(1, 0);  // not a byte-level model: start from token 0
-  auto generated = trainer.sample(prompt, train.sample_tokens, train.seed, train.sample_temperature);
+  // Streamed as it is drawn; Ctrl-C or SIGTERM ends it after the token in progress, on every rank.
   out << "--- sample (" << train.sample_tokens << " tokens) ---\n";
-  if (bytes) out << train.sample_prompt << printable(generated);
-  else for (int32_t t : generated) out << t << ' ';
+  if (bytes) out << train.sample_prompt;
+  out << std::flush;
+  int stop_signal = 0;
+  const int64_t generated = trainer.sample_each(
+      prompt, train.sample_tokens, train.seed, train.sample_temperature, 0, 1.0, [&](int32_t token, int64_t) {
+        if (bytes) out << printable({token});
+        else out << token << ' ';
+        out << std::flush;
+        stop_signal = pending_stop_signal();
+        return stop_signal != 0;
+      });
   out << "\n---" << std::endl;
+  if (generated < train.sample_tokens) {
+    const int agreed = agreed_stop_signal(trainer.mesh().world);  // a rank not signalled stopped with the others
+    throw StopRequested(agreed ? agreed : SIGTERM, "stopped by " + signal_name(agreed ? agreed : SIGTERM) +
+                                                       " during the closing sample, after " + std::to_string(generated) +
+                                                       " of " + std::to_string(train.sample_tokens) +
+                                                       " tokens; training had finished and was saved as configured");
+  }
 }
 
 }  // namespace keel

@@ -370,22 +370,25 @@ std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t b
   return out;
 }
 
-std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed,
-                                     double sampling_temperature, int32_t top_k, double top_p) {
+int64_t Trainer::sample_each(const std::vector<int32_t>& prompt, int64_t max_count, uint64_t seed,
+                             double sampling_temperature, int32_t top_k, double top_p,
+                             const std::function<bool(int32_t, int64_t)>& on_token) {
   // While the context fits seq_len positions the model's key/value cache runs each new token
   // alone (cached_decoding.cpp). Otherwise a fixed window of seq_len tokens, left-aligned and
   // padded: causal attention makes the logits at the last real position independent of the
-  // padding after it.
+  // padding after it. Only the last window of the context is kept (trimmed in amortised steps),
+  // so memory is bounded whatever max_count is.
   std::vector<int32_t> context = prompt.empty() ? std::vector<int32_t>{0} : prompt;
+  size_t context_length = context.size();  // the whole context's, trimmed or not
   CachedDecoder cache(plugins_, kv_cache_ ? seq_len_ : 0);
-  std::vector<int32_t> generated;
   const int32_t vocab = plugins_.model_info.vocab_size, padded = plugins_.model_info.padded_vocab_size;
   const double temperature = std::max(sampling_temperature, 1e-6);
   const uint64_t key = mix64(seed ^ 0x73616D706C65ull);
-  for (int32_t i = 0; i < count; ++i) {
+  int64_t i = 0;
+  while (i < max_count) {
     std::vector<float> all;
     const float* row = nullptr;
-    if (cache.serves(context.size())) {
+    if (cache.serves(context_length)) {
       all = cache.last_logits(context);
       row = all.data();
     } else {
@@ -407,8 +410,23 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t
     for (int32_t v = 0; v < vocab; ++v)
       if ((pick -= weights[v]) <= 0) { token = v; break; }
     context.push_back(token);
-    generated.push_back(token);
+    ++context_length;
+    if (!cache.serves(context_length) && context.size() >= 2 * size_t(seq_len_))
+      context.erase(context.begin(), context.end() - seq_len_);
+    bool stop = on_token(token, i++);
+    if (!mesh().world.alone()) stop = sum_in_rank_order(mesh().world, stop ? 1.0 : 0.0) > 0;
+    if (stop) break;
   }
+  return i;
+}
+
+std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed,
+                                     double sampling_temperature, int32_t top_k, double top_p) {
+  std::vector<int32_t> generated;
+  sample_each(prompt, count, seed, sampling_temperature, top_k, top_p, [&](int32_t token, int64_t) {
+    generated.push_back(token);
+    return false;
+  });
   return generated;
 }
 

@@ -5,6 +5,7 @@
 #include <keel/embed.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,9 +102,15 @@ class Trainer final : public RunPosition {
   double forward_backward(const Batch& batch);
   // Logits (B,T,Vp) of an inference forward, copied to the host.
   std::vector<float> logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len);
-  // Generates `count` tokens after `prompt`, sampling at `temperature` (0: greedy) among the
-  // `top_k` most likely tokens (0: all) that are also the smallest set whose probability
-  // reaches `top_p` (1: all).
+  // Generates up to `max_count` tokens after `prompt`, sampling at `temperature` (0: greedy) among
+  // the `top_k` most likely tokens (0: all) that are also the smallest set whose probability
+  // reaches `top_p` (1: all). Each token goes to `on_token` (token, index) as it is drawn; true
+  // stops after it, on every rank at the same token (collective: every rank calls, and on more
+  // than one rank every token's answer is agreed). Memory does not grow with max_count. Returns
+  // the count generated.
+  int64_t sample_each(const std::vector<int32_t>& prompt, int64_t max_count, uint64_t seed, double temperature,
+                      int32_t top_k, double top_p, const std::function<bool(int32_t, int64_t)>& on_token);
+  // sample_each's tokens, all `count` of them.
   std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature,
                               int32_t top_k = 0, double top_p = 1.0);
 

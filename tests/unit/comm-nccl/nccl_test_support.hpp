@@ -58,7 +58,7 @@ inline const keel_host kHost = {sizeof(keel_host), KEEL_ABI_VERSION_MAJOR, KEEL_
   } while (0)
 
 // The comm table of the library at `path`, checked as the core's loader checks it: one comm
-// plugin named nccl, ABI 0.18 (its comm table is 0.8's), a table long enough for 0.8's slots and
+// plugin named nccl, at this ABI (its comm table is 0.8's), a table long enough for 0.8's slots and
 // every slot filled.
 inline const keel_comm_api* load_nccl_plugin(const char* path) {
   void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -67,11 +67,10 @@ inline const keel_comm_api* load_nccl_plugin(const char* path) {
   if (!entry) fail(__FILE__, __LINE__, std::string("no ") + KEEL_PLUGIN_ENTRY_SYMBOL + " in " + path);
   const keel_plugin_list* list = entry();
   CHECK(list && list->abi_major == KEEL_ABI_VERSION_MAJOR && list->abi_minor == KEEL_ABI_VERSION_MINOR);
-  CHECK(list->abi_major == 0 && list->abi_minor == 18);
   CHECK(list->count == 1);
   const keel_plugin_info& info = list->plugins[0];
   CHECK(info.kind == KEEL_KIND_COMM && std::strcmp(info.name, "nccl") == 0);
-  CHECK(info.abi_major == 0 && info.abi_minor == 18);
+  CHECK(info.abi_major == KEEL_ABI_VERSION_MAJOR && info.abi_minor == KEEL_ABI_VERSION_MINOR);
   CHECK(std::strstr(info.description, "verified on one NVIDIA H200") != nullptr);
   auto api = static_cast<const keel_comm_api*>(info.api);
   CHECK(api->struct_size == sizeof(keel_comm_api));

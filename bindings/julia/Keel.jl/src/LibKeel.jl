@@ -10,7 +10,7 @@ const libkeel = get(ENV, "KEEL_LIB", "libkeel-core")
 
 const KEEL_ABI_VERSION_MAJOR = 0
 
-const KEEL_ABI_VERSION_MINOR = 18
+const KEEL_ABI_VERSION_MINOR = 19
 
 const KEEL_MAX_DIMS = 4
 
@@ -901,6 +901,22 @@ rounding; a model, layout or backend without the cache runs whole windows either
 """
 function keel_trainer_set_kv_cache(trainer, enabled)
     ccall((:keel_trainer_set_kv_cache, libkeel), keel_status, (Ptr{keel_trainer}, Int32), trainer, enabled)
+end
+
+# Hands generated token number `index` (from 0) to the caller as soon as it is drawn. Returns 0
+# to go on, nonzero to stop after this token (an end-of-text token, a stop string, Ctrl-C).
+const keel_token_callback = Ptr{Cvoid}
+
+"""
+keel_trainer_generate_top, token by token: each token goes to on_token as it is drawn, and
+generation ends after max_count tokens or when on_token asks (nothing is sized by max_count,
+which may be any count >= 0). Under mpirun every rank calls it with the same arguments; each
+rank's on_token sees every token, and when any rank's asks to stop, every rank stops after the
+same token. *out_count (may be NULL): the tokens generated. The tokens equal
+keel_trainer_generate_top's for the same arguments.
+"""
+function keel_trainer_generate_each(trainer, prompt, prompt_length, max_count, temperature, top_k, top_p, seed, on_token, user, out_count)
+    ccall((:keel_trainer_generate_each, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Csize_t, Int64, Cdouble, Int32, Cdouble, UInt64, keel_token_callback, Ptr{Cvoid}, Ptr{Int64}), trainer, prompt, prompt_length, max_count, temperature, top_k, top_p, seed, on_token, user, out_count)
 end
 
 end # module LibKeel

@@ -1,6 +1,6 @@
 pub const KEEL_MAX_DIMS: u32 = 4;
 pub const KEEL_ABI_VERSION_MAJOR: u32 = 0;
-pub const KEEL_ABI_VERSION_MINOR: u32 = 18;
+pub const KEEL_ABI_VERSION_MINOR: u32 = 19;
 pub const KEEL_PLUGIN_ENTRY_SYMBOL: &[u8; 18usize] = b"keel_plugin_entry\0";
 pub const KEEL_STEP_INTERRUPTED: u32 = 2;
 pub const KEEL_TRAIN_TO_CONFIGURED_STEPS: i32 = -1;
@@ -1306,4 +1306,22 @@ extern "C" {
 }
 extern "C" {
     pub fn keel_trainer_set_kv_cache(trainer: *mut keel_trainer, enabled: i32) -> keel_status;
+}
+pub type keel_token_callback = ::std::option::Option<
+    unsafe extern "C" fn(user: *mut ::std::os::raw::c_void, token: i32, index: i64) -> i32,
+>;
+extern "C" {
+    pub fn keel_trainer_generate_each(
+        trainer: *mut keel_trainer,
+        prompt: *const i32,
+        prompt_length: usize,
+        max_count: i64,
+        temperature: f64,
+        top_k: i32,
+        top_p: f64,
+        seed: u64,
+        on_token: keel_token_callback,
+        user: *mut ::std::os::raw::c_void,
+        out_count: *mut i64,
+    ) -> keel_status;
 }
