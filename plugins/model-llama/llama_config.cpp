@@ -56,6 +56,8 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.rope_theta = section.get_in_range<double>("rope_theta", c.rope_theta, 1.0, 1e12);
   c.rms_eps = section.get_in_range<float>("rms_eps", c.rms_eps, 1e-12f, 1.0f);
   c.tie_embeddings = section.get<bool>("tie_embeddings", c.tie_embeddings);
+  c.attention_bias = section.get<bool>("attention_bias", c.attention_bias);
+  c.mlp_bias = section.get<bool>("mlp_bias", c.mlp_bias);
   c.rope_scaling = parse_rope_scaling(section);
   c.recompute = keel_support::parse_recompute(section);
   section.finish();
@@ -69,6 +71,12 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   if (c.n_head % c.n_kv_head != 0)
     throw ConfigError(section.path_of("n_kv_head") + ": must divide " + section.path_of("n_head") + " (" +
                       std::to_string(c.n_head) + "), found " + std::to_string(c.n_kv_head));
+  // Export names one transformers architecture: q/k/v biases are Qwen2's, MLP biases Llama's,
+  // and no architecture has both without o_proj's bias.
+  if (c.attention_bias && c.mlp_bias)
+    throw ConfigError(section.path_of("attention_bias") + " and " + section.path_of("mlp_bias") +
+                      " together are refused: no transformers model biases q, k, v and the MLP but not o_proj, "
+                      "so the model could not be exported; choose one");
   c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
   return c;
 }
@@ -79,11 +87,20 @@ std::string complete_llama_config(const std::string& format, const char* externa
     throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format +
                                                                 "'; the llama model knows: huggingface");
   keel_support::ExternalConfigMerge merge(config_json, json_path, external_json, "config.json");
-  merge.require_one_of("model_type", {"llama"});
+  merge.require_one_of("model_type", {"llama", "qwen2"});
   merge.require_one_of("hidden_act", {"silu"}, /*absent_ok=*/true);
-  merge.require_value("attention_bias", false, "Keel's llama has no biases");
-  merge.require_value("mlp_bias", false, "Keel's llama has no biases");
   const auto& hf = merge.external();
+  if (hf.at("model_type") == "qwen2") {
+    // Qwen2: Llama with q, k, v biases; max_window_layers only matters with the window on.
+    merge.require_value("use_sliding_window", false, "Keel's llama attends to the whole causal context");
+    merge.take_value("attention_bias", true, "model_type \"qwen2\" (q, k and v biases)");
+    merge.take_value("mlp_bias", false, "model_type \"qwen2\" (no MLP biases)");
+  } else {
+    merge.require_value("attention_bias", false,
+                        "Llama's attention_bias biases o_proj too; Keel's llama biases q, k and v only, as Qwen2");
+    merge.take("attention_bias", "attention_bias", false);
+    merge.take("mlp_bias", "mlp_bias", false);
+  }
   auto integer = [&](const char* key) { return merge.has_external(key) && hf.at(key).is_number_integer(); };
   if (integer("head_dim") && integer("hidden_size") && integer("num_attention_heads") &&
       hf.at("num_attention_heads").get<int64_t>() > 0 &&

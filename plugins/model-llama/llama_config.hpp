@@ -23,6 +23,8 @@ struct LlamaConfig {
   double rope_theta = 100000.0;
   float rms_eps = 1e-5f;
   bool tie_embeddings = true;
+  bool attention_bias = false;  // biases on q, k and v (Qwen2's; o_proj has none)
+  bool mlp_bias = false;        // biases on gate, up and down (LlamaConfig.mlp_bias)
   keel_support::RopeScaling rope_scaling;  // factor 0: none
   keel_support::Recompute recompute = keel_support::Recompute::NONE;
 
@@ -32,9 +34,10 @@ struct LlamaConfig {
 // Reads and checks the section; throws keel_support::ConfigError naming the JSON path.
 LlamaConfig parse_llama_config(const char* config_json, const char* json_path);
 
-// The section completed from transformers' LlamaConfig (`external_json`, a config.json of
-// model_type "llama"): dimensions the section leaves out are taken, those it gives must agree
-// (seq_len at most max_position_embeddings), and features Keel's llama lacks are refused.
+// The section completed from transformers' LlamaConfig or Qwen2Config (`external_json`, a
+// config.json of model_type "llama" or "qwen2"): dimensions the section leaves out are taken,
+// those it gives must agree (seq_len at most max_position_embeddings), and features Keel's llama
+// lacks are refused (Llama's attention_bias, which biases o_proj too; Qwen2's sliding window).
 std::string complete_llama_config(const std::string& format, const char* external_json, const char* config_json,
                                   const char* json_path);
 

@@ -1,6 +1,8 @@
 // The "huggingface" format of the llama model: the names as they are, the vocabulary cut back to
-// vocab_size rows, and LlamaConfig's config.json. Keel trains without dropout or biases, so the
-// exported config has none either.
+// vocab_size rows, and the config.json of the transformers class that computes the same model:
+// Qwen2Config (model_type "qwen2", Qwen2ForCausalLM) when q, k and v have biases, else
+// LlamaConfig with mlp_bias as configured (the config refuses both together). Keel trains
+// without dropout, so the exported config has none either.
 #include "llama_external.hpp"
 
 #include <nlohmann/json.hpp>
@@ -12,9 +14,10 @@ namespace keel_llama {
 namespace {
 
 std::string huggingface_config(const LlamaConfig& c) {
+  const bool qwen2 = c.attention_bias;
   nlohmann::json j = {
-      {"model_type", "llama"},
-      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", qwen2 ? "qwen2" : "llama"},
+      {"architectures", {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.d_model},
       {"intermediate_size", c.ffn_hidden},
@@ -27,13 +30,21 @@ std::string huggingface_config(const LlamaConfig& c) {
       {"rope_theta", c.rope_theta},
       {"hidden_act", "silu"},
       {"attention_bias", false},
-      {"mlp_bias", false},
+      {"mlp_bias", c.mlp_bias},
       {"attention_dropout", 0.0},
       {"tie_word_embeddings", c.tie_embeddings},
       {"initializer_range", 0.02},
       {"use_cache", true},
       {"torch_dtype", "float32"},
   };
+  if (qwen2) {  // Qwen2Config's keys: its biases are implied; no sliding window
+    j.erase("attention_bias");
+    j.erase("mlp_bias");
+    j.erase("head_dim");
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = c.max_seq_len;
+    j["max_window_layers"] = c.n_layer;
+  }
   if (c.rope_scaling.factor > 0)
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", c.rope_scaling.factor},

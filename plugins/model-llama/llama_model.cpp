@@ -45,6 +45,11 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
     stacked_.gate_up = ops_.at(carve.take<char>(int64_t(ops_.bytes(F2 * C))));
     stacked_.dqkv = carve.take<float>(QKV * C);
     stacked_.dgate_up = carve.take<float>(F2 * C);
+    const int64_t qkv_bias = config_.attention_bias ? QKV : 0, gate_up_bias = config_.mlp_bias ? F2 : 0;
+    stacked_.qkv_bias = ops_.at(carve.take<char>(int64_t(ops_.bytes(qkv_bias))));
+    stacked_.gate_up_bias = ops_.at(carve.take<char>(int64_t(ops_.bytes(gate_up_bias))));
+    stacked_.dqkv_bias = carve.take<float>(qkv_bias);
+    stacked_.dgate_up_bias = carve.take<float>(gate_up_bias);
     return carve.used();
   };
   stacked_.memory = backend_.alloc_bytes(carve_stacked(nullptr));
@@ -253,6 +258,15 @@ void LlamaModel::stack_weights(const LayerLease& lease) {
   ops_.copy(stacked_.qkv + (Cq + Ckv) * C, lease.param_elems(V_W), Ckv * C);
   ops_.copy(stacked_.gate_up, lease.param_elems(GATE_W), F * C);
   ops_.copy(stacked_.gate_up + F * C, lease.param_elems(UP_W), F * C);
+  if (config_.attention_bias) {
+    ops_.copy(stacked_.qkv_bias, bias_of(lease, Q_B), Cq);
+    ops_.copy(stacked_.qkv_bias + Cq, bias_of(lease, K_B), Ckv);
+    ops_.copy(stacked_.qkv_bias + (Cq + Ckv), bias_of(lease, V_B), Ckv);
+  }
+  if (config_.mlp_bias) {
+    ops_.copy(stacked_.gate_up_bias, bias_of(lease, GATE_B), F);
+    ops_.copy(stacked_.gate_up_bias + F, bias_of(lease, UP_B), F);
+  }
 }
 
 void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
@@ -278,7 +292,9 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   // Attention: residual2 = residual + o_proj(attention(rope(qkv(norm(residual))))).
   ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out1, v.ln1, N);
-  ops_.matmul_forward(v.qkv, v.ln1, stacked_.qkv, Elems(), N, C, QKV);
+  const Elems qkv_bias = config_.attention_bias ? stacked_.qkv_bias : Elems();
+  const Elems gate_up_bias = config_.mlp_bias ? stacked_.gate_up_bias : Elems();
+  ops_.matmul_forward(v.qkv, v.ln1, stacked_.qkv, qkv_bias, N, C, QKV);
   // q's and k's heads sit side by side at the start of each row: one turn covers both.
   ops_.rope_forward(v.qkv, inv_freq_.floats(), B, T, share_.heads + share_.kv_heads, D, QKV, 0, 0);
   ops_.attention_gqa_forward(v.atty, v.att_saved, v.qkv, B, T, Cq, share_.heads, share_.kv_heads);
@@ -288,11 +304,11 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   // MLP: residual3 = residual2 + down(silu(gate(x)) · up(x)), x = norm(residual2).
   ops_.rmsnorm_forward(ln_out2, v.ln2_rstd, v.residual2, w(POST_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out2, v.ln2, N);
-  ops_.matmul_forward(v.gate_up, v.ln2, stacked_.gate_up, Elems(), N, C, 2 * F);
+  ops_.matmul_forward(v.gate_up, v.ln2, stacked_.gate_up, gate_up_bias, N, C, 2 * F);
   ops_.swiglu_forward(v.act, v.gate_up, N, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past SwiGLU
   const Elems down_out = tp_.active() ? s.partial : residual3;
-  ops_.matmul_forward(down_out, v.act, w(DOWN_W), Elems(), N, F, C);
+  ops_.matmul_forward(down_out, v.act, w(DOWN_W), bias_once(bias_of(lease, DOWN_B)), N, F, C);
   if (tp_.active()) tp_.leave(down_out, residual3, N);
   ops_.add(residual3, residual3, v.residual2, Nr * C);
 }

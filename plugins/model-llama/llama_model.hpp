@@ -1,7 +1,8 @@
-// The Llama family (Llama 2/3, SmolLM, Qwen2 without biases, Mistral without sliding windows) as
+// The Llama family (Llama 2/3, SmolLM, Qwen2 and Qwen2.5, Mistral without sliding windows) as
 // transformers' LlamaForCausalLM computes it, written against the backend op set: RMSNorm,
-// rotary position embedding (rotate-half), grouped-query attention, a SwiGLU MLP, no biases, and
-// an output head tied to the embedding or its own. The model owns activations only; parameters
+// rotary position embedding (rotate-half), grouped-query attention, a SwiGLU MLP, optional biases
+// (q, k, v as Qwen2's attention; gate, up, down as LlamaConfig.mlp_bias), and an output head tied
+// to the embedding or its own. The model owns activations only; parameters
 // and their gradients come one layer at a time from the strategy's keel_param_access.
 // Layers (units of acquire/release): 0 = model.embed_tokens (also the output head when tied),
 // 1..n_layer = decoder layers, n_layer+1 = model.norm (and lm_head when untied).
@@ -50,8 +51,10 @@ using keel_support::LayerLease;
 using keel_support::Recompute;
 using keel_support::TpRegions;
 
-// Index of each tensor inside a decoder layer, in spec order.
-enum BlockTensor { IN_NORM, Q_W, K_W, V_W, O_W, POST_NORM, GATE_W, UP_W, DOWN_W, BLOCK_TENSORS };
+// Each tensor of a decoder layer. The weights are the layer's specs 0..DOWN_W in this order; the
+// biases config asks for follow them, at block_slot_[tensor] (-1: none).
+enum BlockTensor { IN_NORM, Q_W, K_W, V_W, O_W, POST_NORM, GATE_W, UP_W, DOWN_W,
+                   Q_B, K_B, V_B, GATE_B, UP_B, DOWN_B, BLOCK_TENSORS };
 enum EmbeddingTensor { EMBED };
 enum FinalTensor { FINAL_NORM, LM_HEAD };
 
@@ -150,13 +153,24 @@ struct Scratch {
 };
 
 // The stacked weights of one use of a block: q, k, v rows then gate, up rows, at the compute
-// type, and their fp32 gradients, handed back to the separate tensors after the matmul.
+// type, and their fp32 gradients, handed back to the separate tensors after the matmul; the
+// biases likewise when the config has them (empty views otherwise).
 struct StackedWeights {
   BackendBuffer memory;
   Elems qkv;         // (QKV,C)
   Elems gate_up;     // (2F,C)
   float* dqkv;       // (QKV,C)
   float* dgate_up;   // (2F,C)
+  Elems qkv_bias;        // (QKV) attention_bias
+  Elems gate_up_bias;    // (2F) mlp_bias
+  float* dqkv_bias;      // (QKV)
+  float* dgate_up_bias;  // (2F)
+};
+
+// One tensor's rows of a stacked matmul: its weight, its bias (when held) and its row count.
+struct StackedPart {
+  BlockTensor weight, bias;
+  int64_t rows;
 };
 
 class LlamaModel {
@@ -214,8 +228,20 @@ class LlamaModel {
   void stack_weights(const LayerLease& lease);
   // The stacked matmuls' backward: dinp += dout · W (when dinp is given) and, when `lease` holds
   // gradients, the weight gradient into the separate tensors' buffers.
-  void stacked_backward(Elems dinp, Elems dout, Elems inp, Elems weight, float* dweight_scratch, int64_t N,
-                        int64_t OC, const LayerLease* grads, std::initializer_list<std::pair<int, int64_t>> parts);
+  // With `dbias_scratch` (the config's biases on these projections) the bias gradients too.
+  void stacked_backward(Elems dinp, Elems dout, Elems inp, Elems weight, float* dweight_scratch,
+                        float* dbias_scratch, int64_t N, int64_t OC, const LayerLease* grads,
+                        std::initializer_list<StackedPart> parts);
+  // A bias of the layer, or an empty view / NULL when the config has none (or, for the gradient,
+  // `grads` is NULL: a split backward's INPUT part).
+  Elems bias_of(const LayerLease& lease, BlockTensor t) const {
+    return block_slot_[t] < 0 ? Elems() : lease.param_elems(size_t(block_slot_[t]));
+  }
+  float* bias_grad(const LayerLease* grads, BlockTensor t) const {
+    return grads && block_slot_[t] >= 0 ? grads->grad(size_t(block_slot_[t])) : nullptr;
+  }
+  // A row-parallel projection's replicated bias is added by tp rank 0 only, before the sum over tp.
+  Elems bias_once(Elems bias) const { return tp_.rank() == 0 ? bias : Elems(); }
   // rmsnorm_backward whose weight gradient reaches every tp rank whole (summed over tp under
   // sequence parallelism); dweight NULL: the input gradient only.
   void norm_backward(Elems dinp, float* dweight, Elems dout, Elems inp, Elems weight, const float* rstd,
@@ -233,6 +259,7 @@ class LlamaModel {
   TpRegions tp_;
   TpShape share_;
   double matmul_params_ = 0;
+  int32_t block_slot_[BLOCK_TENSORS] = {};  // each tensor's index in a decoder layer's specs, -1: none
   BackendBuffer inv_freq_;  // (head_dim/2) fp32: rope's inverse frequencies
   keel_support::LayerSpecs specs_;
   keel_support::ActivationCache<Activations> activations_;

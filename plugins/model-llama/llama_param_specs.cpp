@@ -1,7 +1,8 @@
 // The llama model's parameter list under Hugging Face's names and, under tensor parallelism, each
 // parameter's piece on this rank (Megatron's split: column-parallel q, k, v, gate and up by
 // output rows, row-parallel o and down by input columns, the vocabulary by rows): every piece is
-// one box of the global tensor, so checkpoints reshard across tp. Also the tp preconditions, and
+// one box of the global tensor, so checkpoints reshard across tp. A column-parallel projection's
+// bias is split with it; down_proj's bias is whole on every rank. Also the tp preconditions, and
 // under pipeline parallelism only this rank's chunks' parameters (plus, when the head is tied,
 // the last stage's copy of the embedding).
 #include <algorithm>
@@ -77,6 +78,23 @@ void LlamaModel::build_param_specs() {
     add(h + "mlp.gate_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
     add(h + "mlp.up_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
     add(h + "mlp.down_proj.weight", layer, {C, F}, 0, KEEL_INIT_NORMAL, -1, columns);
+    // Biases after the weights (block_slot_ says where): zero, as transformers initializes them,
+    // split with their column-parallel projection; down_proj's is replicated, added by one rank.
+    if (config_.attention_bias) {
+      add(h + "self_attn.q_proj.bias", layer, {Cq}, no_decay, KEEL_INIT_ZEROS, -1, rows);
+      add(h + "self_attn.k_proj.bias", layer, {Ckv}, no_decay, KEEL_INIT_ZEROS, -1, rows);
+      add(h + "self_attn.v_proj.bias", layer, {Ckv}, no_decay, KEEL_INIT_ZEROS, -1, rows);
+    }
+    if (config_.mlp_bias) {
+      add(h + "mlp.gate_proj.bias", layer, {F}, no_decay, KEEL_INIT_ZEROS, -1, rows);
+      add(h + "mlp.up_proj.bias", layer, {F}, no_decay, KEEL_INIT_ZEROS, -1, rows);
+      add(h + "mlp.down_proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS);
+    }
+  }
+  int32_t slot = DOWN_W + 1;
+  for (int t = Q_B; t < BLOCK_TENSORS; ++t) {
+    const bool held = t <= V_B ? config_.attention_bias : config_.mlp_bias;
+    block_slot_[t] = held ? slot++ : -1;
   }
   add("model.norm.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES);
   if (!tied()) add("lm_head.weight", static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, V, rows);
@@ -85,6 +103,7 @@ void LlamaModel::build_param_specs() {
   // not the embedding lookup unless it doubles as the head.
   matmul_params_ = 0;
   for (const auto& p : pending) {
+    if (p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0) continue;  // added, not multiplied
     const bool vocabulary = p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight";
     if (p.name == "model.embed_tokens.weight" && !tied()) continue;
     matmul_params_ += vocabulary ? double(V) * C : double(keel_support::element_count(p.spec));
