@@ -1,7 +1,8 @@
 # The llama model across layouts (llama_layout_checks.py): tp + sp, pp (1f1b, zero-bubble), ZeRO-3,
-# offload against one rank; resharding a (tp 2 + sp, ZeRO-3) checkpoint; recompute bit for bit.
+# offload against one rank; the biases (attention_bias, mlp_bias) under tp + sp, ZeRO-3 and
+# zero-bubble; resharding a (tp 2 + sp, ZeRO-3) checkpoint; recompute bit for bit.
 set(llama_config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
-foreach(check parity reshard recompute)
+foreach(check parity bias_parity reshard recompute)
   add_test(NAME e2e.llama.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/llama_layout_checks.py ${check} --keel ${keel}
             --config ${llama_config})

@@ -3,12 +3,13 @@ tolerances): tensor parallelism with sequence parallelism, tp with ZeRO-3 over d
 stages under 1f1b and zero-bubble (split backward), ZeRO-3 and CPU offload, each within 1e-5
 of the one-rank losses over 20 steps and 5e-5 of its final weights; a checkpoint of (tp 2 +
 sp, dp 2, ZeRO-3) resumed as pp 2 and as one rank; and recompute "selective" / "full" bit for
-bit equal to "none". The model config is tests/e2e/llama_bytes.json (GQA 6/2, d_model 48,
+bit equal to "none"; with attention_bias and with mlp_bias, tp (+ sp), ZeRO-3 and zero-bubble
+within the same bounds of one rank (bias_parity). The model config is tests/e2e/llama_bytes.json (GQA 6/2, d_model 48,
 untied head, the embedded text as bytes). And the quick-start example: examples/llama.json on
 part of this machine's Python standard library, tokenized with the shipped
 examples/data/stdlib-bpe-4k.json by `keel prepare-data`, whose loss must fall.
 
-Usage: llama_layout_checks.py parity|reshard|recompute|example --keel KEEL --config CONFIG
+Usage: llama_layout_checks.py parity|bias_parity|reshard|recompute|example --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing.
 """
 
@@ -59,6 +60,30 @@ def check_parity(args, work):
         assert sorted(params) == sorted(ref_params), f"{tag}: parameter names differ"
         pc.compare_params(ref_params, params, tag, 5e-5)
     print(f"parity: {len(CASES)} layouts against one rank")
+
+
+# The biases under the layouts that split or replicate them: q/k/v and gate/up split with their
+# projection over tp (with and without sequence parallelism), down_proj's replicated and added by
+# one tp rank, every bias gradient through the split backward of zero-bubble.
+BIAS_CASES = [case for case in CASES if case[0] in ("tp2-sp", "tp2xdp2-zero3-sp", "pp2-zero-bubble", "pp2xtp2")]
+
+
+def check_bias_parity(args, work):
+    for bias in ("attention_bias", "mlp_bias"):
+        model = [f"model.{bias}=true"]
+        pc.run(args, 1, "ddp", work, f"single-{bias}", model)
+        reference = pc.losses(work, f"single-{bias}")
+        ref_params = pc.final_params(f"{work}/single-{bias}/step-00000020")
+        assert any(name.endswith(".bias") for name in ref_params), f"{bias}: no bias parameters"
+        for tag, ranks, strategy, sets, microbatches in BIAS_CASES:
+            pp = 2 if "parallel.pp=2" in sets else 1
+            tp = 2 if "parallel.tp=2" in sets else 1
+            pc.run(args, ranks, strategy, work, f"{tag}-{bias}", model + sets + micro(ranks, pp, tp, microbatches))
+            pc.compare_losses(reference, pc.losses(work, f"{tag}-{bias}"), f"{tag} {bias}", 1e-5)
+            params = pc.final_params(f"{work}/{tag}-{bias}/step-00000020")
+            assert sorted(params) == sorted(ref_params), f"{tag} {bias}: parameter names differ"
+            pc.compare_params(ref_params, params, f"{tag} {bias}", 5e-5)
+    print(f"bias parity: attention_bias and mlp_bias, {len(BIAS_CASES)} layouts each against one rank")
 
 
 def check_reshard(args, work):
@@ -113,7 +138,7 @@ def check_example(args, work):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["parity", "reshard", "recompute", "example"])
+    parser.add_argument("check", choices=["parity", "bias_parity", "reshard", "recompute", "example"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
