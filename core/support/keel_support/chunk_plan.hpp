@@ -20,18 +20,40 @@ namespace keel_support {
 
 class ChunkPlan {
  public:
-  ChunkPlan() = default;  // pp 1: one chunk holding every block
+  // Not a plan yet: a model that keeps its plan as a member assigns it in its constructor. Every
+  // question but pp_rank/pp_size throws until then (the block count is not known here, so there
+  // is no honest "every block" to answer with); a model without pipelines uses whole(n_layer).
+  ChunkPlan() = default;
   // Reads the 0.7 create fields (only as far as args.struct_size covers them: an older core
   // means pp 1) and checks them against n_layer; throws keel_support::ConfigError naming
   // parallel.pp, parallel.virtual_stages or parallel.layers_per_stage with the numbers.
   inline ChunkPlan(const keel_model_create_args& args, int32_t n_layer);
+  // pp 1: one chunk holding blocks [0, n_layer), embedding and head included.
+  static ChunkPlan whole(int32_t n_layer) {
+    if (n_layer < 0) throw ConfigError("model.n_layer: must be at least 0, found " + std::to_string(n_layer));
+    ChunkPlan plan;
+    plan.first_block_ = {0, n_layer};
+    return plan;
+  }
 
   int32_t pp_rank() const { return pp_rank_; }
   int32_t pp_size() const { return pp_size_; }
-  int32_t chunks() const { return static_cast<int32_t>(first_block_.size()) - 1; }
+  int32_t chunks() const {
+    if (first_block_.empty())
+      throw StatusError(KEEL_ERR_INTERNAL, "ChunkPlan: a default-constructed plan was asked about its chunks before "
+                                           "the model made it; assign ChunkPlan(args, n_layer) or "
+                                           "ChunkPlan::whole(n_layer) in the model's constructor");
+    return static_cast<int32_t>(first_block_.size()) - 1;
+  }
   int32_t last_chunk() const { return chunks() - 1; }
   bool is_mine(int32_t chunk) const { return chunk >= 0 && chunk < chunks() && chunk % pp_size_ == pp_rank_; }
-  int32_t first_block(int32_t chunk) const { return first_block_[static_cast<size_t>(chunk)]; }
+  // chunk in [0, chunks()]: chunks() itself gives the end of the last chunk.
+  int32_t first_block(int32_t chunk) const {
+    if (chunk < 0 || chunk > chunks())
+      throw StatusError(KEEL_ERR_INTERNAL, "ChunkPlan: chunk " + std::to_string(chunk) + " is outside [0, " +
+                                               std::to_string(chunks()) + "]");
+    return first_block_[static_cast<size_t>(chunk)];
+  }
   int32_t block_count(int32_t chunk) const { return first_block(chunk + 1) - first_block(chunk); }
   // This rank embeds the tokens (chunk 0) / computes ln_f, the logits and the loss (last chunk).
   bool holds_embedding() const { return is_mine(0); }
@@ -54,7 +76,7 @@ class ChunkPlan {
 
  private:
   int32_t pp_rank_ = 0, pp_size_ = 1;
-  std::vector<int32_t> first_block_;  // chunks() + 1 entries: chunk c holds [first_block_[c], first_block_[c+1])
+  std::vector<int32_t> first_block_;  // chunks() + 1 entries (none: not made yet): chunk c holds [first_block_[c], first_block_[c+1])
 };
 
 namespace chunk_plan_detail {
