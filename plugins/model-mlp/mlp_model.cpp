@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <keel_support/model_face.hpp>     // defines: ModelFace
 #include <keel_support/plugin_entry.hpp>
 #include <keel_support/sized_output.hpp>
 
@@ -27,8 +28,6 @@ using keel_support::BackendBuffer;
 using keel_support::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
-
-constexpr const char* kSource = "model mlp";
 
 struct MlpConfig {
   int32_t vocab_size = 256;
@@ -70,20 +69,21 @@ struct Activations {
   bool backward_pending = false;
 };
 
+// Its C face is keel_support::ModelFace: no external(), stage_io_numel, splits_backward or
+// complete_config, so those slots refuse in its name and create refuses parallel.pp > 1.
 class MlpModel {
  public:
+  static constexpr const char* kSource = "model mlp";
+  static void validate_config(const char* config_json, const char* json_path) {
+    parse_mlp_config(config_json, json_path);
+  }
+
   MlpModel(const keel_host* host, const keel_model_create_args& args)
       : host_(host), config_(parse_mlp_config(args.config_json, args.json_path)) {
     if (args.tp_size != 1 || args.tp_rank != 0)
       throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the mlp model does not split over tensor-parallel ranks: set "
                                                 "parallel.tp to 1 (found tp_rank " + std::to_string(args.tp_rank) +
                                                     ", tp_size " + std::to_string(args.tp_size) +
-                                                    "), or use the gpt model");
-    // The 0.7 pipeline fields, where the caller's struct has them (an older core means pp 1).
-    const bool has_pipeline = args.struct_size >= offsetof(keel_model_create_args, pp_size) + sizeof(args.pp_size);
-    if (has_pipeline && args.pp_size > 1)  // 0: a zero-filled struct, pp 1
-      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the mlp model is not cut into pipeline stages: set parallel.pp "
-                                                "to 1 (found pp_size " + std::to_string(args.pp_size) +
                                                     "), or use the gpt model");
     if (!args.backend || !args.backend_obj)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
@@ -331,67 +331,8 @@ class MlpModel {
   float* dfc_ = nullptr;
 };
 
-MlpModel* as_model(void* model) { return static_cast<MlpModel*>(model); }
-
-keel_status mlp_validate_config(const keel_host* host, const char* config_json, const char* json_path) {
-  return keel_support::guard(host, kSource, [&] { parse_mlp_config(config_json, json_path); });
-}
-
-keel_status mlp_create(const keel_host* host, const keel_model_create_args* args, void** out_model) {
-  return keel_support::guard(host, kSource, [&] {
-    // A core before 0.7 passes the struct up to sequence_parallel.
-    if (!args || args->struct_size < offsetof(keel_model_create_args, pp_rank) || !out_model)
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and out_model are required");
-    *out_model = new MlpModel(host, *args);
-  });
-}
-
-void mlp_destroy(void* model) {
-  if (model) keel_support::guard(as_model(model)->host(), kSource, [&] { delete as_model(model); });
-}
-
-keel_status mlp_describe(void* model, keel_model_info* out_info) {
-  if (!model) return KEEL_ERR_INVALID_ARGUMENT;  // no host to report through
-  return keel_support::guard(as_model(model)->host(), kSource, [&] {
-    as_model(model)->describe(out_info);
-  });
-}
-
-keel_status mlp_flops_per_token(void* model, int32_t seq_len, double* out_flops) {
-  if (!model) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_support::guard(as_model(model)->host(), kSource, [&] {
-    if (!out_flops) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "flops_per_token: out_flops is NULL");
-    *out_flops = as_model(model)->flops_per_token(seq_len);
-  });
-}
-
-keel_status mlp_forward(void* model, keel_forward_args* args) {
-  if (!model) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_support::guard(as_model(model)->host(), kSource, [&] {
-    if (!args) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "forward: args is NULL");
-    as_model(model)->forward(args);
-  });
-}
-
-keel_status mlp_backward(void* model, const keel_backward_args* args) {
-  if (!model) return KEEL_ERR_INVALID_ARGUMENT;
-  return keel_support::guard(as_model(model)->host(), kSource, [&] {
-    if (!args) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "backward: args is NULL");
-    as_model(model)->backward(*args);
-  });
-}
-
-const keel_model_api kMlpApi = {
-    sizeof(keel_model_api), mlp_validate_config, mlp_create, mlp_destroy, mlp_describe,
-    mlp_flops_per_token,    mlp_forward,         mlp_backward,
-    nullptr,                nullptr,  // external_name, external_config: the test model has no external format
-    nullptr,                nullptr,  // stage_io_numel, splits_backward: it refuses pp > 1
-    nullptr,  // complete_config: no external format to take dimensions from
-    nullptr,                nullptr,  // decode_reset, decode: the core generates by running whole windows
-};
-
 const keel_plugin_info kPlugins[] = {keel_support::plugin_info(
-    KEEL_KIND_MODEL, "mlp", "0.1.0", &kMlpApi, "tiny residual GELU MLP language model, for tests")};
+    KEEL_KIND_MODEL, "mlp", "0.1.0", &keel_support::ModelFace<MlpModel>::kApi, "tiny residual GELU MLP language model, for tests")};
 
 const keel_plugin_list kPluginList = keel_support::plugin_list(kPlugins);
 

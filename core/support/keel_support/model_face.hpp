@@ -1,13 +1,22 @@
 // A model plugin's C face: the keel_model_api table whose every slot turns the C arguments into
-// a call on a C++ model object under guard, so no exception crosses the ABI. The gpt and llama
-// plugins use it; installed for third-party models. Model provides:
-//   static constexpr const char* kSource;  // "model gpt": who speaks in the host's log and errors
+// a call on a C++ model object under guard, so no exception crosses the ABI. The gpt, llama and
+// mlp plugins use it; installed for third-party models. Model provides:
+//   static constexpr const char* kSource;  // "model <plugin name>" ("model gpt"): who speaks in
+//                                          // the host's log and errors, and whom refusals name
 //   static void validate_config(const char* config_json, const char* json_path);  // throws
 //   Model(const keel_host*, const keel_model_create_args&);
 //   host(), describe(keel_model_info*), flops_per_token(int32_t), forward(keel_forward_args*),
-//   backward(const keel_backward_args&), external() (an ExternalNames-like object with
-//   tensor(format, index) and config_json(format)), stage_io_numel(B, T), splits_backward(),
-//   static std::string complete_config(format, external_json, config_json, json_path)  // throws
+//   backward(const keel_backward_args&)
+// and, each only if it supports what the member is for (found by detection; a model without one
+// gets its slot answered with KEEL_ERR_UNIMPLEMENTED and a reason naming the model):
+//   external()          an ExternalNames-like object with tensor(format, index) and
+//                       config_json(format): Hugging Face import and export
+//   stage_io_numel(B, T)  pipeline stages; without it create refuses parallel.pp > 1
+//   splits_backward()   zero-bubble schedules; without it the answer is 0 (does not split)
+//   static std::string complete_config(format, external_json, config_json, json_path)  // throws:
+//                       dimensions read from a Hugging Face config.json
+//   decode_reset(batch, capacity), decode(access, tokens, batch, count): a key/value cache for
+//                       generation; without them the slots are NULL (the core runs whole windows)
 #pragma once
 
 #include <keel/model.h>
@@ -17,15 +26,51 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/external_config.hpp"
 
 namespace keel_support {
 
+// What a model class defines beyond the required members (C++17 detection: a member that is
+// absent makes the specialisation drop out, so the primary template's false is chosen).
+namespace model_face_detail {
+template <class M, class = void>
+struct HasExternal : std::false_type {};
+template <class M>
+struct HasExternal<M, std::void_t<decltype(std::declval<M&>().external())>> : std::true_type {};
+
+template <class M, class = void>
+struct HasStageIo : std::false_type {};
+template <class M>
+struct HasStageIo<M, std::void_t<decltype(std::declval<M&>().stage_io_numel(int32_t{}, int32_t{}))>>
+    : std::true_type {};
+
+template <class M, class = void>
+struct HasSplitsBackward : std::false_type {};
+template <class M>
+struct HasSplitsBackward<M, std::void_t<decltype(std::declval<M&>().splits_backward())>> : std::true_type {};
+
+template <class M, class = void>
+struct HasCompleteConfig : std::false_type {};
+template <class M>
+struct HasCompleteConfig<M, std::void_t<decltype(M::complete_config(std::declval<const char*>(), std::declval<const char*>(),
+                                                                    std::declval<const char*>(), std::declval<const char*>()))>>
+    : std::true_type {};
+}  // namespace model_face_detail
+
 template <class Model>
 struct ModelFace {
   static Model* as_model(void* model) { return static_cast<Model*>(model); }
+
+  // The plugin's name for refusals: kSource without its "model " prefix, quoted ("model 'mlp'").
+  static std::string named_model() {
+    std::string name = Model::kSource;
+    const std::string prefix = "model ";
+    if (name.compare(0, prefix.size(), prefix) == 0) name.erase(0, prefix.size());
+    return "model '" + name + "'";
+  }
 
   // Models are created with a host; calls on a model report through that host.
   static keel_status require_model(void* model) {
@@ -42,6 +87,14 @@ struct ModelFace {
       const size_t before_pipelines = offsetof(keel_model_create_args, pp_rank);
       if (!args || args->struct_size < before_pipelines || !out_model)
         throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: args (with struct_size set) and out_model are required");
+      if constexpr (!model_face_detail::HasStageIo<Model>::value) {
+        // The core trusts a filled stage_io_numel slot; a model without stages must refuse here.
+        const bool has_pp = args->struct_size >= offsetof(keel_model_create_args, pp_size) + sizeof(args->pp_size);
+        if (has_pp && args->pp_size > 1)  // 0: a zero-filled struct, pp 1
+          throw StatusError(KEEL_ERR_UNIMPLEMENTED, "parallel.pp: " + named_model() + " does not split into pipeline "
+                                                    "stages (it defines no stage_io_numel); set parallel.pp to 1 "
+                                                    "(found " + std::to_string(args->pp_size) + ")");
+      }
       *out_model = new Model(host, *args);
     });
   }
@@ -87,11 +140,15 @@ struct ModelFace {
       if (!format || !out || out->struct_size < offsetof(keel_external_tensor, name) + sizeof(out->name))
         throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
                           "external_name: format and out (with struct_size set) are required");
-      keel_external_tensor t = as_model(model)->external().tensor(format, index);
-      // Only the fields that fit in the caller's struct: an older caller's is shorter.
-      const size_t filled = std::min(out->struct_size, sizeof t);
-      t.struct_size = filled;  // the bytes written, as every sized output reports
-      std::memcpy(out, &t, filled);
+      if constexpr (model_face_detail::HasExternal<Model>::value) {
+        keel_external_tensor t = as_model(model)->external().tensor(format, index);
+        // Only the fields that fit in the caller's struct: an older caller's is shorter.
+        const size_t filled = std::min(out->struct_size, sizeof t);
+        t.struct_size = filled;  // the bytes written, as every sized output reports
+        std::memcpy(out, &t, filled);
+      } else {
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED, no_external_names(format));
+      }
     });
   }
 
@@ -100,8 +157,17 @@ struct ModelFace {
     return guard(as_model(model)->host(), Model::kSource, [&] {
       if (!format || !out_json)
         throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "external_config: format and out_json are required");
-      *out_json = as_model(model)->external().config_json(format);
+      if constexpr (model_face_detail::HasExternal<Model>::value)
+        *out_json = as_model(model)->external().config_json(format);
+      else
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED, no_external_names(format));
     });
+  }
+
+  static std::string no_external_names(const char* format) {
+    const std::string asked = std::string(format) == "huggingface" ? "" : " (asked for \"" + std::string(format) + "\")";
+    return named_model() + " has no Hugging Face names, nor any other external format's" + asked +
+           " (it defines no external())";
   }
 
   static keel_status stage_io_numel(void* model, int32_t batch, int32_t seq_len, int64_t* out_numel) {
@@ -111,7 +177,11 @@ struct ModelFace {
         throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "stage_io_numel: need batch >= 1, seq_len >= 1 and out_numel, "
                                                      "found batch " + std::to_string(batch) + ", seq_len " +
                                                      std::to_string(seq_len));
-      *out_numel = as_model(model)->stage_io_numel(batch, seq_len);
+      if constexpr (model_face_detail::HasStageIo<Model>::value)
+        *out_numel = as_model(model)->stage_io_numel(batch, seq_len);
+      else
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED, named_model() + " does not split into pipeline stages (it defines "
+                                                  "no stage_io_numel); run it at parallel.pp 1");
     });
   }
 
@@ -119,7 +189,12 @@ struct ModelFace {
     if (keel_status s = require_model(model)) return s;
     return guard(as_model(model)->host(), Model::kSource, [&] {
       if (!out_splits) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "splits_backward: out_splits is NULL");
-      *out_splits = as_model(model)->splits_backward() ? 1 : 0;
+      // A model that defines no splits_backward does not split its backward: the core then refuses a
+      // zero-bubble schedule naming the schedules that work, which an error here would hide.
+      if constexpr (model_face_detail::HasSplitsBackward<Model>::value)
+        *out_splits = as_model(model)->splits_backward() ? 1 : 0;
+      else
+        *out_splits = 0;
     });
   }
 
@@ -129,7 +204,12 @@ struct ModelFace {
     return guard(host, Model::kSource, [&] {
       if (!format || !external_json)
         throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "complete_config: format and external_json are required");
-      write_text_out(Model::complete_config(format, external_json, config_json, json_path), out, capacity, out_length);
+      if constexpr (model_face_detail::HasCompleteConfig<Model>::value)
+        write_text_out(Model::complete_config(format, external_json, config_json, json_path), out, capacity, out_length);
+      else
+        throw StatusError(KEEL_ERR_UNIMPLEMENTED,
+                          named_model() + " cannot take its dimensions from a Hugging Face config.json (it defines no "
+                          "complete_config); name the safetensors file and give every dimension in the model section");
     });
   }
 
