@@ -277,7 +277,9 @@ void apply_override(nlohmann::json& config, const std::string& assignment) {
                       " keys is nested deeper than " + std::to_string(keel_support::kMaxJsonDepth) + " levels");
   for (size_t i = 0; i < keys.size(); ++i) {
     if (node->is_null()) *node = nlohmann::json::object();  // --set creates missing sections
-    if (!node->is_object()) throw ConfigError("--set " + path + ": " + walked + " is not an object");
+    if (!node->is_object())
+      throw ConfigError("--set " + path + ": " + (walked.empty() ? "the top level" : walked) + " is " +
+                        keel_support::json_type_name(*node) + ", not an object, so it cannot hold \"" + keys[i] + "\"");
     walked += (walked.empty() ? "" : ".") + keys[i];
     if (i + 1 == keys.size()) (*node)[keys[i]] = value;
     else node = &(*node)[keys[i]];

@@ -14,6 +14,7 @@
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/json_parse.hpp"
+#include "keel_support/json_section.hpp"
 
 namespace keel_support {
 
@@ -24,8 +25,8 @@ class ExternalConfigMerge {
       : path_(json_path ? json_path : "model"), where_(std::move(where)) {
     section_ = parse_json(path_.c_str(), config_json ? config_json : "{}");
     external_ = parse_json(where_.c_str(), external_json ? external_json : "{}");
-    if (!section_.is_object()) throw ConfigError(path_ + ": expected an object");
-    if (!external_.is_object()) throw ConfigError(where_ + ": expected a JSON object");
+    if (!section_.is_object()) throw ConfigError(path_ + ": expected an object, found " + json_type_name(section_));
+    if (!external_.is_object()) throw ConfigError(where_ + ": expected a JSON object, found " + json_type_name(external_));
   }
 
   const nlohmann::json& external() const { return external_; }
@@ -36,18 +37,20 @@ class ExternalConfigMerge {
   void require_one_of(const char* key, const std::vector<std::string>& allowed, bool absent_ok = false) const {
     if (!external_.contains(key)) {
       if (absent_ok) return;
-      throw ConfigError(where_ + ": \"" + key + "\" is missing; expected " + list(allowed));
+      throw ConfigError(where_ + " has no \"" + key + "\"; " + reader() + " expects " +
+                        (allowed.size() == 1 ? "" : "one of ") + list(allowed));
     }
     const nlohmann::json& v = external_.at(key);
     if (!v.is_string() || std::find(allowed.begin(), allowed.end(), v.get<std::string>()) == allowed.end())
-      throw ConfigError(where_ + ": \"" + key + "\" is " + v.dump() + "; " + path_ + " reads only " + list(allowed));
+      throw ConfigError(where_ + "'s \"" + key + "\" is " + v.dump() + ", but " + reader() + " reads only " +
+                        list(allowed));
   }
   // The external config's `key`, when present and not null, must equal `expected` (a feature
   // the model does not have: biases, sliding windows).
   void require_value(const char* key, const nlohmann::json& expected, const std::string& why) const {
     if (!has_external(key) || external_.at(key) == expected) return;
-    throw ConfigError(where_ + ": \"" + key + "\" is " + external_.at(key).dump() + "; " + path_ + " needs " +
-                      expected.dump() + " (" + why + ")");
+    throw ConfigError(where_ + "'s \"" + key + "\" is " + external_.at(key).dump() + ", but " + reader() +
+                      " needs " + expected.dump() + " there (" + why + ")");
   }
 
   // Keel's `keel_key` from the external `external_key`: taken when the section leaves it out,
@@ -80,13 +83,20 @@ class ExternalConfigMerge {
     }
     const nlohmann::json& mine = section_.at(keel_key);
     if (mine.is_number() && value.is_number() && mine.get<double>() > value.get<double>())
-      throw ConfigError(path_ + "." + keel_key + " is " + mine.dump() + ", more than " + where_ + "'s \"" +
-                        external_key + "\" " + value.dump());
+      throw ConfigError(path_ + "." + keel_key + " is " + mine.dump() + ", but " + where_ + "'s \"" + external_key +
+                        "\" is " + value.dump() + ": expected at most " + value.dump() + ", or leave " + path_ + "." +
+                        keel_key + " out to take it");
   }
 
   std::string result() const { return section_.dump(); }
 
  private:
+  // Who reads the external config, as a sentence's subject: "the gpt model", else "the model section".
+  std::string reader() const {
+    const auto plugin = section_.find("plugin");
+    if (plugin == section_.end() || !plugin->is_string()) return "the " + path_ + " section";
+    return "the " + plugin->get<std::string>() + " model";
+  }
   static bool same(const nlohmann::json& a, const nlohmann::json& b) {
     if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
     return a == b;
