@@ -22,6 +22,7 @@
 #include "data/shard_writer.h"
 #include "host/errors.h"
 #include "host/param_init.h"
+#include "host/plural.h"
 #include "io/regular_file.h"
 #include "tokenize/tokenizer.h"
 #include "train/stop_signals.h"
@@ -327,7 +328,7 @@ SplitSummary write_split(const PrepareOptions& options, const std::string& stagi
 void print_listing(const PrepareOptions& options, const Listing& listing, std::ostream& out) {
   int64_t bytes = 0;
   for (const auto& d : listing.documents) bytes += d.bytes;
-  out << "prepare-data: " << listing.documents.size() << " documents, " << bytes << " bytes, from "
+  out << "prepare-data: " << plural(int64_t(listing.documents.size()), "document") << ", " << bytes << " bytes, from "
       << options.inputs.size() << " input(s); skipped " << listing.binary_files.size() << " binary file(s), "
       << listing.empty_files << " empty file(s), " << listing.hidden_entries << " hidden file(s) or folder(s)";
   if (!listing.not_utf8_files.empty()) out << ", " << listing.not_utf8_files.size() << " file(s) not UTF-8 text";
@@ -342,7 +343,7 @@ void print_listing(const PrepareOptions& options, const Listing& listing, std::o
 }
 
 void print_split(const std::string& split, const SplitSummary& s, std::ostream& out) {
-  out << split << ": " << s.documents << " documents, " << s.tokens << " tokens in " << s.files.size() << " shard(s)";
+  out << split << ": " << plural(int64_t(s.documents), "document") << ", " << plural(s.tokens, "token") << " in " << s.files.size() << " shard(s)";
   if (!s.files.empty()) out << ": " << s.files.front() << (s.files.size() > 1 ? " ... " + s.files.back() : "");
   out << "\n";
   if (s.stale_removed) out << "  removed " << s.stale_removed << " stale " << split << " shard(s) of an earlier run\n";

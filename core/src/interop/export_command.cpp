@@ -7,6 +7,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "host/errors.h"
+#include "host/plural.h"
 #include "interop/huggingface.h"
 #include "train/trainer.h"
 
@@ -80,8 +81,9 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
     Trainer trainer(export_config(config_from_checkpoint(checkpoint)), TrainerData::none);
     const int64_t step = load_checkpoint_parameters(trainer.state_view(), checkpoint);  // no optimizer state or data position
     export_huggingface(trainer.parameters(), parsed.out);
-    out << "exported " << checkpoint << " (step " << step << ", " << trainer.model_info().n_params
-        << " parameters) to " << parsed.out << " and config.json beside it" << std::endl;
+    // model_info().n_params counts tensors, not the numbers in them.
+    out << "exported " << checkpoint << " (step " << step << ", " << plural(int64_t(trainer.model_info().n_params), "tensor")
+        << ") to " << parsed.out << " and config.json beside it" << std::endl;
     return 0;
   } catch (const KeelError& e) {
     err << "keel export: error: " << e.what() << std::endl;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "host/errors.h"
+#include "host/plural.h"
 #include "loader/plugin_registry.h"
 
 namespace keel {
@@ -16,7 +17,7 @@ std::string text(int64_t n) { return std::to_string(n); }
 }  // namespace
 
 std::string MeshLayout::describe() const {
-  return text(ranks) + " ranks = tp " + text(tp) + " × dp " + text(dp) + " × pp " + text(pp) +
+  return plural(ranks, "rank") + " = tp " + text(tp) + " × dp " + text(dp) + " × pp " + text(pp) +
          (virtual_stages > 1 ? " (" + text(virtual_stages) + " chunks per rank)" : "");
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "host/plural.h"
 #include "train/stop_signals.h"
 
 namespace keel {
@@ -33,14 +34,14 @@ std::string describe_run(const Trainer& trainer) {
   const keel_model_info& info = trainer.model_info();
   const MeshLayout& mesh = trainer.mesh().layout();
   std::ostringstream text;
-  text << "model " << config.model.plugin << ": " << parameter_count(info) << " parameters in " << info.n_params
-       << " tensors"
+  text << "model " << config.model.plugin << ": " << parameter_count(info) << " parameters in "
+       << plural(int64_t(info.n_params), "tensor")
        << (mesh.pp > 1 ? " on pipeline stage " + std::to_string(trainer.mesh().position().pp) + " of " +
                              std::to_string(mesh.pp)
                        : std::string())
        << "; batch " << config.data.global_batch << " × " << trainer.seq_len()
-       << " tokens (" << trainer.accumulation_steps() << " micro-steps of " << config.data.micro_batch << "); "
-       << config.train.steps << " steps; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
+       << " tokens (" << plural(trainer.accumulation_steps(), "micro-step") << " of " << config.data.micro_batch << "); "
+       << plural(config.train.steps, "step") << "; peak " << trainer.peak_flops() / 1e9 << " GFLOP/s";
   if (mesh.ranks > 1) text << " per rank × " << mesh.describe();
   if (mesh.pp > 1) text << "; schedule " << config.schedule.plugin;
   text << "; metrics → " << config.train.metrics_path;
@@ -56,7 +57,7 @@ void print_sample(Trainer& trainer, std::ostream& out) {
   const bool bytes = info.vocab_size == 256;
   if (!bytes) prompt.assign(1, 0);  // not a byte-level model: start from token 0
   // Streamed as it is drawn; Ctrl-C or SIGTERM ends it after the token in progress, on every rank.
-  out << "--- sample (" << train.sample_tokens << " tokens) ---\n";
+  out << "--- sample (" << plural(train.sample_tokens, "token") << ") ---\n";
   if (bytes) out << train.sample_prompt;
   out << std::flush;
   int stop_signal = 0;

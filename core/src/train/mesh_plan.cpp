@@ -7,6 +7,7 @@
 #include <string>
 
 #include "host/errors.h"
+#include "host/plural.h"
 #include "loader/plugin_registry.h"
 #include "mesh/launcher_check.h"
 #include "mesh/mesh_layout.h"
@@ -35,8 +36,8 @@ std::string check_mesh_plan(const RunConfig& config, int32_t ranks) {
   const auto* schedule = static_cast<const keel_schedule_api*>(
       PluginRegistry::instance().find(KEEL_KIND_SCHEDULE, config.schedule.plugin).info.api);
   build_checked_schedule(config, schedule, layout.dp, batches.micro_steps);  // every stage simulated, as a run does
-  return layout.describe() + ", schedule " + config.schedule.plugin + " with " + std::to_string(batches.micro_steps) +
-         " micro-batches per step";
+  return layout.describe() + ", schedule " + config.schedule.plugin + " with " + plural(batches.micro_steps, "micro-batch", "micro-batches") +
+         " per step";
 }
 
 }  // namespace keel
