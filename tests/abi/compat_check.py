@@ -13,15 +13,24 @@ today's core and train exactly like the built-in plugins with the same rule:
   steps' losses equal the uninterrupted run's;
 and a plugin claiming a newer minor is refused with both versions named; a strategy built before
 0.7 is refused at pp 2 by keel validate, naming its ABI; the packed-state optimizer adamw8bit
-(0.12) with frozen_resident is refused with the reason."""
+(0.12) with frozen_resident is refused with the reason.
+The built-in plugins' runs do not depend on the frozen version: `references` (ctest
+abi.compat.references, a fixture of every version's test) makes them once into REFERENCES (their
+losses in references.json, the ddp AdamW run's checkpoints beside), and each version's run reads
+them.
+Usage: compat_check.py KEEL CONFIG REFERENCES references
+       compat_check.py KEEL CONFIG REFERENCES FROZEN_DIR NEWER_DIR VERSION"""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
-keel, config, frozen_dir, newer_dir, version = sys.argv[1:6]
+keel, config, references = sys.argv[1:4]
+making_references = sys.argv[4:] == ["references"]
+frozen_dir, newer_dir, version = ("", "", "") if making_references else sys.argv[4:7]
 SETS = ["train.steps=4", "train.log_every=1", "train.sample_tokens=0", "train.tensorboard_dir=\"none\"",
         "data.micro_batch=4", "data.global_batch=4", "data.seq_len=64", "data.val_batches=1", "train.grad_clip=0",
         "lr_schedule.warmup_steps=0", "lr_schedule.decay=\"constant\""]
@@ -35,7 +44,8 @@ SAVE_AT = 2  # the checkpoint the cross-strategy resumes start from; runs are 4 
 def run(work, tag, optimizer, strategy=BUILTIN_STRATEGY, extra=(), resume=None):
     """Trains and returns {step: loss} from the run's metrics file."""
     sets = SETS + [f"optimizer={optimizer}", f"parallel.strategy={strategy}", f"train.metrics_path=\"{work}/{tag}.jsonl\"",
-                   f"train.checkpoint.dir=\"{work}/{tag}\"", f"plugin_path=\"{frozen_dir}\""] + list(extra)
+                   f"train.checkpoint.dir=\"{work}/{tag}\""] + ([f"plugin_path=\"{frozen_dir}\""] if frozen_dir else [])
+    sets += list(extra)
     cmd = [keel, "run", config] + [a for s in sets for a in ("--set", s)] + (["--resume", resume] if resume else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
@@ -53,28 +63,49 @@ def expect_equal(what, expected, found):
                                                f"{expected[step]!r} (difference {found[step] - expected[step]:.3g})")
 
 
+EVERY = [f"train.checkpoint.every={SAVE_AT}"]
+
+
+def make_references():
+    """The built-in plugins' runs every version is compared with, once, into REFERENCES (made anew)."""
+    shutil.rmtree(references, ignore_errors=True)
+    os.makedirs(references)
+    losses = {"builtin_sgd": run(references, "builtin_sgd", '{"plugin": "sgd", "lr": 0.05}'),
+              "ddp_adamw": run(references, "ddp_adamw", ADAMW, BUILTIN_STRATEGY, EVERY),
+              "ddp_sgd": run(references, "ddp_sgd", SGD_MOMENTUM, BUILTIN_STRATEGY, EVERY),
+              "ddp_adamw_straight": run(references, "ddp_adamw_straight", ADAMW)}
+    for tag, found in losses.items():
+        assert found[4] < found[1], f"reference {tag}: no training happened ({found})"
+    with open(os.path.join(references, "references.json.tmp"), "w") as f:
+        json.dump({tag: {str(s): l for s, l in found.items()} for tag, found in losses.items()}, f)
+    os.replace(os.path.join(references, "references.json.tmp"), os.path.join(references, "references.json"))
+    print(f"references: {sorted(losses)} in {references}")
+
+
+def reference(tag):
+    with open(os.path.join(references, "references.json")) as f:
+        return {int(s): l for s, l in json.load(f)[tag].items()}
+
+
 def check_frozen_optimizer(work):
     frozen = run(work, "frozen_sgd", '{"plugin": "frozen_sgd", "lr": 0.05}')
-    builtin = run(work, "builtin_sgd", '{"plugin": "sgd", "lr": 0.05}')
-    expect_equal("optimizer frozen_sgd against built-in sgd", builtin, frozen)
+    expect_equal("optimizer frozen_sgd against built-in sgd", reference("builtin_sgd"), frozen)
     assert frozen[4] < frozen[1], "no training happened"
 
 
 def check_frozen_strategy(work):
-    every = [f"train.checkpoint.every={SAVE_AT}"]
     for label, optimizer in (("adamw", ADAMW), ("sgd", SGD_MOMENTUM)):
-        frozen = run(work, f"frozen_{label}", optimizer, FROZEN_STRATEGY, every)
-        builtin = run(work, f"ddp_{label}", optimizer, BUILTIN_STRATEGY, every)
-        expect_equal(f"strategy frozen_resident against built-in ddp, {label}", builtin, frozen)
+        frozen = run(work, f"frozen_{label}", optimizer, FROZEN_STRATEGY, EVERY)
+        expect_equal(f"strategy frozen_resident against built-in ddp, {label}", reference(f"ddp_{label}"), frozen)
         assert frozen[4] < frozen[1], f"ABI {version} frozen_resident with {label}: no training happened ({frozen})"
     # AdamW's checkpoint holds parameters and both moments: each strategy resumes the other's,
     # and the steps after it equal a run that was never interrupted.
-    straight = run(work, "ddp_adamw_straight", ADAMW)
-    later = {s: l for s, l in straight.items() if s > SAVE_AT}
-    for source, strategy in (("frozen_adamw", BUILTIN_STRATEGY), ("ddp_adamw", FROZEN_STRATEGY)):
-        checkpoint = os.path.join(work, source, f"step-{SAVE_AT:08d}")
-        resumed = run(work, f"resumed_from_{source}", ADAMW, strategy, resume=checkpoint)
-        expect_equal(f"{source}'s step {SAVE_AT} checkpoint resumed with {strategy}", later, resumed)
+    later = {s: l for s, l in reference("ddp_adamw_straight").items() if s > SAVE_AT}
+    for source, strategy in ((os.path.join(work, "frozen_adamw"), BUILTIN_STRATEGY),
+                             (os.path.join(references, "ddp_adamw"), FROZEN_STRATEGY)):
+        checkpoint = os.path.join(source, f"step-{SAVE_AT:08d}")
+        resumed = run(work, f"resumed_from_{os.path.basename(source)}", ADAMW, strategy, resume=checkpoint)
+        expect_equal(f"{os.path.basename(source)}'s step {SAVE_AT} checkpoint resumed with {strategy}", later, resumed)
 
 
 def check_newer_minor_refused():
@@ -114,10 +145,13 @@ def check_packed_optimizer_refused(work):
     assert p.returncode != 0 and re.search(expected, p.stderr), p.stderr
 
 
-with tempfile.TemporaryDirectory() as work:
-    check_frozen_optimizer(work)
-    check_frozen_strategy(work)
-    check_packed_optimizer_refused(work)
-check_newer_minor_refused()
-check_pipeline_needs_0_7()
+if making_references:
+    make_references()
+else:
+    with tempfile.TemporaryDirectory() as work:
+        check_frozen_optimizer(work)
+        check_frozen_strategy(work)
+        check_packed_optimizer_refused(work)
+    check_newer_minor_refused()
+    check_pipeline_needs_0_7()
 print("PASS")
