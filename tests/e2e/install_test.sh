@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs Keel to a temporary prefix, builds tests/e2e/out_of_tree_plugin against it with
 # find_package(Keel), and trains three steps with that plugin through the installed keel. Then
-# builds the worked examples of the schedule and offload kinds from the install's own copies
+# builds the worked examples of the schedule, offload and model kinds from the install's own copies
 # (share/doc/keel/example-*) against it alone: the schedule must simulate as the built-in 1f1b
-# does, and a short run with the example engine must log the built-in cpu engine's losses.
+# does, a short run with the example engine must log the built-in cpu engine's losses, and the
+# example model must train a step from the loss of a uniform guess, ln(vocab).
 set -euo pipefail
 build_dir=$1 source_dir=$2
 work=$(mktemp -d)
@@ -18,7 +19,8 @@ plugin_dir="$work/plugin-build/lib/keel/plugins"
 doc="$work/prefix/share/doc/keel"
 for f in architecture.md plugin-contract.md parallelism.md offload.md metrics.md plugin-authors-guide.md \
          example-localsgd/CMakeLists.txt example-localsgd/localsgd_strategy.cpp \
-         example-schedule/README.md example-schedule/one_f_one_b.cpp example-offload/README.md example-offload/files_plugin.cpp; do
+         example-schedule/README.md example-schedule/one_f_one_b.cpp example-offload/README.md example-offload/files_plugin.cpp \
+         example-model/README.md example-model/tiny_mlp.cpp; do
   test -f "$doc/$f" || { echo "FAIL: $doc/$f is not installed"; exit 1; }
 done
 for named in $(grep -rhoE "share/doc/keel/[A-Za-z0-9_./-]+[A-Za-z0-9_-]" "$work/prefix/include" "$doc" | sort -u); do
@@ -44,8 +46,8 @@ done
   --set train.metrics_path="\"$work/metrics.jsonl\"" | tail -3
 test "$(wc -l < "$work/metrics.jsonl")" = 3
 
-# The two worked examples, built from the install's copies against the install alone.
-for example in schedule offload; do
+# The three worked examples, built from the install's copies against the install alone.
+for example in schedule offload model; do
   cmake -S "$doc/example-$example" -B "$work/$example-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
   cmake --build "$work/$example-build" >/dev/null
 done
@@ -72,4 +74,20 @@ cpu=$(offloaded_run cpu '{"plugin":"cpu","optimizer_state":true}')
 files=$(offloaded_run files '{"plugin":"files","path":"'"$work/tier"'","optimizer_state":true}')
 [ -n "$cpu" ] && [ "$cpu" = "$files" ] || { echo "FAIL: the files engine's run differs from the cpu engine's:"; diff <(echo "$cpu") <(echo "$files"); exit 1; }
 [ -z "$(ls -A "$work/tier")" ] || { echo "FAIL: the files engine left files behind"; ls -R "$work/tier"; exit 1; }
+# The example model: listed, and its first step starts where near-zero logits put any model,
+# at ln(256) = 5.5452 (a uniform guess over the bytes); the second step's loss is finite.
+model_dir="$work/model-build/lib/keel/plugins"
+"$work/prefix/bin/keel" plugins --plugin-path "$model_dir" | grep -qE "^model +tiny-mlp " ||
+  { echo "FAIL: keel plugins does not list the example model tiny-mlp"; exit 1; }
+"$work/prefix/bin/keel" run "$source_dir/examples/quickstart.json" \
+  --set plugin_path="\"$model_dir\"" --set model='{"plugin":"tiny-mlp","vocab_size":256,"d_model":32,"seq_len":128}' \
+  --set train.steps=2 --set train.log_every=1 --set train.eval_every=1000 --set train.sample_tokens=0 \
+  --set data.val_batches=1 --set train.metrics_path="\"$work/model.jsonl\"" >/dev/null
+python3 - "$work/model.jsonl" <<'PY' || exit 1
+import json, math, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if '"loss"' in line]
+losses = [r["loss"] for r in rows if "loss" in r and r.get("step") in (1, 2)]
+if len(losses) != 2 or abs(losses[0] - math.log(256)) > 0.02 or not math.isfinite(losses[1]):
+    sys.exit(f"FAIL: tiny-mlp's losses {losses}: the first should be ln(256) = 5.5452 within 0.02")
+PY
 echo PASS
