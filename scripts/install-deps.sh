@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Keel builds and tests with, from Debian's packages. Safe to run again.
+# --build-only: what building and running Keel needs (the quick start), not the test oracles
+# and tools (PyTorch, GoogleTest, Slurm, fio, the bindings' generators).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -8,19 +10,24 @@ packages=(
   libboost-dev libboost-filesystem-dev          # Boost.DLL, the plugin loader
   nlohmann-json3-dev                            # config
   libopenblas-dev                               # CPU sgemm
-  libgtest-dev                                  # unit tests
-  openmpi-bin libopenmpi-dev                    # plugins/comm-mpi: the mpi comm plugin and mpirun for its tests
-  python3 python3-numpy python3-torch python3-pytest  # the PyTorch oracle (Debian's own python3)
-  python3-venv                                  # scripts/hf-venv.sh: transformers over Debian's torch
-  bindgen                                       # bindings/rust/keel-sys/generate.sh: Rust FFI from abi/
-  python3-dev                                   # bindings/python: Python.h for the pybind11 extension
-  python3-clang-14 libclang1-14                 # bindings/julia: LibKeel.jl generator (libclang)
-  swig                                          # bindings/swig: the Java binding
+  openmpi-bin libopenmpi-dev                    # plugins/comm-mpi: the mpi comm plugin and mpirun
   liburing-dev                                  # plugins/offload-engines: io_uring for the nvme offload engine
   libpcre2-dev                                  # core/src/tokenize: tokenizer.json pre-tokenizer regexes (\p{L}, lookahead)
-  fio                                           # benchmarks/offload_bandwidth.py: the nvme engine's yardstick
-  slurm-wlm munge                               # tests/slurm: a one-node Slurm (slurmctld, slurmd, srun) for the srun/sbatch tests
+  python3                                       # the quick start's text: this machine's Python standard library
 )
+if [ "${1:-}" != "--build-only" ]; then
+  packages+=(
+    libgtest-dev                                  # unit tests
+    python3-numpy python3-torch python3-pytest    # the PyTorch oracle (Debian's own python3)
+    python3-venv                                  # scripts/hf-venv.sh: transformers over Debian's torch
+    bindgen                                       # bindings/rust/keel-sys/generate.sh: Rust FFI from abi/
+    python3-dev                                   # bindings/python: Python.h for the pybind11 extension
+    python3-clang-14 libclang1-14                 # bindings/julia: LibKeel.jl generator (libclang)
+    swig                                          # bindings/swig: the Java binding
+    fio                                           # benchmarks/offload_bandwidth.py: the nvme engine's yardstick
+    slurm-wlm munge                               # tests/slurm: a one-node Slurm (slurmctld, slurmd, srun) for the srun/sbatch tests
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,5 @@
-// The keel command: run, validate, plugins, inspect. Every failure prints one message that says what,
+// The keel command: run, validate, plugins, inspect, and the commands the library and keel_plot
+// carry (prepare-data, export, launch, plot, schedule-check). Every failure prints one message that says what,
 // where and what was expected, and exits non-zero (2 for a misused command line).
 #include <keel/version.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "command_usage.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest_check.h"
 #include "config/run_config.h"
@@ -30,23 +32,6 @@
 #include "train/trainer.h"
 
 namespace {
-
-const char* kUsage =
-    "usage: keel run CONFIG [--set path=value ...] [--resume latest|DIR]   train from a JSON config\n"
-    "       keel launch CONFIG --hosts FILE [--max-restarts N] [--launcher CMD] [--set ...]   run on hosts, restart on\n"
-    "                                                 those that answer after a failure (elastic; keel launch --help)\n"
-    "       keel inspect CHECKPOINT                   verify a checkpoint as a resume would and summarise it\n"
-    "       keel validate CONFIG [--set path=value ...] [--ranks N]   check a config and its parallel layout for N ranks\n"
-    "                                                 (default: the launcher's world size, else 1) without training\n"
-    "       keel plugins [--plugin-path DIR ...]      list plugins found, with versions and ABI\n"
-    "       keel prepare-data INPUT... --out DIR [--val-fraction F] [--shard-tokens N]   text → byte-level token shards\n"
-    "       keel export CHECKPOINT --out FILE.safetensors   a checkpoint in Hugging Face GPT-2 layout, with config.json\n"
-    "       keel plot METRICS.jsonl [MORE.jsonl ...] --out PLOT.svg [--title T] [--x step|tokens|comm_bytes]\n"
-    "                 [--y both|loss|val_loss]         loss and val_loss of one or several runs\n"
-    "       keel schedule-check NAME --pp P --microbatches M [--virtual-stages V]   simulate a schedule plugin's lists\n"
-    "       keel --version\n"
-    "--set values are parsed as JSON (a bare word is a string): --set train.steps=20 --set optimizer.lr=1e-3\n"
-    "Plugins are searched in the config's plugin_path, then KEEL_PLUGIN_PATH, then the install's plugin folder.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -171,8 +156,15 @@ int main(int argc, char** argv) {
                 << ")\n";
       return 0;
     }
-    if (argc == 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help"))) {
-      std::cout << kUsage;
+    if (argc == 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help"))) {
+      std::cout << keel_cli::kOverviewUsage;
+      return 0;
+    }
+    // `keel help COMMAND` and `keel COMMAND ... --help`: that command's usage alone.
+    const bool help_with_name = argc == 3 && !std::strcmp(argv[1], "help");
+    const char* usage = argc >= 2 ? keel_cli::command_usage(argv[help_with_name ? 2 : 1]) : nullptr;
+    if (usage && (help_with_name || keel_cli::asks_for_help(argc, argv))) {
+      std::cout << usage;
       return 0;
     }
     if (argc >= 2 && !std::strcmp(argv[1], "prepare-data"))
@@ -231,7 +223,8 @@ int main(int argc, char** argv) {
     if (line.command == "inspect") return inspect_checkpoint(line.config);
     throw UsageError("unknown command '" + line.command + "'");
   } catch (const UsageError& e) {
-    std::cerr << "keel: " << e.what() << "\n" << kUsage;
+    const char* usage = argc >= 2 ? keel_cli::command_usage(argv[1]) : nullptr;
+    std::cerr << "keel: " << e.what() << "\n" << (usage ? usage : keel_cli::kOverviewUsage);
     return 2;
   } catch (const keel::KeelError& e) {
     print_failure("error", e.what());

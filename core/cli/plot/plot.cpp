@@ -22,11 +22,12 @@
 #include "plot/svg_chart.h"
 
 namespace keel {
-namespace {
 
-const char* kPlotUsage =
+const char* const kPlotUsage =
     "usage: keel plot METRICS.jsonl [MORE.jsonl ...] --out PLOT.svg [--title TITLE] [--x step|tokens|comm_bytes]\n"
     "                 [--y both|loss|val_loss]\n";
+
+namespace {
 
 struct PlotArgs {
   std::vector<std::string> metrics_paths;

@@ -10,6 +10,8 @@
 
 namespace keel {
 
+extern const char* const kPlotUsage;  // `keel plot --help`
+
 // args: what follows `keel plot`. Returns the exit status: 0 when written, 1 for a file that
 // cannot be read or written or holds no losses, 2 for a misused command line. Messages go to err.
 int plot_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

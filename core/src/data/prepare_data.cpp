@@ -28,10 +28,8 @@
 #include "train/stop_signals.h"
 
 namespace keel {
-namespace {
-namespace fs = std::filesystem;
 
-const char* kPrepareUsage =
+const char* const kPrepareDataUsage =
     "usage: keel prepare-data INPUT... --out DIR [--tokenizer PATH|bytes] [--val-fraction F] [--shard-tokens N]\n"
     "                          [--strict-text]\n"
     "  INPUT          text files or folders (read recursively; hidden entries and binary files are skipped)\n"
@@ -45,6 +43,9 @@ const char* kPrepareUsage =
     "                 skipped and counted); a file named as an INPUT is always an error\n"
     "Shards are llm.c's: uint16 tokens (magic 20240520) for vocabularies up to 65,535, else uint32\n"
     "tokens (Llama 3's format, magic 20240801).\n";
+
+namespace {
+namespace fs = std::filesystem;
 
 constexpr int64_t kMinShardTokens = 1024;
 constexpr size_t kBinaryProbeBytes = 8192;  // a NUL byte in the first 8 KiB marks a binary file
@@ -399,10 +400,10 @@ int prepare_data_command(const std::vector<std::string>& args, std::ostream& out
     return 128 + e.signal_number;
   } catch (const UsageError& e) {
     if (!*e.what()) {  // --help
-      out << kPrepareUsage;
+      out << kPrepareDataUsage;
       return 0;
     }
-    err << "keel prepare-data: " << e.what() << "\n" << kPrepareUsage;
+    err << "keel prepare-data: " << e.what() << "\n" << kPrepareDataUsage;
     return 2;
   } catch (const KeelError& e) {
     err << "keel prepare-data: error: " << e.what() << std::endl;

@@ -9,6 +9,8 @@
 
 namespace keel {
 
+extern const char* const kPrepareDataUsage;  // `keel prepare-data --help`
+
 // args are the words after "prepare-data". Prints a summary to out; returns 0, 1 after an
 // error (the message names the path) or 2 for a misused command line (with the usage).
 int prepare_data_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

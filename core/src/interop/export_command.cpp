@@ -9,18 +9,24 @@
 #include "host/errors.h"
 #include "host/plural.h"
 #include "interop/huggingface.h"
+#include "loader/plugin_registry.h"
 #include "train/trainer.h"
 
 namespace keel {
 
 const char* const kExportUsage =
-    "usage: keel export CHECKPOINT --out FILE.safetensors   a checkpoint (a step folder, or a root with 'latest')\n"
-    "       as one safetensors file with Hugging Face GPT-2 names, and config.json beside it\n";
+    "usage: keel export CHECKPOINT --out FILE.safetensors [--plugin-path DIR ...]\n"
+    "  writes a checkpoint (a step folder, or a root with 'latest') as one safetensors file in the Hugging Face\n"
+    "  layout its model plugin names (GPT-2's for gpt, Llama's or Qwen2's for llama), with the config.json\n"
+    "  transformers needs beside it: from_pretrained loads that folder\n"
+    "  --plugin-path DIR  a folder searched for plugin libraries (a third-party model's), as keel plugins takes;\n"
+    "                     KEEL_PLUGIN_PATH and the install's plugin folder are searched too\n";
 
 namespace {
 
 struct ExportArgs {
   std::string checkpoint, out;
+  std::vector<std::string> plugin_path;  // --plugin-path: folders searched for the model's plugin
 };
 
 // Throws std::invalid_argument with what is wrong.
@@ -33,6 +39,11 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
       parsed.out = args[++i];
     } else if (arg.rfind("--out=", 0) == 0) {
       parsed.out = arg.substr(6);
+    } else if (arg == "--plugin-path") {
+      if (i + 1 >= args.size()) throw std::invalid_argument("--plugin-path needs a folder");
+      parsed.plugin_path.push_back(args[++i]);
+    } else if (arg.rfind("--plugin-path=", 0) == 0) {
+      parsed.plugin_path.push_back(arg.substr(14));
     } else if (!arg.empty() && arg[0] == '-') {
       throw std::invalid_argument("unknown option " + arg);
     } else if (parsed.checkpoint.empty()) {
@@ -49,7 +60,8 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
 // The run's config narrowed to what export needs: its model and backend. The checkpoint sets
 // every parameter (the run's init file may be gone), and only parameters are loaded, so the
 // run's optimizer, strategy and comm plugins need not be installed: built-in sgd and ddp on one
-// process stand in for them, at tp 1. config_from_checkpoint has already dropped the plugin_path.
+// process stand in for them, at tp 1. config_from_checkpoint has already dropped the plugin_path
+// (--plugin-path names folders instead).
 RunConfig export_config(RunConfig config) {
   config.model_init_from.clear();
   config.optimizer = {"sgd", {{"plugin", "sgd"}}, "optimizer"};
@@ -77,6 +89,8 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
     return 2;
   }
   try {
+    // The folders are this command line's, never the checkpoint's (config_from_checkpoint).
+    PluginRegistry::instance().add_search_folders(parsed.plugin_path);
     const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
     Trainer trainer(export_config(config_from_checkpoint(checkpoint)), TrainerData::none);
     const int64_t step = load_checkpoint_parameters(trainer.state_view(), checkpoint);  // no optimizer state or data position

@@ -1,5 +1,6 @@
-// `keel export CHECKPOINT --out model.safetensors`: a checkpoint's parameters in Hugging Face's
-// GPT-2 layout (interop/huggingface.h), for transformers' from_pretrained on the output folder.
+// `keel export CHECKPOINT --out model.safetensors [--plugin-path DIR]`: a checkpoint's parameters in
+// the Hugging Face layout its model plugin names (GPT-2, Llama: interop/huggingface.h), with
+// config.json, for transformers' from_pretrained on the output folder.
 #pragma once
 
 #include <ostream>
@@ -8,7 +9,7 @@
 
 namespace keel {
 
-extern const char* const kExportUsage;  // the usage line for the CLI's help
+extern const char* const kExportUsage;  // `keel export --help`
 
 // args: what follows "export". Returns the process exit status: 0 done, 1 failed (the message
 // on err), 2 a misused command line (with the usage).

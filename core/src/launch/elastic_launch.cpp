@@ -20,17 +20,18 @@
 #include "train/mesh_plan.h"
 
 namespace keel {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-const char* kLaunchUsage =
+const char* const kLaunchUsage =
     "usage: keel launch CONFIG --hosts FILE [--max-restarts N] [--launcher \"mpirun ...\"] [--probe-timeout S]\n"
     "                   [--stop-grace S] [--set path=value ...]\n"
     "  runs `keel run CONFIG` on the hosts of FILE (one per line: NAME [slots=N]) through the launcher\n"
     "  (default mpirun; it is given --host and -np), and after a failure restarts on the hosts that still\n"
     "  answer, from the latest checkpoint, at most N times (default 3). SIGINT or SIGTERM is passed on to\n"
     "  the job; a job still running S seconds later (default 10) is killed; keel launch then exits 128 + the signal\n";
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 struct LaunchOptions {
   std::string config, hosts_file;

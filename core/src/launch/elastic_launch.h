@@ -16,6 +16,8 @@
 
 namespace keel {
 
+extern const char* const kLaunchUsage;  // `keel launch --help`
+
 // `args` are what follows `keel launch`; returns the exit status (the job's last one).
 int launch_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

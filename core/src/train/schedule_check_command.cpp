@@ -15,13 +15,14 @@
 #include "train/schedule_lists.h"
 
 namespace keel {
-namespace {
 
-const char* const kUsage =
+const char* const kScheduleCheckUsage =
     "usage: keel schedule-check NAME --pp P --microbatches M [--virtual-stages V] [--section JSON]\n"
     "                           [--plugin-path DIR ...] [--list]\n"
     "       builds schedule NAME's action list for every stage and checks them together as a run does\n"
     "       (--section: the parallel.schedule object, default {\"plugin\": NAME}; --list prints the lists)\n";
+
+namespace {
 
 struct CheckArgs {
   std::string name, section;
@@ -97,7 +98,7 @@ int schedule_check_command(const std::vector<std::string>& args, std::ostream& o
   try {
     parsed = parse_check_args(args);
   } catch (const std::invalid_argument& e) {
-    err << "keel schedule-check: " << e.what() << "\n" << kUsage;
+    err << "keel schedule-check: " << e.what() << "\n" << kScheduleCheckUsage;
     return 2;
   }
   try {

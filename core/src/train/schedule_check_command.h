@@ -10,6 +10,8 @@
 
 namespace keel {
 
+extern const char* const kScheduleCheckUsage;  // `keel schedule-check --help`
+
 // args: what follows `keel schedule-check`. Returns the exit status: 0 when the lists can run,
 // 1 when they cannot (every problem printed to out) or the plugin cannot be loaded or refuses
 // the shape, 2 for a misused command line. Messages go to err.
