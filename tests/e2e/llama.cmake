@@ -23,6 +23,8 @@ keel_error_test(llama_odd_head_dim "the head dimension model\\.d_model / model\\
   "model={${llama_small},\"n_head\":16}")
 keel_error_test(llama_rope_scaling_kind "model\\.rope_scaling\\.rope_type: only \"llama3\" frequency scaling is supported, found \"yarn\""
   "model={${llama_small},\"n_head\":6,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}")
+keel_error_test(llama_both_biases "model\\.attention_bias and model\\.mlp_bias together are refused: no transformers model"
+  "model={${llama_small},\"n_head\":6,\"attention_bias\":true,\"mlp_bias\":true}")
 keel_layout_test(llama_tp_above_kv_heads 4
   "model\\.n_kv_head \\(2\\) must be a multiple of the tensor-parallel size at parallel\\.tp = 4.*does not replicate"
   "model={${llama_small},\"n_head\":8,\"n_kv_head\":2}" "parallel.tp=4")
