@@ -24,7 +24,9 @@ enum {
   KEEL_ERR_ABI_MISMATCH = 6,     /* a plugin built for another ABI major */
   KEEL_ERR_NOT_FOUND = 7,        /* a plugin, parameter or file that does not exist */
   KEEL_ERR_INTERNAL = 8,         /* a bug: the message says where */
-  KEEL_ERR_NONFINITE = 9         /* NaN or Inf where a finite value was required */
+  KEEL_ERR_NONFINITE = 9,        /* NaN or Inf where a finite value was required */
+  /* --- appended in 0.19 --- */
+  KEEL_ERR_MISSING_FILE = 10     /* a file or folder a caller or config named is not there (ENOENT) */
 };
 
 /* DLPack's DLDeviceType values, so a descriptor converts without a table. */

@@ -48,7 +48,7 @@
         attention_decode_dt; model.h decode_reset, decode).
    0.19: generation token by token to a callback that may stop it (embed.h
         keel_trainer_generate_each: end-of-text tokens, stop strings, Ctrl-C, no count-sized
-        buffer). */
+        buffer); types.h KEEL_ERR_MISSING_FILE, so a binding tells a missing file by its status. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 

@@ -118,7 +118,7 @@ int count_devices() {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     cudaGetLastError();
-    throw StatusError(KEEL_ERR_NOT_FOUND, std::string("no CUDA device: cudaGetDeviceCount: ") +
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("no CUDA device: cudaGetDeviceCount: ") +
                                               cudaGetErrorName(status) + ": " + cudaGetErrorString(status) +
                                               driver_hint());
   }

@@ -243,7 +243,7 @@ def _as_ids(value):
             value = value.cpu()
     ids = np.asarray(value)
     if ids.dtype.kind in "iu" and ids.size and (ids.min() < 0 or ids.max() > 2**31 - 1):
-        raise ValueError(f"token ids must lie in [0, 2^31); found {ids.min()} .. {ids.max()}")
+        raise InvalidArgument(f"token ids must lie in [0, 2^31); found {ids.min()} .. {ids.max()}")
     return ids
 
 
@@ -262,16 +262,16 @@ def _as_batch(batch):
             ids = _as_ids(batch["input_ids"])
             labels = _as_ids(batch["labels"]) if "labels" in batch else ids
             if ids.ndim != 2 or labels.shape != ids.shape or ids.shape[1] < 2:
-                raise ValueError(f"input_ids and labels must both be (batch, seq_len + 1); found {ids.shape} and "
+                raise InvalidArgument(f"input_ids and labels must both be (batch, seq_len + 1); found {ids.shape} and "
                                  f"{labels.shape}")
             return ids[:, :-1], labels[:, 1:]
-        raise KeyError(f"a batch dict needs 'tokens' and 'targets', or 'input_ids' (and 'labels', Hugging Face's "
+        raise InvalidArgument(f"a batch dict needs 'tokens' and 'targets', or 'input_ids' (and 'labels', Hugging Face's "
                        f"unshifted ones); it has {sorted(batch)}")
     if isinstance(batch, (tuple, list)) and len(batch) == 2 and np.ndim(batch[0]) == 2:
         return _as_ids(batch[0]), _as_ids(batch[1])
     rows = _as_ids(batch)
     if rows.ndim != 2 or rows.shape[1] < 2:
-        raise ValueError(f"a batch array must be (batch, seq_len + 1) token ids, split into tokens and the targets one "
+        raise InvalidArgument(f"a batch array must be (batch, seq_len + 1) token ids, split into tokens and the targets one "
                          f"position on; found shape {tuple(rows.shape)}")
     return rows[:, :-1], rows[:, 1:]
 
@@ -289,6 +289,7 @@ class Status(enum.IntEnum):
     NOT_FOUND = 7
     INTERNAL = 8
     NONFINITE = 9
+    MISSING_FILE = 10
 
 
 __version__ = "0.1.0"

@@ -108,31 +108,11 @@ py::object suggestion(const std::string& message) {
   return py::none();
 }
 
-// Whether the message is about a file or folder that is not there: among its first three
-// segments (past "<json>", a config key such as "model.init_from", and a config file that is
-// there), a path that does not exist (ENOENT). A failure to create or write something new is
-// not a missing file.
-bool names_a_missing_path(const std::string& message) {
-  static const std::regex creating(R"(cannot (create|write|rewrite|replace)\b)");
-  if (std::regex_search(message, creating)) return false;
-  static const std::regex config_key(R"(^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])+$)");
-  const std::vector<std::string> parts = segments(message);
-  for (size_t i = 0; i + 1 < parts.size() && i < 3; ++i) {
-    const std::string& part = parts[i];
-    if (part == "<json>") continue;
-    if (part.find('/') == std::string::npos && std::regex_match(part, config_key)) continue;  // "train.steps"
-    if (part.find('/') == std::string::npos && part.find('.') == std::string::npos) return false;  // not a path
-    struct stat info;
-    if (::stat(part.c_str(), &info) != 0) return errno == ENOENT;
-    // There (the config file that named the missing one): look at the next segment.
-  }
-  return false;
-}
-
+// The class comes from the status the core raised (a missing file has its own, 0.19); only a
+// plugin-not-found is told from another not-found by its words.
 PyObject* type_for(keel_status status, const std::string& message) {
-  if ((status == KEEL_ERR_NOT_FOUND || status == KEEL_ERR_IO) && names_a_missing_path(message))
-    return types.missing_file;
   switch (status) {
+    case KEEL_ERR_MISSING_FILE: return types.missing_file;
     case KEEL_ERR_INVALID_CONFIG: return types.config;
     case KEEL_ERR_INVALID_ARGUMENT: return types.invalid_argument;
     case KEEL_ERR_NOT_FOUND: {

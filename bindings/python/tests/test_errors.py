@@ -40,7 +40,7 @@ def test_a_missing_config_file_is_file_not_found(tmp_path):
         keel.Trainer(str(tmp_path / "absent.json"))
     assert isinstance(raised.value, keel.MissingFile) and isinstance(raised.value, keel.Error)
     assert "absent.json" in str(raised.value)
-    assert raised.value.errno == 2 and raised.value.status == keel.Status.IO
+    assert raised.value.errno == 2 and raised.value.status == keel.Status.MISSING_FILE
 
 
 def test_a_config_file_named_like_a_section_is_not_the_error_path(config, tmp_path):
@@ -107,3 +107,25 @@ def test_every_error_type_is_an_error_and_its_builtin():
     for error_type, builtin in pairs:
         assert issubclass(error_type, keel.Error) and issubclass(error_type, builtin), error_type
     assert issubclass(keel.Error, RuntimeError)
+
+
+def test_the_class_comes_from_the_status_not_the_words(config, tmp_path, monkeypatch):
+    """A missing file is MissingFile however its path is written (a bare name, ./x, a folder
+    path), a folder that is there but holds no checkpoint is not; a backend that cannot run here
+    is Unsupported, not a missing file (these used to be guessed from the message's words)."""
+    monkeypatch.chdir(tmp_path)
+    for path in ("run.json", "configs/run.json", "./run.json"):
+        with pytest.raises(keel.MissingFile):
+            keel.Trainer(path)
+    trainer = keel.Trainer(config)
+    for resume in ("x", "./x", str(tmp_path / "x")):
+        with pytest.raises(keel.MissingFile, match="no such checkpoint folder"):
+            trainer.load(resume)
+    (tmp_path / "here").mkdir()
+    with pytest.raises(keel.NotFoundError, match="no checkpoint here"):
+        trainer.load("here")
+    cuda = dict(config, backend={"plugin": "cuda"})
+    try:
+        keel.Trainer(cuda)
+    except keel.Error as error:
+        assert not isinstance(error, FileNotFoundError), (type(error), str(error))

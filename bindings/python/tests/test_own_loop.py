@@ -109,11 +109,11 @@ def test_mistakes_name_what_was_expected(config):
         trainer.step((tokens, np.full_like(targets, 300)))
     with pytest.raises(keel.InvalidArgument, match=r"tokens are \(4, 64\) but targets \(4, 63\)"):
         trainer.forward_backward((tokens, targets[:, 1:]))
-    with pytest.raises(ValueError, match=r"\(batch, seq_len \+ 1\)"):
+    with pytest.raises(keel.InvalidArgument, match=r"\(batch, seq_len \+ 1\)"):
         trainer.step(np.arange(5))
-    with pytest.raises(KeyError, match="needs 'tokens' and 'targets', or 'input_ids'"):
+    with pytest.raises(keel.InvalidArgument, match="needs 'tokens' and 'targets', or 'input_ids'"):
         trainer.step({"ids": tokens})
-    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 2\^31\)"):
+    with pytest.raises(keel.InvalidArgument, match=r"token ids must lie in \[0, 2\^31\)"):
         trainer.step(np.full((4, 65), 2**32 + 5, dtype=np.int64))  # would wrap to 5 in int32
     assert trainer.global_step == 0  # nothing above stepped
 

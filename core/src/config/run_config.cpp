@@ -288,7 +288,10 @@ void apply_override(nlohmann::json& config, const std::string& assignment) {
 
 RunConfig RunConfig::from_file(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path);
-  if (!in) throw KeelError(KEEL_ERR_IO, path + ": cannot open the config file");
+  std::error_code error;
+  if (!in)
+    throw KeelError(std::filesystem::exists(std::filesystem::symlink_status(path, error)) ? KEEL_ERR_IO : KEEL_ERR_MISSING_FILE,
+                    path + ": cannot open the config file");
   nlohmann::json json;
   try {
     json = keel_support::parse_json(path, in);

@@ -59,7 +59,7 @@ std::vector<std::string> text_files_under(const std::string& root) {
   struct stat st {};
   if (::stat(root.c_str(), &st) != 0) {  // follows a symlink: what it names must be a folder or a file
     const int why = errno;
-    throw KeelError(KEEL_ERR_NOT_FOUND, "data.text_root: " + root +
+    throw KeelError(why == ENOENT ? KEEL_ERR_MISSING_FILE : KEEL_ERR_NOT_FOUND, "data.text_root: " + root +
                                             (why == ENOENT ? " does not exist" : ": " + std::string(std::strerror(why))) +
                                             "; " + expected);
   }

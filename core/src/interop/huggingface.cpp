@@ -177,7 +177,7 @@ std::vector<std::string> init_files(const std::string& init_from) {
   const std::filesystem::path single = folder / "model.safetensors";
   if (std::filesystem::exists(single, error)) return {single.string()};
   if (std::filesystem::is_symlink(std::filesystem::symlink_status(single, error)))  // a Hub cache's link, its blob gone
-    throw KeelError(KEEL_ERR_NOT_FOUND, "model.init_from: " + single.string() + " is a symbolic link to " +
+    throw KeelError(KEEL_ERR_MISSING_FILE, "model.init_from: " + single.string() + " is a symbolic link to " +
                                             std::filesystem::read_symlink(single, error).string() +
                                             ", which does not exist (an incomplete download?)");
   const std::string index = (folder / "model.safetensors.index.json").string();

@@ -36,7 +36,8 @@ int open_regular_file(const std::string& path, const std::string& what, Symlinks
     const int error = errno;
     if (error == ELOOP && symlinks == Symlinks::refuse)
       throw KeelError(KEEL_ERR_IO, path + ": " + what + " is a symbolic link; expected a regular file inside the folder");
-    throw KeelError(KEEL_ERR_IO, path + ": cannot open " + what + ": " + std::strerror(error));
+    throw KeelError(error == ENOENT ? KEEL_ERR_MISSING_FILE : KEEL_ERR_IO,
+                    path + ": cannot open " + what + ": " + std::strerror(error));
   }
   FileDescriptor guard(fd);
   struct stat st {};

@@ -159,7 +159,7 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
 
 void PluginRegistry::register_library(const std::string& path) {
   std::lock_guard<std::mutex> lock(state().mutex);
-  if (!std::filesystem::exists(path)) throw KeelError(KEEL_ERR_NOT_FOUND, "plugin library " + path + " does not exist");
+  if (!std::filesystem::exists(path)) throw KeelError(KEEL_ERR_MISSING_FILE, "plugin library " + path + " does not exist");
   load_library_locked(path, true);
 }
 

@@ -34,6 +34,7 @@ const KEEL_ERR_ABI_MISMATCH = Cint(6)  # a plugin built for another ABI major
 const KEEL_ERR_NOT_FOUND = Cint(7)  # a plugin, parameter or file that does not exist
 const KEEL_ERR_INTERNAL = Cint(8)  # a bug: the message says where
 const KEEL_ERR_NONFINITE = Cint(9)  # NaN or Inf where a finite value was required
+const KEEL_ERR_MISSING_FILE = Cint(10)  # a file or folder a caller or config named is not there (ENOENT)
 
 const KEEL_DEVICE_CPU = Cint(1)
 const KEEL_DEVICE_CUDA = Cint(2)

@@ -21,6 +21,7 @@ pub const KEEL_ERR_ABI_MISMATCH: _bindgen_ty_1 = 6;
 pub const KEEL_ERR_NOT_FOUND: _bindgen_ty_1 = 7;
 pub const KEEL_ERR_INTERNAL: _bindgen_ty_1 = 8;
 pub const KEEL_ERR_NONFINITE: _bindgen_ty_1 = 9;
+pub const KEEL_ERR_MISSING_FILE: _bindgen_ty_1 = 10;
 pub type _bindgen_ty_1 = ::std::os::raw::c_uint;
 pub const KEEL_DEVICE_CPU: _bindgen_ty_2 = 1;
 pub const KEEL_DEVICE_CUDA: _bindgen_ty_2 = 2;
