@@ -58,13 +58,14 @@ class _Monitor:
 
 class EarlyStopping(Callback, _Monitor):
     """Stops training once `monitor` (default "val_loss") has not improved by more than min_delta
-    for `patience` checks in a row; a check is a step whose metrics hold the monitored value
-    (for val_loss: an evaluation step, train.eval_every). stopped_step says where it stopped."""
+    for `patience` checks in a row (0, as in Lightning and Keras: at the first check without
+    improvement); a check is a step whose metrics hold the monitored value (for val_loss: an
+    evaluation step, train.eval_every). stopped_step says where it stopped."""
 
     def __init__(self, monitor="val_loss", patience=3, min_delta=0.0, mode="min"):
         _Monitor.__init__(self, monitor, mode, min_delta)
-        if not (isinstance(patience, int) and patience >= 1):
-            raise ValueError(f"patience must be an int >= 1, found {patience!r}")
+        if not (isinstance(patience, int) and not isinstance(patience, bool) and patience >= 0):
+            raise ValueError(f"patience must be an int >= 0, found {patience!r}")
         self.patience = patience
         self.wait = 0
         self.stopped_step = None

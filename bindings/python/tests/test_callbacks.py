@@ -107,7 +107,7 @@ def test_early_stopping_stops_where_its_rule_says(config, tmp_path):
     keel.Trainer(reference).train()
     losses = val_losses(tmp_path / "reference.jsonl")
     assert len(losses) == 20
-    for patience, min_delta in ((2, 0.05), (1, 0.0), (3, 10.0)):
+    for patience, min_delta in ((2, 0.05), (1, 0.0), (3, 10.0), (0, 0.05)):
         want = expected_stop(losses, patience, min_delta)
         stopper = keel.EarlyStopping("val_loss", patience=patience, min_delta=min_delta)
         run = with_train(base, metrics_path=str(tmp_path / f"run-{patience}.jsonl"))
@@ -137,6 +137,8 @@ def test_model_checkpoint_keeps_the_best_val_loss(config, tmp_path):
 
 def test_bad_arguments(config):
     with pytest.raises(ValueError, match="patience"):
-        keel.EarlyStopping(patience=0)
+        keel.EarlyStopping(patience=-1)
+    with pytest.raises(ValueError, match="patience"):
+        keel.EarlyStopping(patience=True)
     with pytest.raises(ValueError, match="mode"):
         keel.ModelCheckpoint("x", mode="lowest")
