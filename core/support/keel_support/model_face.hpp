@@ -93,7 +93,7 @@ struct ModelFace {
         if (has_pp && args->pp_size > 1)  // 0: a zero-filled struct, pp 1
           throw StatusError(KEEL_ERR_UNIMPLEMENTED, "parallel.pp: " + named_model() + " does not split into pipeline "
                                                     "stages (it defines no stage_io_numel); set parallel.pp to 1 "
-                                                    "(found " + std::to_string(args->pp_size) + ")");
+                                                    "(found pp_size " + std::to_string(args->pp_size) + ")");
       }
       *out_model = new Model(host, *args);
     });

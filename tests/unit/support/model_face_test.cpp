@@ -110,7 +110,7 @@ TEST(ModelFace, BareModelRefusesPipelineStagesNamingItself) {
   EXPECT_EQ(staged.model, nullptr);
   EXPECT_NE(last_message().find("parallel.pp: model 'bare' does not split into pipeline stages"), std::string::npos)
       << last_message();
-  EXPECT_NE(last_message().find("found 2"), std::string::npos) << last_message();
+  EXPECT_NE(last_message().find("found pp_size 2"), std::string::npos) << last_message();
 }
 
 TEST(ModelFace, BareModelRefusesCompleteConfigNamingItself) {
