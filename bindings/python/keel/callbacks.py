@@ -112,23 +112,50 @@ def run_with_callbacks(trainer, train, steps, callback, callbacks):
             c.on_train_end(trainer)
         return
 
-    def on_step(metrics):
+    seen = {"step": None, "saved": set()}
+
+    def hooks(metrics):
+        seen["step"] = metrics["step"]
         for c in callbacks:
             c.on_step_end(trainer, metrics)
         if "val_loss" in metrics:
             for c in callbacks:
                 c.on_eval(trainer, metrics)
-        if "checkpoint" in metrics:
+        if "checkpoint" in metrics and metrics["checkpoint"] not in seen["saved"]:
+            seen["saved"].add(metrics["checkpoint"])
             for c in callbacks:
                 c.on_save(trainer, metrics["checkpoint"])
+
+    def on_step(metrics):
+        hooks(metrics)
         stop = callback(metrics) if callback is not None else False
         return bool(stop) or trainer.should_stop
 
     try:
         train(steps, on_step)
     except BaseException as error:
+        if isinstance(error, KeyboardInterrupt):
+            _finish_interrupted_step(trainer, callbacks, hooks, seen)
         for c in callbacks:
             c.on_exception(trainer, error)
         raise
     for c in callbacks:
         c.on_train_end(trainer)
+
+
+def _finish_interrupted_step(trainer, callbacks, hooks, seen):
+    """After Ctrl-C: the step that finished as the signal came (its hooks had not run: the signal
+    is seen before them) and the checkpoint train.checkpoint.on_interrupt saved of it reach the
+    hooks, and the save is said, as `keel run` says it."""
+    try:
+        metrics = trainer.last_metrics()
+    except Exception:  # nothing stepped, or the trainer is unusable: nothing to report
+        return
+    if metrics.get("step") != seen["step"]:
+        hooks(metrics)
+    elif metrics.get("checkpoint") and metrics["checkpoint"] not in seen["saved"]:
+        seen["saved"].add(metrics["checkpoint"])
+        for c in callbacks:
+            c.on_save(trainer, metrics["checkpoint"])
+    if metrics.get("checkpoint") and getattr(trainer, "verbose", False):
+        print(f"interrupted after step {metrics['step']}: saved {metrics['checkpoint']}", flush=True)

@@ -92,6 +92,30 @@ def test_keyboard_interrupt_saves_the_step_when_asked(config, tmp_path):
     assert (tmp_path / "asked" / "latest").read_text().strip() == "step-00000003"
     assert keel.Trainer(asked, resume="latest").global_step == 3
 
+    # Ctrl-C itself (the signal, as the terminal sends it): every step's hooks run once, the save
+    # of the step it stopped after reaches on_save, and the save is said.
+    import _thread
+
+    class Recorder(keel.Callback):
+        def __init__(self):
+            self.steps, self.saves = [], []
+
+        def on_step_end(self, trainer, metrics):
+            self.steps.append(metrics["step"])
+
+        def on_save(self, trainer, path):
+            self.saves.append(path)
+
+    recorder = Recorder()
+    signalled = dict(asked, train=dict(asked["train"], checkpoint={"dir": str(tmp_path / "signalled"),
+                                                                   "on_interrupt": True}))
+    trainer = keel.Trainer(signalled, callbacks=[recorder])
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(10, callback=lambda m: _thread.interrupt_main() if m["step"] == 2 else None)
+    stopped = trainer.global_step
+    assert recorder.steps == list(range(1, stopped + 1)), (recorder.steps, stopped)
+    assert recorder.saves == [str(tmp_path / "signalled" / f"step-{stopped:08d}")], recorder.saves
+
     silent = dict(config, train=dict(config["train"], checkpoint={"dir": str(tmp_path / "silent")}))
     with pytest.raises(KeyboardInterrupt):
         keel.Trainer(silent).train(10, callback=interrupt_at_3)
