@@ -9,7 +9,7 @@ the launcher from it as on a real cluster.
 Each namespace lowers net.ipv4.tcp_retries2 (a per-namespace setting) to 4: a TCP connection
 to a host that stopped answering fails after about 6 s instead of the kernel's default of about
 15 minutes. OpenMPI's launcher only learns of a lost host from TCP, so without this mpirun and
-its daemons wait out that quarter of an hour after a partition (README: "Across hosts").
+its daemons wait out that quarter of an hour after a partition (docs/cluster.md, "Across hosts").
 
 Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN). `unavailable()` says why not, for a printed skip.
 Everything made is removed on exit, processes left inside the namespaces included."""
