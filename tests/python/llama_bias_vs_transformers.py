@@ -25,8 +25,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from hf_oracle import ensure_oracle  # noqa: E402
-from llama_vs_transformers import (GRAD_REL_TO_MAX, LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL, MODEL, RUN,  # noqa: E402
-                                   STEP_LOSS_RTOL, STEPS, loss_of, run)
+from llama_vs_transformers import (LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL, MODEL, RUN, STEPS,  # noqa: E402
+                                   compare_adamw_steps, compare_logits_loss_and_gradients, loss_of, run)
 
 BIAS_STD = 0.1  # transformers zeroes biases at init; random ones make every bias reach the logits
 
@@ -99,7 +99,6 @@ def write_run_config(work, name, extra=None):
 def check_against_oracle(work, probe_bin, kind, tied):
     """Keel from the saved folder: logits, loss, every gradient, AdamW steps, as transformers."""
     import numpy as np
-    import torch
     from test_gpt_vs_torch import read_safetensors
     label = f"{kind} {'tied' if tied else 'untied'}"
     model, folder = saved_model(work, kind, tied, seed=5 if tied else 6)
@@ -116,60 +115,11 @@ def check_against_oracle(work, probe_bin, kind, tied):
         if name in ("model.embed_tokens.weight", "lm_head.weight"):
             keel_param = keel_param[:V]
         assert np.array_equal(keel_param, param.detach().numpy()), f"{label}: {name} not read as saved"
-    tokens, targets = tensors["tokens"], tensors["targets"]
-
-    logits, loss = loss_of(model, tokens[0], targets[0])
-    worst = float(np.max(np.abs(tensors["logits"][..., :V] - logits.detach().numpy())))
-    print(f"{label}: logits max |keel - transformers| {worst:.2e}")
-    assert np.allclose(tensors["logits"][..., :V], logits.detach().numpy(), atol=LOGITS_ATOL, rtol=LOGITS_RTOL), \
-        f"{label}: logits differ by up to {worst:.3e}"
-    keel_loss = float(tensors["loss0"][0])
-    print(f"{label}: loss keel {keel_loss:.7f} transformers {float(loss):.7f}")
-    assert abs(keel_loss - float(loss)) <= LOSS_RTOL * abs(float(loss)), f"{label}: loss differs"
-
-    loss.backward()
-    failures, compared = [], 0
-    for name, param in model.named_parameters():
-        keel_grad = tensors["grad/" + name]
-        if name in ("model.embed_tokens.weight", "lm_head.weight"):
-            assert not keel_grad[V:].any(), f"{label}: {name}'s padded rows got a gradient"
-            keel_grad = keel_grad[:V]
-        torch_grad = param.grad.numpy()
-        scale = float(np.max(np.abs(torch_grad)))
-        error = float(np.max(np.abs(keel_grad - torch_grad)))
-        relative = error / scale if scale > 0 else error
-        print(f"  {name:45s} max|g| {scale:.3e} max error {error:.3e} relative {relative:.2e}")
-        compared += 1
-        if relative > GRAD_REL_TO_MAX:
-            failures.append(name)
-    expected = 2 + 9 * MODEL["n_layer"] + (0 if tied else 1) + len(bias_names(kind))
-    assert compared == expected, f"{label}: compared {compared} gradients, expected {expected}"
-    assert not failures, f"{label}: gradients off (> {GRAD_REL_TO_MAX} of max|grad|): {failures}"
-
+    compare_logits_loss_and_gradients(label, tensors, model,
+                                      expected_gradients=2 + 9 * MODEL["n_layer"] + (0 if tied else 1) + len(bias_names(kind)))
     # AdamW from the same saved weights, with Keel's decay groups: no decay on norms and biases.
-    model.zero_grad(set_to_none=True)
     model, _ = saved_model(work, kind, tied, seed=5 if tied else 6)
-    optimizer_config = json.loads(metadata["optimizer"])
-    no_decay = set(json.loads(metadata["no_decay"]))
-    params = dict(model.named_parameters())
-    assert no_decay == {n for n in params if n.endswith("norm.weight") or n.endswith(".bias")}, no_decay
-    groups = [{"params": [p for n, p in params.items() if n not in no_decay],
-               "weight_decay": optimizer_config["weight_decay"]},
-              {"params": [p for n, p in params.items() if n in no_decay], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=optimizer_config["lr"], betas=tuple(optimizer_config["betas"]),
-                                  eps=optimizer_config["eps"])
-    torch_losses = []
-    for step in range(STEPS):
-        optimizer.zero_grad(set_to_none=True)
-        _, loss = loss_of(model, tokens[step], targets[step])
-        loss.backward()
-        optimizer.step()
-        torch_losses.append(float(loss))
-    relative = np.abs(tensors["losses"] - np.array(torch_losses)) / np.abs(np.array(torch_losses))
-    for step in range(STEPS):
-        print(f"  step {step}: keel {tensors['losses'][step]:.7f} transformers {torch_losses[step]:.7f} "
-              f"rel {relative[step]:.1e}")
-    assert np.all(relative <= STEP_LOSS_RTOL), f"{label}: AdamW steps differ by up to {relative.max():.2e}"
+    compare_adamw_steps(label, tensors, metadata, model, lambda n: n.endswith("norm.weight") or n.endswith(".bias"))
     return folder
 
 

@@ -102,18 +102,26 @@ def loss_of(model, tokens, targets):
 
 
 def check_probe(work, probe_bin, tied):
-    import numpy as np
-    import torch
     from test_gpt_vs_torch import read_safetensors
     label = "tied" if tied else "untied"
     out = os.path.join(work, f"probe-{label}.safetensors")
     run([probe_bin, "--config", write_config(work, label, tied), "--out", out, "--steps", str(STEPS)])
     tensors, metadata = read_safetensors(out)
-    V = MODEL["vocab_size"]
     model = hf_model(tied)
     load_keel_weights(model, tensors)
-    tokens, targets = tensors["tokens"], tensors["targets"]
+    compare_logits_loss_and_gradients(label, tensors, model, expected_gradients=2 + 9 * MODEL["n_layer"] + (0 if tied else 1))
+    # AdamW: a fresh model on Keel's initial weights, Keel's decay groups.
+    model = hf_model(tied)
+    load_keel_weights(model, tensors)
+    compare_adamw_steps(label, tensors, metadata, model, lambda name: name.endswith("norm.weight"))
 
+
+def compare_logits_loss_and_gradients(label, tensors, model, expected_gradients):
+    """The probe's first forward and backward (tensors) against `model` on the same tokens: logits
+    (none in the padded vocabulary), loss, and every parameter's gradient, by name."""
+    import numpy as np
+    V = MODEL["vocab_size"]
+    tokens, targets = tensors["tokens"], tensors["targets"]
     logits, loss = loss_of(model, tokens[0], targets[0])
     keel_logits = tensors["logits"]
     assert not keel_logits[..., V:].any(), f"{label}: logits of padded vocabulary columns must be 0"
@@ -140,21 +148,24 @@ def check_probe(work, probe_bin, tied):
         compared += 1
         if relative > GRAD_REL_TO_MAX:
             failures.append(name)
-    expected = 2 + 9 * MODEL["n_layer"] + (0 if tied else 1)
-    assert compared == expected, f"{label}: compared {compared} gradients, expected {expected}"
+    assert compared == expected_gradients, f"{label}: compared {compared} gradients, expected {expected_gradients}"
     assert not failures, f"{label}: gradients off (> {GRAD_REL_TO_MAX} of max|grad|): {failures}"
 
-    # AdamW: a fresh model on Keel's initial weights, Keel's decay groups.
-    model = hf_model(tied)
-    load_keel_weights(model, tensors)
+
+def compare_adamw_steps(label, tensors, metadata, model, undecayed):
+    """The probe's STEPS AdamW steps against torch's AdamW on `model` (Keel's starting weights),
+    with Keel's decay groups, which must be the parameters `undecayed(name)` picks."""
+    import numpy as np
+    import torch
     optimizer_config = json.loads(metadata["optimizer"])
     no_decay = set(json.loads(metadata["no_decay"]))
-    assert no_decay == {n for n, _ in model.named_parameters() if n.endswith("norm.weight")}, no_decay
     params = dict(model.named_parameters())
+    assert no_decay == {n for n in params if undecayed(n)}, no_decay
     groups = [{"params": [p for n, p in params.items() if n not in no_decay], "weight_decay": optimizer_config["weight_decay"]},
               {"params": [p for n, p in params.items() if n in no_decay], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=optimizer_config["lr"], betas=tuple(optimizer_config["betas"]),
                                   eps=optimizer_config["eps"])
+    tokens, targets = tensors["tokens"], tensors["targets"]
     torch_losses = []
     for step in range(STEPS):
         optimizer.zero_grad(set_to_none=True)
