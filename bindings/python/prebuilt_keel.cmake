@@ -18,5 +18,5 @@ install(FILES ${KEEL_PREBUILT}/lib/libkeel-core.so DESTINATION keel COMPONENT py
 file(GLOB prebuilt_plugins ${KEEL_PREBUILT}/lib/keel/plugins/libkeel-*.so)
 install(FILES ${prebuilt_plugins} DESTINATION keel/keel/plugins COMPONENT python)
 install(PROGRAMS ${KEEL_PREBUILT}/bin/keel DESTINATION keel/bin COMPONENT python)
-install(CODE "file(RPATH_SET FILE \"\${CMAKE_INSTALL_PREFIX}/keel/bin/keel\" NEW_RPATH \"\$ORIGIN/..\")"
+install(CODE "file(RPATH_SET FILE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/keel/bin/keel\" NEW_RPATH \"\$ORIGIN/..\")"
         COMPONENT python)

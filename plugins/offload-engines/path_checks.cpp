@@ -40,7 +40,7 @@ void check_is_directory(const std::string& folder) {
   if (stat(folder.c_str(), &info) != 0) {
     int error = errno;
     if (error == ENOENT) {
-      throw StatusError(KEEL_ERR_NOT_FOUND, quoted(folder) + " does not exist: expected an existing directory on a "
+      throw StatusError(KEEL_ERR_MISSING_FILE, quoted(folder) + " does not exist: expected an existing directory on a "
                                                              "disk-backed filesystem (create it first)");
     }
     throw StatusError(KEEL_ERR_IO, quoted(folder) + " cannot be examined: stat failed: " + errno_text(error));

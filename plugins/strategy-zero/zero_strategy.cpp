@@ -195,7 +195,9 @@ void ZeroStrategy::step(const keel_strategy_step_args& args) {
 
 void ZeroStrategy::write_param(size_t index, int64_t begin, int64_t count, const float* src_host) {
   store_.write_param(index, begin, count, src_host);
-  if (gather_ && count > 0) gather_->forget_unheld(store_.layout().params[index].layer);  // a prefetched copy is stale now
+  // A prefetched copy is stale now; every rank forgets it, owner of the written part or not (the
+  // core calls every rank, with no elements where a rank owns none), so their next gathers agree.
+  if (gather_) gather_->forget_unheld(store_.layout().params[index].layer);
 }
 
 // Stage 1: the full local buffer (this rank's own gradients; after the reduction its owned

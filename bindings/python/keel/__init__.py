@@ -92,6 +92,7 @@ class Trainer(_ExtensionTrainer):
         except BaseException:
             _config.release_claimed_folder()
             raise
+        _config.keep_claimed_folder()
         self.callbacks = list(callbacks)
         self.should_stop = False
         self.verbose = verbose

@@ -58,6 +58,11 @@ def _has_checkpoint(folder):
                                               for name in os.listdir(checkpoints))
 
 
+def keep_claimed_folder():
+    """The trainer was built: the folder it claimed is its own, never given back by a later failure."""
+    _claims.folder = None
+
+
 def release_claimed_folder():
     """Removes the version folder claimed for a trainer that failed to build, if still empty."""
     folder = getattr(_claims, "folder", None)

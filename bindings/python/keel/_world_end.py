@@ -8,7 +8,9 @@ the others."""
 import os
 import sys
 
-_LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+# Set per launched process (SLURM_STEP_NUM_TASKS by srun, not the allocation's SLURM_NTASKS,
+# which a lone python inside an allocation also sees).
+_LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS")
 _installed = False
 
 
@@ -29,7 +31,7 @@ def _end_world_after(previous_hook):
             sys.stderr.flush()
             sys.stdout.flush()
         finally:
-            os._exit(1)
+            os._exit(130 if issubclass(exc_type, KeyboardInterrupt) else 1)
     return hook
 
 

@@ -78,8 +78,9 @@ void refuse_symlinked_steps(const std::string& root) {
 
 std::string resolve_checkpoint(const std::string& path) {
   std::error_code error;
-  if (!fs::exists(fs::symlink_status(path, error)))
+  if (fs::symlink_status(path, error).type() == fs::file_type::not_found)
     throw KeelError(KEEL_ERR_MISSING_FILE, path + ": no such checkpoint folder");
+  if (error) throw KeelError(KEEL_ERR_IO, path + ": cannot look at the checkpoint folder: " + error.message());
   if (fs::exists(fs::path(path) / "manifest.json", error)) return path;
   const fs::path pointer = fs::path(path) / "latest";
   if (fs::exists(fs::symlink_status(pointer, error))) {

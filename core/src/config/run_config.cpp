@@ -290,7 +290,9 @@ RunConfig RunConfig::from_file(const std::string& path, const std::vector<std::s
   std::ifstream in(path);
   std::error_code error;
   if (!in)
-    throw KeelError(std::filesystem::exists(std::filesystem::symlink_status(path, error)) ? KEEL_ERR_IO : KEEL_ERR_MISSING_FILE,
+    throw KeelError(std::filesystem::symlink_status(path, error).type() == std::filesystem::file_type::not_found
+                        ? KEEL_ERR_MISSING_FILE
+                        : KEEL_ERR_IO,
                     path + ": cannot open the config file");
   nlohmann::json json;
   try {

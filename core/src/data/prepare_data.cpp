@@ -205,7 +205,7 @@ Listing list_documents(const std::vector<std::string>& inputs, const FolderTextR
     std::error_code error;
     const fs::file_status status = fs::status(input, error);
     if (status.type() == fs::file_type::not_found)
-      throw KeelError(KEEL_ERR_NOT_FOUND, input + ": no such file or folder");
+      throw KeelError(KEEL_ERR_MISSING_FILE, input + ": no such file or folder");
     if (error) throw KeelError(KEEL_ERR_IO, input + ": cannot read (" + error.message() + ")");
     if (fs::is_directory(status)) add_folder(input, listing, rule);
     else if (fs::is_regular_file(status)) add_file(input, fs::path(input).filename().string(), listing);

@@ -277,6 +277,15 @@ struct ImportPlan {
   std::string tied_name;
 };
 
+// A NaN or Inf weight would train to NaN at step 1 and be blamed on the learning rate.
+void require_finite(const std::vector<float>& values, const std::string& path, const std::string& name) {
+  for (size_t k = 0; k < values.size(); ++k)
+    if (!std::isfinite(values[k]))
+      throw KeelError(KEEL_ERR_NONFINITE, path + ": tensor \"" + name + "\" holds " +
+                                              (std::isnan(values[k]) ? "NaN" : "an infinity") + " at element " +
+                                              std::to_string(k) + "; a model cannot start from non-finite weights");
+}
+
 // Pass 1, every header: checks everything this rank will write before anything is written, so a
 // refused checkpoint leaves the parameters as they were.
 ImportPlan plan_import(ModelParameters& params, const std::string& init_from) {
@@ -322,6 +331,16 @@ ImportPlan plan_import(ModelParameters& params, const std::string& init_from) {
     plan.used.insert(plan.names[i]);
     if (params.info().params[i].flags & KEEL_PARAM_TIED) plan.tied_name = plan.names[i];
   }
+  // Every value this rank will write is finite, checked before anything is written (a live
+  // trainer's load_hf must change nothing when it refuses).
+  for (size_t f = 0; f < plan.paths.size(); ++f) {
+    std::unique_ptr<SafetensorsFile> file;
+    for (size_t i = 0; i < n; ++i) {
+      if (plan.names[i].empty() || plan.stored.at(plan.names[i]).file != f) continue;
+      if (!file) file = std::make_unique<SafetensorsFile>(open_init_file(plan.paths[f]));
+      require_finite(tensor_as_f32(*file, plan.names[i]), plan.paths[f], plan.names[i]);
+    }
+  }
   return plan;
 }
 
@@ -360,15 +379,6 @@ void check_tied_head(ModelParameters& params, const ImportPlan& plan) {
                                                    params.model_plugin() + "' ties it to the token embedding");
 }
 
-// A NaN or Inf weight would train to NaN at step 1 and be blamed on the learning rate.
-void require_finite(const std::vector<float>& values, const std::string& path, const std::string& name) {
-  for (size_t k = 0; k < values.size(); ++k)
-    if (!std::isfinite(values[k]))
-      throw KeelError(KEEL_ERR_NONFINITE, path + ": tensor \"" + name + "\" holds " +
-                                              (std::isnan(values[k]) ? "NaN" : "an infinity") + " at element " +
-                                              std::to_string(k) + "; a model cannot start from non-finite weights");
-}
-
 }  // namespace
 
 void import_huggingface(ModelParameters& params, const std::string& init_from) {
@@ -384,7 +394,13 @@ void import_huggingface(ModelParameters& params, const std::string& init_from) {
   }
   rethrow_if_any_failed(params.world(), failure, KEEL_ERR_INVALID_ARGUMENT,
                         "model.init_from: " + init_from + ": another rank refused its part (its message says why)");
-  refuse_unknown_tensors(params, plan, init_from);
+  try {
+    refuse_unknown_tensors(params, plan, init_from);  // collective; each rank judges the union alike
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  rethrow_if_any_failed(params.world(), failure, KEEL_ERR_INVALID_ARGUMENT,
+                        "model.init_from: " + init_from + ": another rank found tensors no rank takes");
 
   // Pass 2, file by file: each of this rank's parameters from its tensor, widened to fp32; the
   // strategy keeps the range this rank owns (a ZeRO-3 shard, a pipeline stage's own layers).
@@ -397,7 +413,6 @@ void import_huggingface(ModelParameters& params, const std::string& init_from) {
         if (layout.name.empty() || plan.stored.at(plan.names[i]).file != f) continue;
         if (!file) file = std::make_unique<SafetensorsFile>(open_init_file(plan.paths[f]));
         std::vector<float> external = tensor_as_f32(*file, plan.names[i]);
-        require_finite(external, plan.paths[f], plan.names[i]);
         if (layout.transpose) external = transposed(external.data(), layout.cols, layout.external_rows);
         std::vector<float> values(size_t(params.global_numel(i)), 0.0f);  // rows the format lacks stay zero
         std::copy(external.begin(), external.end(), values.begin());

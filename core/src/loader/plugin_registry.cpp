@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "host/errors.h"
 #include "host/log.h"
@@ -130,6 +131,8 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
   if (std::string why = plugin_list_problem(*list); !why.empty()) return refuse(why);
 
   std::vector<LoadedPlugin> accepted;
+  std::vector<ShadowedPlugin> shadowed;  // kept only once the whole list is accepted
+  std::set<std::pair<int32_t, std::string>> listed;
   for (size_t i = 0; i < list->count; ++i) {
     const keel_plugin_info& info = list->plugins[i];
     if (std::string why = plugin_entry_identity_problem(info, i); !why.empty()) return refuse(why);
@@ -138,16 +141,24 @@ void PluginRegistry::load_library_locked(const std::string& raw_path, bool must_
       return refuse("plugin '" + name + "': " + why, name);
     if (std::string why = plugin_entry_contents_problem(info); !why.empty())
       return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "': " + why, name);
-    for (const auto& sibling : accepted)
-      if (sibling.info.kind == info.kind && name == sibling.info.name)
-        return refuse("it lists " + std::string(kind_name(info.kind)) + " plugin '" + name + "' twice", name);
+    if (!listed.insert({info.kind, name}).second)
+      return refuse("it lists " + std::string(kind_name(info.kind)) + " plugin '" + name + "' twice", name);
     if (const LoadedPlugin* earlier = provider_locked(info.kind, name)) {
-      ShadowedPlugin shadow{info.kind, name, path, earlier->path};
-      log_line(KEEL_LOG_INFO, "loader", shadow_notice(shadow));
-      s.shadowed.push_back(shadow);
+      // Registered by name (keel_register_plugin_library): the caller meant this one, so say who
+      // holds the name rather than load the library without it.
+      if (must_succeed)
+        return refuse(std::string(kind_name(info.kind)) + " plugin '" + name + "' is already provided by " +
+                          (earlier->path.empty() ? std::string("this process") : earlier->path) +
+                          ", found earlier in the search order",
+                      name);
+      shadowed.push_back({info.kind, name, path, earlier->path});
       continue;
     }
     accepted.push_back({info, path});
+  }
+  for (const auto& shadow : shadowed) {
+    log_line(KEEL_LOG_INFO, "loader", shadow_notice(shadow));
+    s.shadowed.push_back(shadow);
   }
   for (auto& plugin : accepted) {
     log_line(KEEL_LOG_DEBUG, "loader", std::string("loaded ") + kind_name(plugin.info.kind) + " plugin '" +

@@ -60,11 +60,15 @@ void ModelParameters::write_param(size_t index, const std::vector<float>& values
     throw KeelError(KEEL_ERR_INTERNAL, "strategy '" + config_.strategy.plugin + "' owns [" + std::to_string(begin) + ", " +
                                            std::to_string(end) + ") of " + spec.name + ", which has " +
                                            std::to_string(numel(index)) + " elements here");
-  if (end <= begin) return;
-  std::vector<float> owned(size_t(end - begin));
-  keel_support::copy_overlap(keel_support::PieceBox::whole(spec.ndim, spec.global_shape), 0, global_numel(index),
-                             values.data(), keel_support::PieceBox::of_spec(spec), begin, end, owned.data());
-  StrategyState(plugins_, config_.strategy.plugin).write_range(-1, index, begin, owned);
+  // A rank that owns none of it still calls (with no elements): a sharding strategy drops its
+  // gathered copies of the layer on every rank alike, or the ranks' next gathers would differ.
+  std::vector<float> owned(size_t(std::max<int64_t>(end - begin, 0)));
+  if (!owned.empty())
+    keel_support::copy_overlap(keel_support::PieceBox::whole(spec.ndim, spec.global_shape), 0, global_numel(index),
+                               values.data(), keel_support::PieceBox::of_spec(spec), begin, end, owned.data());
+  check_plugin(plugins_.strategy->write_param(plugins_.strategy_obj, index, owned.empty() ? 0 : begin,
+                                              int64_t(owned.size()), owned.data()),
+               "strategy write_param");
 }
 
 const CommGroup& ModelParameters::world() const { return plugins_.mesh.world; }

@@ -21,6 +21,8 @@ pub enum Status {
     NotFound,
     Internal,
     NonFinite,
+    /// A file or folder that was named is not there (ABI 0.19).
+    MissingFile,
     /// A status code newer than these bindings.
     Unknown(i32),
     /// The step callback given to `Trainer::train` panicked; training stopped after that step.
@@ -39,6 +41,7 @@ impl Status {
             sys::KEEL_ERR_NOT_FOUND => Status::NotFound,
             sys::KEEL_ERR_INTERNAL => Status::Internal,
             sys::KEEL_ERR_NONFINITE => Status::NonFinite,
+            sys::KEEL_ERR_MISSING_FILE => Status::MissingFile,
             _ => Status::Unknown(code),
         }
     }
@@ -55,6 +58,7 @@ impl Status {
             Status::NotFound => sys::KEEL_ERR_NOT_FOUND,
             Status::Internal => sys::KEEL_ERR_INTERNAL,
             Status::NonFinite => sys::KEEL_ERR_NONFINITE,
+            Status::MissingFile => sys::KEEL_ERR_MISSING_FILE,
             Status::Unknown(code) => return Some(code),
             Status::CallbackPanicked => return None,
         };

@@ -25,6 +25,8 @@ fn malformed_json_is_a_config_error() {
 fn missing_config_file_fails_with_its_path() {
     let error = Trainer::from_file("/nonexistent/keel-config.json").err().unwrap();
     assert!(error.message().contains("/nonexistent/keel-config.json"), "{error}");
+    assert_eq!(error.status(), Status::MissingFile, "{error}");
+    assert_eq!(error.status().code(), Some(10));
 }
 
 #[test]
@@ -40,4 +42,5 @@ fn loading_a_missing_checkpoint_fails() {
     let mut trainer = Trainer::from_json(&small_config_with(dir.path(), "")).unwrap();
     let error = trainer.load(dir.path().join("nothing-here")).unwrap_err();
     assert!(error.message().contains("nothing-here"), "{error}");
+    assert_eq!(error.status(), Status::MissingFile, "{error}");
 }
