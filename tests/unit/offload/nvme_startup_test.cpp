@@ -57,7 +57,7 @@ TEST(NvmeStartup, AMissingFolderIsNamed) {
   offload_test::ScratchFolder scratch;
   std::string missing = scratch.path() + "/not-there";
   auto error = start_error(missing);
-  EXPECT_EQ(KEEL_ERR_NOT_FOUND, error.code);
+  EXPECT_EQ(KEEL_ERR_MISSING_FILE, error.code);  // 0.19: a missing file has its own status
   EXPECT_MENTIONS(error.message, "offload folder \"" + missing + "\" does not exist");
   EXPECT_MENTIONS(error.message, "expected an existing directory");
 }
