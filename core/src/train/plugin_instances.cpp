@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <thread>
 #include <utility>
 #include <cstddef>
@@ -239,7 +240,14 @@ void PluginInstances::abort_all_ranks(const std::string& reason) {
   // The launcher forwards each rank's output on its own schedule and may drop what a rank wrote
   // just before the abort ended the job: give it a moment to pass the line above on.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  if (bar_elsewhere) write_stderr_line("");  // the comm plugin's line below a bar redrawn meanwhile
+  // The comm plugin's line starts on a fresh one below a bar redrawn meanwhile, on any rank's
+  // terminal (rank 0's bar may still be redrawing the step before the failure): the bar's text goes
+  // out first, then a newline.
+  if (::isatty(STDOUT_FILENO) == 1) {
+    std::cout.flush();
+    std::fflush(stdout);
+    write_stderr_line("");
+  }
   mesh.abort_world("ending every rank after the error above");
 }
 
