@@ -452,6 +452,8 @@ KEEL_ASSERT_OFFSET(keel_backend_api, attention_gqa_forward_dt, 584);  /* 0.9 */
 KEEL_ASSERT_OFFSET(keel_backend_api, attention_gqa_backward_dt, 592);  /* 0.9 */
 KEEL_ASSERT_OFFSET(keel_model_api, complete_config, 96);  /* 0.10 */
 KEEL_ASSERT_OFFSET(keel_backend_api, attention_decode_dt, 600);  /* 0.18 */
+/* 0.19 (open, no frozen copy: WAVE4 rule): status codes keep their values; the new one is appended. */
+_Static_assert(KEEL_ERR_NONFINITE == 9 && KEEL_ERR_MISSING_FILE == 10, "keel_status values moved: the ABI only appends");
 KEEL_ASSERT_OFFSET(keel_model_api, decode_reset, 104);
 KEEL_ASSERT_OFFSET(keel_model_api, decode, 112);
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
