@@ -154,9 +154,10 @@ KEEL_API keel_status keel_trainer_forward_backward(keel_trainer* trainer, const 
                                                    int32_t batch, int32_t seq_len, float* out_loss);
 /* Parameter `name`'s gradient from the last forward_backward as the update will see it, into
    host memory (count: its element count): at one data-parallel rank any strategy's; at more,
-   ddp's (the data-parallel mean) and diloco's or edit's (the replica's own), others refused
-   (ZeRO holds reduced pieces, topk and powersgd compress); a tensor split by tensor parallelism
-   is refused as read_param refuses it. */
+   only a strategy's that says it holds gradients whole (strategy.h 0.19
+   KEEL_STRATEGY_HOLDS_WHOLE_GRADS: ddp's data-parallel mean, diloco's or edit's replica's own),
+   others refused (ZeRO holds reduced pieces, topk and powersgd compress); a tensor split by
+   tensor parallelism is refused as read_param refuses it. */
 KEEL_API keel_status keel_trainer_read_grad(keel_trainer* trainer, const char* name, float* dst, size_t count);
 KEEL_API keel_status keel_trainer_optimizer_step(keel_trainer* trainer, keel_step_metrics* out_metrics);
 KEEL_API keel_status keel_trainer_step_on(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
@@ -178,8 +179,9 @@ KEEL_API keel_status keel_set_log_level(int32_t level);
    a Hugging Face folder, as model.init_from does (names, transposes and padding undone; a missing,
    extra or misshapen tensor is an error naming it, and nothing is written then). Every rank
    calls both; rank 0 writes the files. Both need each rank to hold whole parameters: any
-   strategy at one rank, ddp, diloco or edit at more, with tp and pp 1; elsewhere
-   KEEL_ERR_UNIMPLEMENTED (save a checkpoint and `keel export` it). */
+   strategy at one rank, at more one that says it does (strategy.h 0.19
+   KEEL_STRATEGY_HOLDS_WHOLE_PARAMS: ddp, topk, powersgd, diloco, edit), with tp and pp 1;
+   elsewhere KEEL_ERR_UNIMPLEMENTED (save a checkpoint and `keel export` it). */
 KEEL_API keel_status keel_trainer_export_hf(keel_trainer* trainer, const char* folder);
 KEEL_API keel_status keel_trainer_load_hf(keel_trainer* trainer, const char* path);
 /* keel_trainer_generate, sampling at each position only among the `top_k` most likely tokens

@@ -117,7 +117,23 @@ typedef struct keel_strategy_info {
   uint64_t param_bytes;
   uint64_t grad_bytes;
   uint64_t state_bytes;
+
+  /* --- appended in 0.19 --- */
+  /* What this rank holds whole at data-parallel sizes above one, as one rank alone would
+     (KEEL_STRATEGY_HOLDS_* bits; 0 from a strategy older than 0.19, or one that says nothing):
+     the core and the bindings read and write whole tensors on each rank with no collective only
+     where the strategy says so (Hugging Face export and import, read_grad). */
+  uint32_t holds_whole;
+  uint32_t reserved_0_19;  /* 0 */
 } keel_strategy_info;
+
+/* keel_strategy_info.holds_whole bits (0.19). */
+/* Every parameter's piece is on every data-parallel rank, whole: read_param and write_param take
+   any range of it on any rank, and no rank waits for the others (ddp, local SGD). */
+#define KEEL_STRATEGY_HOLDS_WHOLE_PARAMS 1u
+/* Between steps, read_grad gives the gradient of the last step whole, as the update saw it (the
+   data-parallel mean, or the replica's own under local SGD), not a shard or a compressed one. */
+#define KEEL_STRATEGY_HOLDS_WHOLE_GRADS 2u
 
 typedef struct keel_strategy_step_args {
   size_t struct_size;

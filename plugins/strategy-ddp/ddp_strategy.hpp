@@ -42,6 +42,11 @@ class DdpStrategy {
   const std::vector<CompressorArray>& own_arrays() const { return own_arrays_; }
   keel_support::ParamStore& store() { return store_; }
   int32_t params_resident() const { return 1; }
+  // Every rank keeps the whole model; the gradient read_grad gives is the dp mean only without a
+  // compressor (topk and powersgd keep a compressed one and an error-feedback residual).
+  uint32_t holds_whole() const {
+    return KEEL_STRATEGY_HOLDS_WHOLE_PARAMS | (compressor_ ? 0u : KEEL_STRATEGY_HOLDS_WHOLE_GRADS);
+  }
 
   // keel_param_access, see params.h.
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const;

@@ -52,6 +52,8 @@ class Diloco {
   const keel_host* host() const { return store_.host(); }
   keel_support::ParamStore& store() { return store_; }
   int32_t params_resident() const { return 1; }
+  // Each replica keeps a whole model and reads its own last gradient (describe, ABI 0.19).
+  uint32_t holds_whole() const { return KEEL_STRATEGY_HOLDS_WHOLE_PARAMS | KEEL_STRATEGY_HOLDS_WHOLE_GRADS; }
 
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n);
   void release(int32_t layer, int32_t phase, int32_t grads_final) const;

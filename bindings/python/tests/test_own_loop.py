@@ -247,6 +247,47 @@ def test_two_ranks_each_pass_their_share(config, tmp_path):
                "rank 1 passed 1 rows and rank 0 4" in r.get("error", "") for r in mismatch), mismatch
 
 
+HOLDS_WHOLE = {  # strategy section: (holds whole parameters, holds whole gradients), as it says
+    "diloco": ({"plugin": "diloco", "sync_every": 2}, True, True),
+    "topk": ({"plugin": "topk", "ratio": 0.1}, True, False),
+    "zero2": ({"plugin": "zero", "stage": 2}, False, False),
+}
+
+
+@pytest.mark.parametrize("strategy", HOLDS_WHOLE)
+def test_what_a_strategy_holds_whole_decides_grad_and_export(config, tmp_path, strategy):
+    """At dp 2 the core asks the strategy what it holds whole (strategy.h 0.19), not its name:
+    diloco's replicas each hold the whole model and their own gradient (PyTorch on the rank's own
+    rows), topk the whole model but a compressed gradient, ZeRO-2 shards of both. Held: grad
+    gives it and export_hf writes the same model.safetensors as one rank does, byte for byte;
+    not held: keel.Unsupported naming the strategy, on both ranks."""
+    section, whole_params, whole_grads = HOLDS_WHOLE[strategy]
+    config["data"].update({"global_batch": 8})
+    one_rank = keel.Trainer(config, verbose=False)
+    weights = weights_of(one_rank)
+    one_rank.export_hf(str(tmp_path / "one"))
+    config["parallel"] = {"strategy": section}
+    ranks = run_two_ranks("holds_whole_ranks.py", config, "-", tmp_path / "out")
+    for rank, report in enumerate(ranks):
+        if whole_grads:
+            rows = np.asarray(report["rows"])
+            _, _, g = gpt_reference.loss_and_grads(weights, rows[:, :-1], rows[:, 1:], model_config(None, config))
+            expected = g["wpe"].ravel()[:64]
+            error = np.linalg.norm(np.asarray(report["grad"]) - expected) / np.linalg.norm(expected)
+            assert error < 1e-4, f"{strategy} rank {rank}: the replica's gradient differs from PyTorch's by {error:.2e}"
+        else:
+            kind, message = report["grad_error"]
+            assert kind == "Unsupported" and f"strategy {section['plugin']} at 2 data-parallel" in message, report
+        if whole_params:
+            assert report.get("exported"), report
+        else:
+            kind, message = report["export_error"]
+            assert kind == "Unsupported" and f"strategy {section['plugin']} at 2 data-parallel" in message, report
+    if whole_params:
+        exported = (tmp_path / "out" / "hf" / "model.safetensors").read_bytes()
+        assert exported == (tmp_path / "one" / "model.safetensors").read_bytes(), "dp-2 export differs from one rank's"
+
+
 def test_an_uncaught_exception_on_one_rank_ends_every_rank_at_once(config, tmp_path):
     """Under mpirun, rank 1 raises between steps while rank 0 waits in the next step's all-reduce:
     the job ends (comm.timeout_s is an hour, so a run that waits for it fails by the subprocess's

@@ -171,29 +171,35 @@ std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* f
   return micro_batches;
 }
 
+// Whether the strategy says it holds `what` (KEEL_STRATEGY_HOLDS_* bits; strategy.h 0.19) on each
+// data-parallel rank whole; at one data-parallel rank every strategy holds everything.
+bool strategy_holds_whole(const keel::Trainer& t, uint32_t what) {
+  return t.mesh().layout().dp == 1 || (t.strategy_state().info().holds_whole & what) == what;
+}
+
 // Hugging Face export and import read and write whole tensors on each rank, with no collective.
 void require_whole_parameters(const keel::Trainer& t, const char* fn) {
   const keel::MeshLayout& layout = t.mesh().layout();
-  const std::string& strategy = t.config().strategy.plugin;
-  const bool replicated = layout.dp == 1 || strategy == "ddp" || strategy == "diloco" || strategy == "edit";
-  if (layout.tp == 1 && layout.pp == 1 && replicated) return;
+  if (layout.tp == 1 && layout.pp == 1 && strategy_holds_whole(t, KEEL_STRATEGY_HOLDS_WHOLE_PARAMS)) return;
   throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED,
                         std::string(fn) + ": this run splits its parameters (tp " + std::to_string(layout.tp) + ", pp " +
-                            std::to_string(layout.pp) + ", strategy " + strategy + " at " + std::to_string(layout.dp) +
-                            " data-parallel ranks); each rank needs whole ones (tp and pp 1; ddp, diloco or edit, or "
-                            "one rank). Save a checkpoint and `keel export` it, or set model.init_from");
+                            std::to_string(layout.pp) + ", strategy " + t.config().strategy.plugin + " at " +
+                            std::to_string(layout.dp) +
+                            " data-parallel ranks); each rank needs whole ones (tp and pp 1, and a strategy that "
+                            "keeps every parameter whole on each rank, such as ddp, or one rank). Save a checkpoint "
+                            "and `keel export` it, or set model.init_from");
 }
 
-// Whose gradients read_grad can hand out whole and as the update will see them: any strategy
-// alone, and at dp > 1 ddp (the mean) and the local-SGD family (the replica's own). Others hold
-// a reduced piece (ZeRO), or a compressed or partly reduced gradient (topk, powersgd).
+// read_grad hands out a gradient whole and as the update saw it only where the strategy says it
+// holds one (ddp's mean, a local-SGD replica's own); others hold a reduced piece (ZeRO) or a
+// compressed or partly reduced gradient (topk, powersgd).
 void require_readable_gradients(const keel::Trainer& t) {
-  const std::string& strategy = t.config().strategy.plugin;
-  if (t.mesh().layout().dp == 1 || strategy == "ddp" || strategy == "diloco" || strategy == "edit") return;
-  throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED, "keel_trainer_read_grad: strategy " + strategy + " at " +
-                                                    std::to_string(t.mesh().layout().dp) + " data-parallel ranks holds no "
-                                                    "whole gradient as its update sees it (it reduces in pieces or "
-                                                    "compresses); read gradients under ddp, diloco or edit, or at one rank");
+  if (strategy_holds_whole(t, KEEL_STRATEGY_HOLDS_WHOLE_GRADS)) return;
+  throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED, "keel_trainer_read_grad: strategy " + t.config().strategy.plugin +
+                                                    " at " + std::to_string(t.mesh().layout().dp) +
+                                                    " data-parallel ranks holds no whole gradient as its update saw "
+                                                    "it (it reduces in pieces or compresses); read gradients under "
+                                                    "a strategy that holds them whole, such as ddp, or at one rank");
 }
 
 // Copies a struct into a caller's that may be older (shorter) than ours: the fields that fit

@@ -8,15 +8,25 @@
 // The strategy class provides: static constexpr const char* kSource ("strategy ddp", the
 // messages' prefix); host(); store(); params_resident(); acquire, release, begin_microbatch,
 // zero_grads, grad_sq_norm and step as in param_access/strategy.h, throwing keel_support errors.
+// Optionally holds_whole(): the KEEL_STRATEGY_HOLDS_* bits describe reports (0.19; 0 without it).
 #pragma once
 
 #include <keel/strategy.h>
+
+#include <type_traits>
 
 #include "keel_support/abi_guard.hpp"
 #include "keel_support/param_store.hpp"
 #include "keel_support/sized_output.hpp"
 
 namespace keel_support {
+
+// Whether a strategy class says what it holds whole (an older one says nothing: 0).
+template <typename Strategy, typename = void>
+struct SaysWhatItHoldsWhole : std::false_type {};
+template <typename Strategy>
+struct SaysWhatItHoldsWhole<Strategy, std::void_t<decltype(std::declval<const Strategy&>().holds_whole())>>
+    : std::true_type {};
 
 template <typename Strategy>
 struct StrategySlots {
@@ -88,7 +98,9 @@ struct StrategySlots {
   }
   static keel_status describe(void* handle, keel_strategy_info* out) {
     return with(handle, [&](Strategy& s) {
-      write_sized_output(out, s.store().describe(s.params_resident()), sizeof(keel_strategy_info), "describe: out");
+      keel_strategy_info info = s.store().describe(s.params_resident());
+      if constexpr (SaysWhatItHoldsWhole<Strategy>::value) info.holds_whole = s.holds_whole();
+      write_sized_output(out, info, sizeof(keel_strategy_info), "describe: out");
     });
   }
 

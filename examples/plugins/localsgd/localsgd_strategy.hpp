@@ -35,6 +35,8 @@ class LocalSgd {
   // What the store serves as is: host access by range, owned ranges, describe.
   keel_support::ParamStore& store() { return store_; }
   int32_t params_resident() const { return 1; }
+  // Each replica keeps a whole model and reads its own last gradient (describe, ABI 0.19).
+  uint32_t holds_whole() const { return KEEL_STRATEGY_HOLDS_WHOLE_PARAMS | KEEL_STRATEGY_HOLDS_WHOLE_GRADS; }
 
   // keel_param_access (params.h): views into the store's resident arrays.
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n) const;

@@ -226,13 +226,15 @@ KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_rank, 104);
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_size, 108);
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, tp_rank, 112);  /* 0.6 */
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, tp_size, 116);
-KEEL_ASSERT_SIZE(keel_strategy_info, 40);
+KEEL_ASSERT_SIZE(keel_strategy_info, 48);
 KEEL_ASSERT_OFFSET(keel_strategy_info, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_info, params_resident, 8);
 KEEL_ASSERT_OFFSET(keel_strategy_info, reserved, 12);
 KEEL_ASSERT_OFFSET(keel_strategy_info, param_bytes, 16);
 KEEL_ASSERT_OFFSET(keel_strategy_info, grad_bytes, 24);
 KEEL_ASSERT_OFFSET(keel_strategy_info, state_bytes, 32);
+KEEL_ASSERT_OFFSET(keel_strategy_info, holds_whole, 40);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_strategy_info, reserved_0_19, 44);
 KEEL_ASSERT_SIZE(keel_strategy_step_args, 24);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, lr, 8);

@@ -18,6 +18,10 @@ const KEEL_PLUGIN_ENTRY_SYMBOL = "keel_plugin_entry"
 
 const KEEL_OPTIMIZER_MAX_STATE_SLOTS = 4
 
+const KEEL_STRATEGY_HOLDS_WHOLE_PARAMS = 1
+
+const KEEL_STRATEGY_HOLDS_WHOLE_GRADS = 2
+
 const KEEL_STEP_INTERRUPTED = 2
 
 # Every call across the ABI returns one of these; the message is read with keel_last_error()
@@ -502,6 +506,8 @@ struct keel_strategy_info
     param_bytes::UInt64
     grad_bytes::UInt64
     state_bytes::UInt64
+    holds_whole::UInt32
+    reserved_0_19::UInt32
 end
 
 struct keel_strategy_step_args
@@ -821,9 +827,10 @@ end
 """
 Parameter `name`'s gradient from the last forward_backward as the update will see it, into
 host memory (count: its element count): at one data-parallel rank any strategy's; at more,
-ddp's (the data-parallel mean) and diloco's or edit's (the replica's own), others refused
-(ZeRO holds reduced pieces, topk and powersgd compress); a tensor split by tensor parallelism
-is refused as read_param refuses it.
+only a strategy's that says it holds gradients whole (strategy.h 0.19
+KEEL_STRATEGY_HOLDS_WHOLE_GRADS: ddp's data-parallel mean, diloco's or edit's replica's own),
+others refused (ZeRO holds reduced pieces, topk and powersgd compress); a tensor split by
+tensor parallelism is refused as read_param refuses it.
 """
 function keel_trainer_read_grad(trainer, name, dst, count)
     ccall((:keel_trainer_read_grad, libkeel), keel_status, (Ptr{keel_trainer}, Cstring, Ptr{Cfloat}, Csize_t), trainer, name, dst, count)
@@ -862,8 +869,9 @@ checkpoint. load_hf sets every parameter the model names externally from a safet
 a Hugging Face folder, as model.init_from does (names, transposes and padding undone; a missing,
 extra or misshapen tensor is an error naming it, and nothing is written then). Every rank
 calls both; rank 0 writes the files. Both need each rank to hold whole parameters: any
-strategy at one rank, ddp, diloco or edit at more, with tp and pp 1; elsewhere
-KEEL_ERR_UNIMPLEMENTED (save a checkpoint and `keel export` it).
+strategy at one rank, at more one that says it does (strategy.h 0.19
+KEEL_STRATEGY_HOLDS_WHOLE_PARAMS: ddp, topk, powersgd, diloco, edit), with tp and pp 1;
+elsewhere KEEL_ERR_UNIMPLEMENTED (save a checkpoint and `keel export` it).
 """
 function keel_trainer_export_hf(trainer, folder)
     ccall((:keel_trainer_export_hf, libkeel), keel_status, (Ptr{keel_trainer}, Cstring), trainer, folder)
