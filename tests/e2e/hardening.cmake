@@ -22,3 +22,6 @@ keel_error_test(seed_past_uint64 "train\\.seed: expected a value in \\[0, 184467
 keel_error_test(seed_fraction "train\\.seed: expected an integer, found a number 0\\.5" "train.seed=0.5")
 keel_error_test(backend_threads_bounded "backend\\.threads: expected a value in \\[0, 1024\\], found 65536"
   "backend.threads=65536")
+# keel validate checks the comm section as a run does (it used to pass a misspelt comm key).
+keel_error_test(comm_unknown_key "comm mpi: comm\\.timeout: unknown key \\(did you mean \"timeout_s\"\\?\\)"
+  "comm={\"plugin\":\"mpi\",\"timeout\":5}")

@@ -41,6 +41,20 @@ void validate_section(const Table* table, const PluginSection& section, const Ru
   if (status != KEEL_OK) throw KeelError(status, config.file + ": " + last_error());
 }
 
+// The comm section, checked as the run will check it: a config that names its comm plugin needs
+// it installed; without one named, one process runs alone when none is (mesh.cpp), so there is
+// nothing to check then.
+void validate_comm_section(const RunConfig& config) {
+  const keel_comm_api* comm = nullptr;
+  try {
+    comm = static_cast<const keel_comm_api*>(PluginRegistry::instance().find(KEEL_KIND_COMM, config.comm.plugin).info.api);
+  } catch (const KeelError& e) {
+    if (config.comm_explicit) throw KeelError(e.code, config.file + ": comm.plugin: " + e.what());
+    return;
+  }
+  validate_section(comm, config.comm, config);
+}
+
 }  // namespace
 
 void validate_plugin_sections(const RunConfig& config) {
@@ -52,6 +66,7 @@ void validate_plugin_sections(const RunConfig& config) {
   if (!config.data_plugin.plugin.empty())
     validate_section(table_for<keel_data_api>(KEEL_KIND_DATA, config.data_plugin, config), config.data_plugin, config);
   validate_section(table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config), config.schedule, config);
+  validate_comm_section(config);
   if (config.offload.enabled()) {
     validate_section(table_for<keel_offload_api>(KEEL_KIND_OFFLOAD, config.offload.tier, config), config.offload.tier,
                      config);
