@@ -288,6 +288,17 @@ def test_what_a_strategy_holds_whole_decides_grad_and_export(config, tmp_path, s
         assert exported == (tmp_path / "one" / "model.safetensors").read_bytes(), "dp-2 export differs from one rank's"
 
 
+def test_a_prompt_refused_on_one_rank_raises_on_every_rank(config, tmp_path):
+    """Under mpirun, rank 1's prompt holds a token outside the vocabulary: rank 1 raises naming it,
+    and rank 0, whose prompt is fine, raises too instead of waiting for rank 1 in the first token's
+    collectives (the subprocess's timeout would end a hang)."""
+    config["data"].update({"global_batch": 8})
+    config["parallel"] = {"strategy": {"plugin": "ddp"}}
+    ranks = run_two_ranks("generate_refused_ranks.py", config, "-", tmp_path / "out")
+    assert ranks[1]["error"][0] == "InvalidArgument" and "prompt token 999 at index 1" in ranks[1]["error"][1], ranks
+    assert ranks[0]["error"][0] == "InvalidArgument" and "1 other rank(s) of 2" in ranks[0]["error"][1], ranks
+
+
 def test_an_uncaught_exception_on_one_rank_ends_every_rank_at_once(config, tmp_path):
     """Under mpirun, rank 1 raises between steps while rank 0 waits in the next step's all-reduce:
     the job ends (comm.timeout_s is an hour, so a run that waits for it fails by the subprocess's

@@ -611,8 +611,8 @@ KEEL_API keel_status keel_trainer_generate(keel_trainer* trainer, const int32_t*
 namespace {
 
 // The checks every generation entry makes of its arguments, naming the C function.
-void check_generation_arguments(keel::Trainer& t, const int32_t* prompt, size_t prompt_length, int32_t top_k,
-                                double top_p) {
+void check_own_generation_arguments(keel::Trainer& t, const int32_t* prompt, size_t prompt_length, int32_t top_k,
+                                    double top_p) {
   if (top_k < 0 || !(top_p > 0 && top_p <= 1))
     throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: top_k must be >= 0 (0: all) and top_p "
                                                      "in (0, 1]; found top_k " + std::to_string(top_k) + ", top_p " +
@@ -623,6 +623,27 @@ void check_generation_arguments(keel::Trainer& t, const int32_t* prompt, size_t 
       throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_generate: prompt token " +
                                                            std::to_string(prompt[i]) + " at index " + std::to_string(i) +
                                                            " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+// The same checks on every rank, and then one small sum over the world, so that when one rank's
+// arguments are refused every rank raises instead of the others waiting in the first token's
+// collectives for a rank that left: the refused rank with its reason, the others naming how many.
+void check_generation_arguments(keel::Trainer& t, const int32_t* prompt, size_t prompt_length, int32_t top_k,
+                                double top_p) {
+  std::string refusal;
+  try {
+    check_own_generation_arguments(t, prompt, prompt_length, top_k, top_p);
+  } catch (const keel::KeelError& e) {
+    refusal = e.what();
+  }
+  const keel::CommGroup& world = t.mesh().world;
+  const double refused_ranks = world.alone() ? 0.0 : keel::sum_in_rank_order(world, refusal.empty() ? 0.0 : 1.0);
+  if (!refusal.empty()) throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, refusal);
+  if (refused_ranks > 0)
+    throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                          "keel_trainer_generate: " + std::to_string(int64_t(refused_ranks)) + " other rank(s) of " +
+                              std::to_string(world.size) + " had their arguments refused (their errors say why); "
+                              "every rank generates together, with the same arguments");
 }
 
 double temperature_or_config(const keel::Trainer& t, double temperature) {
