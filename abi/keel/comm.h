@@ -102,7 +102,8 @@ typedef struct keel_comm_api {
   keel_status (*reaches)(void* comm, keel_device device, int32_t* out_reach);
 } keel_comm_api;
 
-/* keel_comm_api.reaches (0.8). The core hands plugins communicators that keep the backend's
+/* --- appended in 0.8 --- */
+/* keel_comm_api.reaches. The core hands plugins communicators that keep the backend's
    ordering whatever the plugin's reach: with SYNCED it synchronizes the backend before each
    operation; with NONE it stages the buffers through the backend's host memory (alloc_host)
    and says so once in the log. A comm built before 0.8 is SYNCED on host memory (KEEL_DEVICE_CPU)

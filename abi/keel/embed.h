@@ -54,9 +54,9 @@ KEEL_API keel_status keel_trainer_evaluate(keel_trainer* trainer, float* out_val
 /* --- appended in 0.3 --- */
 
 /* What a keel_step_callback returns to stop as an interrupt (the caller's Ctrl-C): with the
-   config's train.checkpoint.on_interrupt the step is then saved (0.13). */
+   config's train.checkpoint.on_interrupt the step is then saved (appended in 0.13). */
 #define KEEL_STEP_INTERRUPTED 2
-/* keel_trainer_train's `steps` that trains up to the config's train.steps (0.13). */
+/* keel_trainer_train's `steps` that trains up to the config's train.steps (appended in 0.13). */
 #define KEEL_TRAIN_TO_CONFIGURED_STEPS (-1)
 
 /* Called after each step of keel_trainer_train with that step's metrics (valid for the call);

@@ -106,7 +106,8 @@ typedef struct keel_backward_args {
   int32_t part;             /* KEEL_BACKWARD_*: zero-bubble schedules split a backward in two */
 } keel_backward_args;
 
-/* keel_backward_args.part (0.7). INPUT computes input_grad (and everything the chunk below waits
+/* --- appended in 0.7 --- */
+/* keel_backward_args.part. INPUT computes input_grad (and everything the chunk below waits
    for) and keeps what WEIGHT needs; a later WEIGHT call of the same micro-batch and chunk
    accumulates the weight gradients and ends the micro-batch. A model that cannot split returns
    KEEL_ERR_UNIMPLEMENTED for INPUT, and the core refuses a splitting schedule at start-up. */

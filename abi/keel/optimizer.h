@@ -29,6 +29,10 @@ typedef struct keel_optimizer_info {
   uint32_t flags;
 } keel_optimizer_info;
 
+#define KEEL_OPTIMIZER_INFO_SIZE(m) \
+  ((m) < 12 ? KEEL_STRUCT_SIZE(keel_optimizer_info, decay_flags) : sizeof(keel_optimizer_info))
+
+/* --- appended in 0.12: keel_optimizer_info.flags bits and keel_optimizer_range --- */
 enum {
   /* The state lives packed in one host buffer per call range (packed_state_bytes long, zero
      bytes at the first step, which must mean a zero state), not as n_state_slots fp32 arrays.
@@ -45,7 +49,7 @@ enum {
   KEEL_OPTIMIZER_WHOLE_TENSORS = 1u << 1
 };
 
-/* One call range, as packed_state_bytes, pack_state and unpack_state see it (0.12). */
+/* One call range, as packed_state_bytes, pack_state and unpack_state see it. */
 typedef struct keel_optimizer_range {
   size_t struct_size;
   int64_t n;                    /* elements */
@@ -76,6 +80,11 @@ typedef struct keel_optimizer_step_args {
                                    that does not know packed state) */
 } keel_optimizer_step_args;
 
+#define KEEL_OPTIMIZER_STEP_ARGS_SIZE(m)                                              \
+  ((m) < 8    ? KEEL_STRUCT_SIZE(keel_optimizer_step_args, apply_weight_decay) \
+   : (m) < 12 ? KEEL_STRUCT_SIZE(keel_optimizer_step_args, backend_obj)        \
+              : sizeof(keel_optimizer_step_args))
+
 typedef struct keel_optimizer_api {
   size_t struct_size;
   keel_status (*validate_config)(const keel_host* host, const char* config_json, const char* json_path);
@@ -95,6 +104,8 @@ typedef struct keel_optimizer_api {
   keel_status (*unpack_state)(void* optimizer, const keel_optimizer_range* range, const void* packed,
                               float* const* state);
 } keel_optimizer_api;
+
+#define KEEL_OPTIMIZER_API_SIZE(m) ((m) < 12 ? KEEL_STRUCT_SIZE(keel_optimizer_api, step) : sizeof(keel_optimizer_api))
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,8 @@ extern "C" {
 enum {
   KEEL_PARAM_NO_WEIGHT_DECAY = 1u << 0, /* biases, norm gains, position embeddings */
   KEEL_PARAM_TIED = 1u << 1,            /* used by more than one computation (GPT-2's wte and lm_head) */
-  /* 0.7, pipeline parallelism. A parameter used on two pipeline stages (GPT-2's wte: the
+  /* --- appended in 0.7: pipeline parallelism --- */
+  /* A parameter used on two pipeline stages (GPT-2's wte: the
      embedding on the first, the lm_head on the last) is held by both, under the same name,
      flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two
      stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies
@@ -45,6 +46,9 @@ typedef struct keel_param_spec {
      older ones, offset 0), so a strategy may read this field whatever the model's minor. */
   int64_t local_offset[KEEL_MAX_DIMS];
 } keel_param_spec;
+
+/* A strategy built against minor m walks the core's spec array with this stride. */
+#define KEEL_PARAM_SPEC_SIZE(m) ((m) < 6 ? KEEL_STRUCT_SIZE(keel_param_spec, init_rows) : sizeof(keel_param_spec))
 
 enum { KEEL_PHASE_FORWARD = 0, KEEL_PHASE_BACKWARD = 1 };
 

@@ -17,10 +17,10 @@ enum {
   KEEL_KIND_MODEL = 2,
   KEEL_KIND_OPTIMIZER = 3,
   KEEL_KIND_STRATEGY = 4,
-  KEEL_KIND_DATA = 5,      /* 0.3: a source of token batches (data.h) */
-  KEEL_KIND_COMM = 6,      /* 0.4: collectives and point-to-point (comm.h) */
-  KEEL_KIND_SCHEDULE = 7,  /* 0.7: a pipeline schedule, each rank's action list (schedule.h) */
-  KEEL_KIND_OFFLOAD = 8    /* 0.7: a tier for offloaded arrays, host memory or NVMe (offload.h) */
+  KEEL_KIND_DATA = 5,      /* appended in 0.3: a source of token batches (data.h) */
+  KEEL_KIND_COMM = 6,      /* appended in 0.4: collectives and point-to-point (comm.h) */
+  KEEL_KIND_SCHEDULE = 7,  /* appended in 0.7: a pipeline schedule, each rank's action list (schedule.h) */
+  KEEL_KIND_OFFLOAD = 8    /* appended in 0.7: a tier for offloaded arrays, host memory or NVMe (offload.h) */
 };
 
 typedef struct keel_plugin_info {

@@ -127,6 +127,9 @@ typedef struct keel_strategy_info {
   uint32_t reserved_0_19;  /* 0 */
 } keel_strategy_info;
 
+#define KEEL_STRATEGY_INFO_SIZE(m) \
+  ((m) < 19 ? KEEL_STRUCT_SIZE(keel_strategy_info, state_bytes) : sizeof(keel_strategy_info))
+
 /* keel_strategy_info.holds_whole bits (0.19). */
 /* Every parameter's piece is on every data-parallel rank, whole: read_param and write_param take
    any range of it on any rank, and no rank waits for the others (ddp, local SGD). */
@@ -224,6 +227,14 @@ typedef struct keel_strategy_api {
      core an interval is one step. */
   keel_status (*sync_reached)(void* strategy, int32_t* out_reached);
 } keel_strategy_api;
+
+#define KEEL_STRATEGY_API_SIZE(m)                                         \
+  ((m) < 2    ? KEEL_STRUCT_SIZE(keel_strategy_api, read_grad)       \
+   : (m) < 4  ? KEEL_STRUCT_SIZE(keel_strategy_api, write_state)     \
+   : (m) < 5  ? KEEL_STRUCT_SIZE(keel_strategy_api, describe)        \
+   : (m) < 11 ? KEEL_STRUCT_SIZE(keel_strategy_api, write_own_state) \
+   : (m) < 14 ? KEEL_STRUCT_SIZE(keel_strategy_api, local_grad_sq_norm) \
+              : sizeof(keel_strategy_api))
 
 #ifdef __cplusplus
 }

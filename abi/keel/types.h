@@ -31,7 +31,7 @@ enum {
 
 /* DLPack's DLDeviceType values, so a descriptor converts without a table. */
 enum { KEEL_DEVICE_CPU = 1, KEEL_DEVICE_CUDA = 2, KEEL_DEVICE_CUDA_HOST = 3,
-       /* 0.8 (DLPack's kDLExtDev): memory host code must not read, such as a test backend's */
+       /* appended in 0.8 (DLPack's kDLExtDev): memory host code must not read, such as a test backend's */
        KEEL_DEVICE_EXT = 12 };
 typedef struct keel_device {
   int32_t device_type; /* KEEL_DEVICE_* */
@@ -47,6 +47,13 @@ typedef struct keel_dtype {
 } keel_dtype;
 
 #define KEEL_MAX_DIMS 4
+
+/* The size a struct had in the release whose last member was `last`, as that release's sizeof
+   gave it: the member's end rounded up to 8 bytes (every Keel struct begins with a size_t and is
+   8-byte aligned on the 64-bit platforms Keel builds for). A header defines KEEL_<STRUCT>_SIZE(m)
+   from it for the structs whose size a plugin passes, one branch per "appended in 0.N" marker:
+   what a plugin built against minor m passes as struct_size (PJRT_STRUCT_SIZE's idea). */
+#define KEEL_STRUCT_SIZE(type, last) ((offsetof(type, last) + sizeof(((type*)0)->last) + 7) / 8 * 8)
 
 typedef struct keel_tensor {
   void* data;             /* borrowed: the call that hands out the descriptor says how long it lives */

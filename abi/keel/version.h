@@ -1,10 +1,11 @@
 /* The ABI version of these headers. A plugin records the version it was built against in
    its entry; the core refuses another major and never calls a slot newer than the plugin's
-   minor. Every change bumps the minor and only appends (fields, slots, kinds), within 0.x as
-   after 1.0: a plugin built against an older minor keeps loading, and one built against a
-   newer minor than the core's is refused. Every released header set stays frozen in Keel's
-   source tree, where tests build an optimizer and a strategy against each and train with them
-   in the current core.
+   minor. Changes only append (fields, slots, kinds, values, each marked "appended in 0.N"), within
+   0.x as after 1.0: a plugin built against an older minor keeps loading, and one built against
+   a newer minor than the core's is refused. The minor moves once per release (a git tag, vX.Y),
+   not per change: everything appended between two releases shares the open minor. tests/abi/
+   proves old plugins: an optimizer and a strategy that declare each older minor and pass its
+   struct sizes (the KEEL_*_SIZE(m) macros), and the same built against the frozen 0.18 copy.
    0.1: backend, model, optimizer, strategy kinds.
    0.2: strategy read_state/write_state (checkpoints); model external_name/external_config (export).
    0.3: the data kind (data.h); the embedding API completed for bindings (embed.h).

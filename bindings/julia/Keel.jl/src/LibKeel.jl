@@ -43,7 +43,7 @@ const KEEL_ERR_MISSING_FILE = Cint(10)  # a file or folder a caller or config na
 const KEEL_DEVICE_CPU = Cint(1)
 const KEEL_DEVICE_CUDA = Cint(2)
 const KEEL_DEVICE_CUDA_HOST = Cint(3)
-const KEEL_DEVICE_EXT = Cint(12)  # 0.8 (DLPack's kDLExtDev): memory host code must not read, such as a test backend's
+const KEEL_DEVICE_EXT = Cint(12)  # appended in 0.8 (DLPack's kDLExtDev): memory host code must not read, such as a test backend's
 
 struct keel_device
     device_type::Int32
@@ -72,8 +72,8 @@ end
 
 const KEEL_PARAM_NO_WEIGHT_DECAY = Cint(1)  # biases, norm gains, position embeddings
 const KEEL_PARAM_TIED = Cint(2)  # used by more than one computation (GPT-2's wte and lm_head)
-const KEEL_PARAM_STAGE_TIED = Cint(4)  # 0.7, pipeline parallelism. A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
-const KEEL_PARAM_STAGE_COPY = Cint(8)  # 0.7, pipeline parallelism. A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
+const KEEL_PARAM_STAGE_TIED = Cint(4)  # --- appended in 0.7: pipeline parallelism --- */ /* A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
+const KEEL_PARAM_STAGE_COPY = Cint(8)  # --- appended in 0.7: pipeline parallelism --- */ /* A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
 
 const KEEL_INIT_ZEROS = Cint(0)
 const KEEL_INIT_ONES = Cint(1)
@@ -128,10 +128,10 @@ const KEEL_KIND_BACKEND = Cint(1)
 const KEEL_KIND_MODEL = Cint(2)
 const KEEL_KIND_OPTIMIZER = Cint(3)
 const KEEL_KIND_STRATEGY = Cint(4)
-const KEEL_KIND_DATA = Cint(5)  # 0.3: a source of token batches (data.h)
-const KEEL_KIND_COMM = Cint(6)  # 0.4: collectives and point-to-point (comm.h)
-const KEEL_KIND_SCHEDULE = Cint(7)  # 0.7: a pipeline schedule, each rank's action list (schedule.h)
-const KEEL_KIND_OFFLOAD = Cint(8)  # 0.7: a tier for offloaded arrays, host memory or NVMe (offload.h)
+const KEEL_KIND_DATA = Cint(5)  # appended in 0.3: a source of token batches (data.h)
+const KEEL_KIND_COMM = Cint(6)  # appended in 0.4: collectives and point-to-point (comm.h)
+const KEEL_KIND_SCHEDULE = Cint(7)  # appended in 0.7: a pipeline schedule, each rank's action list (schedule.h)
+const KEEL_KIND_OFFLOAD = Cint(8)  # appended in 0.7: a tier for offloaded arrays, host memory or NVMe (offload.h)
 
 struct keel_plugin_info
     struct_size::Csize_t
@@ -391,7 +391,7 @@ const KEEL_OPTIMIZER_PACKED_STATE = Cint(1)  # The state lives packed in one hos
 const KEEL_OPTIMIZER_WHOLE_TENSORS = Cint(2)  # Every call covers one whole tensor (args spec; offset 0, n = the tensor's elements): rules that reduce over rows, columns or the tensor (a factored second moment, an update's RMS). A strategy that splits tensors (ZeRO shards, tensor-parallel pieces) refuses it. Only together with KEEL_OPTIMIZER_PACKED_STATE.
 
 """
-One call range, as packed_state_bytes, pack_state and unpack_state see it (0.12).
+One call range, as packed_state_bytes, pack_state and unpack_state see it.
 """
 struct keel_optimizer_range
     struct_size::Csize_t
