@@ -53,6 +53,9 @@ typedef struct keel_backend_api {
   keel_status (*synchronize)(void* backend);
 
   /* --- ops, forward and backward --- */
+  /* fp32 only, matmul_forward through sum_squares: required of a backend declaring a minor before
+     0.8; from 0.8 each may be NULL, its *_dt op standing in (a consumer that calls one itself
+     asks for it at create). */
   /* out(N,OC) = inp(N,IC) · weight(OC,IC)ᵀ + bias(OC); bias may be NULL. */
   keel_status (*matmul_forward)(void* backend, float* out, const float* inp, const float* weight,
                                 const float* bias, int64_t N, int64_t IC, int64_t OC);

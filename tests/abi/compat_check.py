@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The ABI compatibility test: plugins built against a frozen header set (abi/vX.Y) load into
+"""The ABI compatibility test: plugins as an older release built them (declaring its minor and
+passing its struct sizes, or against the frozen 0.18 headers; tests/abi/CMakeLists.txt) load into
 today's core and train exactly like the built-in plugins with the same rule:
 - frozen_sgd against sgd with momentum 0 and no weight decay: identical losses;
 - the strategy frozen_resident (whole, resident parameters; it walks the core's spec array with
-  its own header's sizeof(keel_param_spec), which grew in 0.6) against the built-in ddp on one
+  its release's size of keel_param_spec, which grew in 0.6) against the built-in ddp on one
   rank, with AdamW (two state slots, weight decay by the optimizer's decay flags) and with SGD
   (momentum, coupled L2): identical per-step losses, 0 difference. Both call the same
   elementwise optimizer on the same elements, ddp over runs of neighbouring parameters and
@@ -11,15 +12,17 @@ today's core and train exactly like the built-in plugins with the same rule:
   is grouped differently, so clipping stays off (train.grad_clip=0) and the norm is not compared;
 - a checkpoint saved with frozen_resident resumes with ddp, and the reverse, and the resumed
   steps' losses equal the uninterrupted run's;
-and a plugin claiming a newer minor is refused with both versions named; a strategy built before
-0.7 is refused at pp 2 by keel validate, naming its ABI; the packed-state optimizer adamw8bit
-(0.12) with frozen_resident is refused with the reason.
-The built-in plugins' runs do not depend on the frozen version: `references` (ctest
-abi.compat.references, a fixture of every version's test) makes them once into REFERENCES (their
-losses in references.json, the ddp AdamW run's checkpoints beside), and each version's run reads
-them.
-Usage: compat_check.py KEEL CONFIG REFERENCES references
-       compat_check.py KEEL CONFIG REFERENCES FROZEN_DIR NEWER_DIR VERSION"""
+a strategy built before 0.7 is refused at pp 2 by keel validate, naming its ABI; the packed-state
+optimizer adamw8bit (0.12) with frozen_resident is refused with the reason. Once, not per minor: a
+plugin claiming a newer minor than the core's is refused with both versions named (`newer`).
+The built-in plugins' runs do not depend on the minor: `references` (ctest abi.compat.references,
+a fixture of every minor's test) makes them once into REFERENCES (their losses in
+references.json, the ddp AdamW run's checkpoints beside), and each minor's run (`old`) reads them.
+Every run names a configured peak (backend.peak_tflops) so the cpu backend skips its one-second
+sgemm measurement, which only the logged MFU uses.
+Usage: compat_check.py KEEL CONFIG references REFERENCES
+       compat_check.py KEEL CONFIG newer NEWER_DIR
+       compat_check.py KEEL CONFIG old REFERENCES PLUGIN_DIR MINOR LABEL"""
 import json
 import os
 import re
@@ -28,10 +31,15 @@ import subprocess
 import sys
 import tempfile
 
-keel, config, references = sys.argv[1:4]
-making_references = sys.argv[4:] == ["references"]
-frozen_dir, newer_dir, version = ("", "", "") if making_references else sys.argv[4:7]
-SETS = ["train.steps=4", "train.log_every=1", "train.sample_tokens=0", "train.tensorboard_dir=\"none\"",
+keel, config, mode = sys.argv[1:4]
+references = sys.argv[4] if mode in ("references", "old") else ""
+newer_dir = sys.argv[4] if mode == "newer" else ""
+frozen_dir, minor, version = "", 0, ""  # the old plugins' folder, their declared minor, "0.N (LABEL)"
+if mode == "old":
+    frozen_dir, minor = sys.argv[5], int(sys.argv[6])
+    version = f"0.{minor} ({sys.argv[7]})"
+PEAK = "backend.peak_tflops=1"
+SETS = [PEAK, "train.steps=4", "train.log_every=1", "train.sample_tokens=0", "train.tensorboard_dir=\"none\"",
         "data.micro_batch=4", "data.global_batch=4", "data.seq_len=64", "data.val_batches=1", "train.grad_clip=0",
         "lr_schedule.warmup_steps=0", "lr_schedule.decay=\"constant\""]
 FROZEN_STRATEGY = '{"plugin": "frozen_resident"}'
@@ -67,7 +75,7 @@ EVERY = [f"train.checkpoint.every={SAVE_AT}"]
 
 
 def make_references():
-    """The built-in plugins' runs every version is compared with, once, into REFERENCES (made anew)."""
+    """The built-in plugins' runs every minor is compared with, once, into REFERENCES (made anew)."""
     shutil.rmtree(references, ignore_errors=True)
     os.makedirs(references)
     losses = {"builtin_sgd": run(references, "builtin_sgd", '{"plugin": "sgd", "lr": 0.05}'),
@@ -109,7 +117,7 @@ def check_frozen_strategy(work):
 
 
 def check_newer_minor_refused():
-    p = subprocess.run([keel, "validate", config, "--set", f"plugin_path=\"{newer_dir}\"", "--set",
+    p = subprocess.run([keel, "validate", config, "--set", PEAK, "--set", f"plugin_path=\"{newer_dir}\"", "--set",
                         "optimizer={\"plugin\": \"from_the_future\"}"], capture_output=True, text=True, timeout=120)
     print(p.stderr.strip()[-400:])
     assert p.returncode != 0 and re.search(r"built for Keel ABI \d+\.\d+, newer than this core's ABI", p.stderr), p.stderr
@@ -118,9 +126,9 @@ def check_newer_minor_refused():
 def check_pipeline_needs_0_7():
     """A strategy built before 0.7 knows nothing of chunks or of begin_microbatch before each
     backward: keel validate refuses it at pp 2 and names the plugin, its ABI and the one needed."""
-    if tuple(int(x) for x in version.lstrip("v").split(".")) >= (0, 7):
+    if minor >= 7:
         return
-    p = subprocess.run([keel, "validate", config, "--ranks", "2", "--set", f"plugin_path=\"{frozen_dir}\"",
+    p = subprocess.run([keel, "validate", config, "--ranks", "2", "--set", PEAK, "--set", f"plugin_path=\"{frozen_dir}\"",
                         "--set", "parallel.pp=2", "--set", f"parallel.strategy={FROZEN_STRATEGY}"],
                        capture_output=True, text=True, timeout=120)
     print(p.stderr.strip()[-400:])
@@ -138,20 +146,23 @@ def check_packed_optimizer_refused(work):
     p = subprocess.run([keel, "run", config] + [a for s in sets for a in ("--set", s)], capture_output=True, text=True,
                        timeout=300)
     print(p.stderr.strip()[-400:])
-    before = tuple(int(x) for x in version.lstrip("v").split(".")) < (0, 12)
+    before = minor < 12
     expected = (r"optimizer\.plugin 'adamw8bit' keeps its state packed \(ABI 0\.12\), and parallel\.strategy\.plugin "
                 r"'frozen_resident' was built against 0\.\d+" if before else
                 r"keeps its state packed \(ABI 0\.12\), and the strategy passed no packed_state")
     assert p.returncode != 0 and re.search(expected, p.stderr), p.stderr
 
 
-if making_references:
+if mode == "references":
     make_references()
-else:
+elif mode == "newer":
+    check_newer_minor_refused()
+elif mode == "old":
     with tempfile.TemporaryDirectory() as work:
         check_frozen_optimizer(work)
         check_frozen_strategy(work)
         check_packed_optimizer_refused(work)
-    check_newer_minor_refused()
     check_pipeline_needs_0_7()
+else:
+    sys.exit(f"compat_check.py: mode {mode!r}: expected references, newer or old")
 print("PASS")

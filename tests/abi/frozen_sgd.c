@@ -1,7 +1,8 @@
-/* Plain SGD (p -= lr · grad_scale · g), written in C99 against one FROZEN header set (the
-   build passes -I abi/vX.Y only): the compatibility test loads it into today's core and
-   trains with it, so a change to abi/keel/ that breaks released plugins fails the build here. */
-#include <keel/keel.h>
+/* Plain SGD (p -= lr · grad_scale · g), written in C99 as a released plugin is: declaring an
+   older minor with that release's table size, or against the frozen 0.18 headers alone
+   (declared_minor.h). The compatibility test loads it into today's core and trains with it, so
+   a change to abi/keel/ that breaks released plugins fails here. */
+#include "declared_minor.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,10 @@ static keel_status step(void* self, const keel_optimizer_step_args* a) {
   return KEEL_OK;
 }
 
-static const keel_optimizer_api table = {sizeof(keel_optimizer_api), validate_config, create, destroy, describe, step};
+static const keel_optimizer_api table = {RELEASED_SIZE(OPTIMIZER_API, keel_optimizer_api), validate_config, create, destroy, describe, step};
 static const keel_plugin_info info = {sizeof(keel_plugin_info), KEEL_KIND_OPTIMIZER, "frozen_sgd", "1.0.0",
-                                      KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &table,
-                                      "plain SGD built against a frozen ABI header set"};
-static const keel_plugin_list list = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &info};
+                                      KEEL_ABI_VERSION_MAJOR, PLUGIN_MINOR, &table,
+                                      "plain SGD built as a plugin of an older ABI minor"};
+static const keel_plugin_list list = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, PLUGIN_MINOR, 1, &info};
 
 KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) { return &list; }

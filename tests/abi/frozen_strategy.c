@@ -1,11 +1,13 @@
-/* A strategy plugin ("frozen_resident") written in C99 against one FROZEN header set (the build
-   passes -I abi/vX.Y only): every parameter whole and resident in backend memory, one
-   allocation per parameter, its gradient and each optimizer state slot. The compatibility test
-   trains with it beside the built-in ddp, so a core that hands a strategy built before 0.6 a
-   spec array of another stride (keel_param_spec grew local_offset in 0.6) fails here: this file
-   walks args->params with ITS OWN header's sizeof(keel_param_spec), as any released strategy
-   does. Single rank, tp 1: the ranges below are whole tensors. */
-#include <keel/keel.h>
+/* A strategy plugin ("frozen_resident") written in C99 as a released plugin is: declaring an
+   older minor and passing that release's struct sizes, or against the frozen 0.18 headers alone
+   (declared_minor.h). Every parameter whole and resident in backend memory, one allocation per
+   parameter, its gradient and each optimizer state slot. The compatibility test trains with it
+   beside the built-in ddp, so a core that hands a strategy built before 0.6 a spec array of
+   another stride (keel_param_spec grew local_offset in 0.6) fails here: this file walks
+   args->params with ITS release's size of keel_param_spec, as any released strategy does, and
+   hands the optimizer step arguments of its release's size, the bytes past it poisoned, as an
+   old binary's stack holds no field it never knew. Single rank, tp 1: whole tensors. */
+#include "declared_minor.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +99,7 @@ static keel_status allocate_and_initialise(frozen_resident* self, uint64_t seed)
   return KEEL_OK;
 }
 
-/* The specs, read with this header's stride, and the per-layer index lists acquire serves. */
+/* The specs, read with this release's stride, and the per-layer index lists acquire serves. */
 static keel_status adopt_specs(frozen_resident* self, const keel_strategy_create_args* args) {
   self->params = (resident_param*)calloc(args->n_params ? args->n_params : 1, sizeof(resident_param));
   self->layer_params = (size_t*)calloc(args->n_params ? args->n_params : 1, sizeof(size_t));
@@ -105,11 +107,12 @@ static keel_status adopt_specs(frozen_resident* self, const keel_strategy_create
   if (!self->params || !self->layer_params || !self->layer_begin)
     return failf(self->host, KEEL_ERR_OUT_OF_MEMORY, "out of host memory for the parameter table");
   for (size_t i = 0; i < args->n_params; ++i) {
-    const keel_param_spec* spec = &args->params[i];
-    if (spec->struct_size != sizeof(keel_param_spec))
+    const size_t stride = RELEASED_SIZE(PARAM_SPEC, keel_param_spec);
+    const keel_param_spec* spec = (const keel_param_spec*)((const char*)args->params + i * stride);
+    if (spec->struct_size != stride)
       return keel_errorf(self->host, KEEL_ERR_ABI_MISMATCH,
                          "%s: params[%zu].struct_size is %zu, this plugin was built for %zu (ABI 0.%d)", kSource, i,
-                         spec->struct_size, sizeof(keel_param_spec), KEEL_ABI_VERSION_MINOR);
+                         spec->struct_size, stride, PLUGIN_MINOR);
     if (spec->layer < 0 || spec->layer >= args->n_layers || spec->ndim < 0 || spec->ndim > KEEL_MAX_DIMS)
       return keel_errorf(self->host, KEEL_ERR_INVALID_ARGUMENT, "%s: params[%zu] has layer %d and ndim %d; expected a "
                          "layer in [0, %d) and ndim in [0, %d]", kSource, i, spec->layer, spec->ndim, args->n_layers,
@@ -144,7 +147,7 @@ static keel_status create(const keel_host* host, const keel_strategy_create_args
   self->optimizer_obj = args->optimizer_obj;
   self->n_params = args->n_params;
   self->n_layers = args->n_layers;
-  self->optimizer_info.struct_size = sizeof(self->optimizer_info);
+  self->optimizer_info.struct_size = RELEASED_SIZE(OPTIMIZER_INFO, keel_optimizer_info);
   keel_status status = self->backend->device(self->backend_obj, &self->device);
   if (status == KEEL_OK) status = self->optimizer->describe(self->optimizer_obj, &self->optimizer_info);
   if (status == KEEL_OK && (self->optimizer_info.n_state_slots < 0 ||
@@ -249,8 +252,9 @@ static keel_status step(void* handle, const keel_strategy_step_args* args) {
   for (size_t i = 0; i < self->n_params; ++i) {
     resident_param* p = &self->params[i];
     keel_optimizer_step_args step_args;
-    memset(&step_args, 0, sizeof step_args);
-    step_args.struct_size = sizeof step_args;
+    memset(&step_args, 0xA5, sizeof step_args);  /* past this release's size: bytes it never wrote */
+    memset(&step_args, 0, RELEASED_SIZE(OPTIMIZER_STEP_ARGS, keel_optimizer_step_args));
+    step_args.struct_size = RELEASED_SIZE(OPTIMIZER_STEP_ARGS, keel_optimizer_step_args);
     step_args.device = self->device;
     step_args.params = p->value;
     step_args.grads = p->grad;
@@ -347,12 +351,13 @@ static keel_status owned_range(void* handle, int32_t kind, size_t index, int64_t
 /* Writes only the fields that fit in the caller's struct_size. */
 static keel_status describe(void* handle, keel_strategy_info* out) {
   const frozen_resident* self = (const frozen_resident*)handle;
-  if (!out || out->struct_size < sizeof(keel_strategy_info))
+  const size_t size = RELEASED_SIZE(STRATEGY_INFO, keel_strategy_info);
+  if (!out || out->struct_size < size)
     return failf(self->host, KEEL_ERR_INVALID_ARGUMENT, "describe: out is NULL or smaller than this plugin's ABI");
   uint64_t elements = 0;
   for (size_t i = 0; i < self->n_params; ++i) elements += (uint64_t)self->params[i].numel;
-  memset(out, 0, sizeof *out);
-  out->struct_size = sizeof *out;
+  memset(out, 0, size);
+  out->struct_size = size;
   out->params_resident = 1;
   out->param_bytes = elements * sizeof(float);
   out->grad_bytes = elements * sizeof(float);
@@ -360,9 +365,9 @@ static keel_status describe(void* handle, keel_strategy_info* out) {
   return KEEL_OK;
 }
 
-/* Designated initialisers: slots appended after this header's minor (0.5's own state) stay NULL. */
+/* Designated initialisers: the slots of 0.4; later ones (0.5's own state) stay NULL. */
 static const keel_strategy_api table = {
-    .struct_size = sizeof(keel_strategy_api),
+    .struct_size = RELEASED_SIZE(STRATEGY_API, keel_strategy_api),
     .validate_config = validate_config,
     .create = create,
     .destroy = destroy,
@@ -380,8 +385,8 @@ static const keel_strategy_api table = {
     .describe = describe,
 };
 static const keel_plugin_info info = {sizeof(keel_plugin_info), KEEL_KIND_STRATEGY, "frozen_resident", "1.0.0",
-                                      KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, &table,
-                                      "whole, resident parameters; a strategy built against a frozen ABI header set"};
-static const keel_plugin_list list = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, KEEL_ABI_VERSION_MINOR, 1, &info};
+                                      KEEL_ABI_VERSION_MAJOR, PLUGIN_MINOR, &table,
+                                      "whole, resident parameters; a strategy built as one of an older ABI minor"};
+static const keel_plugin_list list = {sizeof(keel_plugin_list), KEEL_ABI_VERSION_MAJOR, PLUGIN_MINOR, 1, &info};
 
 KEEL_EXPORT const keel_plugin_list* keel_plugin_entry(void) { return &list; }

@@ -1,5 +1,8 @@
 // Required slots per kind. Slots appended by later minors (model external_name, strategy
-// read_state) are optional and are checked with KEEL_HAS_SLOT where they are called.
+// read_state) are optional and are checked with KEEL_HAS_SLOT where they are called. A backend's
+// fp32-only compute ops (0.1) are required of a backend built before 0.8 alone: from 0.8 the
+// *_dt ops compute at any type, and a consumer that calls an fp32 op itself asks for it at create
+// (KEEL_REQUIRE_BACKEND_OP, check_strategy_tables) and refuses the backend by the op's name.
 #include "loader/table_check.h"
 
 #include <keel/keel.h>
@@ -29,23 +32,34 @@ std::string missing_slots(const void* api, const std::vector<std::pair<const cha
 
 #define SLOT(T, s) std::pair<const char*, size_t>{#s, offsetof(T, s)}
 
+std::string check_backend_table(const keel_plugin_info& info) {
+  using T = keel_backend_api;
+  std::vector<std::pair<const char*, size_t>> slots = {
+      SLOT(T, validate_config), SLOT(T, create),      SLOT(T, destroy),   SLOT(T, device),
+      SLOT(T, peak_flops),      SLOT(T, alloc),       SLOT(T, free_memory), SLOT(T, copy),
+      SLOT(T, fill_zero),       SLOT(T, synchronize)};
+  const std::vector<std::pair<const char*, size_t>> fp32_only = {
+      SLOT(T, matmul_forward),     SLOT(T, matmul_backward),    SLOT(T, layernorm_forward),
+      SLOT(T, layernorm_backward), SLOT(T, attention_saved_floats), SLOT(T, attention_forward),
+      SLOT(T, attention_backward), SLOT(T, gelu_forward),       SLOT(T, gelu_backward),
+      SLOT(T, add),                SLOT(T, accumulate),         SLOT(T, scale),
+      SLOT(T, embedding_forward),  SLOT(T, embedding_backward), SLOT(T, crossentropy_forward),
+      SLOT(T, crossentropy_backward), SLOT(T, sum_squares)};
+  if (info.abi_minor >= 8) return missing_slots<T>(info.api, slots);
+  slots.insert(slots.end(), fp32_only.begin(), fp32_only.end());
+  std::string why = missing_slots<T>(info.api, slots);
+  if (!why.empty()) why += " (a backend built against ABI 0." + std::to_string(info.abi_minor) +
+                           " must fill its fp32 ops; from 0.8 the *_dt ops may stand in for them)";
+  return why;
+}
+
 }  // namespace
 
 std::string check_kind_table(const keel_plugin_info& info) {
   if (!info.api) return "its entry has no function table (api is NULL)";
   switch (info.kind) {
-    case KEEL_KIND_BACKEND: {
-      using T = keel_backend_api;
-      return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, device),
-                                         SLOT(T, peak_flops), SLOT(T, alloc), SLOT(T, free_memory), SLOT(T, copy),
-                                         SLOT(T, fill_zero), SLOT(T, synchronize), SLOT(T, matmul_forward),
-                                         SLOT(T, matmul_backward), SLOT(T, layernorm_forward), SLOT(T, layernorm_backward),
-                                         SLOT(T, attention_saved_floats), SLOT(T, attention_forward),
-                                         SLOT(T, attention_backward), SLOT(T, gelu_forward), SLOT(T, gelu_backward),
-                                         SLOT(T, add), SLOT(T, accumulate), SLOT(T, scale), SLOT(T, embedding_forward),
-                                         SLOT(T, embedding_backward), SLOT(T, crossentropy_forward),
-                                         SLOT(T, crossentropy_backward), SLOT(T, sum_squares)});
-    }
+    case KEEL_KIND_BACKEND:
+      return check_backend_table(info);
     case KEEL_KIND_MODEL: {
       using T = keel_model_api;
       return missing_slots<T>(info.api, {SLOT(T, validate_config), SLOT(T, create), SLOT(T, destroy), SLOT(T, describe),

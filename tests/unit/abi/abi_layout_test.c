@@ -2,7 +2,7 @@
    struct stays at the offset it had when it shipped (x86-64, LP64). A change that moves a field
    breaks this build; appending a field does not (sizes are checked as lower bounds).
    The numbers were frozen from the headers of each minor (0.1, then the fields and structs 0.2
-   to 0.8 appended); each release's headers are frozen beside them (abi/v0.8 and its elders), and a major
+   to 0.8 appended); the compatibility tests (tests/abi) build plugins of each older release, and a major
    release starts a new frozen set, never edited afterwards. Compiled as C, so the headers stay C. */
 #include <keel/keel.h>
 
