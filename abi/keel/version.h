@@ -3,9 +3,9 @@
    minor. Changes only append (fields, slots, kinds, values, each marked "appended in 0.N"), within
    0.x as after 1.0: a plugin built against an older minor keeps loading, and one built against
    a newer minor than the core's is refused. The minor moves once per release (a git tag, vX.Y),
-   not per change: everything appended between two releases shares the open minor. tests/abi/
-   proves old plugins: an optimizer and a strategy that declare each older minor and pass its
-   struct sizes (the KEEL_*_SIZE(m) macros), and the same built against the frozen 0.18 copy.
+   not per change: everything appended between two releases shares the open minor. Keel's tests
+   prove old plugins: an optimizer and a strategy that declare an older minor and pass its struct
+   sizes (the KEEL_*_SIZE(m) macros), and the same built against 0.18's headers, kept frozen.
    0.1: backend, model, optimizer, strategy kinds.
    0.2: strategy read_state/write_state (checkpoints); model external_name/external_config (export).
    0.3: the data kind (data.h); the embedding API completed for bindings (embed.h).
