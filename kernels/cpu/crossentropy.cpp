@@ -3,7 +3,7 @@
 // -log(prob) of a rounded probability would lose digits (and works when probs alias logits).
 #include "cpu/crossentropy.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@ namespace keel::cpu {
 
 void crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int64_t N,
                           int64_t V, int64_t Vp) {
-#pragma omp parallel for if (N * V > keel_support::kParallelMinElements)
+#pragma omp parallel for if (N * V > keel::cpu::kParallelMinElements)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * Vp;
     float* p = probs + n * Vp;
@@ -34,7 +34,7 @@ void crossentropy_forward(float* losses, float* probs, const float* logits, cons
 
 void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int64_t N,
                            int64_t V, int64_t Vp) {
-#pragma omp parallel for if (N * V > keel_support::kParallelMinElements)
+#pragma omp parallel for if (N * V > keel::cpu::kParallelMinElements)
   for (int64_t n = 0; n < N; ++n) {
     const int32_t target = targets[n];
     if (target < 0) continue;

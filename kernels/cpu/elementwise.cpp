@@ -1,7 +1,7 @@
 // Elementwise ops: memory-bound loops, split over threads only when large enough to pay off.
 #include "cpu/elementwise.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,17 +9,17 @@
 namespace keel::cpu {
 
 void add(float* out, const float* a, const float* b, int64_t n) {
-#pragma omp parallel for simd if (n > keel_support::kParallelMinElements)
+#pragma omp parallel for simd if (n > keel::cpu::kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 void accumulate(float* dst, const float* src, int64_t n) {
-#pragma omp parallel for simd if (n > keel_support::kParallelMinElements)
+#pragma omp parallel for simd if (n > keel::cpu::kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
 void scale(float* x, float alpha, int64_t n) {
-#pragma omp parallel for simd if (n > keel_support::kParallelMinElements)
+#pragma omp parallel for simd if (n > keel::cpu::kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 

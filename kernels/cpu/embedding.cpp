@@ -3,7 +3,7 @@
 // threads touch the same float, and the order of additions does not depend on the thread count.
 #include "cpu/embedding.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <omp.h>
 
@@ -13,7 +13,7 @@ namespace keel::cpu {
 
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B,
                        int64_t T, int64_t C) {
-#pragma omp parallel for collapse(2) if (B * T * C > keel_support::kParallelMinElements)
+#pragma omp parallel for collapse(2) if (B * T * C > keel::cpu::kParallelMinElements)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       float* o = out + (b * T + t) * C;
@@ -27,7 +27,7 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
                         int64_t T, int64_t C) {
-  const bool parallel = B * T * C > keel_support::kParallelMinElements;
+  const bool parallel = B * T * C > keel::cpu::kParallelMinElements;
   if (dwpe) {
 #pragma omp parallel for if (parallel)
     for (int64_t t = 0; t < T; ++t) {

@@ -2,7 +2,7 @@
 // blocks of kBlock floats.
 #include "cpu/gelu.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <algorithm>
 
@@ -13,7 +13,7 @@ namespace keel::cpu {
 namespace {
 constexpr float kGeluScaling = 0.7978845608028654f;  // sqrt(2/π)
 constexpr float kCubic = 0.044715f;
-constexpr int64_t kBlock = keel_support::kParallelMinElementsHeavy;  // per thread task; smaller arrays stay on one thread
+constexpr int64_t kBlock = keel::cpu::kParallelMinElementsHeavy;  // per thread task; smaller arrays stay on one thread
 
 f32x8 gelu8(f32x8 x) { return 0.5f * x * (1.0f + tanh8(kGeluScaling * (x + kCubic * x * x * x))); }
 

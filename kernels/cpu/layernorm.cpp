@@ -2,7 +2,7 @@
 // rows, so each thread sums its rows into a private copy and the copies are added at the end.
 #include "cpu/layernorm.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <omp.h>
 
@@ -14,7 +14,7 @@ namespace keel::cpu {
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C) {
   constexpr float kEps = 1e-5f;
-#pragma omp parallel for if (N * C > keel_support::kParallelMinElementsHeavy)
+#pragma omp parallel for if (N * C > keel::cpu::kParallelMinElementsHeavy)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
     float sum = 0.0f;
@@ -35,7 +35,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
-  const bool parallel = N * C > keel_support::kParallelMinElementsHeavy;
+  const bool parallel = N * C > keel::cpu::kParallelMinElementsHeavy;
   const int threads = parallel ? omp_get_max_threads() : 1;
   std::vector<float> partial(static_cast<size_t>(threads) * 2 * C, 0.0f);  // per thread: dweight, dbias
 #pragma omp parallel num_threads(threads)

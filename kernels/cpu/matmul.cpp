@@ -1,7 +1,7 @@
 // Fully connected layer forward/backward: three sgemm calls plus a bias fill and a column sum.
 #include "cpu/matmul.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <algorithm>
 #include <cstring>
@@ -16,7 +16,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   float beta = 0.0f;
   if (bias) {
     // Start from the bias and let sgemm add into it: one pass over `out` instead of two.
-#pragma omp parallel for if (N * OC > keel_support::kParallelMinElements)
+#pragma omp parallel for if (N * OC > keel::cpu::kParallelMinElements)
     for (int64_t n = 0; n < N; ++n) std::memcpy(out + n * OC, bias, OC * sizeof(float));
     beta = 1.0f;
   }
@@ -32,7 +32,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 static void bias_backward(float* dbias, const float* dout, int64_t N, int64_t OC) {
   constexpr int64_t kColumns = 64;
   const int64_t blocks = (OC + kColumns - 1) / kColumns;
-#pragma omp parallel for if (N * OC > keel_support::kParallelMinElements)
+#pragma omp parallel for if (N * OC > keel::cpu::kParallelMinElements)
   for (int64_t block = 0; block < blocks; ++block) {
     const int64_t o0 = block * kColumns, width = std::min(kColumns, OC - o0);
     float sum[kColumns] = {};

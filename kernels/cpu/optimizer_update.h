@@ -6,7 +6,7 @@
 // multiply and an add fused into one FMA round differently from the rule written here.
 #pragma once
 
-#include <keel_support/parallel_threshold.hpp>
+#include "cpu/parallel_threshold.h"
 
 #include <cmath>
 #include <cstdint>
@@ -39,7 +39,7 @@ inline void adamw_update(float* __restrict params,       // (n) updated in place
   const float eps_f = static_cast<float>(eps);
   // __restrict: four disjoint arrays, so the loop vectorises without run-time overlap checks;
   // vector lanes round exactly as the scalar rule above.
-#pragma omp parallel for simd schedule(static) if (parallel : n >= keel_support::kParallelMinElements)  // simd always
+#pragma omp parallel for simd schedule(static) if (parallel : n >= keel::cpu::kParallelMinElements)  // simd always
   for (int64_t i = 0; i < n; ++i) {
     const float g = grads[i] * grad_scale;
     const float m_i = m[i] + one_minus_beta1 * (g - m[i]);
@@ -67,7 +67,7 @@ inline void sgd_update(float* params,            // (n) updated in place
   const float momentum_f = static_cast<float>(momentum);
   const float new_grad_share = static_cast<float>(1.0 - dampening);
   const bool first_step = step == 1;
-#pragma omp parallel for schedule(static) if (n >= keel_support::kParallelMinElements)
+#pragma omp parallel for schedule(static) if (n >= keel::cpu::kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) {
     float g = grads[i] * grad_scale;
     if (weight_decay_f != 0.0f) g += weight_decay_f * params[i];

@@ -2,7 +2,7 @@
 // thread sums its rows into a private copy and the copies are added at the end (layernorm's way).
 #include "cpu/rmsnorm.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <omp.h>
 
@@ -12,7 +12,7 @@
 namespace keel::cpu {
 
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C, float eps) {
-#pragma omp parallel for if (N * C > keel_support::kParallelMinElementsHeavy)
+#pragma omp parallel for if (N * C > keel::cpu::kParallelMinElementsHeavy)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
     float sq = 0.0f;
@@ -28,7 +28,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, int64_t N, int64_t C) {
-  const bool parallel = N * C > keel_support::kParallelMinElementsHeavy;
+  const bool parallel = N * C > keel::cpu::kParallelMinElementsHeavy;
   const int threads = parallel ? omp_get_max_threads() : 1;
   std::vector<float> partial(static_cast<size_t>(threads) * C, 0.0f);  // per thread: dweight
 #pragma omp parallel num_threads(threads)

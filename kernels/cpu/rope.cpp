@@ -3,7 +3,7 @@
 // heads.
 #include "cpu/rope.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <cmath>
 #include <vector>
@@ -14,7 +14,7 @@ namespace {
 void turn(float* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
           int64_t first, int64_t position0, float direction) {
   const int64_t half = head_dim / 2;
-#pragma omp parallel if (B * T * heads * head_dim > keel_support::kParallelMinElementsHeavy)
+#pragma omp parallel if (B * T * heads * head_dim > keel::cpu::kParallelMinElementsHeavy)
   {
     std::vector<float> cosines(static_cast<size_t>(half)), sines(static_cast<size_t>(half));
 #pragma omp for

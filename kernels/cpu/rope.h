@@ -4,7 +4,7 @@
 //   a_i' = a_i cos − b_i sin,   b_i' = b_i cos + a_i sin.
 // The backward is the same turn by the opposite angle (a rotation's transpose), so both run in
 // place on a buffer of rows that hold the heads side by side (q, k inside a fused qkv row). The
-// frequencies come from the model (keel_support/rope_frequencies.hpp).
+// frequencies come from the model (keel_support/model/rope_frequencies.hpp).
 #pragma once
 
 #include <cstdint>

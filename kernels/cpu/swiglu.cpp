@@ -2,7 +2,7 @@
 // overflow for large |g| (exp of a non-positive number only).
 #include "cpu/swiglu.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <cmath>
 
@@ -18,7 +18,7 @@ float sigmoid(float g) {
 }  // namespace
 
 void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
-#pragma omp parallel for if (N * F > keel_support::kParallelMinElementsHeavy)
+#pragma omp parallel for if (N * F > keel::cpu::kParallelMinElementsHeavy)
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = gate_up + n * 2 * F;
     const float* up = gate + F;
@@ -28,7 +28,7 @@ void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
 }
 
 void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
-#pragma omp parallel for if (N * F > keel_support::kParallelMinElementsHeavy)
+#pragma omp parallel for if (N * F > keel::cpu::kParallelMinElementsHeavy)
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = gate_up + n * 2 * F;
     const float* up = gate + F;

@@ -4,7 +4,7 @@
 // over rows.
 #include "cpu/vocab_shard.h"
 
-#include "keel_support/parallel_threshold.hpp"
+#include "cpu/parallel_threshold.h"
 
 #include <omp.h>
 
@@ -17,7 +17,7 @@ namespace keel::cpu {
 
 void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, const float* wpe, int64_t B,
                             int64_t T, int64_t C, int64_t row_begin, int64_t rows) {
-#pragma omp parallel for collapse(2) if (B * T * C > keel_support::kParallelMinElements)
+#pragma omp parallel for collapse(2) if (B * T * C > keel::cpu::kParallelMinElements)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       float* o = out + (b * T + t) * C;
@@ -41,7 +41,7 @@ void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_
 
 void embedding_rows_backward(float* dwte_rows, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
                              int64_t T, int64_t C, int64_t row_begin, int64_t rows) {
-  const bool parallel = B * T * C > keel_support::kParallelMinElements;
+  const bool parallel = B * T * C > keel::cpu::kParallelMinElements;
   if (dwpe) {
 #pragma omp parallel for if (parallel)
     for (int64_t t = 0; t < T; ++t) {
@@ -72,7 +72,7 @@ void embedding_rows_backward(float* dwte_rows, float* dwpe, const float* dout, c
 
 void crossentropy_shard_stats(float* stats, const float* logits, const int32_t* targets, int64_t N,
                               int64_t col_begin, int64_t valid_cols, int64_t cols) {
-#pragma omp parallel for if (N * valid_cols > keel_support::kParallelMinElements)
+#pragma omp parallel for if (N * valid_cols > keel::cpu::kParallelMinElements)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * cols;
     float max = -INFINITY;
@@ -88,7 +88,7 @@ void crossentropy_shard_stats(float* stats, const float* logits, const int32_t* 
 
 void crossentropy_shard_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                                  float dloss, int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols) {
-#pragma omp parallel for if (N * valid_cols > keel_support::kParallelMinElements)
+#pragma omp parallel for if (N * valid_cols > keel::cpu::kParallelMinElements)
   for (int64_t n = 0; n < N; ++n) {
     if (targets[n] < 0) continue;
     float* d = dlogits + n * cols;
@@ -102,7 +102,7 @@ void crossentropy_shard_backward(float* dlogits, const float* logits, const floa
 
 void crossentropy_shard_backward_in_place(float* logits, const float* lse, const int32_t* targets, float dloss,
                                           int64_t N, int64_t col_begin, int64_t valid_cols, int64_t cols) {
-#pragma omp parallel for if (N * valid_cols > keel_support::kParallelMinElements)
+#pragma omp parallel for if (N * valid_cols > keel::cpu::kParallelMinElements)
   for (int64_t n = 0; n < N; ++n) {
     float* x = logits + n * cols;
     if (targets[n] < 0) {

@@ -4,7 +4,7 @@
 // The same ops as the forward otherwise, in the same order, so its logits match a forward's of
 // the whole prefix to rounding. Whole networks only: under tensor or pipeline parallelism, or
 // on a backend without the op, decode_reset refuses and the core runs whole windows.
-#include <keel_support/carver.hpp>
+#include <keel_support/model/carver.hpp>
 
 #include <string>
 

@@ -3,8 +3,8 @@
 // backend and every parameter borrowed from the strategy for exactly as long as its layer runs.
 #include "gpt_model.hpp"
 
-#include <keel_support/external_config.hpp>
-#include <keel_support/sized_output.hpp>
+#include <keel_support/model/external_config.hpp>
+#include <keel_support/common/sized_output.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -6,9 +6,9 @@
 // Tensor parallelism (tp > 1, Megatron-LM): heads and the MLP's hidden units are split over the
 // tp group (column-parallel qkv and mlp.fc, row-parallel attn.proj and mlp.proj), the vocabulary
 // too (wte and the tied lm_head, with a vocabulary-parallel cross-entropy); with sequence
-// parallelism the norm and residual regions hold 1/tp of the token rows. keel_support/tp_regions.hpp
+// parallelism the norm and residual regions hold 1/tp of the token rows. keel_support/model/tp_regions.hpp
 // is all the communication.
-// Pipeline parallelism (pp > 1): this rank holds only its chunks' blocks (keel_support/chunk_plan.hpp), under
+// Pipeline parallelism (pp > 1): this rank holds only its chunks' blocks (keel_support/model/chunk_plan.hpp), under
 // the whole model's layer ids; a chunk's forward starts from the previous chunk's residual stream
 // and hands its own on, and the last chunk's rank keeps a copy of wte for the lm_head.
 #pragma once
@@ -23,17 +23,17 @@
 #include <vector>
 
 #include "gpt_external_names.hpp"  // defines: gpt_external_names
-#include <keel_support/activation_cache.hpp>  // defines: ActivationCache
-#include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
-#include <keel_support/chunk_calls.hpp>     // defines: read_forward_call, read_backward_call
-#include <keel_support/compute_ops.hpp>     // defines: ComputeOps, Elems
-#include <keel_support/carver.hpp>          // defines: Carver
-#include <keel_support/chunk_plan.hpp>      // defines: ChunkPlan
-#include <keel_support/layer_lease.hpp>     // defines: LayerLease
-#include <keel_support/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
-#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
-#include <keel_support/recompute.hpp>       // defines: Recompute, recompute_name
-#include <keel_support/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
+#include <keel_support/model/activation_cache.hpp>  // defines: ActivationCache
+#include <keel_support/common/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/model/chunk_calls.hpp>     // defines: read_forward_call, read_backward_call
+#include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
+#include <keel_support/model/carver.hpp>          // defines: Carver
+#include <keel_support/model/chunk_plan.hpp>      // defines: ChunkPlan
+#include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
+#include <keel_support/model/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
+#include <keel_support/model/recompute.hpp>       // defines: Recompute, recompute_name
+#include <keel_support/model/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
 
 namespace keel_gpt {
 

@@ -3,7 +3,7 @@
 // (3, C, C) so that a split of dim 1 is one box holding the q, k and v rows of this rank's heads,
 // which is exactly the (3C/tp, C) matmul weight attention wants; its flat order is that of the
 // (3C, C) matrix, so init and tp-1 numerics do not depend on the declaration.
-// Under pipeline parallelism a rank declares only its chunks' parameters (keel_support/chunk_plan.hpp), with
+// Under pipeline parallelism a rank declares only its chunks' parameters (keel_support/model/chunk_plan.hpp), with
 // the whole model's names and layer ids; the last chunk's rank adds its copy of wte for the lm_head.
 #include "gpt_model.hpp"
 

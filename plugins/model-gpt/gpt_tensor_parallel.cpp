@@ -1,7 +1,7 @@
 // The gpt model's tensor-parallel checks at create (what its shapes need of tp) and the layernorm
-// gradients of replicated parameters; the seams themselves are keel_support/tp_regions.hpp. At
+// gradients of replicated parameters; the seams themselves are keel_support/model/tp_regions.hpp. At
 // tp 1 each of these is what the whole model does (no copies, no communication).
-#include <keel_support/sized_output.hpp>
+#include <keel_support/common/sized_output.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -3,9 +3,9 @@
 // values named, and Llama 3's rope_scaling read as config.json writes it.
 #include "llama_config.hpp"
 
-#include <keel_support/external_config.hpp>
-#include <keel_support/json_parse.hpp>
-#include <keel_support/json_section.hpp>
+#include <keel_support/model/external_config.hpp>
+#include <keel_support/common/json_parse.hpp>
+#include <keel_support/common/json_section.hpp>
 
 #include <string>
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include <keel_support/recompute.hpp>       // defines: Recompute
-#include <keel_support/rope_frequencies.hpp>  // defines: RopeScaling
+#include <keel_support/model/recompute.hpp>       // defines: Recompute
+#include <keel_support/model/rope_frequencies.hpp>  // defines: RopeScaling
 
 namespace keel_llama {
 

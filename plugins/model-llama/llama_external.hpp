@@ -5,7 +5,7 @@
 #pragma once
 
 #include <keel/model.h>
-#include <keel_support/external_names.hpp>
+#include <keel_support/model/external_names.hpp>
 
 #include <memory>
 #include <string>

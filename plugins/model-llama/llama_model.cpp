@@ -32,7 +32,7 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
   plan_ = ChunkPlan(args, config_.n_layer);
   build_param_specs();
   external_ = llama_external_names(config_, specs_.names());
-  // Rope's frequencies, once: host math (keel_support/rope_frequencies.hpp) copied to the backend.
+  // Rope's frequencies, once: host math (keel_support/model/rope_frequencies.hpp) copied to the backend.
   std::vector<float> inv_freq(static_cast<size_t>(config_.head_dim() / 2));
   keel_support::rope_inverse_frequencies(inv_freq.data(), config_.head_dim(), config_.rope_theta, config_.rope_scaling);
   inv_freq_ = backend_.alloc_bytes(inv_freq.size() * sizeof(float));

@@ -26,17 +26,17 @@
 #include <utility>
 #include <vector>
 
-#include <keel_support/activation_cache.hpp>  // defines: ActivationCache
-#include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
-#include <keel_support/chunk_calls.hpp>     // defines: read_forward_call, read_backward_call
-#include <keel_support/carver.hpp>          // defines: Carver
-#include <keel_support/chunk_plan.hpp>      // defines: ChunkPlan
-#include <keel_support/compute_ops.hpp>     // defines: ComputeOps, Elems
-#include <keel_support/layer_lease.hpp>     // defines: LayerLease
-#include <keel_support/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
-#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids
-#include <keel_support/recompute.hpp>       // defines: Recompute
-#include <keel_support/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
+#include <keel_support/model/activation_cache.hpp>  // defines: ActivationCache
+#include <keel_support/common/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/model/chunk_calls.hpp>     // defines: read_forward_call, read_backward_call
+#include <keel_support/model/carver.hpp>          // defines: Carver
+#include <keel_support/model/chunk_plan.hpp>      // defines: ChunkPlan
+#include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
+#include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
+#include <keel_support/model/model_support.hpp>   // defines: make_spec, check_token_ids
+#include <keel_support/model/recompute.hpp>       // defines: Recompute
+#include <keel_support/model/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
 #include "llama_config.hpp"                 // defines: LlamaConfig
 #include "llama_external.hpp"               // defines: llama_external_names
 

@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include <keel_support/model_face.hpp>     // defines: ModelFace
-#include <keel_support/plugin_entry.hpp>
-#include <keel_support/sized_output.hpp>
+#include <keel_support/model/model_slots.hpp>     // defines: ModelSlots
+#include <keel_support/common/plugin_entry.hpp>
+#include <keel_support/common/sized_output.hpp>
 
-#include <keel_support/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
-#include <keel_support/carver.hpp>          // defines: Carver
-#include <keel_support/layer_lease.hpp>     // defines: LayerLease
-#include <keel_support/model_support.hpp>   // defines: make_spec, check_token_ids, require_fp32_compute
+#include <keel_support/common/backend_ops.hpp>     // defines: BackendOps, KEEL_OP
+#include <keel_support/model/carver.hpp>          // defines: Carver
+#include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model/model_support.hpp>   // defines: make_spec, check_token_ids, require_fp32_compute
 
 namespace {
 
@@ -69,7 +69,7 @@ struct Activations {
   bool backward_pending = false;
 };
 
-// Its C face is keel_support::ModelFace: no external(), stage_io_numel, splits_backward or
+// Its C table is keel_support::ModelSlots: no external(), stage_io_numel, splits_backward or
 // complete_config, so those slots refuse in its name and create refuses parallel.pp > 1.
 class MlpModel {
  public:
@@ -332,7 +332,7 @@ class MlpModel {
 };
 
 const keel_plugin_info kPlugins[] = {keel_support::plugin_info(
-    KEEL_KIND_MODEL, "mlp", "0.1.0", &keel_support::ModelFace<MlpModel>::kApi, "tiny residual GELU MLP language model, for tests")};
+    KEEL_KIND_MODEL, "mlp", "0.1.0", &keel_support::ModelSlots<MlpModel>::kApi, "tiny residual GELU MLP language model, for tests")};
 
 const keel_plugin_list kPluginList = keel_support::plugin_list(kPlugins);
 

@@ -3,7 +3,7 @@
 // after a write of the same range see the write (more than the contract promises, which is fine).
 #include "cpu_engine.hpp"
 
-#include <keel_support/aligned_buffer.hpp>
+#include <keel_support/offload/aligned_buffer.hpp>
 
 #include <cstring>
 #include <memory>

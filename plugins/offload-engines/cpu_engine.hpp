@@ -5,7 +5,7 @@
 // the first device backend.)
 #pragma once
 
-#include <keel_support/offload_engine_base.hpp>
+#include <keel_support/offload/offload_engine_base.hpp>
 
 #include <cstdint>
 

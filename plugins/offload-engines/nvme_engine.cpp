@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "keel_support/abi_guard.hpp"
+#include "keel_support/common/abi_guard.hpp"
 #include "path_checks.hpp"
 #include "stale_folders.hpp"
 #include "uring_pump.hpp"

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include <keel_support/offload_engine.hpp>
-#include <keel_support/offload_extents.hpp>
-#include <keel_support/offload_tickets.hpp>
+#include <keel_support/offload/offload_engine.hpp>
+#include <keel_support/offload/offload_extents.hpp>
+#include <keel_support/offload/offload_tickets.hpp>
 
 namespace keel_offload {
 

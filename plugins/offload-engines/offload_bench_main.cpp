@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <keel_support/aligned_buffer.hpp>
+#include <keel_support/offload/aligned_buffer.hpp>
 
 #include "nvme_engine.hpp"
 

@@ -1,13 +1,13 @@
-// The offload plugins' C ABI face (keel/offload.h): "nvme" and "cpu", one keel_offload_api each
+// The offload plugins' entry (keel/offload.h): "nvme" and "cpu", one keel_offload_api each
 // over the engines of this folder. keel_support::OffloadSlots writes every slot but
 // validate_config and create, which parse their own keys and build their own engine; the facts
 // of the machine (the folder's checks and free space, the host's memory) are looked at in
 // create, at start-up.
 #include <keel/offload.h>
 #include <keel/plugin.h>
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/offload_slots.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/offload/offload_slots.hpp>
+#include <keel_support/common/plugin_entry.hpp>
 
 #include <sys/statvfs.h>
 #include <unistd.h>

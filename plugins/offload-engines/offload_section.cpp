@@ -2,7 +2,7 @@
 // in the config's words so the user sees offload.<key> rather than the engine's field name.
 #include "offload_section.hpp"
 
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 namespace keel_offload {
 

@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "keel_support/abi_guard.hpp"
-#include "keel_support/aligned_buffer.hpp"
+#include "keel_support/common/abi_guard.hpp"
+#include "keel_support/offload/aligned_buffer.hpp"
 
 namespace keel_offload {
 

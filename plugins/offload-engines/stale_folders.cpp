@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <cerrno>
 #include <cstdlib>

@@ -19,7 +19,7 @@
 #include <cstring>
 #include <utility>
 
-#include "keel_support/abi_guard.hpp"
+#include "keel_support/common/abi_guard.hpp"
 
 namespace keel_offload {
 

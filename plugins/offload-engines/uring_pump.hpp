@@ -5,7 +5,7 @@
 // pieces only as queue slots free up, so a request of any size costs the same small memory.
 #pragma once
 
-#include <keel_support/offload_tickets.hpp>
+#include <keel_support/offload/offload_tickets.hpp>
 #include <liburing.h>
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // the section reader has no typed getter for fixed-size arrays.
 #include "adamw_config.hpp"
 
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 #include <limits>
 #include <string>

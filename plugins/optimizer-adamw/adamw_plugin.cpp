@@ -1,10 +1,10 @@
-// The adamw plugin's C ABI face: what AdamW answers to describe and which update it runs; the
+// The adamw plugin's entry: what AdamW answers to describe and which update it runs; the
 // table itself, with its guards and argument checks, is keel_support::OptimizerSlots.
 #include <keel/optimizer.h>
 #include <keel/params.h>
 #include <keel/plugin.h>
-#include <keel_support/optimizer_slots.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/optimizer/optimizer_slots.hpp>
+#include <keel_support/common/plugin_entry.hpp>
 
 #include "adamw_config.hpp"
 #include "adamw_update.hpp"

@@ -3,7 +3,7 @@
 // gives the step size.
 #include "adafactor_config.hpp"
 
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 #include <limits>
 #include <string>

@@ -1,11 +1,11 @@
-// The memory-efficient optimizers' C ABI faces: adamw8bit and adafactor keep packed state
+// The memory-efficient optimizers' entries: adamw8bit and adafactor keep packed state
 // (optimizer.h 0.12); the table, with its guards and argument checks, is
 // keel_support::OptimizerSlots, the rules are blockwise_adamw.hpp and adafactor_update.hpp.
 #include <keel/optimizer.h>
 #include <keel/params.h>
 #include <keel/plugin.h>
-#include <keel_support/optimizer_slots.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/optimizer/optimizer_slots.hpp>
+#include <keel_support/common/plugin_entry.hpp>
 
 #include "adafactor_config.hpp"
 #include "adafactor_update.hpp"

@@ -1,7 +1,7 @@
 // Parsing and cross-key checks of the sgd section (see sgd_config.hpp).
 #include "sgd_config.hpp"
 
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 #include <limits>
 

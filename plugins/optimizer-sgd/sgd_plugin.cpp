@@ -1,10 +1,10 @@
-// The sgd plugin's C ABI face: what SGD answers to describe and which update it runs; the table
+// The sgd plugin's entry: what SGD answers to describe and which update it runs; the table
 // itself, with its guards and argument checks, is keel_support::OptimizerSlots.
 #include <keel/optimizer.h>
 #include <keel/params.h>
 #include <keel/plugin.h>
-#include <keel_support/optimizer_slots.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/optimizer/optimizer_slots.hpp>
+#include <keel_support/common/plugin_entry.hpp>
 
 #include "sgd_config.hpp"
 #include "sgd_update.hpp"

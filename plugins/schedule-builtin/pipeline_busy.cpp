@@ -2,7 +2,7 @@
 // (pipeline_busy.hpp).
 #include "pipeline_busy.hpp"
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Conversions between the builders' Action lists and the C ABI's structs (schedule_abi.hpp).
 #include "schedule_abi.hpp"
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <algorithm>
 #include <string>

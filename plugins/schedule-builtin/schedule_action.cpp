@@ -1,7 +1,7 @@
 // Comparison and printing of actions, for tests and error messages.
 #include "schedule_action.hpp"
 
-#include <keel_support/schedule_check.hpp>
+#include <keel_support/schedule/schedule_check.hpp>
 
 #include "schedule_abi.hpp"
 

@@ -3,9 +3,9 @@
 // uses, and writes build_schedule's list into the caller's buffer.
 #include <keel/plugin.h>
 #include <keel/schedule.h>
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/json_section.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/json_section.hpp>
+#include <keel_support/common/plugin_entry.hpp>
 
 #include <string>
 

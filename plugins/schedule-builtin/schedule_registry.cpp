@@ -1,6 +1,6 @@
 // Schedule lookup by name and the checks of a pipeline shape, so that every builder can assume
 // numbers that make sense and a user sees which number is wrong and what was expected.
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include "schedules.hpp"
 

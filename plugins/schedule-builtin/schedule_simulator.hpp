@@ -1,9 +1,9 @@
 // The built-in schedules' view of the all-rank simulator: their Action lists run through the
-// installed checker (keel_support/schedule_check.hpp, which the core also runs on every
+// installed checker (keel_support/schedule/schedule_check.hpp, which the core also runs on every
 // schedule plugin's lists), so the schedules' tests and the core check with one simulator.
 #pragma once
 
-#include <keel_support/schedule_check.hpp>
+#include <keel_support/schedule/schedule_check.hpp>
 
 #include <cstddef>
 #include <functional>

@@ -2,10 +2,10 @@
 // that turns the summed gradients into the mean before anyone reads them (docs/architecture.md §3,
 // step 4). Only a step's last backward of a layer (begin_microbatch's is_last) reduces it;
 // earlier ones just accumulate. Under pipeline parallelism a STAGE_TIED parameter's gradient is
-// first summed over the embedding group (keel_support/stage_tied_grads.hpp): the buckets that
+// first summed over the embedding group (keel_support/strategy/stage_tied_grads.hpp): the buckets that
 // hold one wait for that sum, at the first grad_sq_norm or step.
 #include <keel/plugin.h>
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <string>
 

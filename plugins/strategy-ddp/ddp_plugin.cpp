@@ -1,11 +1,11 @@
-// The ddp plugin's C ABI face: its config section, the strategy table (keel_support's
+// The ddp plugin's entry: its config section, the strategy table (keel_support's
 // StrategySlots, with ddp's own read_grad) and the entry symbol.
 #include <keel/plugin.h>
 #include <keel/strategy.h>
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/json_section.hpp>
-#include <keel_support/plugin_entry.hpp>
-#include <keel_support/strategy_slots.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/json_section.hpp>
+#include <keel_support/common/plugin_entry.hpp>
+#include <keel_support/strategy/strategy_slots.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -3,8 +3,8 @@
 // ddp_gradient_sync.cpp.
 #include "ddp_strategy.hpp"
 
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/offload_tier.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/strategy/offload_tier.hpp>
 
 #include <string>
 

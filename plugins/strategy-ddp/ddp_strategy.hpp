@@ -1,4 +1,4 @@
-// The ddp strategy: the parameter store (keel_support/param_store.hpp) with everything whole
+// The ddp strategy: the parameter store (keel_support/strategy/param_store.hpp) with everything whole
 // and resident, replicated on every data-parallel rank, plus its one policy: with dp_size > 1
 // the step's last backward's release(grads_final) hands each completed bucket of layers to the
 // communication thread (keel_support::CommWorker) for an all-reduce, and grad_sq_norm/step
@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include <keel_support/comm_worker.hpp>
-#include <keel_support/param_store.hpp>
-#include <keel_support/sum_squares_batch.hpp>
+#include <keel_support/strategy/comm_worker.hpp>
+#include <keel_support/strategy/param_store.hpp>
+#include <keel_support/strategy/sum_squares_batch.hpp>
 
 #include "gradient_buckets.hpp"
 #include "gradient_compressor.hpp"

@@ -4,7 +4,7 @@
 // layer without parameters joins no bucket. Pure bookkeeping over the store's layout.
 #pragma once
 
-#include <keel_support/store_layout.hpp>
+#include <keel_support/strategy/store_layout.hpp>
 
 #include <cstdint>
 #include <vector>

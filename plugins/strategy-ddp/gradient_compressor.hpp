@@ -8,7 +8,7 @@
 
 #include <keel/comm.h>
 
-#include <keel_support/param_store.hpp>
+#include <keel_support/strategy/param_store.hpp>
 
 #include <cstdint>
 #include <string>

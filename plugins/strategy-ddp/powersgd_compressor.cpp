@@ -3,7 +3,7 @@
 // the sums run in double, as the orthonormalisation does.
 #include "powersgd_compressor.hpp"
 
-#include <keel_support/backend_buffer.hpp>
+#include <keel_support/common/backend_buffer.hpp>
 
 #include <algorithm>
 #include <cmath>

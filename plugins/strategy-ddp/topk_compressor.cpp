@@ -2,7 +2,7 @@
 // bucket; the messages go through the data-parallel communicator in backend memory.
 #include "topk_compressor.hpp"
 
-#include <keel_support/backend_buffer.hpp>
+#include <keel_support/common/backend_buffer.hpp>
 
 #include <algorithm>
 #include <climits>

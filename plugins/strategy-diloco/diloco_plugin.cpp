@@ -1,12 +1,12 @@
-// The diloco and edit plugins' C ABI face: their config sections, the strategy table (keel_support's
+// The diloco and edit plugins' entry: their config sections, the strategy table (keel_support's
 // StrategySlots plus the own-state slots of ABI 0.5) and the entry symbol.
 #include <keel/plugin.h>
 #include <keel/strategy.h>
 
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/json_section.hpp>
-#include <keel_support/plugin_entry.hpp>
-#include <keel_support/strategy_slots.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/json_section.hpp>
+#include <keel_support/common/plugin_entry.hpp>
+#include <keel_support/strategy/strategy_slots.hpp>
 
 #include <climits>
 #include <memory>

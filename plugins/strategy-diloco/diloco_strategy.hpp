@@ -9,13 +9,13 @@
 // meet the compute of the previous), and damps replicas through its pseudo-gradient penalty
 // (pseudo_gradient_penalty.hpp, then a clip of the averaged pseudo-gradient's norm).
 // Layout, init, the model's views, the inner optimizer and checkpoint I/O are the parameter
-// store's (keel_support/param_store.hpp); this is the algorithm and its per-rank own state.
+// store's (keel_support/strategy/param_store.hpp); this is the algorithm and its per-rank own state.
 #pragma once
 
 #include <keel/strategy.h>
 
-#include <keel_support/backend_buffer.hpp>
-#include <keel_support/param_store.hpp>
+#include <keel_support/common/backend_buffer.hpp>
+#include <keel_support/strategy/param_store.hpp>
 
 #include "pseudo_gradient_penalty.hpp"
 

@@ -3,8 +3,8 @@
 // (pseudo_gradient_penalty.hpp), all-reduce their weighted pseudo-gradients, clip the average's
 // norm, and take the outer step on that layer alone.
 #include <keel/plugin.h>
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/backend_buffer.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/backend_buffer.hpp>
 
 #include <chrono>
 #include <cmath>

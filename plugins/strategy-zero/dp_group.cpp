@@ -1,10 +1,10 @@
 // Per-layer collectives over the data-parallel group (see dp_group.hpp). sum_over_ranks takes
-// the core's one rule for sums over ranks (keel_support/rank_order_sum.hpp): bit-identical on
+// the core's one rule for sums over ranks (keel_support/common/rank_order_sum.hpp): bit-identical on
 // every rank whatever algorithm the communicator uses, and 32-bit words only.
 #include "dp_group.hpp"
 
 #include <keel/plugin.h>
-#include <keel_support/rank_order_sum.hpp>
+#include <keel_support/common/rank_order_sum.hpp>
 
 #include <cstring>
 #include <string>
@@ -93,7 +93,7 @@ void DataParallelGroup::all_gather_in_place(float* full, int64_t chunk) {
 }
 
 double DataParallelGroup::sum_over_ranks(double local) {
-  // The core's rule for sums every rank must agree on (keel_support/rank_order_sum.hpp), through
+  // The core's rule for sums every rank must agree on (keel_support/common/rank_order_sum.hpp), through
   // backend memory like every other collective's buffers here.
   auto words = reinterpret_cast<int32_t*>(sum_words_.floats());
   auto to_backend = [this](int32_t* dst, const int32_t* src, int64_t n) {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include <keel_support/backend_ops.hpp>
+#include <keel_support/common/backend_ops.hpp>
 
 namespace keel_zero {
 

@@ -15,7 +15,7 @@
 //            its own, split from the group, because stage 3 gathers parameters on the training
 //            thread meanwhile (comm.h: one thread per communicator).
 // Pipeline parallelism: a STAGE_TIED gradient is summed over the embedding group before its
-// data-parallel reduction, once per step at finish_reduction (keel_support/stage_tied_grads.hpp
+// data-parallel reduction, once per step at finish_reduction (keel_support/strategy/stage_tied_grads.hpp
 // says why not at the release). In stages 2/3 a layer holding one therefore keeps its full
 // buffer over the step's micro-batches and is reduced there, after the sum, instead of at each
 // final release.
@@ -26,18 +26,18 @@
 // The norm sums Σ g² one layer's chunk at a time, so both homes add the same partial sums.
 #pragma once
 
-#include <keel_support/comm_worker.hpp>
+#include <keel_support/strategy/comm_worker.hpp>
 
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <vector>
 
-#include <keel_support/backend_ops.hpp>
-#include <keel_support/stage_tied_grads.hpp>
-#include <keel_support/store_layout.hpp>
-#include <keel_support/sum_squares_batch.hpp>
-#include <keel_support/tier_home.hpp>
+#include <keel_support/common/backend_ops.hpp>
+#include <keel_support/strategy/stage_tied_grads.hpp>
+#include <keel_support/strategy/store_layout.hpp>
+#include <keel_support/strategy/sum_squares_batch.hpp>
+#include <keel_support/strategy/tier_home.hpp>
 
 #include "dp_group.hpp"
 

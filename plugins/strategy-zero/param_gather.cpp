@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include <keel_support/compute_ops.hpp>
+#include <keel_support/model/compute_ops.hpp>
 
 namespace keel_zero {
 

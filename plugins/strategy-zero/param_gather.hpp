@@ -13,10 +13,10 @@
 
 #include <vector>
 
-#include <keel_support/backend_ops.hpp>
+#include <keel_support/common/backend_ops.hpp>
 #include "dp_group.hpp"
 #include "param_shard.hpp"
-#include <keel_support/store_layout.hpp>
+#include <keel_support/strategy/store_layout.hpp>
 
 namespace keel_zero {
 

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include <keel_support/backend_ops.hpp>
-#include <keel_support/store_layout.hpp>
-#include <keel_support/tier_home.hpp>
+#include <keel_support/common/backend_ops.hpp>
+#include <keel_support/strategy/store_layout.hpp>
+#include <keel_support/strategy/tier_home.hpp>
 
 namespace keel_zero {
 

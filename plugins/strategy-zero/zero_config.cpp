@@ -2,7 +2,7 @@
 // trade memory for communication very differently, so no default would suit most runs.
 #include "zero_config.hpp"
 
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 namespace keel_zero {
 

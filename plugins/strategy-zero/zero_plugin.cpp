@@ -1,10 +1,10 @@
-// The zero plugin's C ABI face: the strategy table (keel_support's StrategySlots, with zero's
+// The zero plugin's entry: the strategy table (keel_support's StrategySlots, with zero's
 // own write_param and read_grad) and the entry symbol.
 #include <keel/plugin.h>
 #include <keel/strategy.h>
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/plugin_entry.hpp>
-#include <keel_support/strategy_slots.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/plugin_entry.hpp>
+#include <keel_support/strategy/strategy_slots.hpp>
 
 #include <memory>
 

@@ -4,8 +4,8 @@
 #include "zero_strategy.hpp"
 
 #include <keel/plugin.h>
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/offload_tier.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/strategy/offload_tier.hpp>
 
 #include <algorithm>
 #include <cstddef>

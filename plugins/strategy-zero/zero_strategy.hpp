@@ -1,5 +1,5 @@
 // The zero strategy: ZeRO stages 1-3 over the data-parallel group, as a sharding policy on the
-// parameter store (keel_support/param_store.hpp) with one shard per dp rank. What each stage
+// parameter store (keel_support/strategy/param_store.hpp) with one shard per dp rank. What each stage
 // keeps for the run's whole life:
 //   stage 1: full parameters, full gradients, optimizer state for this rank's chunks;
 //   stage 2: full parameters, gradient and state chunks (full gradients per layer, transient);
@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include <keel_support/param_store.hpp>
+#include <keel_support/strategy/param_store.hpp>
 
 #include "dp_group.hpp"
 #include "grad_reduction.hpp"

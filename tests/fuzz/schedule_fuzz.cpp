@@ -1,4 +1,4 @@
-// Seeded fuzzing of the schedule simulator (keel_support/schedule_check.hpp), which the core
+// Seeded fuzzing of the schedule simulator (keel_support/schedule/schedule_check.hpp), which the core
 // trusts to refuse any action list that would hang or train wrong. Inputs are the built-in
 // schedules' lists with one to three random mutations (an action dropped, duplicated, moved
 // within or across stages, a field changed, the last-for-chunk flag toggled) and, one in ten,
@@ -10,7 +10,7 @@
 // simulator that accepts or refuses everything fails.
 //
 //   keel-schedule-fuzz --seed S --count N
-#include <keel_support/schedule_check.hpp>
+#include <keel_support/schedule/schedule_check.hpp>
 
 #include <cstdint>
 #include <cstdlib>

@@ -9,7 +9,7 @@
 // this rank's rows under sequence parallelism, and wte's two copies sum to the whole gradient.
 //   usage: mpirun -np N keel_gpt_tensor_parallel_test N
 #include <keel/keel.h>
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include <cmath>
 #include <map>

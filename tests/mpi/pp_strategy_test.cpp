@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include <keel_support/testing/host_memory_backend.hpp>
+#include <keel_support/common/testing/host_memory_backend.hpp>
 
 #include "comm_test_support.hpp"
 

@@ -1,4 +1,4 @@
-// Megatron's four tensor-parallel mappings (keel_support/tp_mappings.hpp) on real ranks:
+// Megatron's four tensor-parallel mappings (keel_support/model/tp_mappings.hpp) on real ranks:
 // each forward and backward against its definition in closed form (every rank contributes
 // f(rank, i), so sums and gathered blocks are known without another rank's data), each pair
 // checked to be adjoint (<fwd(x), y> = <x, bwd(y)> over the whole group, which is what makes
@@ -9,11 +9,11 @@
 #include <functional>
 #include <vector>
 
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/testing/host_memory_backend.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/testing/host_memory_backend.hpp>
 
 #include "comm_test_support.hpp"
-#include <keel_support/tp_mappings.hpp>
+#include <keel_support/model/tp_mappings.hpp>
 
 namespace {
 

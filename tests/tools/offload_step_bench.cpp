@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <keel_support/param_store.hpp>
-#include <keel_support/testing/host_memory_backend.hpp>
+#include <keel_support/strategy/param_store.hpp>
+#include <keel_support/common/testing/host_memory_backend.hpp>
 
 #include "plugin_test_support.hpp"
 #include "test_offload_tier.hpp"

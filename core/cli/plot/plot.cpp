@@ -6,7 +6,7 @@
 // (keel.plot_metrics, with matplotlib), so the CLI needs no font and no image encoder.
 #include "plot/plot.h"
 
-#include <keel_support/json_parse.hpp>
+#include <keel_support/common/json_parse.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

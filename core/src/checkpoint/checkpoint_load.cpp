@@ -12,8 +12,8 @@
 #include <map>
 #include <set>
 
-#include <keel_support/json_parse.hpp>
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/json_parse.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_files.h"

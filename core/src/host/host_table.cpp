@@ -7,7 +7,7 @@
 #include "host/log.h"
 #include "host/param_init.h"
 
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include <string>
 

@@ -2,7 +2,7 @@
 // (seed, parameter name, element index), so any shard can be filled independently and in parallel.
 #include "host/param_init.h"
 
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include <cmath>
 

@@ -6,7 +6,7 @@
 
 #include <unistd.h>
 
-#include <keel_support/json_parse.hpp>
+#include <keel_support/common/json_parse.hpp>
 
 #include <algorithm>
 #include <cmath>

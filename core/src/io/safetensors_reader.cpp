@@ -5,7 +5,7 @@
 // bytes, and training would go on from wrong values without a word.
 #include "io/safetensors.h"
 
-#include <keel_support/json_parse.hpp>
+#include <keel_support/common/json_parse.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -6,7 +6,7 @@
 #include "loader/plugin_registry.h"
 
 #include <keel/version.h>
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 #include <dlfcn.h>
 

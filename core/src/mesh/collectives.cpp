@@ -2,7 +2,7 @@
 // the group.
 #include "mesh/collectives.h"
 
-#include <keel_support/rank_order_sum.hpp>
+#include <keel_support/common/rank_order_sum.hpp>
 
 #include <algorithm>
 #include <cstring>

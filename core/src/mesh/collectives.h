@@ -1,5 +1,5 @@
 // The core's collectives on one group of the mesh. One element-type rule, the same as the
-// built-in strategies' (keel_support/rank_order_sum.hpp): what the core moves between ranks
+// built-in strategies' (keel_support/common/rank_order_sum.hpp): what the core moves between ranks
 // travels as 32-bit integer words (a double as two, a string padded to whole words), the one
 // type every comm plugin moves, and sums are added in rank order so every rank gets the same
 // bits. Only activations and logits travel as fp32. On a group this rank is alone in, each

@@ -5,7 +5,7 @@
 // the world exists and refuses a mismatch, saying how to launch instead.
 #pragma once
 
-#include <keel_support/launcher_env.hpp>
+#include <keel_support/common/launcher_env.hpp>
 
 #include <cstdint>
 #include <optional>

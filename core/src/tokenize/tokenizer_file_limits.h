@@ -4,7 +4,7 @@
 // limit is refused, naming the file, the part and the limit, before any large structure exists.
 #pragma once
 
-#include <keel_support/json_parse.hpp>  // defines: kMaxJsonDepth
+#include <keel_support/common/json_parse.hpp>  // defines: kMaxJsonDepth
 
 #include <cstddef>
 #include <string>

@@ -6,7 +6,7 @@
 // with the same name. Data-parallel replicas all send what they hold (a rank cannot tell a
 // replica from a shard alone), placed last rank first so the lowest rank's values stand where
 // replicas differ between syncs (diloco, edit).
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include <algorithm>
 #include <cstring>

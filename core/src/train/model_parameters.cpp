@@ -1,8 +1,8 @@
 // Whole-tensor reads and writes, names and external formats (model_parameters.h).
 #include "train/model_parameters.h"
 
-#include <keel_support/json_section.hpp>
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/json_section.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include "host/errors.h"
 #include "train/plugin_instances.h"

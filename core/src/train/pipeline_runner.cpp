@@ -9,7 +9,7 @@
 #include "host/host_table.h"
 #include "loader/plugin_registry.h"
 
-#include <keel_support/compute_ops.hpp>
+#include <keel_support/model/compute_ops.hpp>
 #include "train/schedule_lists.h"
 
 namespace keel {

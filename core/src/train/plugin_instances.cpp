@@ -1,8 +1,8 @@
 // Resolving config sections to plugins and creating their objects.
 #include "train/plugin_instances.h"
 
-#include <keel_support/compute_ops.hpp>
-#include <keel_support/packed_state.hpp>
+#include <keel_support/model/compute_ops.hpp>
+#include <keel_support/strategy/packed_state.hpp>
 
 #include "host/errors.h"
 #include "host/host_table.h"

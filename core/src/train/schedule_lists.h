@@ -7,7 +7,7 @@
 #pragma once
 
 #include <keel/schedule.h>
-#include <keel_support/schedule_check.hpp>
+#include <keel_support/schedule/schedule_check.hpp>
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 // the clip factor, the scheduled learning rate and the strategy's step.
 #include "train/trainer.h"
 
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <cmath>
 
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 #include "host/errors.h"
 #include "host/log.h"

@@ -1,22 +1,12 @@
-// How many elements a host loop needs before an OpenMP parallel region pays for itself: waking
-// the team and splitting the range cost a few microseconds, which a short loop finishes in on
-// one thread. Every CPU kernel and optimizer update asks here, so a later tuning changes one line
-// per kind of loop instead of seventeen literals. The comparisons at the sites (> or >=) are
-// kept as they were written, so these constants reproduce the earlier behaviour exactly.
+// Forwarding header: the OpenMP thresholds moved to the cpu kernels (kernels/cpu/parallel_threshold.h,
+// keel::cpu::kParallelMinElements), which are not installed; these copies of the two values keep
+// plugin source written against the flat layout compiling, and go away after the next release.
+// tests/unit/support/old_include_paths_test.cpp checks that they equal the kernels' own.
 #pragma once
 
 #include <cstdint>
 
 namespace keel_support {
-
-// Loops with a little arithmetic per element over streaming memory (add, scale, embedding,
-// cross-entropy rows, matmul's output tasks, the optimizer updates).
 constexpr int64_t kParallelMinElements = int64_t(1) << 15;
-
-// Loops that spend several times more per element: layernorm's two passes over a row and its
-// normalisation, gelu's tanh. Half as many elements already amortise the team's start. These two
-// values are those the kernels were written with; neither was measured against the other, which
-// the tuning issue is to do.
 constexpr int64_t kParallelMinElementsHeavy = int64_t(1) << 14;
-
 }  // namespace keel_support

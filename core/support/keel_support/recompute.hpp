@@ -1,29 +1,4 @@
-// Activation recomputation (Korthikanti et al. 2022, Megatron-LM's --recompute-granularity) as a
-// transformer model's config names it: what a training forward keeps for the backward and what
-// the backward computes again. Shared by the gpt and llama models; installed for third-party ones.
+// Forwarding header: moved to keel_support/model/recompute.hpp, in keel_support's rooms by plugin kind.
+// Kept so plugin source written against the flat layout still compiles; goes away after the next release.
 #pragma once
-
-#include <string>
-
-#include "keel_support/json_section.hpp"
-
-namespace keel_support {
-
-enum class Recompute {
-  NONE,       // every block's tensors are kept
-  SELECTIVE,  // attention's saved state (the (B,NH,T,T) probabilities) is dropped and recomputed
-  FULL,       // only each block's input (the residual stream) is kept; the block runs again
-};
-
-// As the config writes it.
-inline const char* recompute_name(Recompute mode) {
-  return mode == Recompute::FULL ? "full" : mode == Recompute::SELECTIVE ? "selective" : "none";
-}
-
-// The section's "recompute" key: "none" (the default), "selective" or "full".
-inline Recompute parse_recompute(JsonSection& section) {
-  const std::string mode = section.get_choice("recompute", "none", {"none", "selective", "full"});
-  return mode == "full" ? Recompute::FULL : mode == "selective" ? Recompute::SELECTIVE : Recompute::NONE;
-}
-
-}  // namespace keel_support
+#include "keel_support/model/recompute.hpp"

@@ -1,4 +1,4 @@
-// The localsgd plugin's C ABI face: its config section, the strategy table and the one
+// The localsgd plugin's entry: its config section, the strategy table and the one
 // exported symbol, keel_plugin_entry. keel_support::StrategySlots writes the table's slots:
 // each runs its body under keel_support::guard, so no C++ exception crosses the ABI (a thrown
 // error becomes a status code with its message set through the host), and forwards to
@@ -7,10 +7,10 @@
 #include <keel/plugin.h>
 #include <keel/strategy.h>
 
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/json_section.hpp>
-#include <keel_support/plugin_entry.hpp>
-#include <keel_support/strategy_slots.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/json_section.hpp>
+#include <keel_support/common/plugin_entry.hpp>
+#include <keel_support/strategy/strategy_slots.hpp>
 
 #include <climits>
 #include <memory>

@@ -4,7 +4,7 @@
 #include "localsgd_strategy.hpp"
 
 #include <keel/plugin.h>
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <string>
 
@@ -28,7 +28,7 @@ const keel_strategy_create_args& checked(const keel_strategy_create_args& args) 
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the data-parallel communicator lacks all_reduce");
   if (args.dp_comm && (args.dp_size < 1 || args.dp_rank < 0 || args.dp_rank >= args.dp_size))
     invalid("create: dp_rank " + std::to_string(args.dp_rank) + " is outside dp_size " + std::to_string(args.dp_size));
-  // Pipeline stages would each need the STAGE_TIED gradient sum (keel_support/stage_tied_grads.hpp)
+  // Pipeline stages would each need the STAGE_TIED gradient sum (keel_support/strategy/stage_tied_grads.hpp)
   // on top of local steps; this example keeps to data parallelism.
   const keel_support::PipelinePosition pp = keel_support::pipeline_position(args);
   if (pp.size > 1)

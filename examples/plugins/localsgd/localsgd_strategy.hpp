@@ -4,15 +4,15 @@
 // parameters (all_reduce sum × 1/dp_size). It trades a little convergence per step for
 // communication every k steps instead of every step.
 // Layout, init, the model's views, the optimizer runs and checkpoint I/O come from Keel's
-// parameter store (keel_support/param_store.hpp); this file is only the algorithm and its own
+// parameter store (keel_support/strategy/param_store.hpp); this file is only the algorithm and its own
 // per-rank state. Methods throw keel_support errors; localsgd_plugin.cpp turns them into
 // status codes at the ABI.
 #pragma once
 
 #include <keel/strategy.h>
 
-#include <keel_support/backend_buffer.hpp>
-#include <keel_support/param_store.hpp>
+#include <keel_support/common/backend_buffer.hpp>
+#include <keel_support/strategy/param_store.hpp>
 
 #include <cstdint>
 #include <string>

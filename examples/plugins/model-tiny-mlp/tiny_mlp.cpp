@@ -2,7 +2,7 @@
 // token from the current one alone (a learned bigram through a hidden layer). Per token:
 //   x = wte[token]  (C);  h = gelu(W1·x + b1)  (H = 4C);  logits = W2·h  (Vp)
 // Layers, the units the strategy lends: 0 = wte, 1 = fc (W1, b1), 2 = head (W2). It runs at
-// tp 1 and pp 1 and has no Hugging Face names, so it defines none of ModelFace's optional
+// tp 1 and pp 1 and has no Hugging Face names, so it defines none of ModelSlots's optional
 // members: those slots refuse in its name, and the core refuses parallel.pp > 1 for it.
 #include <keel/model.h>
 #include <keel/plugin.h>
@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include <keel_support/backend_ops.hpp>    // defines: BackendOps, KEEL_OP, KEEL_REQUIRE_BACKEND_OP
-#include <keel_support/carver.hpp>         // defines: Carver
-#include <keel_support/json_section.hpp>   // defines: JsonSection
-#include <keel_support/layer_lease.hpp>    // defines: LayerLease
-#include <keel_support/model_face.hpp>     // defines: ModelFace
-#include <keel_support/model_support.hpp>  // defines: make_spec, write_model_info, check_token_ids
-#include <keel_support/plugin_entry.hpp>   // defines: plugin_info, plugin_list
+#include <keel_support/common/backend_ops.hpp>    // defines: BackendOps, KEEL_OP, KEEL_REQUIRE_BACKEND_OP
+#include <keel_support/model/carver.hpp>         // defines: Carver
+#include <keel_support/common/json_section.hpp>   // defines: JsonSection
+#include <keel_support/model/layer_lease.hpp>    // defines: LayerLease
+#include <keel_support/model/model_slots.hpp>     // defines: ModelSlots
+#include <keel_support/model/model_support.hpp>  // defines: make_spec, write_model_info, check_token_ids
+#include <keel_support/common/plugin_entry.hpp>   // defines: plugin_info, plugin_list
 
 namespace {
 
@@ -216,7 +216,7 @@ class TinyMlp {
 };
 
 const keel_plugin_info kPlugins[] = {keel_support::plugin_info(
-    KEEL_KIND_MODEL, "tiny-mlp", "0.1.0", &keel_support::ModelFace<TinyMlp>::kApi,
+    KEEL_KIND_MODEL, "tiny-mlp", "0.1.0", &keel_support::ModelSlots<TinyMlp>::kApi,
     "two-layer MLP language model (the model SDK's worked example)")};
 const keel_plugin_list kPluginList = keel_support::plugin_list(kPlugins);
 

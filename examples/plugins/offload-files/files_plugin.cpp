@@ -1,12 +1,12 @@
-// The "files" offload plugin's C face: its "offload" keys (path, capacity_bytes), parsed alike by
+// The "files" offload plugin's C table: its "offload" keys (path, capacity_bytes), parsed alike by
 // validate_config and create, and the entry symbol. keel_support::OffloadSlots writes every
 // other slot of the table; SyncOffloadEngine runs the store on two worker threads.
 #include <keel/offload.h>
 #include <keel/plugin.h>
-#include <keel_support/json_section.hpp>
-#include <keel_support/offload_engine_base.hpp>
-#include <keel_support/offload_slots.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/common/json_section.hpp>
+#include <keel_support/offload/offload_engine_base.hpp>
+#include <keel_support/offload/offload_slots.hpp>
+#include <keel_support/common/plugin_entry.hpp>
 
 #include <memory>
 #include <string>

@@ -3,7 +3,7 @@
 // synchronously; keel_support::SyncOffloadEngine makes that the asynchronous offload kind.
 #pragma once
 
-#include <keel_support/offload_engine_base.hpp>
+#include <keel_support/offload/offload_engine_base.hpp>
 
 #include <cstdint>
 #include <string>

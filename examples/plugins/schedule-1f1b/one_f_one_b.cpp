@@ -4,9 +4,9 @@
 // same lists as Keel's built-in "1f1b", so a run with either trains to the same losses.
 #include <keel/plugin.h>
 #include <keel/schedule.h>
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/json_section.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/json_section.hpp>
+#include <keel_support/common/plugin_entry.hpp>
 
 #include <algorithm>
 #include <string>

@@ -1,6 +1,8 @@
 // signSGD (Bernstein et al., 2018): p -= lr · sign(g). A third-party optimizer in one file,
 // using only the installed headers.
 #include <keel/keel.h>
+// The flat path from before keel_support's rooms (now keel_support/common/abi_guard.hpp): its
+// installed forwarding header keeps plugin source like this compiling for one more release.
 #include <keel_support/abi_guard.hpp>
 
 namespace {

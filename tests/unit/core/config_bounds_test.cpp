@@ -3,7 +3,7 @@
 // name the origin, the JSON path, the allowed range and the value as written.
 #include <gtest/gtest.h>
 
-#include <keel_support/json_section.hpp>
+#include <keel_support/common/json_section.hpp>
 
 #include <functional>
 

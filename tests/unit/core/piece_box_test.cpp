@@ -4,7 +4,7 @@
 // (box, flat range) pieces (checked against a per-element global-index map).
 #include <gtest/gtest.h>
 
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include <cmath>
 #include <random>

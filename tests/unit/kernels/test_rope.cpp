@@ -4,7 +4,7 @@
 // inverse frequencies against theta^(−2i/D) and Llama 3's scaling against its three regimes.
 #include "cpu/rope.h"
 
-#include <keel_support/rope_frequencies.hpp>
+#include <keel_support/model/rope_frequencies.hpp>
 
 #include <complex>
 

@@ -4,9 +4,9 @@
 // two workers overlap requests; and a store refusing add_extent leaves no extent behind.
 #include <gtest/gtest.h>
 #include <keel/offload.h>
-#include <keel_support/offload_engine_base.hpp>
-#include <keel_support/offload_slots.hpp>
-#include <keel_support/testing/recording_host.hpp>
+#include <keel_support/offload/offload_engine_base.hpp>
+#include <keel_support/offload/offload_slots.hpp>
+#include <keel_support/common/testing/recording_host.hpp>
 
 #include <atomic>
 #include <chrono>

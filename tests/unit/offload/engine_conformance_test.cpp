@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <keel/offload.h>
 #include <keel/plugin.h>
-#include <keel_support/testing/offload_conformance.hpp>
+#include <keel_support/offload/testing/offload_conformance.hpp>
 
 #include <string>
 

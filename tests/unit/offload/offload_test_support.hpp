@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/aligned_buffer.hpp>
-#include <keel_support/offload_engine.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/offload/aligned_buffer.hpp>
+#include <keel_support/offload/offload_engine.hpp>
 
 namespace offload_test {
 

@@ -4,7 +4,7 @@
 // passing the all-rank simulation, and the example's refusals (virtual stages, unknown keys).
 #include <gtest/gtest.h>
 #include <keel/schedule.h>
-#include <keel_support/schedule_check.hpp>
+#include <keel_support/schedule/schedule_check.hpp>
 
 #include <string>
 #include <vector>

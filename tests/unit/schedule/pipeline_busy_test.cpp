@@ -2,7 +2,7 @@
 // through the simulator, and the closed-form bubbles a benchmark compares them with.
 #include <gtest/gtest.h>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 // full count and nothing past its capacity, and the config section refuses unknown keys.
 #include <gtest/gtest.h>
 #include <keel/schedule.h>
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <string>
 #include <vector>

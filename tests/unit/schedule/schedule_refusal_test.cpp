@@ -1,7 +1,7 @@
 // Shapes a schedule cannot run are refused with the offending numbers and what was expected.
 #include <gtest/gtest.h>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include "schedules.hpp"
 

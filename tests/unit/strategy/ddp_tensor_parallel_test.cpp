@@ -1,7 +1,7 @@
 // ddp under tensor parallelism (ABI 0.6): a parameter is this rank's piece (local_offset +
 // local_shape of the global tensor), initialised through host->init_piece with the numbers the
 // whole tensor has there, and grad_sq_norm counts a tp-replicated parameter only on tp rank 0.
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include <cmath>
 

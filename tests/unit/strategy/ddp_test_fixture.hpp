@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <keel_support/testing/host_memory_backend.hpp>
+#include <keel_support/common/testing/host_memory_backend.hpp>
 #include "plugin_test_support.hpp"
 #include "recording_optimizer.hpp"
 

@@ -1,7 +1,7 @@
 // The localsgd example strategy under tensor parallelism (ABI 0.6), single rank: a parameter is
 // this rank's piece, initialised through host->init_piece with the whole tensor's numbers, and
 // grad_sq_norm counts a tp-replicated parameter only on tp rank 0.
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/piece_box.hpp>
 
 #include "ddp_test_fixture.hpp"
 

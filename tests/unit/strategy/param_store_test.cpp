@@ -1,7 +1,7 @@
 // keel_support's parameter store used directly, as a third-party strategy would: every array
 // comes from the HomeFactory (the seam an offload tier plugs into) and describe reports what
 // the homes keep in backend memory; a sharded store initialises and serves only the owned part.
-#include <keel_support/param_store.hpp>
+#include <keel_support/strategy/param_store.hpp>
 
 #include <memory>
 #include <utility>

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include <keel_support/backend_ops.hpp>
-#include <keel_support/sum_squares_batch.hpp>
-#include <keel_support/testing/host_memory_backend.hpp>
+#include <keel_support/common/backend_ops.hpp>
+#include <keel_support/strategy/sum_squares_batch.hpp>
+#include <keel_support/common/testing/host_memory_backend.hpp>
 
 namespace {
 

@@ -1,8 +1,8 @@
-// keel_support/chunk_plan.hpp: where a model's blocks sit under pipeline parallelism, and the
+// keel_support/model/chunk_plan.hpp: where a model's blocks sit under pipeline parallelism, and the
 // plan of a model without pipelines (ChunkPlan::whole). A default-constructed plan is not a plan:
 // it once answered "-1 chunks" and let a forward refuse chunk 0 for no reason a model author
 // could act on.
-#include <keel_support/chunk_plan.hpp>
+#include <keel_support/model/chunk_plan.hpp>
 
 #include <gtest/gtest.h>
 

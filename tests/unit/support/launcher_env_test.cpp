@@ -1,8 +1,8 @@
-// keel_support/launcher_env.hpp against environments as each launcher sets them (copied from
+// keel_support/common/launcher_env.hpp against environments as each launcher sets them (copied from
 // what OpenMPI's mpirun, srun with and without --mpi=pmix, an sbatch script and MPICH's hydra
 // export), and against malformed values, each of which must be refused naming the variable.
 #include <gtest/gtest.h>
-#include <keel_support/launcher_env.hpp>
+#include <keel_support/common/launcher_env.hpp>
 
 #include <cstdlib>
 #include <map>

@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include <keel_support/abi_guard.hpp>
-#include <keel_support/testing/recording_host.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/testing/recording_host.hpp>
 
 #include "cpu_engine.hpp"
 #include "nvme_engine.hpp"

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include <keel_support/testing/recording_host.hpp>
-#include <keel_support/piece_box.hpp>
+#include <keel_support/common/testing/recording_host.hpp>
+#include <keel_support/common/piece_box.hpp>
 
-#include <keel_support/testing/host_memory_backend.hpp>  // defines: HostMemoryBackend
+#include <keel_support/common/testing/host_memory_backend.hpp>  // defines: HostMemoryBackend
 #include "plugin_test_support.hpp"   // defines: LoadedPlugin
 #include "thread_comm.hpp"           // defines: ThreadWorld
 

@@ -1,0 +1,82 @@
+// One layer's parameters (and in backward its gradients) borrowed from the strategy through
+// keel_param_access, checked against the model's own specs, and handed back on every path: the
+// way a model reads its weights without knowing where the strategy keeps them.
+#pragma once
+
+#include <keel/params.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "keel_support/common/abi_guard.hpp"
+#include "keel_support/model/compute_ops.hpp"
+
+namespace keel_support {
+
+// One layer's parameters (and, in backward, gradient buffers) borrowed from the strategy.
+// release() hands them back; on an error path the destructor releases them, never as final.
+class LayerLease {
+ public:
+  static constexpr size_t kMaxTensors = 16;
+
+  // `specs` points at the layer's first spec; the layer has n consecutive specs.
+  LayerLease(const keel_param_access* access, int32_t layer, int32_t phase, const keel_param_spec* specs,
+             size_t n)
+      : access_(access), layer_(layer), phase_(phase), n_(n) {
+    if (n > kMaxTensors) throw std::logic_error("LayerLease: too many tensors in one layer");
+    keel_tensor* grads = phase == KEEL_PHASE_BACKWARD ? grads_ : nullptr;
+    check_callee(access->acquire(access->ctx, layer, phase, params_, grads, n), "strategy acquire");
+    held_ = true;
+    for (size_t i = 0; i < n; ++i) {
+      check_tensor(params_[i], specs[i], "parameter");
+      if (grads) check_tensor(grads_[i], specs[i], "gradient");
+    }
+  }
+  LayerLease(const LayerLease&) = delete;
+  LayerLease& operator=(const LayerLease&) = delete;
+  ~LayerLease() {
+    if (held_) access_->release(access_->ctx, layer_, phase_, 0);
+  }
+
+  float* param(size_t i) const { return data_of(params_[i]); }
+  float* grad(size_t i) const { return data_of(grads_[i]); }
+  // A parameter at the compute type the strategy hands out (fp32, or bf16 under a bf16 backend).
+  Elems param_elems(size_t i) const { return Elems(data_of(params_[i]), int32_t(params_[i].dtype.bits / 8)); }
+
+  // grads_final: backward only; this was the layer's last use in this backward pass.
+  void release(bool grads_final) {
+    held_ = false;
+    check_callee(access_->release(access_->ctx, layer_, phase_, grads_final ? 1 : 0), "strategy release");
+  }
+
+ private:
+  static float* data_of(const keel_tensor& t) {
+    return reinterpret_cast<float*>(static_cast<char*>(t.data) + t.byte_offset);
+  }
+  // A strategy bug shows up here, named, instead of as corrupted memory later.
+  void check_tensor(const keel_tensor& t, const keel_param_spec& spec, const char* what) const {
+    // Gradients are fp32; parameters fp32 or bf16 (a bf16 compute copy, backend.h 0.8).
+    const bool fp32 = t.dtype.code == KEEL_DTYPE_FLOAT && t.dtype.bits == 32;
+    const bool bf16 = t.dtype.code == KEEL_DTYPE_BFLOAT && t.dtype.bits == 16 && std::string(what) == "parameter";
+    bool ok = t.data != nullptr && (fp32 || bf16) && t.ndim == spec.ndim;
+    for (int d = 0; ok && d < spec.ndim; ++d) ok = t.shape[d] == spec.local_shape[d];
+    if (!ok)
+      throw keel_support::StatusError(
+          KEEL_ERR_INTERNAL, std::string("the strategy's acquire returned a ") + what + " tensor for \"" +
+                                 spec.name + "\" (layer " + std::to_string(layer_) +
+                                 ") that is NULL, not of a compute type (fp32; bf16 for a parameter), or not of the "
+                                 "declared local shape");
+  }
+
+  const keel_param_access* access_;
+  int32_t layer_;
+  int32_t phase_;
+  size_t n_;
+  bool held_ = false;
+  keel_tensor params_[kMaxTensors] = {};
+  keel_tensor grads_[kMaxTensors] = {};
+};
+
+}  // namespace keel_support
