@@ -4,7 +4,8 @@
 // (every slot runs under keel_support::guard); the math lives in the kernels.
 #include <keel/backend.h>
 #include <keel/plugin.h>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/common/plugin_entry.hpp>
+#include <keel_support/backend/backend_slots.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -433,37 +434,8 @@ keel_status crossentropy_shard_backward(void* backend, float* dlogits, const flo
 keel_backend_api make_api() {
   keel_backend_api api{};
   api.struct_size = sizeof(keel_backend_api);
-  api.validate_config = validate_config;
-  api.create = create;
-  api.destroy = destroy;
-  api.device = device;
-  api.peak_flops = peak_flops;
-  api.alloc = alloc;
-  api.free_memory = free_memory;
-  api.copy = copy;
-  api.fill_zero = fill_zero;
-  api.synchronize = synchronize;
-  api.matmul_forward = matmul_forward;
-  api.matmul_backward = matmul_backward;
-  api.layernorm_forward = layernorm_forward;
-  api.layernorm_backward = layernorm_backward;
-  api.attention_saved_floats = attention_saved_floats;
-  api.attention_forward = attention_forward;
-  api.attention_backward = attention_backward;
-  api.gelu_forward = gelu_forward;
-  api.gelu_backward = gelu_backward;
-  api.add = add;
-  api.accumulate = accumulate;
-  api.scale = scale;
-  api.embedding_forward = embedding_forward;
-  api.embedding_backward = embedding_backward;
-  api.crossentropy_forward = crossentropy_forward;
-  api.crossentropy_backward = crossentropy_backward;
-  api.sum_squares = sum_squares;
-  api.embedding_rows_forward = embedding_rows_forward;
-  api.embedding_rows_backward = embedding_rows_backward;
-  api.crossentropy_shard_stats = crossentropy_shard_stats;
-  api.crossentropy_shard_backward = crossentropy_shard_backward;
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_1);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_6);
   fill_queue_slots(api);  // 0.8
   fill_dt_slots(api);
   fill_optimizer_slots(api);

@@ -7,7 +7,7 @@
 #pragma once
 
 #include <keel/backend.h>
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <cstdint>
 #include <initializer_list>

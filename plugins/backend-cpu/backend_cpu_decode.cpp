@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <keel_support/backend/backend_slots.hpp>  // defines: KEEL_FILL_BACKEND_SLOTS
+
 #include "backend_cpu.hpp"     // defines: run, require*
 #include "backend_cpu_dt.hpp"  // defines: bf16_storage
 #include "cpu/attention.h"     // defines: attention_decode
@@ -35,6 +37,6 @@ keel_status attention_decode_dt(void* backend, keel_dtype dt, void* out, void* k
 
 }  // namespace
 
-void fill_decode_slots(keel_backend_api& api) { api.attention_decode_dt = attention_decode_dt; }
+void fill_decode_slots(keel_backend_api& api) { KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_18); }
 
 }  // namespace keel_backend_cpu

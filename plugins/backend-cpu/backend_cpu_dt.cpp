@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "keel_support/parallel_threshold.hpp"
+#include <keel_support/backend/backend_slots.hpp>  // defines: KEEL_FILL_BACKEND_SLOTS
 
 #include "backend_cpu.hpp"      // defines: CpuBackend, run, require*, is_bf16
 #include "backend_cpu_dt.hpp"   // defines: bf16_storage, Fp32Input, Fp32Output
@@ -21,6 +21,7 @@
 #include "cpu/gelu.h"           // defines: gelu_forward, gelu_backward
 #include "cpu/layernorm.h"      // defines: layernorm_forward, layernorm_backward
 #include "cpu/matmul.h"         // defines: matmul_forward, matmul_backward
+#include "cpu/parallel_threshold.h"  // defines: kParallelMinElements
 #include "cpu/reduce.h"         // defines: sum_squares
 #include "cpu/vocab_shard.h"    // defines: embedding_rows_*, crossentropy_shard_*, crossentropy_combine
 
@@ -42,7 +43,7 @@ GatheredRows gather_widened_rows(const void* table, const int32_t* tokens, int64
   require(count < INT32_MAX, "embedding: B*T = " + std::to_string(count) + " does not fit the int32 token ids");
   GatheredRows g{std::unique_ptr<float[]>(new float[count * C]), std::vector<int32_t>(count)};
   const auto* bits = static_cast<const bf16*>(table);
-#pragma omp parallel for if (count * C > keel_support::kParallelMinElements)
+#pragma omp parallel for if (count * C > keel::cpu::kParallelMinElements)
   for (int64_t i = 0; i < count; ++i) {
     const int64_t row = static_cast<int64_t>(tokens[i]) - row_begin;
     const bool mine = row >= 0 && row < rows;
@@ -341,27 +342,6 @@ keel_status sum_squares_dt(void* backend, keel_dtype dt, const void* x, int64_t 
 
 }  // namespace
 
-void fill_dt_slots(keel_backend_api& api) {
-  api.matmul_forward_dt = matmul_forward_dt;
-  api.matmul_backward_dt = matmul_backward_dt;
-  api.layernorm_forward_dt = layernorm_forward_dt;
-  api.layernorm_backward_dt = layernorm_backward_dt;
-  api.attention_saved_bytes = attention_saved_bytes;
-  api.attention_forward_dt = attention_forward_dt;
-  api.attention_backward_dt = attention_backward_dt;
-  api.gelu_forward_dt = gelu_forward_dt;
-  api.gelu_backward_dt = gelu_backward_dt;
-  api.add_dt = add_dt;
-  api.accumulate_dt = accumulate_dt;
-  api.scale_dt = scale_dt;
-  api.embedding_forward_dt = embedding_forward_dt;
-  api.embedding_backward_dt = embedding_backward_dt;
-  api.embedding_rows_forward_dt = embedding_rows_forward_dt;
-  api.embedding_rows_backward_dt = embedding_rows_backward_dt;
-  api.crossentropy_stats_dt = crossentropy_stats_dt;
-  api.crossentropy_combine = crossentropy_combine;
-  api.crossentropy_backward_dt = crossentropy_backward_dt;
-  api.sum_squares_dt = sum_squares_dt;
-}
+void fill_dt_slots(keel_backend_api& api) { KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_DT_SLOTS_0_8); }
 
 }  // namespace keel_backend_cpu

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <keel_support/backend/backend_slots.hpp>  // defines: KEEL_FILL_BACKEND_SLOTS
+
 #include "backend_cpu.hpp"     // defines: run, require*
 #include "backend_cpu_dt.hpp"  // defines: bf16_storage, Fp32Input, Fp32Output
 #include "cpu/attention.h"     // defines: attention_forward, attention_backward, attention_saved_floats
@@ -144,16 +146,6 @@ keel_status attention_gqa_backward_dt(void* backend, keel_dtype dt, void* dqkv, 
 
 }  // namespace
 
-void fill_llama_slots(keel_backend_api& api) {
-  api.rmsnorm_forward_dt = rmsnorm_forward_dt;
-  api.rmsnorm_backward_dt = rmsnorm_backward_dt;
-  api.rope_forward_dt = rope_forward_dt;
-  api.rope_backward_dt = rope_backward_dt;
-  api.swiglu_forward_dt = swiglu_forward_dt;
-  api.swiglu_backward_dt = swiglu_backward_dt;
-  api.attention_gqa_saved_bytes = attention_gqa_saved_bytes;
-  api.attention_gqa_forward_dt = attention_gqa_forward_dt;
-  api.attention_gqa_backward_dt = attention_gqa_backward_dt;
-}
+void fill_llama_slots(keel_backend_api& api) { KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_9); }
 
 }  // namespace keel_backend_cpu

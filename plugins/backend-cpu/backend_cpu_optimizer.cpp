@@ -3,6 +3,8 @@
 // Compiled with -ffp-contract=off (CMakeLists.txt), as that header requires.
 #include <string>
 
+#include <keel_support/backend/backend_slots.hpp>  // defines: KEEL_FILL_BACKEND_SLOTS
+
 #include "backend_cpu.hpp"           // defines: run, require*
 #include "cpu/optimizer_update.h"    // defines: keel::cpu::adamw_update, keel::cpu::sgd_update
 
@@ -37,9 +39,6 @@ keel_status sgd_update(void* backend, float* params, const float* grads, float* 
 
 }  // namespace
 
-void fill_optimizer_slots(keel_backend_api& api) {
-  api.adamw_update = adamw_update;
-  api.sgd_update = sgd_update;
-}
+void fill_optimizer_slots(keel_backend_api& api) { KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_OPTIMIZER_SLOTS_0_8); }
 
 }  // namespace keel_backend_cpu

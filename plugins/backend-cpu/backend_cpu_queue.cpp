@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include <keel_support/backend/backend_slots.hpp>  // defines: KEEL_FILL_BACKEND_SLOTS
+
 #include "backend_cpu.hpp"  // defines: CpuBackend, run, require*
 #include "cpu/bf16.h"       // defines: widen_bf16, round_to_bf16
 
@@ -102,19 +104,6 @@ keel_status convert(void* backend, void* dst, keel_dtype dst_dtype, const void* 
 
 }  // namespace
 
-void fill_queue_slots(keel_backend_api& api) {
-  api.probe = probe;
-  api.compute_dtype = compute_dtype;
-  api.queue = queue;
-  api.event_create = event_create;
-  api.event_destroy = event_destroy;
-  api.event_record = event_record;
-  api.event_wait = event_wait;
-  api.event_synchronize = event_synchronize;
-  api.alloc_host = alloc_host;
-  api.free_host = free_host;
-  api.copy_async = copy_async;
-  api.convert = convert;
-}
+void fill_queue_slots(keel_backend_api& api) { KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_QUEUE_SLOTS_0_8); }
 
 }  // namespace keel_backend_cpu

@@ -19,8 +19,9 @@
 #include <cuda_runtime.h>
 #include <keel/backend.h>
 #include <keel/plugin.h>
-#include <keel_support/launcher_env.hpp>
-#include <keel_support/plugin_entry.hpp>
+#include <keel_support/common/launcher_env.hpp>
+#include <keel_support/common/plugin_entry.hpp>
+#include <keel_support/backend/backend_slots.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -37,7 +38,7 @@
 #endif
 #include "cuda/kernels.h"         // defines: every kernel launcher, Elem
 #include "cuda/matmul.h"          // defines: Matmul, matmul_forward, matmul_backward
-#include "keel_support/abi_guard.hpp"
+#include "keel_support/common/abi_guard.hpp"
 #include "op_profile.hpp"  // defines: OpProfile
 
 namespace {
@@ -1172,80 +1173,12 @@ keel_status crossentropy_shard_backward(void* backend, float* dlogits, const flo
 keel_backend_api make_api() {
   keel_backend_api api{};
   api.struct_size = sizeof(keel_backend_api);
-  api.validate_config = validate_config;
-  api.create = create;
-  api.destroy = destroy;
-  api.device = device;
-  api.peak_flops = peak_flops;
-  api.alloc = alloc;
-  api.free_memory = free_memory;
-  api.copy = copy;
-  api.fill_zero = fill_zero;
-  api.synchronize = synchronize;
-  api.matmul_forward = matmul_forward;
-  api.matmul_backward = matmul_backward;
-  api.layernorm_forward = layernorm_forward;
-  api.layernorm_backward = layernorm_backward;
-  api.attention_saved_floats = attention_saved_floats;
-  api.attention_forward = attention_forward;
-  api.attention_backward = attention_backward;
-  api.gelu_forward = gelu_forward;
-  api.gelu_backward = gelu_backward;
-  api.add = add;
-  api.accumulate = accumulate;
-  api.scale = scale;
-  api.embedding_forward = embedding_forward;
-  api.embedding_backward = embedding_backward;
-  api.crossentropy_forward = crossentropy_forward;
-  api.crossentropy_backward = crossentropy_backward;
-  api.sum_squares = sum_squares;
-  api.embedding_rows_forward = embedding_rows_forward;
-  api.embedding_rows_backward = embedding_rows_backward;
-  api.crossentropy_shard_stats = crossentropy_shard_stats;
-  api.crossentropy_shard_backward = crossentropy_shard_backward;
-  api.probe = probe;
-  api.compute_dtype = compute_dtype;
-  api.queue = queue;
-  api.event_create = event_create;
-  api.event_destroy = event_destroy;
-  api.event_record = event_record;
-  api.event_wait = event_wait;
-  api.event_synchronize = event_synchronize;
-  api.alloc_host = alloc_host;
-  api.free_host = free_host;
-  api.copy_async = copy_async;
-  api.convert = convert;
-  api.matmul_forward_dt = matmul_forward_dt;
-  api.matmul_backward_dt = matmul_backward_dt;
-  api.layernorm_forward_dt = layernorm_forward_dt;
-  api.layernorm_backward_dt = layernorm_backward_dt;
-  api.attention_saved_bytes = attention_saved_bytes;
-  api.attention_forward_dt = attention_forward_dt;
-  api.attention_backward_dt = attention_backward_dt;
-  api.gelu_forward_dt = gelu_forward_dt;
-  api.gelu_backward_dt = gelu_backward_dt;
-  api.add_dt = add_dt;
-  api.accumulate_dt = accumulate_dt;
-  api.scale_dt = scale_dt;
-  api.embedding_forward_dt = embedding_forward_dt;
-  api.embedding_backward_dt = embedding_backward_dt;
-  api.embedding_rows_forward_dt = embedding_rows_forward_dt;
-  api.embedding_rows_backward_dt = embedding_rows_backward_dt;
-  api.crossentropy_stats_dt = crossentropy_stats_dt;
-  api.crossentropy_combine = crossentropy_combine;
-  api.crossentropy_backward_dt = crossentropy_backward_dt;
-  api.sum_squares_dt = sum_squares_dt;
-  api.adamw_update = adamw_update;
-  api.rmsnorm_forward_dt = rmsnorm_forward_dt;
-  api.rmsnorm_backward_dt = rmsnorm_backward_dt;
-  api.rope_forward_dt = rope_forward_dt;
-  api.rope_backward_dt = rope_backward_dt;
-  api.swiglu_forward_dt = swiglu_forward_dt;
-  api.swiglu_backward_dt = swiglu_backward_dt;
-  api.attention_gqa_saved_bytes = attention_gqa_saved_bytes;
-  api.attention_gqa_forward_dt = attention_gqa_forward_dt;
-  api.attention_gqa_backward_dt = attention_gqa_backward_dt;
-  api.sgd_update = sgd_update;
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_1);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_6);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_QUEUE_SLOTS_0_8);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_DT_SLOTS_0_8);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_OPTIMIZER_SLOTS_0_8);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_9);  // no attention_decode_dt (0.18): whole windows
   return api;
 }
 

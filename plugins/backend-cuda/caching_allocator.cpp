@@ -2,7 +2,7 @@
 #include "caching_allocator.hpp"
 
 #include <keel/types.h>
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include <string>
 

@@ -8,7 +8,8 @@
 #include <cstdlib>
 #include <functional>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/launcher_env.hpp>  // defines: mpi_launcher_variable
 
 #include "mpi_process.hpp"
 #include "mpi_watchdog.hpp"
@@ -28,16 +29,8 @@ std::string mpi_error_string(int code) {
 
 }  // namespace
 
-Communicator::ExclusiveUse::ExclusiveUse(Communicator& c, const char* operation) : communicator_(c) {
-  if (c.in_use_.exchange(true, std::memory_order_acquire))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
-                      std::string(operation) + ": another thread is using this communicator: comm.h allows one "
-                      "thread per communicator at a time (give each thread its own communicator with split)");
-}
-
 Communicator::Communicator(const keel_host* host, const MpiCommConfig& config, MPI_Comm comm)
-    : host_(host), config_(config), comm_(comm) {
-  counted_in_.push_back(std::make_shared<CounterBlock>());
+    : CommState(host), config_(config), comm_(comm) {
   if (is_local()) return;
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
@@ -52,18 +45,8 @@ Communicator::~Communicator() {
   release_mpi();
 }
 
-keel_comm_counters Communicator::counters() const {
-  keel_comm_counters out{};
-  out.struct_size = sizeof(out);
-  for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op) {
-    out.calls[op] = counted_in_.front()->calls[op].load();
-    out.bytes[op] = counted_in_.front()->bytes[op].load();
-  }
-  return out;
-}
-
 std::unique_ptr<Communicator> Communicator::create_world(const keel_host* host, const MpiCommConfig& config) {
-  const std::string launcher = launcher_variable();
+  const std::string launcher = keel_support::mpi_launcher_variable();
   if (launcher.empty()) {
     if (host)
       keel_logf(host, KEEL_LOG_DEBUG, "comm mpi",
@@ -105,7 +88,7 @@ std::unique_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
       check_mpi(MPI_Comm_split(comm_, color, key, &part), "split");
     }
     auto child = std::unique_ptr<Communicator>(new Communicator(host_, config_, part));
-    child->counted_in_.insert(child->counted_in_.end(), counted_in_.begin(), counted_in_.end());
+    child->counters_ = counters_.for_split();
     return child;
   } catch (...) {
     release_mpi();

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 namespace keel_mpi {
 

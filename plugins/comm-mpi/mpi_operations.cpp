@@ -4,7 +4,8 @@
 #include <climits>
 #include <cstring>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/comm/comm_state.hpp>  // defines: checked_peer, require_buffer, require_disjoint
+#include <keel_support/common/abi_guard.hpp>
 
 #include "mpi_communicator.hpp"
 #include "mpi_dtype.hpp"
@@ -12,13 +13,10 @@
 namespace keel_mpi {
 namespace {
 
+using keel_support::checked_peer;
+using keel_support::require_buffer;
+using keel_support::require_disjoint;
 using keel_support::StatusError;
-
-void require_buffer(const void* buffer, size_t bytes, const char* operation, const char* name) {
-  if (bytes > 0 && !buffer)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(operation) + ": " + name + " is NULL with " +
-                                                     std::to_string(bytes) + " bytes to move");
-}
 
 // MPI-3 counts are ints; MPI-4's large-count calls are not in the MPI libraries CI has.
 int mpi_count(size_t count, size_t blocks, const char* operation) {
@@ -28,24 +26,7 @@ int mpi_count(size_t count, size_t blocks, const char* operation) {
   return static_cast<int>(count);
 }
 
-void require_disjoint(const void* a, size_t a_bytes, const void* b, size_t b_bytes, const char* operation) {
-  auto a_begin = reinterpret_cast<uintptr_t>(a), b_begin = reinterpret_cast<uintptr_t>(b);
-  if (a_bytes > 0 && b_bytes > 0 && a_begin < b_begin + b_bytes && b_begin < a_begin + a_bytes)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(operation) + ": send and recv overlap" +
-                                                     (std::strcmp(operation, "all_reduce") == 0
-                                                          ? " without being equal (equal means in place)"
-                                                          : " (only all_reduce works in place)"));
-}
-
 }  // namespace
-
-int Communicator::checked_peer(int32_t peer, const char* operation) const {
-  if (peer < 0 || peer >= size_)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(operation) + ": rank " + std::to_string(peer) +
-                                                     " is not in this communicator of " + std::to_string(size_) +
-                                                     " ranks");
-  return peer;
-}
 
 void Communicator::all_reduce(const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
                               keel_comm_request** out) {
@@ -67,7 +48,7 @@ void Communicator::all_reduce(const void* send, void* recv, size_t count, keel_d
         *request, out != nullptr, name, [&] { return MPI_Allreduce(from, recv, n, type.mpi, mpi_op, comm_); },
         [&](MPI_Request* r) { return MPI_Iallreduce(from, recv, n, type.mpi, mpi_op, comm_, r); });
   }
-  count_call(KEEL_COMM_ALL_REDUCE, size_ > 1 ? 2 * bytes : 0);  // comm.h's convention: 2n
+  counters_.count(KEEL_COMM_ALL_REDUCE, size_ > 1 ? 2 * bytes : 0);  // comm.h's convention: 2n
   complete_or_hand_out(std::move(request), out);
 }
 
@@ -89,7 +70,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t count, ke
         *request, out != nullptr, name, [&] { return MPI_Reduce_scatter_block(send, recv, n, type.mpi, mpi_op, comm_); },
         [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, n, type.mpi, mpi_op, comm_, r); });
   }
-  count_call(KEEL_COMM_REDUCE_SCATTER, size_ > 1 ? block_bytes * size_ : 0);  // its n input bytes
+  counters_.count(KEEL_COMM_REDUCE_SCATTER, size_ > 1 ? block_bytes * size_ : 0);  // its n input bytes
   complete_or_hand_out(std::move(request), out);
 }
 
@@ -110,7 +91,7 @@ void Communicator::all_gather(const void* send, void* recv, size_t count, keel_d
         *request, out != nullptr, name, [&] { return MPI_Allgather(send, n, type.mpi, recv, n, type.mpi, comm_); },
         [&](MPI_Request* r) { return MPI_Iallgather(send, n, type.mpi, recv, n, type.mpi, comm_, r); });
   }
-  count_call(KEEL_COMM_ALL_GATHER, size_ > 1 ? block_bytes * size_ : 0);  // its n output bytes
+  counters_.count(KEEL_COMM_ALL_GATHER, size_ > 1 ? block_bytes * size_ : 0);  // its n output bytes
   complete_or_hand_out(std::move(request), out);
 }
 
@@ -118,7 +99,7 @@ void Communicator::broadcast(void* buffer, size_t count, keel_dtype dtype, int32
   const char* name = "broadcast";
   const ElementType type = element_type(dtype, name);
   const int n = mpi_count(count, 1, name);
-  checked_peer(root, name);
+  checked_peer(root, size_, name);
   const size_t bytes = count * type.bytes;
   require_buffer(buffer, bytes, name, "buffer");
   auto request = new_collective(name);
@@ -127,7 +108,7 @@ void Communicator::broadcast(void* buffer, size_t count, keel_dtype dtype, int32
         *request, out != nullptr, name, [&] { return MPI_Bcast(buffer, n, type.mpi, root, comm_); },
         [&](MPI_Request* r) { return MPI_Ibcast(buffer, n, type.mpi, root, comm_, r); });
   // The root sends n; in a world of one it sends nothing, as all_reduce's 2n(p-1)/p is 0 there.
-  count_call(KEEL_COMM_BROADCAST, size_ > 1 ? bytes : 0);  // n on every rank
+  counters_.count(KEEL_COMM_BROADCAST, size_ > 1 ? bytes : 0);  // n on every rank
   complete_or_hand_out(std::move(request), out);
 }
 
@@ -136,7 +117,7 @@ void Communicator::send(const void* buffer, size_t count, keel_dtype dtype, int3
   const char* name = "send";
   const ElementType type = element_type(dtype, name);
   const int n = mpi_count(count, 1, name);
-  checked_peer(peer, name);
+  checked_peer(peer, size_, name);
   check_tag(tag, name);
   const size_t bytes = count * type.bytes;
   require_buffer(buffer, bytes, name, "buffer");
@@ -148,7 +129,7 @@ void Communicator::send(const void* buffer, size_t count, keel_dtype dtype, int3
     run_on_mpi(
         *request, out != nullptr, name, [&] { return MPI_Send(buffer, n, type.mpi, peer, tag, comm_); },
         [&](MPI_Request* r) { return MPI_Isend(buffer, n, type.mpi, peer, tag, comm_, r); });
-  count_call(KEEL_COMM_SEND, size_ > 1 ? bytes : 0);
+  counters_.count(KEEL_COMM_SEND, size_ > 1 ? bytes : 0);
   complete_or_hand_out(std::move(request), out);
 }
 
@@ -157,7 +138,7 @@ void Communicator::recv(void* buffer, size_t count, keel_dtype dtype, int32_t pe
   const char* name = "recv";
   const ElementType type = element_type(dtype, name);
   const int n = mpi_count(count, 1, name);
-  checked_peer(peer, name);
+  checked_peer(peer, size_, name);
   check_tag(tag, name);
   const size_t bytes = count * type.bytes;
   require_buffer(buffer, bytes, name, "buffer");
@@ -172,7 +153,7 @@ void Communicator::recv(void* buffer, size_t count, keel_dtype dtype, int32_t pe
         [&] { return MPI_Recv(buffer, n, type.mpi, peer, tag, comm_, MPI_STATUS_IGNORE); },
         [&](MPI_Request* r) { return MPI_Irecv(buffer, n, type.mpi, peer, tag, comm_, r); });
   }
-  count_call(KEEL_COMM_RECV, size_ > 1 ? bytes : 0);
+  counters_.count(KEEL_COMM_RECV, size_ > 1 ? bytes : 0);
   complete_or_hand_out(std::move(request), out);
 }
 
@@ -182,7 +163,7 @@ void Communicator::barrier() {
     run_on_mpi(
         *request, false, "barrier", [&] { return MPI_Barrier(comm_); },
         [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
-  count_call(KEEL_COMM_BARRIER, 0);
+  counters_.count(KEEL_COMM_BARRIER, 0);
   complete(*request);
 }
 

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
 
 #include "mpi_watchdog.hpp"
 #include "peer_liveness.hpp"
@@ -60,14 +60,6 @@ void initialise(const keel_host* host) {
 }
 
 }  // namespace
-
-std::string launcher_variable() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) {
-    const char* value = std::getenv(name);
-    if (value && *value) return name;
-  }
-  return "";
-}
 
 void finalise_at_exit() {
   std::lock_guard<std::mutex> lock(g_mutex);

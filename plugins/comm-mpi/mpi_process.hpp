@@ -8,13 +8,6 @@
 
 namespace keel_mpi {
 
-// The environment variable that shows a launcher started this process, or "" when none did.
-// Checked, in order: OMPI_COMM_WORLD_SIZE (OpenMPI's mpirun/mpiexec), PMIX_RANK (PMIx: OpenMPI
-// 5's prterun, `srun --mpi=pmix`), PMI_SIZE and PMI_RANK (PMI-1/2: MPICH's hydra,
-// `srun --mpi=pmi2`). SLURM_PROCID alone is not taken as a launch: an sbatch script sets it
-// too, and initialising MPI there would try to join a world that does not exist.
-std::string launcher_variable();
-
 // One reference per live MPI-backed communicator. The first initialises MPI (MPI_THREAD_MULTIPLE
 // requested) unless someone else already did; the last release finalises it if we initialised
 // it. MPI cannot start twice in a process, so creating a world after every communicator was

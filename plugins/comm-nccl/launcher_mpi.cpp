@@ -9,7 +9,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/launcher_env.hpp>  // defines: mpi_launcher_variable
 
 namespace keel_nccl {
 namespace {
@@ -88,18 +89,10 @@ void finalise_at_exit() {
 
 }  // namespace
 
-std::string launcher_variable() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) {
-    const char* value = std::getenv(name);
-    if (value && *value) return name;
-  }
-  return "";
-}
-
 LauncherWorld join_launcher_world(const keel_host* host) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_joined) return g_world;
-  const std::string launcher = launcher_variable();
+  const std::string launcher = keel_support::mpi_launcher_variable();
   if (!g_mpi.library) open_library(launcher);
   int initialised = 0, finalised = 0;
   g_mpi.Initialized(&initialised);

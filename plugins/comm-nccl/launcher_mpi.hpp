@@ -13,11 +13,6 @@
 
 namespace keel_nccl {
 
-// The environment variable that shows a launcher started this process, or "" when none did:
-// the mpi plugin's rule (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, PMI_RANK; SLURM_PROCID
-// alone is an sbatch script, not a launch).
-std::string launcher_variable();
-
 // Opens libmpi and initialises MPI once per process (unless someone, such as the mpi plugin,
 // already did), finalising at exit if it initialised it. Throws StatusError naming the library
 // and what is missing. Thread-safe.

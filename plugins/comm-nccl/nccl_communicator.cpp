@@ -11,7 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/launcher_env.hpp>  // defines: mpi_launcher_variable
 
 #include "launcher_mpi.hpp"
 #include "nccl_watchdog.hpp"
@@ -87,23 +88,14 @@ ncclConfig_t non_blocking_config() {
 
 }  // namespace
 
-Communicator::ExclusiveUse::ExclusiveUse(Communicator& c, const char* operation) : communicator_(c) {
-  if (c.in_use_.exchange(true, std::memory_order_acquire))
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
-                      std::string(operation) + ": another thread is using this communicator: comm.h allows one "
-                      "thread per communicator at a time (give each thread its own communicator with split)");
-}
-
 Communicator::Communicator(const keel_host* host, const NcclCommConfig& config, int device, cudaStream_t stream)
-    : host_(host), config_(config), device_(device), stream_(stream) {
-  counted_in_.push_back(std::make_shared<CounterBlock>());
-}
+    : CommState(host), config_(config), device_(device), stream_(stream) {}
 
 std::unique_ptr<Communicator> Communicator::create_world_on(const keel_host* host, const NcclCommConfig& config,
                                                             const keel_backend_api* backend, void* backend_obj) {
   const auto [device, stream] = cuda_device_and_queue(backend, backend_obj);
   check_cuda(cudaSetDevice(device.device_id), "create_world_on: cudaSetDevice(" + std::to_string(device.device_id) + ")");
-  const bool launched = !launcher_variable().empty();
+  const bool launched = !keel_support::mpi_launcher_variable().empty();
   const LauncherWorld world = launched ? join_launcher_world(host) : LauncherWorld{0, 1};
   g_world_rank = world.rank, g_world_size = world.size;
   const ncclUniqueId id = world_unique_id(world, launched);
@@ -159,7 +151,7 @@ std::unique_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
   child->settle(child->comm_, "NCCL split");
   check_nccl(ncclCommCount(child->comm_, &child->size_), "split: ncclCommCount");
   check_nccl(ncclCommUserRank(child->comm_, &child->rank_), "split: ncclCommUserRank");
-  child->counted_in_.insert(child->counted_in_.end(), counted_in_.begin(), counted_in_.end());
+  child->counters_ = counters_.for_split();
   watch_communicator(child.get());
   return child;
 }
@@ -192,7 +184,7 @@ void Communicator::check_nccl(ncclResult_t result, const std::string& what) {
 }
 
 void Communicator::queued(int op, uint64_t bytes, const std::string& what) {
-  for (const auto& block : counted_in_) block->calls[op] += 1, block->bytes[op] += bytes;
+  counters_.count(op, bytes);
   std::lock_guard<std::mutex> lock(in_flight_mutex_);
   cudaEvent_t event = nullptr;
   if (!spare_events_.empty()) {
@@ -248,16 +240,6 @@ void Communicator::wait(keel_comm_request* request) {
   if (owned->self && !owned->self->error.empty())
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, owned->what + ": " + owned->self->error);
   // Otherwise the operation is on the stream already (see the header): nothing to wait for.
-}
-
-keel_comm_counters Communicator::counters() const {
-  keel_comm_counters out{};
-  out.struct_size = sizeof(out);
-  for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op) {
-    out.calls[op] = counted_in_.front()->calls[op].load();
-    out.bytes[op] = counted_in_.front()->bytes[op].load();
-  }
-  return out;
 }
 
 int32_t Communicator::reaches(keel_device device) const {

@@ -22,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#include <keel_support/comm/comm_slots.hpp>  // defines: KEEL_COMM_OPERATIONS
+#include <keel_support/comm/comm_state.hpp>  // defines: CommState
+
 #include "nccl_config.hpp"
 
 namespace keel_nccl {
@@ -48,34 +51,24 @@ struct keel_comm_request {
 
 namespace keel_nccl {
 
-class Communicator {
+class Communicator : public keel_support::CommState {
  public:
+  static constexpr const char* kSource = "comm nccl";  // the messages' prefix
+
   // Joins the launcher's world (the unique id broadcast over MPI from rank 0) or, without a
   // launcher, a world of one, on the backend's device and queue.
   static std::unique_ptr<Communicator> create_world_on(const keel_host* host, const NcclCommConfig& config,
                                                        const keel_backend_api* backend, void* backend_obj);
   ~Communicator();
-  Communicator(const Communicator&) = delete;
-  Communicator& operator=(const Communicator&) = delete;
-
-  const keel_host* host() const { return host_; }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
   int device() const { return device_; }
   std::unique_ptr<Communicator> split(int32_t color, int32_t key);
 
-  // The comm.h operations, queued on the stream; `out` NULL or not, they return once queued.
-  void all_reduce(const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op, keel_comm_request** out);
-  void reduce_scatter(const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
-                      keel_comm_request** out);
-  void all_gather(const void* send, void* recv, size_t count, keel_dtype dtype, keel_comm_request** out);
-  void broadcast(void* buffer, size_t count, keel_dtype dtype, int32_t root, keel_comm_request** out);
-  void send(const void* buffer, size_t count, keel_dtype dtype, int32_t peer, int32_t tag, keel_comm_request** out);
-  void recv(void* buffer, size_t count, keel_dtype dtype, int32_t peer, int32_t tag, keel_comm_request** out);
+  // The comm.h operations (nccl_operations.cpp), queued on the stream; `out` NULL or not, they
+  // return once queued.
+  KEEL_COMM_OPERATIONS(KEEL_DECLARE_COMM_OPERATION)
   // An all_reduce of one int32, then the host waits (under the deadline) for the stream.
   void barrier();
   void wait(keel_comm_request* request);
-  keel_comm_counters counters() const;
   // QUEUED for memory on this communicator's own CUDA device, NONE for anything else.
   int32_t reaches(keel_device device) const;
 
@@ -87,25 +80,12 @@ class Communicator {
   // error NCCL reported in the background; "" when all is well. Thread-safe.
   std::string overdue_or_failed(std::chrono::steady_clock::time_point now);
 
-  // Refuses a second thread while one is inside a call (comm.h: one thread per communicator).
-  class ExclusiveUse {
-   public:
-    ExclusiveUse(Communicator& c, const char* operation);
-    ~ExclusiveUse() { communicator_.in_use_.store(false, std::memory_order_release); }
-    ExclusiveUse(const ExclusiveUse&) = delete;
-    ExclusiveUse& operator=(const ExclusiveUse&) = delete;
-
-   private:
-    Communicator& communicator_;
-  };
-
  private:
   Communicator(const keel_host* host, const NcclCommConfig& config, int device, cudaStream_t stream);
   // Polls ncclCommGetAsyncError on `comm` until it leaves ncclInProgress, ending the world past
   // the deadline; throws StatusError on an NCCL error.
   void settle(ncclComm_t comm, const std::string& what);
   void check_nccl(ncclResult_t result, const std::string& what);
-  int checked_peer(int32_t peer, const char* operation) const;
   // Records an event behind the operation just queued, for the watchdog, and counts it.
   void queued(int op, uint64_t bytes, const std::string& what);
   void hand_out(const std::string& what, keel_comm_request** out);
@@ -117,20 +97,11 @@ class Communicator {
   void self_send(const void* buffer, size_t bytes, int32_t tag);
   std::shared_ptr<SelfReceive> self_recv(void* buffer, size_t bytes, int32_t tag);
 
-  const keel_host* host_;
   NcclCommConfig config_;
   int device_;
   cudaStream_t stream_;  // the backend's; borrowed
   ncclComm_t comm_ = nullptr;
-  int rank_ = 0, size_ = 1;
 
-  struct CounterBlock {
-    std::atomic<uint64_t> calls[KEEL_COMM_OP_COUNT]{};
-    std::atomic<uint64_t> bytes[KEEL_COMM_OP_COUNT]{};
-  };
-  // This communicator's block first, then its ancestors' (comm.h: a split one's traffic also
-  // counts for the one it was split from).
-  std::vector<std::shared_ptr<CounterBlock>> counted_in_;
 
   struct InFlight {
     cudaEvent_t event;
@@ -149,7 +120,6 @@ class Communicator {
   };
   std::deque<SelfMessage> unreceived_;
   std::deque<std::shared_ptr<SelfReceive>> posted_;
-  std::atomic<bool> in_use_{false};
 };
 
 }  // namespace keel_nccl

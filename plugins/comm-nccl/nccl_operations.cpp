@@ -5,7 +5,8 @@
 #include <cstring>
 #include <thread>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/comm/comm_state.hpp>  // defines: checked_peer, require_buffer, require_disjoint
+#include <keel_support/common/abi_guard.hpp>
 
 #include "nccl_bf16.hpp"
 #include "nccl_communicator.hpp"
@@ -13,6 +14,9 @@
 namespace keel_nccl {
 namespace {
 
+using keel_support::checked_peer;
+using keel_support::require_buffer;
+using keel_support::require_disjoint;
 using keel_support::StatusError;
 
 struct ElementType {
@@ -40,21 +44,6 @@ ncclRedOp_t reduce_op(int32_t op, const char* operation) {
   if (op == KEEL_REDUCE_MAX) return ncclMax;
   throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(operation) + ": op " + std::to_string(op) +
                                                    " is not KEEL_REDUCE_SUM (0) or KEEL_REDUCE_MAX (1)");
-}
-
-void require_buffer(const void* buffer, size_t bytes, const char* operation, const char* name) {
-  if (bytes > 0 && !buffer)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(operation) + ": " + name + " is NULL with " +
-                                                     std::to_string(bytes) + " bytes to move");
-}
-
-void require_disjoint(const void* a, size_t a_bytes, const void* b, size_t b_bytes, const char* operation) {
-  auto a_begin = reinterpret_cast<uintptr_t>(a), b_begin = reinterpret_cast<uintptr_t>(b);
-  if (a_bytes > 0 && b_bytes > 0 && a_begin < b_begin + b_bytes && b_begin < a_begin + a_bytes)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(operation) + ": send and recv overlap" +
-                                                     (std::strcmp(operation, "all_reduce") == 0
-                                                          ? " without being equal (equal means in place)"
-                                                          : " (only all_reduce works in place)"));
 }
 
 void check_tag(int32_t tag, const char* operation) {
@@ -91,14 +80,6 @@ void Communicator::sum_bf16_in_fp32(const void* send, void* recv, size_t element
     throw;
   }
   check_cuda(cudaFreeAsync(wide, stream_), std::string(name) + ": cudaFreeAsync");
-}
-
-int Communicator::checked_peer(int32_t peer, const char* operation) const {
-  if (peer < 0 || peer >= size_)
-    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string(operation) + ": rank " + std::to_string(peer) +
-                                                     " is not in this communicator of " + std::to_string(size_) +
-                                                     " ranks");
-  return peer;
 }
 
 void Communicator::all_reduce(const void* send, void* recv, size_t count, keel_dtype dtype, int32_t op,
@@ -160,7 +141,7 @@ void Communicator::all_gather(const void* send, void* recv, size_t count, keel_d
 void Communicator::broadcast(void* buffer, size_t count, keel_dtype dtype, int32_t root, keel_comm_request** out) {
   const char* name = "broadcast";
   const ElementType type = element_type(dtype, name);
-  checked_peer(root, name);
+  checked_peer(root, size_, name);
   const size_t bytes = count * type.bytes;
   require_buffer(buffer, bytes, name, "buffer");
   check_nccl(ncclBroadcast(buffer, buffer, count, type.nccl, root, comm_, stream_), name);
@@ -172,7 +153,7 @@ void Communicator::send(const void* buffer, size_t count, keel_dtype dtype, int3
                         keel_comm_request** out) {
   const char* name = "send";
   const ElementType type = element_type(dtype, name);
-  checked_peer(peer, name);
+  checked_peer(peer, size_, name);
   check_tag(tag, name);
   const size_t bytes = count * type.bytes;
   require_buffer(buffer, bytes, name, "buffer");
@@ -187,7 +168,7 @@ void Communicator::recv(void* buffer, size_t count, keel_dtype dtype, int32_t pe
                         keel_comm_request** out) {
   const char* name = "recv";
   const ElementType type = element_type(dtype, name);
-  checked_peer(peer, name);
+  checked_peer(peer, size_, name);
   check_tag(tag, name);
   const size_t bytes = count * type.bytes;
   require_buffer(buffer, bytes, name, "buffer");

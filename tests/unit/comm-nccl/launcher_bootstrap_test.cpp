@@ -7,7 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include <keel_support/abi_guard.hpp>
+#include <keel_support/common/abi_guard.hpp>
+#include <keel_support/common/launcher_env.hpp>  // defines: mpi_launcher_variable
 
 #include "launcher_mpi.hpp"
 
@@ -23,7 +24,7 @@ namespace {
 int main(int argc, char** argv) {
   const int expected_size = argc == 2 ? std::atoi(argv[1]) : 0;
   if (expected_size < 1) fail(-1, "usage: launcher_bootstrap_test NP");
-  if (keel_nccl::launcher_variable().empty()) {
+  if (keel_support::mpi_launcher_variable().empty()) {
     if (expected_size != 1) fail(-1, "no launcher found, expected a world of " + std::to_string(expected_size));
     if (keel_nccl::launcher_world_joined()) fail(-1, "joined a world without a launcher");
     std::printf("launcher_bootstrap_test: no launcher, nothing to join: ok\n");
