@@ -1,7 +1,7 @@
 // Forwarding header: the OpenMP thresholds moved to the cpu kernels (kernels/cpu/parallel_threshold.h,
 // keel::cpu::kParallelMinElements), which are not installed; these copies of the two values keep
 // plugin source written against the flat layout compiling, and go away after the next release.
-// tests/unit/support/old_include_paths_test.cpp checks that they equal the kernels' own.
+// Keel's old-include test checks that they equal the kernels' own.
 #pragma once
 
 #include <cstdint>
