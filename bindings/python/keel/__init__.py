@@ -28,6 +28,7 @@ keel.ModelCheckpoint("best")]) runs keel.Callback hooks around train() (keel/cal
 keel.plot_metrics("runs/x/metrics.jsonl", "loss.png") draws a run's loss and val_loss with
 matplotlib, when it is installed (keel/plot.py); `keel plot ... --out loss.svg` needs nothing.
 """
+import collections.abc
 import enum
 import os
 
@@ -66,7 +67,7 @@ from keel._keel import (  # noqa: E402 (after the OpenBLAS fallback is set for t
     register_plugin_library,
     set_log_level,
 )
-from keel import _config, _world_end
+from keel import _callback_state, _config, _world_end
 from keel._keel import Trainer as _ExtensionTrainer
 from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
 from keel.optim import TensorPiece
@@ -88,6 +89,8 @@ class Trainer(_ExtensionTrainer):
     def __init__(self, config, resume=None, callbacks=(), verbose=True):
         _world_end.install_when_launched()  # an uncaught exception on one rank ends every rank
         try:
+            if isinstance(config, collections.abc.Mapping):
+                config = _config.with_run_folder(config, resume)  # the core then keeps its folders as named
             super().__init__(config, resume)
         except BaseException:
             _config.release_claimed_folder()
@@ -96,6 +99,40 @@ class Trainer(_ExtensionTrainer):
         self.callbacks = list(callbacks)
         self.should_stop = False
         self.verbose = verbose
+        self._checkpoint_root = _config.checkpoint_root(config)
+        self._checkpoints_without_callback_state = []
+        self._in_hooks = False
+        if resume is not None:
+            self._restore_callback_state(resume)
+
+    def _restore_callback_state(self, checkpoint):
+        folder = _callback_state.loaded_folder(checkpoint, self._checkpoint_root, self.global_step)
+        if folder is not None:
+            _callback_state.restore(folder, self.callbacks)
+
+    def _write_callback_state(self):
+        """Writes the callbacks' state beside each checkpoint saved since the last call; one an
+        asynchronous save has not finished yet waits for the next call."""
+        self._checkpoints_without_callback_state = [
+            folder for folder in self._checkpoints_without_callback_state
+            if not _callback_state.write(folder, self.callbacks)]
+
+    def save(self, root_dir=None, keep=None):
+        super().save(root_dir, keep)
+        root = self._checkpoint_root if root_dir is None else os.fspath(root_dir)
+        if root is not None:
+            self._checkpoints_without_callback_state.append(os.path.join(root, f"step-{self.global_step:08d}"))
+        if not self._in_hooks:
+            self._write_callback_state()
+
+    save.__doc__ = _ExtensionTrainer.save.__doc__ + (
+        "\nThe callbacks' state_dict() goes beside it (callbacks.json), as after a step that saves.")
+
+    def load(self, checkpoint):
+        super().load(checkpoint)
+        self._restore_callback_state(checkpoint)
+
+    load.__doc__ = _ExtensionTrainer.load.__doc__ + "\nThe callbacks' saved state is restored with it."
 
     @property
     def verbose(self):

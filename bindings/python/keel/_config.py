@@ -110,3 +110,26 @@ def with_run_folder(config, resume):
                  tensorboard_dir=os.path.join(folder, "tb"),
                  checkpoint=dict(checkpoint, dir=os.path.join(folder, "checkpoints")))
     return dict(config, train=train)
+
+
+def checkpoint_root(config):
+    """train.checkpoint.dir as the core settles it for `config` (a mapping already through
+    with_run_folder, JSON text, or a file path): the named folder, else runs/<name>/checkpoints
+    (name: the file's stem, "run" for text). None when the config cannot be read here."""
+    try:
+        if isinstance(config, Mapping):
+            json_config, name = config, "run"
+        elif isinstance(config, str) and config.lstrip().startswith("{"):
+            json_config, name = json.loads(config), "run"
+        else:
+            path = os.fspath(config)
+            with open(path) as source:
+                json_config = json.load(source)
+            name = os.path.splitext(os.path.basename(path))[0]
+        train = json_config.get("train", {})
+        folder = train.get("checkpoint", {}).get("dir", "") if isinstance(train, Mapping) else ""
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    if not isinstance(folder, str):
+        return None
+    return folder or os.path.join("runs", name, "checkpoints")

@@ -9,8 +9,15 @@ The hooks, in the order they run within one train() call:
     on_save(trainer, path)          on steps that saved a checkpoint (train.checkpoint.every)
     on_train_end(trainer)           when train() returns, early or not
     on_exception(trainer, error)    when train() raises (a KeyboardInterrupt too), before it does
-A hook stops training by setting trainer.should_stop = True: the step it runs in is the last."""
+A hook stops training by setting trainer.should_stop = True: the step it runs in is the last.
+
+State across a resume, as Lightning keeps it: a callback's state_dict() is saved beside every
+checkpoint of the run (CHECKPOINT/callbacks.json, keel/_callback_state.py) and handed back to
+load_state_dict() by Trainer(config, resume=...), matched by state_key. EarlyStopping and
+ModelCheckpoint keep their counters this way."""
 import math
+
+from keel import _callback_state
 
 
 class Callback:
@@ -34,6 +41,18 @@ class Callback:
     def on_exception(self, trainer, error):
         pass
 
+    @property
+    def state_key(self):
+        """The name this callback's state is saved under: unique among a trainer's callbacks."""
+        return type(self).__qualname__
+
+    def state_dict(self):
+        """What a resume needs to continue as an unbroken run would (JSON); {} keeps nothing."""
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
 
 class _Monitor:
     """The best value of one metric so far, where "better" is lower (mode "min") or higher ("max")
@@ -55,6 +74,11 @@ class _Monitor:
             return value < self.best - self.min_delta
         return value > self.best + self.min_delta
 
+    @property
+    def monitored_state_key(self):
+        """As Lightning names them: two monitors of different metrics keep apart states."""
+        return f"{type(self).__qualname__}{{'monitor': {self.monitor!r}, 'mode': {self.mode!r}}}"
+
 
 class EarlyStopping(Callback, _Monitor):
     """Stops training once `monitor` (default "val_loss") has not improved by more than min_delta
@@ -70,6 +94,8 @@ class EarlyStopping(Callback, _Monitor):
         self.wait = 0
         self.stopped_step = None
 
+    state_key = _Monitor.monitored_state_key
+
     def on_step_end(self, trainer, metrics):
         value = self.value(metrics)
         if value is None:
@@ -82,6 +108,14 @@ class EarlyStopping(Callback, _Monitor):
             self.stopped_step = metrics["step"]
             trainer.should_stop = True
 
+    def state_dict(self):
+        return {"best": self.best, "wait": self.wait, "stopped_step": self.stopped_step}
+
+    def load_state_dict(self, state):
+        self.best = _callback_state.checked_number(state, "best")
+        self.wait = _callback_state.checked_count(state, "wait")
+        self.stopped_step = _callback_state.checked_count(state, "stopped_step", optional=True)
+
 
 class ModelCheckpoint(Callback, _Monitor):
     """Checkpoint-on-best: saves to `dirpath` (keeping `keep` checkpoints, the newest being the best)
@@ -93,6 +127,8 @@ class ModelCheckpoint(Callback, _Monitor):
         self.dirpath, self.keep = dirpath, keep
         self.best_path = None
 
+    state_key = _Monitor.monitored_state_key
+
     def on_step_end(self, trainer, metrics):
         value = self.value(metrics)
         if value is None or not self.improves(value):
@@ -100,6 +136,13 @@ class ModelCheckpoint(Callback, _Monitor):
         self.best = value
         trainer.save(self.dirpath, keep=self.keep)
         self.best_path = f"{self.dirpath}/step-{metrics['step']:08d}"
+
+    def state_dict(self):
+        return {"best": self.best, "best_path": self.best_path}
+
+    def load_state_dict(self, state):
+        self.best = _callback_state.checked_number(state, "best")
+        self.best_path = _callback_state.checked_path(state, "best_path")
 
 
 def run_with_callbacks(trainer, train, steps, callback, callbacks):
@@ -116,15 +159,22 @@ def run_with_callbacks(trainer, train, steps, callback, callbacks):
 
     def hooks(metrics):
         seen["step"] = metrics["step"]
-        for c in callbacks:
-            c.on_step_end(trainer, metrics)
-        if "val_loss" in metrics:
+        trainer._in_hooks = True  # saves inside the hooks get the callbacks' state once all have run
+        try:
+            if "checkpoint" in metrics:
+                trainer._checkpoints_without_callback_state.append(metrics["checkpoint"])
             for c in callbacks:
-                c.on_eval(trainer, metrics)
-        if "checkpoint" in metrics and metrics["checkpoint"] not in seen["saved"]:
-            seen["saved"].add(metrics["checkpoint"])
-            for c in callbacks:
-                c.on_save(trainer, metrics["checkpoint"])
+                c.on_step_end(trainer, metrics)
+            if "val_loss" in metrics:
+                for c in callbacks:
+                    c.on_eval(trainer, metrics)
+            if "checkpoint" in metrics and metrics["checkpoint"] not in seen["saved"]:
+                seen["saved"].add(metrics["checkpoint"])
+                for c in callbacks:
+                    c.on_save(trainer, metrics["checkpoint"])
+        finally:
+            trainer._in_hooks = False
+        trainer._write_callback_state()
 
     def on_step(metrics):
         hooks(metrics)
@@ -139,6 +189,7 @@ def run_with_callbacks(trainer, train, steps, callback, callbacks):
         for c in callbacks:
             c.on_exception(trainer, error)
         raise
+    trainer._write_callback_state()
     for c in callbacks:
         c.on_train_end(trainer)
 

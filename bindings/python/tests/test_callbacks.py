@@ -142,3 +142,72 @@ def test_bad_arguments(config):
         keel.EarlyStopping(patience=True)
     with pytest.raises(ValueError, match="mode"):
         keel.ModelCheckpoint("x", mode="lowest")
+
+
+def test_a_resumed_run_stops_and_saves_where_an_unbroken_run_does(config, tmp_path):
+    """EarlyStopping's and ModelCheckpoint's counters travel with the checkpoint: a run broken
+    after step 32 (one check into a plateau) and resumed ends exactly as the unbroken run, and the resume would not without
+    the saved state (a fresh EarlyStopping's rule over the later checks alone stops elsewhere)."""
+    patience, min_delta = 3, 0.02
+
+    def run(name):
+        return with_train(config, steps=40, eval_every=2, log_every=1, metrics_path=str(tmp_path / f"{name}.jsonl"),
+                          checkpoint={"dir": str(tmp_path / name / "checkpoints"), "every": 4})
+
+    def callbacks(name):
+        return [keel.EarlyStopping(patience=patience, min_delta=min_delta), keel.ModelCheckpoint(tmp_path / name / "best")]
+
+    unbroken = callbacks("unbroken")
+    whole = keel.Trainer(run("unbroken"), callbacks=unbroken)
+    whole.train()
+    losses = val_losses(tmp_path / "unbroken.jsonl")
+    assert unbroken[0].stopped_step == expected_stop(losses, patience, min_delta)
+    assert unbroken[0].stopped_step is not None and unbroken[0].stopped_step > 32
+    later = {step: loss for step, loss in losses.items() if step > 32}
+    assert expected_stop(later, patience, min_delta) != unbroken[0].stopped_step, "the test needs the counters to matter"
+
+    first = keel.Trainer(run("broken"), callbacks=callbacks("broken"))
+    first.train(32)
+    first.close()
+    saved = json.loads((tmp_path / "broken" / "checkpoints" / "step-00000032" / "callbacks.json").read_text())
+    assert set(saved["callbacks"]) == {"EarlyStopping{'monitor': 'val_loss', 'mode': 'min'}",
+                                       "ModelCheckpoint{'monitor': 'val_loss', 'mode': 'min'}"}
+    resumed = callbacks("broken")
+    second = keel.Trainer(run("broken"), resume="latest", callbacks=resumed)
+    assert second.global_step == 32 and resumed[0].wait == saved["callbacks"][resumed[0].state_key]["wait"]
+    second.train()
+    assert second.global_step == whole.global_step == unbroken[0].stopped_step
+    assert resumed[0].stopped_step == unbroken[0].stopped_step
+    assert (resumed[0].best, resumed[0].wait) == (unbroken[0].best, unbroken[0].wait)
+    assert resumed[1].best == unbroken[1].best
+    assert resumed[1].best_path.replace("broken", "unbroken") == unbroken[1].best_path
+    assert ((tmp_path / "broken" / "best" / "latest").read_text() ==
+            (tmp_path / "unbroken" / "best" / "latest").read_text())
+
+    # The same by folder, through Trainer.load.
+    by_folder = callbacks("broken")
+    third = keel.Trainer(run("broken"), callbacks=by_folder)
+    third.load(tmp_path / "broken" / "checkpoints" / "step-00000032")
+    assert by_folder[0].state_dict() == saved["callbacks"][by_folder[0].state_key]
+
+
+def test_a_bad_callback_state_file_is_refused_naming_it(config, tmp_path):
+    cfg = with_train(config, steps=2, checkpoint={"dir": str(tmp_path / "ck"), "every": 2})
+    keel.Trainer(cfg, callbacks=[keel.EarlyStopping(monitor="loss")]).train()
+    state_file = tmp_path / "ck" / "step-00000002" / "callbacks.json"
+    key = "EarlyStopping{'monitor': 'loss', 'mode': 'min'}"
+    assert json.loads(state_file.read_text())["callbacks"][key]["wait"] == 0
+    for text, why in (("[1]", "expected"), ("{", "not JSON"),
+                      (json.dumps({"format": "keel.callbacks/1", "callbacks": {key: {"best": 1.0, "wait": -4,
+                                                                                    "stopped_step": None}}}), "wait"),
+                      (json.dumps({"format": "keel.callbacks/1", "callbacks": {key: {"best": "low", "wait": 0,
+                                                                                    "stopped_step": None}}}), "best"),
+                      (" " * (2 << 20), "bytes")):
+        state_file.write_text(text)
+        with pytest.raises(keel.Error, match=why) as refused:
+            keel.Trainer(cfg, resume=tmp_path / "ck", callbacks=[keel.EarlyStopping(monitor="loss")])
+        assert str(state_file) in str(refused.value)
+    state_file.unlink()  # none at all (a `keel run` checkpoint): the callbacks start fresh
+    fresh = keel.EarlyStopping(monitor="loss")
+    keel.Trainer(cfg, resume=tmp_path / "ck", callbacks=[fresh])
+    assert (fresh.best, fresh.wait) == (math.inf, 0)
