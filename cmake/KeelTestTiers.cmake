@@ -2,8 +2,10 @@
 #   fast  unit tests and keel's refusals of bad configs, a second or less each: `bash
 #         scripts/test.sh --fast` runs them (ctest -L fast) after each change;
 #   slow  end-to-end runs, the PyTorch oracle, bindings, ABI compatibility builds and fuzzing.
-# CI runs both. A unit folder passes ${KEEL_FAST_TEST} to gtest_discover_tests' PROPERTIES, and
-# every folder that adds tests calls keel_label_tiers() last.
+# Tests that start a cluster (tests/cluster: network namespaces, tests/slurm: a one-node Slurm) also
+# carry `release`: what a release must pass, minutes of the run; `ctest -LE release` leaves them
+# out while developing. CI runs every label, each test once. A unit folder passes ${KEEL_FAST_TEST}
+# to gtest_discover_tests' PROPERTIES, and every folder that adds tests calls keel_label_tiers() last.
 set(KEEL_FAST_TEST LABELS fast)
 
 # Labels the tests this folder added that carry no tier yet: `fast` when their name matches the
