@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
           // "latest" is the newest checkpoint of this config's train.checkpoint.dir.
           const std::string where = line.resume == "latest" ? trainer.config().train.checkpoint.dir : line.resume;
           const std::string checkpoint = keel::resolve_checkpoint(where);
-          keel::load_checkpoint(trainer.state_view(), checkpoint);
+          trainer.resume_at(keel::load_checkpoint(trainer.state_view(), checkpoint));
           if (trainer.mesh().world.rank == 0)
             std::cout << "resuming from " << checkpoint << " at step " << trainer.step() << std::endl;
         }

@@ -212,7 +212,7 @@ Checkpoint make_checkpoint(const std::string& work) {
   keel::RunConfig config = keel::RunConfig::from_json_text(kTinyConfig, "<fuzz>");
   c.trainer = std::make_unique<keel::Trainer>(std::move(config));
   c.trainer->train_step();
-  c.folder = keel::save_checkpoint(c.trainer->state_view(), work + "/root", 1);
+  c.folder = keel::save_checkpoint(c.trainer->state_view(), c.trainer->position(), work + "/root", 1);
   return c;
 }
 
@@ -231,7 +231,7 @@ int fuzz_manifest(Mutator& mutate, int64_t count, const std::string& work, Tally
                    [&] {
                      const std::string folder = keel::resolve_checkpoint(root);
                      keel::config_from_checkpoint(folder);  // what export reads first
-                     keel::load_checkpoint(c.trainer->state_view(), folder);
+                     c.trainer->resume_at(keel::load_checkpoint(c.trainer->state_view(), folder));
                    },
                    tally))
       return 1;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "train/run_position.h"
 
 namespace keel {
 
@@ -24,9 +25,11 @@ constexpr int kCheckpointFormatVersion = 2;
 constexpr int kOldestCheckpointFormatVersion = 1;
 
 // Saves the run's state as <root>/step-NNNNNNNN and points <root>/latest at it; deletes the
-// oldest complete checkpoints beyond `keep`. Returns the new checkpoint's folder. Refuses (throws
-// KeelError, KEEL_ERR_NONFINITE) when a parameter or state value is not finite.
-std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep);
+// oldest complete checkpoints beyond `keep`, with `position` (the trainer's, taken just before) in the
+// manifest. Returns the new checkpoint's folder. Refuses (throws KeelError, KEEL_ERR_NONFINITE)
+// when a parameter or state value is not finite.
+std::string save_checkpoint(const RunStateView& view, const RunPosition& position, const std::string& root,
+                            int32_t keep);
 
 // The same save in two halves, for asynchronous checkpoints (session/async_checkpoint.h).
 // snapshot_checkpoint runs on the training thread, collective over view.mesh.world: it copies
@@ -43,8 +46,8 @@ struct PendingCheckpoint {
   ~PendingCheckpoint();
   std::unique_ptr<CheckpointSnapshot> snapshot;
 };
-PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep,
-                                      std::vector<float>& arena);
+PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const RunPosition& position, const std::string& root,
+                                      int32_t keep, std::vector<float>& arena);
 // `files_written`, when given, runs after this rank's file is written and fsync'ed and before the
 // manifest is gathered: the window the fault tests kill a rank in.
 std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
@@ -70,10 +73,11 @@ nlohmann::json verify_checkpoint(const std::string& checkpoint_dir);
 // plugin_path: a checkpoint never chooses which libraries get loaded.
 RunConfig config_from_checkpoint(const std::string& checkpoint_dir);
 
-// Loads parameters, optimizer state, step, tokens seen and data position into a run built
-// from a compatible config. Refuses a model config that differs, naming the key, and any file
-// that fails the checks of verify_checkpoint as it is opened.
-void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir);
+// Loads parameters, optimizer state and the strategy's own arrays into a run built from a
+// compatible config, and returns the checkpoint's position (step, tokens seen, data position,
+// statistics) for the trainer to apply (Trainer::resume_at). Refuses a model config that differs,
+// naming the key, and any file that fails the checks of verify_checkpoint as it is opened.
+SavedPosition load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir);
 
 // Loads the parameters alone (no optimizer state, no step or data position), for export.
 // Returns the checkpoint's step.

@@ -241,7 +241,7 @@ void load_ranges(const RunStateView& view, const nlohmann::json& manifest, const
 
 }  // namespace
 
-void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir) {
+SavedPosition load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir) {
   const nlohmann::json manifest = read_verified_manifest(checkpoint_dir);
   const std::string where = (fs::path(checkpoint_dir) / "manifest.json").string();
   // The model must be the same network; everything else (steps, lr, data, strategy) may change.
@@ -268,20 +268,20 @@ void load_checkpoint(const RunStateView& view, const std::string& checkpoint_dir
   const bool same_ranks = restore_strategy_own_state(view, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
     return files.open(name);
   });
-  try {
-    view.position.restore_position(manifest.at("step").get<int64_t>(), manifest.at("tokens_seen").get<int64_t>(),
-                             manifest.at("data_state"));
-  } catch (const KeelError& e) {
-    throw KeelError(e.code, where + ": data_state: " + e.what());
-  }
-  view.position.restore_replica_positions(manifest.value("replica_positions", nlohmann::json()), same_ranks, where);
   const nlohmann::json& mesh = manifest.at("mesh");  // an object (manifest_check); its fields as saved
   const auto saved_is = [&](const char* key, int64_t value) { return mesh.value(key, nlohmann::json()) == nlohmann::json(value); };
-  const bool same_layout = saved_is("dp", view.mesh.layout().dp) && saved_is("tp", view.config.tp) &&
-                           saved_is("pp", view.config.pp) && saved_is("world_size", view.mesh.world.size);
-  view.position.restore_data_positions(manifest.value("data_positions", nlohmann::json()), same_layout, where);
-  // Older checkpoints have none: the averages start over.
-  view.position.restore_statistics(manifest.value("statistics", nlohmann::json()), where);
+  SavedPosition position;
+  position.where = where;
+  position.step = manifest.at("step").get<int64_t>();
+  position.tokens_seen = manifest.at("tokens_seen").get<int64_t>();
+  position.data_state = manifest.at("data_state");
+  position.replica_positions = manifest.value("replica_positions", nlohmann::json());
+  position.same_ranks = same_ranks;
+  position.data_positions = manifest.value("data_positions", nlohmann::json());
+  position.same_layout = saved_is("dp", view.mesh.layout().dp) && saved_is("tp", view.config.tp) &&
+                         saved_is("pp", view.config.pp) && saved_is("world_size", view.mesh.world.size);
+  position.statistics = manifest.value("statistics", nlohmann::json());
+  return position;
 }
 
 int64_t load_checkpoint_parameters(const RunStateView& view, const std::string& checkpoint_dir) {

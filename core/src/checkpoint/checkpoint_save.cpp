@@ -192,15 +192,15 @@ nlohmann::json write_rank_file(const CommGroup& world, const std::string& tempor
 }
 
 // What the manifest says of the run, taken with the snapshot: the run, the mesh, the position.
-nlohmann::json manifest_header(const RunStateView& view, int64_t step) {
+nlohmann::json manifest_header(const RunStateView& view, const RunPosition& position) {
   const RunConfig& config = view.config;
   return {{"format", "keel-checkpoint"},
           {"format_version", kCheckpointFormatVersion},
           {"keel_abi", std::to_string(KEEL_ABI_VERSION_MAJOR) + "." + std::to_string(KEEL_ABI_VERSION_MINOR)},
-          {"step", step},
-          {"tokens_seen", view.position.tokens_seen()},
-          {"data_state", view.position.data_state()},
-          {"statistics", view.position.statistics_state()},
+          {"step", position.step},
+          {"tokens_seen", position.tokens_seen},
+          {"data_state", position.data_state},
+          {"statistics", position.statistics},
           {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
           {"mesh", {{"dp", view.mesh.layout().dp}, {"tp", config.tp}, {"pp", config.pp},
                     {"virtual_stages", config.virtual_stages}, {"world_size", view.mesh.world.size}}},
@@ -302,22 +302,12 @@ struct CheckpointSnapshot {
 namespace {
 
 // `arena` NULL: the values are read as the file is written. Else they are copied into it now.
-std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, const std::string& root, int32_t keep,
-                                                  std::vector<float>* arena) {
+std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, const RunPosition& position,
+                                                  const std::string& root, int32_t keep, std::vector<float>* arena) {
   auto snapshot = std::make_unique<CheckpointSnapshot>();
   const CommGroup& world = view.mesh.world;
-  // First, before any collective of the save: a data source that cannot say where it stands
-  // (a Python state_dict that is not JSON) fails the save on every rank alike.
-  std::exception_ptr position_failure;
-  try {
-    snapshot->data_position = view.position.data_position();
-  } catch (...) {
-    position_failure = std::current_exception();
-  }
-  rethrow_if_any_failed(world, position_failure, KEEL_ERR_IO,
-                        "checkpoint not saved: another rank's data source could not save its position (its message "
-                        "says why)");
-  snapshot->step = view.position.step();
+  snapshot->data_position = position.data_position;
+  snapshot->step = position.step;
   char rank_file_name[32];
   std::snprintf(rank_file_name, sizeof rank_file_name, "rank%05d.safetensors", world.rank);
   snapshot->rank_file = rank_file_name;
@@ -340,8 +330,8 @@ std::unique_ptr<CheckpointSnapshot> take_snapshot(const RunStateView& view, cons
   snapshot->name = step_folder_name(snapshot->step);
   snapshot->run_id = long(broadcast_int64(world, int64_t(::getpid()), 0));
   snapshot->temporary = make_temporary_folder(world, root, snapshot->name, snapshot->run_id);
-  snapshot->manifest = manifest_header(view, snapshot->step);
-  snapshot->replica_position = view.position.replica_position();
+  snapshot->manifest = manifest_header(view, position);
+  snapshot->replica_position = position.replica_position;
   return snapshot;
 }
 
@@ -351,9 +341,9 @@ PendingCheckpoint::PendingCheckpoint(std::unique_ptr<CheckpointSnapshot> snapsho
 PendingCheckpoint::PendingCheckpoint(PendingCheckpoint&&) noexcept = default;
 PendingCheckpoint::~PendingCheckpoint() = default;
 
-PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const std::string& root, int32_t keep,
-                                      std::vector<float>& arena) {
-  return PendingCheckpoint(take_snapshot(view, root, keep, &arena));
+PendingCheckpoint snapshot_checkpoint(const RunStateView& view, const RunPosition& position, const std::string& root,
+                                      int32_t keep, std::vector<float>& arena) {
+  return PendingCheckpoint(take_snapshot(view, position, root, keep, &arena));
 }
 
 std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
@@ -385,10 +375,11 @@ std::string write_checkpoint(PendingCheckpoint& pending, const CommGroup& group,
   return (fs::path(s.root) / s.name).string();
 }
 
-std::string save_checkpoint(const RunStateView& view, const std::string& root, int32_t keep) {
+std::string save_checkpoint(const RunStateView& view, const RunPosition& position, const std::string& root,
+                            int32_t keep) {
   // A refusal (non-finite values) on any rank must leave nothing on disk: the values are checked
   // as they are written, and write_rank_file removes the folder when any rank found one.
-  PendingCheckpoint pending{take_snapshot(view, root, keep, nullptr)};
+  PendingCheckpoint pending{take_snapshot(view, position, root, keep, nullptr)};
   return write_checkpoint(pending, view.mesh.world);
 }
 

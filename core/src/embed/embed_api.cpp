@@ -343,7 +343,7 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
     // rank agreed on the answer, so every rank takes part.
     const keel::CheckpointConfig& checkpoint = t.config().train.checkpoint;
     if (answer == KEEL_STEP_INTERRUPTED && checkpoint.on_interrupt && !saved && t.step() > 0) {
-      trainer->last_checkpoint = keel::save_checkpoint(t.state_view(), checkpoint.dir, checkpoint.keep);
+      trainer->last_checkpoint = keel::save_checkpoint(t.state_view(), t.position(), checkpoint.dir, checkpoint.keep);
       trainer->last.checkpoint = trainer->last_checkpoint.c_str();
     }
   });
@@ -415,8 +415,9 @@ KEEL_API keel_status keel_trainer_save(keel_trainer* trainer, const char* root_d
     // root_dir NULL and keep 0: the config's train.checkpoint.dir and .keep, where a run saves.
     require(trainer && ((root_dir && keep > 0) || (!root_dir && keep == 0)),
             "keel_trainer_save: trainer is NULL, or keep < 1 with a root_dir, or keep not 0 without one");
-    const keel::CheckpointConfig& configured = trainer->trainer->config().train.checkpoint;
-    keel::save_checkpoint(trainer->trainer->state_view(), root_dir ? root_dir : configured.dir,
+    keel::Trainer& t = *trainer->trainer;
+    const keel::CheckpointConfig& configured = t.config().train.checkpoint;
+    keel::save_checkpoint(t.state_view(), t.position(), root_dir ? root_dir : configured.dir,
                           keep > 0 ? keep : configured.keep);
   });
 }
@@ -432,7 +433,8 @@ KEEL_API keel_status keel_trainer_load(keel_trainer* trainer, const char* checkp
     std::error_code error;
     const bool config_latest = std::string(checkpoint_path) == "latest" && !std::filesystem::exists("latest", error);
     const std::string where = config_latest ? trainer->trainer->config().train.checkpoint.dir : checkpoint_path;
-    keel::load_checkpoint(trainer->trainer->state_view(), keel::resolve_checkpoint(where));
+    keel::Trainer& t = *trainer->trainer;
+    t.resume_at(keel::load_checkpoint(t.state_view(), keel::resolve_checkpoint(where)));
     // The last step is now the checkpoint's: its count, and no metrics measured yet.
     trainer->last = no_metrics_yet(*trainer->trainer);
   });

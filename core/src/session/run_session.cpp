@@ -131,7 +131,7 @@ std::string RunSession::save(Progress& progress, StepReport* report) {
   const auto start = Clock::now();
   if (background_saves_) {
     PendingCheckpoint snapshot =
-        snapshot_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep, background_saves_->arena());
+        snapshot_checkpoint(trainer_.state_view(), trainer_.position(), checkpoint.dir, checkpoint.keep, background_saves_->arena());
     const double ms = 1e3 * seconds_since(start);
     background_saves_->start(std::move(snapshot), trainer_.step(), fault_while_saving(trainer_, trainer_.step()));
     if (report) report->phase_ms["checkpoint"] = ms;
@@ -140,7 +140,7 @@ std::string RunSession::save(Progress& progress, StepReport* report) {
     progress.last_saved_step = trainer_.step();
     return (std::filesystem::path(checkpoint.dir) / step_folder_name(trainer_.step())).string();
   }
-  const std::string folder = save_checkpoint(trainer_.state_view(), checkpoint.dir, checkpoint.keep);
+  const std::string folder = save_checkpoint(trainer_.state_view(), trainer_.position(), checkpoint.dir, checkpoint.keep);
   const double ms = 1e3 * seconds_since(start);
   if (report) report->phase_ms["checkpoint"] = ms;
   reporter_.note("checkpoint saved: " + folder + " (" + std::to_string(int64_t(ms)) + " ms)");

@@ -1,14 +1,13 @@
-// Everything of a run that a checkpoint saves and a resume restores, and nothing else: the
-// config it was built from, the parameters' specs, the optimizer's state slot count, the mesh,
-// the strategy's ranges and own arrays, and the run's position. Checkpoint code takes this view,
-// never the trainer, so it cannot reach into training.
+// Everything of a run that a checkpoint saves and a resume restores, other than its position
+// (run_position.h, values the trainer hands over and takes back): the config it was built from,
+// the parameters' specs, the optimizer's state slot count, the mesh, the strategy's ranges and
+// own arrays. Checkpoint code takes this view, never the trainer, so it cannot reach into training.
 #pragma once
 
 #include <keel/keel.h>
 
 #include "config/run_config.h"
 #include "mesh/mesh.h"
-#include "train/run_position.h"
 #include "train/strategy_state.h"
 
 namespace keel {
@@ -19,7 +18,6 @@ struct RunStateView {
   int32_t state_slots;           // the optimizer's state arrays per parameter
   const Mesh& mesh;
   StrategyState& strategy;
-  RunPosition& position;
 };
 
 }  // namespace keel

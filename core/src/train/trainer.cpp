@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <cmath>
+#include <exception>
 
 #include <keel_support/common/json_section.hpp>
 
@@ -431,7 +432,38 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int32_t
 }
 
 RunStateView Trainer::state_view() {
-  return {config_, plugins_.model_info, plugins_.optimizer_info.n_state_slots, mesh(), strategy_state_, *this};
+  return {config_, plugins_.model_info, plugins_.optimizer_info.n_state_slots, mesh(), strategy_state_};
+}
+
+RunPosition Trainer::position() const {
+  RunPosition position;
+  // First, before any other collective: the data source's own position, agreed across ranks.
+  std::exception_ptr failure;
+  try {
+    position.data_position = data_position();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  rethrow_if_any_failed(mesh().world, failure, KEEL_ERR_IO,
+                        "checkpoint not saved: another rank's data source could not save its position (its message "
+                        "says why)");
+  position.step = step_;
+  position.tokens_seen = tokens_seen_;
+  position.data_state = data_state();
+  position.statistics = statistics_state();
+  position.replica_position = replica_position();
+  return position;
+}
+
+void Trainer::resume_at(const SavedPosition& position) {
+  try {
+    restore_position(position.step, position.tokens_seen, position.data_state);
+  } catch (const KeelError& e) {
+    throw KeelError(e.code, position.where + ": data_state: " + e.what());
+  }
+  restore_replica_positions(position.replica_positions, position.same_ranks, position.where);
+  restore_data_positions(position.data_positions, position.same_layout, position.where);
+  restore_statistics(position.statistics, position.where);
 }
 
 void Trainer::restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) {

@@ -75,7 +75,7 @@ struct GatheredParam {
   std::vector<float> values;  // row-major, empty when only the shape was asked for
 };
 
-class Trainer final : public RunPosition {
+class Trainer final {
  public:
   explicit Trainer(RunConfig config, TrainerData data = TrainerData::open);
   ~Trainer();
@@ -124,23 +124,21 @@ class Trainer final : public RunPosition {
   // The parameters as whole tensors, zero-copy views and external names (model_parameters.h).
   ModelParameters& parameters() { return parameters_; }
 
-  // The resumable position of a run (run_position.h): optimizer steps, tokens trained, data position.
-  int64_t step() const override { return step_; }
-  int64_t tokens_seen() const override { return tokens_seen_; }
-  nlohmann::json data_state() const override;
-  void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state) override;
-  nlohmann::json replica_position() const override;
-  void restore_replica_positions(const nlohmann::json& positions, bool same_ranks, const std::string& where) override;
-  std::string data_position() const override;  // data_position.cpp
-  void restore_data_positions(const nlohmann::json& positions, bool same_layout, const std::string& where) override;
+  int64_t step() const { return step_; }
+  int64_t tokens_seen() const { return tokens_seen_; }
+  // Where the run stands, for a checkpoint (run_position.h). Collective: a data source that cannot
+  // say where it stands (a Python state_dict that is not JSON) fails it on every rank alike.
+  RunPosition position() const;
+  // Goes on from a checkpoint's position (load_checkpoint's, after its parameters and state are
+  // in): step, tokens seen, data position, each replica's and each rank's, statistics. Collective;
+  // throws KeelError naming position.where when a field is malformed or belongs to another source.
+  void resume_at(const SavedPosition& position);
   // Whether the strategy's replicas step on their own between syncs (strategy.h 0.14).
   bool independent_replicas() const { return independent_replicas_; }
-  nlohmann::json statistics_state() const override;
-  void restore_statistics(const nlohmann::json& state, const std::string& where) override;
   // The strategy's ranges and own arrays, and its memory figures.
   StrategyState& strategy_state() { return strategy_state_; }
   const StrategyState& strategy_state() const { return strategy_state_; }
-  // All a checkpoint reads from and writes into this run.
+  // All a checkpoint reads from and writes into this run, besides its position.
   RunStateView state_view();
 
   const RunConfig& config() const { return config_; }
@@ -163,6 +161,15 @@ class Trainer final : public RunPosition {
   }
 
  private:
+  // The pieces of position() and resume_at().
+  nlohmann::json data_state() const;
+  void restore_position(int64_t step, int64_t tokens_seen, const nlohmann::json& data_state);
+  nlohmann::json replica_position() const;  // replica_interval.cpp
+  void restore_replica_positions(const nlohmann::json& positions, bool same_ranks, const std::string& where);
+  std::string data_position() const;  // data_position.cpp
+  void restore_data_positions(const nlohmann::json& positions, bool same_layout, const std::string& where);
+  nlohmann::json statistics_state() const;
+  void restore_statistics(const nlohmann::json& state, const std::string& where);
   void open_builtin_data();
   bool data_plugin_resumes() const;
   void restart_train_split(const std::string& why);  // warns, then resets the plugin's train split
