@@ -20,7 +20,7 @@ constexpr int32_t kTimeoutExitCode = 1;
 // How late past its deadline a stalled call may be noticed.
 constexpr auto kCheckPeriod = std::chrono::milliseconds(100);
 
-std::mutex g_mutex;
+std::mutex g_watchdog_mutex;
 std::condition_variable g_stop_requested;
 bool g_stopping = false;
 std::list<ArmedCall> g_armed;
@@ -33,7 +33,7 @@ std::string seconds_text(double seconds) {
 }
 
 void watch() {
-  std::unique_lock<std::mutex> lock(g_mutex);
+  std::unique_lock<std::mutex> lock(g_watchdog_mutex);
   while (!g_stop_requested.wait_for(lock, kCheckPeriod, [] { return g_stopping; })) {
     const Clock::time_point now = Clock::now();
     for (const ArmedCall& call : g_armed) {
@@ -55,24 +55,24 @@ Armed::Armed(const Communicator& communicator, double timeout_s, const std::stri
              const std::string& stalled_because) {
   const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   const auto deadline = Clock::now() + timeout;
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_watchdog_mutex);
   entry_ = g_armed.insert(g_armed.end(), ArmedCall{deadline, timeout_s, &communicator, &what, &stalled_because});
 }
 
 Armed::~Armed() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_watchdog_mutex);
   g_armed.erase(entry_);
 }
 
 void start_watchdog() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_watchdog_mutex);
   g_stopping = false;
   g_thread = std::thread(watch);
 }
 
 void stop_watchdog() {
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_watchdog_mutex);
     g_stopping = true;
   }
   g_stop_requested.notify_all();

@@ -192,14 +192,14 @@ class PeerLiveness {
 };
 
 std::atomic<PeerLiveness*> g_liveness{nullptr};
-bool g_started = false;               // once per process: the first world starts it
+bool g_liveness_started = false;               // once per process: the first world starts it
 std::vector<std::string> g_host_of;   // by world rank, gathered when it started
 
 }  // namespace
 
 void start_peer_liveness(MPI_Comm world, double interval_s) {
-  if (g_started) return;
-  g_started = true;
+  if (g_liveness_started) return;
+  g_liveness_started = true;
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);

@@ -38,7 +38,7 @@ struct MpiLibrary {
   MpiHandle byte = nullptr;
 };
 
-std::mutex g_mutex;
+std::mutex g_libmpi_mutex;
 MpiLibrary g_mpi;
 bool g_joined = false;
 bool g_we_initialised = false;
@@ -81,7 +81,7 @@ void open_library(const std::string& launcher) {
 }
 
 void finalise_at_exit() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_libmpi_mutex);
   int finalised = 0;
   g_mpi.Finalized(&finalised);
   if (g_we_initialised && !finalised) g_mpi.Finalize();
@@ -90,7 +90,7 @@ void finalise_at_exit() {
 }  // namespace
 
 LauncherWorld join_launcher_world(const keel_host* host) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_libmpi_mutex);
   if (g_joined) return g_world;
   const std::string launcher = keel_support::mpi_launcher_variable();
   if (!g_mpi.library) open_library(launcher);

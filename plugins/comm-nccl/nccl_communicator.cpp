@@ -42,11 +42,6 @@ std::string device_type_name(int32_t type) {
   }
 }
 
-void check_cuda(cudaError_t error, const std::string& what) {
-  if (error != cudaSuccess)
-    throw StatusError(KEEL_ERR_IO, what + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
-}
-
 // The backend's device and queue, or an error naming what is wrong with them.
 std::pair<keel_device, cudaStream_t> cuda_device_and_queue(const keel_backend_api* backend, void* backend_obj) {
   if (!backend || !backend_obj)
@@ -87,6 +82,11 @@ ncclConfig_t non_blocking_config() {
 }
 
 }  // namespace
+
+void check_cuda(cudaError_t error, const std::string& what) {
+  if (error != cudaSuccess)
+    throw keel_support::StatusError(KEEL_ERR_IO, what + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
+}
 
 Communicator::Communicator(const keel_host* host, const NcclCommConfig& config, int device, cudaStream_t stream)
     : CommState(host), config_(config), device_(device), stream_(stream) {}

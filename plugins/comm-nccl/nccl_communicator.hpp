@@ -29,6 +29,9 @@
 
 namespace keel_nccl {
 
+// Throws StatusError (KEEL_ERR_IO) naming `what` and CUDA's error when `error` is not cudaSuccess.
+void check_cuda(cudaError_t error, const std::string& what);
+
 // A recv from this rank itself, paired by tag with a send as a device copy on the stream; set
 // done (or error, when the message did not fit) by the send that matches it.
 struct SelfReceive {

@@ -53,11 +53,6 @@ void check_tag(int32_t tag, const char* operation) {
                       std::string(operation) + ": tag must be in [0, 32767], found " + std::to_string(tag));
 }
 
-void check_cuda(cudaError_t error, const std::string& what) {
-  if (error != cudaSuccess)
-    throw StatusError(KEEL_ERR_IO, what + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
-}
-
 bool is_bf16_sum(const ElementType& type, ncclRedOp_t op) { return type.nccl == ncclBfloat16 && op == ncclSum; }
 
 }  // namespace

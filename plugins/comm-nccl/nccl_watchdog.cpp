@@ -18,7 +18,7 @@ constexpr int32_t kWatchdogExitCode = 1;
 // How late past its deadline a stalled operation may be noticed.
 constexpr auto kCheckPeriod = std::chrono::milliseconds(100);
 
-std::mutex g_mutex;
+std::mutex g_watchdog_mutex;
 std::condition_variable g_wake;
 std::vector<Communicator*> g_watched;
 std::thread g_thread;
@@ -30,7 +30,7 @@ thread_local bool t_is_watchdog = false;
 
 void watch(unsigned generation) {
   t_is_watchdog = true;
-  std::unique_lock<std::mutex> lock(g_mutex);
+  std::unique_lock<std::mutex> lock(g_watchdog_mutex);
   while (!g_wake.wait_for(lock, kCheckPeriod, [generation] { return g_generation != generation; })) {
     const auto now = std::chrono::steady_clock::now();
     for (Communicator* communicator : g_watched) {
@@ -44,7 +44,7 @@ void watch(unsigned generation) {
 }  // namespace
 
 void watch_communicator(Communicator* communicator) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_watchdog_mutex);
   g_watched.push_back(communicator);
   if (!g_thread.joinable()) g_thread = std::thread(watch, g_generation);
 }
@@ -52,7 +52,7 @@ void watch_communicator(Communicator* communicator) {
 void stop_watching(Communicator* communicator) {
   std::thread finished;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_watchdog_mutex);
     g_watched.erase(std::remove(g_watched.begin(), g_watched.end(), communicator), g_watched.end());
     if (g_watched.empty()) {
       ++g_generation;
@@ -64,7 +64,7 @@ void stop_watching(Communicator* communicator) {
 }
 
 void hold_watchdog() {
-  if (!t_is_watchdog) g_mutex.lock();  // never released: the process ends
+  if (!t_is_watchdog) g_watchdog_mutex.lock();  // never released: the process ends
 }
 
 }  // namespace keel_nccl

@@ -1,5 +1,6 @@
 // Files, extents and the cutting of requests into blocks; the ring itself is uring_pump's.
 #include "nvme_engine.hpp"
+#include "errno_text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,8 +26,6 @@ namespace {
 
 constexpr uint32_t kMaxQueueDepth = 4096;
 constexpr size_t kMaxNameInFileName = 80;
-
-std::string errno_text(int error) { return std::string(std::strerror(error)) + " (errno " + std::to_string(error) + ")"; }
 
 const NvmeEngineConfig& checked(const NvmeEngineConfig& config) {
   if (config.folder.empty()) {

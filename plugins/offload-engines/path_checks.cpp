@@ -1,6 +1,7 @@
 // Each check names the folder, what was found and what is expected, in the order a user would
 // fix them: exists, is a directory, is writable, supports O_DIRECT, has room.
 #include "path_checks.hpp"
+#include "errno_text.hpp"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -27,8 +28,6 @@ namespace {
 constexpr uint64_t kProbeBytes = 4096;  // one block, the engine's alignment
 
 std::string quoted(const std::string& path) { return "offload folder \"" + path + "\""; }
-
-std::string errno_text(int error) { return std::string(std::strerror(error)) + " (errno " + std::to_string(error) + ")"; }
 
 std::string probe_path(const std::string& folder) {
   static std::atomic<uint64_t> probes{0};

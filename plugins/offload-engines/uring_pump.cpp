@@ -9,6 +9,7 @@
 // into its caller's buffer, so its ticket finishes only when the kernel gives the piece back,
 // however slow the device; a signal only interrupts the wait, which goes on.
 #include "uring_pump.hpp"
+#include "errno_text.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -28,8 +29,6 @@ using keel_support::StatusError;
 namespace {
 
 constexpr uint64_t kWakeTag = ~uint64_t(0);  // user data of the eventfd read; slots are small
-
-std::string errno_text(int error) { return std::string(std::strerror(error)) + " (errno " + std::to_string(error) + ")"; }
 
 std::atomic<BeforeSubmitHookForTests> before_submit_hook{nullptr};
 

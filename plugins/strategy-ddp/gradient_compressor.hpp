@@ -18,6 +18,9 @@
 
 namespace keel_ddp {
 
+// The element type of what the compressors send: fp32 values.
+constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
+
 // The data-parallel group as the compressors use it: synchronous calls on the training thread.
 struct DataParallelGroup {
   const keel_comm_api* comm = nullptr;

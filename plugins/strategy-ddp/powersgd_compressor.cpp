@@ -13,8 +13,6 @@
 namespace keel_ddp {
 namespace {
 
-constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
-
 // Standard normal values from one seed, the same on every rank (Box-Muller on mt19937_64's bits,
 // so no library's distribution decides them).
 void fill_normal(float* out, int64_t n, uint64_t seed) {

@@ -12,7 +12,6 @@
 namespace keel_ddp {
 namespace {
 
-constexpr keel_dtype kFloat32 = {KEEL_DTYPE_FLOAT, 32, 1};
 constexpr keel_dtype kInt32 = {KEEL_DTYPE_INT, 32, 1};
 
 }  // namespace
