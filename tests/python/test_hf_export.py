@@ -198,7 +198,10 @@ def test_export_has_hf_names_shapes_and_config():
     assert config["layer_norm_epsilon"] == 1e-5 and config["tie_word_embeddings"] is True
     assert config["resid_pdrop"] == config["embd_pdrop"] == config["attn_pdrop"] == 0
     assert config["torch_dtype"] == "float32"
-    assert "bos_token_id" not in config and "eos_token_id" not in config  # only GPT-2's 50257 vocabulary has them
+    # Only GPT-2's 50257 vocabulary has them; null, not absent, or transformers takes GPT-2's 50256 (issue 41).
+    assert config["bos_token_id"] is None and config["eos_token_id"] is None
+    with open(os.path.join(e["hf_dir"], "generation_config.json")) as f:
+        assert json.load(f) == {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
     assert not [n for n in os.listdir(e["hf_dir"]) if ".tmp" in n], "temporary files left behind"
 
 

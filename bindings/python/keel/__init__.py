@@ -67,7 +67,7 @@ from keel._keel import (  # noqa: E402 (after the OpenBLAS fallback is set for t
     register_plugin_library,
     set_log_level,
 )
-from keel import _callback_state, _config, _world_end
+from keel import _callback_state, _config, _hf_tokenizer_files, _world_end
 from keel._keel import Trainer as _ExtensionTrainer
 from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
 from keel.optim import TensorPiece
@@ -219,6 +219,17 @@ class Trainer(_ExtensionTrainer):
         generated = self._generate_each(ids, n, temperature, seed, top_k, top_p, use_cache,
                                         on_token if (eos or stop_bytes) else None)
         return bytes(generated).decode("utf-8", "replace") if text else generated
+
+    def export_hf(self, folder, tokenizer=None):
+        """Writes folder/model.safetensors, config.json and generation_config.json as `keel export`
+        does: what transformers' from_pretrained and generate load (bos/eos ids null where the model
+        names none, as a byte-level one). tokenizer: the tokenizer.json the data was prepared with,
+        or a Hugging Face folder holding one; it is copied beside the weights (with its
+        tokenizer_config.json and special_tokens_map.json) and its end- and start-of-text ids become
+        bos/eos/pad. Every rank calls it (rank 0 writes)."""
+        super().export_hf(folder)
+        if tokenizer is not None and _world_end.launched_rank() == 0:
+            _hf_tokenizer_files.attach(os.fspath(folder), tokenizer)
 
     def load_hf(self, source):
         """Sets the model's weights from Hugging Face's: a folder (model.safetensors or its shards and

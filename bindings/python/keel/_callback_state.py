@@ -13,22 +13,12 @@ import math
 import os
 
 from keel._keel import Error
+from keel._world_end import launched_rank
 
 FILE_NAME = "callbacks.json"
 FORMAT = "keel.callbacks/1"
 FILE_LIMIT_BYTES = 1 << 20
 STEP_LIMIT = 1 << 40  # far beyond any run, as the data source's saved position is bounded
-
-_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
-
-
-def _rank():
-    for name in _RANK_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
-
 
 def states_of(callbacks):
     """{state_key: state_dict()} of the callbacks that keep a state."""
@@ -46,7 +36,7 @@ def write(folder, callbacks):
     if not os.path.isdir(folder):
         return False
     states = states_of(callbacks)
-    if not states or _rank() != 0:
+    if not states or launched_rank() != 0:
         return True
     text = json.dumps({"format": FORMAT, "callbacks": states}, allow_nan=True, sort_keys=True)
     temporary = os.path.join(folder, f".{FILE_NAME}.tmp-{os.getpid()}")

@@ -14,6 +14,18 @@ _LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SL
 _installed = False
 
 
+_LAUNCHER_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def launched_rank():
+    """This process's rank as its launcher set it; 0 when not launched (one process)."""
+    for name in _LAUNCHER_RANK_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 def _launched_world_size():
     for name in _LAUNCHER_SIZE_VARIABLES:
         value = os.environ.get(name, "")

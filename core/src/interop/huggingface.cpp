@@ -104,6 +104,21 @@ bool is_ignored_extra(const std::string& name) {
   return name == "lm_head.weight" || ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
 }
 
+// transformers takes a missing bos/eos id from the model class's defaults (GPT-2's 50256,
+// Llama's 1 and 2), which may lie outside this vocabulary: a model that names none says null.
+void write_special_token_ids(nlohmann::json& config) {
+  for (const char* key : {"bos_token_id", "eos_token_id"})
+    if (!config.contains(key)) config[key] = nullptr;
+}
+
+// What transformers' generate reads first; pad is eos, as generate would pick after a warning.
+nlohmann::json generation_config(const nlohmann::json& config) {
+  nlohmann::json generation = {{"bos_token_id", config.at("bos_token_id")},
+                               {"eos_token_id", config.at("eos_token_id")}};
+  generation["pad_token_id"] = config.contains("pad_token_id") ? config.at("pad_token_id") : config.at("eos_token_id");
+  return generation;
+}
+
 }  // namespace
 
 void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path) {
@@ -145,13 +160,15 @@ void export_huggingface(ModelParameters& params, const std::string& out_safetens
     std::remove(temporary.c_str());
     throw;
   }
+  write_special_token_ids(config);
   write_file_atomically((out.parent_path() / "config.json").string(), config.dump(2) + "\n");
+  write_file_atomically((out.parent_path() / "generation_config.json").string(),
+                        generation_config(config).dump(2) + "\n");
 }
 
 namespace {
 
 constexpr size_t kMaxIndexBytes = size_t(64) << 20;   // a shard index names tensors and files
-constexpr size_t kMaxConfigBytes = size_t(1) << 20;   // config.json is a few KB
 
 bool is_folder(const std::string& path) {
   std::error_code error;
@@ -233,36 +250,6 @@ std::vector<float> tensor_as_f32(const SafetensorsFile& file, const std::string&
 }
 
 }  // namespace
-
-std::string complete_model_config(const std::string& model_plugin, const std::string& init_from,
-                                  const std::string& section_json, const std::string& json_path) {
-  if (!is_folder(init_from)) return section_json;  // a file: the config gives every dimension
-  const std::string config_path = (std::filesystem::path(init_from) / "config.json").string();
-  std::string external;
-  try {
-    const std::vector<unsigned char> bytes = read_regular_file(config_path, "config", Symlinks::follow, kMaxConfigBytes);
-    external.assign(bytes.begin(), bytes.end());
-  } catch (const KeelError& e) {
-    throw KeelError(e.code, std::string("model.init_from: ") + e.what());
-  }
-  const keel_plugin_info& info = PluginRegistry::instance().find(KEEL_KIND_MODEL, model_plugin).info;
-  const auto* table = static_cast<const keel_model_api*>(info.api);
-  if (info.abi_minor < 10 || !KEEL_HAS_SLOT(table, complete_config) || !table->complete_config)
-    throw KeelError(KEEL_ERR_UNIMPLEMENTED, "model.init_from: " + init_from + " is a folder, but model '" + model_plugin +
-                                                "' cannot read its config.json (complete_config, ABI 0.10): name the "
-                                                "safetensors file and give every dimension in the model section");
-  std::string out(4096, '\0');
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    size_t length = 0;
-    const keel_status status = table->complete_config(host_table(), kFormat, external.c_str(), section_json.c_str(),
-                                                      json_path.c_str(), out.data(), out.size(), &length);
-    if (status != KEEL_OK)
-      throw KeelError(status, "model.init_from " + init_from + ": " + last_error());
-    if (length < out.size()) return out.substr(0, length);
-    out.assign(length + 1, '\0');
-  }
-  throw KeelError(KEEL_ERR_INTERNAL, "model '" + model_plugin + "': complete_config's length changed between calls");
-}
 
 namespace {
 

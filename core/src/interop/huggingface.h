@@ -10,7 +10,8 @@ namespace keel {
 class ModelParameters;
 
 // Writes `out_safetensors_path` (F32 tensors under their external names, metadata
-// {"format": "pt"}) and config.json in the same folder, creating the folder; each file is
+// {"format": "pt"}), config.json and generation_config.json in the same folder (bos/eos ids as
+// the model names them, null where it names none), creating the folder; each file is
 // written to a temporary name, fsync'ed and renamed, so a reader never sees half of one.
 void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path);
 
@@ -29,11 +30,5 @@ void export_huggingface(ModelParameters& params, const std::string& out_safetens
 // "transformer." prefix (how GPT2Model and the gpt2 download store them) are accepted too.
 // A non-finite value is refused naming the tensor.
 void import_huggingface(ModelParameters& params, const std::string& init_from);
-
-// The model section `section_json` completed from a checkpoint folder's config.json by the model
-// plugin (model.h complete_config, 0.10) when model.init_from names a folder; returned as is for
-// a file. Throws KeelError naming the folder, or the key and both values that disagree.
-std::string complete_model_config(const std::string& model_plugin, const std::string& init_from,
-                                  const std::string& section_json, const std::string& json_path);
 
 }  // namespace keel
