@@ -1,6 +1,6 @@
 // Which attention shapes the cuda backend hands to cuDNN's fused flash attention, and the key its
 // graph cache files them under. Plain C++ (no CUDA, no cuDNN), so the choice is tested on
-// machines without either: tests/unit/cuda/test_attention_cudnn_shape.cpp.
+// machines without either: tests/unit/cuda/attention_cudnn_shape_test.cpp.
 #pragma once
 
 #include <cstddef>

@@ -3,7 +3,7 @@
 // attention op run on q with its key/value heads repeated per query head (transformers'
 // repeat_kv), the gradients of the repeated heads summed back; NKV = NH equal to the 0.8 op bit
 // for bit. At bf16: each op within one rounding of the fp32 slot on the same bf16-representable
-// inputs (see test_backend_dt.cpp), fp32 outputs (rstd, dweight) within sum-order noise. Bad
+// inputs (see backend_dt_test.cpp), fp32 outputs (rstd, dweight) within sum-order noise. Bad
 // shapes are refused naming the op.
 #include <cmath>
 #include <complex>

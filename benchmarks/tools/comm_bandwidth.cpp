@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../mpi/comm_test_support.hpp"
+#include "comm_test_support.hpp"  // tests/mpi
 
 using namespace comm_test;
 
