@@ -10,5 +10,5 @@ if [ "${1:-}" = "--fast" ]; then
   shift
 fi
 bash scripts/install-deps.sh
-bash scripts/build.sh -DKEEL_BUILD_TESTS=ON  # the quick start's build may have left them out
+bash scripts/build.sh -DKEEL_BUILD_TESTS=ON -DKEEL_BUILD_CUDA=ON  # the quick start may have left tests and CUDA out
 ctest --test-dir build --output-on-failure -j 2 "${tier[@]}" "$@"
