@@ -2,7 +2,7 @@
 // JSON path, says what was expected and what was found, and suggests a key for a misspelling.
 #include "config/run_config.h"
 
-#include "interop/huggingface.h"
+#include "config/init_from_config.h"
 #include "loader/plugin_registry.h"
 
 #include <keel/offload.h>

@@ -9,6 +9,8 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint.h"
+#include "generate/gathered_param.h"
+#include "generate/sampling.h"
 #include "host/errors.h"
 #include "host/log.h"
 #include "interop/huggingface.h"
@@ -42,6 +44,7 @@ struct keel_trainer {
   // by its first call and kept, so successive calls write one metrics file.
   std::unique_ptr<keel::RunSession> session;
   std::string last_checkpoint;  // what last.checkpoint points into
+  bool kv_cache = true;         // whether generation uses the model's key/value cache (keel_trainer_set_kv_cache)
 };
 
 namespace {
@@ -361,7 +364,7 @@ KEEL_API keel_status keel_trainer_set_kv_cache(keel_trainer* trainer, int32_t en
   return embed_call([&] {
     require(trainer && (enabled == 0 || enabled == 1),
             "keel_trainer_set_kv_cache: trainer is NULL, or enabled is not 0 or 1");
-    trainer->trainer->set_kv_cache(enabled == 1);
+    trainer->kv_cache = enabled == 1;
   });
 }
 
@@ -497,7 +500,7 @@ KEEL_API keel_status keel_trainer_gather_param(keel_trainer* trainer, const char
   return embed_call([&] {
     require(trainer && name && out_shape && out_ndim,
             "keel_trainer_gather_param: trainer, name, out_shape and out_ndim must not be NULL");
-    const keel::GatheredParam whole = trainer->trainer->gather_param(name, dst != nullptr);
+    const keel::GatheredParam whole = keel::gather_param(*trainer->trainer, name, dst != nullptr);
     *out_ndim = int32_t(whole.shape.size());
     std::copy(whole.shape.begin(), whole.shape.end(), out_shape);
     if (!dst) return;
@@ -662,11 +665,12 @@ KEEL_API keel_status keel_trainer_generate_top(keel_trainer* trainer, const int3
             "keel_trainer_generate: trainer is NULL, prompt or out_tokens is NULL, or count is negative");
     keel::Trainer& t = *trainer->trainer;
     check_generation_arguments(t, prompt, prompt_length, top_k, top_p);
-    t.sample_each(std::vector<int32_t>(prompt, prompt + prompt_length), count, seed, temperature_or_config(t, temperature),
-                  top_k, top_p, [&](int32_t token, int64_t index) {
-                    out_tokens[index] = token;
-                    return false;
-                  });
+    keel::sample_each(t, std::vector<int32_t>(prompt, prompt + prompt_length), count, seed,
+                      temperature_or_config(t, temperature), top_k, top_p, trainer->kv_cache,
+                      [&](int32_t token, int64_t index) {
+                        out_tokens[index] = token;
+                        return false;
+                      });
   });
 }
 
@@ -681,9 +685,9 @@ KEEL_API keel_status keel_trainer_generate_each(keel_trainer* trainer, const int
     keel::Trainer& t = *trainer->trainer;
     check_generation_arguments(t, prompt, prompt_length, top_k, top_p);
     if (out_count) *out_count = 0;
-    const int64_t generated = t.sample_each(
-        std::vector<int32_t>(prompt, prompt + prompt_length), max_count, seed, temperature_or_config(t, temperature),
-        top_k, top_p, [&](int32_t token, int64_t index) {
+    const int64_t generated = keel::sample_each(
+        t, std::vector<int32_t>(prompt, prompt + prompt_length), max_count, seed, temperature_or_config(t, temperature),
+        top_k, top_p, trainer->kv_cache, [&](int32_t token, int64_t index) {
           if (out_count) *out_count = index + 1;
           return on_token(user, token, index) != 0;
         });

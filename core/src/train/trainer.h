@@ -5,7 +5,6 @@
 #include <keel/embed.h>
 
 #include <cmath>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,34 +46,6 @@ struct StepResult {
 // work after the run's data is gone.
 enum class TrainerData { open, none };
 
-// Sampling over the model's key/value cache (model.h 0.18, cached_decoding.cpp), for one row.
-class CachedDecoder {
- public:
-  // Starts the model's cache of `capacity` positions, where the model, layout and backend can
-  // (capacity 0: never, every token runs the whole window).
-  CachedDecoder(PluginInstances& plugins, int32_t capacity);
-  ~CachedDecoder();
-  CachedDecoder(const CachedDecoder&) = delete;
-  CachedDecoder& operator=(const CachedDecoder&) = delete;
-  // Whether the cache can give the logits after a context of this many tokens.
-  bool serves(size_t context_length) const;
-  // The logits (padded vocabulary) at the context's last position; the context extends the one
-  // of the previous call.
-  std::vector<float> last_logits(const std::vector<int32_t>& context);
-
- private:
-  PluginInstances& plugins_;
-  int32_t capacity_;
-  bool usable_ = false;
-  int32_t cached_ = 0;  // positions in the cache
-  void* device_tokens_ = nullptr;
-};
-
-struct GatheredParam {
-  std::vector<int64_t> shape;
-  std::vector<float> values;  // row-major, empty when only the shape was asked for
-};
-
 class Trainer final {
  public:
   explicit Trainer(RunConfig config, TrainerData data = TrainerData::open);
@@ -102,25 +73,8 @@ class Trainer final {
   double forward_backward(const Batch& batch);
   // Logits (B,T,Vp) of an inference forward, copied to the host.
   std::vector<float> logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len);
-  // Generates up to `max_count` tokens after `prompt`, sampling at `temperature` (0: greedy) among
-  // the `top_k` most likely tokens (0: all) that are also the smallest set whose probability
-  // reaches `top_p` (1: all). Each token goes to `on_token` (token, index) as it is drawn; true
-  // stops after it, on every rank at the same token (collective: every rank calls, and on more
-  // than one rank every token's answer is agreed). Memory does not grow with max_count. Returns
-  // the count generated.
-  int64_t sample_each(const std::vector<int32_t>& prompt, int64_t max_count, uint64_t seed, double temperature,
-                      int32_t top_k, double top_p, const std::function<bool(int32_t, int64_t)>& on_token);
-  // sample_each's tokens, all `count` of them.
-  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int32_t count, uint64_t seed, double temperature,
-                              int32_t top_k = 0, double top_p = 1.0);
-
-  // Parameter `name` whole on every rank, whatever the layout (gathered_param.cpp): its shape,
-  // and its values when asked. Collective over the world; KeelError NOT_FOUND on every rank when
-  // no rank has it.
-  GatheredParam gather_param(const std::string& name, bool with_values);
-  // Whether sample() uses the model's key/value cache where it has one (the default).
-  void set_kv_cache(bool enabled) { kv_cache_ = enabled; }
-
+  // The plugins this run made (generation's cached decoder drives the model's decode slots).
+  PluginInstances& plugins() { return plugins_; }
   // The parameters as whole tensors, zero-copy views and external names (model_parameters.h).
   ModelParameters& parameters() { return parameters_; }
 
@@ -185,7 +139,6 @@ class Trainer final {
   PluginInstances plugins_;
   StrategyState strategy_state_{plugins_, config_.strategy.plugin};
   ModelParameters parameters_{plugins_, config_};
-  bool kv_cache_ = true;
   std::unique_ptr<PipelineRunner> pipeline_;
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;

@@ -4,12 +4,13 @@
 // embedding changes, and the sampler goes back to whole windows. A model, layout or backend
 // that cannot cache (decode_reset refuses with KEEL_ERR_UNIMPLEMENTED) samples by whole windows
 // throughout, as before 0.18.
+#include "generate/cached_decoder.h"
+
 #include <keel/plugin.h>
 
 #include <string>
 
 #include "host/errors.h"
-#include "train/trainer.h"
 
 namespace keel {
 

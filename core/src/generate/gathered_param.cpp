@@ -6,6 +6,8 @@
 // with the same name. Data-parallel replicas all send what they hold (a rank cannot tell a
 // replica from a shard alone), placed last rank first so the lowest rank's values stand where
 // replicas differ between syncs (diloco, edit).
+#include "generate/gathered_param.h"
+
 #include <keel_support/common/piece_box.hpp>
 
 #include <algorithm>
@@ -16,7 +18,6 @@
 
 #include "host/errors.h"
 #include "mesh/collectives.h"
-#include "train/trainer.h"
 
 namespace keel {
 namespace {
@@ -48,17 +49,17 @@ keel_support::PieceBox box_of(const nlohmann::json& header) {
 
 }  // namespace
 
-GatheredParam Trainer::gather_param(const std::string& name, bool with_values) {
+GatheredParam gather_param(Trainer& trainer, const std::string& name, bool with_values) {
   std::string mine;
   std::string not_here;  // this rank's "no such parameter", with its suggestion
   std::exception_ptr failure;
   try {
-    const size_t index = parameters_.param_index(name);
-    const keel_param_spec& spec = plugins_.model_info.params[index];
-    const auto [begin, end] = strategy_state_.owned_range(-1, index);
-    const bool same_as_tp0 = spec.tp_dim < 0 && mesh().position().tp != 0;
+    const size_t index = trainer.parameters().param_index(name);
+    const keel_param_spec& spec = trainer.model_info().params[index];
+    const auto [begin, end] = trainer.strategy_state().owned_range(-1, index);
+    const bool same_as_tp0 = spec.tp_dim < 0 && trainer.mesh().position().tp != 0;
     if (with_values && !(spec.flags & KEEL_PARAM_STAGE_COPY) && !same_as_tp0 && end > begin)
-      mine = part_of(spec, begin, end, strategy_state_.read_range(-1, index, begin, end));
+      mine = part_of(spec, begin, end, trainer.strategy_state().read_range(-1, index, begin, end));
     else
       mine = part_of(spec, 0, 0, {});  // the shape, for ranks that hold nothing of it
   } catch (const KeelError& e) {
@@ -67,9 +68,9 @@ GatheredParam Trainer::gather_param(const std::string& name, bool with_values) {
   } catch (...) {
     failure = std::current_exception();
   }
-  rethrow_if_any_failed(mesh().world, failure, KEEL_ERR_IO,
+  rethrow_if_any_failed(trainer.mesh().world, failure, KEEL_ERR_IO,
                         "parameter " + name + ": another rank could not read its part (its message says why)");
-  const std::vector<std::string> parts = gather_strings(mesh().world, mine);
+  const std::vector<std::string> parts = gather_strings(trainer.mesh().world, mine);
   GatheredParam out;
   bool found = false;
   std::vector<float> covered;
