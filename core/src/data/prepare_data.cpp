@@ -25,7 +25,7 @@
 #include "host/plural.h"
 #include "io/regular_file.h"
 #include "tokenize/tokenizer.h"
-#include "train/stop_signals.h"
+#include "mesh/stop_signals.h"
 
 namespace keel {
 

@@ -19,7 +19,7 @@
 #include "metrics/run_reporter.h"
 #include "session/interval_traffic.h"
 #include "session/run_summary.h"
-#include "train/stop_signals.h"
+#include "mesh/stop_signals.h"
 
 namespace keel {
 namespace {

@@ -5,8 +5,9 @@
 #include <sstream>
 #include <vector>
 
+#include "generate/sampling.h"
 #include "host/plural.h"
-#include "train/stop_signals.h"
+#include "mesh/stop_signals.h"
 
 namespace keel {
 namespace {
@@ -61,8 +62,8 @@ void print_sample(Trainer& trainer, std::ostream& out) {
   if (bytes) out << train.sample_prompt;
   out << std::flush;
   int stop_signal = 0;
-  const int64_t generated = trainer.sample_each(
-      prompt, train.sample_tokens, train.seed, train.sample_temperature, 0, 1.0, [&](int32_t token, int64_t) {
+  const int64_t generated = sample_each(
+      trainer, prompt, train.sample_tokens, train.seed, train.sample_temperature, 0, 1.0, true, [&](int32_t token, int64_t) {
         if (bytes) out << printable({token});
         else out << token << ' ';
         out << std::flush;

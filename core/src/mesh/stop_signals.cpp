@@ -1,6 +1,6 @@
 // The stop-signal handlers (stop_signals.h): async-signal-safe, they only record the signal,
 // write a fixed line with write(2), and on a second signal restore the default and re-raise.
-#include "train/stop_signals.h"
+#include "mesh/stop_signals.h"
 
 #include <signal.h>
 #include <unistd.h>
