@@ -5,10 +5,10 @@
 #include <cstring>
 
 #include "data/prepare_data.h"
-#include "interop/export_command.h"
+#include "export_command.h"
 #include "launch/elastic_launch.h"
 #include "plot/plot.h"
-#include "train/schedule_check_command.h"
+#include "schedule_check_command.h"
 
 namespace keel_cli {
 

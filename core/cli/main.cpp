@@ -1,5 +1,5 @@
-// The keel command: run, validate, plugins, inspect, and the commands the library and keel_plot
-// carry (prepare-data, export, launch, plot, schedule-check). Every failure prints one message that says what,
+// The keel command: run, validate, plugins, inspect, export and schedule-check, and the commands
+// the library and keel_plot carry (prepare-data, launch, plot). Every failure prints one message that says what,
 // where and what was expected, and exits non-zero (2 for a misused command line).
 #include <keel/version.h>
 
@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "command_usage.h"
+#include "export_command.h"
+#include "schedule_check_command.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest_check.h"
 #include "config/run_config.h"
@@ -18,7 +20,6 @@
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "host/log.h"
-#include "interop/export_command.h"
 #include "io/writable_folder.h"
 #include "launch/elastic_launch.h"
 #include "loader/plugin_registry.h"
@@ -27,8 +28,7 @@
 #include "train/plugin_instances.h"
 #include "train/mesh_plan.h"
 #include "session/run_session.h"
-#include "train/schedule_check_command.h"
-#include "train/stop_signals.h"
+#include "mesh/stop_signals.h"
 #include "train/trainer.h"
 
 namespace {

@@ -25,7 +25,7 @@ struct Stage {
 
 class Bridge {
  public:
-  Bridge(const keel_comm_api* comm, void* obj, BackendRef backend, BufferSide side, int32_t reach)
+  Bridge(const keel_comm_api* comm, void* obj, keel_support::BackendOps backend, BufferSide side, int32_t reach)
       : comm_(comm), obj_(obj), backend_(backend), side_(side), reach_(reach) {
     if (KEEL_HAS_SLOT(comm_, size)) comm_->size(obj_, &size_);
   }
@@ -38,7 +38,7 @@ class Bridge {
   void* obj() const { return obj_; }
   int32_t size() const { return size_; }
   bool staged() const { return reach_ == KEEL_COMM_REACH_NONE; }
-  BackendRef backend() const { return backend_; }
+  keel_support::BackendOps backend() const { return backend_; }
   BufferSide side() const { return side_; }
   int32_t reach() const { return reach_; }
 
@@ -92,7 +92,7 @@ class Bridge {
 
   const keel_comm_api* comm_;
   void* obj_;
-  BackendRef backend_;
+  keel_support::BackendOps backend_;
   BufferSide side_;
   int32_t reach_;
   int32_t size_ = 1;
@@ -283,7 +283,7 @@ const keel_comm_api kBridgeTable = [] {
 
 }  // namespace
 
-int32_t comm_reach(const keel_comm_api* comm, void* comm_obj, BackendRef backend, BufferSide side) {
+int32_t comm_reach(const keel_comm_api* comm, void* comm_obj, keel_support::BackendOps backend, BufferSide side) {
   keel_device device{KEEL_DEVICE_CPU, 0};
   if (side == BufferSide::kBackend)
     check_plugin(backend.api->device(backend.obj, &device), "backend device");
@@ -296,7 +296,7 @@ int32_t comm_reach(const keel_comm_api* comm, void* comm_obj, BackendRef backend
   return reach;
 }
 
-BridgedComm bridge_comm(const keel_comm_api* comm, void* comm_obj, BackendRef backend, BufferSide side) {
+BridgedComm bridge_comm(const keel_comm_api* comm, void* comm_obj, keel_support::BackendOps backend, BufferSide side) {
   const int32_t reach = comm_reach(comm, comm_obj, backend, side);
   // Host memory the comm reaches needs no ordering: the host wrote it.
   if (reach == KEEL_COMM_REACH_QUEUED || (reach == KEEL_COMM_REACH_SYNCED && side == BufferSide::kHost))

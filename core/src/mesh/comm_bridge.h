@@ -12,17 +12,13 @@
 #pragma once
 
 #include <keel/keel.h>
+#include <keel_support/common/backend_ops.hpp>
 
 #include <string>
 
 namespace keel {
 
 enum class BufferSide { kHost, kBackend };
-
-struct BackendRef {
-  const keel_backend_api* api = nullptr;
-  void* obj = nullptr;
-};
 
 struct BridgedComm {
   const keel_comm_api* comm = nullptr;
@@ -31,11 +27,11 @@ struct BridgedComm {
 
 // The reach of `comm` for memory on `side` (a comm built before 0.8: SYNCED on host memory and on
 // a backend of KEEL_DEVICE_CPU, else NONE).
-int32_t comm_reach(const keel_comm_api* comm, void* comm_obj, BackendRef backend, BufferSide side);
+int32_t comm_reach(const keel_comm_api* comm, void* comm_obj, keel_support::BackendOps backend, BufferSide side);
 
 // Wraps comm_obj (ownership passes to the result: its destroy destroys both) for buffers on
 // `side`. With reach QUEUED the plugin's own table and object come back unchanged.
-BridgedComm bridge_comm(const keel_comm_api* comm, void* comm_obj, BackendRef backend, BufferSide side);
+BridgedComm bridge_comm(const keel_comm_api* comm, void* comm_obj, keel_support::BackendOps backend, BufferSide side);
 
 // "staged through host memory", for the one log line a run prints per staging kind.
 std::string describe_reach(int32_t reach, BufferSide side);

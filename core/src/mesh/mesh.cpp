@@ -14,7 +14,7 @@ namespace keel {
 namespace {
 
 // One line per kind of staging a run does, so a slow path is never silent.
-void log_staging(const keel_comm_api* comm, void* obj, BackendRef backend, BufferSide side, const std::string& plugin) {
+void log_staging(const keel_comm_api* comm, void* obj, keel_support::BackendOps backend, BufferSide side, const std::string& plugin) {
   const int32_t reach = comm_reach(comm, obj, backend, side);
   if (reach != KEEL_COMM_REACH_NONE) return;
   static std::set<int> said;
@@ -52,7 +52,7 @@ void Mesh::create_world(const RunConfig& config) {
   check_launched_world(launcher(), world.rank, world.size, config.comm.plugin);
 }
 
-void Mesh::create(const RunConfig& config, BackendRef backend) {
+void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
   backend_ = backend;
   world.name = "world";
   strategy_dp.name = core_dp.name = "data-parallel group";

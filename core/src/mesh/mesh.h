@@ -38,7 +38,7 @@ class Mesh {
   // (comm.h create_world_on), and splits it into the groups. Without a comm plugin (none
   // installed and none asked for) the run is one process and every group is this rank alone.
   // Throws KeelError naming the config.
-  void create(const RunConfig& config, BackendRef backend);
+  void create(const RunConfig& config, keel_support::BackendOps backend);
   // Destroys every communicator (before the backend they may be ordered on).
   void destroy();
 
@@ -65,7 +65,7 @@ class Mesh {
 
   const keel_comm_api* comm_ = nullptr;  // the plugin's table
   void* plugin_world_ = nullptr;         // the plugin's world, which `world` bridges
-  BackendRef backend_;
+  keel_support::BackendOps backend_;
   MeshLayout layout_;
   MeshPosition position_;
 };

@@ -105,7 +105,7 @@ void PluginInstances::create(const RunConfig& config) {
   schedule = table_for<keel_schedule_api>(KEEL_KIND_SCHEDULE, config.schedule, config);
   create_backend(config);
   require_model_for_compute_type(config);
-  mesh.create(config, BackendRef{backend, backend_obj});
+  mesh.create(config, keel_support::BackendOps{backend, backend_obj});
   // A plugin built before 0.6 neither receives a tp group nor knows that pieces are boxes; one
   // built before 0.7 knows nothing of chunks, tied stages or backwards out of forward order.
   require_plugins_for_layout(config, mesh.layout());

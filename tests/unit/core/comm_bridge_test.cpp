@@ -136,7 +136,7 @@ class CommBridgeTest : public ::testing::Test {
   keel_comm_api comm_table = FakeComm::table();
   FakeBackend backend;
   FakeComm comm;
-  keel::BackendRef backend_ref() { return {&backend_table, &backend}; }
+  keel_support::BackendOps backend_ref() { return {&backend_table, &backend}; }
 };
 
 TEST_F(CommBridgeTest, AQueuedCommIsHandedOutUnchanged) {

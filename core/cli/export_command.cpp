@@ -1,7 +1,7 @@
 // The export command: find the checkpoint, rebuild its trainer from the model and backend of the
 // config it stores, load the checkpoint's parameters, write the external files. Rebuilding the trainer (rather than reading the
 // checkpoint's tensors directly) lets the model plugin own every name and layout decision.
-#include "interop/export_command.h"
+#include "export_command.h"
 
 #include <stdexcept>
 

@@ -1,6 +1,6 @@
 // The schedule-check command (schedule_check_command.h): argument parsing, then the same
 // build_stage_lists and schedule_problem a run uses, with the whole report printed.
-#include "train/schedule_check_command.h"
+#include "schedule_check_command.h"
 
 #include <keel/keel.h>
 
