@@ -12,6 +12,13 @@ imports="${3:?usage: pypi-venv.sh NAME VENV_DIR IMPORTS PACKAGE...}"
 shift 3
 packages=("$@")
 
+# Tests that share a venv run at once under ctest -j: one makes it while the others wait (without
+# the lock, one test's `python3 -m venv` pulled pip from under another's install, which then
+# skipped as if PyPI were unreachable).
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$imports" 2>/dev/null; then
   exit 0
 fi
