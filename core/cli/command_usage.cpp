@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "data/prepare_data.h"
+#include "prepare_data_command.h"
 #include "export_command.h"
-#include "launch/elastic_launch.h"
+#include "launch_command.h"
 #include "plot/plot.h"
 #include "schedule_check_command.h"
 

@@ -1,6 +1,6 @@
 // What `keel --help`, `keel help COMMAND` and `keel COMMAND --help` print: the overview of every
-// command, and each command's own usage. The commands that live in the library (prepare-data,
-// export, launch, schedule-check) and plot keep their text beside their parsers; this file only
+// command, and each command's own usage. Each command keeps its text beside its parser (export,
+// schedule-check, prepare-data and launch in their *_command.cpp, plot in plot/); this file only
 // says which text belongs to which name, so a new command is listed in one place.
 #pragma once
 

@@ -1,5 +1,5 @@
-// The keel command: run, validate, plugins, inspect, export and schedule-check, and the commands
-// the library and keel_plot carry (prepare-data, launch, plot). Every failure prints one message that says what,
+// The keel command: run, validate, plugins, inspect, export, schedule-check, prepare-data and launch,
+// and plot, which keel_plot carries. Every failure prints one message that says what,
 // where and what was expected, and exits non-zero (2 for a misused command line).
 #include <keel/version.h>
 
@@ -12,16 +12,16 @@
 
 #include "command_usage.h"
 #include "export_command.h"
+#include "launch_command.h"
+#include "prepare_data_command.h"
 #include "schedule_check_command.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest_check.h"
 #include "config/run_config.h"
-#include "data/prepare_data.h"
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "host/log.h"
 #include "io/writable_folder.h"
-#include "launch/elastic_launch.h"
 #include "loader/plugin_registry.h"
 #include "mesh/launcher_check.h"
 #include "plot/plot.h"

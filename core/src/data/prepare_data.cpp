@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -29,42 +28,12 @@
 
 namespace keel {
 
-const char* const kPrepareDataUsage =
-    "usage: keel prepare-data INPUT... --out DIR [--tokenizer PATH|bytes] [--val-fraction F] [--shard-tokens N]\n"
-    "                          [--strict-text]\n"
-    "  INPUT          text files or folders (read recursively; hidden entries and binary files are skipped)\n"
-    "  --out DIR      where train_000000.bin, ... and val_000000.bin, ... are written\n"
-    "  --val-fraction about this fraction of the bytes, in whole files, goes to validation (default 0.05)\n"
-    "  --shard-tokens tokens per shard (default 100M; K, M and G suffixes allowed)\n"
-    "  --tokenizer    'bytes' (the default: token = byte, vocabulary 256) or a Hugging Face tokenizer.json\n"
-    "                 (byte-level BPE as GPT-2 and Llama 3 use, or SentencePiece-style BPE with byte\n"
-    "                 fallback as Llama 2 uses)\n"
-    "  --strict-text  with a tokenizer.json, a file in a folder that is not UTF-8 text is an error (by default it is\n"
-    "                 skipped and counted); a file named as an INPUT is always an error\n"
-    "Shards are llm.c's: uint16 tokens (magic 20240520) for vocabularies up to 65,535, else uint32\n"
-    "tokens (Llama 3's format, magic 20240801).\n";
-
 namespace {
 namespace fs = std::filesystem;
 
-constexpr int64_t kMinShardTokens = 1024;
 constexpr size_t kBinaryProbeBytes = 8192;  // a NUL byte in the first 8 KiB marks a binary file
 constexpr size_t kReadChunkBytes = 1 << 20;
 constexpr size_t kMaxWholeDocumentBytes = size_t(1) << 31;  // a tokenizer.json tokenizer reads a document whole
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-struct PrepareOptions {
-  std::vector<std::string> inputs;
-  std::string out_dir;
-  double val_fraction = 0.05;
-  int64_t shard_tokens = 100'000'000;
-  std::string tokenizer = "bytes";  // or the path of a tokenizer.json
-  std::string shard_tokens_note;  // set when the requested size was clamped
-  bool strict_text = false;       // a folder's file that is not UTF-8 fails the run instead of being skipped
-};
 
 struct Document {
   std::string path;       // as found, for reading and messages
@@ -78,66 +47,6 @@ struct Listing {
   std::vector<std::string> not_utf8_files;  // "PATH (byte N)", skipped from folders when the tokenizer reads Unicode
   int64_t hidden_entries = 0, empty_files = 0;
 };
-
-int64_t parse_token_count(const std::string& text) {
-  size_t used = 0;
-  double value = std::stod(text, &used);
-  const std::string suffix = text.substr(used);
-  if (suffix == "K" || suffix == "k") value *= 1e3;
-  else if (suffix == "M" || suffix == "m") value *= 1e6;
-  else if (suffix == "G" || suffix == "g") value *= 1e9;
-  else if (!suffix.empty()) throw std::invalid_argument(text);
-  if (!std::isfinite(value) || value < 1) throw std::invalid_argument(text);
-  return int64_t(std::min(value, 9e18));
-}
-
-PrepareOptions parse_options(const std::vector<std::string>& args) {
-  PrepareOptions options;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i], value;
-    const size_t equals = arg.find('=');
-    const bool is_flag = arg.rfind("--", 0) == 0;
-    if (is_flag && equals != std::string::npos) value = arg.substr(equals + 1), arg = arg.substr(0, equals);
-    auto take_value = [&]() {
-      if (!value.empty()) return value;
-      if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
-      return args[++i];
-    };
-    if (arg == "--out") options.out_dir = take_value();
-    else if (arg == "--val-fraction") {
-      const std::string text = take_value();
-      try {
-        options.val_fraction = std::stod(text);
-      } catch (const std::exception&) {
-        throw UsageError("--val-fraction: expected a number in [0, 1), found '" + text + "'");
-      }
-      if (!(options.val_fraction >= 0 && options.val_fraction < 1))
-        throw UsageError("--val-fraction: expected a number in [0, 1), found '" + text + "'");
-    } else if (arg == "--shard-tokens") {
-      const std::string text = take_value();
-      try {
-        options.shard_tokens = parse_token_count(text);
-      } catch (const std::exception&) {
-        throw UsageError("--shard-tokens: expected a positive token count such as 100M, found '" + text + "'");
-      }
-    } else if (arg == "--tokenizer") {
-      options.tokenizer = take_value();
-      if (options.tokenizer.empty()) throw UsageError("--tokenizer: expected 'bytes' or the path of a tokenizer.json");
-    } else if (arg == "--strict-text") options.strict_text = true;
-    else if (arg == "-h" || arg == "--help") throw UsageError("");
-    else if (is_flag) throw UsageError("unknown option " + arg);
-    else options.inputs.push_back(arg);
-  }
-  if (options.inputs.empty()) throw UsageError("no INPUT given: name text files or folders to tokenize");
-  if (options.out_dir.empty()) throw UsageError("--out DIR is required");
-  const int64_t clamped = std::clamp<int64_t>(options.shard_tokens, kMinShardTokens, kShardMaxTokens);
-  if (clamped != options.shard_tokens)
-    options.shard_tokens_note = "--shard-tokens " + std::to_string(options.shard_tokens) + " clamped to " +
-                                std::to_string(clamped) + " (shards hold " + std::to_string(kMinShardTokens) +
-                                " to 2^31-1 tokens)";
-  options.shard_tokens = clamped;
-  return options;
-}
 
 KeelError read_error(const std::string& path, const std::string& doing) {
   return KeelError(KEEL_ERR_IO, path + ": cannot " + doing + " (" + std::strerror(errno) + ")");
@@ -308,7 +217,7 @@ struct SplitSummary {
 };
 
 // Writes the split's shards into the staging folder; `files` name where they will be published.
-SplitSummary write_split(const PrepareOptions& options, const std::string& staging_dir, const Tokenizer& tokenizer,
+SplitSummary write_split(const PrepareDataOptions& options, const std::string& staging_dir, const Tokenizer& tokenizer,
                          const std::string& split, const Listing& listing, const std::vector<bool>& is_val,
                          bool want_val) {
   ShardWriter writer(staging_dir, split, options.shard_tokens, shard_format_for(tokenizer.vocab_size()));
@@ -326,7 +235,7 @@ SplitSummary write_split(const PrepareOptions& options, const std::string& stagi
   return summary;
 }
 
-void print_listing(const PrepareOptions& options, const Listing& listing, std::ostream& out) {
+void print_listing(const PrepareDataOptions& options, const Listing& listing, std::ostream& out) {
   int64_t bytes = 0;
   for (const auto& d : listing.documents) bytes += d.bytes;
   out << "prepare-data: " << plural(int64_t(listing.documents.size()), "document") << ", " << bytes << " bytes, from "
@@ -350,7 +259,9 @@ void print_split(const std::string& split, const SplitSummary& s, std::ostream& 
   if (s.stale_removed) out << "  removed " << s.stale_removed << " stale " << split << " shard(s) of an earlier run\n";
 }
 
-int prepare(const PrepareOptions& options, std::ostream& out) {
+}  // namespace
+
+void prepare_data(const PrepareDataOptions& options, std::ostream& out) {
   const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(options.tokenizer);  // refuse a bad file before any work
   const Listing listing = list_documents(options.inputs, {tokenizer->reads_unicode(), options.strict_text});
   if (listing.documents.empty())
@@ -386,32 +297,6 @@ int prepare(const PrepareOptions& options, std::ostream& out) {
   if (!listing.not_utf8_files.empty())
     out << "note: skipped " << listing.not_utf8_files.size() << " file(s) in the input folders that are not UTF-8 text "
         << "(listed above; --strict-text makes such a file an error)" << std::endl;
-  return 0;
-}
-
-}  // namespace
-
-int prepare_data_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  install_stop_signal_handlers();
-  try {
-    return prepare(parse_options(args), out);
-  } catch (const StopRequested& e) {
-    err << "keel prepare-data: " << e.what() << "; nothing published, the output folder is as it was" << std::endl;
-    return 128 + e.signal_number;
-  } catch (const UsageError& e) {
-    if (!*e.what()) {  // --help
-      out << kPrepareDataUsage;
-      return 0;
-    }
-    err << "keel prepare-data: " << e.what() << "\n" << kPrepareDataUsage;
-    return 2;
-  } catch (const KeelError& e) {
-    err << "keel prepare-data: error: " << e.what() << std::endl;
-    return 1;
-  } catch (const std::exception& e) {
-    err << "keel prepare-data: error: " << e.what() << std::endl;
-    return 1;
-  }
 }
 
 }  // namespace keel

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "checkpoint/checkpoint.h"
 #include "config/run_config.h"
@@ -21,66 +20,9 @@
 
 namespace keel {
 
-const char* const kLaunchUsage =
-    "usage: keel launch CONFIG --hosts FILE [--max-restarts N] [--launcher \"mpirun ...\"] [--probe-timeout S]\n"
-    "                   [--stop-grace S] [--set path=value ...]\n"
-    "  runs `keel run CONFIG` on the hosts of FILE (one per line: NAME [slots=N]) through the launcher\n"
-    "  (default mpirun; it is given --host and -np), and after a failure restarts on the hosts that still\n"
-    "  answer, from the latest checkpoint, at most N times (default 3). SIGINT or SIGTERM is passed on to\n"
-    "  the job; a job still running S seconds later (default 10) is killed; keel launch then exits 128 + the signal\n";
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct LaunchOptions {
-  std::string config, hosts_file;
-  std::vector<std::string> overrides, launcher{"mpirun"};
-  int32_t max_restarts = 3;
-  double probe_timeout_s = 15;
-  // How long a job or probe told to stop (SIGINT, SIGTERM) has before its group is killed.
-  double stop_grace_s = 10;
-};
-
-struct LaunchUsageError : KeelError {
-  explicit LaunchUsageError(const std::string& what) : KeelError(KEEL_ERR_INVALID_ARGUMENT, what) {}
-};
-
-double number_in(const std::string& flag, const std::string& text, double lo, double hi) {
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(value >= lo && value <= hi))
-    throw LaunchUsageError(flag + " expects a number from " + std::to_string(int64_t(lo)) + " to " +
-                           std::to_string(int64_t(hi)) + ", found '" + text + "'");
-  return value;
-}
-
-LaunchOptions parse_options(const std::vector<std::string>& args) {
-  LaunchOptions options;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw LaunchUsageError(arg + " needs a value");
-      return args[++i];
-    };
-    if (arg == "--hosts") options.hosts_file = value();
-    else if (arg == "--set") options.overrides.push_back(value());
-    else if (arg == "--max-restarts") options.max_restarts = int32_t(number_in(arg, value(), 0, 1000));
-    else if (arg == "--probe-timeout") options.probe_timeout_s = number_in(arg, value(), 1, 600);
-    else if (arg == "--stop-grace") options.stop_grace_s = number_in(arg, value(), 0, 600);
-    else if (arg == "--launcher") {
-      std::istringstream words(value());
-      options.launcher.clear();
-      for (std::string word; words >> word;) options.launcher.push_back(word);
-      if (options.launcher.empty()) throw LaunchUsageError("--launcher needs a command");
-    } else if (!arg.empty() && arg[0] == '-') throw LaunchUsageError("unknown option " + arg);
-    else if (options.config.empty()) options.config = arg;
-    else throw LaunchUsageError("unexpected argument " + arg);
-  }
-  if (options.config.empty()) throw LaunchUsageError("keel launch needs a CONFIG file");
-  if (options.hosts_file.empty()) throw LaunchUsageError("keel launch needs --hosts FILE");
-  return options;
-}
 
 std::string this_executable() {
   std::error_code error;
@@ -143,7 +85,7 @@ int wait_for_job(ChildProcess& job, double grace_s, std::ostream& out) {
 // the probing at once.
 constexpr size_t kProbesAtOnce = 64;
 
-std::vector<LaunchHost> answering_hosts(const LaunchOptions& options, const std::vector<LaunchHost>& hosts,
+std::vector<LaunchHost> answering_hosts(const LaunchRequest& options, const std::vector<LaunchHost>& hosts,
                                         const std::string& keel, std::ostream& out) {
   std::vector<LaunchHost> alive;
   for (size_t first = 0; first < hosts.size() && !g_stop_signal; first += kProbesAtOnce) {
@@ -213,18 +155,7 @@ bool has_checkpoint(const RunConfig& config) {
 
 }  // namespace
 
-int launch_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-    out << kLaunchUsage;
-    return 0;
-  }
-  LaunchOptions options;
-  try {
-    options = parse_options(args);
-  } catch (const LaunchUsageError& e) {
-    err << "keel: " << e.what() << "\n" << kLaunchUsage;
-    return 2;
-  }
+int run_elastic_launch(const LaunchRequest& options, std::ostream& out) {
   const RunConfig config = RunConfig::from_file(options.config, options.overrides);
   const std::vector<LaunchHost> hosts = read_host_file(options.hosts_file);
   const std::string keel = this_executable();

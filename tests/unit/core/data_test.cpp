@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "config/run_config.h"
-#include "data/prepare_data.h"
+#include "prepare_data_command.h"
 #include "data/token_source.h"
 #include "host/errors.h"
 
