@@ -1,5 +1,5 @@
-// `keel prepare-data`: its usage, its flags read into PrepareDataOptions, and its failures turned
-// into messages and exit codes. The shards themselves are written by data/prepare_data.cpp.
+// `keel prepare-data`: its usage, its flags read into PrepareDataOptions, the report of what was
+// found and written, and its failures turned into messages and exit codes. The shards themselves are written by data/prepare_data.cpp.
 #include "prepare_data_command.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "data/prepare_data.h"
 #include "data/shard_format.h"
 #include "host/errors.h"
+#include "host/plural.h"
 #include "mesh/stop_signals.h"
 
 namespace keel {
@@ -46,8 +47,14 @@ int64_t parse_token_count(const std::string& text) {
   return int64_t(std::min(value, 9e18));
 }
 
-PrepareDataOptions parse_options(const std::vector<std::string>& args) {
+struct CommandLine {
   PrepareDataOptions options;
+  std::string shard_tokens_note;  // set when the requested size was clamped
+};
+
+CommandLine parse_command_line(const std::vector<std::string>& args) {
+  CommandLine line;
+  PrepareDataOptions& options = line.options;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i], value;
     const size_t equals = arg.find('=');
@@ -87,11 +94,56 @@ PrepareDataOptions parse_options(const std::vector<std::string>& args) {
   if (options.out_dir.empty()) throw UsageError("--out DIR is required");
   const int64_t clamped = std::clamp<int64_t>(options.shard_tokens, kMinShardTokens, kShardMaxTokens);
   if (clamped != options.shard_tokens)
-    options.shard_tokens_note = "--shard-tokens " + std::to_string(options.shard_tokens) + " clamped to " +
+    line.shard_tokens_note = "--shard-tokens " + std::to_string(options.shard_tokens) + " clamped to " +
                                 std::to_string(clamped) + " (shards hold " + std::to_string(kMinShardTokens) +
                                 " to 2^31-1 tokens)";
   options.shard_tokens = clamped;
-  return options;
+  return line;
+}
+
+void print_listing(const CommandLine& line, const PrepareDataListing& listing, std::ostream& out) {
+  int64_t bytes = 0;
+  for (const auto& d : listing.documents) bytes += d.bytes;
+  out << "prepare-data: " << plural(int64_t(listing.documents.size()), "document") << ", " << bytes << " bytes, from "
+      << line.options.inputs.size() << " input(s); skipped " << listing.binary_files.size() << " binary file(s), "
+      << listing.empty_files << " empty file(s), " << listing.hidden_entries << " hidden file(s) or folder(s)";
+  if (!listing.not_utf8_files.empty()) out << ", " << listing.not_utf8_files.size() << " file(s) not UTF-8 text";
+  out << "\n";
+  const size_t shown = std::min<size_t>(listing.binary_files.size(), 10);
+  for (size_t i = 0; i < shown; ++i) out << "  skipped binary (contains a NUL byte): " << listing.binary_files[i] << "\n";
+  if (listing.binary_files.size() > shown)
+    out << "  ... and " << listing.binary_files.size() - shown << " more binary file(s)\n";
+  const size_t shown_text = std::min<size_t>(listing.not_utf8_files.size(), 10);
+  for (size_t i = 0; i < shown_text; ++i) out << "  skipped, not UTF-8 text: " << listing.not_utf8_files[i] << "\n";
+  if (!line.shard_tokens_note.empty()) out << "  note: " << line.shard_tokens_note << "\n";
+  const ShardFormat format = shard_format_for(listing.tokenizer->vocab_size());
+  out << "tokenizer: " << listing.tokenizer->describe() << "; shards of uint" << format.token_bytes * 8
+      << " tokens (magic " << format.magic << ", version " << format.version << ")\n";
+}
+
+void print_split(const std::string& split, const PreparedSplit& s, std::ostream& out) {
+  out << split << ": " << plural(int64_t(s.documents), "document") << ", " << plural(s.tokens, "token") << " in "
+      << s.files.size() << " shard(s)";
+  if (!s.files.empty()) out << ": " << s.files.front() << (s.files.size() > 1 ? " ... " + s.files.back() : "");
+  out << "\n";
+  if (s.stale_removed) out << "  removed " << s.stale_removed << " stale " << split << " shard(s) of an earlier run\n";
+}
+
+void prepare(const CommandLine& line, std::ostream& out) {
+  const PrepareDataOptions& options = line.options;
+  const PrepareDataListing listing = list_prepare_data_inputs(options);
+  print_listing(line, listing, out);
+  const PreparedShards shards = write_prepared_shards(options, listing);
+  print_split("train", shards.train, out);
+  print_split("val", shards.val, out);
+  if (shards.val.documents == 0)
+    out << "  no validation split (" << listing.documents.size() << " document(s), --val-fraction "
+        << options.val_fraction << "): data.val can point at the train shards\n";
+  out << "train with data.source \"shards\", data.train \"" << options.out_dir << "/train_*.bin\", data.val \""
+      << options.out_dir << "/val_*.bin\" and model.vocab_size >= " << listing.tokenizer->vocab_size() << std::endl;
+  if (!listing.not_utf8_files.empty())
+    out << "note: skipped " << listing.not_utf8_files.size() << " file(s) in the input folders that are not UTF-8 text "
+        << "(listed above; --strict-text makes such a file an error)" << std::endl;
 }
 
 }  // namespace
@@ -99,7 +151,7 @@ PrepareDataOptions parse_options(const std::vector<std::string>& args) {
 int prepare_data_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   install_stop_signal_handlers();
   try {
-    prepare_data(parse_options(args), out);
+    prepare(parse_command_line(args), out);
     return 0;
   } catch (const StopRequested& e) {
     err << "keel prepare-data: " << e.what() << "; nothing published, the output folder is as it was" << std::endl;

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "data/shard_format.h"
 #include "data/utf8_file_check.h"
@@ -21,7 +22,6 @@
 #include "data/shard_writer.h"
 #include "host/errors.h"
 #include "host/param_init.h"
-#include "host/plural.h"
 #include "io/regular_file.h"
 #include "tokenize/tokenizer.h"
 #include "mesh/stop_signals.h"
@@ -35,18 +35,6 @@ constexpr size_t kBinaryProbeBytes = 8192;  // a NUL byte in the first 8 KiB mar
 constexpr size_t kReadChunkBytes = 1 << 20;
 constexpr size_t kMaxWholeDocumentBytes = size_t(1) << 31;  // a tokenizer.json tokenizer reads a document whole
 
-struct Document {
-  std::string path;       // as found, for reading and messages
-  std::string name;       // relative to its input, for the validation choice
-  int64_t bytes = 0;
-};
-
-struct Listing {
-  std::vector<Document> documents;
-  std::vector<std::string> binary_files;
-  std::vector<std::string> not_utf8_files;  // "PATH (byte N)", skipped from folders when the tokenizer reads Unicode
-  int64_t hidden_entries = 0, empty_files = 0;
-};
 
 KeelError read_error(const std::string& path, const std::string& doing) {
   return KeelError(KEEL_ERR_IO, path + ": cannot " + doing + " (" + std::strerror(errno) + ")");
@@ -73,7 +61,7 @@ struct FolderTextRule {
   bool strict = false;  // a file that fails is an error, not skipped
 };
 
-void add_file(const fs::path& path, const std::string& name, Listing& listing, const FolderTextRule& rule = {}) {
+void add_file(const fs::path& path, const std::string& name, PrepareDataListing& listing, const FolderTextRule& rule = {}) {
   std::error_code error;
   const auto bytes = fs::file_size(path, error);
   if (error) throw KeelError(KEEL_ERR_IO, path.string() + ": cannot read (" + error.message() + ")");
@@ -92,7 +80,7 @@ void add_file(const fs::path& path, const std::string& name, Listing& listing, c
   }
 }
 
-void add_folder(const fs::path& root, Listing& listing, const FolderTextRule& rule) {
+void add_folder(const fs::path& root, PrepareDataListing& listing, const FolderTextRule& rule) {
   std::error_code error;
   fs::recursive_directory_iterator it(root, error), end;
   if (error) throw KeelError(KEEL_ERR_IO, root.string() + ": cannot list folder (" + error.message() + ")");
@@ -108,8 +96,8 @@ void add_folder(const fs::path& root, Listing& listing, const FolderTextRule& ru
   }
 }
 
-Listing list_documents(const std::vector<std::string>& inputs, const FolderTextRule& rule) {
-  Listing listing;
+PrepareDataListing list_documents(const std::vector<std::string>& inputs, const FolderTextRule& rule) {
+  PrepareDataListing listing;
   for (const auto& input : inputs) {
     std::error_code error;
     const fs::file_status status = fs::status(input, error);
@@ -121,17 +109,17 @@ Listing list_documents(const std::vector<std::string>& inputs, const FolderTextR
     else throw KeelError(KEEL_ERR_IO, input + ": not a regular file or folder");
   }
   auto& docs = listing.documents;
-  std::sort(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.path < b.path; });
+  std::sort(docs.begin(), docs.end(), [](const PrepareDataDocument& a, const PrepareDataDocument& b) { return a.path < b.path; });
   std::sort(listing.binary_files.begin(), listing.binary_files.end());
   std::sort(listing.not_utf8_files.begin(), listing.not_utf8_files.end());
-  docs.erase(std::unique(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.path == b.path; }),
+  docs.erase(std::unique(docs.begin(), docs.end(), [](const PrepareDataDocument& a, const PrepareDataDocument& b) { return a.path == b.path; }),
              docs.end());
   return listing;
 }
 
 // Documents in the order of a hash of their relative names go to validation until about
 // `fraction` of the bytes are there; with two or more documents each split keeps at least one.
-std::vector<bool> choose_validation(const std::vector<Document>& docs, double fraction) {
+std::vector<bool> choose_validation(const std::vector<PrepareDataDocument>& docs, double fraction) {
   std::vector<bool> is_val(docs.size(), false);
   if (fraction <= 0 || docs.size() < 2) return is_val;
   std::vector<size_t> order(docs.size());
@@ -170,7 +158,7 @@ void stop_if_signalled() {
 
 // A tokenizer that encodes in chunks (bytes) streams the file; any other reads it whole, since
 // where a BPE word ends depends on what follows.
-void write_document(const Document& doc, const Tokenizer& tokenizer, ShardWriter& writer) {
+void write_document(const PrepareDataDocument& doc, const Tokenizer& tokenizer, ShardWriter& writer) {
   std::vector<uint32_t> tokens;
   if (!tokenizer.encodes_in_chunks()) {
     std::vector<unsigned char> text;
@@ -209,19 +197,13 @@ void write_document(const Document& doc, const Tokenizer& tokenizer, ShardWriter
   ::close(fd);
 }
 
-struct SplitSummary {
-  size_t documents = 0;
-  int64_t tokens = 0;
-  std::vector<std::string> files;
-  int64_t stale_removed = 0;
-};
 
 // Writes the split's shards into the staging folder; `files` name where they will be published.
-SplitSummary write_split(const PrepareDataOptions& options, const std::string& staging_dir, const Tokenizer& tokenizer,
-                         const std::string& split, const Listing& listing, const std::vector<bool>& is_val,
+PreparedSplit write_split(const PrepareDataOptions& options, const std::string& staging_dir, const Tokenizer& tokenizer,
+                         const std::string& split, const PrepareDataListing& listing, const std::vector<bool>& is_val,
                          bool want_val) {
   ShardWriter writer(staging_dir, split, options.shard_tokens, shard_format_for(tokenizer.vocab_size()));
-  SplitSummary summary;
+  PreparedSplit summary;
   for (size_t i = 0; i < listing.documents.size(); ++i) {
     if (is_val[i] != want_val) continue;
     stop_if_signalled();
@@ -235,35 +217,12 @@ SplitSummary write_split(const PrepareDataOptions& options, const std::string& s
   return summary;
 }
 
-void print_listing(const PrepareDataOptions& options, const Listing& listing, std::ostream& out) {
-  int64_t bytes = 0;
-  for (const auto& d : listing.documents) bytes += d.bytes;
-  out << "prepare-data: " << plural(int64_t(listing.documents.size()), "document") << ", " << bytes << " bytes, from "
-      << options.inputs.size() << " input(s); skipped " << listing.binary_files.size() << " binary file(s), "
-      << listing.empty_files << " empty file(s), " << listing.hidden_entries << " hidden file(s) or folder(s)";
-  if (!listing.not_utf8_files.empty()) out << ", " << listing.not_utf8_files.size() << " file(s) not UTF-8 text";
-  out << "\n";
-  const size_t shown = std::min<size_t>(listing.binary_files.size(), 10);
-  for (size_t i = 0; i < shown; ++i) out << "  skipped binary (contains a NUL byte): " << listing.binary_files[i] << "\n";
-  if (listing.binary_files.size() > shown)
-    out << "  ... and " << listing.binary_files.size() - shown << " more binary file(s)\n";
-  const size_t shown_text = std::min<size_t>(listing.not_utf8_files.size(), 10);
-  for (size_t i = 0; i < shown_text; ++i) out << "  skipped, not UTF-8 text: " << listing.not_utf8_files[i] << "\n";
-  if (!options.shard_tokens_note.empty()) out << "  note: " << options.shard_tokens_note << "\n";
-}
-
-void print_split(const std::string& split, const SplitSummary& s, std::ostream& out) {
-  out << split << ": " << plural(int64_t(s.documents), "document") << ", " << plural(s.tokens, "token") << " in " << s.files.size() << " shard(s)";
-  if (!s.files.empty()) out << ": " << s.files.front() << (s.files.size() > 1 ? " ... " + s.files.back() : "");
-  out << "\n";
-  if (s.stale_removed) out << "  removed " << s.stale_removed << " stale " << split << " shard(s) of an earlier run\n";
-}
-
 }  // namespace
 
-void prepare_data(const PrepareDataOptions& options, std::ostream& out) {
-  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(options.tokenizer);  // refuse a bad file before any work
-  const Listing listing = list_documents(options.inputs, {tokenizer->reads_unicode(), options.strict_text});
+PrepareDataListing list_prepare_data_inputs(const PrepareDataOptions& options) {
+  std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(options.tokenizer);  // refuse a bad file before any work
+  PrepareDataListing listing = list_documents(options.inputs, {tokenizer->reads_unicode(), options.strict_text});
+  listing.tokenizer = std::move(tokenizer);
   if (listing.documents.empty())
     throw KeelError(KEEL_ERR_NOT_FOUND, "no text documents found in " + options.inputs.front() +
                                             (options.inputs.size() > 1 ? " and the other inputs" : "") +
@@ -273,30 +232,21 @@ void prepare_data(const PrepareDataOptions& options, std::ostream& out) {
   if (error || !fs::is_directory(options.out_dir))
     throw KeelError(KEEL_ERR_IO, options.out_dir + ": cannot create the output folder (" +
                                      (error ? error.message() : "a file of that name exists") + ")");
-  print_listing(options, listing, out);
-  const ShardFormat format = shard_format_for(tokenizer->vocab_size());
-  out << "tokenizer: " << tokenizer->describe() << "; shards of uint" << format.token_bytes * 8 << " tokens (magic "
-      << format.magic << ", version " << format.version << ")\n";
+  return listing;
+}
+
+PreparedShards write_prepared_shards(const PrepareDataOptions& options, const PrepareDataListing& listing) {
+  const Tokenizer& tokenizer = *listing.tokenizer;
   const std::vector<bool> is_val = choose_validation(listing.documents, options.val_fraction);
-  SplitSummary train, val;
-  {
-    ShardStaging staging(options.out_dir);
-    train = write_split(options, staging.dir(), *tokenizer, "train", listing, is_val, false);
-    val = write_split(options, staging.dir(), *tokenizer, "val", listing, is_val, true);
-    stop_if_signalled();
-    const std::vector<int64_t> removed = staging.publish({"train", "val"});
-    train.stale_removed = removed[0];
-    val.stale_removed = removed[1];
-  }
-  print_split("train", train, out);
-  print_split("val", val, out);
-  if (val.documents == 0) out << "  no validation split (" << listing.documents.size() << " document(s), --val-fraction "
-                              << options.val_fraction << "): data.val can point at the train shards\n";
-  out << "train with data.source \"shards\", data.train \"" << options.out_dir << "/train_*.bin\", data.val \""
-      << options.out_dir << "/val_*.bin\" and model.vocab_size >= " << tokenizer->vocab_size() << std::endl;
-  if (!listing.not_utf8_files.empty())
-    out << "note: skipped " << listing.not_utf8_files.size() << " file(s) in the input folders that are not UTF-8 text "
-        << "(listed above; --strict-text makes such a file an error)" << std::endl;
+  PreparedShards shards;
+  ShardStaging staging(options.out_dir);
+  shards.train = write_split(options, staging.dir(), tokenizer, "train", listing, is_val, false);
+  shards.val = write_split(options, staging.dir(), tokenizer, "val", listing, is_val, true);
+  stop_if_signalled();
+  const std::vector<int64_t> removed = staging.publish({"train", "val"});
+  shards.train.stale_removed = removed[0];
+  shards.val.stale_removed = removed[1];
+  return shards;
 }
 
 }  // namespace keel
