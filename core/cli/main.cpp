@@ -29,6 +29,7 @@
 #include "train/mesh_plan.h"
 #include "session/run_session.h"
 #include "mesh/stop_signals.h"
+#include "interop/huggingface.h"
 #include "train/trainer.h"
 
 namespace {
@@ -197,7 +198,7 @@ int main(int argc, char** argv) {
       // A resumed run takes every weight from its checkpoint: model.init_from is not read again.
       if (!line.resume.empty()) config.model_init_from.clear();
       keel::install_stop_signal_handlers();
-      keel::Trainer trainer(std::move(config));
+      keel::Trainer trainer(std::move(config), keel::TrainerData::open, keel::import_huggingface);
       try {
         if (!line.resume.empty()) {
           // "latest" is the newest checkpoint of this config's train.checkpoint.dir.

@@ -8,6 +8,7 @@
 #include "host/errors.h"
 #include "host/param_init.h"
 #include "io/safetensors.h"
+#include "interop/huggingface.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
@@ -26,7 +27,8 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> overrides = {"lr_schedule.decay=\"constant\"", "lr_schedule.warmup_steps=0", "train.grad_clip=0"};
     if (!init_from.empty()) overrides.push_back("model.init_from=" + nlohmann::json(init_from).dump());
-    keel::Trainer trainer(keel::RunConfig::from_file(config_path, overrides));
+    keel::Trainer trainer(keel::RunConfig::from_file(config_path, overrides), keel::TrainerData::open,
+                          keel::import_huggingface);
     const keel_model_info& info = trainer.model_info();
     const int32_t B = trainer.config().data.micro_batch, T = trainer.seq_len();
 

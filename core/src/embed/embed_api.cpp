@@ -229,7 +229,8 @@ KEEL_API keel_status keel_register_plugin_library(const char* path) {
 KEEL_API keel_status keel_trainer_create_from_file(const char* path, keel_trainer** out_trainer) {
   return embed_call([&] {
     require(path && out_trainer, "keel_trainer_create_from_file: path and out_trainer must not be NULL");
-    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_file(path));
+    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_file(path), keel::TrainerData::open,
+                                                   keel::import_huggingface);
     const keel_step_metrics none = no_metrics_yet(*trainer);
     *out_trainer = new keel_trainer;
     (*out_trainer)->trainer = std::move(trainer);
@@ -240,7 +241,8 @@ KEEL_API keel_status keel_trainer_create_from_file(const char* path, keel_traine
 KEEL_API keel_status keel_trainer_create_from_json(const char* json_text, keel_trainer** out_trainer) {
   return embed_call([&] {
     require(json_text && out_trainer, "keel_trainer_create_from_json: json_text and out_trainer must not be NULL");
-    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_json_text(json_text));
+    auto trainer = std::make_unique<keel::Trainer>(keel::RunConfig::from_json_text(json_text), keel::TrainerData::open,
+                                                   keel::import_huggingface);
     const keel_step_metrics none = no_metrics_yet(*trainer);
     *out_trainer = new keel_trainer;
     (*out_trainer)->trainer = std::move(trainer);

@@ -16,7 +16,6 @@
 
 #include "host/errors.h"
 #include "host/log.h"
-#include "interop/huggingface.h"
 #include "mesh/collectives.h"
 #include "train/batch_geometry.h"
 #include "train/lr_schedule.h"
@@ -25,7 +24,7 @@ namespace keel {
 
 
 
-Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)) {
+Trainer::Trainer(RunConfig config, TrainerData data, ParameterImport import_init_from) : config_(std::move(config)) {
   plugins_.create(config_);
   const BatchGeometry batches =
       check_batch_geometry(config_, mesh().layout().dp, mesh().layout().tp, plugins_.model_info.max_seq_len);
@@ -41,7 +40,12 @@ Trainer::Trainer(RunConfig config, TrainerData data) : config_(std::move(config)
     largest.data.global_batch = batch_schedule_->largest();  // the batch it may reach must fit too
     check_batch_geometry(largest, mesh().layout().dp, mesh().layout().tp, plugins_.model_info.max_seq_len);
   }
-  if (!config_.model_init_from.empty()) import_huggingface(parameters_, config_.model_init_from);  // model.init_from
+  if (!config_.model_init_from.empty()) {  // model.init_from
+    if (!import_init_from)
+      throw KeelError(KEEL_ERR_INTERNAL, config_.file + ": model.init_from is set but this trainer was built without an "
+                                                       "importer (pass import_huggingface to Trainer)");
+    import_init_from(parameters_, config_.model_init_from);
+  }
   pipeline_ = std::make_unique<PipelineRunner>(plugins_, config_);
   pipeline_->check_microbatches(accumulation_steps());  // a schedule that cannot run this step fails now
   if (!plugins_.data && data == TrainerData::open) open_builtin_data();

@@ -46,9 +46,15 @@ struct StepResult {
 // work after the run's data is gone.
 enum class TrainerData { open, none };
 
+// How model.init_from's weights reach the parameters: the caller hands in the importer
+// (interop/huggingface.h's import_huggingface), so train/ names no file format above it.
+// It runs inside the constructor, after the parameters exist and before the data opens,
+// so a bad init_from is refused before any data error.
+using ParameterImport = void (*)(ModelParameters& params, const std::string& init_from);
+
 class Trainer final {
  public:
-  explicit Trainer(RunConfig config, TrainerData data = TrainerData::open);
+  explicit Trainer(RunConfig config, TrainerData data = TrainerData::open, ParameterImport import_init_from = nullptr);
   ~Trainer();
 
   // One optimizer step on the next batches from the training data; with independent replicas
