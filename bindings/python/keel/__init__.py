@@ -100,7 +100,7 @@ class Trainer(_ExtensionTrainer):
         self.should_stop = False
         self.verbose = verbose
         self._checkpoint_root = _config.checkpoint_root(config)
-        self._checkpoints_without_callback_state = []
+        self._checkpoints_without_callback_state = []  # (folder, its callbacks.json text; None: not taken yet)
         self._in_hooks = False
         if resume is not None:
             self._restore_callback_state(resume)
@@ -111,17 +111,21 @@ class Trainer(_ExtensionTrainer):
             _callback_state.restore(folder, self.callbacks)
 
     def _write_callback_state(self):
-        """Writes the callbacks' state beside each checkpoint saved since the last call; one an
-        asynchronous save has not finished yet waits for the next call."""
-        self._checkpoints_without_callback_state = [
-            folder for folder in self._checkpoints_without_callback_state
-            if not _callback_state.write(folder, self.callbacks)]
+        """Writes the callbacks' state beside each checkpoint saved since the last call. The state
+        is taken at the first call after the save (once its step's hooks have all run) and kept, so
+        a checkpoint that an asynchronous save has not published yet gets it at a later call."""
+        pending = []
+        for folder, text in self._checkpoints_without_callback_state:
+            text = _callback_state.snapshot(self.callbacks) if text is None else text
+            if not _callback_state.write(folder, text):
+                pending.append((folder, text))
+        self._checkpoints_without_callback_state = pending
 
     def save(self, root_dir=None, keep=None):
         super().save(root_dir, keep)
         root = self._checkpoint_root if root_dir is None else os.fspath(root_dir)
         if root is not None:
-            self._checkpoints_without_callback_state.append(os.path.join(root, f"step-{self.global_step:08d}"))
+            self._checkpoints_without_callback_state.append((os.path.join(root, f"step-{self.global_step:08d}"), None))
         if not self._in_hooks:
             self._write_callback_state()
 

@@ -30,15 +30,23 @@ def states_of(callbacks):
     return states
 
 
-def write(folder, callbacks):
-    """Writes folder/callbacks.json (rank 0, atomically); False when the folder is not there yet
-    (an asynchronous save still writing it), so the caller tries again later."""
-    if not os.path.isdir(folder):
-        return False
+def snapshot(callbacks):
+    """The file's text for the callbacks' states as they are now; "" when there is nothing to
+    write (no callback keeps a state, or this is not rank 0). Taken right after a saving step's
+    hooks, so a checkpoint written later (asynchronously) still gets its own step's state."""
     states = states_of(callbacks)
     if not states or launched_rank() != 0:
+        return ""
+    return json.dumps({"format": FORMAT, "callbacks": states}, allow_nan=True, sort_keys=True)
+
+
+def write(folder, text):
+    """Writes folder/callbacks.json (atomically) holding a snapshot's text; False when the folder
+    is not there yet (an asynchronous save still writing it), so the caller tries again later."""
+    if not os.path.isdir(folder):
+        return False
+    if not text:
         return True
-    text = json.dumps({"format": FORMAT, "callbacks": states}, allow_nan=True, sort_keys=True)
     temporary = os.path.join(folder, f".{FILE_NAME}.tmp-{os.getpid()}")
     with open(temporary, "w") as out:
         out.write(text)

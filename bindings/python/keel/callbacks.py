@@ -162,7 +162,7 @@ def run_with_callbacks(trainer, train, steps, callback, callbacks):
         trainer._in_hooks = True  # saves inside the hooks get the callbacks' state once all have run
         try:
             if "checkpoint" in metrics:
-                trainer._checkpoints_without_callback_state.append(metrics["checkpoint"])
+                trainer._checkpoints_without_callback_state.append((metrics["checkpoint"], None))
             for c in callbacks:
                 c.on_step_end(trainer, metrics)
             if "val_loss" in metrics:
