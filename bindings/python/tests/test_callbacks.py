@@ -1,6 +1,7 @@
 """Lightning-style hooks: the metrics each step hands over (val_loss, tokens, phase times, the
 checkpoint saved) against the metrics file the run writes; the hooks' order; EarlyStopping and
-ModelCheckpoint against the same rule applied by hand to an uninterrupted run's val_loss."""
+ModelCheckpoint against the same rule applied by hand to an uninterrupted run's val_loss; the
+callbacks' state beside every checkpoint, asynchronous saves included."""
 import json
 import math
 
@@ -211,3 +212,42 @@ def test_a_bad_callback_state_file_is_refused_naming_it(config, tmp_path):
     fresh = keel.EarlyStopping(monitor="loss")
     keel.Trainer(cfg, resume=tmp_path / "ck", callbacks=[fresh])
     assert (fresh.best, fresh.wait) == (math.inf, 0)
+
+
+class CountSteps(keel.Callback):
+    """A state that changes every step, so callbacks.json shows which step's state it holds."""
+
+    def __init__(self):
+        self.seen = 0
+
+    def on_step_end(self, trainer, metrics):
+        self.seen += 1
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state):
+        self.seen = state["seen"]
+
+
+def test_callbacks_json_is_written_beside_asynchronous_checkpoints(config, tmp_path):
+    """train.checkpoint.async publishes a checkpoint folder after the step that saved it: every
+    one still gets callbacks.json, holding the state after its own step's hooks (the step number
+    in the folder's name), equal to what a synchronous run writes there, and a resume from it
+    restores that state."""
+    def run(name, asynchronous):
+        cfg = with_train(config, steps=8, log_every=1, metrics_path=str(tmp_path / f"{name}.jsonl"),
+                         checkpoint={"dir": str(tmp_path / name), "every": 2, "keep": 8, "async": asynchronous})
+        keel.Trainer(cfg, callbacks=[CountSteps(), keel.EarlyStopping(monitor="loss", patience=8)]).train()
+        return cfg
+
+    run("sync", False)
+    asynchronous = run("async", True)
+    for step in (2, 4, 6, 8):
+        folder = f"step-{step:08d}"
+        saved = json.loads((tmp_path / "async" / folder / "callbacks.json").read_text())
+        assert saved["callbacks"]["CountSteps"] == {"seen": step}, folder
+        assert saved == json.loads((tmp_path / "sync" / folder / "callbacks.json").read_text()), folder
+    counter = CountSteps()
+    keel.Trainer(asynchronous, resume=tmp_path / "async" / "step-00000004", callbacks=[counter])
+    assert counter.seen == 4
