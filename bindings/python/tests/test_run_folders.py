@@ -79,7 +79,7 @@ def test_resume_takes_a_checkpoint_folder_and_refuses_when_there_is_none(config,
         first.save(keep=2)
 
 
-def test_keyboard_interrupt_saves_the_step_when_asked(config, tmp_path):
+def test_keyboard_interrupt_saves_the_step_when_asked(config, tmp_path, capfd):
     def interrupt_at_3(metrics):
         if metrics["step"] == 3:
             raise KeyboardInterrupt
@@ -110,11 +110,14 @@ def test_keyboard_interrupt_saves_the_step_when_asked(config, tmp_path):
     signalled = dict(asked, train=dict(asked["train"], checkpoint={"dir": str(tmp_path / "signalled"),
                                                                    "on_interrupt": True}))
     trainer = keel.Trainer(signalled, callbacks=[recorder])
+    capfd.readouterr()
     with pytest.raises(KeyboardInterrupt):
         trainer.train(10, callback=lambda m: _thread.interrupt_main() if m["step"] == 2 else None)
     stopped = trainer.global_step
     assert recorder.steps == list(range(1, stopped + 1)), (recorder.steps, stopped)
     assert recorder.saves == [str(tmp_path / "signalled" / f"step-{stopped:08d}")], recorder.saves
+    said = capfd.readouterr().out
+    assert f"interrupted after step {stopped}: saved {recorder.saves[0]}" in said, said[-2000:]
 
     silent = dict(config, train=dict(config["train"], checkpoint={"dir": str(tmp_path / "silent")}))
     with pytest.raises(KeyboardInterrupt):
