@@ -1,23 +1,18 @@
-"""The wheel (scripts/build-wheel.sh, whose compile shows CMake's progress): a manylinux wheel that carries the shared libraries Keel
-links, installs with pip into a clean venv (no system site packages: neither Debian's numpy nor
+"""The wheel (conftest's wheel fixture: scripts/build-wheel.sh, whose compile shows CMake's
+progress): a manylinux wheel that carries the shared libraries Keel links, installs with pip into a clean venv (no system site packages: neither Debian's numpy nor
 its torch) and trains there as the source build does, loading OpenBLAS from PyPI's
 scipy-openblas32 rather than the system's, and resolving every library its ELF files need inside
 the venv or among the few system libraries manylinux allows."""
 import json
 import os
-import pathlib
-import re
 import subprocess
-import sys
-import time
 import zipfile
 
 import pytest
 
 import keel
-from conftest import REPO, small_config
+from conftest import small_config
 
-BUILD_DIR = pathlib.Path(os.environ.get("KEEL_TEST_BUILD_DIR", os.getcwd()))
 # The system libraries a manylinux wheel may use; the CUDA, NCCL and MPI libraries are left out
 # of the wheel on purpose (build-wheel.sh): the plugins needing them load where they exist.
 ALLOWED_SYSTEM = ("libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so", "librt.so",
@@ -41,20 +36,6 @@ print(json.dumps({"losses": losses, "keel": keel.__file__, "openblas": openblas,
 """
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run(["bash", str(REPO / "scripts" / "build-wheel.sh"), str(out), str(BUILD_DIR)],
-                          capture_output=True, text=True, timeout=3000)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    # The compile's progress reaches the terminal (pip -v): Ninja's "[n/N] ..." lines, at least
-    # the re-check of the source globs that every build starts with.
-    assert re.search(r"^\s*\[\d+/\d+\] ", done.stdout + done.stderr, re.MULTILINE), done.stdout[-3000:]
-    wheels = list(out.glob("keel-*.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
-
-
 def test_the_wheel_is_manylinux_and_carries_the_libraries_it_links(wheel):
     assert "-manylinux_" in wheel.name, wheel.name
     names = zipfile.ZipFile(wheel).namelist()
@@ -67,15 +48,9 @@ def test_the_wheel_is_manylinux_and_carries_the_libraries_it_links(wheel):
         assert any(n.startswith(part) for n in names), part
 
 
-def test_a_clean_venv_installs_it_and_trains_as_the_source_build(wheel, tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)  # no system site packages
+def test_a_clean_venv_installs_it_and_trains_as_the_source_build(wheel_venv, tmp_path):
+    venv = wheel_venv  # conftest: /usr/bin/python3's venv without system site packages, the wheel pip-installed
     python = str(venv / "bin" / "python")
-    start = time.monotonic()
-    done = subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    print(f"pip install of {wheel.name} in a clean venv: {time.monotonic() - start:.1f} s")
     config = small_config(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("KEEL_PLUGIN_PATH", "KEEL_OPENBLAS_LIBRARY", "PYTHONPATH")}
     probe = subprocess.run([python, "-c", PROBE, json.dumps(config)], capture_output=True, text=True, env=env,
