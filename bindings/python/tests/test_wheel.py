@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 import keel
-from conftest import small_config
+from conftest import REPO, small_config
 
 # The system libraries a manylinux wheel may use; the CUDA, NCCL and MPI libraries are left out
 # of the wheel on purpose (build-wheel.sh): the plugins needing them load where they exist.
@@ -75,3 +75,22 @@ def test_a_clean_venv_installs_it_and_trains_as_the_source_build(wheel_venv, tmp
     expected = [source_build.step()["loss"] for _ in range(4)]
     assert report["losses"] == pytest.approx(expected, rel=1e-4)
     assert report["losses"][-1] < report["losses"][0]
+
+
+def test_build_wheel_refuses_an_interpreter_it_cannot_build_for(tmp_path):
+    """build-wheel.sh checks every --python before building anything: one that does not run, one
+    older than pyproject's requires-python (a stand-in that answers as CPython 3.8), and two of
+    one cpXY are refused with the reason, and no folder is made."""
+    old = tmp_path / "python3.8"
+    old.write_text("#!/bin/sh\necho 'CPython 3 8'\n")
+    old.chmod(0o755)
+    out = tmp_path / "out"
+    for pythons, why in (([str(tmp_path / "nonesuch")], "does not run"),
+                         ([str(old)], "is CPython 3.8; the keel package needs CPython 3.9 or newer"),
+                         (["/usr/bin/python3", "/usr/bin/python3"], "two interpreters are cp3")):
+        command = ["bash", str(REPO / "scripts" / "build-wheel.sh"), str(out)]
+        for python in pythons:
+            command += ["--python", python]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and why in done.stderr, (pythons, done.returncode, done.stderr)
+        assert not out.exists()
