@@ -296,7 +296,62 @@ typedef struct keel_backend_api {
   keel_status (*attention_decode_dt)(void* backend, keel_dtype dt, void* out, void* k_cache, void* v_cache,
                                      const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
                                      int64_t past, int64_t capacity);
+
+  /* --- appended in 0.19: what a mixture-of-experts layer's routing needs, on backend memory.
+     Optional: a model with experts refuses a backend without them at create, naming the op.
+     N tokens, E experts, K experts per token (1 <= K <= E); flags are KEEL_ROUTE_* bits.
+     All of them run on the queue; moe_permute_plan alone returns with its host output written. --- */
+  /* Routing. logits(N,E) fp32 -> scores(N,E) fp32 (a softmax over each row, or a sigmoid under
+     KEEL_ROUTE_SIGMOID); experts(N,K) int32: the K largest scores + selection_bias[e] of each row,
+     largest first, ties to the lower expert index (selection_bias (E) fp32 or NULL: none; it
+     changes only which experts are chosen); weights(N,K) fp32 = the chosen experts' scores
+     (without the bias), divided by their sum under KEEL_ROUTE_NORMALIZE. */
+  keel_status (*moe_route)(void* backend, float* weights, int32_t* experts, float* scores, const float* logits,
+                           const float* selection_bias, int64_t N, int32_t E, int32_t K, int32_t flags);
+  /* dlogits(N,E) fp32, OVERWRITTEN: d loss/d logits given dweights(N,K), plus expert_dscores(E)
+     (NULL: none) added to d loss/d scores[n,e] of every row n (a load-balancing loss's gradient),
+     plus z_grad * 2 * lse_n * softmax(logits_n), the gradient of z_grad * lse_n^2 with
+     lse_n = log sum_e exp logits[n,e] (z_grad 0: no router z-loss). */
+  keel_status (*moe_route_backward)(void* backend, float* dlogits, const float* dweights, const float* logits,
+                                    const float* scores, const int32_t* experts, const float* expert_dscores,
+                                    float z_grad, int64_t N, int32_t E, int32_t K, int32_t flags);
+  /* The (token, slot) pairs in expert order: positions(N,K) int32 = each pair's row in that order
+     (expert 0's pairs first, then expert 1's, ...; within an expert by token, then slot);
+     counts_host(E) int64, HOST memory, = pairs per expert, written when the call returns (a device
+     backend synchronises). An expert index outside [0,E) is KEEL_ERR_INVALID_ARGUMENT. */
+  keel_status (*moe_permute_plan)(void* backend, int32_t* positions, int64_t* counts_host, const int32_t* experts,
+                                  int64_t N, int32_t E, int32_t K);
+  /* Scatter into expert order: out(N*K,C)[positions[n,j]] = scale[n,j] * inp(N,C)[n] (scale (N,K)
+     fp32, NULL: 1). Every row of out is written (overwritten). Its input gradient is
+     moe_unpermute_dt of dout with the same scale. */
+  keel_status (*moe_permute_dt)(void* backend, keel_dtype dt, void* out, const void* inp, const float* scale,
+                                const int32_t* positions, int64_t N, int32_t K, int64_t C);
+  /* Gather back: out(N,C)[n] = sum over j = 0..K-1 of scale[n,j] * inp(N*K,C)[positions[n,j]]
+     (scale NULL: 1), summed in fp32 in that order, OVERWRITTEN. Its input gradient is
+     moe_permute_dt of dout with the same scale. */
+  keel_status (*moe_unpermute_dt)(void* backend, keel_dtype dt, void* out, const void* inp, const float* scale,
+                                  const int32_t* positions, int64_t N, int32_t K, int64_t C);
+  /* The scale's gradient of moe_unpermute_dt: dscale(N,K) fp32 += sum_c dout[n,c] * inp[positions[n,j],c]. */
+  keel_status (*moe_unpermute_scale_backward_dt)(void* backend, keel_dtype dt, float* dscale, const void* dout,
+                                                 const void* inp, const int32_t* positions, int64_t N, int32_t K,
+                                                 int64_t C);
+  /* Grouped matmul: inp(M,IC) holds E groups of consecutive rows, counts[e] rows each (counts:
+     HOST memory, int64, M = their sum); each group's out(M,OC) rows = its inp rows · weights[e]ᵀ, as
+     matmul_forward_dt without bias or GELU. weights: a HOST array of E pointers to (OC,IC)
+     matrices at dt (an entry may be NULL where counts[e] is 0); both arrays borrowed for the call. */
+  keel_status (*grouped_matmul_forward_dt)(void* backend, keel_dtype dt, void* out, const void* inp,
+                                           const void* const* weights, const int64_t* counts, int32_t E,
+                                           int64_t IC, int64_t OC);
+  /* As matmul_backward_dt per group: dinp(M,IC) += dout·W_e, dweights[e](OC,IC) fp32 += doutᵀ·inp.
+     dinp NULL, a NULL dweights array or a NULL entry of it: not wanted. */
+  keel_status (*grouped_matmul_backward_dt)(void* backend, keel_dtype dt, void* dinp, float* const* dweights,
+                                            const void* dout, const void* inp, const void* const* weights,
+                                            const int64_t* counts, int32_t E, int64_t IC, int64_t OC);
 } keel_backend_api;
+
+/* moe_route's flags (0.19). */
+#define KEEL_ROUTE_SIGMOID 1   /* scores = sigmoid(logits) (DeepSeek-V3) instead of a softmax over each row */
+#define KEEL_ROUTE_NORMALIZE 2 /* the K chosen weights divided by their sum (Mixtral; Qwen's norm_topk_prob) */
 
 #ifdef __cplusplus
 }

@@ -456,6 +456,16 @@ KEEL_ASSERT_OFFSET(keel_model_api, complete_config, 96);  /* 0.10 */
 KEEL_ASSERT_OFFSET(keel_backend_api, attention_decode_dt, 600);  /* 0.18 */
 /* 0.19 (open, no frozen copy: WAVE4 rule): status codes keep their values; the new one is appended. */
 _Static_assert(KEEL_ERR_NONFINITE == 9 && KEEL_ERR_MISSING_FILE == 10, "keel_status values moved: the ABI only appends");
+KEEL_ASSERT_OFFSET(keel_backend_api, moe_route, 608);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, moe_route_backward, 616);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, moe_permute_plan, 624);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, moe_permute_dt, 632);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, moe_unpermute_dt, 640);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, moe_unpermute_scale_backward_dt, 648);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, grouped_matmul_forward_dt, 656);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, grouped_matmul_backward_dt, 664);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_backend_api, 672);
+_Static_assert(KEEL_ROUTE_SIGMOID == 1 && KEEL_ROUTE_NORMALIZE == 2, "moe_route's flag bits moved");
 KEEL_ASSERT_OFFSET(keel_model_api, decode_reset, 104);
 KEEL_ASSERT_OFFSET(keel_model_api, decode, 112);
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */

@@ -60,7 +60,9 @@ struct BackendOps {
 // KEEL_OP(backend, matmul_forward, out, inp, ...) calls one op of a BackendOps's table and throws
 // CalleeFailed, which keeps the backend's own message, naming the op when it fails. A macro, not
 // a method per op: the backend table has dozens of compute ops, and the op's name is needed both
-// as the slot and in the message.
+// as the slot and in the message. The optional ones (0.18's decode, 0.19's moe_* and grouped_matmul_*)
+// are asked for at create with KEEL_REQUIRE_BACKEND_OP, then called the same way:
+//   KEEL_OP(backend, moe_permute_plan, positions, counts_host, experts, N, E, K);
 #define KEEL_OP(backend, op, ...) \
   ::keel_support::check_callee((backend).api->op((backend).obj, __VA_ARGS__), "backend op " #op)
 
