@@ -27,8 +27,12 @@ enum {
   KEEL_COMM_SEND = 4,
   KEEL_COMM_RECV = 5,
   KEEL_COMM_BARRIER = 6,
-  KEEL_COMM_OP_COUNT = 7
+  KEEL_COMM_OP_COUNT = 7 /* the length of keel_comm_counters' calls and bytes, fixed since 0.4 */
 };
+/* --- appended in 0.19 --- */
+/* all_to_all_v's index. It comes after KEEL_COMM_OP_COUNT, so the counters' arrays keep their
+   layout: keel_comm_counters counts it in its appended all_to_all_calls and all_to_all_bytes. */
+enum { KEEL_COMM_ALL_TO_ALL = 7 };
 
 /* An operation in flight, returned by the non-blocking forms; completed and freed by wait. */
 typedef struct keel_comm_request keel_comm_request;
@@ -39,8 +43,13 @@ typedef struct keel_comm_counters {
   /* Communication volume of each operation by the ZeRO paper's convention (independent of the
      algorithm; a ring moves (p-1)/p of it): all_reduce of n bytes counts 2n, reduce_scatter
      counts its n input bytes, all_gather its n output bytes, broadcast n on every rank, send n,
-     recv n. In a group of one nothing moves and nothing is counted. */
+     recv n, all_to_all_v the bytes this rank sends to the other ranks (its own block stays
+     put). In a group of one nothing moves and nothing is counted. */
   uint64_t bytes[KEEL_COMM_OP_COUNT];
+
+  /* --- appended in 0.19 --- */
+  uint64_t all_to_all_calls; /* KEEL_COMM_ALL_TO_ALL: calls of all_to_all_v */
+  uint64_t all_to_all_bytes; /* and their bytes, by the rule above */
 } keel_comm_counters;
 
 typedef struct keel_comm_api {
@@ -100,6 +109,23 @@ typedef struct keel_comm_api {
                                  const keel_backend_api* backend, void* backend_obj, void** out_comm);
   /* How this communicator reaches memory on `device` (KEEL_COMM_REACH_*). */
   keel_status (*reaches)(void* comm, keel_device device, int32_t* out_reach);
+
+  /* --- appended in 0.19: expert parallelism --- */
+  /* Every rank sends send_counts[p] elements to rank p and receives recv_counts[p] elements
+     from rank p (p = 0..size-1, itself included). Both buffers hold their blocks contiguous in
+     rank order, without gaps: the block for rank p starts at element send_counts[0] + ... +
+     send_counts[p-1] of send, the block from rank p at recv_counts[0] + ... + recv_counts[p-1]
+     of recv. send_counts and recv_counts are host arrays of size entries, borrowed for the call
+     (the plugin copies what a non-blocking form still needs). recv_counts[p] must equal what rank p passes as
+     send_counts[this rank]: exchange the counts first (keel_support/comm/all_to_all.hpp does
+     both in one call). A rank with every count zero still calls, as for any collective. send
+     and recv may not overlap. Element types as all_gather's, moved as they are. Totals whose
+     bytes do not fit a size_t, and counts the plugin's transport cannot carry, are refused
+     with the numbers before anything moves. Optional: NULL in a comm built before 0.19 (and
+     in a bridged one whose plugin lacks it); a caller that needs it refuses such a comm,
+     naming the slot. */
+  keel_status (*all_to_all_v)(void* comm, const void* send, const size_t* send_counts, void* recv,
+                              const size_t* recv_counts, keel_dtype dtype, keel_comm_request** out_request);
 } keel_comm_api;
 
 /* --- appended in 0.8 --- */

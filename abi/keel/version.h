@@ -49,7 +49,9 @@
         attention_decode_dt; model.h decode_reset, decode).
    0.19: generation token by token to a callback that may stop it (embed.h
         keel_trainer_generate_each: end-of-text tokens, stop strings, Ctrl-C, no count-sized
-        buffer); types.h KEEL_ERR_MISSING_FILE, so a binding tells a missing file by its status. */
+        buffer); types.h KEEL_ERR_MISSING_FILE, so a binding tells a missing file by its status;
+        comm.h all_to_all_v (per-peer counts, for expert parallelism) and its counters;
+        backend.h a mixture-of-experts layer's ops (moe_route, moe_permute_*, grouped_matmul_*). */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 

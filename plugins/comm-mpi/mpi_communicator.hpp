@@ -26,6 +26,7 @@ struct keel_comm_request {
   std::shared_ptr<keel_mpi::LocalReceive> local;   // world of one: a receive waiting for its send
   std::string what;                                // "collective all_reduce", for the timeout message
   std::string stalled_because;                     // the likely cause, for the same message
+  std::vector<int> all_to_all_layout;              // all_to_all_v's int counts and displacements, kept until MPI is done
 };
 
 namespace keel_mpi {

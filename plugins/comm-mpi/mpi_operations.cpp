@@ -3,8 +3,9 @@
 // by comm.h's convention.
 #include <climits>
 #include <cstring>
+#include <vector>
 
-#include <keel_support/comm/comm_state.hpp>  // defines: checked_peer, require_buffer, require_disjoint
+#include <keel_support/comm/comm_state.hpp>  // defines: checked_peer, require_buffer, checked_all_to_all_counts
 #include <keel_support/common/abi_guard.hpp>
 
 #include "mpi_communicator.hpp"
@@ -24,6 +25,27 @@ int mpi_count(size_t count, size_t blocks, const char* operation) {
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string(operation) + ": " + std::to_string(count * blocks) +
                                                   " elements exceed MPI's int count (2^31-1); split the buffer");
   return static_cast<int>(count);
+}
+
+// all_to_all_v's counts and displacements as MPI-3 ints, in one array: send counts, send
+// displacements, recv counts, recv displacements (size each). Every one is at most its side's
+// total, so the totals are what must fit.
+std::vector<int> mpi_all_to_all_layout(const keel_support::AllToAllCounts& counts, int size, const char* operation) {
+  for (const auto* offsets : {&counts.send_offsets, &counts.recv_offsets})
+    if (offsets->back() > static_cast<size_t>(INT_MAX))
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED,
+                        std::string(operation) + ": " + (offsets == &counts.send_offsets ? "send" : "recv") +
+                            " holds " + std::to_string(offsets->back()) +
+                            " elements, beyond MPI's int counts and displacements (2^31-1 = " +
+                            std::to_string(INT_MAX) + "); split the exchange");
+  std::vector<int> layout(4 * size_t(size));
+  for (size_t p = 0; p < size_t(size); ++p) {
+    layout[p] = int(counts.send_offsets[p + 1] - counts.send_offsets[p]);
+    layout[size + p] = int(counts.send_offsets[p]);
+    layout[2 * size + p] = int(counts.recv_offsets[p + 1] - counts.recv_offsets[p]);
+    layout[3 * size + p] = int(counts.recv_offsets[p]);
+  }
+  return layout;
 }
 
 }  // namespace
@@ -154,6 +176,33 @@ void Communicator::recv(void* buffer, size_t count, keel_dtype dtype, int32_t pe
         [&](MPI_Request* r) { return MPI_Irecv(buffer, n, type.mpi, peer, tag, comm_, r); });
   }
   counters_.count(KEEL_COMM_RECV, size_ > 1 ? bytes : 0);
+  complete_or_hand_out(std::move(request), out);
+}
+
+void Communicator::all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                                keel_dtype dtype, keel_comm_request** out) {
+  const char* name = "all_to_all_v";
+  const ElementType type = element_type(dtype, name);
+  const auto counts = keel_support::checked_all_to_all_counts(send_counts, recv_counts, size_, rank_, type.bytes, name);
+  std::vector<int> layout = mpi_all_to_all_layout(counts, size_, name);  // the world of one refuses the same
+  require_buffer(send, counts.send_bytes, name, "send");
+  require_buffer(recv, counts.recv_bytes, name, "recv");
+  require_disjoint(send, counts.send_bytes, recv, counts.recv_bytes, name);
+  auto request = new_collective(name);
+  if (is_local()) {
+    if (counts.send_bytes > 0) std::memcpy(recv, send, counts.send_bytes);  // its own block, checked equal
+  } else {
+    request->all_to_all_layout = std::move(layout);
+    const int* send_n = request->all_to_all_layout.data();
+    const int *send_at = send_n + size_, *recv_n = send_n + 2 * size_, *recv_at = send_n + 3 * size_;
+    run_on_mpi(
+        *request, out != nullptr, name,
+        [&] { return MPI_Alltoallv(send, send_n, send_at, type.mpi, recv, recv_n, recv_at, type.mpi, comm_); },
+        [&](MPI_Request* r) {
+          return MPI_Ialltoallv(send, send_n, send_at, type.mpi, recv, recv_n, recv_at, type.mpi, comm_, r);
+        });
+  }
+  counters_.count(KEEL_COMM_ALL_TO_ALL, counts.bytes_to_others);  // the bytes it sends to the others
   complete_or_hand_out(std::move(request), out);
 }
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include <keel_support/comm/comm_state.hpp>  // defines: checked_peer, require_buffer, require_disjoint
+#include <keel_support/comm/comm_state.hpp>  // defines: checked_peer, require_buffer, checked_all_to_all_counts
 #include <keel_support/common/abi_guard.hpp>
 
 #include "nccl_bf16.hpp"
@@ -181,6 +181,42 @@ void Communicator::recv(void* buffer, size_t count, keel_dtype dtype, int32_t pe
   }
   queued(KEEL_COMM_RECV, size_ > 1 ? bytes : 0, what);
   if (out) *out = new keel_comm_request{what, self};
+}
+
+// Grouped point-to-point, as NCCL's own documentation builds an all-to-all: a send and a recv per
+// peer with elements to move, one group, so NCCL schedules them together without deadlock. This
+// rank's own block is a device copy on the stream.
+void Communicator::all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                                keel_dtype dtype, keel_comm_request** out) {
+  const char* name = "all_to_all_v";
+  const ElementType type = element_type(dtype, name);
+  const auto counts = keel_support::checked_all_to_all_counts(send_counts, recv_counts, size_, rank_, type.bytes, name);
+  require_buffer(send, counts.send_bytes, name, "send");
+  require_buffer(recv, counts.recv_bytes, name, "recv");
+  require_disjoint(send, counts.send_bytes, recv, counts.recv_bytes, name);
+  const auto* send_bytes = static_cast<const char*>(send);
+  auto* recv_bytes = static_cast<char*>(recv);
+  const size_t own = send_counts[rank_] * type.bytes;
+  if (own > 0)
+    check_cuda(cudaMemcpyAsync(recv_bytes + counts.recv_offsets[size_t(rank_)] * type.bytes,
+                               send_bytes + counts.send_offsets[size_t(rank_)] * type.bytes, own,
+                               cudaMemcpyDeviceToDevice, stream_),
+               "all_to_all_v: its own block");
+  // The group is always ended, also after a failed call inside it; the first failure is reported.
+  ncclResult_t failed = ncclGroupStart();
+  for (int p = 0; p < size_ && failed == ncclSuccess; ++p) {
+    if (p == rank_) continue;
+    if (send_counts[p] > 0)
+      failed = ncclSend(send_bytes + counts.send_offsets[size_t(p)] * type.bytes, send_counts[p], type.nccl, p, comm_,
+                        stream_);
+    if (recv_counts[p] > 0 && failed == ncclSuccess)
+      failed = ncclRecv(recv_bytes + counts.recv_offsets[size_t(p)] * type.bytes, recv_counts[p], type.nccl, p, comm_,
+                        stream_);
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  check_nccl(failed != ncclSuccess ? failed : ended, name);
+  queued(KEEL_COMM_ALL_TO_ALL, counts.bytes_to_others, "collective all_to_all_v");  // the bytes sent to the others
+  hand_out("collective all_to_all_v", out);
 }
 
 void Communicator::barrier() {

@@ -3,7 +3,9 @@
 // Every rank contributes f(rank, i); sums and maxima over ranks have closed forms, so no rank
 // needs another's data to know the right answer.
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -236,6 +238,43 @@ void test_counters() {
   api->destroy(c);
 }
 
+// all_to_all_v against a naive reference: rank s sends rank d count(s, d) elements valued
+// 1000 s + 100 d + i, uneven with zeros, rank 1 sending nothing; blocking, then non-blocking
+// with the counters' bytes (those sent to the other ranks) checked on a fresh communicator.
+size_t a2a_count(int from, int to) { return from == 1 ? 0 : size_t((3 * from + 5 * to + 1) % 4) * 250; }
+float a2a_value(int from, int to, size_t i) { return float(1000 * from + 100 * to) + float(i % 100); }
+void test_all_to_all_v() {
+  std::vector<size_t> send_counts, recv_counts;
+  std::vector<float> send, expected;
+  uint64_t to_others = 0;
+  for (int peer = 0; peer < size_; ++peer) {
+    send_counts.push_back(a2a_count(rank_, peer));
+    recv_counts.push_back(a2a_count(peer, rank_));
+    for (size_t i = 0; i < a2a_count(rank_, peer); ++i) send.push_back(a2a_value(rank_, peer, i));
+    for (size_t i = 0; i < a2a_count(peer, rank_); ++i) expected.push_back(a2a_value(peer, rank_, i));
+    if (peer != rank_) to_others += a2a_count(rank_, peer) * sizeof(float);
+  }
+  void* c = nullptr;
+  CHECK_OK(api->split(world, 0, rank_, &c));
+  std::vector<float> recv(expected.size(), -1.0f);
+  CHECK_OK(api->all_to_all_v(c, send.data(), send_counts.data(), recv.data(), recv_counts.data(), fp32(), nullptr));
+  check_values("all_to_all_v", recv, [&](size_t i) { return expected[i]; });
+  std::fill(recv.begin(), recv.end(), -1.0f);
+  keel_comm_request* pending = nullptr;
+  CHECK_OK(api->all_to_all_v(c, send.data(), send_counts.data(), recv.data(), recv_counts.data(), fp32(), &pending));
+  CHECK_OK(api->wait(c, pending));
+  check_values("non-blocking all_to_all_v", recv, [&](size_t i) { return expected[i]; });
+  keel_comm_counters counters{};
+  counters.struct_size = sizeof counters;
+  CHECK_OK(api->counters(c, &counters));
+  const uint64_t moved = size_ > 1 ? 1 : 0;
+  if (counters.all_to_all_calls != 2 || counters.all_to_all_bytes != moved * 2 * to_others)
+    fail(__FILE__, __LINE__, "all_to_all_v counters: " + std::to_string(counters.all_to_all_calls) + " calls and " +
+                                 std::to_string(counters.all_to_all_bytes) + " bytes, expected 2 and " +
+                                 std::to_string(moved * 2 * to_others));
+  api->destroy(c);
+}
+
 // Refusals happen before any communication, identically on every rank, so nobody waits.
 void test_refusals() {
   std::vector<float> a(8 * size_), b(8 * size_);
@@ -255,6 +294,24 @@ void test_refusals() {
   CHECK_STATUS(api->split(world, -1, 0, &never), KEEL_ERR_INVALID_ARGUMENT);
   keel_comm_counters too_small{};
   CHECK_STATUS(api->counters(world, &too_small), KEEL_ERR_INVALID_ARGUMENT);
+
+  // all_to_all_v: counts MPI-3's ints cannot carry, a total whose bytes overflow, NULL counts.
+  std::vector<size_t> beyond_int(size_, size_t(INT_MAX) / size_ + 1), fits(size_, 1);
+  CHECK_STATUS(api->all_to_all_v(world, a.data(), beyond_int.data(), b.data(), beyond_int.data(), fp32(), nullptr),
+               KEEL_ERR_UNIMPLEMENTED);
+  const std::string total = std::to_string(size_ * (size_t(INT_MAX) / size_ + 1));
+  if (g_last_error.find("all_to_all_v: send holds " + total + " elements, beyond MPI's int counts") == std::string::npos)
+    fail(__FILE__, __LINE__, "all_to_all_v int refusal: \"" + g_last_error + "\"");
+  std::vector<size_t> overflowing(size_, 1);
+  overflowing[0] = SIZE_MAX / 2;
+  if (size_ > 1) overflowing[1] = SIZE_MAX / 2;
+  else fits[0] = overflowing[0];  // the self block must agree
+  CHECK_STATUS(api->all_to_all_v(world, a.data(), overflowing.data(), b.data(), fits.data(), fp32(), nullptr),
+               KEEL_ERR_INVALID_ARGUMENT);
+  CHECK(g_last_error.find("send_counts overflow") != std::string::npos);
+  CHECK_STATUS(api->all_to_all_v(world, a.data(), nullptr, b.data(), fits.data(), fp32(), nullptr),
+               KEEL_ERR_INVALID_ARGUMENT);
+  CHECK(g_last_error.find("send_counts is NULL (expected " + std::to_string(size_) + " counts") != std::string::npos);
 }
 
 // An error inside MPI (a message longer than its receive buffer) comes back as a keel error
@@ -322,6 +379,7 @@ int main(int argc, char** argv) {
   test_non_blocking_overlap();
   test_split_even_odd();
   test_counters();
+  test_all_to_all_v();
   test_refusals();
   test_second_thread_refused();
   test_mpi_error_is_returned();

@@ -231,6 +231,19 @@ keel_status recv(void* obj, void* buffer, size_t count, keel_dtype dtype, int32_
              });
 }
 
+keel_status all_to_all_v(void* obj, const void* send, const size_t* send_counts, void* recv,
+                        const size_t* recv_counts, keel_dtype dtype, keel_comm_request** out_request) {
+  Bridge& b = *as_bridge(obj);
+  size_t send_total = 0, recv_total = 0;  // overflows are the plugin's to refuse, with the numbers
+  for (int32_t p = 0; p < b.size() && send_counts && recv_counts; ++p)
+    send_total += send_counts[p], recv_total += recv_counts[p];
+  const size_t bytes = element_bytes(dtype);
+  return run(obj, send, send_total * bytes, recv, recv_total * bytes, out_request,
+             [&](const void* s, void* r, keel_comm_request** q) {
+               return b.comm()->all_to_all_v(b.obj(), s, send_counts, r, recv_counts, dtype, q);
+             });
+}
+
 keel_status barrier(void* obj) { return as_bridge(obj)->comm()->barrier(as_bridge(obj)->obj()); }
 
 keel_status wait(void* obj, keel_comm_request* request) {
@@ -259,8 +272,9 @@ keel_status reaches(void* obj, keel_device, int32_t* out_reach) {
   return KEEL_OK;
 }
 
-// Only what a plugin may call on a communicator it was handed: no validate or create.
-const keel_comm_api kBridgeTable = [] {
+// Only what a plugin may call on a communicator it was handed: no validate or create; and
+// all_to_all_v only where the plugin has it (comm.h: the slot stays optional when bridged).
+keel_comm_api bridge_table(bool with_all_to_all_v) {
   keel_comm_api table{};
   table.struct_size = sizeof(table);
   table.destroy = destroy;
@@ -278,8 +292,11 @@ const keel_comm_api kBridgeTable = [] {
   table.counters = counters;
   table.abort_world = abort_world;
   table.reaches = reaches;
+  table.all_to_all_v = with_all_to_all_v ? all_to_all_v : nullptr;
   return table;
-}();
+}
+const keel_comm_api kBridgeTable = bridge_table(true);
+const keel_comm_api kBridgeTableWithoutAllToAll = bridge_table(false);
 
 }  // namespace
 
@@ -301,7 +318,8 @@ BridgedComm bridge_comm(const keel_comm_api* comm, void* comm_obj, keel_support:
   // Host memory the comm reaches needs no ordering: the host wrote it.
   if (reach == KEEL_COMM_REACH_QUEUED || (reach == KEEL_COMM_REACH_SYNCED && side == BufferSide::kHost))
     return {comm, comm_obj};
-  return {&kBridgeTable, new Bridge(comm, comm_obj, backend, side, reach)};
+  const keel_comm_api* table = KEEL_HAS_SLOT(comm, all_to_all_v) ? &kBridgeTable : &kBridgeTableWithoutAllToAll;
+  return {table, new Bridge(comm, comm_obj, backend, side, reach)};
 }
 
 std::string describe_reach(int32_t reach, BufferSide side) {

@@ -40,6 +40,7 @@ keel_comm_api make_table() {
   table.wait = moves_nothing;
   table.counters = moves_nothing;
   table.abort_world = moves_nothing;
+  table.all_to_all_v = moves_nothing;
   return table;
 }
 

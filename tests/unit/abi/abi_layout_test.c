@@ -468,6 +468,10 @@ KEEL_ASSERT_SIZE(keel_backend_api, 672);
 _Static_assert(KEEL_ROUTE_SIGMOID == 1 && KEEL_ROUTE_NORMALIZE == 2, "moe_route's flag bits moved");
 KEEL_ASSERT_OFFSET(keel_model_api, decode_reset, 104);
 KEEL_ASSERT_OFFSET(keel_model_api, decode, 112);
+_Static_assert(KEEL_COMM_OP_COUNT == 7 && KEEL_COMM_ALL_TO_ALL == 7, "comm counter indices moved: the ABI only appends");
+KEEL_ASSERT_OFFSET(keel_comm_counters, all_to_all_calls, 120);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_comm_counters, all_to_all_bytes, 128);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_comm_api, all_to_all_v, 152);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_comm_api, reaches, 144);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend, 72);  /* 0.8 */

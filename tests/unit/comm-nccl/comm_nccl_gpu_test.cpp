@@ -1,6 +1,6 @@
 // The nccl plugin on one GPU, a world of one (no launcher): every collective on device buffers
 // in fp32 and bf16 (and int32, fp64 where comm.h asks for them) against results computed on the
-// host, point-to-point to itself, split, barrier, reach and counters. The backend is a fake
+// host, point-to-point and all_to_all_v to itself, split, barrier, reach and counters. The backend is a fake
 // table with a stream of its own, so the test needs no CUDA backend plugin.
 // Without a CUDA device it prints "skipped: no CUDA device (...)" and exits 77 (ctest's skip).
 // Usage: comm_nccl_gpu_test PATH/libkeel-nccl.so
@@ -161,6 +161,30 @@ void test_send_to_itself(const keel_comm_api* api, void* comm, cudaStream_t stre
   CHECK_CUDA(cudaFree(into));
 }
 
+// A world of one: its one block goes to itself (a device copy on the stream), bf16 as it is; a
+// recv count that disagrees with its own send count is refused with both numbers.
+void test_all_to_all_v_to_itself(const keel_comm_api* api, void* comm, cudaStream_t stream) {
+  const std::vector<float> values = ramp(37, 0.5f);
+  float* send = to_device(values);
+  float* recv = to_device(std::vector<float>(37, -1.0f));
+  const size_t count = 37, other = 36;
+  CHECK_OK(api->all_to_all_v(comm, send, &count, recv, &count, fp32(), nullptr));
+  check_equal(to_host(recv, 37, stream), values, "all_to_all_v fp32 to itself");
+  CHECK_REFUSED(api->all_to_all_v(comm, send, &count, recv, &other, fp32(), nullptr), KEEL_ERR_INVALID_ARGUMENT,
+                "rank 0 sends itself 37 elements (send_counts[0]) but expects 36");
+  std::vector<uint16_t> words(count);
+  for (size_t i = 0; i < count; ++i) words[i] = to_bf16(values[i]);
+  uint16_t* send_bf16 = to_device(words);
+  uint16_t* recv_bf16 = to_device(std::vector<uint16_t>(count, 0));
+  keel_comm_request* request = nullptr;
+  CHECK_OK(api->all_to_all_v(comm, send_bf16, &count, recv_bf16, &count, bf16(), &request));
+  CHECK_OK(api->wait(comm, request));
+  check_equal(to_host(recv_bf16, count, stream), words, "all_to_all_v bf16 to itself");
+  for (void* buffer : {static_cast<void*>(send), static_cast<void*>(recv), static_cast<void*>(send_bf16),
+                       static_cast<void*>(recv_bf16)})
+    CHECK_CUDA(cudaFree(buffer));
+}
+
 void test_split_barrier_reach_counters(const keel_comm_api* api, void* comm, cudaStream_t stream, int device) {
   void* part = nullptr;
   CHECK_OK(api->split(comm, 0, 0, &part));
@@ -192,6 +216,7 @@ void test_split_barrier_reach_counters(const keel_comm_api* api, void* comm, cud
   CHECK(counters.calls[KEEL_COMM_BARRIER] == 2);
   CHECK(counters.calls[KEEL_COMM_SEND] == 2 && counters.calls[KEEL_COMM_RECV] == 2);
   for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op) CHECK(counters.bytes[op] == 0);
+  CHECK(counters.all_to_all_calls == 2 && counters.all_to_all_bytes == 0);  // the refused call is not counted
 }
 
 }  // namespace
@@ -223,6 +248,7 @@ int main(int argc, char** argv) {
   test_bf16_collectives(api, comm, stream);
   test_int32_and_fp64(api, comm, stream);
   test_send_to_itself(api, comm, stream);
+  test_all_to_all_v_to_itself(api, comm, stream);
   test_split_barrier_reach_counters(api, comm, stream, device);
 
   api->destroy(comm);

@@ -1,6 +1,7 @@
 // The nccl plugin loads without a GPU, an MPI library or a launcher: its table is ABI 0.8's with
-// every slot, its config is validated with JSON paths, create_world refuses (a device comm needs
-// its backend), and create_world_on refuses a backend whose memory is not on a CUDA device.
+// every slot and 0.19's all_to_all_v, its config is validated with JSON paths, create_world
+// refuses (a device comm needs its backend), and create_world_on refuses a backend whose memory
+// is not on a CUDA device.
 // Usage: comm_nccl_load_test PATH/libkeel-nccl.so
 #include "nccl_test_support.hpp"
 
@@ -9,6 +10,7 @@ using namespace nccl_test;
 int main(int argc, char** argv) {
   if (argc != 2) fail(__FILE__, __LINE__, "usage: comm_nccl_load_test PATH/libkeel-nccl.so");
   const keel_comm_api* api = load_nccl_plugin(argv[1]);
+  CHECK(KEEL_HAS_SLOT(api, all_to_all_v));  // appended in 0.19
 
   CHECK_OK(api->validate_config(&kHost, R"({"plugin": "nccl", "timeout_s": 30})", "comm"));
   CHECK_REFUSED(api->validate_config(&kHost, R"({"plugin": "nccl", "timeout": 30})", "comm"), KEEL_ERR_INVALID_CONFIG,

@@ -109,6 +109,15 @@ struct FakeComm {
     if (request) *request = reinterpret_cast<keel_comm_request*>(obj);
     return KEEL_OK;
   }
+  // Every element of send, negated and in reverse order (the counts only say how many).
+  static keel_status all_to_all_v(void* obj, const void* send, const size_t* send_counts, void* recv,
+                                  const size_t* recv_counts, keel_dtype, keel_comm_request**) {
+    root(obj).seen.insert(root(obj).seen.end(), {send, recv});
+    const size_t n = send_counts[0] + send_counts[1];
+    if (recv_counts[0] + recv_counts[1] != n) return KEEL_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < n; ++i) static_cast<float*>(recv)[i] = -static_cast<const float*>(send)[n - 1 - i];
+    return KEEL_OK;
+  }
   static keel_status wait(void*, keel_comm_request*) { return KEEL_OK; }
   static keel_status reaches(void* obj, keel_device, int32_t* out) {
     *out = of(obj).reach;
@@ -124,6 +133,7 @@ struct FakeComm {
     api.all_reduce = all_reduce;
     api.reduce_scatter = reduce_scatter;
     api.all_gather = all_gather;
+    api.all_to_all_v = all_to_all_v;
     api.wait = wait;
     api.reaches = reaches;
     return api;
@@ -181,6 +191,27 @@ TEST_F(CommBridgeTest, AnUnreachableCommSeesOnlyStagingBuffersAndTheResultsComeB
   EXPECT_EQ(inout, (std::vector<float>{10, 12}));
   bridged.comm->destroy(bridged.obj);
   EXPECT_TRUE(backend.staging.empty()) << "staging buffers outlived the communicator";
+}
+
+TEST_F(CommBridgeTest, AStagedAllToAllMovesEveryCountedElementBothWays) {
+  const keel::BridgedComm bridged = keel::bridge_comm(&comm_table, &comm, backend_ref(), keel::BufferSide::kBackend);
+  ASSERT_TRUE(KEEL_HAS_SLOT(bridged.comm, all_to_all_v));
+  const size_t send_counts[2] = {1, 3}, recv_counts[2] = {2, 2};
+  std::vector<float> send{1, 2, 3, 4}, recv(4);
+  ASSERT_EQ(bridged.comm->all_to_all_v(bridged.obj, send.data(), send_counts, recv.data(), recv_counts, kFloat, nullptr),
+            KEEL_OK);
+  EXPECT_EQ(recv, (std::vector<float>{-4, -3, -2, -1}));  // all 4 sent elements staged in, all 4 received out
+  ASSERT_EQ(comm.seen.size(), 2u);
+  for (const void* buffer : comm.seen) EXPECT_EQ(backend.staging.count(buffer), 1u);
+  bridged.comm->destroy(bridged.obj);
+}
+
+TEST_F(CommBridgeTest, APluginWithoutAllToAllGivesABridgedCommWithoutIt) {
+  comm_table.all_to_all_v = nullptr;  // a plugin built before 0.19 (its table is shorter still)
+  const keel::BridgedComm bridged = keel::bridge_comm(&comm_table, &comm, backend_ref(), keel::BufferSide::kBackend);
+  EXPECT_FALSE(KEEL_HAS_SLOT(bridged.comm, all_to_all_v)) << "a caller must see the slot missing, not a failing call";
+  EXPECT_TRUE(KEEL_HAS_SLOT(bridged.comm, all_gather));
+  bridged.comm->destroy(bridged.obj);
 }
 
 TEST_F(CommBridgeTest, ANonBlockingStagedResultArrivesAtWait) {

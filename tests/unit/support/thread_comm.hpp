@@ -5,7 +5,8 @@
 // its own result from everyone's inputs into private memory, waits until all have read, then
 // writes its output — so in-place calls are safe, and sums run in rank order (deterministic).
 // Counters follow comm.h exactly: all_reduce 2n, reduce_scatter n input bytes, all_gather n
-// output bytes, broadcast n on every rank, send n, recv n; a group of one counts nothing.
+// output bytes, broadcast n on every rank, send n, recv n, all_to_all_v the bytes sent to the
+// other ranks; a group of one counts nothing.
 // Non-blocking forms complete at the call (recv at wait, so irecv-then-send cannot deadlock).
 // abort_world records the reason and throws ThreadWorldAborted; a test can make an operation
 // fail on every rank with fail_calls().
@@ -49,6 +50,8 @@ struct Slot {
   keel_dtype dtype{};
   int32_t kind = -1;  // KEEL_COMM_* of the posted call, to catch ranks calling different collectives
   int32_t color = 0, key = 0;
+  const size_t* send_counts = nullptr;  // all_to_all_v's, size entries each
+  const size_t* recv_counts = nullptr;
   // split's answer, written by the group's rank 0 before the second barrier.
   std::shared_ptr<Group> new_group;
   int32_t new_rank = -1;
@@ -163,6 +166,7 @@ class ThreadWorld {
         return KEEL_OK;
       };
       t.abort_world = abort_world;
+      t.all_to_all_v = all_to_all_v;
       return t;
     }();
     return api;
@@ -274,8 +278,9 @@ class ThreadWorld {
     if (c.group->size == 1) return;  // comm.h: in a group of one nothing is counted
     std::lock_guard<std::mutex> lock(c.world->state_mutex_);  // a strategy's worker thread counts into the parent
     for (Communicator* counted = &c; counted; counted = counted->parent) {
-      ++counted->counters.calls[kind];
-      counted->counters.bytes[kind] += bytes;
+      keel_comm_counters& n = counted->counters;
+      ++(kind == KEEL_COMM_ALL_TO_ALL ? n.all_to_all_calls : n.calls[kind]);  // appended in 0.19, after the arrays
+      (kind == KEEL_COMM_ALL_TO_ALL ? n.all_to_all_bytes : n.bytes[kind]) += bytes;
     }
   }
 
@@ -418,6 +423,61 @@ class ThreadWorld {
       count_call(c, KEEL_COMM_RECV, bytes);
       Communicator* cp = &c;
       hand_out(out_request, [cp, buffer, bytes, peer, tag] { receive(*cp, buffer, bytes, peer, tag); });
+    });
+  }
+
+  // Element offsets of each rank's block (size + 1 entries), refusing NULL and totals whose bytes
+  // overflow, as comm.h asks.
+  static std::vector<size_t> block_offsets(const size_t* counts, int32_t size, const char* name) {
+    if (!counts) throw Failure{KEEL_ERR_INVALID_ARGUMENT, std::string("thread_comm all_to_all_v: ") + name + " is NULL"};
+    std::vector<size_t> offsets(size_t(size) + 1, 0);
+    for (int32_t p = 0; p < size; ++p) {
+      if (counts[p] > SIZE_MAX / 4 - offsets[size_t(p)])
+        throw Failure{KEEL_ERR_INVALID_ARGUMENT, std::string("thread_comm all_to_all_v: ") + name + " overflow: " +
+                                                     std::to_string(offsets[size_t(p)]) + " elements before rank " +
+                                                     std::to_string(p) + " plus its " + std::to_string(counts[p])};
+      offsets[size_t(p) + 1] = offsets[size_t(p)] + counts[p];
+    }
+    return offsets;
+  }
+
+  // Rank r's block from rank p is p's block for r; recv_counts[p] must match what p sends here.
+  static keel_status all_to_all_v(void* comm, const void* send, const size_t* send_counts, void* recv,
+                                  const size_t* recv_counts, keel_dtype dtype, keel_comm_request** out_request) {
+    return guarded(comm, [&](Communicator& c) {
+      c.world->check_injected(KEEL_COMM_ALL_TO_ALL);
+      const size_t bytes = element_bytes(dtype);
+      const int32_t size = c.group->size;
+      const std::vector<size_t> send_at = block_offsets(send_counts, size, "send_counts");
+      const std::vector<size_t> recv_at = block_offsets(recv_counts, size, "recv_counts");
+      Slot mine{send, 0, 0, 0, dtype};
+      mine.send_counts = send_counts;
+      mine.recv_counts = recv_counts;
+      std::vector<char> result(recv_at.back() * bytes);
+      std::string wrong_count;
+      collective(c, KEEL_COMM_ALL_TO_ALL, mine,
+                 [&](const Group& g) {
+                   for (int32_t p = 0; p < size; ++p) {
+                     const Slot& from = g.slots[size_t(p)];
+                     const size_t n = from.send_counts[c.rank];
+                     if (n != recv_counts[p]) {
+                       wrong_count = "thread_comm all_to_all_v: rank " + std::to_string(p) + " sends " +
+                                     std::to_string(n) + " elements to rank " + std::to_string(c.rank) +
+                                     ", which expects " + std::to_string(recv_counts[p]);
+                       return;
+                     }
+                     size_t first = 0;  // where p's block for this rank starts in p's send buffer
+                     for (int32_t q = 0; q < c.rank; ++q) first += from.send_counts[q];
+                     if (n) std::memcpy(result.data() + recv_at[size_t(p)] * bytes,
+                                        static_cast<const char*>(from.send) + first * bytes, n * bytes);
+                   }
+                 },
+                 [&] {
+                   if (!wrong_count.empty()) throw Failure{KEEL_ERR_INVALID_ARGUMENT, wrong_count};
+                   if (!result.empty()) std::memcpy(recv, result.data(), result.size());
+                 });
+      count_call(c, KEEL_COMM_ALL_TO_ALL, (send_at.back() - send_counts[c.rank]) * bytes);
+      hand_out(out_request);
     });
   }
 

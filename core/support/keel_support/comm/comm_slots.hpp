@@ -43,7 +43,9 @@
   OP(send, (buffer, count, dtype, peer, tag, out), const void* buffer, size_t count, keel_dtype dtype,            \
      int32_t peer, int32_t tag, keel_comm_request** out)                                                         \
   OP(recv, (buffer, count, dtype, peer, tag, out), void* buffer, size_t count, keel_dtype dtype, int32_t peer,    \
-     int32_t tag, keel_comm_request** out)
+     int32_t tag, keel_comm_request** out)                                                                       \
+  OP(all_to_all_v, (send, send_counts, recv, recv_counts, dtype, out), const void* send, const size_t* send_counts, \
+     void* recv, const size_t* recv_counts, keel_dtype dtype, keel_comm_request** out)
 #define KEEL_DECLARE_COMM_OPERATION(name, args, ...) void name(__VA_ARGS__);
 
 namespace keel_support {
@@ -131,13 +133,13 @@ struct CommSlots {
     return with(comm, [&](Communicator& c) { c.abort_world(exit_code, reason ? reason : "(no reason)"); });
   }
 
-  // The whole 0.8 table around the plugin's own three slots.
+  // The whole 0.19 table around the plugin's own three slots.
   static constexpr keel_comm_api table(decltype(keel_comm_api::validate_config) validate_config,
                                        decltype(keel_comm_api::create_world) create_world,
                                        decltype(keel_comm_api::create_world_on) create_world_on) {
     return keel_comm_api{sizeof(keel_comm_api), validate_config, create_world, destroy, rank, size, split,
                          all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier, wait, counters,
-                         abort_world, create_world_on, reaches};
+                         abort_world, create_world_on, reaches, all_to_all_v};
   }
 };
 
