@@ -5,9 +5,12 @@
 
 #include <cstring>
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <iomanip>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "command_usage.h"
@@ -51,6 +54,15 @@ void print_failure(const std::string& kind, const std::string& message) {
     // malformed launcher variables: the failure is said without a rank
   }
   keel::write_stderr_line("keel: " + kind + ": " + rank + message);
+}
+
+// A rank keeping quiet about a failure rank 0 states for all leaves a moment after it: the
+// launcher ends the job at the first rank to exit, and by then has passed rank 0's line on. Its
+// SIGTERM then ends this rank as the default action does, without a stop notice of its own.
+void leave_after_rank_0() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
 }
 
 struct CommandLine {
@@ -216,7 +228,7 @@ int main(int argc, char** argv) {
         return 128 + stop.signal_number;
       } catch (const std::exception& e) {
         // The other ranks may be waiting in a collective for this one: end them all, naming why.
-        trainer.abort_all_ranks(e.what());
+        trainer.abort_all_ranks(e);
         throw;
       }
       return 0;
@@ -227,6 +239,13 @@ int main(int argc, char** argv) {
     const char* usage = argc >= 2 ? keel_cli::command_usage(argv[1]) : nullptr;
     std::cerr << "keel: " << e.what() << "\n" << (usage ? usage : keel_cli::kOverviewUsage);
     return 2;
+  } catch (const keel::FailedOnEveryRank& e) {
+    // A check every rank made and agreed on failed alike everywhere: rank 0 says it for all.
+    if (e.says_it())
+      keel::write_stderr_line("keel: error: " + e.line());
+    else
+      leave_after_rank_0();
+    return 1;
   } catch (const keel::KeelError& e) {
     print_failure("error", e.what());
     return 1;

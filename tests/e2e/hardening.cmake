@@ -25,3 +25,7 @@ keel_error_test(backend_threads_bounded "backend\\.threads: expected a value in 
 # keel validate checks the comm section as a run does (it used to pass a misspelt comm key).
 keel_error_test(comm_unknown_key "comm mpi: comm\\.timeout: unknown key \\(did you mean \"timeout_s\"\\?\\)"
   "comm={\"plugin\":\"mpi\",\"timeout\":5}")
+# Under mpirun, a failure every rank agrees on (an init_from header check) is said once, by rank 0.
+add_test(NAME e2e.hardening.agreed_failure_said_once
+  COMMAND ${hardening_checks} agreed_failure_said_once --keel ${keel} --config ${quickstart})
+set_tests_properties(e2e.hardening.agreed_failure_said_once PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi TIMEOUT 300)

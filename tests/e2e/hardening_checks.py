@@ -2,18 +2,20 @@
 """Bad input at the edges of a run, run by ctest (tests/e2e/hardening.cmake): JSON nested
 100k deep, config values of every wrong type, a full disk under the metrics and TensorBoard
 files, a full disk under a checkpoint's manifest, an unwritable checkpoint folder, a broken plugin library and a symlink loop in a plugin
-folder. Each must end with a message that names the file or JSON path and the reason, never
+folder, and a failure every rank of an mpirun job agrees on (said once). Each must end with a message that names the file or JSON path and the reason, never
 with a crash, a hang or an exit status of 0 after losing output. Only the standard library."""
 import argparse
 import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 
+SKIP = 77  # ctest's skip code: no mpirun
 # A model small enough that a run of a few steps takes well under a second.
 TINY = ["model.n_layer=1", "model.d_model=16", "model.n_head=2", "model.seq_len=16", "data.seq_len=16",
         "data.micro_batch=2", "data.global_batch=2", "data.val_batches=1", "train.sample_tokens=0",
@@ -300,6 +302,34 @@ def check_init_from_dangling_link(keel, config, workdir):
     p = tiny_run(keel, config, workdir, [f"model.init_from=\"{folder}\""])
     expect_refusal(p, re.escape(folder) + r"/model\.safetensors is a symbolic link to \.\./blobs/0123abcd, which does not "
                                           r"exist", "a dangling model.safetensors")
+
+
+def check_agreed_failure_said_once(keel, config, workdir):
+    """Under mpirun, a check every rank makes and agrees on (model.init_from's header checks)
+    that fails alike on every rank is said once, by rank 0, as holding on every rank; a failure
+    before the world exists (a bad config value) is still said by each rank, naming it."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("SKIPPED: mpirun is not installed")
+        sys.exit(SKIP)
+    folder = os.path.join(workdir, "no_weights")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 256, "n_positions": 16}, f)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    outputs = [f"train.metrics_path=\"{workdir}/metrics.jsonl\"", f"train.checkpoint.dir=\"{workdir}/ckpt\"",
+               "train.tensorboard_dir=\"none\""]
+    mpi = [mpirun, "--oversubscribe", "-np", "2", keel, "run", config]
+    outputs.append("data.global_batch=4")  # one micro-batch of 2 on each rank
+    p = run(mpi + sets(GIVEN_PEAK + TINY + outputs + [f"model.init_from=\"{folder}\""]), cwd=workdir, env=env)
+    expect_refusal(p, r"keel: error: every rank of 2: model\.init_from: " + re.escape(folder) +
+                   r" holds neither model\.safetensors nor", "a header check failing alike on both ranks")
+    errors = re.findall(r"^keel: .*$", p.stderr, re.MULTILINE)
+    assert len(errors) == 1, f"expected rank 0's line alone, found {len(errors)}: {errors}"
+    # Before the world exists a rank cannot know the others failed alike: each names itself.
+    p = run(mpi + sets(GIVEN_PEAK + TINY + outputs + ["optimizer.lr=-1"]), cwd=workdir, env=env)
+    expect_refusal(p, r"keel: error: rank [01] of 2: .*optimizer\.lr", "a bad config value on both ranks")
+    assert "every rank of" not in p.stderr, p.stderr[-600:]
 
 
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}

@@ -4,6 +4,7 @@
 
 #include <keel/types.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -12,6 +13,19 @@ namespace keel {
 struct KeelError : std::runtime_error {
   KeelError(keel_status code, const std::string& message) : std::runtime_error(message), code(code) {}
   keel_status code;
+};
+
+// A failure every rank of a group reached alike, with the same message, after a check each makes
+// and all agree on (mesh/collectives.h rethrow_if_any_failed): one line says it for all, rank 0's,
+// so a job's log holds the reason once rather than once a rank. Each rank still fails with it.
+struct FailedOnEveryRank : KeelError {
+  FailedOnEveryRank(keel_status code, const std::string& message, int32_t rank, int32_t ranks)
+      : KeelError(code, message), rank(rank), ranks(ranks) {}
+  bool says_it() const { return rank == 0; }
+  // "every rank of 4: <message>": the text after "keel: error: " on rank 0's line.
+  std::string line() const { return "every rank of " + std::to_string(ranks) + ": " + what(); }
+  int32_t rank;   // this rank's place in the group
+  int32_t ranks;  // the group's size: every one of them failed alike
 };
 
 // Stores the calling thread's last error message.

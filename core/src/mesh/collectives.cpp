@@ -16,6 +16,20 @@ constexpr keel_dtype kInt32 = {KEEL_DTYPE_INT, 32, 1};
 
 std::string on(const char* op, const CommGroup& group) { return std::string("comm ") + op + " (" + group.name + ")"; }
 
+// A failure's message, and its status where it is a KeelError (else `code` is left as it is).
+std::string message_of(std::exception_ptr failure, keel_status& code) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const KeelError& e) {
+    code = e.code;
+    return e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 }  // namespace
 
 void barrier(const CommGroup& group) {
@@ -24,7 +38,16 @@ void barrier(const CommGroup& group) {
 
 void rethrow_if_any_failed(const CommGroup& group, std::exception_ptr failure, keel_status code,
                            const std::string& others_message) {
-  if (sum_in_rank_order(group, failure ? 1.0 : 0.0) == 0) return;
+  // Every rank's message ("" where it succeeded, "!" and the message where it failed): one
+  // collective while none failed, as a sum would be, and on failure the means to tell a check
+  // every rank failed alike (said once, by rank 0) from one rank's own.
+  keel_status my_code = code;
+  const std::string mine = failure ? "!" + message_of(failure, my_code) : std::string();
+  const std::vector<std::string> all = gather_strings(group, mine);
+  const auto failed = std::count_if(all.begin(), all.end(), [](const std::string& m) { return !m.empty(); });
+  if (failed == 0) return;
+  if (!group.alone() && std::all_of(all.begin(), all.end(), [&](const std::string& m) { return m == mine; }))
+    throw FailedOnEveryRank(my_code, mine.substr(1), group.rank, group.size);
   if (failure) std::rethrow_exception(failure);
   throw KeelError(code, others_message);
 }

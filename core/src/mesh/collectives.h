@@ -28,6 +28,8 @@ void broadcast_floats(const CommGroup& group, std::vector<float>& values, int32_
 // After rank-local work that may have failed (`failure`: its exception, or null), every rank
 // learns whether any rank failed: that rank rethrows its own exception, the others throw
 // KeelError(code, others_message), so no rank goes on into a collective the failed one left.
+// When every rank failed with the same message, each throws FailedOnEveryRank (host/errors.h)
+// with it instead, which rank 0 alone prints.
 void rethrow_if_any_failed(const CommGroup& group, std::exception_ptr failure, keel_status code,
                            const std::string& others_message);
 // The communicator's traffic counters (zeros for a group this rank is alone in).

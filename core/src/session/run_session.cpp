@@ -252,7 +252,7 @@ void run_training(Trainer& trainer, std::ostream& out, bool resumed) {
   } catch (const std::exception& e) {
     // End the other ranks now, naming why: the session's end waits for a background save, whose
     // collectives the other ranks (stuck in the step this rank left) would never join.
-    trainer.abort_all_ranks(e.what());
+    trainer.abort_all_ranks(e);
     throw;
   }
 }

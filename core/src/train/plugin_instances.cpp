@@ -233,15 +233,21 @@ void PluginInstances::adopt_model_specs(const RunConfig& config) {
   model_info.params = specs.data();
 }
 
-void PluginInstances::abort_all_ranks(const std::string& reason) {
+void PluginInstances::abort_all_ranks(const std::exception& failure) {
   if (mesh.world.alone()) return;
-  // One write of a whole line: every failing rank says this at once, often with the same reason.
-  // Rank 0 draws the progress bar on the terminal the ranks share (a launcher's pseudo-terminal),
-  // and another rank cannot tell whether that line is open: its line starts on a fresh one.
-  const bool bar_elsewhere = mesh.world.rank != 0 && ::isatty(STDOUT_FILENO) == 1;
-  if (bar_elsewhere) set_progress_line_open(true);
-  write_stderr_line("keel: rank " + std::to_string(mesh.world.rank) + " of " + std::to_string(mesh.world.size) + ": " +
-                    reason);
+  // A failure every rank agreed on is said once, by rank 0; the others keep quiet.
+  const auto* alike = dynamic_cast<const FailedOnEveryRank*>(&failure);
+  if (!alike) {
+    // One write of a whole line: every failing rank says this at once, often with the same reason.
+    // Rank 0 draws the progress bar on the terminal the ranks share (a launcher's pseudo-terminal),
+    // and another rank cannot tell whether that line is open: its line starts on a fresh one.
+    const bool bar_elsewhere = mesh.world.rank != 0 && ::isatty(STDOUT_FILENO) == 1;
+    if (bar_elsewhere) set_progress_line_open(true);
+    write_stderr_line("keel: rank " + std::to_string(mesh.world.rank) + " of " + std::to_string(mesh.world.size) + ": " +
+                      failure.what());
+  } else if (alike->says_it()) {
+    write_stderr_line("keel: " + alike->line());
+  }
   if (offload_obj) {
     // A strategy whose thread waits in a collective on a peer that failed may never finish its
     // destroy: past the grace the world ends anyway, and the next run removes the tier's files.

@@ -7,6 +7,7 @@
 #include "config/run_config.h"
 #include "mesh/mesh.h"
 
+#include <exception>
 #include <optional>
 #include <vector>
 
@@ -44,10 +45,11 @@ struct PluginInstances {
   std::optional<keel_offload_counters> offload_counters() const;
   // A failing rank ends every rank with its reason rather than leaving them in a collective. On
   // more than one rank: prints "keel: rank R of N: reason" first (flushed, so the launcher has it
-  // before the abort ends the job), tears down the strategy and its offload tier (whose files
+  // before the abort ends the job; a FailedOnEveryRank is said once, by rank 0, as
+  // "keel: every rank of N: reason"), tears down the strategy and its offload tier (whose files
   // would outlive the process), bounded by kFailureTeardownSeconds, then ends the world; it
   // returns only on one rank, where the caller's unwinding tears everything down.
-  void abort_all_ranks(const std::string& reason);
+  void abort_all_ranks(const std::exception& failure);
   static constexpr int kFailureTeardownSeconds = 10;
 
  private:

@@ -5,6 +5,7 @@
 #include <keel/embed.h>
 
 #include <cmath>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,7 +111,7 @@ class Trainer final {
   // collectives of mesh/collectives.h.
   const Mesh& mesh() const { return plugins_.mesh; }
   // A failing rank ends every rank with its reason (no-op on one rank).
-  void abort_all_ranks(const std::string& reason) { plugins_.abort_all_ranks(reason); }
+  void abort_all_ranks(const std::exception& failure) { plugins_.abort_all_ranks(failure); }
   // The offload tier's totals since it was created; nullopt without an "offload" section.
   std::optional<keel_offload_counters> offload_counters() const { return plugins_.offload_counters(); }
   double flops_per_token() const { return flops_per_token_; }
