@@ -443,6 +443,7 @@ keel_backend_api make_api() {
   fill_optimizer_slots(api);
   fill_llama_slots(api);
   fill_decode_slots(api);
+  fill_moe_slots(api);  // 0.19
   return api;
 }
 

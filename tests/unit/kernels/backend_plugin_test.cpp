@@ -100,6 +100,14 @@ TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
   EXPECT_SLOT(attention_gqa_forward_dt);
   EXPECT_SLOT(attention_gqa_backward_dt);
   EXPECT_SLOT(attention_decode_dt);  // 0.18
+  EXPECT_SLOT(moe_route);  // 0.19
+  EXPECT_SLOT(moe_route_backward);
+  EXPECT_SLOT(moe_permute_plan);
+  EXPECT_SLOT(moe_permute_dt);
+  EXPECT_SLOT(moe_unpermute_dt);
+  EXPECT_SLOT(moe_unpermute_scale_backward_dt);
+  EXPECT_SLOT(grouped_matmul_forward_dt);
+  EXPECT_SLOT(grouped_matmul_backward_dt);
 #undef EXPECT_SLOT
   // Every slot of this ABI minor is listed above: the table holds nothing after the last one.
   EXPECT_EQ(offsetof(keel_backend_api, grouped_matmul_backward_dt) + sizeof(table->grouped_matmul_backward_dt),
