@@ -14,6 +14,8 @@ nlohmann::json per_step_bytes(const keel_comm_counters& now, const keel_comm_cou
   nlohmann::json per_step = nlohmann::json::object();
   for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op)
     if (now.bytes[op] > start.bytes[op]) per_step[kOpNames[op]] = double(now.bytes[op] - start.bytes[op]) / double(steps);
+  if (now.all_to_all_bytes > start.all_to_all_bytes)  // appended in 0.19, after the arrays
+    per_step["all_to_all"] = double(now.all_to_all_bytes - start.all_to_all_bytes) / double(steps);
   return per_step;
 }
 
