@@ -227,6 +227,40 @@ KEEL_API keel_status keel_trainer_generate_each(keel_trainer* trainer, const int
                                                 uint64_t seed, keel_token_callback on_token, void* user,
                                                 int64_t* out_count);
 
+/* A tokenizer, as `keel prepare-data --tokenizer` reads one: text to ids and ids back to text
+   (Python's keel.Tokenizer, generate's str prompts). Threading: distinct tokenizers may be used
+   from distinct threads at once; one tokenizer from one thread at a time. */
+typedef struct keel_tokenizer keel_tokenizer;
+
+/* Opens `spec`: "bytes" (token = byte, vocabulary 256) or the path of a Hugging Face
+   tokenizer.json of the kinds docs/data.md lists, refused naming the file and the JSON path of
+   what Keel does not implement. The caller destroys it. */
+KEEL_API keel_status keel_tokenizer_open(const char* spec, keel_tokenizer** out_tokenizer);
+KEEL_API void keel_tokenizer_destroy(keel_tokenizer* tokenizer);
+/* One past the largest id it produces, added tokens included. */
+KEEL_API keel_status keel_tokenizer_vocab_size(keel_tokenizer* tokenizer, int64_t* out_vocab_size);
+/* The ids of `text` (length bytes; UTF-8 for a tokenizer.json, any bytes for "bytes"), as the
+   tokenizers library's encode without the post-processor's special tokens. *out_ids is owned by
+   the tokenizer and valid until its next encode, decode or destroy. */
+KEEL_API keel_status keel_tokenizer_encode(keel_tokenizer* tokenizer, const char* text, size_t length,
+                                           const int32_t** out_ids, size_t* out_count);
+/* The text of `ids` (count of them), as the tokenizers library's decode: each id's token, the
+   special added tokens left out when skip_special is nonzero, through the file's decoder
+   (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace; another is refused by name with
+   KEEL_ERR_UNIMPLEMENTED). UTF-8, invalid sequences as U+FFFD; "bytes" gives the bytes as they
+   are. An id with no token is refused naming it and its index. *out_text (*out_length bytes,
+   then a NUL) is owned by the tokenizer and valid until its next encode, decode or destroy. */
+KEEL_API keel_status keel_tokenizer_decode(keel_tokenizer* tokenizer, const int32_t* ids, size_t count,
+                                           int32_t skip_special, const char** out_text, size_t* out_length);
+/* The id of `token` (an added token's content or a token of the model's vocabulary, UTF-8);
+   KEEL_ERR_NOT_FOUND when it has none. */
+KEEL_API keel_status keel_tokenizer_token_id(keel_tokenizer* tokenizer, const char* token, int32_t* out_id);
+/* The token whose id is `id` (*out_token: owned by the tokenizer, valid until its next call),
+   and *out_special (may be NULL): 1 for a special added token, else 0; KEEL_ERR_NOT_FOUND when
+   no token has the id. */
+KEEL_API keel_status keel_tokenizer_token(keel_tokenizer* tokenizer, int32_t id, const char** out_token,
+                                          int32_t* out_special);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint.h"
+#include "embed/embed_call.h"
 #include "generate/gathered_param.h"
 #include "generate/sampling.h"
 #include "host/errors.h"
@@ -49,27 +50,8 @@ struct keel_trainer {
 
 namespace {
 
-template <typename Body>
-keel_status embed_call(Body&& body) noexcept {
-  try {
-    keel::set_last_error("");
-    body();
-    return KEEL_OK;
-  } catch (const keel::KeelError& e) {
-    keel::set_last_error(e.what());
-    return e.code;
-  } catch (const std::bad_alloc&) {
-    keel::set_last_error("out of memory");
-    return KEEL_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    keel::set_last_error(e.what());
-    return KEEL_ERR_INTERNAL;
-  }
-}
-
-void require(bool condition, const char* what) {
-  if (!condition) throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, what);
-}
+using keel::embed::embed_call;
+using keel::embed::require;
 
 // The step callback's answer every rank of `world` acts on: stop if any rank's callback asked
 // to, as an interrupt if any asked for that (one small sum per step on more than one rank), so

@@ -91,6 +91,29 @@ class PipelineTokenizer : public Tokenizer {
     return p_.kind + " from " + p_.file + " (vocabulary " + std::to_string(p_.vocab_size) + ")";
   }
 
+  std::string decode(const std::vector<uint32_t>& ids, bool skip_special) const override {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = p_.token_by_id.find(ids[i]);
+      if (it == p_.token_by_id.end())
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT, p_.file + ": id " + std::to_string(ids[i]) + " at index " +
+                                                       std::to_string(i) + " is no token of this tokenizer (vocabulary " +
+                                                       std::to_string(p_.vocab_size) + ")");
+      if (!(skip_special && p_.special_ids.count(ids[i]))) tokens.push_back(it->second);
+    }
+    return decode_tokens(p_.decoder, std::move(tokens));
+  }
+  std::optional<uint32_t> token_id(std::string_view token) const override {
+    auto it = p_.id_by_token.find(std::string(token));
+    return it == p_.id_by_token.end() ? std::nullopt : std::optional<uint32_t>(it->second);
+  }
+  std::optional<Token> token_of(uint32_t id) const override {
+    auto it = p_.token_by_id.find(id);
+    if (it == p_.token_by_id.end()) return std::nullopt;
+    return Token{it->second, p_.special_ids.count(id) > 0};
+  }
+
  private:
   // Runs pre-tokenizer steps [step, end) over `word` and encodes each word they yield.
   void pre_tokenize(size_t step, Word word, const std::string& where, RegexWorkBudget& budget,

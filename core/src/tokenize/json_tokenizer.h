@@ -5,11 +5,14 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tokenize/added_tokens.h"
 #include "tokenize/bpe_model.h"
 #include "tokenize/regex_split.h"
+#include "tokenize/token_decoder.h"
 #include "tokenize/tokenizer.h"
 #include "tokenize/tokenizer_file_limits.h"
 
@@ -40,6 +43,12 @@ struct TokenizerPipeline {
   bool byte_level = false;               // words reach the model through GPT-2's byte-to-unicode table
   std::unique_ptr<BpeModel> model;
   int64_t vocab_size = 0;                // one past the largest id, added tokens included
+  // For decoding: every id's token (an added token's content over the model's), its reverse,
+  // and which ids are special added tokens.
+  std::unordered_map<uint32_t, std::string> token_by_id;
+  std::unordered_map<std::string, uint32_t> id_by_token;
+  std::unordered_set<uint32_t> special_ids;
+  TokenDecoder decoder;
 };
 
 // Reads and checks a tokenizer.json (tokenizer_json.cpp); a file past `limits` is refused

@@ -2,6 +2,7 @@
 // check every tokenizer.json tokenizer runs first (the tokenizers library only ever sees str).
 #include "tokenize/tokenizer.h"
 
+#include "host/errors.h"
 #include "tokenize/json_tokenizer.h"
 
 namespace keel {
@@ -16,6 +17,23 @@ class ByteTokenizer : public Tokenizer {
   bool encodes_in_chunks() const override { return true; }
   bool reads_unicode() const override { return false; }
   std::string describe() const override { return "bytes (vocabulary 256)"; }
+  std::string decode(const std::vector<uint32_t>& ids, bool) const override {
+    std::string bytes;
+    bytes.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] > 255)
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "bytes tokenizer: id " + std::to_string(ids[i]) + " at index " +
+                                                       std::to_string(i) + " is not a byte (vocabulary 256)");
+      bytes += static_cast<char>(ids[i]);
+    }
+    return bytes;
+  }
+  std::optional<uint32_t> token_id(std::string_view token) const override {
+    return token.size() == 1 ? std::optional<uint32_t>(static_cast<unsigned char>(token[0])) : std::nullopt;
+  }
+  std::optional<Token> token_of(uint32_t id) const override {
+    return id < 256 ? std::optional<Token>(Token{std::string(1, static_cast<char>(id)), false}) : std::nullopt;
+  }
 };
 
 }  // namespace

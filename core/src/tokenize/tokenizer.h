@@ -1,11 +1,13 @@
 // The tokenizer prepare-data runs over each document: the built-in byte-level one (token =
 // byte) or a Hugging Face tokenizer.json of the two BPE kinds in use (byte-level BPE as GPT-2
 // and Llama 3 use it; SentencePiece-style BPE with byte fallback as Llama 2 uses it). What a
-// file may hold, and what is refused, is in tokenizer_json.cpp and docs/data.md.
+// file may hold, and what is refused, is in tokenizer_json.cpp and docs/data.md. It also
+// decodes ids back to text (keel.Tokenizer and generate through the embedding API).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +29,20 @@ class Tokenizer {
   virtual bool reads_unicode() const { return true; }
   // "bytes (vocabulary 256)", "byte-level BPE from FILE (vocabulary N)", ...
   virtual std::string describe() const = 0;
+
+  // The text of `ids` as the tokenizers library's decode gives it: each id's token (special
+  // added tokens left out when skip_special), through the file's decoder; the bytes tokenizer
+  // gives the bytes themselves, which need not be UTF-8. Throws KeelError naming the id and its
+  // index when no token has it, and the decoder when Keel cannot run it.
+  virtual std::string decode(const std::vector<uint32_t>& ids, bool skip_special) const = 0;
+  // The id of `token` (an added token, or one of the model's vocabulary), if it has one.
+  virtual std::optional<uint32_t> token_id(std::string_view token) const = 0;
+  // The token whose id is `id`, and whether it is a special added token; nullopt if none.
+  struct Token {
+    std::string text;
+    bool special = false;
+  };
+  virtual std::optional<Token> token_of(uint32_t id) const = 0;
 };
 
 // `spec` is "bytes" or the path of a tokenizer.json. Throws KeelError naming the file and the

@@ -8,8 +8,11 @@
 //   model          BPE: vocab, merges (either form), unk_token, fuse_unk, byte_fallback,
 //                  ignore_merges; no dropout, continuing_subword_prefix or end_of_word_suffix
 //   added_tokens   matched before the normalizer, without lstrip, rstrip or single_word
-// post_processor and decoder are read past: prepare-data adds no BOS/EOS and never decodes;
-// truncation and padding do not apply to whole documents.
+//   decoder        null, ByteLevel, Replace (a String pattern), ByteFallback, Fuse, Strip,
+//                  Metaspace, or a Sequence of them (token_decoder.h); any other is kept as a
+//                  refusal that only decode raises, since prepare-data never decodes
+// post_processor is read past: prepare-data adds no BOS/EOS; truncation and padding do not
+// apply to whole documents.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -283,8 +286,62 @@ void read_added_tokens(const At& node, const BpeSpec& spec, bool has_normalizer,
     if (!added_by_content.emplace(content, id).second)
       token["content"].refuse("repeats \"" + content.substr(0, 64) + "\", an earlier added token");
     pipeline.added.add(content, id);
+    if (token["special"].boolean(false)) pipeline.special_ids.insert(id);
+    pipeline.token_by_id[id] = content;
+    pipeline.id_by_token[content] = id;
     max_id = std::max<int64_t>(max_id, id);
   }
+}
+
+// Why a decoder cannot be run, or "" when every step can be (appended to `steps`).
+std::string read_decoder(const At& node, std::vector<DecodeStep>& steps) {
+  static const std::vector<std::string> known = {"Sequence", "ByteLevel", "Replace", "ByteFallback",
+                                                 "Fuse", "Strip", "Metaspace"};
+  const json& type = node.value.is_object() ? node.value.value("type", json()) : json();
+  if (!type.is_string() || std::find(known.begin(), known.end(), type.get<std::string>()) == known.end())
+    return node.file + ": " + node.path + ".type " + (type.is_string() ? "\"" + type.get<std::string>() + "\"" : "(missing)") +
+           ": Keel decodes ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace and Sequence decoders only";
+  const std::string name = type.get<std::string>();
+  if (name == "Sequence") {
+    const auto& items = node["decoders"].array(kMaxSequenceSteps);
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::string refusal = read_decoder(node["decoders"][i], steps);
+      if (!refusal.empty()) return refusal;
+    }
+    return "";
+  }
+  DecodeStep step;
+  if (name == "ByteLevel") step.kind = DecodeStep::Kind::byte_level;
+  else if (name == "ByteFallback") step.kind = DecodeStep::Kind::byte_fallback;
+  else if (name == "Fuse") step.kind = DecodeStep::Kind::fuse;
+  else if (name == "Replace") {
+    const At pattern = node["pattern"];
+    pattern.expect_object();
+    if (pattern.value.size() != 1 || !pattern.value.contains("String"))
+      return node.file + ": " + pattern.path + ": a Regex pattern in a Replace decoder is not supported";
+    step.kind = DecodeStep::Kind::replace;
+    step.pattern = pattern["String"].string();
+    if (step.pattern.empty()) pattern["String"].refuse("must not be empty");
+    step.content = node["content"].string();
+  } else if (name == "Strip") {
+    step.kind = DecodeStep::Kind::strip;
+    step.content = node["content"].string(4);
+    auto count = [&](const char* key) {
+      const At n = node[key];
+      if (!n.value.is_number_unsigned()) n.refuse("must be a count (an integer >= 0), found " + At::kind(n.value));
+      return size_t(std::min<uint64_t>(n.value.get<uint64_t>(), 1u << 20));
+    };
+    step.strip_start = count("start");
+    step.strip_stop = count("stop");
+  } else {
+    step.kind = DecodeStep::Kind::metaspace;
+    step.pattern = node["replacement"].string(16);
+    if (step.pattern.empty()) node["replacement"].refuse("must not be empty");
+    const At scheme = node["prepend_scheme"];
+    step.drop_first_replacements = scheme.is_null() ? node["add_prefix_space"].boolean(true) : scheme.string() != "never";
+  }
+  steps.push_back(std::move(step));
+  return "";
 }
 
 // The counts come first (tokenizer_file_limits.cpp), so nlohmann's tree is only built for a file
@@ -310,7 +367,16 @@ TokenizerPipeline read_checked_file(const std::string& path, const TokenizerFile
   BpeSpec spec = read_bpe(top["model"], max_id);
   read_normalizer(top["normalizer"], pipeline.normalizers);
   read_pre_tokenizer(top["pre_tokenizer"], pipeline.pre_tokenizers);
+  for (const auto& [token, id] : spec.vocab) pipeline.token_by_id.emplace(id, token), pipeline.id_by_token.emplace(token, id);
   read_added_tokens(top["added_tokens"], spec, !pipeline.normalizers.empty(), pipeline, max_id);
+  pipeline.decoder.present = !top["decoder"].is_null();
+  if (pipeline.decoder.present) {
+    try {  // a malformed decoder, too, is only decode's concern
+      pipeline.decoder.refusal = read_decoder(top["decoder"], pipeline.decoder.steps);
+    } catch (const KeelError& e) {
+      pipeline.decoder.refusal = e.what();
+    }
+  }
 
   for (size_t i = 0; i < pipeline.pre_tokenizers.size(); ++i) {
     if (pipeline.pre_tokenizers[i].kind != PreTokenizeStep::Kind::byte_level) continue;
