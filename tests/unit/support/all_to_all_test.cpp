@@ -135,6 +135,33 @@ TEST_P(AllToAllTest, CountsBeyondThirtyTwoBitsTravelWhole) {
   });
 }
 
+// Rank 2 of 4 neither sends nor receives (its experts got no tokens) and still calls; the others
+// exchange around it, and its recv buffer may be NULL.
+TEST(AllToAllIdleRank, ARankWithNothingToSendOrReceiveStillTakesPart) {
+  ThreadWorld world(4);
+  auto idle_count = [](int32_t from, int32_t to) { return from == 2 || to == 2 ? size_t(0) : size_t(from + to + 1); };
+  world.run([&](int32_t r) {
+    keel_support::AllToAllGroup group{world.api(), world.comm(r), {}};
+    std::vector<size_t> send_counts;
+    std::vector<float> send, expected;
+    for (int32_t peer = 0; peer < 4; ++peer) {
+      send_counts.push_back(idle_count(r, peer));
+      for (size_t i = 0; i < idle_count(r, peer); ++i) send.push_back(value(r, peer, i));
+      for (size_t i = 0; i < idle_count(peer, r); ++i) expected.push_back(value(peer, r, i));
+    }
+    std::vector<float> recv;
+    const std::vector<size_t> recv_counts =
+        keel_support::all_to_all_with_counts(group, send.data(), send_counts, kF32, [&](size_t total) {
+          recv.resize(total);
+          return total ? static_cast<void*>(recv.data()) : nullptr;
+        });
+    EXPECT_EQ(recv, expected) << "rank " << r;
+    if (r == 2) EXPECT_EQ(recv_counts, (std::vector<size_t>{0, 0, 0, 0}));
+    const keel_comm_counters n = ThreadWorld::counters_of(world.comm(r));
+    EXPECT_EQ(n.all_to_all_calls, 2u);  // the counts, then the payload, on every rank
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, AllToAllTest, ::testing::Values(1, 2, 3, 4));
 
 // A recv count that disagrees with what the peer sends is refused on the rank that expects it,
