@@ -9,6 +9,7 @@ the core library and plugins installed beside it, which the core finds on its ow
     weights = trainer.parameters()   # name -> NumPy array sharing the trainer's memory
     logits = trainer.logits(tokens)  # (B, T) -> (B, T, vocab)
     text = trainer.generate("def ", 100, seed=1)
+    tok = keel.Tokenizer("tokenizer.json")  # ids as prepare-data's; generate(..., tokenizer=tok)
 
 Python plugins: keel.register_data_source(name, factory) and keel.register_optimizer(name,
 factory) make a name usable as "data": {"plugin": name} or "optimizer": {"plugin": name}; a
@@ -68,10 +69,21 @@ from keel._keel import (  # noqa: E402 (after the OpenBLAS fallback is set for t
     set_log_level,
 )
 from keel import _callback_state, _config, _hf_tokenizer_files, _world_end
+from keel._tokenizer import Tokenizer
 from keel._keel import Trainer as _ExtensionTrainer
 from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
 from keel.optim import TensorPiece
 from keel.plot import plot_metrics
+
+
+_BYTES = []
+
+
+def _byte_tokenizer():
+    """keel.Tokenizer("bytes"), made once: a byte-level model's str prompts go through it."""
+    if not _BYTES:
+        _BYTES.append(Tokenizer("bytes"))
+    return _BYTES[0]
 
 
 def _is_prompt_batch(prompt):
@@ -86,7 +98,7 @@ class Trainer(_ExtensionTrainer):
         "\ncallbacks: keel.Callback instances (keel/callbacks.py) whose hooks run around train();\n"
         "a hook sets trainer.should_stop = True to stop after the step it runs in.")
 
-    def __init__(self, config, resume=None, callbacks=(), verbose=True):
+    def __init__(self, config, resume=None, callbacks=(), verbose=True, tokenizer=None):
         _world_end.install_when_launched()  # an uncaught exception on one rank ends every rank
         try:
             if isinstance(config, collections.abc.Mapping):
@@ -97,6 +109,7 @@ class Trainer(_ExtensionTrainer):
             raise
         _config.keep_claimed_folder()
         self.callbacks = list(callbacks)
+        self.tokenizer = tokenizer if tokenizer is None or isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer)
         self.should_stop = False
         self.verbose = verbose
         self._checkpoint_root = _config.checkpoint_root(config)
@@ -177,52 +190,67 @@ class Trainer(_ExtensionTrainer):
         return self._step_on(*_as_batch(batch))
 
     def generate(self, prompt, n, temperature=None, seed=None, top_k=0, top_p=1.0, use_cache=True,
-                 eos_token_id=None, stop=None):
+                 eos_token_id=None, stop=None, tokenizer=None):
         """Generates up to n tokens after prompt, as `keel run` samples. prompt a list of token ids
-        gives the list of generated ids; for a byte-level model (vocab 256) a str prompt gives the
-        generated text (its UTF-8 bytes; invalid sequences become U+FFFD). A list of prompts (of
-        str, or of id lists) gives a list of results, one prompt after another.
+        gives the list of generated ids; a str prompt gives the generated text: it is encoded and
+        the new tokens decoded by `tokenizer` (a keel.Tokenizer, or what keel.Tokenizer takes: the
+        tokenizer.json the data was prepared with), else the Trainer's own (Trainer(...,
+        tokenizer=...)), else, for a byte-level model (vocab 256), bytes (UTF-8; invalid sequences
+        become U+FFFD). A list of prompts (of str, or of id lists) gives a list of results, one
+        prompt after another.
         temperature None: the config's train.sample_temperature. seed None: a fresh random seed; the
         same seed gives the same tokens. top_k (0: all) keeps the k most likely tokens, top_p (1:
         all) the smallest set of them whose probability reaches p, renormalised before sampling.
-        eos_token_id (an id or a list of ids) and stop (a str or a list of str, byte-level models)
-        end generation after the token that produces one; it is kept in the result, as
-        transformers does. Ctrl-C stops after the token in progress and raises KeyboardInterrupt;
-        n may be any count, nothing is sized by it. use_cache (default True) runs each new token
-        alone over the model's key/value cache; False reruns the whole window every token.
-        Under mpirun every rank must call it with the same arguments, seed included."""
+        eos_token_id (an id or a list of ids; None: the tokenizer's end of text, if a str prompt
+        goes through one that has it; [] none) and stop (a str or a list of str, through the
+        tokenizer) end generation after the token that completes one; it is kept in the result,
+        as transformers does. Ctrl-C stops after the token in progress and raises
+        KeyboardInterrupt; n may be any count, nothing is sized by it. use_cache (default True)
+        runs each new token alone over the model's key/value cache; False reruns the whole window
+        every token. Under mpirun every rank must call it with the same arguments, seed included."""
         if _is_prompt_batch(prompt):
-            return [self.generate(one, n, temperature, seed, top_k, top_p, use_cache, eos_token_id, stop)
+            return [self.generate(one, n, temperature, seed, top_k, top_p, use_cache, eos_token_id, stop, tokenizer)
                     for one in prompt]
         text = isinstance(prompt, str)
-        byte_level = self.vocab_size == 256
-        if text and not byte_level:
-            raise InvalidArgument(f"Trainer.generate: a str prompt needs a byte-level model (vocab 256), this one "
-                                  f"has vocab {self.vocab_size}; pass a list of token ids")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
-        if stops and not byte_level:
-            raise InvalidArgument("Trainer.generate: stop strings need a byte-level model (vocab 256); use "
-                                  "eos_token_id with this one")
         if any(not isinstance(s, str) or not s for s in stops):
             raise InvalidArgument(f"Trainer.generate: stop must be a non-empty str or a list of them, found {stop!r}")
+        tok = self._generation_tokenizer(tokenizer) if (text or stops) else None
+        if eos_token_id is None and text and tok is not None:
+            eos_token_id = tok.eos_token_id
         eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or [])
-        stop_bytes = [s.encode("utf-8") for s in stops]
-        longest = max((len(s) for s in stop_bytes), default=0)
-        tail = bytearray()
+        generated = []
 
         def on_token(token, _index):
+            generated.append(token)
             if token in eos:
                 return True
-            if not stop_bytes:
-                return False
-            tail.append(token)
-            del tail[:-longest]
-            return any(tail.endswith(s) for s in stop_bytes)
+            # The whole continuation decoded again: a stop may end inside a token, or its last
+            # character may need the next token's bytes.
+            return bool(stops) and any(s in tok.decode(generated) for s in stops)
 
-        ids = list(prompt.encode("utf-8")) if text else prompt
-        generated = self._generate_each(ids, n, temperature, seed, top_k, top_p, use_cache,
-                                        on_token if (eos or stop_bytes) else None)
-        return bytes(generated).decode("utf-8", "replace") if text else generated
+        ids = tok.encode(prompt) if text else prompt
+        generated_ids = self._generate_each(ids, n, temperature, seed, top_k, top_p, use_cache,
+                                            on_token if (eos or stops) else None)
+        return tok.decode(generated_ids) if text else generated_ids
+
+    def _generation_tokenizer(self, tokenizer):
+        """The tokenizer a str prompt or a stop string goes through, checked against the model."""
+        if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+            tokenizer = Tokenizer(tokenizer)
+        tokenizer = tokenizer or self.tokenizer
+        if tokenizer is None:
+            if self.vocab_size != 256:
+                raise InvalidArgument(
+                    f"Trainer.generate: a str prompt or stop string needs a tokenizer for this model (vocab "
+                    f"{self.vocab_size}): pass tokenizer= (the tokenizer.json the data was prepared with, or a "
+                    f"keel.Tokenizer) here or to keel.Trainer, or pass a list of token ids")
+            tokenizer = _byte_tokenizer()
+        if tokenizer.vocab_size > self.vocab_size:
+            raise InvalidArgument(f"Trainer.generate: the tokenizer {tokenizer.path} has {tokenizer.vocab_size} "
+                                  f"tokens, more than the model's vocabulary ({self.vocab_size}): not the tokenizer "
+                                  f"the data was prepared with")
+        return tokenizer
 
     def export_hf(self, folder, tokenizer=None):
         """Writes folder/model.safetensors, config.json and generation_config.json as `keel export`
@@ -364,6 +392,7 @@ __all__ = [
     "Unsupported",
     "Tensor",
     "TensorPiece",
+    "Tokenizer",
     "Trainer",
     "plot_metrics",
     "plugins",

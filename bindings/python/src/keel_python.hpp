@@ -58,5 +58,6 @@ void bind_trainer(py::module_& module);
 void bind_plugin_list(py::module_& module);
 void bind_data_sources(py::module_& module);
 void bind_optimizers(py::module_& module);
+void bind_tokenizer(py::module_& module);
 
 }  // namespace keel_python

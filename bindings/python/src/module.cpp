@@ -13,4 +13,5 @@ PYBIND11_MODULE(_keel, module) {
   bind_plugin_list(module);
   bind_data_sources(module);
   bind_optimizers(module);
+  bind_tokenizer(module);
 }
