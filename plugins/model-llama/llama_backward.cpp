@@ -81,26 +81,15 @@ SavedOutputGrads& LlamaModel::saved_output_grads(Activations& a) {
   return s;
 }
 
-void LlamaModel::stacked_backward(Elems dinp, Elems dout, Elems inp, Elems weight, float* dweight_scratch,
-                                  float* dbias_scratch, int64_t N, int64_t OC, const LayerLease* grads,
-                                  std::initializer_list<StackedPart> parts) {
-  const keel_support::BackendOps& be = backend_;
-  const int64_t C = config_.d_model;
-  float *dweight = nullptr, *dbias = nullptr;
-  if (grads) {
-    KEEL_OP(be, fill_zero, dweight_scratch, size_t(OC * C) * sizeof(float));
-    dweight = dweight_scratch;
-    if (dbias_scratch) KEEL_OP(be, fill_zero, dbias_scratch, size_t(OC) * sizeof(float));
-    dbias = dbias_scratch;
-  }
-  ops_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-  if (!grads) return;
-  int64_t row = 0;  // each tensor's rows of the stacked gradient, in stacking order
+void LlamaModel::stacked_backward(StackedLinear& stacked, Elems dinp, Elems dout, Elems inp, int64_t N,
+                                  const LayerLease* grads, std::initializer_list<StackedPart> parts) {
+  std::vector<float*> dweights, dbiases;  // both empty: the input gradient only
   for (const StackedPart& part : parts) {
-    KEEL_OP(be, accumulate, grads->grad(static_cast<size_t>(part.weight)), dweight_scratch + row * C, part.rows * C);
-    if (dbias) KEEL_OP(be, accumulate, bias_grad(grads, part.bias), dbias_scratch + row, part.rows);
-    row += part.rows;
+    if (!grads) break;
+    dweights.push_back(grads->grad(static_cast<size_t>(part.weight)));
+    if (stacked.with_bias()) dbiases.push_back(bias_grad(grads, part.bias));
   }
+  stacked.backward(dinp, dout, inp, N, dweights, dbiases);
 }
 
 void LlamaModel::norm_backward(Elems dinp, float* dweight, Elems dout, Elems inp, Elems weight, const float* rstd,
@@ -176,7 +165,7 @@ void LlamaModel::head_weight_backward(Activations& a, const keel_param_access* a
 void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save) {
   Scratch& g = scratch_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = tp_.norm_rows(N), D = config_.head_dim();
-  const int64_t Cq = share_.q_width, Ckv = share_.kv_width, QKV = share_.qkv_width, F = share_.hidden;
+  const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
@@ -185,8 +174,6 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   auto dw = [&](int i) { return save ? nullptr : lease.grad(static_cast<size_t>(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   const BlockActivations v = block_activations(a, l);
-  float* qkv_dbias = config_.attention_bias ? stacked_.dqkv_bias : nullptr;
-  float* mlp_dbias = config_.mlp_bias ? stacked_.dgate_up_bias : nullptr;
   stack_weights(lease);
   recompute_block(v, residual, lease, B, T, /*for_input=*/true);
 
@@ -200,8 +187,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   ops_.matmul_backward(g.dact, dw(DOWN_W), bias_grad(grads, DOWN_B), ddown, v.act, w(DOWN_W), N, F, C);
   ops_.swiglu_backward(g.dgate_up, g.dact, v.gate_up, N, F);
   if (save) ops_.copy(save->gate_up + l * N * 2 * F, g.dgate_up, N * 2 * F);
-  stacked_backward(g.dln, g.dgate_up, v.ln2, stacked_.gate_up, stacked_.dgate_up, mlp_dbias, N, 2 * F, grads,
-                   {{GATE_W, GATE_B, F}, {UP_W, UP_B, F}});
+  stacked_backward(gate_up_, g.dln, g.dgate_up, v.ln2, N, grads, {{GATE_W, GATE_B}, {UP_W, UP_B}});
   const Elems dln2 = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->ln2 + l * Nr * C, dln2, Nr * C);
   norm_backward(g.dresidual, dw(POST_NORM), dln2, v.residual2, w(POST_NORM), v.ln2_rstd, N);
@@ -216,8 +202,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   ops_.attention_gqa_backward(g.dqkv, g.datty, v.qkv, v.atty, v.att_saved, B, T, Cq, share_.heads, share_.kv_heads);
   ops_.rope_backward(g.dqkv, inv_freq_.floats(), B, T, share_.heads + share_.kv_heads, D, QKV, 0, 0);
   if (save) ops_.copy(save->qkv + l * N * QKV, g.dqkv, N * QKV);
-  stacked_backward(g.dln, g.dqkv, v.ln1, stacked_.qkv, stacked_.dqkv, qkv_dbias, N, QKV, grads,
-                   {{Q_W, Q_B, Cq}, {K_W, K_B, Ckv}, {V_W, V_B, Ckv}});
+  stacked_backward(qkv_, g.dln, g.dqkv, v.ln1, N, grads, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
   const Elems dln1 = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(IN_NORM), dln1, residual, w(IN_NORM), v.ln1_rstd, N);
@@ -227,7 +212,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
 void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_param_access* access) {
   const SavedOutputGrads& d = a.saved;
   const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N);
-  const int64_t Cq = share_.q_width, Ckv = share_.kv_width, QKV = share_.qkv_width, F = share_.hidden;
+  const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
   auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
@@ -236,16 +221,12 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   const BlockActivations v = block_activations(a, l);
   stack_weights(lease);
   recompute_block(v, residual, lease, a.B, a.T, /*for_input=*/false);  // FULL: again, the INPUT part's is gone
-  float* qkv_dbias = config_.attention_bias ? stacked_.dqkv_bias : nullptr;
-  float* mlp_dbias = config_.mlp_bias ? stacked_.dgate_up_bias : nullptr;
   ops_.matmul_backward(Elems(), dw(DOWN_W), bias_grad(&lease, DOWN_B), d.down + l * N * C, v.act, w(DOWN_W), N,
                        share_.hidden, C);
-  stacked_backward(Elems(), d.gate_up + l * N * 2 * F, v.ln2, stacked_.gate_up, stacked_.dgate_up, mlp_dbias, N,
-                   2 * F, &lease, {{GATE_W, GATE_B, F}, {UP_W, UP_B, F}});
+  stacked_backward(gate_up_, Elems(), d.gate_up + l * N * 2 * F, v.ln2, N, &lease, {{GATE_W, GATE_B}, {UP_W, UP_B}});
   norm_backward(scratch_.dln, dw(POST_NORM), d.ln2 + l * Nr * C, v.residual2, w(POST_NORM), v.ln2_rstd, N);
   ops_.matmul_backward(Elems(), dw(O_W), nullptr, d.o + l * N * C, v.atty, w(O_W), N, Cq, C);
-  stacked_backward(Elems(), d.qkv + l * N * QKV, v.ln1, stacked_.qkv, stacked_.dqkv, qkv_dbias, N, QKV, &lease,
-                   {{Q_W, Q_B, Cq}, {K_W, K_B, Ckv}, {V_W, V_B, Ckv}});
+  stacked_backward(qkv_, Elems(), d.qkv + l * N * QKV, v.ln1, N, &lease, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
   norm_backward(scratch_.dln, dw(IN_NORM), d.ln1 + l * Nr * C, residual, w(IN_NORM), v.ln1_rstd, N);
   lease.release(true);
 }

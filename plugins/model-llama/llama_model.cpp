@@ -37,23 +37,10 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
   keel_support::rope_inverse_frequencies(inv_freq.data(), config_.head_dim(), config_.rope_theta, config_.rope_scaling);
   inv_freq_ = backend_.alloc_bytes(inv_freq.size() * sizeof(float));
   backend_.copy(inv_freq_.floats(), inv_freq.data(), int64_t(inv_freq.size()), KEEL_COPY_HOST_TO_DEVICE);
-  // The stacked weights and their gradients, one block's worth.
-  const int64_t C = config_.d_model, QKV = share_.qkv_width, F2 = 2 * share_.hidden;
-  auto carve_stacked = [&](char* base) {
-    Carver carve(base);
-    stacked_.qkv = ops_.at(carve.take<char>(int64_t(ops_.bytes(QKV * C))));
-    stacked_.gate_up = ops_.at(carve.take<char>(int64_t(ops_.bytes(F2 * C))));
-    stacked_.dqkv = carve.take<float>(QKV * C);
-    stacked_.dgate_up = carve.take<float>(F2 * C);
-    const int64_t qkv_bias = config_.attention_bias ? QKV : 0, gate_up_bias = config_.mlp_bias ? F2 : 0;
-    stacked_.qkv_bias = ops_.at(carve.take<char>(int64_t(ops_.bytes(qkv_bias))));
-    stacked_.gate_up_bias = ops_.at(carve.take<char>(int64_t(ops_.bytes(gate_up_bias))));
-    stacked_.dqkv_bias = carve.take<float>(qkv_bias);
-    stacked_.dgate_up_bias = carve.take<float>(gate_up_bias);
-    return carve.used();
-  };
-  stacked_.memory = backend_.alloc_bytes(carve_stacked(nullptr));
-  carve_stacked(static_cast<char*>(stacked_.memory.get()));
+  // The stacked projections' scratch (weights, biases and their gradients), one block's worth.
+  qkv_ = StackedLinear(ops_, config_.d_model, {share_.q_width, share_.kv_width, share_.kv_width},
+                       config_.attention_bias);
+  gate_up_ = StackedLinear(ops_, config_.d_model, {share_.hidden, share_.hidden}, config_.mlp_bias);
 }
 
 void LlamaModel::describe(keel_model_info* out) const {
@@ -252,21 +239,15 @@ void LlamaModel::embedding_forward(Activations& a, const keel_param_access* acce
 }
 
 void LlamaModel::stack_weights(const LayerLease& lease) {
-  const int64_t C = config_.d_model, Cq = share_.q_width, Ckv = share_.kv_width, F = share_.hidden;
-  ops_.copy(stacked_.qkv, lease.param_elems(Q_W), Cq * C);
-  ops_.copy(stacked_.qkv + Cq * C, lease.param_elems(K_W), Ckv * C);
-  ops_.copy(stacked_.qkv + (Cq + Ckv) * C, lease.param_elems(V_W), Ckv * C);
-  ops_.copy(stacked_.gate_up, lease.param_elems(GATE_W), F * C);
-  ops_.copy(stacked_.gate_up + F * C, lease.param_elems(UP_W), F * C);
-  if (config_.attention_bias) {
-    ops_.copy(stacked_.qkv_bias, bias_of(lease, Q_B), Cq);
-    ops_.copy(stacked_.qkv_bias + Cq, bias_of(lease, K_B), Ckv);
-    ops_.copy(stacked_.qkv_bias + (Cq + Ckv), bias_of(lease, V_B), Ckv);
-  }
-  if (config_.mlp_bias) {
-    ops_.copy(stacked_.gate_up_bias, bias_of(lease, GATE_B), F);
-    ops_.copy(stacked_.gate_up_bias + F, bias_of(lease, UP_B), F);
-  }
+  auto w = [&](BlockTensor t) { return lease.param_elems(static_cast<size_t>(t)); };
+  auto biases = [&](bool held, std::initializer_list<BlockTensor> tensors) {
+    std::vector<Elems> out;  // none without the config's biases
+    if (held)
+      for (BlockTensor t : tensors) out.push_back(bias_of(lease, t));
+    return out;
+  };
+  qkv_.stack({w(Q_W), w(K_W), w(V_W)}, biases(config_.attention_bias, {Q_B, K_B, V_B}));
+  gate_up_.stack({w(GATE_W), w(UP_W)}, biases(config_.mlp_bias, {GATE_B, UP_B}));
 }
 
 void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
@@ -292,9 +273,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   // Attention: residual2 = residual + o_proj(attention(rope(qkv(norm(residual))))).
   ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out1, v.ln1, N);
-  const Elems qkv_bias = config_.attention_bias ? stacked_.qkv_bias : Elems();
-  const Elems gate_up_bias = config_.mlp_bias ? stacked_.gate_up_bias : Elems();
-  ops_.matmul_forward(v.qkv, v.ln1, stacked_.qkv, qkv_bias, N, C, QKV);
+  qkv_.forward(v.qkv, v.ln1, N);
   // q's and k's heads sit side by side at the start of each row: one turn covers both.
   ops_.rope_forward(v.qkv, inv_freq_.floats(), B, T, share_.heads + share_.kv_heads, D, QKV, 0, 0);
   ops_.attention_gqa_forward(v.atty, v.att_saved, v.qkv, B, T, Cq, share_.heads, share_.kv_heads);
@@ -304,7 +283,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   // MLP: residual3 = residual2 + down(silu(gate(x)) · up(x)), x = norm(residual2).
   ops_.rmsnorm_forward(ln_out2, v.ln2_rstd, v.residual2, w(POST_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out2, v.ln2, N);
-  ops_.matmul_forward(v.gate_up, v.ln2, stacked_.gate_up, gate_up_bias, N, C, 2 * F);
+  gate_up_.forward(v.gate_up, v.ln2, N);
   ops_.swiglu_forward(v.act, v.gate_up, N, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past SwiGLU
   const Elems down_out = tp_.active() ? s.partial : residual3;

@@ -9,7 +9,7 @@
 // Parameters carry Hugging Face's names and layouts, one tensor per projection, so export and
 // import move bytes without reshaping and every tensor-parallel piece is a box. Each block
 // stacks its q, k, v weights (and gate, up) into one scratch matrix per use, so one matmul writes
-// the packed rows the attention (and SwiGLU) ops read.
+// the packed rows the attention (and SwiGLU) ops read (keel_support::StackedLinear).
 // Tensor parallelism (Megatron): query and key/value heads split over tp (n_kv_head must be a
 // multiple of tp: kv heads are split, never replicated), the MLP's hidden units too, the
 // vocabulary of the embedding and head with a vocabulary-parallel cross-entropy; sequence
@@ -36,6 +36,7 @@
 #include <keel_support/model/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
 #include <keel_support/model/model_support.hpp>   // defines: make_spec, check_token_ids
 #include <keel_support/model/recompute.hpp>       // defines: Recompute
+#include <keel_support/model/stacked_linear.hpp>  // defines: StackedLinear
 #include <keel_support/model/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
 #include "llama_config.hpp"                 // defines: LlamaConfig
 #include "llama_external.hpp"               // defines: llama_external_names
@@ -49,6 +50,7 @@ using keel_support::ComputeOps;
 using keel_support::Elems;
 using keel_support::LayerLease;
 using keel_support::Recompute;
+using keel_support::StackedLinear;
 using keel_support::TpRegions;
 
 // Each tensor of a decoder layer. The weights are the layer's specs 0..DOWN_W in this order; the
@@ -152,25 +154,9 @@ struct Scratch {
   float* dnorm;     // (C) a norm weight's gradient from this rank's rows
 };
 
-// The stacked weights of one use of a block: q, k, v rows then gate, up rows, at the compute
-// type, and their fp32 gradients, handed back to the separate tensors after the matmul; the
-// biases likewise when the config has them (empty views otherwise).
-struct StackedWeights {
-  BackendBuffer memory;
-  Elems qkv;         // (QKV,C)
-  Elems gate_up;     // (2F,C)
-  float* dqkv;       // (QKV,C)
-  float* dgate_up;   // (2F,C)
-  Elems qkv_bias;        // (QKV) attention_bias
-  Elems gate_up_bias;    // (2F) mlp_bias
-  float* dqkv_bias;      // (QKV)
-  float* dgate_up_bias;  // (2F)
-};
-
-// One tensor's rows of a stacked matmul: its weight, its bias (when held) and its row count.
+// One tensor of a stacked projection (q|k|v, gate|up): its weight, and its bias when the config has them.
 struct StackedPart {
   BlockTensor weight, bias;
-  int64_t rows;
 };
 
 class LlamaModel {
@@ -224,14 +210,12 @@ class LlamaModel {
   void block_weight_backward(Activations& a, int64_t l, const keel_param_access* access);
   SavedOutputGrads& saved_output_grads(Activations& a);
 
-  // Stacks the layer's q, k, v (and gate, up) weights into stacked_ for one matmul each.
+  // Stacks the layer's q, k, v (and gate, up) weights into qkv_ (gate_up_) for one matmul each.
   void stack_weights(const LayerLease& lease);
-  // The stacked matmuls' backward: dinp += dout · W (when dinp is given) and, when `lease` holds
-  // gradients, the weight gradient into the separate tensors' buffers.
-  // With `dbias_scratch` (the config's biases on these projections) the bias gradients too.
-  void stacked_backward(Elems dinp, Elems dout, Elems inp, Elems weight, float* dweight_scratch,
-                        float* dbias_scratch, int64_t N, int64_t OC, const LayerLease* grads,
-                        std::initializer_list<StackedPart> parts);
+  // A stacked projection's backward: dinp += dout · W (when dinp is given) and, when `grads` is
+  // given, each part's weight gradient (and bias gradient, with the config's biases) into its buffer.
+  void stacked_backward(StackedLinear& stacked, Elems dinp, Elems dout, Elems inp, int64_t N,
+                        const LayerLease* grads, std::initializer_list<StackedPart> parts);
   // A bias of the layer, or an empty view / NULL when the config has none (or, for the gradient,
   // `grads` is NULL: a split backward's INPUT part).
   Elems bias_of(const LayerLease& lease, BlockTensor t) const {
@@ -264,7 +248,8 @@ class LlamaModel {
   keel_support::LayerSpecs specs_;
   keel_support::ActivationCache<Activations> activations_;
   Scratch scratch_;
-  StackedWeights stacked_;
+  StackedLinear qkv_;      // q|k|v of one block use: (qkv_width, C), attention_bias
+  StackedLinear gate_up_;  // gate|up of one block use: (2·hidden, C), mlp_bias
   int64_t recompute_rows_ = 0, recompute_att_bytes_ = 0;
   BackendBuffer recompute_memory_;
   BlockActivations recompute_block_{};  // FULL: every view; SELECTIVE: att_saved and atty

@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,14 +50,14 @@ class StackedLinear {
 
   // Copies each part's weight (and, with biases, its bias) into the stacked scratch; call it
   // whenever the parameters may have changed (once per layer use).
-  void stack(std::initializer_list<Elems> weights, std::initializer_list<Elems> biases = {}) {
+  void stack(const std::vector<Elems>& weights, const std::vector<Elems>& biases = {}) {
     check_count(weights.size(), "weights");
     check_bias_count(biases.size(), "biases");
     int64_t row = 0;
-    size_t i = 0;
-    for (Elems w : weights) ops_.copy(weight_ + row * in_, w, rows_[i] * in_), row += rows_[i++];
-    row = 0, i = 0;
-    for (Elems b : biases) ops_.copy(bias_ + row, b, rows_[i]), row += rows_[i++];
+    for (size_t i = 0; i < rows_.size(); row += rows_[i++]) {
+      ops_.copy(weight_ + row * in_, weights[i], rows_[i] * in_);
+      if (with_bias_) ops_.copy(bias_ + row, biases[i], rows_[i]);
+    }
   }
 
   // out(N,out_features) = inp(N,in_features) · Wᵀ + b, with the weights last stacked.
@@ -68,8 +67,8 @@ class StackedLinear {
   // `dweights` (one fp32 gradient per part, (rows_i, in)) each part's weight gradient is ADDED to
   // its buffer, and with biases `dbiases` likewise; both empty: the input gradient only (a split
   // backward's INPUT part).
-  void backward(Elems dinp, Elems dout, Elems inp, int64_t N, std::initializer_list<float*> dweights = {},
-                std::initializer_list<float*> dbiases = {}) {
+  void backward(Elems dinp, Elems dout, Elems inp, int64_t N, const std::vector<float*>& dweights = {},
+                const std::vector<float*>& dbiases = {}) {
     const BackendOps& be = ops_.backend();
     const bool weight_grads = dweights.size() != 0;
     if (weight_grads) {
@@ -84,10 +83,9 @@ class StackedLinear {
                          inp, weight_, N, in_, out_);
     if (!weight_grads) return;
     int64_t row = 0;  // each part's rows of the stacked gradient, in stacking order
-    auto dbias = dbiases.begin();
     for (size_t i = 0; i < rows_.size(); ++i) {
-      KEEL_OP(be, accumulate, dweights.begin()[i], dweight_ + row * in_, rows_[i] * in_);
-      if (with_bias_) KEEL_OP(be, accumulate, *dbias++, dbias_ + row, rows_[i]);
+      KEEL_OP(be, accumulate, dweights[i], dweight_ + row * in_, rows_[i] * in_);
+      if (with_bias_) KEEL_OP(be, accumulate, dbiases[i], dbias_ + row, rows_[i]);
       row += rows_[i];
     }
   }
