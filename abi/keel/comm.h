@@ -116,14 +116,14 @@ typedef struct keel_comm_api {
      rank order, without gaps: the block for rank p starts at element send_counts[0] + ... +
      send_counts[p-1] of send, the block from rank p at recv_counts[0] + ... + recv_counts[p-1]
      of recv. send_counts and recv_counts are host arrays of size entries, borrowed for the call
-     (the plugin copies what a non-blocking form still needs). recv_counts[p] must equal what rank p passes as
-     send_counts[this rank]: exchange the counts first (keel_support/comm/all_to_all.hpp does
-     both in one call). A rank with every count zero still calls, as for any collective. send
-     and recv may not overlap. Element types as all_gather's, moved as they are. Totals whose
-     bytes do not fit a size_t, and counts the plugin's transport cannot carry, are refused
-     with the numbers before anything moves. Optional: NULL in a comm built before 0.19 (and
-     in a bridged one whose plugin lacks it); a caller that needs it refuses such a comm,
-     naming the slot. */
+     (the plugin copies what a non-blocking form still needs). recv_counts[p] must equal what
+     rank p passes as send_counts[this rank]: exchange the counts first
+     (keel_support/comm/all_to_all.hpp does both in one call). A rank with every count zero
+     still calls, as for any collective. send and recv may not overlap. Element types as
+     all_gather's, moved as they are. Totals whose bytes do not fit a size_t, and counts the
+     plugin's transport cannot carry, are refused with the numbers before anything moves.
+     Optional: NULL in a comm built before 0.19 (and in a bridged one whose plugin lacks it); a
+     caller that needs it refuses such a comm, naming the slot. */
   keel_status (*all_to_all_v)(void* comm, const void* send, const size_t* send_counts, void* recv,
                               const size_t* recv_counts, keel_dtype dtype, keel_comm_request** out_request);
 } keel_comm_api;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "host/errors.h"
@@ -234,11 +235,23 @@ keel_status recv(void* obj, void* buffer, size_t count, keel_dtype dtype, int32_
 keel_status all_to_all_v(void* obj, const void* send, const size_t* send_counts, void* recv,
                         const size_t* recv_counts, keel_dtype dtype, keel_comm_request** out_request) {
   Bridge& b = *as_bridge(obj);
-  size_t send_total = 0, recv_total = 0;  // overflows are the plugin's to refuse, with the numbers
-  for (int32_t p = 0; p < b.size() && send_counts && recv_counts; ++p)
-    send_total += send_counts[p], recv_total += recv_counts[p];
   const size_t bytes = element_bytes(dtype);
-  return run(obj, send, send_total * bytes, recv, recv_total * bytes, out_request,
+  size_t send_bytes = 0, recv_bytes = 0;  // NULL counts are the plugin's to refuse
+  for (int32_t p = 0; p < b.size() && send_counts && recv_counts; ++p) {
+    size_t send_block = 0, recv_block = 0;
+    // Staging needs the totals before the plugin sees the counts, so the bridge refuses an overflow itself.
+    if (__builtin_mul_overflow(send_counts[p], bytes, &send_block) ||
+        __builtin_add_overflow(send_bytes, send_block, &send_bytes) ||
+        __builtin_mul_overflow(recv_counts[p], bytes, &recv_block) ||
+        __builtin_add_overflow(recv_bytes, recv_block, &recv_bytes))
+      return host_table()->set_error(KEEL_ERR_INVALID_ARGUMENT,
+                                     ("comm all_to_all_v: the counts through rank " + std::to_string(p) + " (send " +
+                                      std::to_string(send_counts[p]) + ", recv " + std::to_string(recv_counts[p]) +
+                                      " elements of " + std::to_string(bytes) + " bytes) total more bytes than a "
+                                      "size_t holds")
+                                         .c_str());
+  }
+  return run(obj, send, send_bytes, recv, recv_bytes, out_request,
              [&](const void* s, void* r, keel_comm_request** q) {
                return b.comm()->all_to_all_v(b.obj(), s, send_counts, r, recv_counts, dtype, q);
              });

@@ -6,11 +6,14 @@
 // non-blocking call, at wait).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "host/errors.h"
 #include "mesh/comm_bridge.h"
 
 namespace {
@@ -203,6 +206,22 @@ TEST_F(CommBridgeTest, AStagedAllToAllMovesEveryCountedElementBothWays) {
   EXPECT_EQ(recv, (std::vector<float>{-4, -3, -2, -1}));  // all 4 sent elements staged in, all 4 received out
   ASSERT_EQ(comm.seen.size(), 2u);
   for (const void* buffer : comm.seen) EXPECT_EQ(backend.staging.count(buffer), 1u);
+  bridged.comm->destroy(bridged.obj);
+}
+
+TEST_F(CommBridgeTest, AStagedAllToAllRefusesTotalsBeyondASizeTBeforeStaging) {
+  const keel::BridgedComm bridged = keel::bridge_comm(&comm_table, &comm, backend_ref(), keel::BufferSide::kBackend);
+  const size_t send_counts[2] = {1, SIZE_MAX / 4}, recv_counts[2] = {2, 2};
+  std::vector<float> send(4), recv(4);
+  EXPECT_EQ(bridged.comm->all_to_all_v(bridged.obj, send.data(), send_counts, recv.data(), recv_counts, kFloat, nullptr),
+            KEEL_ERR_INVALID_ARGUMENT);
+  const std::string error = keel::last_error();
+  EXPECT_NE(error.find("comm all_to_all_v: the counts through rank 1 (send " + std::to_string(SIZE_MAX / 4) +
+                       ", recv 2 elements of 4 bytes) total more bytes"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(comm.seen.empty()) << "the plugin was called";
+  EXPECT_EQ(backend.copies_in, 0) << "something was staged";
   bridged.comm->destroy(bridged.obj);
 }
 
