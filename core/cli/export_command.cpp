@@ -3,6 +3,7 @@
 // checkpoint's tensors directly) lets the model plugin own every name and layout decision.
 #include "export_command.h"
 
+#include <filesystem>
 #include <stdexcept>
 
 #include "checkpoint/checkpoint.h"
@@ -54,6 +55,12 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
   }
   if (parsed.checkpoint.empty()) throw std::invalid_argument("keel export needs a CHECKPOINT folder");
   if (parsed.out.empty()) throw std::invalid_argument("keel export needs --out FILE.safetensors");
+  // Refused before the checkpoint is read: --out is the file itself, and config.json goes beside it.
+  std::error_code error;
+  if (std::filesystem::is_directory(parsed.out, error))
+    throw std::invalid_argument("--out " + parsed.out + " is a folder; name the file to write in it, such as " +
+                                (std::filesystem::path(parsed.out) / "model.safetensors").string() +
+                                " (config.json goes beside it)");
   return parsed;
 }
 

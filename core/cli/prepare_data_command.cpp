@@ -108,6 +108,7 @@ void print_listing(const CommandLine& line, const PrepareDataListing& listing, s
       << line.options.inputs.size() << " input(s); skipped " << listing.binary_files.size() << " binary file(s), "
       << listing.empty_files << " empty file(s), " << listing.hidden_entries << " hidden file(s) or folder(s)";
   if (!listing.not_utf8_files.empty()) out << ", " << listing.not_utf8_files.size() << " file(s) not UTF-8 text";
+  if (!listing.repeated_files.empty()) out << ", " << listing.repeated_files.size() << " file(s) reached twice";
   out << "\n";
   const size_t shown = std::min<size_t>(listing.binary_files.size(), 10);
   for (size_t i = 0; i < shown; ++i) out << "  skipped binary (contains a NUL byte): " << listing.binary_files[i] << "\n";
@@ -115,6 +116,8 @@ void print_listing(const CommandLine& line, const PrepareDataListing& listing, s
     out << "  ... and " << listing.binary_files.size() - shown << " more binary file(s)\n";
   const size_t shown_text = std::min<size_t>(listing.not_utf8_files.size(), 10);
   for (size_t i = 0; i < shown_text; ++i) out << "  skipped, not UTF-8 text: " << listing.not_utf8_files[i] << "\n";
+  const size_t shown_repeated = std::min<size_t>(listing.repeated_files.size(), 10);
+  for (size_t i = 0; i < shown_repeated; ++i) out << "  skipped, read once already: " << listing.repeated_files[i] << "\n";
   if (!line.shard_tokens_note.empty()) out << "  note: " << line.shard_tokens_note << "\n";
   const ShardFormat format = shard_format_for(listing.tokenizer->vocab_size());
   out << "tokenizer: " << listing.tokenizer->describe() << "; shards of uint" << format.token_bytes * 8

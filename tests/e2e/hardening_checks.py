@@ -332,6 +332,43 @@ def check_agreed_failure_said_once(keel, config, workdir):
     assert "every rank of" not in p.stderr, p.stderr[-600:]
 
 
+def check_prepare_data_file_reached_twice(keel, config, workdir):
+    """A file reached by two paths (a folder and the same file spelt another way, a symbolic link
+    beside its target) is tokenized once, and the report says which were skipped: read twice, one
+    document could land in both train and val."""
+    folder = os.path.join(workdir, "docs")
+    os.makedirs(folder)
+    texts = {"a.txt": "first document, one copy only\n" * 40, "b.txt": "the second document\n" * 30}
+    for name, text in texts.items():
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(text)
+    os.symlink("a.txt", os.path.join(folder, "c.txt"))
+    out = os.path.join(workdir, "shards")
+    p = run([keel, "prepare-data", folder, "./docs/b.txt", "--out", out, "--val-fraction", "0.5"], cwd=workdir)
+    print(p.stdout + p.stderr)
+    assert p.returncode == 0, f"exit {p.returncode}"
+    assert "2 documents" in p.stdout and "2 file(s) reached twice" in p.stdout, p.stdout
+    assert f"skipped, read once already: {folder}/c.txt (the same file as {folder}/a.txt)" in p.stdout, p.stdout
+    assert f"skipped, read once already: {folder}/b.txt (the same file as ./docs/b.txt)" in p.stdout, p.stdout
+    # Byte-level tokens: one per byte, every byte of each file once.
+    tokens = sum(int(n) for n in re.findall(r"^(?:train|val): \d+ documents?, (\d+) tokens?", p.stdout, re.MULTILINE))
+    assert tokens == sum(len(t) for t in texts.values()), f"{tokens} tokens for {sum(len(t) for t in texts.values())} bytes"
+
+
+def check_export_out_is_a_folder(keel, config, workdir):
+    """keel export --out naming an existing folder is refused before any work, saying to name the
+    file in it (it used to fail at the last rename, 'Is a directory')."""
+    p = tiny_run(keel, config, workdir, ["train.checkpoint.every=3"])
+    assert p.returncode == 0, p.stderr[-600:]
+    folder = os.path.join(workdir, "hf")
+    os.makedirs(folder)
+    p = run([keel, "export", os.path.join(workdir, "ckpt"), "--out", folder])
+    assert p.returncode == 2, f"exit {p.returncode}: {p.stderr[-600:]}"
+    assert f"keel export: --out {folder} is a folder; name the file to write in it, such as {folder}/model.safetensors" \
+        in p.stderr, p.stderr[-600:]
+    assert os.listdir(folder) == [] and not os.path.exists(os.path.join(workdir, "config.json")), "export wrote files"
+
+
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}
 
 

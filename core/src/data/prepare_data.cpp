@@ -8,12 +8,14 @@
 #include "data/prepare_data.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <utility>
 
 #include "data/shard_format.h"
@@ -96,6 +98,24 @@ void add_folder(const fs::path& root, PrepareDataListing& listing, const FolderT
   }
 }
 
+// One file reached by two paths (a folder and a file in it spelt another way, a symbolic link
+// beside its target) is one document: read twice, its copies could land in both splits. The
+// first path in sorted order keeps it; the others are listed as skipped.
+void drop_files_reached_twice(PrepareDataListing& listing) {
+  std::map<std::pair<dev_t, ino_t>, std::string> first_path;
+  std::vector<PrepareDataDocument> kept;
+  for (auto& doc : listing.documents) {
+    struct stat st {};
+    if (::stat(doc.path.c_str(), &st) != 0) throw read_error(doc.path, "read");
+    const auto [at, fresh] = first_path.emplace(std::make_pair(st.st_dev, st.st_ino), doc.path);
+    if (fresh)
+      kept.push_back(std::move(doc));
+    else
+      listing.repeated_files.push_back(doc.path + " (the same file as " + at->second + ")");
+  }
+  listing.documents = std::move(kept);
+}
+
 PrepareDataListing list_documents(const std::vector<std::string>& inputs, const FolderTextRule& rule) {
   PrepareDataListing listing;
   for (const auto& input : inputs) {
@@ -112,8 +132,7 @@ PrepareDataListing list_documents(const std::vector<std::string>& inputs, const 
   std::sort(docs.begin(), docs.end(), [](const PrepareDataDocument& a, const PrepareDataDocument& b) { return a.path < b.path; });
   std::sort(listing.binary_files.begin(), listing.binary_files.end());
   std::sort(listing.not_utf8_files.begin(), listing.not_utf8_files.end());
-  docs.erase(std::unique(docs.begin(), docs.end(), [](const PrepareDataDocument& a, const PrepareDataDocument& b) { return a.path == b.path; }),
-             docs.end());
+  drop_files_reached_twice(listing);
   return listing;
 }
 

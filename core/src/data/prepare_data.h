@@ -35,6 +35,7 @@ struct PrepareDataListing {
   std::vector<PrepareDataDocument> documents;  // sorted by path
   std::vector<std::string> binary_files;       // skipped: a NUL byte in the first 8 KiB
   std::vector<std::string> not_utf8_files;     // "PATH (byte N)", skipped from folders when the tokenizer reads Unicode
+  std::vector<std::string> repeated_files;     // "PATH (the same file as FIRST)": a file reached twice is read once
   int64_t hidden_entries = 0, empty_files = 0;
 };
 
