@@ -3,13 +3,19 @@
 # export with GPT2LMHeadModel.from_pretrained). It is built on Debian's python3 with its site
 # packages, so the venv sees Debian's torch; transformers is pinned to a release that still
 # supports torch 1.13. Safe to run again: does nothing once transformers imports.
-# Usage: scripts/hf-venv.sh VENV_DIR
+# The mixture-of-experts oracle (tests/python/moe_vs_transformers.py) needs Qwen2-MoE, added in
+# transformers 4.40: it passes a second pin (4.46.3, the newest release found to run on torch
+# 1.13) for a venv of its own, so the other oracle tests keep the release they were checked with.
+# Usage: scripts/hf-venv.sh VENV_DIR [TRANSFORMERS_PIN]  (default transformers==4.38.2)
 # Exits 0 when ready, 77 (ctest's skip code) when PyPI cannot be reached, 1 on other failures.
 set -uo pipefail
 venv="${1:?usage: scripts/hf-venv.sh VENV_DIR}"
 python=/usr/bin/python3
-package="transformers==4.38.2"
+package="${2:-transformers==4.38.2}"
 imports="import torch, transformers; from transformers import GPT2LMHeadModel"
+if [ "$package" != "transformers==4.38.2" ]; then
+  imports="$imports; assert transformers.__version__ == '${package#transformers==}', transformers.__version__"
+fi
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$imports" 2>/dev/null; then
   exit 0

@@ -28,6 +28,7 @@ void LlamaModel::backward(const keel_backward_args& args) {
   ensure_scratch(N);
   SavedOutputGrads* save = call.part == KEEL_BACKWARD_INPUT ? &saved_output_grads(a) : nullptr;
 
+  if (sparse_) sparse_->begin_backward(a.moe, plan_.first_block(chunk), a.blocks, N, args.loss_scale);
   if (last) head_backward(a, args.access, args.loss_scale, save);
   else ops_.copy(scratch_.dresidual, ops_.at(call.output_grad), io_numel);
   for (int64_t l = a.blocks - 1; l >= 0; --l) block_backward(a, l, args.access, save);
@@ -174,20 +175,24 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   auto dw = [&](int i) { return save ? nullptr : lease.grad(static_cast<size_t>(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   const BlockActivations v = block_activations(a, l);
-  stack_weights(lease);
+  stack_weights(lease, !v.moe);
   recompute_block(v, residual, lease, B, T, /*for_input=*/true);
 
   // MLP branch. dresidual holds ∂/∂residual3, also the gradient of down_proj's output.
   const Elems ddown = tp_.leave_backward(g.dresidual, g.dgathered, N);
   if (save) ops_.copy(save->down + l * N * C, ddown, N * C);
-  ops_.fill_zero(g.dact, N * F);
-  ops_.fill_zero(g.dgate_up, N * 2 * F);
-  ops_.fill_zero(g.dln, N * C);
-  // down_proj's bias is replicated: ddown holds every row, so its gradient is whole on every rank.
-  ops_.matmul_backward(g.dact, dw(DOWN_W), bias_grad(grads, DOWN_B), ddown, v.act, w(DOWN_W), N, F, C);
-  ops_.swiglu_backward(g.dgate_up, g.dact, v.gate_up, N, F);
-  if (save) ops_.copy(save->gate_up + l * N * 2 * F, g.dgate_up, N * 2 * F);
-  stacked_backward(gate_up_, g.dln, g.dgate_up, v.ln2, N, grads, {{GATE_W, GATE_B}, {UP_W, UP_B}});
+  if (v.moe) {  // a sparse MLP (llama_moe.cpp): dln overwritten
+    sparse_->backward(g.dln, ddown, v.ln2, *v.moe, lease, grads, N);
+  } else {
+    ops_.fill_zero(g.dact, N * F);
+    ops_.fill_zero(g.dgate_up, N * 2 * F);
+    ops_.fill_zero(g.dln, N * C);
+    // down_proj's bias is replicated: ddown holds every row, so its gradient is whole on every rank.
+    ops_.matmul_backward(g.dact, dw(DOWN_W), bias_grad(grads, DOWN_B), ddown, v.act, w(DOWN_W), N, F, C);
+    ops_.swiglu_backward(g.dgate_up, g.dact, v.gate_up, N, F);
+    if (save) ops_.copy(save->gate_up + l * N * 2 * F, g.dgate_up, N * 2 * F);
+    stacked_backward(gate_up_, g.dln, g.dgate_up, v.ln2, N, grads, {{GATE_W, GATE_B}, {UP_W, UP_B}});
+  }
   const Elems dln2 = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->ln2 + l * Nr * C, dln2, Nr * C);
   norm_backward(g.dresidual, dw(POST_NORM), dln2, v.residual2, w(POST_NORM), v.ln2_rstd, N);
@@ -219,7 +224,7 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   const BlockActivations v = block_activations(a, l);
-  stack_weights(lease);
+  stack_weights(lease, !v.moe);
   recompute_block(v, residual, lease, a.B, a.T, /*for_input=*/false);  // FULL: again, the INPUT part's is gone
   ops_.matmul_backward(Elems(), dw(DOWN_W), bias_grad(&lease, DOWN_B), d.down + l * N * C, v.act, w(DOWN_W), N,
                        share_.hidden, C);

@@ -60,7 +60,12 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.mlp_bias = section.get<bool>("mlp_bias", c.mlp_bias);
   c.rope_scaling = parse_rope_scaling(section);
   c.recompute = keel_support::parse_recompute(section);
+  c.moe = parse_moe_config(section, c.n_layer, c.ffn_hidden, c.attention_bias, c.mlp_bias);
   section.finish();
+  if (c.moe.enabled() && c.recompute != keel_support::Recompute::NONE)
+    throw ConfigError(section.path_of("recompute") + " is \"" + keel_support::recompute_name(c.recompute) +
+                      "\", but with " + section.path_of("n_experts") + " the llama model does not recompute yet "
+                      "(the experts' routing would have to be redone identically): use \"none\"");
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));
@@ -87,10 +92,10 @@ std::string complete_llama_config(const std::string& format, const char* externa
     throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format +
                                                                 "'; the llama model knows: huggingface");
   keel_support::ExternalConfigMerge merge(config_json, json_path, external_json, "config.json");
-  merge.require_one_of("model_type", {"llama", "qwen2"});
+  merge.require_one_of("model_type", {"llama", "qwen2", "mixtral", "qwen2_moe"});
   merge.require_one_of("hidden_act", {"silu"}, /*absent_ok=*/true);
   const auto& hf = merge.external();
-  if (hf.at("model_type") == "qwen2") {
+  if (hf.at("model_type") == "qwen2" || hf.at("model_type") == "qwen2_moe") {
     // Qwen2: Llama with q, k, v biases; max_window_layers only matters with the window on.
     merge.require_value("use_sliding_window", false, "Keel's llama attends to the whole causal context");
     merge.take_value("attention_bias", true, "model_type \"qwen2\" (q, k and v biases)");
@@ -119,6 +124,7 @@ std::string complete_llama_config(const std::string& format, const char* externa
   merge.take("rms_eps", "rms_norm_eps", 1e-6);
   merge.take("tie_embeddings", "tie_word_embeddings", false);
   if (merge.has_external("rope_scaling")) merge.take("rope_scaling", "rope_scaling");
+  complete_moe_config(merge);
   const std::string completed = merge.result();
   parse_llama_config(completed.c_str(), json_path);  // the completed section is a valid one
   return completed;

@@ -8,6 +8,7 @@
 
 #include <keel_support/model/recompute.hpp>       // defines: Recompute
 #include <keel_support/model/rope_frequencies.hpp>  // defines: RopeScaling
+#include "llama_moe_config.hpp"                      // defines: MoeConfig
 
 namespace keel_llama {
 
@@ -27,6 +28,7 @@ struct LlamaConfig {
   bool mlp_bias = false;        // biases on gate, up and down (LlamaConfig.mlp_bias)
   keel_support::RopeScaling rope_scaling;  // factor 0: none
   keel_support::Recompute recompute = keel_support::Recompute::NONE;
+  MoeConfig moe;  // n_experts 0: every MLP dense
 
   int32_t head_dim() const { return d_model / n_head; }
 };
@@ -34,8 +36,9 @@ struct LlamaConfig {
 // Reads and checks the section; throws keel_support::ConfigError naming the JSON path.
 LlamaConfig parse_llama_config(const char* config_json, const char* json_path);
 
-// The section completed from transformers' LlamaConfig or Qwen2Config (`external_json`, a
-// config.json of model_type "llama" or "qwen2"): dimensions the section leaves out are taken,
+// The section completed from transformers' LlamaConfig, Qwen2Config, MixtralConfig or
+// Qwen2MoeConfig (`external_json`, a config.json of model_type "llama", "qwen2", "mixtral" or
+// "qwen2_moe"; llama_moe_config.hpp reads the experts' keys): dimensions the section leaves out are taken,
 // those it gives must agree (seq_len at most max_position_embeddings), and features Keel's llama
 // lacks are refused (Llama's attention_bias, which biases o_proj too; Qwen2's sliding window).
 std::string complete_llama_config(const std::string& format, const char* external_json, const char* config_json,

@@ -45,6 +45,7 @@ std::string huggingface_config(const LlamaConfig& c) {
     j["sliding_window"] = c.max_seq_len;
     j["max_window_layers"] = c.n_layer;
   }
+  if (c.moe.enabled()) add_moe_huggingface_keys(j, c.moe, qwen2);
   if (c.rope_scaling.factor > 0)
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", c.rope_scaling.factor},

@@ -30,6 +30,7 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
 #undef KEEL_REQUIRE_OP
   check_tensor_parallel(args);
   plan_ = ChunkPlan(args, config_.n_layer);
+  if (config_.moe.enabled()) create_sparse_mlp(args);
   build_param_specs();
   external_ = llama_external_names(config_, specs_.names());
   // Rope's frequencies, once: host math (keel_support/model/rope_frequencies.hpp) copied to the backend.
@@ -106,6 +107,7 @@ BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) 
   v.ln2_rstd = a.ln2_rstd + l * Nr;
   v.gate_up = a.gate_up + l * N * 2 * share_.hidden;
   v.act = a.act + l * N * share_.hidden;
+  v.moe = config_.moe.sparse(plan_.first_block(a.chunk) + l) ? &a.moe.blocks[size_t(l)] : nullptr;
   return v;
 }
 
@@ -209,6 +211,7 @@ void LlamaModel::forward(keel_forward_args* args) {
   a.backward_pending = a.weight_pending = false;
   ensure_scratch(N);
   ensure_recompute_scratch(B, T);
+  if (sparse_) sparse_->ensure_state(a.moe, N, plan_.first_block(chunk), a.blocks);
   if (first) KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
   if (args->targets && last)
     KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
@@ -238,7 +241,7 @@ void LlamaModel::embedding_forward(Activations& a, const keel_param_access* acce
   lease.release(false);
 }
 
-void LlamaModel::stack_weights(const LayerLease& lease) {
+void LlamaModel::stack_weights(const LayerLease& lease, bool mlp) {
   auto w = [&](BlockTensor t) { return lease.param_elems(static_cast<size_t>(t)); };
   auto biases = [&](bool held, std::initializer_list<BlockTensor> tensors) {
     std::vector<Elems> out;  // none without the config's biases
@@ -247,7 +250,7 @@ void LlamaModel::stack_weights(const LayerLease& lease) {
     return out;
   };
   qkv_.stack({w(Q_W), w(K_W), w(V_W)}, biases(config_.attention_bias, {Q_B, K_B, V_B}));
-  gate_up_.stack({w(GATE_W), w(UP_W)}, biases(config_.mlp_bias, {GATE_B, UP_B}));
+  if (mlp) gate_up_.stack({w(GATE_W), w(UP_W)}, biases(config_.mlp_bias, {GATE_B, UP_B}));
 }
 
 void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_access* access) {
@@ -268,7 +271,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   const bool sp = tp_.sequence_parallel();
   const Elems ln_out1 = sp ? s.ln_rows : v.ln1, ln_out2 = sp ? s.ln_rows : v.ln2;
   const Elems o_out = tp_.active() ? s.partial : v.residual2;
-  stack_weights(lease);
+  stack_weights(lease, !v.moe);
 
   // Attention: residual2 = residual + o_proj(attention(rope(qkv(norm(residual))))).
   ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
@@ -283,6 +286,11 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   // MLP: residual3 = residual2 + down(silu(gate(x)) · up(x)), x = norm(residual2).
   ops_.rmsnorm_forward(ln_out2, v.ln2_rstd, v.residual2, w(POST_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out2, v.ln2, N);
+  if (v.moe) {  // a sparse MLP (llama_moe.cpp): one rank, no recompute
+    sparse_->forward(*v.moe, residual3, v.ln2, lease, N);
+    ops_.add(residual3, residual3, v.residual2, Nr * C);
+    return;
+  }
   gate_up_.forward(v.gate_up, v.ln2, N);
   ops_.swiglu_forward(v.act, v.gate_up, N, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past SwiGLU

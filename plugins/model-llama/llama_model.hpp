@@ -40,6 +40,7 @@
 #include <keel_support/model/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
 #include "llama_config.hpp"                 // defines: LlamaConfig
 #include "llama_external.hpp"               // defines: llama_external_names
+#include "llama_moe.hpp"                    // defines: SparseMlp, MoeState
 
 namespace keel_llama {
 
@@ -84,6 +85,7 @@ struct BlockActivations {
   float* ln2_rstd;  // (Nr)
   Elems gate_up;    // (N,2F) gate and up projections side by side
   Elems act;        // (N,F) silu(gate)·up
+  MoeBlockState* moe = nullptr;  // a sparse block's routing state (llama_moe.hpp); nullptr: a dense MLP
 };
 
 // What the WEIGHT part of a split backward (zero-bubble schedules) reads: the gradient of each
@@ -131,6 +133,7 @@ struct Activations {
   int32_t* targets;  // (N)
   int64_t att_saved_per_layer = 0;
   int64_t valid_targets = 0;
+  MoeState moe;      // the sparse blocks' routing state (config moe.n_experts > 0)
   bool backward_pending = false;
   bool weight_pending = false;
   SavedOutputGrads saved;
@@ -182,6 +185,8 @@ class LlamaModel {
 
  private:
   void check_tensor_parallel(const keel_model_create_args& args);
+  // With experts: the layouts and backends they cannot run on yet refused by name (llama_moe_model.cpp).
+  void create_sparse_mlp(const keel_model_create_args& args);
   void build_param_specs();
   using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
@@ -211,7 +216,8 @@ class LlamaModel {
   SavedOutputGrads& saved_output_grads(Activations& a);
 
   // Stacks the layer's q, k, v (and gate, up) weights into qkv_ (gate_up_) for one matmul each.
-  void stack_weights(const LayerLease& lease);
+  // `mlp` false: a sparse block, whose experts SparseMlp stacks.
+  void stack_weights(const LayerLease& lease, bool mlp);
   // A stacked projection's backward: dinp += dout · W (when dinp is given) and, when `grads` is
   // given, each part's weight gradient (and bias gradient, with the config's biases) into its buffer.
   void stacked_backward(StackedLinear& stacked, Elems dinp, Elems dout, Elems inp, int64_t N,
@@ -255,6 +261,7 @@ class LlamaModel {
   BlockActivations recompute_block_{};  // FULL: every view; SELECTIVE: att_saved and atty
   keel_support::InferenceLogits inference_logits_;
   std::unique_ptr<const keel_support::ExternalNames> external_;
+  std::unique_ptr<SparseMlp> sparse_;  // nullptr: every MLP dense
 };
 
 }  // namespace keel_llama

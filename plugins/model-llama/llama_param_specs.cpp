@@ -75,9 +75,14 @@ void LlamaModel::build_param_specs() {
     add(h + "self_attn.v_proj.weight", layer, {Ckv, C}, 0, KEEL_INIT_NORMAL, -1, rows);
     add(h + "self_attn.o_proj.weight", layer, {C, Cq}, 0, KEEL_INIT_NORMAL, -1, columns);
     add(h + "post_attention_layernorm.weight", layer, {C}, no_decay, KEEL_INIT_ONES);
-    add(h + "mlp.gate_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
-    add(h + "mlp.up_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
-    add(h + "mlp.down_proj.weight", layer, {C, F}, 0, KEEL_INIT_NORMAL, -1, columns);
+    const bool sparse = config_.moe.sparse(i);  // llama_moe.hpp: a sparse layer's tensors
+    if (!sparse) {
+      add(h + "mlp.gate_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
+      add(h + "mlp.up_proj.weight", layer, {F, C}, 0, KEEL_INIT_NORMAL, -1, rows);
+      add(h + "mlp.down_proj.weight", layer, {C, F}, 0, KEEL_INIT_NORMAL, -1, columns);
+    } else {
+      for (const MoeTensor& t : sparse_->shared_expert_tensors(h)) add(t.name, layer, {t.rows, t.cols}, 0, KEEL_INIT_NORMAL);
+    }
     // Biases after the weights (block_slot_ says where): zero, as transformers initializes them,
     // split with their column-parallel projection; down_proj's is replicated, added by one rank.
     if (config_.attention_bias) {
@@ -90,6 +95,8 @@ void LlamaModel::build_param_specs() {
       add(h + "mlp.up_proj.bias", layer, {F}, no_decay, KEEL_INIT_ZEROS, -1, rows);
       add(h + "mlp.down_proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS);
     }
+    if (sparse)
+      for (const MoeTensor& t : sparse_->routed_tensors(h)) add(t.name, layer, {t.rows, t.cols}, 0, KEEL_INIT_NORMAL);
   }
   int32_t slot = DOWN_W + 1;
   for (int t = Q_B; t < BLOCK_TENSORS; ++t) {
@@ -106,7 +113,11 @@ void LlamaModel::build_param_specs() {
     if (p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0) continue;  // added, not multiplied
     const bool vocabulary = p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight";
     if (p.name == "model.embed_tokens.weight" && !tied()) continue;
-    matmul_params_ += vocabulary ? double(V) * C : double(keel_support::element_count(p.spec));
+    // A token passes through n_experts_per_token of each sparse layer's n_experts experts.
+    const double active = p.name.find(".experts.") == std::string::npos
+                              ? 1.0
+                              : double(config_.moe.n_experts_per_token) / double(config_.moe.n_experts);
+    matmul_params_ += active * (vocabulary ? double(V) * C : double(keel_support::element_count(p.spec)));
   }
   std::vector<Pending> mine;
   for (auto& p : pending) {

@@ -9,13 +9,16 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def ensure_oracle(venv):
+def ensure_oracle(venv, pin=None):
+    """`pin` ("transformers==X"): that release, in a venv of its own, rather than hf-venv.sh's default."""
     try:
-        import transformers  # noqa: F401
-        return
+        import transformers
+        if pin is None or transformers.__version__ == pin.split("==")[1]:
+            return
     except ImportError:
         pass
-    made = subprocess.run(["bash", os.path.join(REPO, "scripts", "hf-venv.sh"), venv], capture_output=True, text=True)
+    command = ["bash", os.path.join(REPO, "scripts", "hf-venv.sh"), venv] + ([pin] if pin else [])
+    made = subprocess.run(command, capture_output=True, text=True)
     if made.returncode == 77:
         print("SKIPPED: no transformers venv (PyPI out of reach):", made.stderr.strip())
         sys.exit(77)

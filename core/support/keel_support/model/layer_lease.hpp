@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "keel_support/common/abi_guard.hpp"
 #include "keel_support/model/compute_ops.hpp"
@@ -19,15 +20,12 @@ namespace keel_support {
 // release() hands them back; on an error path the destructor releases them, never as final.
 class LayerLease {
  public:
-  static constexpr size_t kMaxTensors = 16;
-
   // `specs` points at the layer's first spec; the layer has n consecutive specs.
   LayerLease(const keel_param_access* access, int32_t layer, int32_t phase, const keel_param_spec* specs,
              size_t n)
-      : access_(access), layer_(layer), phase_(phase), n_(n) {
-    if (n > kMaxTensors) throw std::logic_error("LayerLease: too many tensors in one layer");
-    keel_tensor* grads = phase == KEEL_PHASE_BACKWARD ? grads_ : nullptr;
-    check_callee(access->acquire(access->ctx, layer, phase, params_, grads, n), "strategy acquire");
+      : access_(access), layer_(layer), phase_(phase), n_(n), params_(n), grads_(n) {
+    keel_tensor* grads = phase == KEEL_PHASE_BACKWARD ? grads_.data() : nullptr;
+    check_callee(access->acquire(access->ctx, layer, phase, params_.data(), grads, n), "strategy acquire");
     held_ = true;
     for (size_t i = 0; i < n; ++i) {
       check_tensor(params_[i], specs[i], "parameter");
@@ -75,8 +73,9 @@ class LayerLease {
   int32_t phase_;
   size_t n_;
   bool held_ = false;
-  keel_tensor params_[kMaxTensors] = {};
-  keel_tensor grads_[kMaxTensors] = {};
+  // Sized per layer: a mixture-of-experts layer holds three tensors per expert.
+  std::vector<keel_tensor> params_;
+  std::vector<keel_tensor> grads_;
 };
 
 }  // namespace keel_support

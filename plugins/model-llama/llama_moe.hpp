@@ -1,0 +1,139 @@
+// The llama model's sparse MLP (mixture of experts, issue 42) as transformers' MixtralSparseMoeBlock
+// and Qwen2MoeSparseMoeBlock compute it: a router matmul, top-k routing, the tokens permuted into
+// expert order, each expert's SwiGLU as two grouped matmuls, the outputs gathered back weighted by
+// the routing weights, and Qwen2-MoE's shared expert (a dense SwiGLU scaled by a sigmoid gate).
+// Dropless: every token reaches its k experts. The balancing losses enter the backward only (their
+// gradients into the router's scores and logits); the logged loss stays the cross-entropy.
+// One rank for now: LlamaModel refuses tp, pp, recompute and bf16 with experts.
+// A sparse layer's tensors: the decoder layer's first six (norms and attention), then the shared
+// expert's gate, up, down (Qwen2-MoE only, in the dense MLP's slots), the attention biases (Qwen2-MoE),
+// then the router, the shared expert's gate (Qwen2-MoE) and each expert's gate (w1), up (w3), down (w2).
+#pragma once
+
+#include <keel/backend.h>
+#include <keel/host.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <keel_support/common/backend_buffer.hpp>  // defines: BackendBuffer
+#include <keel_support/model/carver.hpp>          // defines: Carver
+#include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
+#include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
+#include "llama_config.hpp"                       // defines: LlamaConfig, MoeConfig
+
+namespace keel_llama {
+
+using keel_support::ComputeOps;
+using keel_support::Elems;
+
+// One sparse block's forward tensors of one micro-batch that its backward reads.
+struct MoeBlockState {
+  int64_t block = 0;             // the model's block index (for the load log)
+  float* logits = nullptr;       // (N,E) router logits
+  float* scores = nullptr;       // (N,E) softmax (or sigmoid) of the logits
+  float* weights = nullptr;      // (N,K) the chosen experts' weights
+  int32_t* experts = nullptr;    // (N,K) the chosen experts, largest score first
+  int32_t* positions = nullptr;  // (N,K) each (token, slot) pair's row in expert order
+  std::vector<int64_t> counts;   // (E) host: pairs per expert
+  Elems xperm;                   // (NK,C) the normed rows in expert order
+  Elems gate_up;                 // (NK,2Fe) each pair's gate and up projections side by side
+  Elems act;                     // (NK,Fe) silu(gate)·up
+  Elems expert_out;              // (NK,C) each pair's expert output before its weight
+  Elems shared_gate_up;          // (N,2S) the shared expert's (Qwen2-MoE)
+  Elems shared_act;              // (N,S)
+  Elems shared_out;              // (N,C)
+  float* shared_gate_logit = nullptr;  // (N) shared_expert_gate's output
+  float* shared_gate_score = nullptr;  // (N) its sigmoid (moe_route's scores, E = 1)
+  float* shared_gate = nullptr;        // (N) the same sigmoid, as moe_route's weights
+  int32_t* shared_choice = nullptr;    // (N) moe_route's expert output for E = 1: all zero
+};
+
+// A micro-batch's sparse-block states, indexed by the chunk's block; dense blocks' stay empty.
+struct MoeState {
+  int64_t rows = 0;
+  keel_support::BackendBuffer memory;
+  std::unique_ptr<MoeBlockState[]> blocks;
+};
+
+// A sparse layer's tensors after the decoder layer's common ones, by name and (rows, cols).
+struct MoeTensor {
+  std::string name;
+  int64_t rows, cols;
+};
+
+class SparseMlp {
+ public:
+  // `first_slot`: the router's index among a sparse layer's tensors.
+  SparseMlp(const keel_host* host, const LlamaConfig& config, const keel_support::BackendOps& backend,
+            const ComputeOps& ops, int32_t first_slot, int32_t shared_gate_w, int32_t shared_up_w, int32_t shared_down_w);
+
+  // The shared expert's tensors (they take the dense MLP's three slots) and the tensors after the
+  // attention biases, under transformers' names; `prefix` is "model.layers.N.".
+  std::vector<MoeTensor> shared_expert_tensors(const std::string& prefix) const;
+  std::vector<MoeTensor> routed_tensors(const std::string& prefix) const;
+
+  // Sizes `state` for N rows of `blocks` blocks (chunk-local index l is block first_block + l).
+  void ensure_state(MoeState& state, int64_t N, int64_t first_block, int64_t blocks) const;
+
+  // out(N,C) = the sparse MLP of x(N,C), overwritten.
+  void forward(MoeBlockState& st, Elems out, Elems x, const keel_support::LayerLease& lease, int64_t N);
+  // Before a micro-batch's sparse backwards: the balancing losses' gradients from every sparse
+  // block's routing of that micro-batch (transformers' formula over all layers' router rows).
+  void begin_backward(const MoeState& state, int64_t first_block, int64_t blocks, int64_t N, float loss_scale);
+  // dx(N,C) = d loss/d x, overwritten, from dout(N,C); with `grads` the weight gradients too (+=).
+  void backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const keel_support::LayerLease& lease,
+                const keel_support::LayerLease* grads, int64_t N);
+
+ private:
+  int32_t expert_slot(int32_t e, int32_t which) const { return expert_first_ + 3 * e + which; }
+  void stack_expert_weights(const keel_support::LayerLease& lease);
+  void stack_shared_weights(const keel_support::LayerLease& lease);
+  void ensure_scratch(int64_t N);
+  void carve_block(MoeBlockState& st, keel_support::Carver& carve, int64_t N) const;
+  void shared_forward(MoeBlockState& st, Elems out, Elems x, const keel_support::LayerLease& lease, int64_t N);
+  void shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const keel_support::LayerLease& lease,
+                       const keel_support::LayerLease* grads, int64_t N);
+
+  const keel_host* host_;
+  keel_support::BackendOps be_;
+  ComputeOps ops_;
+  MoeConfig moe_;
+  bool qwen2_;  // Qwen2-MoE's names (attention_bias), else Mixtral's
+  int64_t C_, E_, K_, Fe_, S_;
+  int32_t flags_;
+  int32_t router_, shared_gate_, expert_first_;  // slots; shared_gate_ -1: none
+  int32_t shared_w_[3];                           // the shared expert's gate, up, down slots
+  // One layer's stacked gate|up per expert and the shared expert's, and their fp32 gradients.
+  keel_support::BackendBuffer stacked_memory_;
+  Elems experts_gate_up_;       // (E,2Fe,C)
+  float* dexperts_gate_up_;     // (E,2Fe,C)
+  Elems shared_stack_;          // (2S,C)
+  float* dshared_stack_;        // (2S,C)
+  // Backward scratch, one block at a time, sized for the most rows seen.
+  struct Scratch {
+    int64_t rows = 0;
+    keel_support::BackendBuffer memory;
+    float* dweights;       // (N,K)
+    float* dlogits;        // (N,E)
+    Elems dexpert_out;     // (NK,C)
+    Elems dact;            // (NK,Fe)
+    Elems dgate_up;        // (NK,2Fe)
+    Elems dxperm;          // (NK,C)
+    Elems shared_part;     // (N,C) the shared expert's weighted output
+    Elems dshared_out;     // (N,C)
+    Elems dshared_act;     // (N,S)
+    Elems dshared_gate_up; // (N,2S)
+    float* dshared_gate;   // (N)
+    float* dshared_logit;  // (N)
+    int32_t* identity;     // (N) 0..N-1: moe_unpermute as a per-row scale
+  } scratch_;
+  keel_support::BackendBuffer expert_dscores_;  // (E) the balancing loss's gradient per expert's score
+  std::vector<float> expert_dscores_host_;
+  bool balancing_ = false;
+  float z_grad_ = 0.0f;
+};
+
+}  // namespace keel_llama

@@ -1,0 +1,37 @@
+# The llama model with experts (issue 42): against transformers' MixtralForCausalLM and
+# Qwen2MoeForCausalLM (tests/python/moe_vs_transformers.py, in a venv of transformers 4.46.3:
+# Qwen2-MoE is newer than the other oracle tests' 4.38.2), examples/moe.json's loss falling on
+# the embedded corpus, and the refusals of what experts cannot do yet, each naming the key and
+# the numbers.
+add_test(NAME python.moe_vs_transformers
+  COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/moe_vs_transformers.py
+          --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-moe)
+set_tests_properties(python.moe_vs_transformers PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
+add_test(NAME e2e.moe_example_loss_decreases
+  COMMAND ${checks} loss_decreases --keel ${keel} --config ${PROJECT_SOURCE_DIR}/examples/moe.json)
+
+set(moe_small "\"plugin\":\"llama\",\"n_layer\":2,\"d_model\":48,\"n_head\":6,\"vocab_size\":256,\"seq_len\":128,\"ffn_hidden\":40")
+keel_error_test(moe_topk_above_experts
+  "model\\.n_experts_per_token \\(5\\) must be at most model\\.n_experts \\(4\\)"
+  "model={${moe_small},\"n_experts\":4,\"n_experts_per_token\":5}")
+keel_error_test(moe_key_without_experts
+  "model\\.router_aux_loss_coef is given, but model\\.n_experts is 0 \\(a dense model\\)"
+  "model={${moe_small},\"router_aux_loss_coef\":0.01}")
+keel_error_test(moe_mixtral_shared_expert
+  "model\\.shared_expert_ffn_hidden is 16, but Mixtral has no shared expert"
+  "model={${moe_small},\"n_experts\":4,\"shared_expert_ffn_hidden\":16}")
+keel_error_test(moe_qwen2_without_shared_expert
+  "model\\.shared_expert_ffn_hidden is 0, but with attention_bias the model is exported as transformers' Qwen2MoeForCausalLM"
+  "model={${moe_small},\"n_experts\":4,\"attention_bias\":true}")
+keel_error_test(moe_layer_index_outside
+  "model\\.mlp_only_layers\\[0\\]: expected a layer index in \\[0, 1\\] \\(model\\.n_layer is 2\\), found 2"
+  "model={${moe_small},\"n_experts\":4,\"attention_bias\":true,\"shared_expert_ffn_hidden\":16,\"mlp_only_layers\":[2]}")
+keel_error_test(moe_recompute
+  "model\\.recompute is \"full\", but with model\\.n_experts the llama model does not recompute yet"
+  "model={${moe_small},\"n_experts\":4,\"recompute\":\"full\"}")
+keel_layout_test(moe_tp 2
+  "model\\.n_experts \\(4\\) with parallel\\.tp = 2 is refused: the experts' matrices are not split"
+  "model={${moe_small},\"n_experts\":4,\"n_kv_head\":2}" "parallel.tp=2")
+keel_layout_test(moe_pp 2
+  "model\\.n_experts \\(4\\) with parallel\\.pp = 2 is refused: the balancing loss reads every layer's routing"
+  "model={${moe_small},\"n_experts\":4}" "parallel.pp=2")
