@@ -16,6 +16,10 @@ const KEEL_MAX_DIMS = 4
 
 const KEEL_PLUGIN_ENTRY_SYMBOL = "keel_plugin_entry"
 
+const KEEL_ROUTE_SIGMOID = 1
+
+const KEEL_ROUTE_NORMALIZE = 2
+
 const KEEL_OPTIMIZER_MAX_STATE_SLOTS = 4
 
 const KEEL_STRATEGY_HOLDS_WHOLE_PARAMS = 1
@@ -241,6 +245,14 @@ struct keel_backend_api
     attention_gqa_forward_dt::Ptr{Cvoid}
     attention_gqa_backward_dt::Ptr{Cvoid}
     attention_decode_dt::Ptr{Cvoid}
+    moe_route::Ptr{Cvoid}
+    moe_route_backward::Ptr{Cvoid}
+    moe_permute_plan::Ptr{Cvoid}
+    moe_permute_dt::Ptr{Cvoid}
+    moe_unpermute_dt::Ptr{Cvoid}
+    moe_unpermute_scale_backward_dt::Ptr{Cvoid}
+    grouped_matmul_forward_dt::Ptr{Cvoid}
+    grouped_matmul_backward_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
@@ -253,7 +265,9 @@ const KEEL_COMM_BROADCAST = Cint(3)
 const KEEL_COMM_SEND = Cint(4)
 const KEEL_COMM_RECV = Cint(5)
 const KEEL_COMM_BARRIER = Cint(6)
-const KEEL_COMM_OP_COUNT = Cint(7)
+const KEEL_COMM_OP_COUNT = Cint(7)  # the length of keel_comm_counters' calls and bytes, fixed since 0.4
+
+const KEEL_COMM_ALL_TO_ALL = Cint(7)
 
 mutable struct keel_comm_request end
 
@@ -261,6 +275,8 @@ struct keel_comm_counters
     struct_size::Csize_t
     calls::NTuple{7, UInt64}
     bytes::NTuple{7, UInt64}
+    all_to_all_calls::UInt64
+    all_to_all_bytes::UInt64
 end
 
 struct keel_comm_api
@@ -283,6 +299,7 @@ struct keel_comm_api
     abort_world::Ptr{Cvoid}
     create_world_on::Ptr{Cvoid}
     reaches::Ptr{Cvoid}
+    all_to_all_v::Ptr{Cvoid}
 end
 
 const KEEL_COMM_REACH_NONE = Cint(0)  # cannot read or write that memory
@@ -926,6 +943,66 @@ keel_trainer_generate_top's for the same arguments.
 """
 function keel_trainer_generate_each(trainer, prompt, prompt_length, max_count, temperature, top_k, top_p, seed, on_token, user, out_count)
     ccall((:keel_trainer_generate_each, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Csize_t, Int64, Cdouble, Int32, Cdouble, UInt64, keel_token_callback, Ptr{Cvoid}, Ptr{Int64}), trainer, prompt, prompt_length, max_count, temperature, top_k, top_p, seed, on_token, user, out_count)
+end
+
+mutable struct keel_tokenizer end
+
+"""
+Opens `spec`: "bytes" (token = byte, vocabulary 256) or the path of a Hugging Face
+tokenizer.json of the kinds docs/data.md lists, refused naming the file and the JSON path of
+what Keel does not implement. The caller destroys it.
+"""
+function keel_tokenizer_open(spec, out_tokenizer)
+    ccall((:keel_tokenizer_open, libkeel), keel_status, (Cstring, Ptr{Ptr{keel_tokenizer}}), spec, out_tokenizer)
+end
+
+function keel_tokenizer_destroy(tokenizer)
+    ccall((:keel_tokenizer_destroy, libkeel), Cvoid, (Ptr{keel_tokenizer},), tokenizer)
+end
+
+"""
+One past the largest id it produces, added tokens included.
+"""
+function keel_tokenizer_vocab_size(tokenizer, out_vocab_size)
+    ccall((:keel_tokenizer_vocab_size, libkeel), keel_status, (Ptr{keel_tokenizer}, Ptr{Int64}), tokenizer, out_vocab_size)
+end
+
+"""
+The ids of `text` (length bytes; UTF-8 for a tokenizer.json, any bytes for "bytes"), as the
+tokenizers library's encode without the post-processor's special tokens. *out_ids is owned by
+the tokenizer and valid until its next encode, decode or destroy.
+"""
+function keel_tokenizer_encode(tokenizer, text, length, out_ids, out_count)
+    ccall((:keel_tokenizer_encode, libkeel), keel_status, (Ptr{keel_tokenizer}, Cstring, Csize_t, Ptr{Ptr{Int32}}, Ptr{Csize_t}), tokenizer, text, length, out_ids, out_count)
+end
+
+"""
+The text of `ids` (count of them), as the tokenizers library's decode: each id's token, the
+special added tokens left out when skip_special is nonzero, through the file's decoder
+(ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace; another is refused by name with
+KEEL_ERR_UNIMPLEMENTED). UTF-8, invalid sequences as U+FFFD; "bytes" gives the bytes as they
+are. An id with no token is refused naming it and its index. *out_text (*out_length bytes,
+then a NUL) is owned by the tokenizer and valid until its next encode, decode or destroy.
+"""
+function keel_tokenizer_decode(tokenizer, ids, count, skip_special, out_text, out_length)
+    ccall((:keel_tokenizer_decode, libkeel), keel_status, (Ptr{keel_tokenizer}, Ptr{Int32}, Csize_t, Int32, Ptr{Cstring}, Ptr{Csize_t}), tokenizer, ids, count, skip_special, out_text, out_length)
+end
+
+"""
+The id of `token` (an added token's content or a token of the model's vocabulary, UTF-8);
+KEEL_ERR_NOT_FOUND when it has none.
+"""
+function keel_tokenizer_token_id(tokenizer, token, out_id)
+    ccall((:keel_tokenizer_token_id, libkeel), keel_status, (Ptr{keel_tokenizer}, Cstring, Ptr{Int32}), tokenizer, token, out_id)
+end
+
+"""
+The token whose id is `id` (*out_token: owned by the tokenizer, valid until its next call),
+and *out_special (may be NULL): 1 for a special added token, else 0; KEEL_ERR_NOT_FOUND when
+no token has the id.
+"""
+function keel_tokenizer_token(tokenizer, id, out_token, out_special)
+    ccall((:keel_tokenizer_token, libkeel), keel_status, (Ptr{keel_tokenizer}, Int32, Ptr{Cstring}, Ptr{Int32}), tokenizer, id, out_token, out_special)
 end
 
 end # module LibKeel

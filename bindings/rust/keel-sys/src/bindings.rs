@@ -1326,3 +1326,57 @@ extern "C" {
         out_count: *mut i64,
     ) -> keel_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct keel_tokenizer {
+    _unused: [u8; 0],
+}
+extern "C" {
+    pub fn keel_tokenizer_open(
+        spec: *const ::std::os::raw::c_char,
+        out_tokenizer: *mut *mut keel_tokenizer,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_tokenizer_destroy(tokenizer: *mut keel_tokenizer);
+}
+extern "C" {
+    pub fn keel_tokenizer_vocab_size(
+        tokenizer: *mut keel_tokenizer,
+        out_vocab_size: *mut i64,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_tokenizer_encode(
+        tokenizer: *mut keel_tokenizer,
+        text: *const ::std::os::raw::c_char,
+        length: usize,
+        out_ids: *mut *const i32,
+        out_count: *mut usize,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_tokenizer_decode(
+        tokenizer: *mut keel_tokenizer,
+        ids: *const i32,
+        count: usize,
+        skip_special: i32,
+        out_text: *mut *const ::std::os::raw::c_char,
+        out_length: *mut usize,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_tokenizer_token_id(
+        tokenizer: *mut keel_tokenizer,
+        token: *const ::std::os::raw::c_char,
+        out_id: *mut i32,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_tokenizer_token(
+        tokenizer: *mut keel_tokenizer,
+        id: i32,
+        out_token: *mut *const ::std::os::raw::c_char,
+        out_special: *mut i32,
+    ) -> keel_status;
+}
