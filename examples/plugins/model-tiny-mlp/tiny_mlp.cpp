@@ -1,9 +1,11 @@
 // A worked model plugin, `tiny-mlp`: a two-layer MLP language model that predicts each next
-// token from the current one alone (a learned bigram through a hidden layer). Per token:
-//   x = wte[token]  (C);  h = gelu(W1·x + b1)  (H = 4C);  logits = W2·h  (Vp)
-// Layers, the units the strategy lends: 0 = wte, 1 = fc (W1, b1), 2 = head (W2). It runs at
-// tp 1 and pp 1 and has no Hugging Face names, so it defines none of ModelSlots's optional
-// members: those slots refuse in its name, and the core refuses parallel.pp > 1 for it.
+// token from the current one alone (a learned bigram through a SwiGLU hidden layer). Per token:
+//   x = wte[token]  (C);  h = silu(Wg·x + bg) · (Wu·x + bu)  (H = 4C);  logits = W2·h  (Vp)
+// Layers, the units the strategy lends: 0 = wte, 1 = fc (Wg, Wu, bg, bu), 2 = head (W2). The
+// gate and up projections are two tensors, as Hugging Face stores them, run as one matmul by
+// keel_support::StackedLinear. It runs at tp 1 and pp 1 and has no Hugging Face names, so it
+// defines none of ModelSlots's optional members: those slots refuse in its name, and the core
+// refuses parallel.pp > 1 for it.
 #include <keel/model.h>
 #include <keel/plugin.h>
 
@@ -13,15 +15,18 @@
 
 #include <keel_support/common/backend_ops.hpp>    // defines: BackendOps, KEEL_OP, KEEL_REQUIRE_BACKEND_OP
 #include <keel_support/model/carver.hpp>         // defines: Carver
+#include <keel_support/model/compute_ops.hpp>    // defines: ComputeOps, Elems
 #include <keel_support/common/json_section.hpp>   // defines: JsonSection
 #include <keel_support/model/layer_lease.hpp>    // defines: LayerLease
 #include <keel_support/model/model_slots.hpp>     // defines: ModelSlots
 #include <keel_support/model/model_support.hpp>  // defines: make_spec, write_model_info, check_token_ids
+#include <keel_support/model/stacked_linear.hpp>  // defines: StackedLinear
 #include <keel_support/common/plugin_entry.hpp>   // defines: plugin_info, plugin_list
 
 namespace {
 
 using keel_support::BackendBuffer;
+using keel_support::Elems;
 using keel_support::LayerLease;
 using keel_support::StatusError;
 
@@ -49,8 +54,8 @@ struct Activations {
   int32_t B = 0, T = 0;
   BackendBuffer memory;
   float* x = nullptr;        // (B,T,C) embedded tokens
-  float* fc = nullptr;       // (B,T,H) before gelu
-  float* h = nullptr;        // (B,T,H) after gelu
+  float* gate_up = nullptr;  // (B,T,2H) the gate and up projections side by side
+  float* h = nullptr;        // (B,T,H) silu(gate)·up
   float* logits = nullptr;   // (B,T,Vp)
   float* stats = nullptr;    // (B,T,3) per-row cross-entropy statistics
   float* lse = nullptr;      // (B,T) log Σ exp of each row, kept for the backward
@@ -73,13 +78,14 @@ class TinyMlp {
     if (!args.backend || !args.backend_obj)
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
 #define REQUIRE(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "tiny-mlp");
-    REQUIRE(alloc) REQUIRE(free_memory) REQUIRE(copy) REQUIRE(fill_zero) REQUIRE(matmul_forward)
-    REQUIRE(matmul_backward) REQUIRE(gelu_forward) REQUIRE(gelu_backward) REQUIRE(embedding_forward)
-    REQUIRE(embedding_backward) REQUIRE(crossentropy_shard_stats) REQUIRE(crossentropy_shard_backward)
-    REQUIRE(crossentropy_combine)
+    REQUIRE(alloc) REQUIRE(free_memory) REQUIRE(copy) REQUIRE(fill_zero) REQUIRE(accumulate)
+    REQUIRE(matmul_forward) REQUIRE(matmul_backward) REQUIRE(swiglu_forward_dt) REQUIRE(swiglu_backward_dt)
+    REQUIRE(embedding_forward) REQUIRE(embedding_backward) REQUIRE(crossentropy_shard_stats)
+    REQUIRE(crossentropy_shard_backward) REQUIRE(crossentropy_combine)
 #undef REQUIRE
     backend_ = {args.backend, args.backend_obj};
     keel_support::require_fp32_compute(backend_, "tiny-mlp");
+    ops_ = keel_support::ComputeOps(backend_);
     // The backend's embedding op adds a position table; this model has none: zeros, and a sink
     // for their gradient.
     const size_t position_bytes = sizeof(float) * config_.max_seq_len * config_.d_model;
@@ -87,9 +93,13 @@ class TinyMlp {
     position_grad_sink_ = backend_.alloc_bytes(position_bytes);
     const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size, C = config_.d_model, H = 4 * C;
     specs_ = {keel_support::make_spec("wte", 0, {V, C}, 0, KEEL_INIT_NORMAL, 0.02f),
-              keel_support::make_spec("fc.weight", 1, {H, C}, 0, KEEL_INIT_NORMAL, 0.02f),
-              keel_support::make_spec("fc.bias", 1, {H}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0),
-              keel_support::make_spec("head.weight", 2, {Vp, C * 4}, 0, KEEL_INIT_NORMAL, 0.02f, V)};
+              keel_support::make_spec("fc.gate.weight", 1, {H, C}, 0, KEEL_INIT_NORMAL, 0.02f),
+              keel_support::make_spec("fc.up.weight", 1, {H, C}, 0, KEEL_INIT_NORMAL, 0.02f),
+              keel_support::make_spec("fc.gate.bias", 1, {H}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0),
+              keel_support::make_spec("fc.up.bias", 1, {H}, KEEL_PARAM_NO_WEIGHT_DECAY, KEEL_INIT_ZEROS, 0),
+              keel_support::make_spec("head.weight", 2, {Vp, H}, 0, KEEL_INIT_NORMAL, 0.02f, V)};
+    // gate|up: one (2H, C) weight and (2H) bias at the compute type, rebuilt from the two tensors at each use.
+    gate_up_ = keel_support::StackedLinear(ops_, C, {H, H}, /*with_bias=*/true);
   }
 
   const keel_host* host() const { return host_; }
@@ -99,7 +109,7 @@ class TinyMlp {
   // 6 FLOPs per parameter a token passes through (forward 2, backward 4); the embedding is a lookup.
   double flops_per_token(int32_t) const {
     const double C = config_.d_model, H = 4 * C;
-    return 6.0 * (H * C + H * config_.vocab_size);
+    return 6.0 * (2 * H * C + H * config_.vocab_size);
   }
 
   void forward(keel_forward_args* args) {
@@ -121,13 +131,14 @@ class TinyMlp {
       wte.release(false);
     }
     {
-      LayerLease fc(args->access, 1, KEEL_PHASE_FORWARD, &specs_[1], 2);
-      KEEL_OP(be, matmul_forward, a.fc, a.x, fc.param(0), fc.param(1), N, C, H);
-      KEEL_OP(be, gelu_forward, a.h, a.fc, N * H);
+      LayerLease fc(args->access, 1, KEEL_PHASE_FORWARD, &specs_[1], 4);
+      stack_gate_up(fc);
+      gate_up_.forward(f(a.gate_up), f(a.x), N);
+      ops_.swiglu_forward(f(a.h), f(a.gate_up), N, H);
       fc.release(false);
     }
     {
-      LayerLease head(args->access, 2, KEEL_PHASE_FORWARD, &specs_[3], 1);
+      LayerLease head(args->access, 2, KEEL_PHASE_FORWARD, &specs_[5], 1);
       KEEL_OP(be, matmul_forward, a.logits, a.h, head.param(0), nullptr, N, H, Vp);
       head.release(false);
     }
@@ -162,21 +173,24 @@ class TinyMlp {
     const int64_t V = config_.vocab_size, Vp = config_.padded_vocab_size;
     const float dloss = a.valid_targets ? args.loss_scale / static_cast<float>(a.valid_targets) : 0.0f;
     // Activation gradients for this call; alloc zero-fills, and every op below adds into its output.
-    BackendBuffer scratch = backend_.alloc_bytes(sizeof(float) * N * (Vp + 2 * H + C));
+    BackendBuffer scratch = backend_.alloc_bytes(sizeof(float) * N * (Vp + 3 * H + C));
     float* dlogits = static_cast<float*>(scratch.get());  // (B,T,Vp)
     float* dh = dlogits + N * Vp;                          // (B,T,H)
-    float* dfc = dh + N * H;                               // (B,T,H)
-    float* dx = dfc + N * H;                               // (B,T,C)
+    float* dgate_up = dh + N * H;                          // (B,T,2H)
+    float* dx = dgate_up + N * 2 * H;                      // (B,T,C)
     KEEL_OP(be, crossentropy_shard_backward, dlogits, a.logits, a.lse, a.targets, dloss, N, 0, V, Vp);
     {
-      LayerLease head(args.access, 2, KEEL_PHASE_BACKWARD, &specs_[3], 1);
+      LayerLease head(args.access, 2, KEEL_PHASE_BACKWARD, &specs_[5], 1);
       KEEL_OP(be, matmul_backward, dh, head.grad(0), nullptr, dlogits, a.h, head.param(0), N, H, Vp);
       head.release(true);
     }
     {
-      LayerLease fc(args.access, 1, KEEL_PHASE_BACKWARD, &specs_[1], 2);
-      KEEL_OP(be, gelu_backward, dfc, a.fc, dh, N * H);
-      KEEL_OP(be, matmul_backward, dx, fc.grad(0), fc.grad(1), dfc, a.x, fc.param(0), N, C, H);
+      LayerLease fc(args.access, 1, KEEL_PHASE_BACKWARD, &specs_[1], 4);
+      ops_.swiglu_backward(f(dgate_up), f(dh), f(a.gate_up), N, H);
+      // Each tensor's rows of the stacked gradient are added to its own gradient buffer.
+      stack_gate_up(fc);
+      gate_up_.backward(f(dx), f(dgate_up), f(a.x), N, /*dweights=*/{fc.grad(0), fc.grad(1)},
+                        /*dbiases=*/{fc.grad(2), fc.grad(3)});
       fc.release(true);
     }
     {
@@ -188,6 +202,12 @@ class TinyMlp {
   }
 
  private:
+  Elems f(float* data) const { return ops_.at(data); }  // fp32 compute: an activation as the ops' view
+  // Layer 1's specs in order: gate weight, up weight, gate bias, up bias.
+  void stack_gate_up(const LayerLease& fc) {
+    gate_up_.stack({fc.param_elems(0), fc.param_elems(1)}, {fc.param_elems(2), fc.param_elems(3)});
+  }
+
   Activations& activations_for(int32_t microbatch, int32_t B, int32_t T) {
     Activations& a = activations_[microbatch];
     if (a.B == B && a.T == T && a.memory.get()) return a;
@@ -196,7 +216,7 @@ class TinyMlp {
     const int64_t N = int64_t{B} * T, C = config_.d_model, H = 4 * C, Vp = config_.padded_vocab_size;
     auto carve = [&](char* base) {  // one pass to size, one to hand out: they cannot disagree
       keel_support::Carver c(base);
-      a.x = c.take<float>(N * C), a.fc = c.take<float>(N * H), a.h = c.take<float>(N * H);
+      a.x = c.take<float>(N * C), a.gate_up = c.take<float>(N * 2 * H), a.h = c.take<float>(N * H);
       a.logits = c.take<float>(N * Vp), a.stats = c.take<float>(3 * N), a.lse = c.take<float>(N);
       a.loss_sum = c.take<float>(1), a.tokens = c.take<int32_t>(N), a.targets = c.take<int32_t>(N);
       return c.used();
@@ -208,6 +228,8 @@ class TinyMlp {
 
   const keel_host* host_;
   keel_support::BackendOps backend_;
+  keel_support::ComputeOps ops_;
+  keel_support::StackedLinear gate_up_;
   TinyConfig config_;
   std::vector<keel_param_spec> specs_;
   BackendBuffer zero_positions_;      // (maxT,C) zeros
@@ -217,7 +239,7 @@ class TinyMlp {
 
 const keel_plugin_info kPlugins[] = {keel_support::plugin_info(
     KEEL_KIND_MODEL, "tiny-mlp", "0.1.0", &keel_support::ModelSlots<TinyMlp>::kApi,
-    "two-layer MLP language model (the model SDK's worked example)")};
+    "two-layer SwiGLU MLP language model (the model SDK's worked example)")};
 const keel_plugin_list kPluginList = keel_support::plugin_list(kPlugins);
 
 }  // namespace
