@@ -65,6 +65,29 @@ void swiglu_forward(Elem e, void* out, const void* gate_up, int64_t N, int64_t F
 void swiglu_backward(Elem e, void* dgate_up, const void* dout, const void* gate_up, int64_t N, int64_t F,
                      cudaStream_t stream);
 
+// --- moe.cu --- a mixture-of-experts layer's routing and moves (keel/backend.h 0.19), as kernels/cpu
+// moe_route.h and moe_permute.h compute them. Routing is fp32: logits, scores (N,E); weights,
+// experts (N,K).
+void moe_route(float* weights, int32_t* experts, float* scores, const float* logits, const float* selection_bias,
+               int64_t N, int32_t E, int32_t K, bool sigmoid, bool normalize, cudaStream_t stream);
+// dlogits(N,E) OVERWRITTEN; expert_dscores(E) may be NULL; z_grad 0: no z-loss.
+void moe_route_backward(float* dlogits, const float* dweights, const float* logits, const float* scores,
+                        const int32_t* experts, const float* expert_dscores, float z_grad, int64_t N, int32_t E,
+                        int32_t K, bool sigmoid, bool normalize, cudaStream_t stream);
+// positions(N,K), counts(E) int64 in device memory. *first_bad (device memory, set to ~0 by the
+// caller) is lowered to the index of the first pair whose expert is outside [0,E), if any.
+void moe_permute_plan(int32_t* positions, int64_t* counts, unsigned long long* first_bad, const int32_t* experts,
+                      int64_t N, int32_t E, int32_t K, cudaStream_t stream);
+// out(N·K,C)[positions[n,j]] = scale[n,j]·inp(N,C)[n] (scale NULL: 1).
+void moe_permute(Elem e, void* out, const void* inp, const float* scale, const int32_t* positions, int64_t N, int32_t K,
+                 int64_t C, cudaStream_t stream);
+// out(N,C)[n] = Σ_j scale[n,j]·inp(N·K,C)[positions[n,j]], overwritten.
+void moe_unpermute(Elem e, void* out, const void* inp, const float* scale, const int32_t* positions, int64_t N,
+                   int32_t K, int64_t C, cudaStream_t stream);
+// dscale(N,K) fp32 += Σ_c dout[n,c]·inp[positions[n,j],c].
+void moe_unpermute_scale_backward(Elem e, float* dscale, const void* dout, const void* inp, const int32_t* positions,
+                                  int64_t N, int32_t K, int64_t C, cudaStream_t stream);
+
 // --- embedding.cu --- tokens(B,T) int32; a token outside [row_begin, row_begin+rows) reads zeros
 // out(B,T,C) = wte_rows[tok - row_begin] + wpe[t] (wpe may be NULL).
 void embedding_forward(Elem e, void* out, const int32_t* tokens, const void* wte_rows, const void* wpe, int64_t B,

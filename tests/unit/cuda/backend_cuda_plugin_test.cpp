@@ -94,6 +94,14 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_SLOT(rope_backward_dt);
   EXPECT_SLOT(swiglu_backward_dt);
   EXPECT_SLOT(attention_gqa_backward_dt);
+  EXPECT_SLOT(moe_route);  // 0.19
+  EXPECT_SLOT(moe_route_backward);
+  EXPECT_SLOT(moe_permute_plan);
+  EXPECT_SLOT(moe_permute_dt);
+  EXPECT_SLOT(moe_unpermute_dt);
+  EXPECT_SLOT(moe_unpermute_scale_backward_dt);
+  EXPECT_SLOT(grouped_matmul_forward_dt);
+  EXPECT_SLOT(grouped_matmul_backward_dt);
 #undef EXPECT_SLOT
 }
 

@@ -918,6 +918,115 @@ void test_memory(Gpu& gpu, Elem e) {
 }  // namespace
 
 // Usage: keel_backend_cuda_vs_cpu LIBKEEL-CUDA.SO LIBKEEL-CPU.SO
+// The mixture-of-experts ops (0.19) against the cpu's: routing (fp32 at either compute type; the
+// experts chosen must be the same), its backward on the cpu's scores and choices, the plan (bit for
+// bit: integers, with an expert that gets no token) and its refusal of a bad expert, the moves and
+// the grouped matmul at the compute type, on the cpu's plan.
+std::vector<int32_t> get_ids(Gpu& gpu, const int32_t* p, size_t n) {
+  std::vector<int32_t> v(n);
+  CALL(gpu.api->copy(gpu.h, v.data(), p, n * 4, KEEL_COPY_DEVICE_TO_HOST));
+  return v;
+}
+void compare_ids(const std::string& what, const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+  compare(what, std::vector<float>(got.begin(), got.end()), std::vector<float>(want.begin(), want.end()), {0.0, 0.0});
+}
+
+void test_moe(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e), f32 = dtype(Elem::f32);
+  const int64_t N = 300, C = 72, OC = 40;
+  const int32_t E = 8, K = 2;
+  for (int32_t flags : {0, KEEL_ROUTE_NORMALIZE, KEEL_ROUTE_SIGMOID | KEEL_ROUTE_NORMALIZE}) {
+    const std::string how = " flags=" + std::to_string(flags);
+    auto logits = random_values(N * E, Elem::f32, -3.0f, 3.0f), bias = random_values(E, Elem::f32, -0.2f, 0.2f);
+    std::vector<float> weights(N * K), scores(N * E);
+    std::vector<int32_t> experts(N * K);
+    CALL(cpu.api->moe_route(cpu.h, weights.data(), experts.data(), scores.data(), logits.data(), bias.data(), N, E, K,
+                            flags));
+    float *d_logits = gpu.put32(logits), *d_w = static_cast<float*>(gpu.alloc(N * K * 4)),
+          *d_s = static_cast<float*>(gpu.alloc(N * E * 4));
+    int32_t* d_ex = static_cast<int32_t*>(gpu.alloc(N * K * 4));
+    CALL(gpu.api->moe_route(gpu.h, d_w, d_ex, d_s, d_logits, gpu.put32(bias), N, E, K, flags));
+    compare_ids(tag("moe_route experts", e) + how, get_ids(gpu, d_ex, N * K), experts);
+    compare(tag("moe_route scores", e) + how, gpu.get32(d_s, N * E), scores, kTight);
+    compare(tag("moe_route weights", e) + how, gpu.get32(d_w, N * K), weights, kTight);
+    auto dweights = random_values(N * K, Elem::f32), expert_dscores = random_values(E, Elem::f32);
+    std::vector<float> dlogits(N * E);
+    CALL(cpu.api->moe_route_backward(cpu.h, dlogits.data(), dweights.data(), logits.data(), scores.data(),
+                                     experts.data(), expert_dscores.data(), 0.01f, N, E, K, flags));
+    float* d_dl = gpu.put32(random_values(N * E, Elem::f32));  // overwritten
+    CALL(gpu.api->moe_route_backward(gpu.h, d_dl, gpu.put32(dweights), d_logits, gpu.put32(scores),
+                                     gpu.put_ids(experts), gpu.put32(expert_dscores), 0.01f, N, E, K, flags));
+    compare(tag("moe_route_backward", e) + how, gpu.get32(d_dl, N * E), dlogits, kTight);
+  }
+  auto experts = random_ids(N * K, E);
+  for (int32_t& x : experts) x = x == 3 ? 4 : x;  // expert 3 gets no token
+  std::vector<int32_t> positions(N * K);
+  std::vector<int64_t> counts(E), gpu_counts(E, -1);
+  CALL(cpu.api->moe_permute_plan(cpu.h, positions.data(), counts.data(), experts.data(), N, E, K));
+  int32_t *d_experts = gpu.put_ids(experts), *d_pos = static_cast<int32_t*>(gpu.alloc(N * K * 4));
+  CALL(gpu.api->moe_permute_plan(gpu.h, d_pos, gpu_counts.data(), d_experts, N, E, K));
+  compare_ids(tag("moe_permute_plan positions", e), get_ids(gpu, d_pos, N * K), positions);
+  compare(tag("moe_permute_plan counts", e), std::vector<float>(gpu_counts.begin(), gpu_counts.end()),
+          std::vector<float>(counts.begin(), counts.end()), {0.0, 0.0});
+  auto bad = experts;
+  bad[7] = E;
+  ++g_checks;
+  if (gpu.api->moe_permute_plan(gpu.h, d_pos, gpu_counts.data(), gpu.put_ids(bad), N, E, K) != KEEL_ERR_INVALID_ARGUMENT ||
+      g_last_error.find("experts[3,1] = 8 is outside [0, E = 8)") == std::string::npos) {
+    std::printf("FAIL moe_permute_plan with a bad expert: %s\n", g_last_error.c_str());
+    ++g_failures;
+  }
+  CALL(gpu.api->moe_permute_plan(gpu.h, d_pos, gpu_counts.data(), d_experts, N, E, K));  // the good plan again
+
+  auto x = random_values(N * C, e), scale = random_values(N * K, Elem::f32);
+  std::vector<float> rows(N * K * C), back(N * C);
+  CALL(cpu.api->moe_permute_dt(cpu.h, f32, rows.data(), x.data(), scale.data(), positions.data(), N, K, C));
+  float* d_scale = gpu.put32(scale);
+  void *d_x = gpu.put(x, e), *d_rows = gpu.alloc(N * K * C * 4), *d_back = gpu.alloc(N * C * 4);
+  CALL(gpu.api->moe_permute_dt(gpu.h, dt, d_rows, d_x, d_scale, d_pos, N, K, C));
+  compare(tag("moe_permute_dt", e), gpu.get(d_rows, N * K * C, e), rows, for_elem(e));
+  auto z = random_values(N * K * C, e), dout = random_values(N * C, e), dscale = random_values(N * K, Elem::f32);
+  void *d_z = gpu.put(z, e), *d_dout = gpu.put(dout, e);
+  float* d_dscale = gpu.put32(dscale);
+  CALL(cpu.api->moe_unpermute_dt(cpu.h, f32, back.data(), z.data(), scale.data(), positions.data(), N, K, C));
+  CALL(gpu.api->moe_unpermute_dt(gpu.h, dt, d_back, d_z, d_scale, d_pos, N, K, C));
+  compare(tag("moe_unpermute_dt", e), gpu.get(d_back, N * C, e), back, for_elem(e));
+  CALL(cpu.api->moe_unpermute_scale_backward_dt(cpu.h, f32, dscale.data(), dout.data(), z.data(), positions.data(), N,
+                                                K, C));
+  CALL(gpu.api->moe_unpermute_scale_backward_dt(gpu.h, dt, d_dscale, d_dout, d_z, d_pos, N, K, C));
+  compare(tag("moe_unpermute_scale_backward_dt", e), gpu.get32(d_dscale, N * K), dscale, kTight);
+
+  // The grouped matmul over the plan's groups: expert 3 has no rows and no weight.
+  const int64_t M = N * K;
+  std::vector<std::vector<float>> w(E), dw(E);
+  std::vector<const void*> cpu_w(E, nullptr), gpu_w(E, nullptr);
+  std::vector<float*> cpu_dw(E, nullptr), gpu_dw(E, nullptr);
+  for (int32_t g = 0; g < E; ++g) {
+    if (counts[g] == 0) continue;
+    w[g] = random_values(OC * C, e);
+    dw[g] = random_values(OC * C, Elem::f32);
+    cpu_w[g] = w[g].data();
+    gpu_w[g] = gpu.put(w[g], e);
+    gpu_dw[g] = gpu.put32(dw[g]);
+    cpu_dw[g] = dw[g].data();
+  }
+  std::vector<float> out(M * OC), dinp = random_values(M * C, e);
+  auto dgrouped = random_values(M * OC, e);
+  void *d_out = gpu.alloc(M * OC * 4), *d_dinp = gpu.put(dinp, e), *d_dgrouped = gpu.put(dgrouped, e);
+  CALL(cpu.api->grouped_matmul_forward_dt(cpu.h, f32, out.data(), z.data(), cpu_w.data(), counts.data(), E, C, OC));
+  CALL(gpu.api->grouped_matmul_forward_dt(gpu.h, dt, d_out, d_z, gpu_w.data(), counts.data(), E, C, OC));
+  compare(tag("grouped_matmul_forward_dt", e), gpu.get(d_out, M * OC, e), out, for_elem(e));
+  CALL(cpu.api->grouped_matmul_backward_dt(cpu.h, f32, dinp.data(), cpu_dw.data(), dgrouped.data(), z.data(),
+                                           cpu_w.data(), counts.data(), E, C, OC));
+  CALL(gpu.api->grouped_matmul_backward_dt(gpu.h, dt, d_dinp, gpu_dw.data(), d_dgrouped, d_z, gpu_w.data(),
+                                           counts.data(), E, C, OC));
+  compare(tag("grouped_matmul_backward_dt dinp", e), gpu.get(d_dinp, M * C, e), dinp, for_elem(e));
+  for (int32_t g = 0; g < E; ++g)
+    if (counts[g] > 0)
+      compare(tag("grouped_matmul_backward_dt dweights", e) + " expert " + std::to_string(g), gpu.get32(gpu_dw[g], OC * C),
+              dw[g], kTight);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::printf("usage: %s LIBKEEL-CUDA.SO LIBKEEL-CPU.SO\n", argv[0]);
@@ -978,6 +1087,7 @@ int main(int argc, char** argv) {
       test_layernorm(cpu, gpu, e);
       test_attention(cpu, gpu, e);
       test_llama_ops(cpu, gpu, e);
+      test_moe(cpu, gpu, e);
       test_elementwise(cpu, gpu, e);
       test_embedding(cpu, gpu, e, 2, 9, 40, 11);
       test_embedding(cpu, gpu, e, 4, 200, 72, 50);
