@@ -2,8 +2,9 @@
 // biases: the stacked matmul against two references, a host double-precision oracle and the parts
 // run as separate matmuls on the same backend (what a model would do without the helper), for the
 // output, the input gradient and each part's weight and bias gradient; the weight gradients are
-// added to what the buffers held, the INPUT-only backward leaves them alone, and miscounted
-// lists are refused with the counts.
+// added to what the buffers held, the INPUT-only backward (no gradient buffers) adds dout·W
+// alone, the WEIGHT-only one gives the full backward's gradients, and miscounted lists are
+// refused with the counts.
 #include <keel_support/common/testing/recording_host.hpp>
 #include <keel_support/model/stacked_linear.hpp>
 
@@ -197,7 +198,7 @@ TEST_P(StackedLinearTest, MatchesTheOracleAndSeparateMatmuls) {
     EXPECT_NEAR(dinp[i], dinp_ref[i], tolerance(dinp_ref[i])) << "dinp element " << i;
 }
 
-TEST_P(StackedLinearTest, InputOnlyBackwardLeavesWeightGradientsAlone) {
+TEST_P(StackedLinearTest, InputOnlyBackwardAddsTheInputGradient) {
   StackedLinear stacked(ops_, kIn, kRows, GetParam().with_bias);
   std::vector<Elems> w_d;
   for (size_t p = 0; p < kRows.size(); ++p) w_d.push_back(upload(values(kRows[p] * kIn, 30 + uint32_t(p))));
@@ -220,6 +221,39 @@ TEST_P(StackedLinearTest, InputOnlyBackwardLeavesWeightGradientsAlone) {
       for (int64_t o = 0; o < kOut; ++o) sum += double(dout[size_t(n * kOut + o)]) * w_all[size_t(o * kIn + c)];
       EXPECT_NEAR(dinp[size_t(n * kIn + c)], sum, tolerance(sum)) << "dinp " << n << "," << c;
     }
+}
+
+// A zero-bubble WEIGHT part: no input gradient, the same weight and bias gradients bit for bit as
+// the full backward's.
+TEST_P(StackedLinearTest, WeightOnlyBackwardGivesTheFullBackwardsGradients) {
+  const bool with_bias = GetParam().with_bias;
+  StackedLinear stacked(ops_, kIn, kRows, with_bias);
+  std::vector<Elems> w_d, b_d;
+  for (size_t p = 0; p < kRows.size(); ++p) {
+    w_d.push_back(upload(values(kRows[p] * kIn, 40 + uint32_t(p))));
+    b_d.push_back(upload(values(kRows[p], 50 + uint32_t(p))));
+  }
+  if (with_bias) stacked.stack(w_d, b_d);
+  else stacked.stack(w_d);
+  const Elems inp = upload(values(kN * kIn, 6)), dout = upload(values(kN * kOut, 7));
+  auto gradients = [&](bool with_input) {
+    std::vector<float*> dw, db;
+    for (int64_t rows : kRows) {
+      dw.push_back(upload_fp32(std::vector<float>(size_t(rows * kIn), 0.0f)));
+      if (with_bias) db.push_back(upload_fp32(std::vector<float>(size_t(rows), 0.0f)));
+    }
+    const Elems dinp = with_input ? upload(std::vector<float>(size_t(kN * kIn), 0.0f)) : Elems();
+    stacked.backward(dinp, dout, inp, kN, dw, db);
+    std::vector<float> all;
+    for (size_t p = 0; p < kRows.size(); ++p) {
+      all.insert(all.end(), dw[p], dw[p] + kRows[p] * kIn);
+      if (with_bias) all.insert(all.end(), db[p], db[p] + kRows[p]);
+    }
+    return all;
+  };
+  const std::vector<float> full = gradients(true), weight_only = gradients(false);
+  ASSERT_EQ(full.size(), weight_only.size());
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(full[i], weight_only[i]) << "gradient element " << i;
 }
 
 TEST_P(StackedLinearTest, RefusesListsThatDoNotMatchItsParts) {
