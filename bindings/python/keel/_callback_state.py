@@ -59,8 +59,10 @@ def write(folder, text):
 def read(folder):
     """The {state_key: state} saved in folder/callbacks.json, {} when the checkpoint has none."""
     path = os.path.join(folder, FILE_NAME)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return {}
+    if not os.path.isfile(path):  # a folder, a FIFO (open would wait), a device, a dangling link
+        raise Error(f"{path}: not a regular file; expected the callbacks state Keel writes beside a checkpoint")
     if os.path.getsize(path) > FILE_LIMIT_BYTES:
         raise Error(f"{path}: {os.path.getsize(path)} bytes; a callbacks state file holds at most "
                     f"{FILE_LIMIT_BYTES} (expected the one Keel writes beside a checkpoint)")
@@ -69,6 +71,8 @@ def read(folder):
             saved = json.load(source)
     except (ValueError, UnicodeDecodeError) as error:
         raise Error(f"{path}: not JSON ({error}); expected the callbacks state Keel writes") from error
+    except RecursionError as error:  # nesting deeper than Python's JSON decoder follows
+        raise Error(f"{path}: JSON nested too deep; expected the callbacks state Keel writes") from error
     if not isinstance(saved, dict) or saved.get("format") != FORMAT or not isinstance(saved.get("callbacks"), dict):
         raise Error(f"{path}: expected {{\"format\": \"{FORMAT}\", \"callbacks\": {{state_key: state}}}}")
     for key, state in saved["callbacks"].items():
@@ -86,8 +90,10 @@ def restore(folder, callbacks):
             continue
         try:
             callback.load_state_dict(state)
-        except (ValueError, TypeError, KeyError) as error:
-            raise Error(f"{os.path.join(folder, FILE_NAME)}: callbacks[{callback.state_key!r}]: {error}") from error
+        except (ValueError, TypeError, KeyError, OverflowError) as error:
+            # A KeyError's text is the bare key; an OverflowError is a JSON integer past a float.
+            why = f"missing key {error}" if isinstance(error, KeyError) else str(error)
+            raise Error(f"{os.path.join(folder, FILE_NAME)}: callbacks[{callback.state_key!r}]: {why}") from error
 
 
 def loaded_folder(resume, checkpoint_root, step):
