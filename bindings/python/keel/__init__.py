@@ -100,6 +100,8 @@ class Trainer(_ExtensionTrainer):
 
     def __init__(self, config, resume=None, callbacks=(), verbose=True, tokenizer=None):
         _world_end.install_when_launched()  # an uncaught exception on one rank ends every rank
+        # Opened first, so a bad tokenizer is refused before a trainer is built.
+        tokenizer = tokenizer if tokenizer is None or isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer)
         try:
             if isinstance(config, collections.abc.Mapping):
                 config = _config.with_run_folder(config, resume)  # the core then keeps its folders as named
@@ -109,7 +111,7 @@ class Trainer(_ExtensionTrainer):
             raise
         _config.keep_claimed_folder()
         self.callbacks = list(callbacks)
-        self.tokenizer = tokenizer if tokenizer is None or isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer)
+        self.tokenizer = tokenizer
         self.should_stop = False
         self.verbose = verbose
         self._checkpoint_root = _config.checkpoint_root(config)

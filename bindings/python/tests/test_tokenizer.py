@@ -162,6 +162,8 @@ def test_generate_refuses_a_str_prompt_without_a_fitting_tokenizer(config):
     trainer = bpe_trainer(config)
     with pytest.raises(keel.InvalidArgument, match=r"needs a tokenizer for this model \(vocab 4096\)"):
         trainer.generate("def ", 4)
+    with pytest.raises(keel.MissingFile, match="missing.json"):
+        keel.Trainer(config, verbose=False, tokenizer="missing.json")
     small = keel.Trainer(config | {"model": dict(config["model"], vocab_size=256)}, verbose=False)
     with pytest.raises(keel.InvalidArgument, match=r"has 4096 tokens, more than the model's vocabulary \(256\)"):
         small.generate("def ", 4, tokenizer=BPE_TOKENIZER)
