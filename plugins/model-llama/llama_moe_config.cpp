@@ -108,6 +108,9 @@ void add_moe_huggingface_keys(nlohmann::json& hf, const MoeConfig& moe, bool qwe
   hf["num_experts_per_tok"] = moe.n_experts_per_token;
   hf["output_router_logits"] = moe.router_aux_loss_coef > 0;
   hf["router_aux_loss_coef"] = moe.router_aux_loss_coef;
+  // transformers' Mixtral and Qwen2-MoE score by softmax only: a sigmoid router is named (DeepSeek's
+  // key) so a reader can tell, and Keel's own import refuses it.
+  if (moe.router_scores == RouterScores::SIGMOID) hf["scoring_func"] = "sigmoid";
   if (!qwen2) {
     hf["model_type"] = "mixtral";
     hf["architectures"] = {"MixtralForCausalLM"};

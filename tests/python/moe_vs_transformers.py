@@ -6,7 +6,9 @@ of 60 and top-3 weights not renormalised), tied and untied:
     AdamW steps (keel-probe against torch.optim.AdamW on the HF model), without and with the
     load-balancing loss (transformers' load_balancing_loss_func; Keel logs the cross-entropy and
     adds the balancing loss to the gradient only), and once with the router z-loss (the mean of
-    logsumexp² over every sparse layer's router rows, written here in torch);
+    logsumexp² over every sparse layer's router rows, written here in torch), and once with
+    sigmoid scores (router_scores "sigmoid": Mixtral's block with its softmax made a sigmoid here,
+    the only use of F in transformers' modeling_mixtral);
   - export: a Keel run's checkpoint through `keel export`, loaded by from_pretrained, gives the
     logits Keel computes from the same file;
   - init_from: transformers' save_pretrained read by Keel's model.init_from, the model section
@@ -49,7 +51,9 @@ RUN = {
     "train": {"seed": 1337},
 }
 # (label, model section, tied, balancing loss coefficient, z-loss coefficient)
+SIGMOID = dict(MIXTRAL, router_scores="sigmoid")
 CASES = [
+    ("mixtral-sigmoid-untied", SIGMOID, False, 0.0, 0.0),
     ("mixtral-tied", MIXTRAL, True, 0.0, 0.0),
     ("mixtral-untied-balanced", MIXTRAL, False, 0.02, 0.0),
     ("mixtral-untied-z", MIXTRAL, False, 0.02, 0.01),
@@ -99,7 +103,21 @@ def hf_model(section, tied, aux):
                                              decoder_sparse_step=1, use_sliding_window=False, **common)
         return transformers.Qwen2MoeForCausalLM(config).float()
     config = transformers.MixtralConfig(num_local_experts=m["n_experts"], sliding_window=None, **common)
+    sigmoid_scores(m.get("router_scores") == "sigmoid")
     return transformers.MixtralForCausalLM(config).float()
+
+
+def sigmoid_scores(on):
+    """Mixtral's router scores: softmax (transformers' own), or a sigmoid (DeepSeek-V3's scoring)."""
+    import types
+    import torch
+    import torch.nn.functional
+    from transformers.models.mixtral import modeling_mixtral
+    if not on:
+        modeling_mixtral.F = torch.nn.functional
+        return
+    scores = types.SimpleNamespace(softmax=lambda logits, dim, dtype: torch.sigmoid(logits.to(dtype)))
+    modeling_mixtral.F = scores
 
 
 def load_keel_weights(model, tensors, V):
@@ -266,6 +284,18 @@ def check_export_and_init_from(work, keel, probe_bin, label, section, tied, aux)
     print(f"{label}: init_from save_pretrained: loss keel {float(tensors['loss0'][0]):.7f} transformers {float(ce):.7f}")
     assert abs(float(tensors["loss0"][0]) - float(ce)) <= LOSS_RTOL * abs(float(ce))
 
+    # A router Keel does not compute is refused by name: Mixtral's jitter noise, a non-softmax scoring.
+    with open(os.path.join(saved, "config.json")) as f:
+        hf_config = json.load(f)
+    for key, value, needle in (("router_jitter_noise", 0.1, "Keel's router adds no noise"),
+                               ("scoring_func", "sigmoid", "\"scoring_func\" is \"sigmoid\"")):
+        with open(os.path.join(saved, "config.json"), "w") as f:
+            json.dump(dict(hf_config, **{key: value}), f)
+        result = subprocess.run([probe_bin, "--config", bare, "--out", out, "--steps", "1", "--init-from", saved],
+                                capture_output=True, text=True)
+        assert result.returncode != 0 and needle in result.stderr, f"{label}: {key} {value}: {result.stderr[-800:]}"
+    print(f"{label}: a config.json with router jitter noise or sigmoid scoring is refused")
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -280,7 +310,7 @@ def main():
             if args.only and args.only not in label:
                 continue
             check_probe(work, args.probe, label, section, tied, aux, z)
-            if z == 0.0:
+            if z == 0.0 and section.get("router_scores") != "sigmoid":  # transformers has no sigmoid router
                 check_export_and_init_from(work, args.keel, args.probe, label, section, tied, aux)
     print("PASSED: llama with experts against transformers' Mixtral and Qwen2-MoE")
 
