@@ -1,6 +1,7 @@
 // A bounded, seeded mutation fuzzer (no libFuzzer) over the parsers that read input from
 // elsewhere: a checkpoint's manifest and its loader, the safetensors reader, the run config, and
-// a Hugging Face tokenizer.json (read, then run over text with special tokens and Unicode).
+// a Hugging Face tokenizer.json (read, then run over text with special tokens and Unicode, and
+// the ids decoded back).
 // Each mutated input must end in success or a KeelError with a message; any other exception
 // fails the run (the input is written beside the report), and a crash or hang fails the ctest
 // (which bounds it with TIMEOUT). The same --seed and --count always try the same inputs.
@@ -391,7 +392,7 @@ const char* const kTokenizerSeeds[] = {
         {"type": "Split", "pattern": {"Regex": "\\p{L}+|\\p{N}{1,3}|\\s+(?!\\S)|\\s+|[^\\s\\p{L}\\p{N}]+"},
          "behavior": "Isolated", "invert": false},
         {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": false}]},
-      "post_processor": null, "decoder": null,
+      "post_processor": null, "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true},
       "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "fuse_unk": false, "byte_fallback": false,
         "ignore_merges": true, "vocab": {"<unk>": 13, "a": 0, "b": 1, "Ġ": 2, "Ċ": 3, "Ã": 4, "©": 5, "1": 6, "Ġa": 7, "ab": 8, "Ġab": 9,
         "2": 10, "12": 11}, "merges": ["Ġ a", "a b", "Ġa b", ["1", "2"]]}})",
@@ -399,6 +400,9 @@ const char* const kTokenizerSeeds[] = {
       "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
         {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
       "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true},
+      "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+        {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first"}]},
       "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "fuse_unk": true,
         "vocab": {"<unk>": 0, "<s>": 1, "<0xC3>": 2, "<0xA9>": 3, "<0x0A>": 4, "▁": 5, "a": 6, "b": 7, "▁a": 8, "▁ab": 9},
         "merges": ["▁ a", "▁a b"]}})"};
@@ -428,7 +432,9 @@ int fuzz_tokenizer(Mutator& mutate, int64_t count, const std::string& work, Tall
   for (const auto& seed : seeds) {  // each seed itself is accepted
     write_text(path, seed);
     std::vector<uint32_t> ids;
-    keel::open_tokenizer(path)->encode(text, "<fuzz text>", ids);
+    const auto tokenizer = keel::open_tokenizer(path);
+    tokenizer->encode(text, "<fuzz text>", ids);
+    tokenizer->decode(ids, false);
   }
   for (int64_t i = 0; i < count; ++i) {
     const std::string input = mutate.mutate(seeds[mutate.below(seeds.size())]);
@@ -440,6 +446,9 @@ int fuzz_tokenizer(Mutator& mutate, int64_t count, const std::string& work, Tall
       for (uint32_t id : ids)
         if (int64_t(id) >= tokenizer->vocab_size())
           throw std::logic_error("id " + std::to_string(id) + " past the vocabulary " + std::to_string(tokenizer->vocab_size()));
+      // Decoding, too, meets the mutated decoder (refused as a KeelError when Keel cannot run it).
+      tokenizer->decode(ids, false);
+      tokenizer->decode(ids, true);
     }, tally);
     if (!ok) return 1;
   }
