@@ -30,6 +30,7 @@ std::vector<std::string_view> characters(std::string_view text) {
 }
 
 void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  if (from.empty()) return;  // the reader refuses an empty pattern; nothing would end the loop
   std::string out;
   size_t at = 0;
   for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size()) out.append(text, at, hit - at) += to;
