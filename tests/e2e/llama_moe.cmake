@@ -35,3 +35,18 @@ keel_layout_test(moe_tp 2
 keel_layout_test(moe_pp 2
   "model\\.n_experts \\(4\\) with parallel\\.pp = 2 is refused: the balancing loss reads every layer's routing"
   "model={${moe_small},\"n_experts\":4}" "parallel.pp=2")
+
+# The device-true contract with experts (host reads of backend memory, missing ordering): the
+# poison and deferred test backends train a Mixtral-layout llama with both balancing losses to the
+# cpu backend's losses bit for bit, on one rank and under ZeRO-3 over two data-parallel ranks.
+if(TARGET fixture_test_backends AND TARGET keel-zero)
+  foreach(case single zero3_dp2)
+    add_test(NAME e2e.llama_moe.poison_deferred.${case}
+      COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/device_contract_checks.py ${case} --keel ${keel}
+              --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json --plugins ${fixtures}/test_backends
+              --set model.n_head=4 --set model.n_kv_head=2 --set model.n_experts=4
+              --set model.router_aux_loss_coef=0.01 --set model.router_z_loss_coef=0.001)
+    set_tests_properties(e2e.llama_moe.poison_deferred.${case} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi
+                         RUN_SERIAL TRUE TIMEOUT 900)
+  endforeach()
+endif()
