@@ -5,7 +5,8 @@
 set(hardening_checks ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/hardening_checks.py)
 foreach(check deep_json wrong_types metrics_full_disk tensorboard_full_disk checkpoint_full_disk checkpoint_dir_unwritable
               plugin_load_reason plugin_symlink_loop unset_seq_len_hint
-              init_from_dangling_link prepare_data_file_reached_twice export_out_is_a_folder)
+              init_from_dangling_link prepare_data_file_reached_twice export_out_is_a_folder
+              config_not_a_regular_file)
   add_test(NAME e2e.hardening.${check} COMMAND ${hardening_checks} ${check} --keel ${keel} --config ${quickstart})
   set_tests_properties(e2e.hardening.${check} PROPERTIES TIMEOUT 600)
 endforeach()

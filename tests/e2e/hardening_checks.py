@@ -369,6 +369,25 @@ def check_export_out_is_a_folder(keel, config, workdir):
     assert os.listdir(folder) == [] and not os.path.exists(os.path.join(workdir, "config.json")), "export wrote files"
 
 
+def check_config_not_a_regular_file(keel, config, workdir):
+    """A config path naming a FIFO, a folder or a device is refused naming what it is (a FIFO used
+    to block keel for ever in open, a folder gave an internal stream error), as is a config file
+    past 64 MiB; a missing file still says so."""
+    fifo = os.path.join(workdir, "config.json")
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO"), (workdir, "a folder"), ("/dev/zero", "a character device")):
+        p = subprocess.run([keel, "validate", path], capture_output=True, text=True, timeout=20)
+        expect_refusal(p, re.escape(path) + r": the config file is " + kind + r"; expected a regular file", kind)
+    huge = os.path.join(workdir, "huge.json")
+    with open(huge, "w") as f:
+        f.truncate((64 << 20) + 1)
+    expect_refusal(run([keel, "validate", huge]), re.escape(huge) + r": the config file is 67108865 bytes, more than",
+                   "a 64 MiB config")
+    missing = os.path.join(workdir, "missing.json")
+    expect_refusal(run([keel, "validate", missing]), re.escape(missing) + r": cannot open the config file: No such file",
+                   "a missing config")
+
+
 CHECKS = {name[len("check_"):]: f for name, f in globals().items() if name.startswith("check_")}
 
 

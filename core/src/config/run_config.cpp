@@ -10,16 +10,19 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "host/errors.h"
+#include "io/regular_file.h"
 
 namespace keel {
 namespace {
 
 using keel_support::ConfigError;
 using keel_support::JsonSection;
+
+// Far above any real config (Keel's own are a few KiB), far below what parsing one could cost.
+constexpr size_t kMaxRunConfigBytes = size_t(64) << 20;
 
 PluginSection read_plugin_section(const nlohmann::json& config, const std::string& key, const std::string& path,
                                   const std::string& default_plugin) {
@@ -287,16 +290,12 @@ void apply_override(nlohmann::json& config, const std::string& assignment) {
 }
 
 RunConfig RunConfig::from_file(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  std::error_code error;
-  if (!in)
-    throw KeelError(std::filesystem::symlink_status(path, error).type() == std::filesystem::file_type::not_found
-                        ? KEEL_ERR_MISSING_FILE
-                        : KEEL_ERR_IO,
-                    path + ": cannot open the config file");
+  // Only a regular file, read whole and bounded: a FIFO named as the config would block the open
+  // forever, a folder gave a stream's internal error, and a huge file is no config.
+  const std::vector<unsigned char> text = read_regular_file(path, "the config file", Symlinks::follow, kMaxRunConfigBytes);
   nlohmann::json json;
   try {
-    json = keel_support::parse_json(path, in);
+    json = keel_support::parse_json(path, text);
   } catch (const ConfigError& e) {
     throw KeelError(KEEL_ERR_INVALID_CONFIG, e.what());
   }
