@@ -128,6 +128,7 @@ void SparseMlp::ensure_scratch(int64_t N) {
     s.dshared_gate = carve.take<float>(shared * N);
     s.dshared_logit = carve.take<float>(shared * N);
     s.identity = carve.take<int32_t>(shared * N);
+    s.router_dt = elems(keel_support::is_fp32(ops_.dtype()) ? 0 : N * E_);
     return carve.used();
   };
   scratch_.memory = keel_support::BackendBuffer();
@@ -140,6 +141,19 @@ void SparseMlp::ensure_scratch(int64_t N) {
     KEEL_OP(be_, copy, scratch_.identity, identity.data(), identity.size() * sizeof(int32_t),
             KEEL_COPY_HOST_TO_DEVICE);
   }
+}
+
+void SparseMlp::router_forward(float* logits, Elems x, Elems w, int64_t N, int64_t OC) {
+  if (keel_support::is_fp32(ops_.dtype())) return ops_.matmul_forward(ops_.at(logits), x, w, Elems(), N, C_, OC);
+  ops_.matmul_forward(scratch_.router_dt, x, w, Elems(), N, C_, OC);
+  ops_.to_fp32(logits, scratch_.router_dt, N * OC);
+}
+
+void SparseMlp::router_backward(Elems dx, float* dw, float* dlogits, Elems x, Elems w, int64_t N, int64_t OC) {
+  if (keel_support::is_fp32(ops_.dtype()))
+    return ops_.matmul_backward(dx, dw, nullptr, ops_.at(dlogits), x, w, N, C_, OC);
+  KEEL_OP(be_, convert, scratch_.router_dt.get(), ops_.dtype(), dlogits, keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, N * OC);
+  ops_.matmul_backward(dx, dw, nullptr, scratch_.router_dt, x, w, N, C_, OC);
 }
 
 void SparseMlp::stack_expert_weights(const LayerLease& lease) {
@@ -161,7 +175,7 @@ void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerLease&
   const int32_t E = int32_t(E_), K = int32_t(K_);
   ensure_scratch(N);
   // Route: logits = gate(x); the k experts of each token and their weights; the pairs in expert order.
-  ops_.matmul_forward(ops_.at(st.logits), x, lease.param_elems(size_t(router_)), Elems(), N, C_, E_);
+  router_forward(st.logits, x, lease.param_elems(size_t(router_)), N, E_);
   KEEL_OP(be_, moe_route, st.weights, st.experts, st.scores, st.logits, nullptr, N, E, K, flags_);
   KEEL_OP(be_, moe_permute_plan, st.positions, st.counts.data(), st.experts, N, E, K);
   keel_logf(host_, KEEL_LOG_DEBUG, "model llama", "layer %lld: tokens per expert max %lld, mean %.2f",
@@ -192,7 +206,7 @@ void SparseMlp::shared_forward(MoeBlockState& st, Elems out, Elems x, const Laye
   ops_.matmul_forward(st.shared_gate_up, x, shared_stack_, Elems(), N, C_, 2 * S_);
   ops_.swiglu_forward(st.shared_act, st.shared_gate_up, N, S_);
   ops_.matmul_forward(st.shared_out, st.shared_act, lease.param_elems(size_t(shared_w_[2])), Elems(), N, S_, C_);
-  ops_.matmul_forward(ops_.at(st.shared_gate_logit), x, lease.param_elems(size_t(shared_gate_)), Elems(), N, C_, 1);
+  router_forward(st.shared_gate_logit, x, lease.param_elems(size_t(shared_gate_)), N, 1);
   KEEL_OP(be_, moe_route, st.shared_gate, st.shared_choice, st.shared_gate_score, st.shared_gate_logit, nullptr, N, 1,
           1, KEEL_ROUTE_SIGMOID);
   KEEL_OP(be_, moe_unpermute_dt, dt, scratch_.shared_part.get(), st.shared_out.get(), st.shared_gate,
@@ -266,8 +280,8 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
   // The router: the weights' gradient, plus the balancing losses', through the routing to the logits.
   KEEL_OP(be_, moe_route_backward, s.dlogits, s.dweights, st.logits, st.scores, st.experts,
           balancing_ ? expert_dscores_.floats() : nullptr, z_grad_, N, E, K, flags_);
-  ops_.matmul_backward(dx, grads ? grads->grad(size_t(router_)) : nullptr, nullptr, ops_.at(s.dlogits), x,
-                       lease.param_elems(size_t(router_)), N, C_, E_);
+  router_backward(dx, grads ? grads->grad(size_t(router_)) : nullptr, s.dlogits, x,
+                  lease.param_elems(size_t(router_)), N, E_);
   if (S_ > 0) shared_backward(dx, dout, x, st, lease, grads, N);
 }
 
@@ -294,8 +308,8 @@ void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st
   }
   KEEL_OP(be_, moe_route_backward, s.dshared_logit, s.dshared_gate, st.shared_gate_logit, st.shared_gate_score,
           st.shared_choice, nullptr, 0.0f, N, 1, 1, KEEL_ROUTE_SIGMOID);
-  ops_.matmul_backward(dx, grads ? grads->grad(size_t(shared_gate_)) : nullptr, nullptr, ops_.at(s.dshared_logit), x,
-                       lease.param_elems(size_t(shared_gate_)), N, C_, 1);
+  router_backward(dx, grads ? grads->grad(size_t(shared_gate_)) : nullptr, s.dshared_logit, x,
+                  lease.param_elems(size_t(shared_gate_)), N, 1);
 }
 
 }  // namespace keel_llama

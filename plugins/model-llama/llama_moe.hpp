@@ -4,7 +4,8 @@
 // the routing weights, and Qwen2-MoE's shared expert (a dense SwiGLU scaled by a sigmoid gate).
 // Dropless: every token reaches its k experts. The balancing losses enter the backward only (their
 // gradients into the router's scores and logits); the logged loss stays the cross-entropy.
-// One rank for now: LlamaModel refuses tp, pp, recompute and bf16 with experts.
+// One rank for now: LlamaModel refuses tp, pp and recompute with experts. Under bf16 the router's
+// logits are converted to fp32 for routing, as transformers routes in fp32.
 // A sparse layer's tensors: the decoder layer's first six (norms and attention), then the shared
 // expert's gate, up, down (Qwen2-MoE only, in the dense MLP's slots), the attention biases (Qwen2-MoE),
 // then the router, the shared expert's gate (Qwen2-MoE) and each expert's gate (w1), up (w3), down (w2).
@@ -92,6 +93,10 @@ class SparseMlp {
   void stack_expert_weights(const keel_support::LayerLease& lease);
   void stack_shared_weights(const keel_support::LayerLease& lease);
   void ensure_scratch(int64_t N);
+  // A router's product x(N,C)·w(OC,C)ᵀ as fp32 logits (moe_route reads fp32), and its backward
+  // from fp32 dlogits; under bf16 through a compute-type copy, converted.
+  void router_forward(float* logits, Elems x, Elems w, int64_t N, int64_t OC);
+  void router_backward(Elems dx, float* dw, float* dlogits, Elems x, Elems w, int64_t N, int64_t OC);
   void carve_block(MoeBlockState& st, keel_support::Carver& carve, int64_t N) const;
   void shared_forward(MoeBlockState& st, Elems out, Elems x, const keel_support::LayerLease& lease, int64_t N);
   void shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const keel_support::LayerLease& lease,
@@ -129,6 +134,7 @@ class SparseMlp {
     float* dshared_gate;   // (N)
     float* dshared_logit;  // (N)
     int32_t* identity;     // (N) 0..N-1: moe_unpermute as a per-row scale
+    Elems router_dt;       // (N,E) a router's logits or their gradient at the compute type (bf16 only)
   } scratch_;
   keel_support::BackendBuffer expert_dscores_;  // (E) the balancing loss's gradient per expert's score
   std::vector<float> expert_dscores_host_;

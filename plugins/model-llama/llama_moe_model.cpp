@@ -1,6 +1,6 @@
 // The llama model's side of its experts at create: what they cannot run on yet is refused by
-// name (tensor and pipeline parallelism until expert parallelism lands, a bf16 compute type, a
-// backend without the routing ops), and the sparse MLP is made with its tensors' slots.
+// name (tensor and pipeline parallelism until expert parallelism lands, a backend without the
+// routing ops), and the sparse MLP is made with its tensors' slots.
 #include "llama_model.hpp"
 
 namespace keel_llama {
@@ -18,9 +18,6 @@ void LlamaModel::create_sparse_mlp(const keel_model_create_args& args) {
   if (plan_.pp_size() > 1)
     refuse("parallel.pp = " + std::to_string(plan_.pp_size()) + " is refused: the balancing loss reads every "
            "layer's routing of a micro-batch, which pipeline stages do not share yet; use pp 1");
-  if (!keel_support::is_fp32(ops_.dtype()))
-    refuse("a bf16 compute type is refused: the router's logits feed moe_route in fp32, and the model does not "
-           "convert them yet; use the fp32 compute type");
 #define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the llama model with experts");
   KEEL_REQUIRE_OP(moe_route) KEEL_REQUIRE_OP(moe_route_backward) KEEL_REQUIRE_OP(moe_permute_plan)
   KEEL_REQUIRE_OP(moe_permute_dt) KEEL_REQUIRE_OP(moe_unpermute_dt) KEEL_REQUIRE_OP(moe_unpermute_scale_backward_dt)

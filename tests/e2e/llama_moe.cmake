@@ -38,9 +38,10 @@ keel_layout_test(moe_pp 2
 
 # The device-true contract with experts (host reads of backend memory, missing ordering): the
 # poison and deferred test backends train a Mixtral-layout llama with both balancing losses to the
-# cpu backend's losses bit for bit, on one rank and under ZeRO-3 over two data-parallel ranks.
+# cpu backend's losses bit for bit, on one rank and under ZeRO-3 over two data-parallel ranks, in
+# fp32 and bf16 (bf16 also within the bf16 bound of fp32).
 if(TARGET fixture_test_backends AND TARGET keel-zero)
-  foreach(case single zero3_dp2)
+  foreach(case single zero3_dp2 bf16_single bf16_zero3_dp2)
     add_test(NAME e2e.llama_moe.poison_deferred.${case}
       COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/device_contract_checks.py ${case} --keel ${keel}
               --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json --plugins ${fixtures}/test_backends
