@@ -62,10 +62,6 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.recompute = keel_support::parse_recompute(section);
   c.moe = parse_moe_config(section, c.n_layer, c.ffn_hidden, c.attention_bias, c.mlp_bias);
   section.finish();
-  if (c.moe.enabled() && c.recompute != keel_support::Recompute::NONE)
-    throw ConfigError(section.path_of("recompute") + " is \"" + keel_support::recompute_name(c.recompute) +
-                      "\", but with " + section.path_of("n_experts") + " the llama model does not recompute yet "
-                      "(the experts' routing would have to be redone identically): use \"none\"");
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));

@@ -93,7 +93,12 @@ void LlamaModel::carve_activations(Activations& a, char* base, size_t* out_bytes
 }
 
 BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) const {
-  if (config_.recompute == Recompute::FULL) return recompute_block_;
+  MoeBlockState* moe = config_.moe.sparse(plan_.first_block(a.chunk) + l) ? &a.moe.blocks[size_t(l)] : nullptr;
+  if (config_.recompute == Recompute::FULL) {
+    BlockActivations v = recompute_block_;
+    v.moe = moe;  // a sparse block's routing state is kept: recomputation stops before it
+    return v;
+  }
   const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N);
   BlockActivations v;
   v.ln1 = a.ln1 + l * N * C;
@@ -107,7 +112,7 @@ BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) 
   v.ln2_rstd = a.ln2_rstd + l * Nr;
   v.gate_up = a.gate_up + l * N * 2 * share_.hidden;
   v.act = a.act + l * N * share_.hidden;
-  v.moe = config_.moe.sparse(plan_.first_block(a.chunk) + l) ? &a.moe.blocks[size_t(l)] : nullptr;
+  v.moe = moe;
   return v;
 }
 
@@ -286,7 +291,8 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   // MLP: residual3 = residual2 + down(silu(gate(x)) · up(x)), x = norm(residual2).
   ops_.rmsnorm_forward(ln_out2, v.ln2_rstd, v.residual2, w(POST_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out2, v.ln2, N);
-  if (v.moe) {  // a sparse MLP (llama_moe.cpp): one rank, no recompute
+  if (v.moe) {  // a sparse MLP (llama_moe.cpp); its state is kept, so a recomputation stops here
+    if (!residual3) return;
     sparse_->forward(*v.moe, residual3, v.ln2, lease, N);
     ops_.add(residual3, residual3, v.residual2, Nr * C);
     return;

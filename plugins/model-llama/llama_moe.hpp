@@ -4,7 +4,7 @@
 // the routing weights, and Qwen2-MoE's shared expert (a dense SwiGLU scaled by a sigmoid gate).
 // Dropless: every token reaches its k experts. The balancing losses enter the backward only (their
 // gradients into the router's scores and logits); the logged loss stays the cross-entropy.
-// One rank for now: LlamaModel refuses tp, pp and recompute with experts. Under bf16 the router's
+// No expert parallelism yet: LlamaModel refuses tp and pp with experts. Under bf16 the router's
 // logits are converted to fp32 for routing, as transformers routes in fp32.
 // A sparse layer's tensors: the decoder layer's first six (norms and attention), then the shared
 // expert's gate, up, down (Qwen2-MoE only, in the dense MLP's slots), the attention biases (Qwen2-MoE),

@@ -1,8 +1,8 @@
 # The llama model with experts (issue 42): against transformers' MixtralForCausalLM and
 # Qwen2MoeForCausalLM (tests/python/moe_vs_transformers.py, in a venv of transformers 4.46.3:
 # Qwen2-MoE is newer than the other oracle tests' 4.38.2), examples/moe.json's loss falling on
-# the embedded corpus, and the refusals of what experts cannot do yet, each naming the key and
-# the numbers.
+# the embedded corpus, recompute and ZeRO-3 (moe_checks.py), and the refusals of what experts
+# cannot do yet, each naming the key and the numbers.
 add_test(NAME python.moe_vs_transformers
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/moe_vs_transformers.py
           --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-moe)
@@ -26,15 +26,21 @@ keel_error_test(moe_qwen2_without_shared_expert
 keel_error_test(moe_layer_index_outside
   "model\\.mlp_only_layers\\[0\\]: expected a layer index in \\[0, 1\\] \\(model\\.n_layer is 2\\), found 2"
   "model={${moe_small},\"n_experts\":4,\"attention_bias\":true,\"shared_expert_ffn_hidden\":16,\"mlp_only_layers\":[2]}")
-keel_error_test(moe_recompute
-  "model\\.recompute is \"full\", but with model\\.n_experts the llama model does not recompute yet"
-  "model={${moe_small},\"n_experts\":4,\"recompute\":\"full\"}")
 keel_layout_test(moe_tp 2
   "model\\.n_experts \\(4\\) with parallel\\.tp = 2 is refused: the experts' matrices are not split"
   "model={${moe_small},\"n_experts\":4,\"n_kv_head\":2}" "parallel.tp=2")
 keel_layout_test(moe_pp 2
   "model\\.n_experts \\(4\\) with parallel\\.pp = 2 is refused: the balancing loss reads every layer's routing"
   "model={${moe_small},\"n_experts\":4}" "parallel.pp=2")
+
+# Recompute bit for bit with both balancing losses; ZeRO-3 over two ranks within 1e-5 of one.
+add_test(NAME e2e.llama_moe.recompute
+  COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py recompute --keel ${keel}
+          --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
+add_test(NAME e2e.llama_moe.data_parallel
+  COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py data_parallel --keel ${keel}
+          --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
+set_tests_properties(e2e.llama_moe.data_parallel PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 
 # The device-true contract with experts (host reads of backend memory, missing ordering): the
 # poison and deferred test backends train a Mixtral-layout llama with both balancing losses to the
