@@ -117,9 +117,11 @@ StepResult Trainer::train_interval() {
   }
   int64_t all_steps = 0, counted = 0, skipped = 0;
   double loss_sum = 0, grad_norm_sum = 0;
+  // Every rank reads the same notes, so every rank stops with the same reason: said once, by rank 0.
   for (const ReplicaNote& r : replicas)
     if (!r.failure.empty())
-      throw KeelError(KEEL_ERR_NONFINITE, "replica " + std::to_string(r.dp_rank) + ": " + r.failure);
+      throw FailedOnEveryRank(KEEL_ERR_NONFINITE, "replica " + std::to_string(r.dp_rank) + ": " + r.failure,
+                              mesh().world.rank, mesh().world.size);
   for (const ReplicaNote& r : replicas) {
     all_steps += r.replica_step;
     counted += r.steps - r.skipped;
