@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Bad input at the edges of a run, run by ctest (tests/e2e/hardening.cmake): JSON nested
-100k deep, config values of every wrong type, a full disk under the metrics and TensorBoard
-files, a full disk under a checkpoint's manifest, an unwritable checkpoint folder, a broken plugin library and a symlink loop in a plugin
-folder, and a failure every rank of an mpirun job agrees on (said once). Each must end with a message that names the file or JSON path and the reason, never
-with a crash, a hang or an exit status of 0 after losing output. Only the standard library."""
+100k deep, config values of every wrong type, a config path that is a FIFO or a folder, a full
+disk under the metrics and TensorBoard files, a full disk under a checkpoint's manifest, an
+unwritable checkpoint folder, a broken plugin library and a symlink loop in a plugin folder, one
+file reached twice by prepare-data, keel export --out naming a folder, and a failure every rank of
+an mpirun job agrees on (said once). Each must end with a message that names the file or JSON path
+and the reason, never with a crash, a hang or an exit status of 0 after losing output. Only the
+standard library."""
 import argparse
 import json
 import os
