@@ -8,6 +8,7 @@
 #pragma once
 
 #include <keel/comm.h>
+#include <keel/plugin.h>  // defines: KEEL_HAS_SLOT
 
 #include <cstdint>
 #include <string>
