@@ -305,7 +305,8 @@ typedef struct keel_backend_api {
      KEEL_ROUTE_SIGMOID); experts(N,K) int32: the K largest scores + selection_bias[e] of each row,
      largest first, ties to the lower expert index (selection_bias (E) fp32 or NULL: none; it
      changes only which experts are chosen); weights(N,K) fp32 = the chosen experts' scores
-     (without the bias), divided by their sum under KEEL_ROUTE_NORMALIZE. */
+     (without the bias), divided by their sum under KEEL_ROUTE_NORMALIZE (a sum of 0, scores
+     underflowed, leaves the row's weights 0 and adds no dweights gradient). */
   keel_status (*moe_route)(void* backend, float* weights, int32_t* experts, float* scores, const float* logits,
                            const float* selection_bias, int64_t N, int32_t E, int32_t K, int32_t flags);
   /* dlogits(N,E) fp32, OVERWRITTEN: d loss/d logits given dweights(N,K), plus expert_dscores(E)

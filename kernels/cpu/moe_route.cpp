@@ -58,7 +58,7 @@ void moe_route(float* weights, int32_t* experts, float* scores, const float* log
     top_k(chosen, s, selection_bias, E, K);
     float sum = 0.0f;
     for (int32_t j = 0; j < K; ++j) sum += w[j] = s[chosen[j]];
-    if (shape.normalize)
+    if (shape.normalize && sum > 0.0f)  // chosen scores that are all 0 (underflowed) stay 0, not 0/0
       for (int32_t j = 0; j < K; ++j) w[j] /= sum;
   }
 }
@@ -76,11 +76,14 @@ void moe_route_backward(float* dlogits, const float* dweights, const float* logi
       const float* dw = dweights + n * K;
       for (int32_t e = 0; e < E; ++e) dscores[e] = expert_dscores ? expert_dscores[e] : 0.0f;
       if (shape.normalize) {
-        // w_j = s_j / S with S = Σ s_j: ∂loss/∂s_i = (dw_i − Σ_j dw_j · w_j) / S.
+        // w_j = s_j / S with S = Σ s_j: ∂loss/∂s_i = (dw_i − Σ_j dw_j · w_j) / S. Where S is 0 the
+        // forward left the weights 0 (constant), so dweights add nothing.
         float S = 0.0f, dw_dot_w = 0.0f;
         for (int32_t j = 0; j < K; ++j) S += s[chosen[j]];
-        for (int32_t j = 0; j < K; ++j) dw_dot_w += dw[j] * (s[chosen[j]] / S);
-        for (int32_t j = 0; j < K; ++j) dscores[chosen[j]] += (dw[j] - dw_dot_w) / S;
+        if (S > 0.0f) {
+          for (int32_t j = 0; j < K; ++j) dw_dot_w += dw[j] * (s[chosen[j]] / S);
+          for (int32_t j = 0; j < K; ++j) dscores[chosen[j]] += (dw[j] - dw_dot_w) / S;
+        }
       } else {
         for (int32_t j = 0; j < K; ++j) dscores[chosen[j]] += dw[j];
       }

@@ -15,7 +15,7 @@ struct MoeRouteShape {
   int32_t E = 0;           // experts
   int32_t K = 0;           // experts per token, 1 <= K <= E
   bool sigmoid = false;    // scores = sigmoid(logits) instead of a softmax over each row
-  bool normalize = false;  // the K weights divided by their sum
+  bool normalize = false;  // the K weights divided by their sum (a sum of 0 leaves them 0)
 };
 
 void moe_route(float* weights,               // (N,K) the chosen experts' scores, normalised if asked

@@ -49,7 +49,7 @@ __global__ void moe_route_kernel(float* weights, int32_t* experts, float* scores
     float* w = weights + n * K;
     float sum = 0.0f;
     for (int32_t j = 0; j < K; ++j) sum += w[j] = s[chosen[j]];
-    if (normalize)
+    if (normalize && sum > 0.0f)  // chosen scores that are all 0 (underflowed) stay 0, not 0/0
       for (int32_t j = 0; j < K; ++j) w[j] /= sum;
   }
 }
@@ -68,8 +68,10 @@ __global__ void moe_route_backward_kernel(float* dlogits, const float* dweights,
     if (normalize) {
       float S = 0.0f, dw_dot_w = 0.0f;
       for (int32_t j = 0; j < K; ++j) S += s[chosen[j]];
-      for (int32_t j = 0; j < K; ++j) dw_dot_w += dw[j] * (s[chosen[j]] / S);
-      for (int32_t j = 0; j < K; ++j) dl[chosen[j]] += (dw[j] - dw_dot_w) / S;
+      if (S > 0.0f) {  // where S is 0 the forward left the weights 0 (constant): nothing to add
+        for (int32_t j = 0; j < K; ++j) dw_dot_w += dw[j] * (s[chosen[j]] / S);
+        for (int32_t j = 0; j < K; ++j) dl[chosen[j]] += (dw[j] - dw_dot_w) / S;
+      }
     } else {
       for (int32_t j = 0; j < K; ++j) dl[chosen[j]] += dw[j];
     }

@@ -179,6 +179,46 @@ TEST_F(BackendCpuMoe, RouteBackwardMatchesFiniteDifferences) {
   }
 }
 
+TEST_F(BackendCpuMoe, NormalisingChosenScoresThatSumToZeroLeavesZeroWeightsNotNaN) {
+  // Sigmoid row 0: every logit -100, whose sigmoid underflows to 0 in fp32. Softmax row 0: a
+  // selection bias of -10 passes over expert 0 (score 1) for 1 (exp(-200) underflows to 0).
+  // Row 1 of each is ordinary and must equal its own one-row route, bit for bit.
+  struct ZeroCase {
+    int32_t flags;
+    std::vector<float> logits, bias;
+    int32_t K;
+  };
+  const int32_t E = 3;
+  for (const ZeroCase& c : {ZeroCase{KEEL_ROUTE_SIGMOID | KEEL_ROUTE_NORMALIZE, {-100, -100, -100, 0.5f, -0.3f, 1}, {}, 2},
+                            ZeroCase{KEEL_ROUTE_NORMALIZE, {0, -200, -200, 0.5f, -0.3f, 1}, {-10, 0, 0}, 1}}) {
+    const std::string what = "flags " + std::to_string(c.flags) + " K " + std::to_string(c.K);
+    const float* bias = c.bias.empty() ? nullptr : c.bias.data();
+    std::vector<float> weights(2 * c.K), scores(2 * E), dlogits(2 * E);
+    std::vector<int32_t> experts(2 * c.K);
+    ASSERT_OK(api()->moe_route(h(), weights.data(), experts.data(), scores.data(), c.logits.data(), bias, 2, E, c.K,
+                               c.flags));
+    for (int32_t j = 0; j < c.K; ++j) {
+      EXPECT_EQ(scores[experts[j]], 0.0f) << what << ": row 0 chose an expert of score 0";
+      EXPECT_EQ(weights[j], 0.0f) << what << ": row 0 slot " << j;
+    }
+    const std::vector<float> dweights(2 * c.K, 1.5f);
+    ASSERT_OK(api()->moe_route_backward(h(), dlogits.data(), dweights.data(), c.logits.data(), scores.data(),
+                                        experts.data(), nullptr, 0.0f, 2, E, c.K, c.flags));
+    for (int32_t e = 0; e < E; ++e) EXPECT_EQ(dlogits[e], 0.0f) << what << ": row 0 dlogits[" << e << "]";
+    std::vector<float> weights1(c.K), scores1(E), dlogits1(E);
+    std::vector<int32_t> experts1(c.K);
+    ASSERT_OK(api()->moe_route(h(), weights1.data(), experts1.data(), scores1.data(), c.logits.data() + E, bias, 1, E,
+                               c.K, c.flags));
+    ASSERT_OK(api()->moe_route_backward(h(), dlogits1.data(), dweights.data(), c.logits.data() + E, scores1.data(),
+                                        experts1.data(), nullptr, 0.0f, 1, E, c.K, c.flags));
+    EXPECT_EQ(std::vector<float>(weights.begin() + c.K, weights.end()), weights1) << what << ": row 1 weights";
+    EXPECT_EQ(std::vector<float>(dlogits.begin() + E, dlogits.end()), dlogits1) << what << ": row 1 dlogits";
+    float sum = 0;
+    for (float w : weights1) sum += w;
+    EXPECT_NEAR(sum, 1.0f, 1e-6f) << what << ": row 1 normalised";
+  }
+}
+
 // --- the plan and the moves ------------------------------------------------------------------
 
 // Positions by a stable sort of the pairs (n, j) by expert, and the count per expert.
