@@ -84,6 +84,7 @@ keel_status moe_permute_plan(void* backend, int32_t* positions, int64_t* counts_
                              int32_t E, int32_t K) {
   return run(backend, [&] {
     require_experts_shape(N, E, K, "moe_permute_plan");
+    require(counts_host != nullptr, "moe_permute_plan: counts_host is NULL");
     require_expert_indices(experts, N, E, K, "moe_permute_plan");
     cpu::moe_permute_plan(positions, counts_host, experts, N, E, K);
   });

@@ -251,6 +251,17 @@ TEST_F(BackendCpuMoe, PlanPutsThePairsInExpertOrderWithAnExpertThatGetsNone) {
   EXPECT_EQ(counts, want_counts);
 }
 
+TEST_F(BackendCpuMoe, APlanWithoutItsHostCountsIsRefused) {
+  // counts_host is the plan's host output; the cuda backend refuses a NULL one, so the cpu must
+  // too (it used to write through it).
+  const std::vector<int32_t> experts = {0, 1, 1, 2};
+  std::vector<int32_t> positions(4, -1);
+  EXPECT_EQ(api()->moe_permute_plan(h(), positions.data(), nullptr, experts.data(), 2, 3, 2),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("moe_permute_plan: counts_host is NULL"), std::string::npos) << g_last_error;
+  EXPECT_EQ(positions, std::vector<int32_t>(4, -1)) << "nothing written";
+}
+
 TEST_F(BackendCpuMoe, AnExpertIndexOutOfRangeIsRefused) {
   const int32_t E = 4, K = 2;
   std::vector<int32_t> positions(4), experts = {0, 1, 4, 2};
