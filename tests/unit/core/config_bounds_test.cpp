@@ -55,6 +55,27 @@ TEST(ConfigBounds, DepthAtTheBoundIsAccepted) {
   EXPECT_THROW(keel_support::parse_json("test.json", nested_arrays(129)), keel_support::ConfigError);
 }
 
+TEST(ConfigBounds, AKeyGivenTwiceIsRefusedNotOverwritten) {
+  // nlohmann keeps the last of two equal keys; a config saying "model" twice must not train the second silently.
+  EXPECT_EQ(error_of(R"({"model": {"plugin": "gpt"}, "model": {"plugin": "llama"}})"),
+            "test.json: key \"model\" appears twice in the object at the top level (JSON keeps one; say each key once)");
+  EXPECT_EQ(error_of(R"({"model": {"plugin": "gpt"}, "optimizer": {"lr": 1e-3, "betas": [0.9, 0.95], "lr": 1}})"),
+            "test.json: key \"lr\" appears twice in the object at optimizer (JSON keeps one; say each key once)");
+  EXPECT_EQ(error_of(kMinimal, {R"(train={"steps": 2, "steps": 3})"}),
+            "test.json: --set train: key \"steps\" appears twice in the object at the top level (JSON keeps one; "
+            "say each key once)");
+  // The same key in two different objects is two keys.
+  EXPECT_NO_THROW(keel_support::parse_json("t", std::string(R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 2}]})")));
+}
+
+TEST(ConfigBounds, ANulByteIsRefusedNotTheEndOfTheText) {
+  // nlohmann stops at a NUL byte and ignores the rest: what follows it would be dropped without a word.
+  std::string text = std::string(kMinimal) + std::string(1, '\0') + R"({"train": {"steps": 5}})";
+  EXPECT_EQ(error_of(text), "test.json: a NUL byte at offset 28 (JSON text has none)");
+  std::vector<unsigned char> bytes(text.begin(), text.end());
+  EXPECT_THROW(keel_support::parse_json("bytes", bytes), keel_support::ConfigError);
+}
+
 TEST(ConfigBounds, IntegersPastTheirTypeReportTheValueAsWritten) {
   auto read_int32 = [](auto& s) { s.template get<int32_t>("n", 0); };
   EXPECT_EQ(section_error(R"({"n": 2147483648})", read_int32),
