@@ -370,6 +370,13 @@ def check_export_out_is_a_folder(keel, config, workdir):
     assert f"keel export: --out {folder} is a folder; name the file to write in it, such as {folder}/model.safetensors" \
         in p.stderr, p.stderr[-600:]
     assert os.listdir(folder) == [] and not os.path.exists(os.path.join(workdir, "config.json")), "export wrote files"
+    # A folder where one of the files beside the weights goes: refused before anything is written.
+    blocked = os.path.join(folder, "generation_config.json")
+    os.makedirs(blocked)
+    p = run([keel, "export", os.path.join(workdir, "ckpt"), "--out", os.path.join(folder, "model.safetensors")])
+    assert p.returncode != 0, f"exit 0 with {blocked} a folder"
+    assert f"{blocked} is a folder; an export writes a file there" in p.stderr, p.stderr[-600:]
+    assert sorted(os.listdir(folder)) == ["generation_config.json"], f"export left {os.listdir(folder)} behind"
 
 
 def check_config_not_a_regular_file(keel, config, workdir):

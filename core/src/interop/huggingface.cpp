@@ -119,9 +119,28 @@ nlohmann::json generation_config(const nlohmann::json& config) {
   return generation;
 }
 
+// Each file an export writes must be absent or a regular file (a symlink to one counts), checked
+// before the first is written: a folder or FIFO named generation_config.json used to be found
+// only after the weights and config.json were in place, leaving half an export behind.
+void refuse_unwritable_targets(const std::vector<std::filesystem::path>& targets) {
+  for (const std::filesystem::path& target : targets) {
+    std::error_code error;
+    const std::filesystem::file_status status = std::filesystem::status(target, error);
+    if (status.type() == std::filesystem::file_type::not_found || status.type() == std::filesystem::file_type::regular)
+      continue;
+    const std::string kind = status.type() == std::filesystem::file_type::directory ? "a folder" : "not a regular file";
+    throw KeelError(KEEL_ERR_IO, target.string() + " is " + kind +
+                                     "; an export writes a file there (move it away or export to another folder); "
+                                     "nothing was written");
+  }
+}
+
 }  // namespace
 
 void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path) {
+  const std::filesystem::path out_path(out_safetensors_path);
+  refuse_unwritable_targets({out_path, out_path.parent_path() / "config.json",
+                             out_path.parent_path() / "generation_config.json"});
   const size_t n = params.info().n_params;
   std::vector<std::vector<float>> buffers;  // kept alive until the file is written
   std::vector<SafetensorsEntry> entries;
