@@ -189,8 +189,10 @@ TEST_F(BackendCpuMoe, NormalisingChosenScoresThatSumToZeroLeavesZeroWeightsNotNa
     int32_t K;
   };
   const int32_t E = 3;
-  for (const ZeroCase& c : {ZeroCase{KEEL_ROUTE_SIGMOID | KEEL_ROUTE_NORMALIZE, {-100, -100, -100, 0.5f, -0.3f, 1}, {}, 2},
-                            ZeroCase{KEEL_ROUTE_NORMALIZE, {0, -200, -200, 0.5f, -0.3f, 1}, {-10, 0, 0}, 1}}) {
+  const std::vector<ZeroCase> cases = {
+      {KEEL_ROUTE_SIGMOID | KEEL_ROUTE_NORMALIZE, {-100, -100, -100, 0.5f, -0.3f, 1}, {}, 2},
+      {KEEL_ROUTE_NORMALIZE, {0, -200, -200, 0.5f, -0.3f, 1}, {-10, 0, 0}, 1}};
+  for (const ZeroCase& c : cases) {
     const std::string what = "flags " + std::to_string(c.flags) + " K " + std::to_string(c.K);
     const float* bias = c.bias.empty() ? nullptr : c.bias.data();
     std::vector<float> weights(2 * c.K), scores(2 * E), dlogits(2 * E);
