@@ -31,6 +31,7 @@ matplotlib, when it is installed (keel/plot.py); `keel plot ... --out loss.svg` 
 """
 import collections.abc
 import enum
+import operator
 import os
 
 
@@ -91,6 +92,31 @@ def _is_prompt_batch(prompt):
     if isinstance(prompt, (str, bytes)) or not isinstance(prompt, (list, tuple)) or not prompt:
         return False
     return all(isinstance(p, str) or (hasattr(p, "__len__") and not hasattr(p, "__index__")) for p in prompt)
+
+
+def _check_generation_args(n, temperature, seed, top_k, top_p, eos_ids, vocab_size):
+    """generate's numbers, each refused by name with what it takes, before the extension sees them
+    (pybind's own refusal of a wrong type prints its whole signature instead)."""
+    def whole(value):  # an int or anything that is one (numpy's integers), not a bool
+        return not isinstance(value, bool) and hasattr(type(value), "__index__")
+
+    def refuse(what, expected, found):
+        raise InvalidArgument(f"Trainer.generate: {what} must be {expected}, found {found!r}")
+
+    if not whole(n):
+        refuse("n", "a whole number from 0 to 2^62", n)
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or not 0 <= temperature < float("inf")):
+        refuse("temperature", "None or a finite number >= 0", temperature)
+    if seed is not None and (not whole(seed) or not 0 <= operator.index(seed) < 1 << 64):
+        refuse("seed", "None or a whole number from 0 to 2^64 - 1", seed)
+    if not whole(top_k) or not 0 <= operator.index(top_k) < 1 << 31:
+        refuse("top_k", "a whole number from 0 (all tokens) to 2^31 - 1", top_k)
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        refuse("top_p", "a number in (0, 1]", top_p)
+    for eos in eos_ids:
+        if not whole(eos) or not 0 <= operator.index(eos) < vocab_size:
+            refuse("eos_token_id", f"an id (or a list of ids) of the model's vocabulary, 0 to {vocab_size - 1}", eos)
 
 
 class Trainer(_ExtensionTrainer):
@@ -220,7 +246,9 @@ class Trainer(_ExtensionTrainer):
         tok = self._generation_tokenizer(tokenizer) if (text or stops) else None
         if eos_token_id is None and text and tok is not None:
             eos_token_id = tok.eos_token_id
-        eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or [])
+        eos_ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or [])
+        _check_generation_args(n, temperature, seed, top_k, top_p, eos_ids, self.vocab_size)
+        eos = set(eos_ids)
         generated = []
 
         def on_token(token, _index):

@@ -71,7 +71,9 @@ def test_generate_stops_at_an_end_token_or_a_stop_string_and_takes_batches(confi
     full = trainer.generate(prompt, 40, temperature=1.0, seed=11)
     eos = full[7]
     assert trainer.generate(prompt, 40, temperature=1.0, seed=11, eos_token_id=eos) == full[:full.index(eos) + 1]
-    assert trainer.generate(prompt, 40, temperature=1.0, seed=11, eos_token_id=[300, eos]) == full[:full.index(eos) + 1]
+    unseen = next(i for i in range(256) if i not in full[:full.index(eos) + 1])
+    assert trainer.generate(prompt, 40, temperature=1.0, seed=11, eos_token_id=[unseen, eos]) == \
+        full[:full.index(eos) + 1]
     raw = bytes(full)
     ascii_stop = next(chr(b) for b in raw[5:] if 32 <= b < 127)
     cut = trainer.generate("def ", 40, temperature=1.0, seed=11, stop=[ascii_stop, "\x00never"])
@@ -102,3 +104,28 @@ def test_generate_takes_any_count_and_ctrl_c_stops_it(config):
     assert len(trainer.generate([1, 2], 3, seed=1)) == 3  # the trainer is still usable
     with pytest.raises(keel.InvalidArgument, match=r"n must be a whole number from 0 to 2\^62, found 1000000000000000000000"):
         trainer.generate([1, 2], 10**21)
+
+
+def test_generate_refuses_bad_numbers_by_name(config):
+    """Each of generate's numbers out of range or of the wrong type is a keel.InvalidArgument naming
+    the argument and what it takes (pybind's refusal used to print the whole signature, and an
+    eos id outside the vocabulary was taken and could never end anything)."""
+    trainer = keel.Trainer(config)
+    cases = [({"n": 2.5}, "n must be a whole number"),
+             ({"seed": -1}, "seed must be None or a whole number from 0 to 2^64 - 1, found -1"),
+             ({"seed": 1 << 64}, "seed must be None or a whole number"),
+             ({"top_k": 1 << 40}, "top_k must be a whole number from 0 (all tokens) to 2^31 - 1"),
+             ({"top_p": 0.0}, "top_p must be a number in (0, 1], found 0.0"),
+             ({"temperature": float("nan")}, "temperature must be None or a finite number >= 0"),
+             ({"eos_token_id": -1}, "eos_token_id must be an id (or a list of ids) of the model's vocabulary, 0 to 255, "
+                                    "found -1"),
+             ({"eos_token_id": [3, 99999]}, "found 99999")]
+    for change, message in cases:
+        args = {"n": 2, "seed": 1}
+        args.update(change)
+        n = args.pop("n")
+        with pytest.raises(keel.InvalidArgument) as refused:
+            trainer.generate([1, 2], n, **args)
+        assert message in str(refused.value), (change, str(refused.value))
+        assert "Invoked with" not in str(refused.value)
+    assert len(trainer.generate([1, 2], 2, seed=1, top_k=1 << 30, eos_token_id=[255])) <= 2  # the bounds are accepted
