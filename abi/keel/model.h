@@ -127,6 +127,20 @@ typedef struct keel_external_tensor {
                          leading dimensions merged: gpt's qkv weight (3, C, C) is (C, 3C) there. */
 } keel_external_tensor;
 
+/* --- appended in 0.19: a model's per-step metrics (keel_model_api.step_metrics) --- */
+/* keel_model_metric.combine: how the core combines a metric over the data-parallel group. */
+enum { KEEL_METRIC_MEAN = 0, KEEL_METRIC_MAX = 1 };
+#define KEEL_MODEL_METRICS_MAX 64     /* metrics one step reports at most */
+#define KEEL_MODEL_METRIC_NAME_MAX 64 /* bytes of a name, its NUL included */
+
+typedef struct keel_model_metric {
+  const char* name; /* letters, digits, '_' and '.', shorter than KEEL_MODEL_METRIC_NAME_MAX; owned by
+                       the model, valid until its next call */
+  double value;     /* finite or not: the core reports what it is given */
+  int32_t combine;  /* KEEL_METRIC_MEAN or KEEL_METRIC_MAX */
+  int32_t reserved; /* 0 */
+} keel_model_metric;
+
 typedef struct keel_model_api {
   size_t struct_size;
   keel_status (*validate_config)(const keel_host* host, const char* config_json, const char* json_path);
@@ -181,6 +195,15 @@ typedef struct keel_model_api {
   keel_status (*decode_reset)(void* model, int32_t batch, int32_t capacity);
   keel_status (*decode)(void* model, const keel_param_access* access, const int32_t* tokens, int32_t batch,
                         int32_t count, const float** out_logits);
+  /* --- appended in 0.19; optional (NULL: the model reports no metrics) --- */
+  /* The model's own named scalars of the step (a mixture of experts' balancing loss, each layer's
+     expert load). The core calls it once per optimizer step on every rank, after the step's last
+     backward: the model writes at most `capacity` (KEEL_MODEL_METRICS_MAX) metrics of the
+     micro-batches since the previous call into out, their number into *out_count (0: an empty
+     step), and starts afresh. Every data-parallel rank must report the same names with the same
+     combine rule in the same order; the core refuses a mismatch naming the rank and the metric,
+     combines each value over the group, and writes the results under "model" in metrics.jsonl. */
+  keel_status (*step_metrics)(void* model, keel_model_metric* out, int32_t capacity, int32_t* out_count);
 } keel_model_api;
 
 #ifdef __cplusplus

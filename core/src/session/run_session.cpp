@@ -172,6 +172,7 @@ StepReport RunSession::logged_report(const StepResult& result, const RunSlice& s
   if (std::isfinite(result.noise_scale)) report.extra["noise_scale"] = result.noise_scale;
   if (trainer_.config().data.batch_schedule.enabled) report.extra["global_batch"] = result.global_batch;
   if (!result.replica_steps.empty()) report.extra["replica_steps"] = result.replica_steps;
+  for (const ModelMetric& m : result.model_metrics) report.extra["model"][m.name] = m.value;
   const keel_strategy_info memory = trainer_.strategy_state().info();
   report.extra["strategy_bytes"] = {{"params", memory.param_bytes}, {"grads", memory.grad_bytes},
                                     {"optimizer_state", memory.state_bytes}};

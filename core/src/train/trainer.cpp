@@ -169,6 +169,9 @@ double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, boo
     result.loss = sum_in_rank_order(dp, result.loss) / dp.size;
     result.tokens *= dp.size;
   }
+  result.model_metrics = read_model_metrics(plugins_.model, plugins_.model_obj);
+  if (!independent_replicas_ && model_reports_metrics(plugins_.model))  // every rank has the same model plugin
+    result.model_metrics = combine_model_metrics(mesh().core_dp, result.model_metrics);
   if (callers_batches) {  // every rank's reduction ends here (grad_sq_norm is collective)
     double sum_squares = 0;
     check_plugin(plugins_.strategy->grad_sq_norm(plugins_.strategy_obj, &sum_squares), "strategy grad_sq_norm");

@@ -14,6 +14,7 @@
 #include "config/run_config.h"
 #include "data/token_source.h"
 #include "train/pipeline_runner.h"
+#include "train/model_metrics.h"
 #include "train/model_parameters.h"
 #include "train/batch_schedule.h"
 #include "train/noise_scale.h"
@@ -41,6 +42,9 @@ struct StepResult {
   // With independent replicas (A-EDiT) a "step" is one sync interval: each replica's steps in it,
   // in dp rank order (empty otherwise).
   std::vector<int64_t> replica_steps;
+  // The model's own metrics of the step (model.h step_metrics), combined over the data-parallel
+  // group (with independent replicas: this replica's own); empty when the model reports none.
+  std::vector<ModelMetric> model_metrics;
 };
 
 // Whether a trainer opens the configured data: keel export reads a checkpoint only, and must

@@ -468,6 +468,14 @@ KEEL_ASSERT_SIZE(keel_backend_api, 672);
 _Static_assert(KEEL_ROUTE_SIGMOID == 1 && KEEL_ROUTE_NORMALIZE == 2, "moe_route's flag bits moved");
 KEEL_ASSERT_OFFSET(keel_model_api, decode_reset, 104);
 KEEL_ASSERT_OFFSET(keel_model_api, decode, 112);
+KEEL_ASSERT_OFFSET(keel_model_api, step_metrics, 120);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_model_metric, 24);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_metric, name, 0);
+KEEL_ASSERT_OFFSET(keel_model_metric, value, 8);
+KEEL_ASSERT_OFFSET(keel_model_metric, combine, 16);
+KEEL_ASSERT_OFFSET(keel_model_metric, reserved, 20);
+_Static_assert(KEEL_METRIC_MEAN == 0 && KEEL_METRIC_MAX == 1 && KEEL_MODEL_METRICS_MAX == 64 &&
+                   KEEL_MODEL_METRIC_NAME_MAX == 64, "model metric constants moved: the ABI only appends");
 _Static_assert(KEEL_COMM_OP_COUNT == 7 && KEEL_COMM_ALL_TO_ALL == 7, "comm counter indices moved: the ABI only appends");
 KEEL_ASSERT_OFFSET(keel_comm_counters, all_to_all_calls, 120);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_comm_counters, all_to_all_bytes, 128);  /* 0.19 */

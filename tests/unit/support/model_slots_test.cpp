@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -48,6 +49,8 @@ class FullModel : public BareModel {
   int64_t stage_io_numel(int32_t batch, int32_t seq_len) const { return int64_t{7} * batch * seq_len; }
   bool splits_backward() const { return true; }
   static std::string complete_config(const char*, const char*, const char*, const char*) { return "{\"d\":3}"; }
+  std::vector<keel_support::StepMetric> metrics = {{"aux_loss", 0.5, KEEL_METRIC_MEAN}, {"load", 2.0, KEEL_METRIC_MAX}};
+  const std::vector<keel_support::StepMetric>& step_metrics() const { return metrics; }
 };
 
 struct Created {
@@ -72,6 +75,7 @@ TEST(ModelSlots, BareModelFillsEveryTableSlotButDecode) {
   EXPECT_NE(api.complete_config, nullptr);
   EXPECT_EQ(api.decode_reset, nullptr);
   EXPECT_EQ(api.decode, nullptr);
+  EXPECT_EQ(api.step_metrics, nullptr);  // 0.19: a model without step_metrics() reports nothing
 }
 
 TEST(ModelSlots, BareModelRefusesExternalNamesNamingItself) {
@@ -159,6 +163,29 @@ TEST(ModelSlots, FullModelHasItsOwnMembersCalled) {
   size_t length = 0;
   EXPECT_EQ(api.complete_config(&c.host, "huggingface", "{}", "{}", "model", out, sizeof out, &length), KEEL_OK);
   EXPECT_EQ(std::string(out, length), "{\"d\":3}");
+  api.destroy(c.model);
+}
+
+TEST(ModelSlots, StepMetricsCarryNamesValuesAndRulesAndRefuseBadOnes) {
+  Created c;
+  ASSERT_EQ(create<FullModel>(c, 1), KEEL_OK) << last_message();
+  const keel_model_api& api = ModelSlots<FullModel>::kApi;
+  keel_model_metric out[KEEL_MODEL_METRICS_MAX];
+  int32_t count = -1;
+  ASSERT_EQ(api.step_metrics(c.model, out, KEEL_MODEL_METRICS_MAX, &count), KEEL_OK) << last_message();
+  ASSERT_EQ(count, 2);
+  EXPECT_STREQ(out[0].name, "aux_loss");
+  EXPECT_EQ(out[0].value, 0.5);
+  EXPECT_EQ(out[0].combine, KEEL_METRIC_MEAN);
+  EXPECT_STREQ(out[1].name, "load");
+  EXPECT_EQ(out[1].combine, KEEL_METRIC_MAX);
+  EXPECT_EQ(api.step_metrics(c.model, out, 1, &count), KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_message().find("reports 2 metrics, more than the 1"), std::string::npos) << last_message();
+  static_cast<FullModel*>(c.model)->metrics = {{"has space", 1.0, KEEL_METRIC_MEAN}};
+  EXPECT_EQ(api.step_metrics(c.model, out, KEEL_MODEL_METRICS_MAX, &count), KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_message().find("metric 0 (\"has space\", combine 0)"), std::string::npos) << last_message();
+  static_cast<FullModel*>(c.model)->metrics = {{"ok", 1.0, 7}};
+  EXPECT_EQ(api.step_metrics(c.model, out, KEEL_MODEL_METRICS_MAX, &count), KEEL_ERR_INVALID_ARGUMENT);
   api.destroy(c.model);
 }
 

@@ -17,6 +17,9 @@
 //                       dimensions read from a Hugging Face config.json
 //   decode_reset(batch, capacity), decode(access, tokens, batch, count): a key/value cache for
 //                       generation; without them the slots are NULL (the core runs whole windows)
+//   step_metrics()      the step's named scalars (keel_model_api.step_metrics, 0.19): returns a
+//                       const std::vector<StepMetric>& the model owns until its next call, and starts
+//                       afresh; without it the slot is NULL (the model reports no metrics)
 #pragma once
 
 #include <keel/model.h>
@@ -32,6 +35,13 @@
 #include "keel_support/model/external_config.hpp"
 
 namespace keel_support {
+
+// One of a model's per-step metrics (keel_model_metric), named by a string the model keeps.
+struct StepMetric {
+  std::string name;
+  double value = 0;
+  int32_t combine = KEEL_METRIC_MEAN;  // over the data-parallel group: KEEL_METRIC_MEAN or KEEL_METRIC_MAX
+};
 
 // What a model class defines beyond the required members (C++17 detection: a member that is
 // absent makes the specialisation drop out, so the primary template's false is chosen).
@@ -241,10 +251,48 @@ struct ModelSlots {
   static constexpr auto kDecodeReset = Decodes<Model>::value ? &decode_reset : nullptr;
   static constexpr auto kDecode = Decodes<Model>::value ? &decode : nullptr;
 
+  // The step's metrics (0.19), for a Model with step_metrics(); a NULL slot otherwise. The names
+  // are checked here, so a model's bad name is refused naming it before the core sees it.
+  template <class M, class = void>
+  struct ReportsMetrics : std::false_type {};
+  template <class M>
+  struct ReportsMetrics<M, std::void_t<decltype(std::declval<M&>().step_metrics())>> : std::true_type {};
+  static keel_status step_metrics(void* model, keel_model_metric* out, int32_t capacity, int32_t* out_count) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      if (!out || !out_count || capacity < 0)
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step_metrics: out and out_count are required, capacity >= 0");
+      if constexpr (ReportsMetrics<Model>::value) {
+        const auto& metrics = as_model(model)->step_metrics();
+        if (metrics.size() > size_t(capacity))
+          throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step_metrics: " + named_model() + " reports " +
+                                                           std::to_string(metrics.size()) + " metrics, more than the " +
+                                                           std::to_string(capacity) + " the caller has room for");
+        for (size_t i = 0; i < metrics.size(); ++i) {
+          const StepMetric& m = metrics[i];
+          const bool named = !m.name.empty() && m.name.size() < KEEL_MODEL_METRIC_NAME_MAX &&
+                             std::all_of(m.name.begin(), m.name.end(), [](char c) {
+                               return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                                      c == '_' || c == '.';
+                             });
+          if (!named || (m.combine != KEEL_METRIC_MEAN && m.combine != KEEL_METRIC_MAX))
+            throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
+                              "step_metrics: " + named_model() + "'s metric " + std::to_string(i) + " (\"" + m.name +
+                                  "\", combine " + std::to_string(m.combine) + ") needs a name of 1 to " +
+                                  std::to_string(KEEL_MODEL_METRIC_NAME_MAX - 1) +
+                                  " letters, digits, '_' or '.' and combine KEEL_METRIC_MEAN or KEEL_METRIC_MAX");
+          out[i] = keel_model_metric{m.name.c_str(), m.value, m.combine, 0};
+        }
+        *out_count = int32_t(metrics.size());
+      }
+    });
+  }
+  static constexpr auto kStepMetrics = ReportsMetrics<Model>::value ? &step_metrics : nullptr;
+
   static constexpr keel_model_api kApi = {
       sizeof(keel_model_api), validate_config, create,   destroy,       describe,        flops_per_token,
       forward,                backward,        external_name, external_config, stage_io_numel, splits_backward,
-      complete_config,        kDecodeReset,    kDecode,
+      complete_config,        kDecodeReset,    kDecode,       kStepMetrics,
   };
 };
 
