@@ -181,6 +181,11 @@ class LlamaModel {
   void backward(const keel_backward_args& args);
   int64_t stage_io_numel(int32_t B, int32_t T) const { return tp_.norm_rows(int64_t(B) * T) * config_.d_model; }
   bool splits_backward() const { return true; }
+  // The sparse MLPs' balancing figures of the step (llama_moe_metrics.hpp); none without experts.
+  const std::vector<keel_support::StepMetric>& step_metrics() {
+    static const std::vector<keel_support::StepMetric> none;
+    return sparse_ ? sparse_->take_step_metrics() : none;
+  }
   const keel_support::ExternalNames& external() const { return *external_; }
 
  private:

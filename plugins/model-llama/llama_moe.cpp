@@ -227,7 +227,11 @@ void SparseMlp::begin_backward(const MoeState& state, int64_t first_block, int64
     ++sparse_blocks;
     const MoeBlockState& st = state.blocks[size_t(l)];
     for (int64_t e = 0; e < E_; ++e) pairs[size_t(e)] += double(st.counts[size_t(e)]);
+    scores_host_.resize(size_t(N * E_));
+    KEEL_OP(be_, copy, scores_host_.data(), st.scores, scores_host_.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
+    tally_.add_layer(st.block, st.counts, scores_host_, N);
   }
+  tally_.end_microbatch();
   const double rows = double(sparse_blocks) * double(N);
   balancing_ = moe_.router_aux_loss_coef > 0 && rows > 0;
   z_grad_ = rows > 0 ? float(double(loss_scale) * moe_.router_z_loss_coef / rows) : 0.0f;

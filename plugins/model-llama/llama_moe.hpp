@@ -24,6 +24,7 @@
 #include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
 #include "llama_config.hpp"                       // defines: LlamaConfig, MoeConfig
+#include "llama_moe_metrics.hpp"                  // defines: BalanceTally
 
 namespace keel_llama {
 
@@ -87,6 +88,8 @@ class SparseMlp {
   // dx(N,C) = d loss/d x, overwritten, from dout(N,C); with `grads` the weight gradients too (+=).
   void backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const keel_support::LayerLease& lease,
                 const keel_support::LayerLease* grads, int64_t N);
+  // The balancing figures of the micro-batches begun since the last call (step_metrics).
+  const std::vector<keel_support::StepMetric>& take_step_metrics() { return tally_.take(); }
 
  private:
   int32_t expert_slot(int32_t e, int32_t which) const { return expert_first_ + 3 * e + which; }
@@ -140,6 +143,8 @@ class SparseMlp {
   std::vector<float> expert_dscores_host_;
   bool balancing_ = false;
   float z_grad_ = 0.0f;
+  BalanceTally tally_{E_};
+  std::vector<float> scores_host_;  // one layer's router scores, for the tally
 };
 
 }  // namespace keel_llama

@@ -9,6 +9,8 @@ of 60 and top-3 weights not renormalised), tied and untied:
     logsumexp² over every sparse layer's router rows, written here in torch), and once with
     sigmoid scores (router_scores "sigmoid": Mixtral's block with its softmax made a sigmoid here,
     the only use of F in transformers' modeling_mixtral);
+  - the step metrics the model reports (aux_loss, the balancing loss before its coefficient, and
+    each sparse layer's expert load) against load_balancing_loss_func and the routers' top-k;
   - export: a Keel run's checkpoint through `keel export`, loaded by from_pretrained, gives the
     logits Keel computes from the same file;
   - init_from: transformers' save_pretrained read by Keel's model.init_from, the model section
@@ -218,6 +220,31 @@ def compare_adamw_steps(label, tensors, metadata, model, aux, z):
     assert np.all(relative <= STEP_LOSS_RTOL), f"{label}: AdamW steps differ by up to {relative.max():.2e}"
 
 
+def compare_model_metrics(label, tensors, metadata, model, section):
+    """The step metrics Keel's model reports (metadata model_metrics, the probe's first step at the
+    initial weights): aux_loss against transformers' load_balancing_loss_func, and each sparse
+    layer's expert load (busiest expert's pairs over the mean) against the top-k of its router."""
+    import importlib
+    import torch
+    metrics = json.loads(metadata["model_metrics"])[0]
+    E, K = section["n_experts"], section["n_experts_per_token"]
+    with torch.no_grad():
+        out = model(torch.as_tensor(tensors["tokens"][0], dtype=torch.long), output_router_logits=True)
+        module = importlib.import_module(type(model).__module__)
+        want = float(module.load_balancing_loss_func(out.router_logits, E, K, None))
+    print(f"{label}: aux_loss keel {metrics['aux_loss']:.7f} transformers {want:.7f}")
+    assert abs(metrics["aux_loss"] - want) <= LOSS_RTOL * abs(want), f"{label}: aux_loss differs"
+    sparse = [layer for layer in range(section["n_layer"]) if layer not in section.get("mlp_only_layers", [])]
+    loads = []
+    for layer, logits in zip(sparse, out.router_logits):
+        chosen = torch.topk(logits, K, dim=-1).indices.reshape(-1)
+        counts = torch.bincount(chosen, minlength=E).double()
+        loads.append(float(counts.max() * E / counts.sum()))
+        assert metrics[f"expert_load.layer{layer}"] == loads[-1], f"{label}: layer {layer}'s load {metrics}"
+    assert metrics["expert_load.max_over_mean"] == max(loads), f"{label}: worst load {metrics}"
+    print(f"{label}: expert load per sparse layer {loads} as Keel reports")
+
+
 def check_probe(work, probe_bin, label, section, tied, aux, z):
     from test_gpt_vs_torch import read_safetensors
     out = os.path.join(work, f"probe-{label}.safetensors")
@@ -228,6 +255,8 @@ def check_probe(work, probe_bin, label, section, tied, aux, z):
     model = hf_model(section, tied, aux)
     load_keel_weights(model, tensors, V)
     compare_first_step(label, tensors, model, V, aux, z)
+    if section.get("router_scores") != "sigmoid":  # load_balancing_loss_func softmaxes the logits
+        compare_model_metrics(label, tensors, metadata, model, section)
     model = hf_model(section, tied, aux)
     load_keel_weights(model, tensors, V)
     compare_adamw_steps(label, tensors, metadata, model, aux, z)

@@ -57,7 +57,16 @@ int main(int argc, char** argv) {
     float loss0 = float(trainer.forward_backward(batches[0]));
     for (size_t i = 0; i < info.n_params; ++i) grads.push_back(trainer.parameters().read_grad(i));
     std::vector<float> losses;
-    for (int s = 0; s < steps; ++s) losses.push_back(float(trainer.train_step_on({batches[s]}).loss));
+    // Each step's model metrics (model.h step_metrics), by name. The first step's also tallies
+    // forward_backward's micro-batch above: the same batch at the same weights.
+    nlohmann::json model_metrics = nlohmann::json::array();
+    for (int s = 0; s < steps; ++s) {
+      const keel::StepResult step = trainer.train_step_on({batches[s]});
+      losses.push_back(float(step.loss));
+      nlohmann::json named = nlohmann::json::object();
+      for (const keel::ModelMetric& m : step.model_metrics) named[m.name] = m.value;
+      model_metrics.push_back(named);
+    }
 
     for (size_t i = 0; i < info.n_params; ++i) {
       const keel_param_spec& spec = info.params[i];
@@ -75,7 +84,8 @@ int main(int argc, char** argv) {
     keel::write_safetensors(out_path, entries,
                             {{"model_config", trainer.config().model.json.dump()},
                              {"optimizer", optimizer.dump()},
-                             {"no_decay", no_decay.dump()}});
+                             {"no_decay", no_decay.dump()},
+                             {"model_metrics", model_metrics.dump()}});
     std::cout << "wrote " << out_path << ": " << info.n_params << " parameters, " << steps << " steps, loss0 " << loss0
               << std::endl;
     return 0;
