@@ -286,10 +286,14 @@ class Trainer(_ExtensionTrainer):
         """Writes folder/model.safetensors, config.json and generation_config.json as `keel export`
         does: what transformers' from_pretrained and generate load (bos/eos ids null where the model
         names none, as a byte-level one). tokenizer: the tokenizer.json the data was prepared with,
-        or a Hugging Face folder holding one; it is copied beside the weights (with its
+        or a Hugging Face folder holding one, or a keel.Tokenizer (None: the Trainer's own,
+        Trainer(..., tokenizer=...), if it has one); it is copied beside the weights (with its
         tokenizer_config.json and special_tokens_map.json) and its end- and start-of-text ids become
         bos/eos/pad. Every rank calls it (rank 0 writes)."""
         super().export_hf(folder)
+        tokenizer = self.tokenizer if tokenizer is None else tokenizer
+        if isinstance(tokenizer, Tokenizer):
+            tokenizer = None if tokenizer.spec == "bytes" else tokenizer.spec  # bytes: no files to copy
         if tokenizer is not None and _world_end.launched_rank() == 0:
             _hf_tokenizer_files.attach(os.fspath(folder), tokenizer)
 

@@ -34,6 +34,7 @@ class Tokenizer(_ExtensionTokenizer):
         path, side_config = _tokenizer_file(spec)
         super().__init__(path)
         self.path = path
+        self.spec = spec  # as given: a folder keeps its side files for export_hf
         side = _files._read_json(side_config, _files.SIDE_FILE_LIMIT_BYTES) if side_config else {}
         self.eos_token = self._role(side, "eos_token", _files.END_OF_TEXT, side_config)
         self.bos_token = self._role(side, "bos_token", _files.START_OF_TEXT, side_config)

@@ -103,6 +103,21 @@ def test_a_bpe_export_carries_its_tokenizer_and_stops_at_its_end_of_text(config,
     assert hf["generated"] == keel_ids
 
 
+def test_export_hf_takes_the_trainers_own_tokenizer(config, tmp_path):
+    """A Trainer given its tokenizer exports it without being told again; a byte-level one writes none."""
+    config["model"]["vocab_size"] = 4096
+    end_of_text = keel.Tokenizer(BPE_TOKENIZER).eos_token_id
+    trainer = keel.Trainer(config, tokenizer=BPE_TOKENIZER, verbose=False)
+    trainer.export_hf(tmp_path / "hf")
+    assert (tmp_path / "hf" / "tokenizer.json").read_bytes() == BPE_TOKENIZER.read_bytes()
+    written = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert end_of_text is not None and written["eos_token_id"] == end_of_text
+    config["model"]["vocab_size"] = 256
+    keel.Trainer(config, tokenizer="bytes", verbose=False).export_hf(tmp_path / "bytes")
+    assert not (tmp_path / "bytes" / "tokenizer.json").exists()
+    assert json.loads((tmp_path / "bytes" / "config.json").read_text())["eos_token_id"] is None
+
+
 def test_export_hf_refuses_a_tokenizer_the_model_cannot_hold(config, tmp_path):
     trainer = keel.Trainer(config, verbose=False)  # vocab 256
     bad = json.loads(BPE_TOKENIZER.read_text())
