@@ -27,12 +27,18 @@ namespace cpu = keel::cpu;
 constexpr int32_t kRouteFlags = KEEL_ROUTE_SIGMOID | KEEL_ROUTE_NORMALIZE;
 
 // N tokens, E experts, K per token: the pairs' rows must fit the int32 positions.
+// N*K (token, expert) pairs address int32 positions; checked without forming a product that could
+// overflow for a hostile N, which also keeps N*K*C inside int64 for any C below 2^32.
+void require_pairs_fit(int64_t N, int32_t K, const char* op) {
+  require(K >= 1 && N <= (INT32_MAX - 1) / K, std::string(op) + ": N = " + std::to_string(N) + " tokens of K = " +
+                                                 std::to_string(K) + " pairs each do not fit the int32 positions");
+}
+
 void require_experts_shape(int64_t N, int32_t E, int32_t K, const char* op) {
   require_sizes({N}, op);
   require(E > 0 && K >= 1 && K <= E, std::string(op) + ": K = " + std::to_string(K) + " experts per token must lie in [1, E = " +
                                          std::to_string(E) + "]");
-  require(N * K < INT32_MAX, std::string(op) + ": N*K = " + std::to_string(N * K) +
-                                 " (token, expert) pairs do not fit the int32 positions");
+  require_pairs_fit(N, K, op);
 }
 
 // Every expert index in [0,E), naming the first that is not.
@@ -47,6 +53,8 @@ void require_expert_indices(const int32_t* experts, int64_t N, int32_t E, int32_
 void require_positions(const int32_t* positions, int64_t N, int32_t K, int64_t C, const char* op) {
   require_sizes({N, K, C}, op);
   require(K >= 1, std::string(op) + ": K = " + std::to_string(K) + " must be at least 1");
+  require_pairs_fit(N, K, op);
+  require(C < (int64_t(1) << 32), std::string(op) + ": C = " + std::to_string(C) + " columns is past 2^32");
   for (int64_t i = 0; i < N * K; ++i)
     require(positions[i] >= 0 && positions[i] < N * K, std::string(op) + ": positions[" + std::to_string(i / K) + "," +
                                                            std::to_string(i % K) + "] = " + std::to_string(positions[i]) +

@@ -1175,12 +1175,18 @@ keel_status crossentropy_shard_backward(void* backend, float* dlogits, const flo
 
 constexpr int32_t kRouteFlags = KEEL_ROUTE_SIGMOID | KEEL_ROUTE_NORMALIZE;
 
+// N*K (token, expert) pairs address int32 positions; checked without forming a product that could
+// overflow for a hostile N, which also keeps N*K*C inside int64 for any C below 2^32.
+void require_pairs_fit(int64_t N, int32_t K, const char* op) {
+  require(K >= 1 && N <= (INT32_MAX - 1) / K, std::string(op) + ": N = " + std::to_string(N) + " tokens of K = " +
+                                                 std::to_string(K) + " pairs each do not fit the int32 positions");
+}
+
 void require_experts_shape(int64_t N, int32_t E, int32_t K, const char* op) {
   require_sizes({N}, op);
   require(E > 0 && K >= 1 && K <= E, std::string(op) + ": K = " + std::to_string(K) +
                                          " experts per token must lie in [1, E = " + std::to_string(E) + "]");
-  require(N * K < INT32_MAX, std::string(op) + ": N*K = " + std::to_string(N * K) +
-                                 " (token, expert) pairs do not fit the int32 positions");
+  require_pairs_fit(N, K, op);
 }
 
 void require_route_flags(int32_t flags, const char* op) {
@@ -1243,6 +1249,8 @@ keel_status moe_permute_plan(void* backend, int32_t* positions, int64_t* counts_
 void require_positions_shape(int64_t N, int32_t K, int64_t C, const char* op) {
   require_sizes({N, K, C}, op);
   require(K >= 1, std::string(op) + ": K = " + std::to_string(K) + " must be at least 1");
+  require_pairs_fit(N, K, op);
+  require(C < (int64_t(1) << 32), std::string(op) + ": C = " + std::to_string(C) + " columns is past 2^32");
 }
 
 keel_status moe_permute_dt(void* backend, keel_dtype dt, void* out, const void* inp, const float* scale,

@@ -297,6 +297,30 @@ TEST_F(BackendCpuMoe, AnExpertIndexOutOfRangeIsRefused) {
       << g_last_error;
 }
 
+TEST_F(BackendCpuMoe, AHostileTokenCountIsRefusedBeforeAnyProductOverflows) {
+  // N*K and N*K*C are formed from the caller's numbers: a huge N must be refused by the bound, not
+  // wrap into a small or negative row count that the loops then trust.
+  std::vector<int32_t> positions = {0, 1};
+  std::vector<float> rows(2 * 3);
+  const int64_t hostile = int64_t(1) << 62;
+  EXPECT_EQ(api()->moe_permute_dt(h(), kFp32, rows.data(), rows.data(), nullptr, positions.data(), hostile, 2, 3),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("moe_permute_dt: N = 4611686018427387904 tokens of K = 2 pairs each do not fit the "
+                              "int32 positions"),
+            std::string::npos)
+      << g_last_error;
+  EXPECT_EQ(api()->moe_unpermute_dt(h(), kFp32, rows.data(), rows.data(), nullptr, positions.data(), 1, 2,
+                                    int64_t(1) << 40),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("moe_unpermute_dt: C = 1099511627776 columns is past 2^32"), std::string::npos)
+      << g_last_error;
+  std::vector<int64_t> counts(4);
+  std::vector<int32_t> experts = {0, 1};
+  EXPECT_EQ(api()->moe_permute_plan(h(), positions.data(), counts.data(), experts.data(), hostile, 4, 2),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("do not fit the int32 positions"), std::string::npos) << g_last_error;
+}
+
 // A plan for random choices of K distinct experts per token.
 struct Plan {
   std::vector<int32_t> experts, positions;
