@@ -39,30 +39,15 @@
 #include "cuda/kernels.h"         // defines: every kernel launcher, Elem
 #include "cuda/matmul.h"          // defines: Matmul, matmul_forward, matmul_backward
 #include "keel_support/common/abi_guard.hpp"
+#include "backend_cuda.hpp"  // defines: CudaBackend, Settings, run, require, elem_of
 #include "op_profile.hpp"  // defines: OpProfile
 
 namespace {
 
+using namespace keel_cuda;  // the shared pieces: backend_cuda.hpp
 using keel::cuda::Elem;
 using keel_support::StatusError;
-constexpr const char* kSource = "backend cuda";
-constexpr size_t kMatmulWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
 
-struct Settings {
-  int device = 0;
-  bool device_given = false;  // false: the launcher's local rank picks the device (chosen_device)
-  Elem compute = Elem::f32;
-  bool allow_tf32 = false;
-  double peak_tflops = 0.0;  // 0: estimated from the device's properties
-  bool op_profile = false;   // time every slot with CUDA events, log the table at destroy
-  // Which attention runs: "auto" is cuDNN's fused flash attention where it takes the shape (bf16,
-  // head sizes in multiples of 8 up to 256) and Keel's kernels elsewhere; "cudnn" fails where
-  // cuDNN does not take a shape (so a check cannot pass without it); "kernels" never uses cuDNN.
-  std::string attention = "auto";
-  bool gelu_epilogue = true;  // a matmul's GELU in cuBLASLt's epilogue; false: its own kernel after
-  // false: cuDNN's attention backward may add with atomics (faster; runs no longer reproduce)
-  bool deterministic_attention = true;
-};
 
 Settings parse_settings(const char* config_json, const char* json_path) {
   auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "backend");
@@ -85,21 +70,6 @@ Settings parse_settings(const char* config_json, const char* json_path) {
   return s;
 }
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw StatusError(KEEL_ERR_INVALID_ARGUMENT, what);
-}
-void require_sizes(std::initializer_list<int64_t> sizes, const char* op) {
-  for (int64_t s : sizes) require(s >= 0, std::string(op) + ": negative size " + std::to_string(s));
-}
-void check_cuda(cudaError_t status, const std::string& what) {
-  if (status == cudaSuccess) return;
-  cudaGetLastError();  // clear it, so the next call does not report it again (sticky errors stay)
-  throw StatusError(status == cudaErrorMemoryAllocation ? KEEL_ERR_OUT_OF_MEMORY : KEEL_ERR_INTERNAL,
-                    what + ": " + cudaGetErrorString(status));
-}
-// After a kernel launch: a bad launch configuration shows up here; faults inside the kernel show
-// up at the next synchronising call (copy, synchronize, sum_squares).
-void launched(const char* op) { check_cuda(cudaGetLastError(), std::string(op) + ": kernel launch"); }
 
 // "CUDA driver version is insufficient" is also what the runtime says when there is no driver
 // at all; the versions tell the two apart.
@@ -170,96 +140,6 @@ double estimated_peak_flops(int device, const cudaDeviceProp& prop, const Settin
   return per_sm_clock * prop.multiProcessorCount * clock_khz * 1e3;
 }
 
-struct CudaBackend {
-  const keel_host* host = nullptr;
-  int device = 0;
-  Settings settings;
-  double peak_flops_per_s = 0.0;
-  cudaStream_t stream = nullptr;
-  cublasLtHandle_t cublaslt = nullptr;
-  void* matmul_workspace = nullptr;
-  void* reduce_scratch = nullptr;  // kSumSquaresBlocks doubles of partial sums, then one double
-  keel_cuda::CachingAllocator allocator;
-  std::mutex host_mutex;
-  std::unordered_set<void*> host_blocks;  // alloc_host's live blocks, freed at destroy
-  std::unique_ptr<keel_cuda::OpProfile> profile;  // null unless "op_profile": true
-#ifdef KEEL_HAVE_CUDNN_ATTENTION
-  std::unique_ptr<keel::cuda::CudnnAttention> cudnn;  // null: attention runs Keel's kernels only
-#endif
-  std::string cudnn_absent;  // why cudnn is null, for errors under "attention": "cudnn"
-  std::unordered_set<keel::cuda::AttentionShape, keel::cuda::AttentionShapeHash> logged_shapes;
-
-  keel::cuda::Matmul matmul() const {
-    return keel::cuda::Matmul{cublaslt, matmul_workspace, kMatmulWorkspaceBytes, stream, settings.allow_tf32,
-                              settings.gelu_epilogue};
-  }
-  double* reduce_partial() const { return static_cast<double*>(reduce_scratch); }
-  double* reduce_result() const { return reduce_partial() + keel::cuda::kSumSquaresBlocks; }
-
-  ~CudaBackend() {
-    if (stream) cudaStreamSynchronize(stream);
-    profile.reset();
-#ifdef KEEL_HAVE_CUDNN_ATTENTION
-    cudnn.reset();
-#endif
-    allocator.release_all();
-    if (matmul_workspace) cudaFree(matmul_workspace);
-    if (reduce_scratch) cudaFree(reduce_scratch);
-    for (void* ptr : host_blocks) cudaFreeHost(ptr);
-    if (cublaslt) cublasLtDestroy(cublaslt);
-    if (stream) cudaStreamDestroy(stream);
-  }
-};
-
-// Scratch from the caching allocator, handed back when the scope ends: the stream orders its next
-// user after the work queued here.
-struct StreamScratch {
-  CudaBackend& b;
-  void* ptr = nullptr;
-  StreamScratch(CudaBackend& backend, size_t bytes) : b(backend) {
-    if (bytes) ptr = b.allocator.allocate(bytes, b.stream);
-  }
-  ~StreamScratch() {
-    if (ptr) b.allocator.release(ptr);
-  }
-};
-
-// Runs `body` for the backend object under the ABI guard, on the backend's device (a thread may
-// have another device current).
-// With "op_profile", the work it enqueues is timed under the name of the slot that called it.
-thread_local double counted_flops = 0.0;  // what the running slot counts (count_flops), for the profile
-void count_flops(double flops) { counted_flops += flops; }
-
-template <typename Body>
-keel_status run(void* backend, Body&& body, const char* op = __builtin_FUNCTION()) {
-  auto* b = static_cast<CudaBackend*>(backend);
-  return keel_support::guard(b ? b->host : nullptr, kSource, [&] {
-    require(b != nullptr, "backend handle is NULL");
-    check_cuda(cudaSetDevice(b->device), "cudaSetDevice(" + std::to_string(b->device) + ")");
-    if (!b->profile) return body(*b);
-    counted_flops = 0.0;
-    const keel_cuda::OpProfile::Timing timing = b->profile->begin(op);
-    try {
-      body(*b);
-    } catch (...) {
-      b->profile->cancel(timing);
-      throw;
-    }
-    b->profile->end(timing, counted_flops);
-  });
-}
-
-Elem elem_of(keel_dtype dt, const char* op) {
-  if (dt.code == KEEL_DTYPE_FLOAT && dt.bits == 32 && dt.lanes == 1) return Elem::f32;
-  if (dt.code == KEEL_DTYPE_BFLOAT && dt.bits == 16 && dt.lanes == 1) return Elem::bf16;
-  const std::string found = "dtype code " + std::to_string(dt.code) + " with " + std::to_string(dt.bits) +
-                            " bits and " + std::to_string(dt.lanes) + " lanes";
-  throw StatusError(KEEL_ERR_UNIMPLEMENTED,
-                    std::string(op) + ": the cuda backend computes in fp32 or bf16, not " + found);
-}
-keel_dtype dtype_of(Elem e) {
-  return e == Elem::bf16 ? keel_dtype{KEEL_DTYPE_BFLOAT, 16, 1} : keel_dtype{KEEL_DTYPE_FLOAT, 32, 1};
-}
 
 // --- lifetime and configuration ---
 
@@ -1170,178 +1050,6 @@ keel_status crossentropy_shard_backward(void* backend, float* dlogits, const flo
   });
 }
 
-// --- 0.19: a mixture-of-experts layer's ops (kernels/cuda/moe.cu; the grouped matmul is a loop of
-// the cuBLASLt matmuls above, one per expert with rows: a grouped GEMM later) ---
-
-constexpr int32_t kRouteFlags = KEEL_ROUTE_SIGMOID | KEEL_ROUTE_NORMALIZE;
-
-// N*K (token, expert) pairs address int32 positions; checked without forming a product that could
-// overflow for a hostile N, which also keeps N*K*C inside int64 for any C below 2^32.
-void require_pairs_fit(int64_t N, int32_t K, const char* op) {
-  require(K >= 1 && N <= (INT32_MAX - 1) / K, std::string(op) + ": N = " + std::to_string(N) + " tokens of K = " +
-                                                 std::to_string(K) + " pairs each do not fit the int32 positions");
-}
-
-void require_experts_shape(int64_t N, int32_t E, int32_t K, const char* op) {
-  require_sizes({N}, op);
-  require(E > 0 && K >= 1 && K <= E, std::string(op) + ": K = " + std::to_string(K) +
-                                         " experts per token must lie in [1, E = " + std::to_string(E) + "]");
-  require_pairs_fit(N, K, op);
-}
-
-void require_route_flags(int32_t flags, const char* op) {
-  require((flags & ~kRouteFlags) == 0, std::string(op) + ": flags " + std::to_string(flags) +
-                                           " has bits other than KEEL_ROUTE_SIGMOID (1) and KEEL_ROUTE_NORMALIZE (2)");
-}
-
-keel_status moe_route(void* backend, float* weights, int32_t* experts, float* scores, const float* logits,
-                      const float* selection_bias, int64_t N, int32_t E, int32_t K, int32_t flags) {
-  return run(backend, [&](CudaBackend& b) {
-    require_experts_shape(N, E, K, "moe_route");
-    require_route_flags(flags, "moe_route");
-    keel::cuda::moe_route(weights, experts, scores, logits, selection_bias, N, E, K, flags & KEEL_ROUTE_SIGMOID,
-                          flags & KEEL_ROUTE_NORMALIZE, b.stream);
-    launched("moe_route");
-  });
-}
-
-// The expert indices are the forward's, in device memory: not checked again here.
-keel_status moe_route_backward(void* backend, float* dlogits, const float* dweights, const float* logits,
-                               const float* scores, const int32_t* experts, const float* expert_dscores, float z_grad,
-                               int64_t N, int32_t E, int32_t K, int32_t flags) {
-  return run(backend, [&](CudaBackend& b) {
-    require_experts_shape(N, E, K, "moe_route_backward");
-    require_route_flags(flags, "moe_route_backward");
-    keel::cuda::moe_route_backward(dlogits, dweights, logits, scores, experts, expert_dscores, z_grad, N, E, K,
-                                   flags & KEEL_ROUTE_SIGMOID, flags & KEEL_ROUTE_NORMALIZE, b.stream);
-    launched("moe_route_backward");
-  });
-}
-
-// The counts reach the host, so this waits for the queue; a bad expert index is found then.
-keel_status moe_permute_plan(void* backend, int32_t* positions, int64_t* counts_host, const int32_t* experts, int64_t N,
-                             int32_t E, int32_t K) {
-  return run(backend, [&](CudaBackend& b) {
-    require_experts_shape(N, E, K, "moe_permute_plan");
-    require(counts_host != nullptr, "moe_permute_plan: counts_host is NULL");
-    StreamScratch scratch(b, sizeof(unsigned long long) + size_t(E) * sizeof(int64_t));
-    auto* first_bad = static_cast<unsigned long long*>(scratch.ptr);
-    auto* counts = reinterpret_cast<int64_t*>(first_bad + 1);
-    check_cuda(cudaMemsetAsync(first_bad, 0xff, sizeof(*first_bad), b.stream), "moe_permute_plan: cudaMemsetAsync");
-    keel::cuda::moe_permute_plan(positions, counts, first_bad, experts, N, E, K, b.stream);
-    launched("moe_permute_plan");
-    unsigned long long bad = 0;
-    check_cuda(cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, b.stream),
-               "moe_permute_plan: cudaMemcpyAsync");
-    check_cuda(cudaMemcpyAsync(counts_host, counts, size_t(E) * sizeof(int64_t), cudaMemcpyDeviceToHost, b.stream),
-               "moe_permute_plan: cudaMemcpyAsync");
-    check_cuda(cudaStreamSynchronize(b.stream), "moe_permute_plan: cudaStreamSynchronize");
-    if (bad != ~0ull) {
-      int32_t value = 0;
-      check_cuda(cudaMemcpy(&value, experts + bad, sizeof(value), cudaMemcpyDeviceToHost), "moe_permute_plan: cudaMemcpy");
-      require(false, "moe_permute_plan: experts[" + std::to_string(bad / K) + "," + std::to_string(bad % K) + "] = " +
-                         std::to_string(value) + " is outside [0, E = " + std::to_string(E) + ")");
-    }
-  });
-}
-
-// Positions come from moe_permute_plan in device memory: not checked here.
-void require_positions_shape(int64_t N, int32_t K, int64_t C, const char* op) {
-  require_sizes({N, K, C}, op);
-  require(K >= 1, std::string(op) + ": K = " + std::to_string(K) + " must be at least 1");
-  require_pairs_fit(N, K, op);
-  require(C < (int64_t(1) << 32), std::string(op) + ": C = " + std::to_string(C) + " columns is past 2^32");
-}
-
-keel_status moe_permute_dt(void* backend, keel_dtype dt, void* out, const void* inp, const float* scale,
-                           const int32_t* positions, int64_t N, int32_t K, int64_t C) {
-  return run(backend, [&](CudaBackend& b) {
-    const Elem e = elem_of(dt, "moe_permute_dt");
-    require_positions_shape(N, K, C, "moe_permute_dt");
-    keel::cuda::moe_permute(e, out, inp, scale, positions, N, K, C, b.stream);
-    launched("moe_permute_dt");
-  });
-}
-
-keel_status moe_unpermute_dt(void* backend, keel_dtype dt, void* out, const void* inp, const float* scale,
-                             const int32_t* positions, int64_t N, int32_t K, int64_t C) {
-  return run(backend, [&](CudaBackend& b) {
-    const Elem e = elem_of(dt, "moe_unpermute_dt");
-    require_positions_shape(N, K, C, "moe_unpermute_dt");
-    keel::cuda::moe_unpermute(e, out, inp, scale, positions, N, K, C, b.stream);
-    launched("moe_unpermute_dt");
-  });
-}
-
-keel_status moe_unpermute_scale_backward_dt(void* backend, keel_dtype dt, float* dscale, const void* dout,
-                                            const void* inp, const int32_t* positions, int64_t N, int32_t K,
-                                            int64_t C) {
-  return run(backend, [&](CudaBackend& b) {
-    const Elem e = elem_of(dt, "moe_unpermute_scale_backward_dt");
-    require_positions_shape(N, K, C, "moe_unpermute_scale_backward_dt");
-    keel::cuda::moe_unpermute_scale_backward(e, dscale, dout, inp, positions, N, K, C, b.stream);
-    launched("moe_unpermute_scale_backward_dt");
-  });
-}
-
-// Checks the host arrays: each count, and a weight for each group with rows.
-void require_groups(const void* const* weights, const int64_t* counts, int32_t E, int64_t IC, int64_t OC,
-                    const char* op) {
-  require_sizes({IC, OC}, op);
-  require(E > 0 && weights && counts, std::string(op) + ": E = " + std::to_string(E) +
-                                          " must be positive, with host arrays of E weights and E counts");
-  for (int32_t e = 0; e < E; ++e) {
-    require(counts[e] >= 0, std::string(op) + ": counts[" + std::to_string(e) + "] = " + std::to_string(counts[e]) +
-                                " is negative");
-    require(counts[e] == 0 || weights[e], std::string(op) + ": weights[" + std::to_string(e) + "] is NULL but " +
-                                              std::to_string(counts[e]) + " rows need it");
-  }
-}
-
-size_t element_bytes(Elem e) { return e == Elem::bf16 ? 2 : 4; }
-
-keel_status grouped_matmul_forward_dt(void* backend, keel_dtype dt, void* out, const void* inp,
-                                      const void* const* weights, const int64_t* counts, int32_t E, int64_t IC,
-                                      int64_t OC) {
-  return run(backend, [&](CudaBackend& b) {
-    const Elem e = elem_of(dt, "grouped_matmul_forward_dt");
-    require_groups(weights, counts, E, IC, OC, "grouped_matmul_forward_dt");
-    const size_t eb = element_bytes(e);
-    int64_t row = 0;
-    for (int32_t g = 0; g < E; ++g) {
-      if (counts[g] > 0)
-        keel::cuda::matmul_forward(b.matmul(), e, static_cast<char*>(out) + row * OC * eb, nullptr,
-                                   static_cast<const char*>(inp) + row * IC * eb, weights[g], nullptr, counts[g], IC,
-                                   OC);
-      row += counts[g];
-    }
-    launched("grouped_matmul_forward_dt");
-    count_flops(2.0 * row * IC * OC);
-  });
-}
-
-keel_status grouped_matmul_backward_dt(void* backend, keel_dtype dt, void* dinp, float* const* dweights,
-                                       const void* dout, const void* inp, const void* const* weights,
-                                       const int64_t* counts, int32_t E, int64_t IC, int64_t OC) {
-  return run(backend, [&](CudaBackend& b) {
-    const Elem e = elem_of(dt, "grouped_matmul_backward_dt");
-    require_groups(weights, counts, E, IC, OC, "grouped_matmul_backward_dt");
-    const size_t eb = element_bytes(e);
-    int64_t row = 0;
-    for (int32_t g = 0; g < E; ++g) {
-      float* dweight = dweights ? dweights[g] : nullptr;
-      if (counts[g] > 0 && (dinp || dweight))
-        keel::cuda::matmul_backward(b.matmul(), e, dinp ? static_cast<char*>(dinp) + row * IC * eb : nullptr, dweight,
-                                    nullptr, static_cast<const char*>(dout) + row * OC * eb,
-                                    static_cast<const char*>(inp) + row * IC * eb, weights[g], counts[g], IC, OC,
-                                    nullptr);
-      row += counts[g];
-    }
-    launched("grouped_matmul_backward_dt");
-    count_flops(2.0 * row * IC * OC * ((dinp ? 1 : 0) + (dweights ? 1 : 0)));
-  });
-}
-
 keel_backend_api make_api() {
   keel_backend_api api{};
   api.struct_size = sizeof(keel_backend_api);
@@ -1351,7 +1059,7 @@ keel_backend_api make_api() {
   KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_DT_SLOTS_0_8);
   KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_OPTIMIZER_SLOTS_0_8);
   KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_9);  // no attention_decode_dt (0.18): whole windows
-  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_MOE_SLOTS_0_19);
+  fill_moe_slots(api);
   return api;
 }
 
