@@ -36,6 +36,11 @@ typedef struct keel_step_metrics {
   double data_ms, forward_ms, backward_ms, optimizer_ms;  /* this step's phases (host wall time) */
   const char* checkpoint;   /* the folder this step saved to (with async saves, being written), or
                                NULL; owned by the trainer, valid until its next step */
+  /* --- appended in 0.19 --- */
+  const char* model_json;   /* the model's own metrics of the step (model.h step_metrics), combined
+                               over data parallelism, as a JSON object of name: value ("{}" when
+                               the model reports none), or NULL before a step; owned by the
+                               trainer, valid until its next step */
 } keel_step_metrics;
 
 /* The calling thread's last error message; "" if none. Valid until the thread's next Keel call. */

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -205,6 +206,10 @@ py::dict metrics_dict(const keel_step_metrics& m) {
   d["time_ms"] = phases;
   if (!std::isnan(m.val_loss)) d["val_loss"] = m.val_loss;  // the step evaluated (an inf loss too)
   if (m.checkpoint) d["checkpoint"] = std::string(m.checkpoint);  // the step saved
+  // The model's own metrics (ABI 0.19), by name, when it reports any.
+  const bool has_model = m.struct_size >= offsetof(keel_step_metrics, model_json) + sizeof(m.model_json);
+  if (has_model && m.model_json && std::string(m.model_json) != "{}")
+    d["model"] = py::module_::import("json").attr("loads")(std::string(m.model_json));
   return d;
 }
 

@@ -45,6 +45,7 @@ struct keel_trainer {
   // by its first call and kept, so successive calls write one metrics file.
   std::unique_ptr<keel::RunSession> session;
   std::string last_checkpoint;  // what last.checkpoint points into
+  std::string last_model_json;  // what last.model_json points into
   bool kv_cache = true;         // whether generation uses the model's key/value cache (keel_trainer_set_kv_cache)
 };
 
@@ -94,6 +95,15 @@ keel_step_metrics to_metrics(const keel::Trainer& t, const keel::StepResult& r) 
   m.optimizer_ms = 1e3 * r.optimizer_seconds;
   m.checkpoint = nullptr;
   return m;
+}
+
+// A finished step's metrics, kept by the trainer: model_json points into its own string.
+void keep_metrics(keel_trainer* trainer, const keel::StepResult& r) {
+  trainer->last = to_metrics(*trainer->trainer, r);
+  nlohmann::json model = nlohmann::json::object();
+  for (const keel::ModelMetric& m : r.model_metrics) model[m.name] = m.value;
+  trainer->last_model_json = model.dump();
+  trainer->last.model_json = trainer->last_model_json.c_str();
 }
 
 // The caller's own batch as the step's micro-batches: rows of data.seq_len tokens (the shapes
@@ -237,7 +247,7 @@ KEEL_API void keel_trainer_destroy(keel_trainer* trainer) { delete trainer; }
 KEEL_API keel_status keel_trainer_step(keel_trainer* trainer, keel_step_metrics* out) {
   return embed_call([&] {
     require(trainer, "keel_trainer_step: trainer is NULL");
-    trainer->last = to_metrics(*trainer->trainer, trainer->trainer->train_step());
+    keep_metrics(trainer, trainer->trainer->train_step());
     if (out) copy_versioned(trainer->last, out);
   });
 }
@@ -276,7 +286,7 @@ KEEL_API keel_status keel_trainer_optimizer_step(keel_trainer* trainer, keel_ste
     if (!trainer->trainer->gradients_pending())
       throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, "keel_trainer_optimizer_step: no gradients to apply: call "
                                                        "keel_trainer_forward_backward first (each update consumes them)");
-    trainer->last = to_metrics(*trainer->trainer, trainer->trainer->optimizer_step());
+    keep_metrics(trainer, trainer->trainer->optimizer_step());
     if (out) copy_versioned(trainer->last, out);
   });
 }
@@ -287,7 +297,7 @@ KEEL_API keel_status keel_trainer_step_on(keel_trainer* trainer, const int32_t* 
     require(trainer, "keel_trainer_step_on: trainer is NULL");
     keel::Trainer& t = *trainer->trainer;
     t.forward_backward_on(own_micro_batches(t, "keel_trainer_step_on", tokens, targets, batch, seq_len), true);
-    trainer->last = to_metrics(t, t.optimizer_step());
+    keep_metrics(trainer, t.optimizer_step());
     if (out) copy_versioned(trainer->last, out);
   });
 }
@@ -316,7 +326,7 @@ KEEL_API keel_status keel_trainer_train(keel_trainer* trainer, int64_t steps, ke
     bool saved = false;  // the last step saved (its checkpoint.every)
     slice.after_step = [&](const keel::StepResult& result, const keel::StepOutcome& outcome) {
       saved = !outcome.checkpoint.empty();
-      trainer->last = to_metrics(t, result);
+      keep_metrics(trainer, result);
       if (outcome.val_loss) trainer->last.val_loss = *outcome.val_loss;
       trainer->last_checkpoint = outcome.checkpoint;
       trainer->last.checkpoint = outcome.checkpoint.empty() ? nullptr : trainer->last_checkpoint.c_str();
