@@ -98,6 +98,8 @@ void RunReporter::write_tensorboard(const StepReport& r) {
   tb.scalar(r.step, "memory/resident_bytes", double(r.memory_bytes));
   for (const auto& [phase, ms] : r.phase_ms) tb.scalar(r.step, "time/" + phase + "_ms", ms);
   if (r.val_loss) tb.scalar(r.step, "val/loss", *r.val_loss);
+  if (const auto model = r.extra.find("model"); model != r.extra.end())  // the model's own (model.h step_metrics)
+    for (const auto& [name, value] : model->items()) tb.scalar(r.step, "model/" + name, value.get<double>());
   tb.flush();
 }
 

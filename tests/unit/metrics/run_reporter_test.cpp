@@ -157,6 +157,32 @@ TEST(RunReporter, TensorBoardFileHoldsEveryScalar) {
   for (size_t i = 0; i < 9; ++i) EXPECT_NE(frames[9 + i].find(tags[i]), std::string::npos) << tags[i];
 }
 
+TEST(RunReporter, TensorBoardHoldsTheModelsOwnMetrics) {
+  TempDir dir;
+  ReporterOptions options;
+  options.metrics_path = (dir.path / "m.jsonl").string();
+  options.tensorboard_dir = (dir.path / "tb").string();
+  std::ostringstream out;
+  std::string path;
+  {
+    RunReporter reporter(options, out);
+    path = reporter.tensorboard_path();
+    StepReport r = report(1, 2);
+    r.extra["model"] = {{"aux_loss", 2.5}, {"expert_load.max_over_mean", 1.25}};
+    reporter.step(r);
+    reporter.finish();
+  }
+  const std::vector<std::string> frames = read_frames(path);
+  ASSERT_EQ(frames.size(), 1u + 8u + 2u);  // version + the fixed scalars and phases + the model's two
+  EXPECT_EQ(frames[9].substr(9), encode_scalar_event(0, 1, "model/aux_loss", 2.5f).substr(9));
+  EXPECT_EQ(frames[10].substr(9), encode_scalar_event(0, 1, "model/expert_load.max_over_mean", 1.25f).substr(9));
+  // And the JSONL record keeps them under "model".
+  std::ifstream jsonl(options.metrics_path);
+  std::string line;
+  std::getline(jsonl, line);
+  EXPECT_EQ(nlohmann::json::parse(line).at("model").at("aux_loss").get<double>(), 2.5);
+}
+
 TEST(RunReporter, UnwritableTensorBoardFolderNamesTheSetting) {
   TempDir dir;
   fs::create_directories(dir.path);
