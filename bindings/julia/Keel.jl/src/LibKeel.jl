@@ -20,6 +20,10 @@ const KEEL_ROUTE_SIGMOID = 1
 
 const KEEL_ROUTE_NORMALIZE = 2
 
+const KEEL_MODEL_METRICS_MAX = 64
+
+const KEEL_MODEL_METRIC_NAME_MAX = 64
+
 const KEEL_OPTIMIZER_MAX_STATE_SLOTS = 4
 
 const KEEL_STRATEGY_HOLDS_WHOLE_PARAMS = 1
@@ -378,6 +382,16 @@ struct keel_external_tensor
     flatten::Int32
 end
 
+const KEEL_METRIC_MEAN = Cint(0)
+const KEEL_METRIC_MAX = Cint(1)
+
+struct keel_model_metric
+    name::Cstring
+    value::Cdouble
+    combine::Int32
+    reserved::Int32
+end
+
 struct keel_model_api
     struct_size::Csize_t
     validate_config::Ptr{Cvoid}
@@ -394,6 +408,7 @@ struct keel_model_api
     complete_config::Ptr{Cvoid}
     decode_reset::Ptr{Cvoid}
     decode::Ptr{Cvoid}
+    step_metrics::Ptr{Cvoid}
 end
 
 struct keel_optimizer_info
@@ -627,6 +642,7 @@ struct keel_step_metrics
     backward_ms::Cdouble
     optimizer_ms::Cdouble
     checkpoint::Cstring
+    model_json::Cstring
 end
 
 """

@@ -611,12 +611,13 @@ pub struct keel_step_metrics {
     pub backward_ms: f64,
     pub optimizer_ms: f64,
     pub checkpoint: *const ::std::os::raw::c_char,
+    pub model_json: *const ::std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_keel_step_metrics() {
     assert_eq!(
         ::std::mem::size_of::<keel_step_metrics>(),
-        112usize,
+        120usize,
         concat!("Size of: ", stringify!(keel_step_metrics))
     );
     assert_eq!(
@@ -879,6 +880,23 @@ fn bindgen_test_layout_keel_step_metrics() {
         );
     }
     test_field_checkpoint();
+    fn test_field_model_json() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<keel_step_metrics>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).model_json) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(keel_step_metrics),
+                "::",
+                stringify!(model_json)
+            )
+        );
+    }
+    test_field_model_json();
 }
 impl Default for keel_step_metrics {
     fn default() -> Self {
