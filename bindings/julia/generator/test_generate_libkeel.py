@@ -79,6 +79,15 @@ EMBED_SIGNATURES = {
     "keel_trainer_generate_each": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Csize_t", "Int64", "Cdouble",
                                                    "Int32", "Cdouble", "UInt64", "keel_token_callback", "Ptr{Cvoid}",
                                                    "Ptr{Int64}"]),
+    "keel_tokenizer_open": ("keel_status", ["Cstring", "Ptr{Ptr{keel_tokenizer}}"]),
+    "keel_tokenizer_destroy": ("Cvoid", ["Ptr{keel_tokenizer}"]),
+    "keel_tokenizer_vocab_size": ("keel_status", ["Ptr{keel_tokenizer}", "Ptr{Int64}"]),
+    "keel_tokenizer_encode": ("keel_status", ["Ptr{keel_tokenizer}", "Cstring", "Csize_t", "Ptr{Ptr{Int32}}",
+                                              "Ptr{Csize_t}"]),
+    "keel_tokenizer_decode": ("keel_status", ["Ptr{keel_tokenizer}", "Ptr{Int32}", "Csize_t", "Int32", "Ptr{Cstring}",
+                                              "Ptr{Csize_t}"]),
+    "keel_tokenizer_token_id": ("keel_status", ["Ptr{keel_tokenizer}", "Cstring", "Ptr{Int32}"]),
+    "keel_tokenizer_token": ("keel_status", ["Ptr{keel_tokenizer}", "Int32", "Ptr{Cstring}", "Ptr{Int32}"]),
 }
 
 
