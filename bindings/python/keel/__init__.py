@@ -31,6 +31,7 @@ matplotlib, when it is installed (keel/plot.py); `keel plot ... --out loss.svg` 
 """
 import collections.abc
 import enum
+import math
 import operator
 import os
 
@@ -95,8 +96,10 @@ def _is_prompt_batch(prompt):
 
 
 def _check_generation_args(n, temperature, seed, top_k, top_p, eos_ids, vocab_size):
-    """generate's numbers, each refused by name with what it takes, before the extension sees them
-    (pybind's own refusal of a wrong type prints its whole signature instead)."""
+    """generate's arguments of a wrong type, or past what the extension's C types hold, refused by
+    name before the extension sees them (pybind's own refusal prints its whole signature instead);
+    the ranges within those types (temperature >= 0, top_p in (0, 1], top_k >= 0) are the core's
+    to check, with its own message. eos ids are this wrapper's alone."""
     def whole(value):  # an int or anything that is one (numpy's integers), not a bool
         return not isinstance(value, bool) and hasattr(type(value), "__index__")
 
@@ -106,13 +109,13 @@ def _check_generation_args(n, temperature, seed, top_k, top_p, eos_ids, vocab_si
     if not whole(n):
         refuse("n", "a whole number from 0 to 2^62", n)
     if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                                    or not 0 <= temperature < float("inf")):
-        refuse("temperature", "None or a finite number >= 0", temperature)
+                                    or not math.isfinite(temperature)):
+        refuse("temperature", "None or a finite number", temperature)
     if seed is not None and (not whole(seed) or not 0 <= operator.index(seed) < 1 << 64):
         refuse("seed", "None or a whole number from 0 to 2^64 - 1", seed)
-    if not whole(top_k) or not 0 <= operator.index(top_k) < 1 << 31:
+    if not whole(top_k) or not -(1 << 31) <= operator.index(top_k) < 1 << 31:
         refuse("top_k", "a whole number from 0 (all tokens) to 2^31 - 1", top_k)
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
         refuse("top_p", "a number in (0, 1]", top_p)
     for eos in eos_ids:
         if not whole(eos) or not 0 <= operator.index(eos) < vocab_size:

@@ -115,8 +115,11 @@ def test_generate_refuses_bad_numbers_by_name(config):
              ({"seed": -1}, "seed must be None or a whole number from 0 to 2^64 - 1, found -1"),
              ({"seed": 1 << 64}, "seed must be None or a whole number"),
              ({"top_k": 1 << 40}, "top_k must be a whole number from 0 (all tokens) to 2^31 - 1"),
-             ({"top_p": 0.0}, "top_p must be a number in (0, 1], found 0.0"),
-             ({"temperature": float("nan")}, "temperature must be None or a finite number >= 0"),
+             ({"top_k": -1}, "top_k must be >= 0 (0: all)"),
+             ({"top_p": "0.5"}, "top_p must be a number in (0, 1], found '0.5'"),
+             ({"top_p": 0.0}, "top_p in (0, 1]"),
+             ({"temperature": float("nan")}, "temperature must be None or a finite number, found nan"),
+             ({"temperature": -1.0}, "temperature must be >= 0"),
              ({"eos_token_id": -1}, "eos_token_id must be an id (or a list of ids) of the model's vocabulary, 0 to 255, "
                                     "found -1"),
              ({"eos_token_id": [3, 99999]}, "found 99999")]
