@@ -51,7 +51,11 @@
         keel_trainer_generate_each: end-of-text tokens, stop strings, Ctrl-C, no count-sized
         buffer); types.h KEEL_ERR_MISSING_FILE, so a binding tells a missing file by its status;
         comm.h all_to_all_v (per-peer counts, for expert parallelism) and its counters;
-        backend.h a mixture-of-experts layer's ops (moe_route, moe_permute_*, grouped_matmul_*). */
+        backend.h a mixture-of-experts layer's ops (moe_route, moe_permute_*, grouped_matmul_*);
+        strategy.h keel_strategy_info.holds_whole; embed.h keel_tokenizer_* (encode and decode
+        through Keel's tokenizer) and keel_step_metrics.model_json; model.h step_metrics (named
+        per-step metrics a model reports, combined over data parallelism). 0.19 is the open
+        minor (no release tag yet): this wave's appends share it. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
 
