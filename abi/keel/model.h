@@ -44,6 +44,18 @@ typedef struct keel_model_create_args {
   int32_t virtual_stages;
   const int32_t* stage_blocks;
   int32_t n_stage_blocks;
+  /* --- appended in 0.19: expert parallelism --- */
+  /* The expert-parallel group (parallel.ep; docs/architecture.md §4): ep_size consecutive ranks of
+     the data-parallel group that split each sparse layer's experts between them, ep_rank this
+     rank's place in it. The model declares only its own experts' tensors, flagged
+     KEEL_PARAM_EXPERT (params.h), and moves each token's rows to its experts' ranks and back with
+     the group's all_to_all_v (comm.h), from the thread that calls forward/backward; every rank of
+     the group takes part in every exchange, with no rows when its experts got none. NULL when
+     ep_size is 1 (every expert on every rank). A model without experts refuses ep_size > 1. */
+  int32_t ep_rank;
+  int32_t ep_size;
+  const keel_comm_api* ep_comm;
+  void* ep_comm_obj;
 } keel_model_create_args;
 
 typedef struct keel_model_info {

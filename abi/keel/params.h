@@ -21,7 +21,18 @@ enum {
      take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in
      no gradient norm and saved in no checkpoint (the first stage's is). */
   KEEL_PARAM_STAGE_TIED = 1u << 2,
-  KEEL_PARAM_STAGE_COPY = 1u << 3
+  KEEL_PARAM_STAGE_COPY = 1u << 3,
+  /* --- appended in 0.19: expert parallelism --- */
+  /* One expert's tensor of a sparse (mixture-of-experts) layer. At ep_size > 1 (model.h) only the
+     ranks at the same place of every expert-parallel group hold it: its expert-data-parallel
+     group (dp_size / ep_size ranks), over which the core has its gradient reduced and its shards
+     and optimizer state spread, in place of the data-parallel group. The model's backward adds
+     into its gradient the contributions of every token routed to it from the whole
+     expert-parallel group, each scaled as the dense parameters' are and then by 1 / ep_size, so
+     the expert-data-parallel mean is the data-parallel mean a single rank would form. At
+     ep_size 1 the flag changes nothing. A layer's expert tensors may come in any order among its
+     others. */
+  KEEL_PARAM_EXPERT = 1u << 4
 };
 
 enum { KEEL_INIT_ZEROS = 0, KEEL_INIT_ONES = 1, KEEL_INIT_NORMAL = 2 };

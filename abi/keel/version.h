@@ -54,7 +54,8 @@
         backend.h a mixture-of-experts layer's ops (moe_route, moe_permute_*, grouped_matmul_*);
         strategy.h keel_strategy_info.holds_whole; embed.h keel_tokenizer_* (encode and decode
         through Keel's tokenizer) and keel_step_metrics.model_json; model.h step_metrics (named
-        per-step metrics a model reports, combined over data parallelism). 0.19 is the open
+        per-step metrics a model reports, combined over data parallelism); expert parallelism: model.h
+        ep_rank, ep_size, ep_comm and params.h KEEL_PARAM_EXPERT. 0.19 is the open
         minor (no release tag yet): this wave's appends share it. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H
