@@ -78,7 +78,7 @@ RunConfig export_config(RunConfig config) {
   config.comm_explicit = false;  // one process, with or without an MPI plugin installed
   // One rank holds whole tensors: the checkpoint's boxes, whatever (tp, dp) saved them, are
   // reassembled as they load (docs/parallelism.md §2).
-  config.tp = config.pp = 1;
+  config.tp = config.pp = config.ep = 1;
   config.sequence_parallel = false;
   config.virtual_stages = 1;
   config.layers_per_stage.clear();

@@ -279,7 +279,8 @@ SavedPosition load_checkpoint(const RunStateView& view, const std::string& check
   position.same_ranks = same_ranks;
   position.data_positions = manifest.value("data_positions", nlohmann::json());
   position.same_layout = saved_is("dp", view.mesh.layout().dp) && saved_is("tp", view.config.tp) &&
-                         saved_is("pp", view.config.pp) && saved_is("world_size", view.mesh.world.size);
+                         saved_is("pp", view.config.pp) && saved_is("world_size", view.mesh.world.size) &&
+                         mesh.value("ep", nlohmann::json(1)) == nlohmann::json(view.mesh.layout().ep);  // ep: 0.19
   position.statistics = manifest.value("statistics", nlohmann::json());
   return position;
 }

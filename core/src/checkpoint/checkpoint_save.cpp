@@ -95,8 +95,14 @@ std::map<std::string, bool> replicated_tensors(const RunStateView& view) {
   return replicated;
 }
 
+// Of the data-parallel ranks holding a tensor whole, the first: dp rank 0, or for an expert's
+// tensor (params.h KEEL_PARAM_EXPERT), held by its expert-data-parallel group, the first ep block.
+bool first_whole_holder(const keel_param_spec& spec, const MeshLayout& layout, const MeshPosition& at) {
+  return spec.flags & KEEL_PARAM_EXPERT ? layout.expert_dp_rank(at) == 0 : at.dp == 0;
+}
+
 // The ranges this rank owns of its pieces (boxes of the tensors). A piece every rank holding it
-// has whole is written by data-parallel rank 0 alone, a tensor replicated over tensor-parallel
+// has whole is written by the first data-parallel rank holding it alone, a tensor replicated over tensor-parallel
 // ranks by tp rank 0 alone, and a pipeline stage's copy of a tied tensor (STAGE_COPY) not at
 // all, so each element is saved once.
 void collect_slices(const RunStateView& view, const std::string& rank_file, int64_t step, RankPart& part) {
@@ -112,7 +118,9 @@ void collect_slices(const RunStateView& view, const std::string& rank_file, int6
                            {"dtype", "F32"}, {"layer", spec.layer}});
     for (int32_t kind = -1; kind < view.state_slots; ++kind) {
       const auto [begin, end] = view.strategy.owned_range(kind, i);
-      if (end <= begin || (replicated.at(flag_key(spec, kind)) && at.dp != 0) || (spec.tp_dim < 0 && at.tp != 0)) continue;
+      if (end <= begin || (replicated.at(flag_key(spec, kind)) && !first_whole_holder(spec, view.mesh.layout(), at)) ||
+          (spec.tp_dim < 0 && at.tp != 0))
+        continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       const std::string key = kind_name + "/" + spec.name + "/" + std::to_string(begin);
       // Read as the file is written, one range at a time (or all at once into a snapshot's
@@ -203,7 +211,8 @@ nlohmann::json manifest_header(const RunStateView& view, const RunPosition& posi
           {"statistics", position.statistics},
           {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
           {"mesh", {{"dp", view.mesh.layout().dp}, {"tp", config.tp}, {"pp", config.pp},
-                    {"virtual_stages", config.virtual_stages}, {"world_size", view.mesh.world.size}}},
+                    {"virtual_stages", config.virtual_stages}, {"ep", view.mesh.layout().ep},
+                    {"world_size", view.mesh.world.size}}},
           {"strategy", config.strategy.json},
           {"config", config.json},
           {"optimizer", {{"plugin", config.optimizer.plugin}, {"n_state_slots", view.state_slots}}}};

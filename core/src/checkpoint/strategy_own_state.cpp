@@ -36,7 +36,8 @@ bool restore_strategy_own_state(const RunStateView& view, const nlohmann::json& 
   const std::string saved_strategy = manifest.value("strategy", nlohmann::json::object()).value("plugin", "");
   const nlohmann::json mesh = manifest.value("mesh", nlohmann::json::object());
   const int64_t saved_dp = mesh.value("dp", int64_t(-1)), saved_tp = mesh.value("tp", int64_t(1));
-  const bool same_ranks = saved_strategy == view.config.strategy.plugin && saved_dp == layout.dp && saved_tp == layout.tp;
+  const bool same_ranks = saved_strategy == view.config.strategy.plugin && saved_dp == layout.dp && saved_tp == layout.tp &&
+                          mesh.value("ep", int64_t(1)) == layout.ep;
   if (arrays.empty() && saved.empty()) return same_ranks;
   if (!saved.is_array()) throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state: expected an array");
   if (!same_ranks) {

@@ -118,6 +118,7 @@ void read_parallel(const nlohmann::json& config, RunConfig& out) {
   s.allow("schedule");
   out.tp = s.get_in_range<int32_t>("tp", 1, 1, 4096);
   out.pp = s.get_in_range<int32_t>("pp", 1, 1, 4096);
+  out.ep = s.get_in_range<int32_t>("ep", 1, 1, 4096);
   out.sequence_parallel = s.get<bool>("sequence_parallel", false);
   out.virtual_stages = s.get_in_range<int32_t>("virtual_stages", 1, 1, 1024);
   if (out.sequence_parallel && out.tp == 1)

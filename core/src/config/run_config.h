@@ -104,6 +104,9 @@ struct RunConfig {
   std::vector<std::string> plugin_path;
   // The mesh (docs/parallelism.md §1): tp × dp × pp ranks, tp fastest; dp = world / (tp · pp).
   int32_t tp = 1, pp = 1;
+  // parallel.ep: ranks of the data-parallel group that split each sparse layer's experts
+  // (docs/architecture.md §4); it must divide dp, which mesh_layout.cpp checks against the world.
+  int32_t ep = 1;
   bool sequence_parallel = false;  // parallel.sequence_parallel (Megatron's), with tp > 1
   // Pipeline parallelism (docs/parallelism.md §5): the schedule plugin ("1f1b" by default, also at
   // pp 1, where every schedule is forward m then backward m), the chunks per rank, and an explicit

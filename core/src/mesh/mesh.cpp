@@ -59,6 +59,8 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
   model_tp.name = core_tp.name = "tensor-parallel group";
   pipeline.name = stage_io.name = "pipeline group";
   embedding.name = "embedding group";
+  model_ep.name = core_ep.name = "expert-parallel group";
+  strategy_expert_dp.name = "expert-data-parallel group";
   try {
     comm_ = static_cast<const keel_comm_api*>(PluginRegistry::instance().find(KEEL_KIND_COMM, config.comm.plugin).info.api);
   } catch (const KeelError& e) {
@@ -96,6 +98,7 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
                                            std::to_string(strategy_dp.rank) + " of " + std::to_string(strategy_dp.size) +
                                            ", expected " + std::to_string(at.tp) + " of " + std::to_string(tp) + " and " +
                                            std::to_string(at.dp) + " of " + std::to_string(dp));
+  split_expert_groups();
   if (pp == 1) return;
   pipeline = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kHost);
   stage_io = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kBackend);
@@ -108,13 +111,35 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
   else tied.comm->destroy(tied.obj);
 }
 
+// The ep block is colored by the block (and the other axes), the expert-data-parallel group by
+// the place in the block; each ordered along its own axis, as the groups above.
+void Mesh::split_expert_groups() {
+  const int32_t ep = layout_.ep;
+  if (ep == 1) return;
+  const MeshPosition at = position_;
+  const int32_t tp = layout_.tp, blocks = layout_.expert_dp();
+  const int32_t block_color = (at.pp * blocks + layout_.expert_dp_rank(at)) * tp + at.tp;
+  const int32_t place_color = (at.pp * ep + layout_.ep_rank(at)) * tp + at.tp;
+  model_ep = split(block_color, layout_.ep_rank(at), "expert-parallel group", BufferSide::kBackend);
+  core_ep = split(block_color, layout_.ep_rank(at), "the core's expert-parallel communicator", BufferSide::kHost);
+  strategy_expert_dp = split(place_color, layout_.expert_dp_rank(at), "expert-data-parallel group", BufferSide::kBackend);
+  if (model_ep.size != ep || model_ep.rank != layout_.ep_rank(at) || strategy_expert_dp.size != blocks ||
+      strategy_expert_dp.rank != layout_.expert_dp_rank(at))
+    throw KeelError(KEEL_ERR_INTERNAL, "comm split gave ep rank " + std::to_string(model_ep.rank) + " of " +
+                                           std::to_string(model_ep.size) + " and expert-dp rank " +
+                                           std::to_string(strategy_expert_dp.rank) + " of " +
+                                           std::to_string(strategy_expert_dp.size) + ", expected " +
+                                           std::to_string(layout_.ep_rank(at)) + " of " + std::to_string(ep) + " and " +
+                                           std::to_string(layout_.expert_dp_rank(at)) + " of " + std::to_string(blocks));
+}
+
 void Mesh::abort_world(const std::string& why) const {
   if (comm_ && plugin_world_) comm_->abort_world(plugin_world_, 1, why.c_str());
 }
 
 void Mesh::destroy() {
   for (CommGroup* group :
-       {&embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &checkpoint_io, &world}) {
+       {&strategy_expert_dp, &core_ep, &model_ep, &embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &checkpoint_io, &world}) {
     if (group->obj) group->comm->destroy(group->obj);
     group->obj = nullptr;
   }

@@ -58,10 +58,15 @@ class Mesh {
   CommGroup stage_io;     // the same ranks, for activations and their gradients (backend memory)
   CommGroup embedding;    // the first and last stage of this pipeline (pp > 1, those two ranks
                           // only): the strategy's, for STAGE_TIED gradients
+  // Expert parallelism (ep > 1; architecture.md §4):
+  CommGroup model_ep;            // this rank's ep block: the model's, for tokens to their experts
+  CommGroup core_ep;             // the same ranks: the core's (the experts' share of the gradient norm)
+  CommGroup strategy_expert_dp;  // the ranks holding this rank's experts: the expert half's strategy
 
  private:
   CommGroup split(int32_t color, int32_t key, const char* name, BufferSide side);
   void create_world(const RunConfig& config);
+  void split_expert_groups();
 
   const keel_comm_api* comm_ = nullptr;  // the plugin's table
   void* plugin_world_ = nullptr;         // the plugin's world, which `world` bridges

@@ -18,6 +18,7 @@ std::string text(int64_t n) { return std::to_string(n); }
 
 std::string MeshLayout::describe() const {
   return plural(ranks, "rank") + " = tp " + text(tp) + " × dp " + text(dp) + " × pp " + text(pp) +
+         (ep > 1 ? " (experts over ep " + text(ep) + " of the dp ranks)" : "") +
          (virtual_stages > 1 ? " (" + text(virtual_stages) + " chunks per rank)" : "");
 }
 
@@ -33,18 +34,30 @@ MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks) {
   layout.pp = config.pp;
   layout.dp = int32_t(ranks / (tp * pp));
   layout.virtual_stages = config.virtual_stages;
+  if (layout.dp % config.ep != 0)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel.ep: " + text(config.ep) + " does not divide the " +
+                                                 "data-parallel size " + text(layout.dp) + " (" + text(ranks) +
+                                                 " ranks / (tp " + text(tp) + " × pp " + text(pp) + ")); the experts " +
+                                                 "are split over blocks of ep data-parallel ranks, so ep must divide dp");
+  layout.ep = config.ep;
   return layout;
 }
 
 void require_plugins_for_layout(const RunConfig& config, const MeshLayout& layout) {
-  const uint32_t needed = layout.pp > 1 ? 7 : layout.tp > 1 ? 6 : 0;
+  const uint32_t needed = layout.pp > 1 || layout.ep > 1 ? 7 : layout.tp > 1 ? 6 : 0;
   if (needed == 0) return;
-  const std::string why = layout.pp > 1 ? "parallel.pp > 1 needs 0.7 (pipeline chunks)"
-                                        : "parallel.tp > 1 needs 0.6 (tensor-parallel pieces)";
+  const std::string why = layout.pp > 1   ? "parallel.pp > 1 needs 0.7 (pipeline chunks)"
+                          : layout.ep > 1 ? "parallel.ep > 1 needs 0.7 (a layer with none of its parameters)"
+                                          : "parallel.tp > 1 needs 0.6 (tensor-parallel pieces)";
   auto& registry = PluginRegistry::instance();
   for (auto [kind, section] : {std::pair<int32_t, const PluginSection*>{KEEL_KIND_MODEL, &config.model},
                                {KEEL_KIND_STRATEGY, &config.strategy}}) {
     const keel_plugin_info& info = registry.find(kind, section->plugin).info;
+    if (kind == KEEL_KIND_MODEL && layout.ep > 1 && info.abi_minor < 19)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + section->json_path + ".plugin '" + section->plugin +
+                                                  "' was built against ABI 0." + text(info.abi_minor) +
+                                                  ", but parallel.ep > 1 needs a model of 0.19 (its expert-parallel "
+                                                  "group). Rebuild it, or run at ep 1");
     if (info.abi_minor < needed)
       throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + section->json_path + ".plugin '" + section->plugin +
                                                   "' was built against ABI 0." + text(info.abi_minor) + ", but " + why +

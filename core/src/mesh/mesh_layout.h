@@ -19,20 +19,29 @@ struct MeshPosition {
 struct MeshLayout {
   int32_t ranks = 1, tp = 1, dp = 1, pp = 1;
   int32_t virtual_stages = 1;  // model chunks per pipeline rank (interleaved schedules)
+  // Expert parallelism: blocks of `ep` consecutive dp ranks split the experts; the ranks at one
+  // place of every block (dp / ep of them) hold the same experts: their expert-data-parallel group.
+  int32_t ep = 1;
 
   MeshPosition position_of(int32_t world_rank) const {
     return {world_rank % tp, (world_rank / tp) % dp, world_rank / (tp * dp)};
   }
+  int32_t ep_rank(const MeshPosition& at) const { return at.dp % ep; }          // place in the ep block
+  int32_t expert_dp_rank(const MeshPosition& at) const { return at.dp / ep; }   // which ep block
+  int32_t expert_dp() const { return dp / ep; }
   // "8 ranks = tp 2 × dp 2 × pp 2 (2 chunks per rank)"
   std::string describe() const;
 };
 
 // The layout of config's parallel section over `ranks` ranks; throws KeelError
-// (KEEL_ERR_INVALID_CONFIG) when the ranks do not divide into tp × pp, naming the numbers.
+// (KEEL_ERR_INVALID_CONFIG) when the ranks do not divide into tp × pp, or ep does not divide the
+// dp they leave, naming the numbers.
 MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks);
 
 // The model and strategy plugins must be new enough for the layout: tensor-parallel pieces came
-// in ABI 0.6, pipeline chunks in 0.7. Throws KeelError (KEEL_ERR_UNIMPLEMENTED) naming the
+// in ABI 0.6, pipeline chunks in 0.7, the model's expert-parallel group in 0.19 (and the
+// strategy, run once over the dense parameters and once over the experts, must take a layer
+// that holds none of its parameters: 0.7). Throws KeelError (KEEL_ERR_UNIMPLEMENTED) naming the
 // plugin, the ABI it was built against and the one the layout needs.
 void require_plugins_for_layout(const RunConfig& config, const MeshLayout& layout);
 

@@ -8,6 +8,7 @@
 #include "host/host_table.h"
 #include "host/log.h"
 #include "loader/plugin_registry.h"
+#include "train/expert_split_strategy.h"
 #include "train/model_specs.h"
 
 #include <algorithm>
@@ -163,7 +164,9 @@ void PluginInstances::create_model(const RunConfig& config) {
                                     layout.tp > 1 ? mesh.model_tp.comm : nullptr, layout.tp > 1 ? mesh.model_tp.obj : nullptr,
                                     config.sequence_parallel ? 1 : 0,  // model.h: NULL at tp 1
                                     at.pp, layout.pp, layout.virtual_stages, stage_blocks,
-                                    int32_t(config.layers_per_stage.size())};
+                                    int32_t(config.layers_per_stage.size()), layout.ep_rank(at), layout.ep,
+                                    layout.ep > 1 ? mesh.model_ep.comm : nullptr,  // model.h: NULL at ep 1
+                                    layout.ep > 1 ? mesh.model_ep.obj : nullptr};
   check_plugin(model->create(host_table(), &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");
@@ -200,7 +203,20 @@ void PluginInstances::create_strategy(const RunConfig& config) {
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "
                                                 "parallelism; run it on one rank or rebuild it against this Keel");
-  check_plugin(strategy->create(host_table(), &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
+  if (layout.ep > 1) {
+    // The configured strategy twice behind one table: the dense half over the dp group, the
+    // experts over their expert-data-parallel group (expert_split_strategy.h).
+    if (offload)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": offload: parallel.ep " + std::to_string(layout.ep) +
+                                                  " runs the strategy once for the dense parameters and once for the "
+                                                  "experts, and one tier cannot serve both yet; remove the \"offload\" "
+                                                  "section, or run at ep 1");
+    strategy_obj = new ExpertSplitStrategy(strategy, strategy_args, mesh.strategy_expert_dp, mesh.core_ep, config.file,
+                                           config.strategy.plugin);
+    strategy = ExpertSplitStrategy::table();
+  } else {
+    check_plugin(strategy->create(host_table(), &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
+  }
   access.struct_size = sizeof(access);
   check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");
 }

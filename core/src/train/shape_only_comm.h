@@ -1,5 +1,5 @@
-// A communicator that knows only its shape (rank r of n) and moves nothing: the tensor-parallel
-// group `keel validate` hands the model it creates to ask about a layout (model_probe.h), where no
+// A communicator that knows only its shape (rank r of n) and moves nothing: the tensor- and
+// expert-parallel groups `keel validate` hands the model it creates to ask about a layout (model_probe.h), where no
 // other rank exists. A model may read the group's rank and size at create, as it does in a run;
 // every collective and point-to-point slot refuses with KEEL_ERR_UNIMPLEMENTED.
 #pragma once
