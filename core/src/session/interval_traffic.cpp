@@ -26,6 +26,8 @@ IntervalTraffic::IntervalTraffic(const Trainer& trainer)
       dp_start_(comm_counters(trainer.mesh().strategy_dp)),
       tp_start_(comm_counters(trainer.mesh().model_tp)),
       pp_start_(comm_counters(trainer.mesh().stage_io)),
+      ep_start_(comm_counters(trainer.mesh().model_ep)),
+      expert_dp_start_(comm_counters(trainer.mesh().strategy_expert_dp)),
       offload_start_(trainer.offload_counters()) {}
 
 void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) {
@@ -43,6 +45,14 @@ void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) 
       const keel_comm_counters pp_now = comm_counters(mesh.stage_io);
       report.extra["pp_comm_bytes_per_step"] = per_step_bytes(pp_now, pp_start_, steps);
       pp_start_ = pp_now;
+    }
+    if (mesh.layout().ep > 1) {  // tokens to their experts and back; the experts' own reduction
+      const keel_comm_counters ep_now = comm_counters(mesh.model_ep);
+      const keel_comm_counters expert_dp_now = comm_counters(mesh.strategy_expert_dp);
+      report.extra["ep_comm_bytes_per_step"] = per_step_bytes(ep_now, ep_start_, steps);
+      report.extra["expert_dp_comm_bytes_per_step"] = per_step_bytes(expert_dp_now, expert_dp_start_, steps);
+      ep_start_ = ep_now;
+      expert_dp_start_ = expert_dp_now;
     }
   }
   if (offload_start_) {
@@ -62,6 +72,7 @@ void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) 
 
 void IntervalTraffic::restart_after_evaluation() {
   pp_start_ = comm_counters(trainer_.mesh().stage_io);
+  ep_start_ = comm_counters(trainer_.mesh().model_ep);
   if (offload_start_) offload_start_ = trainer_.offload_counters();
 }
 

@@ -1,6 +1,7 @@
 // Traffic per step over each logging interval, for the metrics record: bytes each collective
-// moved on the strategy's data-parallel group, the model's tensor-parallel group and the
-// pipeline group (comm.h's counting convention), and what the offload tier read and wrote with
+// moved on the strategy's data-parallel group, the model's tensor-parallel group, the pipeline
+// group, and with experts split the model's expert-parallel group and the expert half of the
+// strategy's expert-data-parallel group (comm.h's counting convention), and what the offload tier read and wrote with
 // the rates it had to sustain for training to run at this speed.
 #pragma once
 
@@ -28,7 +29,7 @@ class IntervalTraffic {
 
  private:
   const Trainer& trainer_;
-  keel_comm_counters dp_start_{}, tp_start_{}, pp_start_{};
+  keel_comm_counters dp_start_{}, tp_start_{}, pp_start_{}, ep_start_{}, expert_dp_start_{};
   std::optional<keel_offload_counters> offload_start_;
 };
 
