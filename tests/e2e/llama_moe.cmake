@@ -57,3 +57,17 @@ if(TARGET fixture_test_backends AND TARGET keel-zero)
                          RUN_SERIAL TRUE TIMEOUT 900)
   endforeach()
 endif()
+
+# Expert parallelism (parallel.ep): the layout's refusals, then ep 2 and 4 against one rank
+# (moe_checks.py: losses and every tensor, each expert's gradient, experts that get no token under
+# ZeRO-3, a checkpoint resharded ep 4 -> 2 -> 1). Four ranks at most, a tiny model, ~1 minute.
+keel_layout_test(ep_not_dividing_dp 4
+  "parallel\\.ep: 3 does not divide the data-parallel size 4 \\(4 ranks / \\(tp 1 × pp 1\\)\\)" "parallel.ep=3")
+keel_layout_test(ep_without_experts 2
+  "parallel\\.ep 2: the model declares no expert tensor" "parallel.ep=2")
+foreach(check expert_parallel expert_gradients idle_experts expert_reshard)
+  add_test(NAME e2e.llama_moe.${check}
+    COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py ${check} --keel ${keel}
+            --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
+  set_tests_properties(e2e.llama_moe.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+endforeach()

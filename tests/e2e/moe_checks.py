@@ -8,14 +8,29 @@ experts, top 2):
     under DDP, so the two runs optimise different objectives), and the model's step metrics
     reported through both.
 
-Usage: moe_checks.py recompute|data_parallel --keel KEEL --config CONFIG
-Exits 77 where mpirun is missing (data_parallel).
+  - expert_parallel: parallel.ep 2 and 4 (ddp and ZeRO-1/3, the experts' gradients reduced over
+    expert-data-parallel groups of 1 and 2 ranks) within 1e-6 of one rank over 10 AdamW steps with
+    both balancing losses on, and every final tensor, each expert's included, close to one rank's.
+    Each rank's micro-batch is one sequence, so every layout balances the same micro-batches;
+  - expert_gradients: one SGD step at ep 1, 2 and 4: each expert's gradient (its parameters'
+    change) has the same norm at every ep, and the ep block's all-to-all traffic is reported;
+  - idle_experts: routers set to zero (every token ties, so top-2 takes experts 0 and 1 and the
+    ep rank holding 2 and 3 receives no token in the first step) under ZeRO-3 at ep 2 match one
+    rank: every rank still takes part in every collective;
+  - expert_reshard: a checkpoint saved at ep 4 (ZeRO-3) resumes at ep 2 (ddp), whose checkpoint
+    resumes on one rank, each matching a run that never stopped.
+
+Usage: moe_checks.py CHECK --keel KEEL --config CONFIG
+Exits 77 where mpirun is missing (every check but recompute).
 """
 
 import argparse
 import json
 import os
+import math
 import shutil
+import struct
+import subprocess
 import sys
 import tempfile
 
@@ -38,9 +53,7 @@ def check_recompute(args, work):
 
 
 def check_data_parallel(args, work):
-    if not args.mpirun:
-        print("SKIPPED: mpirun not found")
-        sys.exit(77)
+    require_mpirun(args)
     pc.run(args, 1, "ddp", work, "one", EXPERTS, steps=10)
     pc.run(args, 2, "zero3", work, "zero3-dp2", EXPERTS, steps=10)
     pc.compare_losses(pc.losses(work, "one"), pc.losses(work, "zero3-dp2"), "ZeRO-3 over 2 ranks with experts", 1e-5)
@@ -60,9 +73,116 @@ def check_data_parallel(args, work):
           f"worst load {two['expert_load.max_over_mean']:.3f} (one rank {one['expert_load.max_over_mean']:.3f})")
 
 
+# One sequence per micro-batch, so that one rank's micro-batches are the data-parallel ranks' own
+# and the balancing losses (per micro-batch) are the same objective at every layout.
+PER_SEQUENCE = ["data.micro_batch=1", "data.global_batch=4"]
+
+
+def require_mpirun(args):
+    if not args.mpirun:
+        print("SKIPPED: mpirun not found")
+        sys.exit(77)
+
+
+def is_expert(name):
+    return ".experts." in name
+
+
+def check_expert_parallel(args, work):
+    require_mpirun(args)
+    base = BALANCED + PER_SEQUENCE
+    pc.run(args, 1, "ddp", work, "one", base, steps=10)
+    reference, ref_params = pc.losses(work, "one"), pc.final_params(f"{work}/one/step-00000010")
+    assert any(is_expert(n) for n in ref_params), sorted(ref_params)
+    for ranks, ep, strategy in ((2, 2, "ddp"), (4, 2, "zero3"), (4, 4, "zero1")):
+        tag = f"ep{ep}-{strategy}x{ranks}"
+        pc.run(args, ranks, strategy, work, tag, base + [f"parallel.ep={ep}"], steps=10)
+        pc.compare_losses(reference, pc.losses(work, tag), tag, 1e-6)
+        pc.compare_params(ref_params, pc.final_params(f"{work}/{tag}/step-00000010"), tag, 1e-5)
+        traffic = next(json.loads(l) for l in open(f"{work}/{tag}.jsonl") if l.strip())
+        assert traffic["ep_comm_bytes_per_step"].get("all_to_all", 0) > 0, traffic
+        print(f"{tag}: ep traffic per step {traffic['ep_comm_bytes_per_step']}, "
+              f"experts' reduction {traffic['expert_dp_comm_bytes_per_step']}")
+
+
+def check_expert_gradients(args, work):
+    require_mpirun(args)
+    sgd = PER_SEQUENCE + BALANCED + ["optimizer={\"plugin\": \"sgd\", \"lr\": 0.5}", "train.grad_clip=0",
+                                     "lr_schedule.warmup_steps=0"]
+    pc.run(args, 1, "ddp", work, "start", sgd + ["optimizer.lr=0"], steps=1)
+    start = pc.final_params(f"{work}/start/step-00000001")
+    norms = {}
+    for ranks, ep, strategy in ((1, 1, "ddp"), (2, 2, "zero2"), (4, 2, "ddp"), (4, 4, "zero3")):
+        tag = f"sgd-ep{ep}x{ranks}"
+        pc.run(args, ranks, strategy, work, tag, sgd + ([f"parallel.ep={ep}"] if ep > 1 else []), steps=1)
+        after = pc.final_params(f"{work}/{tag}/step-00000001")
+        norms[tag] = {n: math.sqrt(sum((a - b) ** 2 for a, b in zip(start[n], after[n]))) for n in start if is_expert(n)}
+    reference = norms.pop("sgd-ep1x1")
+    assert len(reference) >= 12 and all(v > 0 for v in reference.values()), reference
+    for tag, got in norms.items():
+        worst = max(abs(got[n] - reference[n]) / reference[n] for n in reference)
+        print(f"{tag}: {len(got)} expert tensors, worst relative gradient-norm difference {worst:.2e}")
+        assert worst <= 1e-5, f"{tag}: an expert's gradient norm differs by {worst:.2e} relative"
+
+
+def zero_routers(folder):
+    """Rewrites folder/model.safetensors with every router (block_sparse_moe.gate.weight) zero."""
+    path = f"{folder}/model.safetensors"
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header_bytes = f.read(n)
+        data = bytearray(f.read())
+    header = json.loads(header_bytes)
+    routers = [k for k in header if k.endswith("block_sparse_moe.gate.weight")]
+    assert routers, sorted(header)
+    for key in routers:
+        a, b = header[key]["data_offsets"]
+        data[a:b] = bytes(b - a)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", n) + header_bytes + bytes(data))
+    return len(routers)
+
+
+def check_idle_experts(args, work):
+    require_mpirun(args)
+    base = BALANCED + PER_SEQUENCE
+    pc.run(args, 1, "ddp", work, "seed", base, steps=1)
+    folder = f"{work}/hf"
+    p = subprocess.run([args.keel, "export", f"{work}/seed/step-00000001", "--out", folder], capture_output=True,
+                       text=True, env=pc.ENV)
+    assert p.returncode == 0, p.stderr
+    routers = zero_routers(folder)
+    init = base + [f"model.init_from=\"{folder}\""]
+    pc.run(args, 1, "ddp", work, "idle-one", init, steps=3)
+    pc.run(args, 2, "zero3", work, "idle-ep2", init + ["parallel.ep=2"], steps=3)
+    pc.compare_losses(pc.losses(work, "idle-one"), pc.losses(work, "idle-ep2"), "ZeRO-3 at ep 2 with idle experts", 1e-6)
+    first = next(json.loads(l) for l in open(f"{work}/idle-ep2.jsonl") if l.strip())["model"]
+    loads = {k: v for k, v in first.items() if k.startswith("expert_load.layer")}
+    # Two of four experts take every token: the busiest holds twice the mean.
+    assert len(loads) == routers and all(v == 2.0 for v in loads.values()), first
+    print(f"step 1 at ep 2: every layer's tokens went to experts 0 and 1 ({loads}); ep rank 1 received none")
+
+
+def check_expert_reshard(args, work):
+    require_mpirun(args)
+    common = BALANCED + PER_SEQUENCE + ["lr_schedule.decay_steps=9", "train.checkpoint.every=3"]
+    pc.run(args, 1, "ddp", work, "never-stopped", common, steps=9)
+    reference = pc.losses(work, "never-stopped")
+    pc.run(args, 4, "zero3", work, "ep4", common + ["parallel.ep=4"], steps=3)
+    shutil.copytree(f"{work}/ep4", f"{work}/ep2")
+    pc.run(args, 2, "ddp", work, "ep2", common + ["parallel.ep=2"], steps=6, resume="latest")
+    shutil.copytree(f"{work}/ep2", f"{work}/ep1")
+    pc.run(args, 1, "ddp", work, "ep1", common, steps=9, resume="latest")
+    for tag, steps in (("ep4", [1, 2, 3]), ("ep2", [4, 5, 6]), ("ep1", [7, 8, 9])):
+        part = pc.losses(work, tag)
+        assert sorted(part) == steps, (tag, sorted(part))
+        pc.compare_losses(reference, part, f"{tag} (from the checkpoint before it)", 1e-6)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["recompute", "data_parallel"])
+    parser.add_argument("check", choices=["recompute", "data_parallel", "expert_parallel", "expert_gradients",
+                                          "idle_experts", "expert_reshard"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))

@@ -343,11 +343,7 @@ ExpertSplitStrategy::ExpertSplitStrategy(const keel_strategy_api* inner, const k
     h.half[which].layer_tensors[size_t(spec.layer)] += 1;
     h.layer_halves[size_t(spec.layer)].push_back(which);
   }
-  // Every rank of a pipeline stage holds its stage's layers, so at pp 1 no expert tensor here
-  // means none anywhere: a model that ignores the ep group would run plain data parallelism.
-  if (h.half[kExperts].specs.empty() && args.pp_size == 1)
-    throw KeelError(KEEL_ERR_INVALID_CONFIG, who + "the model declares no expert tensor (params.h KEEL_PARAM_EXPERT) "
-                                                   "to split over the ep ranks; set model.n_experts, or ep 1");
+  require_expert_tensors(config_file, core_ep.size, args.pp_size, args.params, args.n_params);
   for (int which : {kDense, kExperts}) {
     StrategyHalf& half = h.half[which];
     if (half.specs.empty()) continue;
@@ -377,5 +373,15 @@ ExpertSplitStrategy::ExpertSplitStrategy(const keel_strategy_api* inner, const k
 }
 
 ExpertSplitStrategy::~ExpertSplitStrategy() = default;
+
+void require_expert_tensors(const std::string& config_file, int32_t ep, int32_t pp, const keel_param_spec* params,
+                            size_t n_params) {
+  if (ep == 1 || pp > 1) return;
+  for (size_t i = 0; i < n_params; ++i)
+    if (params[i].flags & KEEL_PARAM_EXPERT) return;
+  throw KeelError(KEEL_ERR_INVALID_CONFIG, config_file + ": parallel.ep " + std::to_string(ep) +
+                                               ": the model declares no expert tensor (params.h KEEL_PARAM_EXPERT) to "
+                                               "split over the ep ranks; set model.n_experts, or ep 1");
+}
 
 }  // namespace keel

@@ -42,4 +42,11 @@ class ExpertSplitStrategy {
   std::unique_ptr<ExpertSplitHalves> halves_;
 };
 
+// Every rank of a pipeline stage holds its stage's layers, so at pp 1 a rank with no expert
+// tensor (params.h KEEL_PARAM_EXPERT) means a model with none, which would run plain data
+// parallelism under an ep the config asks for: refused (KeelError naming the file and the key).
+// A run checks it as it splits the strategy, `keel validate` on the model it probes.
+void require_expert_tensors(const std::string& config_file, int32_t ep, int32_t pp, const keel_param_spec* params,
+                            size_t n_params);
+
 }  // namespace keel

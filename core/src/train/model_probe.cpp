@@ -4,11 +4,13 @@
 
 #include <keel/keel.h>
 
+#include <exception>
 #include <string>
 
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "loader/plugin_registry.h"
+#include "train/expert_split_strategy.h"
 #include "train/shape_only_comm.h"
 
 namespace keel {
@@ -41,9 +43,18 @@ int32_t probe_model_layout(const RunConfig& config) {
     status = model->describe(model_obj, &info);
     if (status != KEEL_OK) problem = "model '" + config.model.plugin + "' describe: " + last_error();
   }
+  std::exception_ptr no_experts;
+  if (status == KEEL_OK) {
+    try {
+      require_expert_tensors(config.file, config.ep, config.pp, info.params, info.n_params);
+    } catch (const KeelError&) {
+      no_experts = std::current_exception();
+    }
+  }
   if (model_obj) model->destroy(model_obj);
   backend->destroy(backend_obj);
   if (status != KEEL_OK) throw KeelError(status, config.file + ": " + problem);
+  if (no_experts) std::rethrow_exception(no_experts);
   return info.max_seq_len;
 }
 
