@@ -216,6 +216,30 @@ typedef struct keel_model_api {
      combine rule in the same order; the core refuses a mismatch naming the rank and the metric,
      combines each value over the group, and writes the results under "model" in metrics.jsonl. */
   keel_status (*step_metrics)(void* model, keel_model_metric* out, int32_t capacity, int32_t* out_count);
+  /* --- appended in 0.19; optional, all four of own_state_* or none (NULL: the model keeps no
+     state besides its parameters) --- */
+  /* State a model changes by a rule once per optimizer step rather than through its gradient,
+     identical on every data-parallel rank: loss-free balancing's per-expert selection bias
+     (DeepSeek-V3), moved each step by the sign of each expert's load error over the whole batch.
+     step_tallies: once per optimizer step on every rank, after the step's last backward (beside
+       step_metrics), the counts this rank kept over the step's training micro-batches (each sparse
+       layer's tokens per expert): at most `capacity` values into out, their number into *out_count
+       (the same on every data-parallel rank; 0: nothing to tally). When it exceeds capacity the
+       core asks again with room for all; the values stay the same until end_step.
+     end_step: then, after the strategy's step, with those tallies summed over the data-parallel
+       group in rank order (the same values on every rank, so every replica keeps the same state),
+       and `applied` 0 when the update was skipped (a non-finite step): the model updates its
+       state from them, or leaves it, and starts the next step's tallies afresh.
+     own_state_*: the state as named fp32 arrays (names as a strategy's own arrays: letters,
+       digits, '_', '.', '-'; owned by the model, valid for its life). A checkpoint saves them once
+       per pipeline stage (from data-parallel and tensor-parallel rank 0) and a resume writes them
+       into every rank holding an array of that name, at any layout. */
+  keel_status (*step_tallies)(void* model, double* out, int64_t capacity, int64_t* out_count);
+  keel_status (*end_step)(void* model, const double* summed_tallies, int64_t count, int32_t applied);
+  keel_status (*own_state_count)(void* model, int32_t* out_count);
+  keel_status (*own_state_info)(void* model, int32_t index, const char** out_name, int64_t* out_count);
+  keel_status (*read_own_state)(void* model, int32_t index, float* dst_host);
+  keel_status (*write_own_state)(void* model, int32_t index, const float* src_host);
 } keel_model_api;
 
 #ifdef __cplusplus

@@ -55,7 +55,9 @@
         strategy.h keel_strategy_info.holds_whole; embed.h keel_tokenizer_* (encode and decode
         through Keel's tokenizer) and keel_step_metrics.model_json; model.h step_metrics (named
         per-step metrics a model reports, combined over data parallelism); expert parallelism: model.h
-        ep_rank, ep_size, ep_comm and params.h KEEL_PARAM_EXPERT. 0.19 is the open
+        ep_rank, ep_size, ep_comm and params.h KEEL_PARAM_EXPERT; model.h step_tallies, end_step and
+        own_state_* (state a model moves by a rule once per step, in checkpoints: loss-free
+        balancing). 0.19 is the open
         minor (no release tag yet): this wave's appends share it. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H

@@ -91,15 +91,17 @@ void CheckpointFiles::check_slices_stored_in(const std::string& name, const Safe
 }
 
 void CheckpointFiles::check_own_state_stored_in(const std::string& name, const SafetensorsFile& file) const {
-  const auto records = manifest_.find("strategy_own_state");
-  if (records == manifest_.end()) return;
-  for (size_t i = 0; i < records->size(); ++i) {
-    const nlohmann::json& record = (*records)[i];
-    if (record.at("file").get<std::string>() != name) continue;
-    const std::string at = "strategy_own_state[" + std::to_string(i) + "]";
-    // A strategy's own arrays are its business: their values are not checked, their size is.
-    stored_values(file, name, record.at("key").get<std::string>(), record.at("count").get<int64_t>(), at,
-                  at + " (\"" + record.at("name").get<std::string>() + "\")");
+  for (const char* section : {"strategy_own_state", "model_state"}) {
+    const auto records = manifest_.find(section);
+    if (records == manifest_.end()) continue;
+    for (size_t i = 0; i < records->size(); ++i) {
+      const nlohmann::json& record = (*records)[i];
+      if (record.at("file").get<std::string>() != name) continue;
+      const std::string at = std::string(section) + "[" + std::to_string(i) + "]";
+      // A plugin's own arrays are its business: their values are not checked, their size is.
+      stored_values(file, name, record.at("key").get<std::string>(), record.at("count").get<int64_t>(), at,
+                    at + " (\"" + record.at("name").get<std::string>() + "\")");
+    }
   }
 }
 

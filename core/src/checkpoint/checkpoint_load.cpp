@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/manifest_check.h"
+#include "checkpoint/model_own_state.h"
 #include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
 #include "host/log.h"
@@ -265,9 +266,9 @@ SavedPosition load_checkpoint(const RunStateView& view, const std::string& check
                                                  view.config.optimizer.plugin + "' keeps " + std::to_string(slots));
   const CheckpointFiles files(manifest, checkpoint_dir);
   load_ranges(view, manifest, where, slots - 1, files);
-  const bool same_ranks = restore_strategy_own_state(view, manifest, where, [&](const std::string& name) -> const SafetensorsFile& {
-    return files.open(name);
-  });
+  const auto open = [&](const std::string& name) -> const SafetensorsFile& { return files.open(name); };
+  const bool same_ranks = restore_strategy_own_state(view, manifest, where, open);
+  restore_model_own_state(view, manifest, where, open);
   const nlohmann::json& mesh = manifest.at("mesh");  // an object (manifest_check); its fields as saved
   const auto saved_is = [&](const char* key, int64_t value) { return mesh.value(key, nlohmann::json()) == nlohmann::json(value); };
   SavedPosition position;

@@ -20,6 +20,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/model_own_state.h"
 #include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
 #include "io/crc32c.h"
@@ -63,7 +64,7 @@ struct RankPart {
   std::vector<SafetensorsEntry> entries;
   // For each entry read from the strategy (data NULL): fills the entry's floats and checks them.
   std::vector<std::pair<size_t, std::function<void(float*)>>> readers;
-  nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array(), own_state;
+  nlohmann::json params = nlohmann::json::array(), slices = nlohmann::json::array(), own_state, model_state;
   std::string nonfinite;
 };
 
@@ -148,6 +149,7 @@ void collect_slices(const RunStateView& view, const std::string& rank_file, int6
     }
   }
   part.own_state = collect_strategy_own_state(view, rank_file, part.buffers, part.entries);
+  part.model_state = collect_model_own_state(view, rank_file, part.buffers, part.entries);
 }
 
 // One temporary folder for all ranks, named after rank 0's process (`run_id`), made by rank 0
@@ -196,7 +198,8 @@ nlohmann::json write_rank_file(const CommGroup& world, const std::string& tempor
                                  "non-finite values or could not write its file (its message says which); the "
                                  "previous checkpoint is kept");
   }
-  return {{"file", file}, {"params", part.params}, {"slices", part.slices}, {"own_state", part.own_state}};
+  return {{"file", file}, {"params", part.params}, {"slices", part.slices}, {"own_state", part.own_state},
+          {"model_state", part.model_state}};
 }
 
 // What the manifest says of the run, taken with the snapshot: the run, the mesh, the position.
@@ -222,7 +225,8 @@ nlohmann::json manifest_header(const RunStateView& view, const RunPosition& posi
 // own), every slice, the strategy's own arrays and every file's size and checksum.
 nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::string>& everyone) {
   nlohmann::json files = nlohmann::json::array(), all_slices = nlohmann::json::array(),
-                 all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array();
+                 all_own_state = nlohmann::json::array(), all_params = nlohmann::json::array(),
+                 all_model_state = nlohmann::json::array();
   std::set<std::string> listed;
   std::vector<nlohmann::json> replica_positions;
   nlohmann::json data_positions = nlohmann::json::array();  // every rank's, in world-rank order
@@ -233,6 +237,7 @@ nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::strin
       if (listed.insert(param.at("name").get<std::string>()).second) all_params.push_back(param);
     for (const auto& slice : part.at("slices")) all_slices.push_back(slice);
     for (const auto& record : part.at("own_state")) all_own_state.push_back(record);
+    for (const auto& record : part.at("model_state")) all_model_state.push_back(record);
     if (part.contains("replica_position")) {  // one per replica (its tp ranks say the same), in dp order
       const int64_t dp_rank = part["replica_position"].at("dp_rank").get<int64_t>();
       if (dp_rank >= int64_t(replica_positions.size())) replica_positions.resize(size_t(dp_rank) + 1);
@@ -250,6 +255,7 @@ nlohmann::json manifest_of(nlohmann::json manifest, const std::vector<std::strin
   manifest["params"] = all_params;
   manifest["slices"] = all_slices;
   manifest["strategy_own_state"] = all_own_state;
+  if (!all_model_state.empty()) manifest["model_state"] = all_model_state;
   manifest["files"] = files;
   return manifest;
 }

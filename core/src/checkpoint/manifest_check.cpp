@@ -259,6 +259,21 @@ void check_own_state_records(const ManifestReader& r, const nlohmann::json& mani
                                            "with its size and checksum");
     }
   }
+  // A model's rule-moved arrays (ABI 0.19; absent from older checkpoints and models without them).
+  if (manifest.contains("model_state")) {
+    const nlohmann::json& records = r.array(manifest, "model_state", "model_state");
+    for (size_t i = 0; i < records.size(); ++i) {
+      const std::string at = "model_state[" + std::to_string(i) + "]";
+      if (!records[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(records[i]));
+      r.string(records[i], "name", at + ".name");
+      r.integer(records[i], "count", 0, kMaxTensorElements, at + ".count");
+      r.string(records[i], "key", at + ".key");
+      const std::string file = r.string(records[i], "file", at + ".file");
+      if (!files.count(file))
+        r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file read must be listed there "
+                                           "with its size and checksum");
+    }
+  }
 
 }
 

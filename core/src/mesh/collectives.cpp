@@ -60,6 +60,33 @@ double sum_in_rank_order(const CommGroup& group, double value) {
   return sum;
 }
 
+std::vector<double> sum_in_rank_order(const CommGroup& group, const std::vector<double>& values) {
+  if (group.alone()) return values;
+  const size_t n = size_t(group.size);
+  int32_t length = int32_t(values.size());
+  std::vector<int32_t> lengths(n);
+  check_plugin(group.comm->all_gather(group.obj, &length, lengths.data(), 1, kInt32, nullptr), on("all_gather", group));
+  for (size_t r = 0; r < n; ++r)
+    if (lengths[r] != length)
+      throw KeelError(KEEL_ERR_INTERNAL, std::string("summing vectors over the ") + group.name + ": rank " +
+                                             std::to_string(r) + " has " + std::to_string(lengths[r]) +
+                                             " values, this rank " + std::to_string(length));
+  std::vector<double> sum(values.size(), 0.0);
+  if (values.empty()) return sum;
+  // Each double as two 32-bit words, the one type every comm moves.
+  std::vector<int32_t> mine(values.size() * 2), all(values.size() * 2 * n);
+  std::memcpy(mine.data(), values.data(), values.size() * sizeof(double));
+  check_plugin(group.comm->all_gather(group.obj, mine.data(), all.data(), mine.size(), kInt32, nullptr),
+               on("all_gather", group));
+  for (size_t r = 0; r < n; ++r)
+    for (size_t i = 0; i < values.size(); ++i) {
+      double v = 0;
+      std::memcpy(&v, all.data() + (r * values.size() + i) * 2, sizeof(double));
+      sum[i] += v;
+    }
+  return sum;
+}
+
 std::vector<std::string> gather_strings(const CommGroup& group, const std::string& mine) {
   if (group.alone()) return {mine};
   const size_t n = size_t(group.size);

@@ -20,6 +20,9 @@ namespace keel {
 void barrier(const CommGroup& group);
 // Sum of one double per rank, added in rank order.
 double sum_in_rank_order(const CommGroup& group, double value);
+// The element-wise sum of each rank's vector (the same length on every rank: refused otherwise,
+// naming both), added in rank order.
+std::vector<double> sum_in_rank_order(const CommGroup& group, const std::vector<double>& values);
 // Every rank's string, in rank order.
 std::vector<std::string> gather_strings(const CommGroup& group, const std::string& mine);
 // The group's rank-`root` value, on every rank.

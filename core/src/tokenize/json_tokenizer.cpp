@@ -5,6 +5,7 @@
 // byte-to-unicode table just before the model, which is where the library's ByteLevel puts it
 // when ByteLevel is the last pre-tokenizer (the reader refuses it anywhere else).
 #include "tokenize/json_tokenizer.h"
+#include "tokenize/replace_all.h"
 
 #include <new>
 
@@ -20,15 +21,6 @@ struct Word {
   bool at_start;  // begins at offset 0 of the document (Metaspace's prepend_scheme "first")
 };
 
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  std::string out;
-  size_t at = 0;
-  for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size()) out.append(text, at, hit - at) += to;
-  if (at == 0) return;
-  out.append(text, at, std::string::npos);
-  text.swap(out);
-}
 
 void normalize(const std::vector<NormalizeStep>& steps, std::string& text) {
   for (const auto& step : steps) {

@@ -3,6 +3,7 @@
 // included (a lone byte token, a token of characters outside GPT-2's table), is the library's
 // own; bindings/python/tests/test_tokenizer.py compares whole texts against it.
 #include "tokenize/token_decoder.h"
+#include "tokenize/replace_all.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -29,14 +30,6 @@ std::vector<std::string_view> characters(std::string_view text) {
   return out;
 }
 
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  if (from.empty()) return;  // the reader refuses an empty pattern; nothing would end the loop
-  std::string out;
-  size_t at = 0;
-  for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size()) out.append(text, at, hit - at) += to;
-  out.append(text, at, std::string::npos);
-  text.swap(out);
-}
 
 // GPT-2's table read backwards: each token's characters are bytes again, unless one of them is
 // not in the table; then the token stands for its own UTF-8 bytes. The bytes of all tokens

@@ -8,6 +8,7 @@
 
 #include "config/run_config.h"
 #include "mesh/mesh.h"
+#include "train/model_state.h"
 #include "train/strategy_state.h"
 
 namespace keel {
@@ -18,6 +19,7 @@ struct RunStateView {
   int32_t state_slots;           // the optimizer's state arrays per parameter
   const Mesh& mesh;
   StrategyState& strategy;
+  ModelState& model_state;  // the model's rule-moved arrays (model.h 0.19 own_state_*)
 };
 
 }  // namespace keel

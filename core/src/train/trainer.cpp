@@ -169,6 +169,7 @@ double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, boo
     result.loss = sum_in_rank_order(dp, result.loss) / dp.size;
     result.tokens *= dp.size;
   }
+  pending_tallies_ = model_step_tallies();
   result.model_metrics = read_model_metrics(plugins_.model, plugins_.model_obj);
   if (!independent_replicas_ && model_reports_metrics(plugins_.model))  // every rank has the same model plugin
     result.model_metrics = combine_model_metrics(mesh().core_dp, result.model_metrics);
@@ -180,6 +181,20 @@ double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, boo
   result.step_seconds = std::chrono::duration<double>(clock::now() - start).count();
   pending_step_ = result;
   return result.loss;
+}
+
+// The model's tallies of the step (model.h step_tallies), summed over the data-parallel group so
+// that every replica moves its rule-driven state alike. Replicas that step on their own make no
+// data-parallel collective in a step, so a model that tallies is refused there.
+std::vector<double> Trainer::model_step_tallies() {
+  std::vector<double> tallies = model_state_.step_tallies();
+  if (tallies.empty()) return tallies;  // the same on every rank: the same model and config
+  if (independent_replicas_)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": model '" + config_.model.plugin + "' sums its step "
+                                             "tallies (loss-free balancing) over the data-parallel group every step, "
+                                             "which replicas that step on their own (parallel.strategy " +
+                                             config_.strategy.plugin + ") never do; turn one of them off");
+  return sum_in_rank_order(mesh().core_dp, tallies);
 }
 
 StepResult Trainer::optimizer_step() {
@@ -227,6 +242,8 @@ StepResult Trainer::optimizer_step() {
     keel_strategy_step_args step_args{sizeof(step_args), float(result.lr), float(grad_scale), replica_step_ + 1};
     check_plugin(strategy->step(s, &step_args), "strategy step");
   }
+  model_state_.end_step(pending_tallies_, !result.skipped);
+  pending_tallies_.clear();
   check_plugin(plugins_.backend->synchronize(plugins_.backend_obj), "backend synchronize");
   result.optimizer_seconds = seconds_since(optimizer_start);
   result.step = ++replica_step_;
@@ -349,7 +366,7 @@ std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t b
 }
 
 RunStateView Trainer::state_view() {
-  return {config_, plugins_.model_info, plugins_.optimizer_info.n_state_slots, mesh(), strategy_state_};
+  return {config_, plugins_.model_info, plugins_.optimizer_info.n_state_slots, mesh(), strategy_state_, model_state_};
 }
 
 RunPosition Trainer::position() const {

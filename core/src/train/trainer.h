@@ -15,6 +15,7 @@
 #include "data/token_source.h"
 #include "train/pipeline_runner.h"
 #include "train/model_metrics.h"
+#include "train/model_state.h"
 #include "train/model_parameters.h"
 #include "train/batch_schedule.h"
 #include "train/noise_scale.h"
@@ -145,10 +146,12 @@ class Trainer final {
   StepResult train_one_step();
   StepResult train_interval();
   void check_independent_replicas();  // asks the strategy; refuses what cannot run so
+  std::vector<double> model_step_tallies();
 
   RunConfig config_;
   PluginInstances plugins_;
   StrategyState strategy_state_{plugins_, config_.strategy.plugin};
+  ModelState model_state_{plugins_, config_.model.plugin};
   ModelParameters parameters_{plugins_, config_};
   std::unique_ptr<PipelineRunner> pipeline_;
   DataSplits data_;
@@ -161,6 +164,7 @@ class Trainer final {
   int64_t tokens_seen_ = 0;
   std::optional<StepResult> pending_step_;  // forward_backward_on's, until optimizer_step
   std::optional<double> pending_sq_norm_;   // its finished reduction's Σ g², for callers' batches
+  std::vector<double> pending_tallies_;     // its model tallies summed over dp, for end_step (model_state.h)
   bool independent_replicas_ = false;
   int64_t furthest_samples_taken_ = 0;  // independent replicas: the most samples any replica took
   // The gradient noise scale, while the strategy reports its local norms (dp > 1).

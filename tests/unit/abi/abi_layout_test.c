@@ -469,6 +469,12 @@ _Static_assert(KEEL_ROUTE_SIGMOID == 1 && KEEL_ROUTE_NORMALIZE == 2, "moe_route'
 KEEL_ASSERT_OFFSET(keel_model_api, decode_reset, 104);
 KEEL_ASSERT_OFFSET(keel_model_api, decode, 112);
 KEEL_ASSERT_OFFSET(keel_model_api, step_metrics, 120);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_api, step_tallies, 128);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_api, end_step, 136);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_api, own_state_count, 144);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_api, own_state_info, 152);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_api, read_own_state, 160);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_api, write_own_state, 168);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_step_metrics, model_json, 112);  /* 0.19 */
 KEEL_ASSERT_SIZE(keel_model_metric, 24);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_metric, name, 0);
