@@ -20,6 +20,9 @@
 //   step_metrics()      the step's named scalars (keel_model_api.step_metrics, 0.19): returns a
 //                       const std::vector<StepMetric>& the model owns until its next call, and starts
 //                       afresh; without it the slot is NULL (the model reports no metrics)
+//   rule_state()        a RuleState* (rule_state.hpp) or nullptr: state moved once per step by a
+//                       rule, with its tallies and checkpoint arrays (model.h 0.19 step_tallies,
+//                       end_step, own_state_*); without it the slots are NULL
 #pragma once
 
 #include <keel/model.h>
@@ -33,6 +36,7 @@
 
 #include "keel_support/common/abi_guard.hpp"
 #include "keel_support/model/external_config.hpp"
+#include "keel_support/model/rule_state.hpp"
 
 namespace keel_support {
 
@@ -289,10 +293,85 @@ struct ModelSlots {
   }
   static constexpr auto kStepMetrics = ReportsMetrics<Model>::value ? &step_metrics : nullptr;
 
+  // Rule-moved state (0.19), for a Model with rule_state(); NULL slots otherwise. A null
+  // RuleState (the model keeps none in this configuration) tallies nothing and holds no array.
+  template <class M, class = void>
+  struct KeepsRuleState : std::false_type {};
+  template <class M>
+  struct KeepsRuleState<M, std::void_t<decltype(std::declval<M&>().rule_state())>> : std::true_type {};
+  static RuleState* rule_state_of(void* model) {
+    if constexpr (KeepsRuleState<Model>::value) return as_model(model)->rule_state();
+    return nullptr;
+  }
+  static void require_array(const RuleState* state, int32_t index) {
+    if (!state || index < 0 || size_t(index) >= state->array_count())
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "own state array " + std::to_string(index) + " of " + named_model() +
+                                                       ", which keeps " +
+                                                       std::to_string(state ? state->array_count() : 0));
+  }
+  static keel_status step_tallies(void* model, double* out, int64_t capacity, int64_t* out_count) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      if (!out_count || capacity < 0 || (capacity > 0 && !out))
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "step_tallies: out_count is required, and out when capacity > 0");
+      const RuleState* state = rule_state_of(model);
+      const std::vector<double> none;
+      const std::vector<double>& tallies = state ? state->step_tallies() : none;
+      std::copy_n(tallies.begin(), std::min<size_t>(tallies.size(), size_t(capacity)), out);
+      *out_count = int64_t(tallies.size());
+    });
+  }
+  static keel_status end_step(void* model, const double* summed, int64_t count, int32_t applied) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      RuleState* state = rule_state_of(model);
+      const int64_t expected = state ? int64_t(state->step_tallies().size()) : 0;
+      if (count != expected || (count > 0 && !summed))
+        throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "end_step: " + std::to_string(count) + " summed tallies for " +
+                                                         named_model() + ", which tallied " + std::to_string(expected));
+      if (state) state->end_step(summed, count, applied != 0);
+    });
+  }
+  static keel_status own_state_count(void* model, int32_t* out) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      const RuleState* state = rule_state_of(model);
+      *out = state ? int32_t(state->array_count()) : 0;
+    });
+  }
+  static keel_status own_state_info(void* model, int32_t index, const char** name, int64_t* count) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      const RuleState* state = rule_state_of(model);
+      require_array(state, index);
+      *name = state->array_name(size_t(index)).c_str();
+      *count = state->array_size(size_t(index));
+    });
+  }
+  static keel_status read_own_state(void* model, int32_t index, float* dst) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      const RuleState* state = rule_state_of(model);
+      require_array(state, index);
+      state->read_array(size_t(index), dst);
+    });
+  }
+  static keel_status write_own_state(void* model, int32_t index, const float* src) {
+    if (keel_status s = require_model(model)) return s;
+    return guard(as_model(model)->host(), Model::kSource, [&] {
+      RuleState* state = rule_state_of(model);
+      require_array(state, index);
+      state->write_array(size_t(index), src);
+    });
+  }
+  static constexpr bool kRules = KeepsRuleState<Model>::value;
+
   static constexpr keel_model_api kApi = {
       sizeof(keel_model_api), validate_config, create,   destroy,       describe,        flops_per_token,
       forward,                backward,        external_name, external_config, stage_io_numel, splits_backward,
       complete_config,        kDecodeReset,    kDecode,       kStepMetrics,
+      kRules ? &step_tallies : nullptr, kRules ? &end_step : nullptr, kRules ? &own_state_count : nullptr,
+      kRules ? &own_state_info : nullptr, kRules ? &read_own_state : nullptr, kRules ? &write_own_state : nullptr,
   };
 };
 
