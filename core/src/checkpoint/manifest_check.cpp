@@ -151,7 +151,10 @@ int64_t check_run_fields(const ManifestReader& r, const nlohmann::json& manifest
   // The run's config: its model section names the network (inspect shows it, export rebuilds it).
   r.string(r.object(r.object(manifest, "config", "config"), "model", "config.model"), "plugin", "config.model.plugin");
   r.string(r.object(manifest, "strategy", "strategy"), "plugin", "strategy.plugin");
-  const int64_t dp = r.integer(r.object(manifest, "mesh", "mesh"), "dp", 1, INT32_MAX, "mesh.dp");
+  const nlohmann::json& mesh = r.object(manifest, "mesh", "mesh");
+  const int64_t dp = r.integer(mesh, "dp", 1, INT32_MAX, "mesh.dp");
+  for (const char* axis : {"tp", "pp", "ep"})  // ep from 0.19: a resume compares them with its own
+    if (mesh.contains(axis)) r.integer(mesh, axis, 1, INT32_MAX, std::string("mesh.") + axis);
   r.object(manifest, "data_state", "data_state");
   if (manifest.contains("replica_positions")) {  // replicas that stepped on their own: one entry each, in dp order
     const nlohmann::json& positions = r.array(manifest, "replica_positions", "replica_positions");
@@ -241,40 +244,33 @@ std::set<std::string> read_files(const ManifestReader& r, const nlohmann::json& 
   return files;
 }
 
-void check_own_state_records(const ManifestReader& r, const nlohmann::json& manifest, const std::set<std::string>& files) {
-  // A strategy's own per-rank arrays (ABI 0.5; absent from older checkpoints).
-  if (manifest.contains("strategy_own_state")) {
-    const nlohmann::json& records = r.array(manifest, "strategy_own_state", "strategy_own_state");
-    for (size_t i = 0; i < records.size(); ++i) {
-      const std::string at = "strategy_own_state[" + std::to_string(i) + "]";
-      if (!records[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(records[i]));
+// The records of named arrays a plugin keeps beside its parameters, under `section`: a strategy's
+// own per-rank arrays ("strategy_own_state", ABI 0.5, with their rank) and a model's rule-moved
+// arrays ("model_state", ABI 0.19); each absent from older checkpoints.
+void check_array_records(const ManifestReader& r, const nlohmann::json& manifest, const char* section, bool ranked,
+                         const std::set<std::string>& files) {
+  if (!manifest.contains(section)) return;
+  const nlohmann::json& records = r.array(manifest, section, section);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string at = std::string(section) + "[" + std::to_string(i) + "]";
+    if (!records[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(records[i]));
+    if (ranked) {
       r.integer(records[i], "rank", 0, INT32_MAX, at + ".rank");
       if (records[i].contains("tp_rank")) r.integer(records[i], "tp_rank", 0, INT32_MAX, at + ".tp_rank");
-      r.string(records[i], "name", at + ".name");
-      r.integer(records[i], "count", 0, kMaxTensorElements, at + ".count");
-      r.string(records[i], "key", at + ".key");
-      const std::string file = r.string(records[i], "file", at + ".file");
-      if (!files.count(file))
-        r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file read must be listed there "
-                                           "with its size and checksum");
     }
+    r.string(records[i], "name", at + ".name");
+    r.integer(records[i], "count", 0, kMaxTensorElements, at + ".count");
+    r.string(records[i], "key", at + ".key");
+    const std::string file = r.string(records[i], "file", at + ".file");
+    if (!files.count(file))
+      r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file read must be listed there "
+                                         "with its size and checksum");
   }
-  // A model's rule-moved arrays (ABI 0.19; absent from older checkpoints and models without them).
-  if (manifest.contains("model_state")) {
-    const nlohmann::json& records = r.array(manifest, "model_state", "model_state");
-    for (size_t i = 0; i < records.size(); ++i) {
-      const std::string at = "model_state[" + std::to_string(i) + "]";
-      if (!records[i].is_object()) r.fail(at, "expected an object, found " + ManifestReader::shown(records[i]));
-      r.string(records[i], "name", at + ".name");
-      r.integer(records[i], "count", 0, kMaxTensorElements, at + ".count");
-      r.string(records[i], "key", at + ".key");
-      const std::string file = r.string(records[i], "file", at + ".file");
-      if (!files.count(file))
-        r.fail(at + ".file", "\"" + file + "\" is not listed in \"files\"; every file read must be listed there "
-                                           "with its size and checksum");
-    }
-  }
+}
 
+void check_own_state_records(const ManifestReader& r, const nlohmann::json& manifest, const std::set<std::string>& files) {
+  check_array_records(r, manifest, "strategy_own_state", true, files);
+  check_array_records(r, manifest, "model_state", false, files);
 }
 
 // Every slice, in range of its tensor and its file listed, grouped by (tensor, kind).
