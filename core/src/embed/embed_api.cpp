@@ -175,12 +175,13 @@ bool strategy_holds_whole(const keel::Trainer& t, uint32_t what) {
 // Hugging Face export and import read and write whole tensors on each rank, with no collective.
 void require_whole_parameters(const keel::Trainer& t, const char* fn) {
   const keel::MeshLayout& layout = t.mesh().layout();
-  if (layout.tp == 1 && layout.pp == 1 && strategy_holds_whole(t, KEEL_STRATEGY_HOLDS_WHOLE_PARAMS)) return;
+  if (layout.tp == 1 && layout.pp == 1 && layout.ep == 1 && strategy_holds_whole(t, KEEL_STRATEGY_HOLDS_WHOLE_PARAMS))
+    return;
   throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED,
                         std::string(fn) + ": this run splits its parameters (tp " + std::to_string(layout.tp) + ", pp " +
-                            std::to_string(layout.pp) + ", strategy " + t.config().strategy.plugin + " at " +
-                            std::to_string(layout.dp) +
-                            " data-parallel ranks); each rank needs whole ones (tp and pp 1, and a strategy that "
+                            std::to_string(layout.pp) + ", ep " + std::to_string(layout.ep) + ", strategy " +
+                            t.config().strategy.plugin + " at " + std::to_string(layout.dp) +
+                            " data-parallel ranks); each rank needs whole ones (tp, pp and ep 1, and a strategy that "
                             "keeps every parameter whole on each rank, such as ddp, or one rank). Save a checkpoint "
                             "and `keel export` it, or set model.init_from");
 }
