@@ -17,7 +17,7 @@ using keel_support::LayerLease;
 
 SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const keel_support::BackendOps& backend,
                      const ComputeOps& ops, int32_t first_slot, int32_t shared_gate_w, int32_t shared_up_w,
-                     int32_t shared_down_w)
+                     int32_t shared_down_w, std::unique_ptr<ExpertDispatch> dispatch)
     : host_(host),
       be_(backend),
       ops_(ops),
@@ -27,7 +27,9 @@ SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const kee
       E_(config.moe.n_experts),
       K_(config.moe.n_experts_per_token),
       Fe_(config.moe.expert_ffn_hidden),
-      S_(config.moe.shared_expert_ffn_hidden) {
+      S_(config.moe.shared_expert_ffn_hidden),
+      dispatch_(std::move(dispatch)),
+      El_(dispatch_ ? dispatch_->local_experts() : E_) {
   flags_ = (moe_.norm_topk_prob ? KEEL_ROUTE_NORMALIZE : 0) |
            (moe_.router_scores == RouterScores::SIGMOID ? KEEL_ROUTE_SIGMOID : 0);
   router_ = first_slot;
@@ -36,14 +38,15 @@ SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const kee
   shared_w_[0] = shared_gate_w, shared_w_[1] = shared_up_w, shared_w_[2] = shared_down_w;
   auto carve_all = [&](char* base) {
     Carver carve(base);
-    experts_gate_up_ = ops_.at(carve.take<char>(int64_t(ops_.bytes(E_ * 2 * Fe_ * C_))));
-    dexperts_gate_up_ = carve.take<float>(E_ * 2 * Fe_ * C_);
+    experts_gate_up_ = ops_.at(carve.take<char>(int64_t(ops_.bytes(El_ * 2 * Fe_ * C_))));
+    dexperts_gate_up_ = carve.take<float>(El_ * 2 * Fe_ * C_);
     shared_stack_ = ops_.at(carve.take<char>(int64_t(ops_.bytes(2 * S_ * C_))));
     dshared_stack_ = carve.take<float>(2 * S_ * C_);
     return carve.used();
   };
   stacked_memory_ = be_.alloc_bytes(carve_all(nullptr));
   carve_all(static_cast<char*>(stacked_memory_.get()));
+  if (dispatch_) ddown_memory_ = be_.alloc_bytes(size_t(El_ * C_ * Fe_) * sizeof(float));
   expert_dscores_ = be_.alloc_bytes(size_t(E_) * sizeof(float));
   expert_dscores_host_.assign(size_t(E_), 0.0f);
 }
@@ -59,11 +62,13 @@ std::vector<MoeTensor> SparseMlp::routed_tensors(const std::string& prefix) cons
   const std::string block = prefix + (qwen2_ ? "mlp." : "block_sparse_moe.");
   out.push_back({block + "gate.weight", E_, C_});
   if (S_ > 0) out.push_back({block + "shared_expert_gate.weight", 1, C_});
-  for (int64_t e = 0; e < E_; ++e) {
+  // This rank's experts only, under their global numbers, so every ep names a tensor alike.
+  const int64_t first = dispatch_ ? dispatch_->first_expert() : 0;
+  for (int64_t e = first; e < first + El_; ++e) {
     const std::string h = block + "experts." + std::to_string(e) + ".";
-    out.push_back({h + (qwen2_ ? "gate_proj" : "w1") + ".weight", Fe_, C_});
-    out.push_back({h + (qwen2_ ? "up_proj" : "w3") + ".weight", Fe_, C_});
-    out.push_back({h + (qwen2_ ? "down_proj" : "w2") + ".weight", C_, Fe_});
+    out.push_back({h + (qwen2_ ? "gate_proj" : "w1") + ".weight", Fe_, C_, true});
+    out.push_back({h + (qwen2_ ? "up_proj" : "w3") + ".weight", Fe_, C_, true});
+    out.push_back({h + (qwen2_ ? "down_proj" : "w2") + ".weight", C_, Fe_, true});
   }
   return out;
 }
@@ -77,8 +82,10 @@ void SparseMlp::carve_block(MoeBlockState& st, Carver& carve, int64_t N) const {
   st.experts = carve.take<int32_t>(NK);
   st.positions = carve.take<int32_t>(NK);
   st.xperm = elems(NK * C_);
-  st.gate_up = elems(NK * 2 * Fe_);
-  st.act = elems(NK * Fe_);
+  const int64_t here = dispatch_ ? 0 : NK;  // at ep > 1 the received rows live in local_memory
+  st.gate_up = elems(here * 2 * Fe_);
+  st.act = elems(here * Fe_);
+  st.local_x = dispatch_ ? Elems() : st.xperm;
   st.expert_out = elems(NK * C_);
   st.shared_gate_up = elems(shared * N * 2 * S_);
   st.shared_act = elems(shared * N * S_);
@@ -118,8 +125,9 @@ void SparseMlp::ensure_scratch(int64_t N) {
     s.dweights = carve.take<float>(NK);
     s.dlogits = carve.take<float>(N * E_);
     s.dexpert_out = elems(NK * C_);
-    s.dact = elems(NK * Fe_);
-    s.dgate_up = elems(NK * 2 * Fe_);
+    const int64_t here = dispatch_ ? 0 : NK;  // at ep > 1 the received rows' are in ep_
+    s.dact = elems(here * Fe_);
+    s.dgate_up = elems(here * 2 * Fe_);
     s.dxperm = elems(NK * C_);
     s.shared_part = elems(shared * N * C_);
     s.dshared_out = elems(shared * N * C_);
@@ -157,7 +165,7 @@ void SparseMlp::router_backward(Elems dx, float* dw, float* dlogits, Elems x, El
 }
 
 void SparseMlp::stack_expert_weights(const LayerLease& lease) {
-  for (int32_t e = 0; e < E_; ++e) {
+  for (int32_t e = 0; e < El_; ++e) {
     const Elems dst = experts_gate_up_ + e * 2 * Fe_ * C_;
     ops_.copy(dst, lease.param_elems(size_t(expert_slot(e, 0))), Fe_ * C_);
     ops_.copy(dst + Fe_ * C_, lease.param_elems(size_t(expert_slot(e, 1))), Fe_ * C_);
@@ -182,21 +190,74 @@ void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerLease&
             static_cast<long long>(st.block), static_cast<long long>(*std::max_element(st.counts.begin(), st.counts.end())),
             double(NK) / double(E_));
   KEEL_OP(be_, moe_permute_dt, dt, st.xperm.get(), x.get(), nullptr, st.positions, N, K, C_);
-  // Each expert's SwiGLU on its rows: down(silu(gate·x) ⊙ up·x).
+  // Each expert's SwiGLU on its rows: down(silu(gate·x) ⊙ up·x), here or on the experts' ranks.
   stack_expert_weights(lease);
-  std::vector<const void*> gate_up(static_cast<size_t>(E_)), down(static_cast<size_t>(E_));
-  for (int32_t e = 0; e < E; ++e) {
-    gate_up[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
-    down[size_t(e)] = lease.param_elems(size_t(expert_slot(e, 2))).get();
+  if (!dispatch_) {
+    experts_forward(st.xperm, st.gate_up, st.act, st.expert_out, st.counts, lease);
+  } else {
+    dispatch_->plan(st.route, st.counts);
+    ensure_local(st, st.route.rows);
+    ensure_ep_scratch(st.route.rows);
+    dispatch_->to_experts(st.route, st.xperm, st.local_x, ep_.staging);
+    experts_forward(st.local_x, st.gate_up, st.act, ep_.rows_out, st.route.local_counts, lease);
+    dispatch_->from_experts(st.route, ep_.rows_out, st.expert_out, ep_.staging);
   }
-  KEEL_OP(be_, grouped_matmul_forward_dt, dt, st.gate_up.get(), st.xperm.get(), gate_up.data(), st.counts.data(), E,
-          C_, 2 * Fe_);
-  ops_.swiglu_forward(st.act, st.gate_up, NK, Fe_);
-  KEEL_OP(be_, grouped_matmul_forward_dt, dt, st.expert_out.get(), st.act.get(), down.data(), st.counts.data(), E,
-          Fe_, C_);
   // Back to token order, each token's k outputs summed with their weights.
   KEEL_OP(be_, moe_unpermute_dt, dt, out.get(), st.expert_out.get(), st.weights, st.positions, N, K, C_);
   if (S_ > 0) shared_forward(st, out, x, lease, N);
+}
+
+void SparseMlp::experts_forward(Elems x, Elems gate_up, Elems act, Elems out, const std::vector<int64_t>& counts,
+                                const LayerLease& lease) {
+  const keel_dtype dt = ops_.dtype();
+  const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
+  std::vector<const void*> gate_up_w(static_cast<size_t>(El_)), down_w(static_cast<size_t>(El_));
+  for (int32_t e = 0; e < El_; ++e) {
+    gate_up_w[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
+    down_w[size_t(e)] = lease.param_elems(size_t(expert_slot(e, 2))).get();
+  }
+  KEEL_OP(be_, grouped_matmul_forward_dt, dt, gate_up.get(), x.get(), gate_up_w.data(), counts.data(), int32_t(El_), C_,
+          2 * Fe_);
+  ops_.swiglu_forward(act, gate_up, rows, Fe_);
+  KEEL_OP(be_, grouped_matmul_forward_dt, dt, out.get(), act.get(), down_w.data(), counts.data(), int32_t(El_), Fe_, C_);
+}
+
+// A block's received rows and their projections, kept for its backward: grown, never shrunk, and
+// never empty (a rank may receive no row, and a backend may refuse a null buffer).
+void SparseMlp::ensure_local(MoeBlockState& st, int64_t rows) const {
+  if (rows <= st.local_capacity && st.local_capacity > 0) return;
+  const int64_t capacity = std::max<int64_t>(rows, 1);
+  auto carve_all = [&](char* base) {
+    Carver carve(base);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    st.local_x = elems(capacity * C_);
+    st.gate_up = elems(capacity * 2 * Fe_);
+    st.act = elems(capacity * Fe_);
+    return carve.used();
+  };
+  st.local_memory = keel_support::BackendBuffer();
+  st.local_memory = be_.alloc_bytes(carve_all(nullptr));
+  carve_all(static_cast<char*>(st.local_memory.get()));
+  st.local_capacity = capacity;
+}
+
+void SparseMlp::ensure_ep_scratch(int64_t rows) {
+  if (rows <= ep_.rows && ep_.rows > 0) return;
+  const int64_t capacity = std::max<int64_t>(rows, 1);
+  auto carve_all = [&](char* base) {
+    Carver carve(base);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    ep_.staging = elems(capacity * C_);
+    ep_.rows_out = elems(capacity * C_);
+    ep_.drows = elems(capacity * C_);
+    ep_.dact = elems(capacity * Fe_);
+    ep_.dgate_up = elems(capacity * 2 * Fe_);
+    return carve.used();
+  };
+  ep_.memory = keel_support::BackendBuffer();
+  ep_.memory = be_.alloc_bytes(carve_all(nullptr));
+  carve_all(static_cast<char*>(ep_.memory.get()));
+  ep_.rows = capacity;
 }
 
 // Qwen2-MoE: out += sigmoid(shared_expert_gate(x)) · down(silu(gate·x) ⊙ up·x).
@@ -255,30 +316,19 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
   KEEL_OP(be_, fill_zero, s.dweights, size_t(NK) * sizeof(float));
   KEEL_OP(be_, moe_unpermute_scale_backward_dt, dt, s.dweights, dout.get(), st.expert_out.get(), st.positions, N, K,
           C_);
-  // The experts' down and gate|up projections, their weight gradients straight into each expert's.
+  // The experts' down and gate|up projections, here or on the experts' ranks (whose weight
+  // gradients then take 1/ep: params.h KEEL_PARAM_EXPERT).
   stack_expert_weights(lease);
-  std::vector<const void*> gate_up(static_cast<size_t>(E_)), down(static_cast<size_t>(E_));
-  std::vector<float*> dgate_up(static_cast<size_t>(E_)), ddown(static_cast<size_t>(E_));
-  for (int32_t e = 0; e < E; ++e) {
-    gate_up[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
-    down[size_t(e)] = lease.param_elems(size_t(expert_slot(e, 2))).get();
-    dgate_up[size_t(e)] = dexperts_gate_up_ + e * 2 * Fe_ * C_;
-    ddown[size_t(e)] = grads ? grads->grad(size_t(expert_slot(e, 2))) : nullptr;
+  if (!dispatch_) {
+    experts_backward(s.dxperm, s.dexpert_out, st.xperm, st.gate_up, st.act, st.counts, lease, grads, 1.0f, s.dact,
+                     s.dgate_up);
+  } else {
+    ensure_ep_scratch(st.route.rows);
+    dispatch_->to_experts(st.route, s.dexpert_out, ep_.rows_out, ep_.staging);
+    experts_backward(ep_.drows, ep_.rows_out, st.local_x, st.gate_up, st.act, st.route.local_counts, lease, grads,
+                     1.0f / float(dispatch_->size()), ep_.dact, ep_.dgate_up);
+    dispatch_->from_experts(st.route, ep_.drows, s.dxperm, ep_.staging);
   }
-  ops_.fill_zero(s.dact, NK * Fe_);
-  KEEL_OP(be_, grouped_matmul_backward_dt, dt, s.dact.get(), grads ? ddown.data() : nullptr, s.dexpert_out.get(),
-          st.act.get(), down.data(), st.counts.data(), E, Fe_, C_);
-  ops_.fill_zero(s.dgate_up, NK * 2 * Fe_);
-  ops_.swiglu_backward(s.dgate_up, s.dact, st.gate_up, NK, Fe_);
-  ops_.fill_zero(s.dxperm, NK * C_);
-  if (grads) KEEL_OP(be_, fill_zero, dexperts_gate_up_, size_t(E_ * 2 * Fe_ * C_) * sizeof(float));
-  KEEL_OP(be_, grouped_matmul_backward_dt, dt, s.dxperm.get(), grads ? dgate_up.data() : nullptr, s.dgate_up.get(),
-          st.xperm.get(), gate_up.data(), st.counts.data(), E, C_, 2 * Fe_);
-  if (grads)
-    for (int32_t e = 0; e < E; ++e) {
-      KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 0))), dgate_up[size_t(e)], Fe_ * C_);
-      KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 1))), dgate_up[size_t(e)] + Fe_ * C_, Fe_ * C_);
-    }
   // The scatter's input gradient: each token's k pair gradients summed (dx overwritten here).
   KEEL_OP(be_, moe_unpermute_dt, dt, dx.get(), s.dxperm.get(), nullptr, st.positions, N, K, C_);
   // The router: the weights' gradient, plus the balancing losses', through the routing to the logits.
@@ -287,6 +337,43 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
   router_backward(dx, grads ? grads->grad(size_t(router_)) : nullptr, s.dlogits, x,
                   lease.param_elems(size_t(router_)), N, E_);
   if (S_ > 0) shared_backward(dx, dout, x, st, lease, grads, N);
+}
+
+void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, Elems act,
+                                 const std::vector<int64_t>& counts, const LayerLease& lease, const LayerLease* grads,
+                                 float grad_scale, Elems dact, Elems dgate_up) {
+  const keel_dtype dt = ops_.dtype();
+  const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
+  const bool scaled = grad_scale != 1.0f;
+  float* ddown_scratch = scaled ? ddown_memory_.floats() : nullptr;
+  std::vector<const void*> gate_up_w(static_cast<size_t>(El_)), down_w(static_cast<size_t>(El_));
+  std::vector<float*> dgate_up_w(static_cast<size_t>(El_)), ddown_w(static_cast<size_t>(El_));
+  for (int32_t e = 0; e < El_; ++e) {
+    gate_up_w[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
+    down_w[size_t(e)] = lease.param_elems(size_t(expert_slot(e, 2))).get();
+    dgate_up_w[size_t(e)] = dexperts_gate_up_ + e * 2 * Fe_ * C_;
+    ddown_w[size_t(e)] = !grads ? nullptr : scaled ? ddown_scratch + e * C_ * Fe_ : grads->grad(size_t(expert_slot(e, 2)));
+  }
+  if (grads && scaled) KEEL_OP(be_, fill_zero, ddown_scratch, size_t(El_ * C_ * Fe_) * sizeof(float));
+  ops_.fill_zero(dact, rows * Fe_);
+  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dact.get(), grads ? ddown_w.data() : nullptr, dout.get(), act.get(),
+          down_w.data(), counts.data(), int32_t(El_), Fe_, C_);
+  ops_.fill_zero(dgate_up, rows * 2 * Fe_);
+  ops_.swiglu_backward(dgate_up, dact, gate_up, rows, Fe_);
+  ops_.fill_zero(dx, rows * C_);
+  if (grads) KEEL_OP(be_, fill_zero, dexperts_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
+  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dx.get(), grads ? dgate_up_w.data() : nullptr, dgate_up.get(), x.get(),
+          gate_up_w.data(), counts.data(), int32_t(El_), C_, 2 * Fe_);
+  if (!grads) return;
+  if (scaled) {
+    KEEL_OP(be_, scale, dexperts_gate_up_, grad_scale, El_ * 2 * Fe_ * C_);
+    KEEL_OP(be_, scale, ddown_scratch, grad_scale, El_ * C_ * Fe_);
+  }
+  for (int32_t e = 0; e < El_; ++e) {
+    KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 0))), dgate_up_w[size_t(e)], Fe_ * C_);
+    KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 1))), dgate_up_w[size_t(e)] + Fe_ * C_, Fe_ * C_);
+    if (scaled) KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 2))), ddown_w[size_t(e)], C_ * Fe_);
+  }
 }
 
 void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerLease& lease,

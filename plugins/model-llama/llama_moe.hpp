@@ -4,8 +4,10 @@
 // the routing weights, and Qwen2-MoE's shared expert (a dense SwiGLU scaled by a sigmoid gate).
 // Dropless: every token reaches its k experts. The balancing losses enter the backward only (their
 // gradients into the router's scores and logits); the logged loss stays the cross-entropy.
-// No expert parallelism yet: LlamaModel refuses tp and pp with experts. Under bf16 the router's
-// logits are converted to fp32 for routing, as transformers routes in fp32.
+// Expert parallelism (parallel.ep > 1): this rank holds E/ep of each layer's experts, and the
+// rows routed to the others travel there and back (llama_moe_dispatch.hpp); their gradients are
+// scaled by 1/ep (params.h KEEL_PARAM_EXPERT). LlamaModel refuses tp and pp with experts. Under bf16
+// the router's logits are converted to fp32 for routing, as transformers routes in fp32.
 // A sparse layer's tensors: the decoder layer's first six (norms and attention), then the shared
 // expert's gate, up, down (Qwen2-MoE only, in the dense MLP's slots), the attention biases (Qwen2-MoE),
 // then the router, the shared expert's gate (Qwen2-MoE) and each expert's gate (w1), up (w3), down (w2).
@@ -24,6 +26,7 @@
 #include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
 #include "llama_config.hpp"                       // defines: LlamaConfig, MoeConfig
+#include "llama_moe_dispatch.hpp"                 // defines: ExpertDispatch, ExpertRoute
 #include "llama_moe_metrics.hpp"                  // defines: BalanceTally
 
 namespace keel_llama {
@@ -41,8 +44,14 @@ struct MoeBlockState {
   int32_t* positions = nullptr;  // (N,K) each (token, slot) pair's row in expert order
   std::vector<int64_t> counts;   // (E) host: pairs per expert
   Elems xperm;                   // (NK,C) the normed rows in expert order
-  Elems gate_up;                 // (NK,2Fe) each pair's gate and up projections side by side
-  Elems act;                     // (NK,Fe) silu(gate)·up
+  // The rows this rank's experts work on, in local-expert order: xperm itself (R = NK) at ep 1; at
+  // ep > 1 the R = route.rows rows received from the block (local_memory, grown as needed).
+  Elems local_x;                 // (R,C)
+  Elems gate_up;                 // (R,2Fe) each row's gate and up projections side by side
+  Elems act;                     // (R,Fe) silu(gate)·up
+  ExpertRoute route;             // ep > 1: where this micro-batch's rows went
+  keel_support::BackendBuffer local_memory;
+  int64_t local_capacity = 0;    // rows local_memory holds
   Elems expert_out;              // (NK,C) each pair's expert output before its weight
   Elems shared_gate_up;          // (N,2S) the shared expert's (Qwen2-MoE)
   Elems shared_act;              // (N,S)
@@ -64,18 +73,22 @@ struct MoeState {
 struct MoeTensor {
   std::string name;
   int64_t rows, cols;
+  bool expert = false;  // one routed expert's (params.h KEEL_PARAM_EXPERT)
 };
 
 class SparseMlp {
  public:
-  // `first_slot`: the router's index among a sparse layer's tensors.
+  // `first_slot`: the router's index among a sparse layer's tensors. `dispatch`: the expert-parallel
+  // exchange at ep > 1, nullptr when every expert is on this rank.
   SparseMlp(const keel_host* host, const LlamaConfig& config, const keel_support::BackendOps& backend,
-            const ComputeOps& ops, int32_t first_slot, int32_t shared_gate_w, int32_t shared_up_w, int32_t shared_down_w);
+            const ComputeOps& ops, int32_t first_slot, int32_t shared_gate_w, int32_t shared_up_w, int32_t shared_down_w,
+            std::unique_ptr<ExpertDispatch> dispatch);
 
   // The shared expert's tensors (they take the dense MLP's three slots) and the tensors after the
   // attention biases, under transformers' names; `prefix` is "model.layers.N.".
   std::vector<MoeTensor> shared_expert_tensors(const std::string& prefix) const;
   std::vector<MoeTensor> routed_tensors(const std::string& prefix) const;
+  int64_t local_experts() const { return El_; }
 
   // Sizes `state` for N rows of `blocks` blocks (chunk-local index l is block first_block + l).
   void ensure_state(MoeState& state, int64_t N, int64_t first_block, int64_t blocks) const;
@@ -92,7 +105,18 @@ class SparseMlp {
   const std::vector<keel_support::StepMetric>& take_step_metrics() { return tally_.take(); }
 
  private:
+  // Local expert e's tensor (0 w1/gate, 1 w3/up, 2 w2/down).
   int32_t expert_slot(int32_t e, int32_t which) const { return expert_first_ + 3 * e + which; }
+  // The local experts' SwiGLU on R rows in local-expert order (`counts` per local expert), out (R,C).
+  void experts_forward(Elems x, Elems gate_up, Elems act, Elems out, const std::vector<int64_t>& counts,
+                       const keel_support::LayerLease& lease);
+  // Its backward from dout (R,C): dx (R,C) overwritten; with `grads` each local expert's weight
+  // gradients, times grad_scale, added. dact and dgate_up are scratch of R rows.
+  void experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, Elems act, const std::vector<int64_t>& counts,
+                        const keel_support::LayerLease& lease, const keel_support::LayerLease* grads, float grad_scale,
+                        Elems dact, Elems dgate_up);
+  void ensure_local(MoeBlockState& st, int64_t rows) const;
+  void ensure_ep_scratch(int64_t rows);
   void stack_expert_weights(const keel_support::LayerLease& lease);
   void stack_shared_weights(const keel_support::LayerLease& lease);
   void ensure_scratch(int64_t N);
@@ -111,6 +135,8 @@ class SparseMlp {
   MoeConfig moe_;
   bool qwen2_;  // Qwen2-MoE's names (attention_bias), else Mixtral's
   int64_t C_, E_, K_, Fe_, S_;
+  std::unique_ptr<ExpertDispatch> dispatch_;  // nullptr: every expert on this rank (ep 1)
+  int64_t El_;                                // experts on this rank (E / ep)
   int32_t flags_;
   int32_t router_, shared_gate_, expert_first_;  // slots; shared_gate_ -1: none
   int32_t shared_w_[3];                           // the shared expert's gate, up, down slots
@@ -139,6 +165,18 @@ class SparseMlp {
     int32_t* identity;     // (N) 0..N-1: moe_unpermute as a per-row scale
     Elems router_dt;       // (N,E) a router's logits or their gradient at the compute type (bf16 only)
   } scratch_;
+  // ep > 1: the exchange's staging and the local rows' backward scratch, sized for the most rows
+  // received; the down projections' gradients before their 1/ep scale.
+  struct EpScratch {
+    int64_t rows = 0;
+    keel_support::BackendBuffer memory;
+    Elems staging;   // (R,C) rows in the order they travel
+    Elems rows_out;  // (R,C) the local experts' output, or its gradient
+    Elems drows;     // (R,C) the gradient of the rows received
+    Elems dact;      // (R,Fe)
+    Elems dgate_up;  // (R,2Fe)
+  } ep_;
+  keel_support::BackendBuffer ddown_memory_;   // (El,C,Fe) fp32, ep > 1 only
   keel_support::BackendBuffer expert_dscores_;  // (E) the balancing loss's gradient per expert's score
   std::vector<float> expert_dscores_host_;
   bool balancing_ = false;

@@ -1,7 +1,10 @@
 // The llama model's side of its experts at create: what they cannot run on yet is refused by
-// name (tensor and pipeline parallelism until expert parallelism lands, a backend without the
-// routing ops), and the sparse MLP is made with its tensors' slots.
+// name (tensor and pipeline parallelism, a backend without the routing ops, an ep that does not
+// divide the experts), and the sparse MLP is made with its tensors' slots and, at ep > 1, the
+// exchange over the expert-parallel group (model.h 0.19).
 #include "llama_model.hpp"
+
+#include <cstddef>
 
 namespace keel_llama {
 
@@ -25,9 +28,25 @@ void LlamaModel::create_sparse_mlp(const keel_model_create_args& args) {
 #undef KEEL_REQUIRE_OP
   // A sparse layer's slots: the six of norms and attention, the shared expert in the dense MLP's
   // three (Qwen2-MoE), the attention biases (Qwen2-MoE), then the router and the experts.
+  // The expert-parallel group, when the core's create args reach it (a core before 0.19: ep 1).
+  const bool has_ep = args.struct_size >= offsetof(keel_model_create_args, ep_comm_obj) + sizeof(args.ep_comm_obj);
+  const int32_t ep = has_ep ? args.ep_size : 1;
+  std::unique_ptr<ExpertDispatch> dispatch;
+  if (ep > 1) {
+    if (config_.moe.n_experts % ep != 0)
+      throw StatusError(KEEL_ERR_INVALID_CONFIG, "parallel.ep " + std::to_string(ep) + " does not divide " + experts +
+                                                     ": each rank of an expert-parallel group holds the same number "
+                                                     "of each layer's experts");
+    if (!args.ep_comm || !args.ep_comm_obj || args.ep_rank < 0 || args.ep_rank >= ep)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "parallel.ep " + std::to_string(ep) + ": the create args hold no "
+                                                       "expert-parallel group, or rank " + std::to_string(args.ep_rank) +
+                                                       " outside it");
+    dispatch = std::make_unique<ExpertDispatch>(backend_, ops_, args.ep_comm, args.ep_comm_obj, args.ep_rank, ep,
+                                                config_.moe.n_experts, config_.d_model);
+  }
   const bool shared = config_.moe.shared_expert_ffn_hidden > 0;
   const int32_t first = POST_NORM + 1 + (shared ? 3 : 0) + (config_.attention_bias ? 3 : 0);
-  sparse_ = std::make_unique<SparseMlp>(host_, config_, backend_, ops_, first, GATE_W, UP_W, DOWN_W);
+  sparse_ = std::make_unique<SparseMlp>(host_, config_, backend_, ops_, first, GATE_W, UP_W, DOWN_W, std::move(dispatch));
 }
 
 }  // namespace keel_llama

@@ -96,7 +96,8 @@ void LlamaModel::build_param_specs() {
       add(h + "mlp.down_proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS);
     }
     if (sparse)
-      for (const MoeTensor& t : sparse_->routed_tensors(h)) add(t.name, layer, {t.rows, t.cols}, 0, KEEL_INIT_NORMAL);
+      for (const MoeTensor& t : sparse_->routed_tensors(h))
+        add(t.name, layer, {t.rows, t.cols}, t.expert ? uint32_t(KEEL_PARAM_EXPERT) : 0u, KEEL_INIT_NORMAL);
   }
   int32_t slot = DOWN_W + 1;
   for (int t = Q_B; t < BLOCK_TENSORS; ++t) {
@@ -113,10 +114,11 @@ void LlamaModel::build_param_specs() {
     if (p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0) continue;  // added, not multiplied
     const bool vocabulary = p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight";
     if (p.name == "model.embed_tokens.weight" && !tied()) continue;
-    // A token passes through n_experts_per_token of each sparse layer's n_experts experts.
-    const double active = p.name.find(".experts.") == std::string::npos
+    // A token passes through n_experts_per_token of each sparse layer's n_experts experts, of which
+    // this rank lists E/ep: a token's flops count the whole model's.
+    const double active = !(p.spec.flags & KEEL_PARAM_EXPERT)
                               ? 1.0
-                              : double(config_.moe.n_experts_per_token) / double(config_.moe.n_experts);
+                              : double(config_.moe.n_experts_per_token) / double(sparse_->local_experts());
     matmul_params_ += active * (vocabulary ? double(V) * C : double(keel_support::element_count(p.spec)));
   }
   std::vector<Pending> mine;

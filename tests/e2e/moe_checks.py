@@ -148,19 +148,32 @@ def check_idle_experts(args, work):
     base = BALANCED + PER_SEQUENCE
     pc.run(args, 1, "ddp", work, "seed", base, steps=1)
     folder = f"{work}/hf"
-    p = subprocess.run([args.keel, "export", f"{work}/seed/step-00000001", "--out", folder], capture_output=True,
-                       text=True, env=pc.ENV)
+    os.makedirs(folder)
+    p = subprocess.run([args.keel, "export", f"{work}/seed/step-00000001", "--out", f"{folder}/model.safetensors"],
+                       capture_output=True, text=True, env=pc.ENV)
     assert p.returncode == 0, p.stderr
     routers = zero_routers(folder)
     init = base + [f"model.init_from=\"{folder}\""]
     pc.run(args, 1, "ddp", work, "idle-one", init, steps=3)
     pc.run(args, 2, "zero3", work, "idle-ep2", init + ["parallel.ep=2"], steps=3)
     pc.compare_losses(pc.losses(work, "idle-one"), pc.losses(work, "idle-ep2"), "ZeRO-3 at ep 2 with idle experts", 1e-6)
-    first = next(json.loads(l) for l in open(f"{work}/idle-ep2.jsonl") if l.strip())["model"]
+    record = next(json.loads(l) for l in open(f"{work}/idle-ep2.jsonl") if l.strip())
+    first = record["model"]
     loads = {k: v for k, v in first.items() if k.startswith("expert_load.layer")}
     # Two of four experts take every token: the busiest holds twice the mean.
     assert len(loads) == routers and all(v == 2.0 for v in loads.values()), first
     print(f"step 1 at ep 2: every layer's tokens went to experts 0 and 1 ({loads}); ep rank 1 received none")
+    # The routing is known, so the bytes are too. Rank 0 (experts 0 and 1) keeps its own rows and
+    # sends rank 1's N*K rows back to it, once in the forward and once in the backward, C fp32 values
+    # each, after telling rank 1 its rows per expert of rank 1's (2 int32), per sparse layer and
+    # micro-batch (global batch 4 = 2 ranks x micro-batch 1 x 2 micro-batches).
+    config = json.load(open(args.config))
+    N, K, C = 1 * 32, 2, config["model"]["d_model"]
+    per_layer = 2 * N * K * C * 4 + 2 * 4
+    expected = routers * 2 * per_layer
+    sent = record["ep_comm_bytes_per_step"]["all_to_all"]
+    assert sent == expected, f"rank 0 sent {sent} all-to-all bytes in step 1, the formula says {expected}"
+    print(f"all-to-all bytes of rank 0 in step 1: {sent:.0f}, as the formula says")
 
 
 def check_expert_reshard(args, work):
