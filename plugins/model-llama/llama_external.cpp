@@ -62,6 +62,11 @@ std::string huggingface_config(const LlamaConfig& c) {
 std::unique_ptr<keel_support::ExternalNames> llama_external_names(const LlamaConfig& config,
                                                                   const std::vector<std::string>& keel_names) {
   auto names = std::make_unique<keel_support::ExternalNames>("the llama model", huggingface_config(config));
+  if (config.moe.router_bias_update_speed > 0)
+    names->refuse_export("model.router_bias_update_speed is " + std::to_string(config.moe.router_bias_update_speed) +
+                         ": the model routes with loss-free balancing's per-expert biases, for which transformers' " +
+                         (config.attention_bias ? "Qwen2-MoE" : "Mixtral") + " has no place, so the export would choose "
+                         "other experts than the trained model does");
   for (const auto& name : keel_names) {
     const bool vocabulary = name == "model.embed_tokens.weight" || name == "lm_head.weight";
     names->add(name, false, vocabulary ? config.vocab_size : -1);

@@ -186,6 +186,8 @@ class LlamaModel {
     static const std::vector<keel_support::StepMetric> none;
     return sparse_ ? sparse_->take_step_metrics() : none;
   }
+  // Loss-free balancing's per-expert biases (llama_moe_balance.hpp); nullptr without them.
+  keel_support::RuleState* rule_state() { return sparse_ ? sparse_->rule_state() : nullptr; }
   const keel_support::ExternalNames& external() const { return *external_; }
 
  private:

@@ -47,6 +47,12 @@ SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const kee
   stacked_memory_ = be_.alloc_bytes(carve_all(nullptr));
   carve_all(static_cast<char*>(stacked_memory_.get()));
   if (dispatch_) ddown_memory_ = be_.alloc_bytes(size_t(El_ * C_ * Fe_) * sizeof(float));
+  if (moe_.router_bias_update_speed > 0) {  // every sparse block: experts refuse pipeline stages
+    std::vector<int64_t> blocks;
+    for (int64_t i = 0; i < config.n_layer; ++i)
+      if (moe_.sparse(i)) blocks.push_back(i);
+    bias_ = std::make_unique<ExpertBias>(be_, std::move(blocks), E_, moe_.router_bias_update_speed);
+  }
   expert_dscores_ = be_.alloc_bytes(size_t(E_) * sizeof(float));
   expert_dscores_host_.assign(size_t(E_), 0.0f);
 }
@@ -184,7 +190,8 @@ void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerLease&
   ensure_scratch(N);
   // Route: logits = gate(x); the k experts of each token and their weights; the pairs in expert order.
   router_forward(st.logits, x, lease.param_elems(size_t(router_)), N, E_);
-  KEEL_OP(be_, moe_route, st.weights, st.experts, st.scores, st.logits, nullptr, N, E, K, flags_);
+  KEEL_OP(be_, moe_route, st.weights, st.experts, st.scores, st.logits, bias_ ? bias_->device(st.block) : nullptr, N,
+          E, K, flags_);
   KEEL_OP(be_, moe_permute_plan, st.positions, st.counts.data(), st.experts, N, E, K);
   keel_logf(host_, KEEL_LOG_DEBUG, "model llama", "layer %lld: tokens per expert max %lld, mean %.2f",
             static_cast<long long>(st.block), static_cast<long long>(*std::max_element(st.counts.begin(), st.counts.end())),
@@ -291,6 +298,7 @@ void SparseMlp::begin_backward(const MoeState& state, int64_t first_block, int64
     scores_host_.resize(size_t(N * E_));
     KEEL_OP(be_, copy, scores_host_.data(), st.scores, scores_host_.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
     tally_.add_layer(st.block, st.counts, scores_host_, N);
+    if (bias_) bias_->tally(st.block, st.counts);
   }
   tally_.end_microbatch();
   const double rows = double(sparse_blocks) * double(N);

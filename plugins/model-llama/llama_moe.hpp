@@ -26,6 +26,7 @@
 #include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
 #include "llama_config.hpp"                       // defines: LlamaConfig, MoeConfig
+#include "llama_moe_balance.hpp"                  // defines: ExpertBias
 #include "llama_moe_dispatch.hpp"                 // defines: ExpertDispatch, ExpertRoute
 #include "llama_moe_metrics.hpp"                  // defines: BalanceTally
 
@@ -89,6 +90,8 @@ class SparseMlp {
   std::vector<MoeTensor> shared_expert_tensors(const std::string& prefix) const;
   std::vector<MoeTensor> routed_tensors(const std::string& prefix) const;
   int64_t local_experts() const { return El_; }
+  // Loss-free balancing's biases (model.h 0.19 rule-moved state); nullptr when it is off.
+  keel_support::RuleState* rule_state() { return bias_.get(); }
 
   // Sizes `state` for N rows of `blocks` blocks (chunk-local index l is block first_block + l).
   void ensure_state(MoeState& state, int64_t N, int64_t first_block, int64_t blocks) const;
@@ -137,6 +140,7 @@ class SparseMlp {
   int64_t C_, E_, K_, Fe_, S_;
   std::unique_ptr<ExpertDispatch> dispatch_;  // nullptr: every expert on this rank (ep 1)
   int64_t El_;                                // experts on this rank (E / ep)
+  std::unique_ptr<ExpertBias> bias_;          // loss-free balancing; nullptr: off
   int32_t flags_;
   int32_t router_, shared_gate_, expert_first_;  // slots; shared_gate_ -1: none
   int32_t shared_w_[3];                           // the shared expert's gate, up, down slots

@@ -22,6 +22,7 @@ struct MoeConfig {
   bool norm_topk_prob = true;            // the chosen experts' weights divided by their sum (Mixtral: always)
   double router_aux_loss_coef = 0.0;     // the load-balancing loss's weight (transformers' formula); 0: off
   double router_z_loss_coef = 0.0;       // the router z-loss's weight (ST-MoE: mean of logsumexp²); 0: off
+  double router_bias_update_speed = 0.0; // loss-free balancing's γ (llama_moe_balance.hpp); 0: off
   RouterScores router_scores = RouterScores::SOFTMAX;
   int32_t decoder_sparse_step = 1;       // every step-th layer is sparse (Qwen2-MoE)
   std::vector<int32_t> mlp_only_layers;  // layers kept dense (Qwen2-MoE)

@@ -20,6 +20,11 @@ experts, top 2):
   - expert_reshard: a checkpoint saved at ep 4 (ZeRO-3) resumes at ep 2 (ddp), whose checkpoint
     resumes on one rank, each matching a run that never stopped.
 
+  - loss_free: loss-free balancing's per-expert biases (router_bias_update_speed γ) move once per
+    optimizer step, not per micro-batch (every bias k·γ with |k| at most the step, under 4
+    micro-batches a step), equal one rank's at dp 4 and at ep 2 (the loads are summed over the
+    data-parallel group), and resume bit for bit from a checkpoint.
+
 Usage: moe_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but recompute).
 """
@@ -192,10 +197,57 @@ def check_expert_reshard(args, work):
         pc.compare_losses(reference, part, f"{tag} (from the checkpoint before it)", 1e-6)
 
 
+def model_state(checkpoint):
+    """name -> list of floats: the model's rule-moved arrays a checkpoint holds (manifest model_state)."""
+    manifest = json.load(open(f"{checkpoint}/manifest.json"))
+    out = {}
+    for record in manifest.get("model_state", []):
+        with open(f"{checkpoint}/{record['file']}", "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        a, b = header[record["key"]]["data_offsets"]
+        out[record["name"]] = list(struct.unpack(f"<{(b - a) // 4}f", data[a:b]))
+        assert len(out[record["name"]]) == record["count"], record
+    return out
+
+
+def check_loss_free(args, work):
+    require_mpirun(args)
+    speed = 0.01
+    base = EXPERTS + PER_SEQUENCE + [f"model.router_bias_update_speed={speed}", "train.checkpoint.every=1"]
+    pc.run(args, 1, "ddp", work, "one", base, steps=3)
+    biases = {step: model_state(f"{work}/one/step-{step:08d}") for step in (1, 2, 3)}
+    assert all(len(b) == 4 for b in biases.values()), biases[1].keys()  # one per sparse layer
+    for step, arrays in biases.items():
+        for name, values in arrays.items():
+            for v in values:
+                k = round(v / speed)
+                # Once per optimizer step: 4 micro-batches a step would reach 4 steps' worth otherwise.
+                assert abs(v - k * speed) < 1e-6 and abs(k) <= step, (step, name, values)
+    assert any(v != 0 for values in biases[1].values() for v in values), biases[1]
+    assert biases[2] != biases[1] and biases[3] != biases[2], "the biases stopped moving"
+    print(f"loss-free biases after 1, 2, 3 steps of 4 micro-batches move by {speed} a step: "
+          f"{next(iter(biases[3].values()))}")
+    reference = pc.losses(work, "one")
+    for ranks, strategy, extra in ((4, "ddp", []), (2, "zero3", ["parallel.ep=2"])):
+        tag = f"dp{ranks}" + "".join(x.replace("parallel.", "-").replace("=", "") for x in extra)
+        pc.run(args, ranks, strategy, work, tag, base + extra, steps=3)
+        pc.compare_losses(reference, pc.losses(work, tag), f"loss-free at {tag}", 1e-6)
+        other = model_state(f"{work}/{tag}/step-00000003")
+        assert other == biases[3], f"{tag}: biases differ from one rank's: {other} vs {biases[3]}"
+        print(f"{tag}: the biases equal one rank's after 3 steps")
+    pc.run(args, 1, "ddp", work, "split", base, steps=2)
+    pc.run(args, 1, "ddp", work, "split", base, steps=3, resume="latest")
+    assert pc.losses(work, "split")[3] == reference[3], (pc.losses(work, "split"), reference)
+    assert model_state(f"{work}/split/step-00000003") == biases[3], "resumed biases differ"
+    print("2 steps + resume + 1 == 3 steps, bit for bit (loss and biases)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check", choices=["recompute", "data_parallel", "expert_parallel", "expert_gradients",
-                                          "idle_experts", "expert_reshard"])
+                                          "idle_experts", "expert_reshard", "loss_free"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))

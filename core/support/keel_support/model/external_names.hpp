@@ -45,8 +45,13 @@ class ExternalNames {
                                                        std::to_string(tensors_.size()) + " parameters)");
     return tensors_[index];
   }
+  // A model whose trained function the format cannot hold (a router's selection biases) still
+  // reads its tensors from it, but refuses to be written in it, saying why.
+  void refuse_export(std::string why) { export_refusal_ = std::move(why); }
+
   const char* config_json(const std::string& format) const {
     require_known(format);
+    if (!export_refusal_.empty()) throw StatusError(KEEL_ERR_UNIMPLEMENTED, export_refusal_);
     return config_.c_str();
   }
 
@@ -58,6 +63,7 @@ class ExternalNames {
   }
 
   std::string model_, config_;
+  std::string export_refusal_;  // empty: the model may be exported
   std::deque<std::string> names_;
   std::vector<keel_external_tensor> tensors_;
 };
