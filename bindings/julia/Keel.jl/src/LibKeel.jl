@@ -82,6 +82,7 @@ const KEEL_PARAM_NO_WEIGHT_DECAY = Cint(1)  # biases, norm gains, position embed
 const KEEL_PARAM_TIED = Cint(2)  # used by more than one computation (GPT-2's wte and lm_head)
 const KEEL_PARAM_STAGE_TIED = Cint(4)  # --- appended in 0.7: pipeline parallelism --- */ /* A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
 const KEEL_PARAM_STAGE_COPY = Cint(8)  # --- appended in 0.7: pipeline parallelism --- */ /* A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
+const KEEL_PARAM_EXPERT = Cint(16)  # --- appended in 0.19: expert parallelism --- */ /* One expert's tensor of a sparse (mixture-of-experts) layer. At ep_size > 1 (model.h) only the ranks at the same place of every expert-parallel group hold it: its expert-data-parallel group (dp_size / ep_size ranks), over which the core has its gradient reduced and its shards and optimizer state spread, in place of the data-parallel group. The model's backward adds into its gradient the contributions of every token routed to it from the whole expert-parallel group, each scaled as the dense parameters' are and then by 1 / ep_size, so the expert-data-parallel mean is the data-parallel mean a single rank would form. At ep_size 1 the flag changes nothing. A layer's expert tensors may come in any order among its others.
 
 const KEEL_INIT_ZEROS = Cint(0)
 const KEEL_INIT_ONES = Cint(1)
@@ -326,6 +327,10 @@ struct keel_model_create_args
     virtual_stages::Int32
     stage_blocks::Ptr{Int32}
     n_stage_blocks::Int32
+    ep_rank::Int32
+    ep_size::Int32
+    ep_comm::Ptr{keel_comm_api}
+    ep_comm_obj::Ptr{Cvoid}
 end
 
 struct keel_model_info
@@ -409,6 +414,12 @@ struct keel_model_api
     decode_reset::Ptr{Cvoid}
     decode::Ptr{Cvoid}
     step_metrics::Ptr{Cvoid}
+    step_tallies::Ptr{Cvoid}
+    end_step::Ptr{Cvoid}
+    own_state_count::Ptr{Cvoid}
+    own_state_info::Ptr{Cvoid}
+    read_own_state::Ptr{Cvoid}
+    write_own_state::Ptr{Cvoid}
 end
 
 struct keel_optimizer_info
