@@ -17,7 +17,8 @@ using keel_support::LayerLease;
 
 SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const keel_support::BackendOps& backend,
                      const ComputeOps& ops, int32_t first_slot, int32_t shared_gate_w, int32_t shared_up_w,
-                     int32_t shared_down_w, std::unique_ptr<ExpertDispatch> dispatch)
+                     int32_t shared_down_w, std::unique_ptr<ExpertDispatch> dispatch,
+                     std::vector<int64_t> held_sparse_blocks)
     : host_(host),
       be_(backend),
       ops_(ops),
@@ -47,12 +48,9 @@ SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const kee
   stacked_memory_ = be_.alloc_bytes(carve_all(nullptr));
   carve_all(static_cast<char*>(stacked_memory_.get()));
   if (dispatch_) ddown_memory_ = be_.alloc_bytes(size_t(El_ * C_ * Fe_) * sizeof(float));
-  if (moe_.router_bias_update_speed > 0) {  // every sparse block: experts refuse pipeline stages
-    std::vector<int64_t> blocks;
-    for (int64_t i = 0; i < config.n_layer; ++i)
-      if (moe_.sparse(i)) blocks.push_back(i);
-    bias_ = std::make_unique<ExpertBias>(be_, std::move(blocks), E_, moe_.router_bias_update_speed);
-  }
+  for (int64_t i = 0; i < config.n_layer; ++i) model_sparse_blocks_ += moe_.sparse(i) ? 1 : 0;
+  if (moe_.router_bias_update_speed > 0)
+    bias_ = std::make_unique<ExpertBias>(be_, std::move(held_sparse_blocks), E_, moe_.router_bias_update_speed);
   expert_dscores_ = be_.alloc_bytes(size_t(E_) * sizeof(float));
   expert_dscores_host_.assign(size_t(E_), 0.0f);
 }
@@ -288,7 +286,7 @@ void SparseMlp::shared_forward(MoeBlockState& st, Elems out, Elems x, const Laye
 // the mean over the same rows of lse², each row's gradient weight 1 / R.
 void SparseMlp::begin_backward(const MoeState& state, int64_t first_block, int64_t blocks, int64_t N,
                                float loss_scale) {
-  int64_t sparse_blocks = 0;
+  int64_t sparse_blocks = 0;  // this chunk's; the losses' rows count the whole model's
   std::vector<double> pairs(size_t(E_), 0.0);
   for (int64_t l = 0; l < blocks; ++l) {
     if (!moe_.sparse(first_block + l)) continue;
@@ -301,9 +299,11 @@ void SparseMlp::begin_backward(const MoeState& state, int64_t first_block, int64
     if (bias_) bias_->tally(st.block, st.counts);
   }
   tally_.end_microbatch();
-  const double rows = double(sparse_blocks) * double(N);
-  balancing_ = moe_.router_aux_loss_coef > 0 && rows > 0;
-  z_grad_ = rows > 0 ? float(double(loss_scale) * moe_.router_z_loss_coef / rows) : 0.0f;
+  // A pipeline stage holds some of the sparse layers: the z-loss's mean runs over every layer's rows
+  // (the balancing loss, which pairs them across layers, is refused at pp > 1).
+  const double rows = double(model_sparse_blocks_) * double(N);
+  balancing_ = moe_.router_aux_loss_coef > 0 && sparse_blocks > 0;
+  z_grad_ = sparse_blocks > 0 ? float(double(loss_scale) * moe_.router_z_loss_coef / rows) : 0.0f;
   if (!balancing_) return;
   for (int64_t e = 0; e < E_; ++e)
     expert_dscores_host_[size_t(e)] = float(double(loss_scale) * moe_.router_aux_loss_coef * double(E_) *

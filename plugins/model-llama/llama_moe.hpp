@@ -6,8 +6,9 @@
 // gradients into the router's scores and logits); the logged loss stays the cross-entropy.
 // Expert parallelism (parallel.ep > 1): this rank holds E/ep of each layer's experts, and the
 // rows routed to the others travel there and back (llama_moe_dispatch.hpp); their gradients are
-// scaled by 1/ep (params.h KEEL_PARAM_EXPERT). LlamaModel refuses tp and pp with experts. Under bf16
-// the router's logits are converted to fp32 for routing, as transformers routes in fp32.
+// scaled by 1/ep (params.h KEEL_PARAM_EXPERT). LlamaModel refuses tp with experts, and the balancing
+// loss at pp > 1 (the z-loss and loss-free balancing run per stage). Under bf16 the router's logits
+// are converted to fp32 for routing, as transformers routes in fp32.
 // A sparse layer's tensors: the decoder layer's first six (norms and attention), then the shared
 // expert's gate, up, down (Qwen2-MoE only, in the dense MLP's slots), the attention biases (Qwen2-MoE),
 // then the router, the shared expert's gate (Qwen2-MoE) and each expert's gate (w1), up (w3), down (w2).
@@ -80,10 +81,11 @@ struct MoeTensor {
 class SparseMlp {
  public:
   // `first_slot`: the router's index among a sparse layer's tensors. `dispatch`: the expert-parallel
-  // exchange at ep > 1, nullptr when every expert is on this rank.
+  // exchange at ep > 1, nullptr when every expert is on this rank. `held_sparse_blocks`: the sparse
+  // blocks of this rank's pipeline chunks, in order.
   SparseMlp(const keel_host* host, const LlamaConfig& config, const keel_support::BackendOps& backend,
             const ComputeOps& ops, int32_t first_slot, int32_t shared_gate_w, int32_t shared_up_w, int32_t shared_down_w,
-            std::unique_ptr<ExpertDispatch> dispatch);
+            std::unique_ptr<ExpertDispatch> dispatch, std::vector<int64_t> held_sparse_blocks);
 
   // The shared expert's tensors (they take the dense MLP's three slots) and the tensors after the
   // attention biases, under transformers' names; `prefix` is "model.layers.N.".
@@ -141,6 +143,7 @@ class SparseMlp {
   std::unique_ptr<ExpertDispatch> dispatch_;  // nullptr: every expert on this rank (ep 1)
   int64_t El_;                                // experts on this rank (E / ep)
   std::unique_ptr<ExpertBias> bias_;          // loss-free balancing; nullptr: off
+  int64_t model_sparse_blocks_ = 0;           // sparse layers of the whole model, every stage's
   int32_t flags_;
   int32_t router_, shared_gate_, expert_first_;  // slots; shared_gate_ -1: none
   int32_t shared_w_[3];                           // the shared expert's gate, up, down slots

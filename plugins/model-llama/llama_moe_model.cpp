@@ -1,6 +1,6 @@
 // The llama model's side of its experts at create: what they cannot run on yet is refused by
-// name (tensor and pipeline parallelism, a backend without the routing ops, an ep that does not
-// divide the experts), and the sparse MLP is made with its tensors' slots and, at ep > 1, the
+// name (tensor parallelism, transformers' balancing loss across pipeline stages, a backend without
+// the routing ops, an ep that does not divide the experts), and the sparse MLP is made with its tensors' slots and, at ep > 1, the
 // exchange over the expert-parallel group (model.h 0.19).
 #include "llama_model.hpp"
 
@@ -18,9 +18,12 @@ void LlamaModel::create_sparse_mlp(const keel_model_create_args& args) {
   if (tp_.size() > 1)
     refuse("parallel.tp = " + std::to_string(tp_.size()) + " is refused: the experts' matrices are not split over "
            "tensor-parallel ranks yet; use tp 1");
-  if (plan_.pp_size() > 1)
-    refuse("parallel.pp = " + std::to_string(plan_.pp_size()) + " is refused: the balancing loss reads every "
-           "layer's routing of a micro-batch, which pipeline stages do not share yet; use pp 1");
+  if (plan_.pp_size() > 1 && config_.moe.router_aux_loss_coef > 0)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                      "model.router_aux_loss_coef (" + std::to_string(config_.moe.router_aux_loss_coef) +
+                          ") with parallel.pp = " + std::to_string(plan_.pp_size()) + " is refused: transformers' "
+                          "balancing loss pairs every layer's routing of a micro-batch, which pipeline stages do not "
+                          "share; use pp 1, or balance with router_bias_update_speed (loss-free) instead");
 #define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the llama model with experts");
   KEEL_REQUIRE_OP(moe_route) KEEL_REQUIRE_OP(moe_route_backward) KEEL_REQUIRE_OP(moe_permute_plan)
   KEEL_REQUIRE_OP(moe_permute_dt) KEEL_REQUIRE_OP(moe_unpermute_dt) KEEL_REQUIRE_OP(moe_unpermute_scale_backward_dt)
@@ -46,7 +49,11 @@ void LlamaModel::create_sparse_mlp(const keel_model_create_args& args) {
   }
   const bool shared = config_.moe.shared_expert_ffn_hidden > 0;
   const int32_t first = POST_NORM + 1 + (shared ? 3 : 0) + (config_.attention_bias ? 3 : 0);
-  sparse_ = std::make_unique<SparseMlp>(host_, config_, backend_, ops_, first, GATE_W, UP_W, DOWN_W, std::move(dispatch));
+  std::vector<int64_t> held_sparse_blocks;
+  for (int32_t i = 0; i < config_.n_layer; ++i)
+    if (config_.moe.sparse(i) && plan_.holds_block(i)) held_sparse_blocks.push_back(i);
+  sparse_ = std::make_unique<SparseMlp>(host_, config_, backend_, ops_, first, GATE_W, UP_W, DOWN_W, std::move(dispatch),
+                                        std::move(held_sparse_blocks));
 }
 
 }  // namespace keel_llama

@@ -30,8 +30,8 @@ keel_layout_test(moe_tp 2
   "model\\.n_experts \\(4\\) with parallel\\.tp = 2 is refused: the experts' matrices are not split"
   "model={${moe_small},\"n_experts\":4,\"n_kv_head\":2}" "parallel.tp=2")
 keel_layout_test(moe_pp 2
-  "model\\.n_experts \\(4\\) with parallel\\.pp = 2 is refused: the balancing loss reads every layer's routing"
-  "model={${moe_small},\"n_experts\":4}" "parallel.pp=2")
+  "model\\.router_aux_loss_coef \\(0\\.010000\\) with parallel\\.pp = 2 is refused: transformers' balancing loss pairs every layer's routing"
+  "model={${moe_small},\"n_experts\":4,\"router_aux_loss_coef\":0.01}" "parallel.pp=2")
 
 # Recompute bit for bit with both balancing losses; ZeRO-3 over two ranks within 1e-5 of one.
 add_test(NAME e2e.llama_moe.recompute
@@ -68,7 +68,7 @@ keel_layout_test(ep_without_experts 2
 keel_layout_test(ep_not_dividing_experts 2
   "parallel\\.ep 2 does not divide model\\.n_experts \\(3\\): each rank of an expert-parallel group holds the same number"
   "model={${moe_small},\"n_experts\":3}" "parallel.ep=2")
-foreach(check expert_parallel expert_gradients idle_experts expert_reshard loss_free)
+foreach(check expert_parallel expert_gradients idle_experts expert_reshard loss_free pipeline)
   add_test(NAME e2e.llama_moe.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)

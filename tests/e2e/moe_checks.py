@@ -25,6 +25,10 @@ experts, top 2):
     micro-batches a step), equal one rank's at dp 4 and at ep 2 (the loads are summed over the
     data-parallel group), and resume bit for bit from a checkpoint.
 
+  - pipeline: experts over pp 2 stages (1f1b), with the z-loss and loss-free balancing (the
+    balancing loss pairs layers across stages and is refused there), and pp 2 x ep 2 over four
+    ranks, within 1e-6 of one rank.
+
 Usage: moe_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but recompute).
 """
@@ -244,10 +248,21 @@ def check_loss_free(args, work):
     print("2 steps + resume + 1 == 3 steps, bit for bit (loss and biases)")
 
 
+def check_pipeline(args, work):
+    require_mpirun(args)
+    base = EXPERTS + PER_SEQUENCE + ["model.router_z_loss_coef=0.001", "model.router_bias_update_speed=0.01"]
+    pc.run(args, 1, "ddp", work, "one", base, steps=6)
+    reference = pc.losses(work, "one")
+    for ranks, strategy, extra in ((2, "ddp", ["parallel.pp=2"]), (4, "zero1", ["parallel.pp=2", "parallel.ep=2"])):
+        tag = "-".join(x.replace("parallel.", "").replace("=", "") for x in extra)
+        pc.run(args, ranks, strategy, work, tag, base + extra, steps=6)
+        pc.compare_losses(reference, pc.losses(work, tag), f"experts at {tag}", 1e-6)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check", choices=["recompute", "data_parallel", "expert_parallel", "expert_gradients",
-                                          "idle_experts", "expert_reshard", "loss_free"])
+                                          "idle_experts", "expert_reshard", "loss_free", "pipeline"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
