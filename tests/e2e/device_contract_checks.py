@@ -37,8 +37,10 @@ CASES = {
     "zero3_dp2": (2, "zero3", []),
     "tp2_sp": (2, "ddp", ["parallel.tp=2", "parallel.sequence_parallel=true"]),
     "offload_cpu": (1, "zero3", ['offload={"plugin": "cpu", "optimizer_state": true, "params": true, "gradients": true}']),
+    # Expert parallelism (a model with experts: its --set keys come from the test's command line).
+    "ep2_zero3": (2, "zero3", ["parallel.ep=2"]),
 }
-for case in ("single", "zero2_dp2", "zero3_dp2", "tp2_sp", "offload_cpu"):
+for case in ("single", "zero2_dp2", "zero3_dp2", "tp2_sp", "offload_cpu", "ep2_zero3"):
     CASES[f"bf16_{case}"] = CASES[case]
 CASES["bf16_pp2_1f1b"] = (2, "ddp", ["model.n_layer=4", "parallel.pp=2"])
 # bf16 keeps 8 significant bits: each stored activation and parameter copy is within 2^-9

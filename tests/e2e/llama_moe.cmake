@@ -44,10 +44,10 @@ set_tests_properties(e2e.llama_moe.data_parallel PROPERTIES SKIP_RETURN_CODE 77 
 
 # The device-true contract with experts (host reads of backend memory, missing ordering): the
 # poison and deferred test backends train a Mixtral-layout llama with both balancing losses to the
-# cpu backend's losses bit for bit, on one rank and under ZeRO-3 over two data-parallel ranks, in
-# fp32 and bf16 (bf16 also within the bf16 bound of fp32).
+# cpu backend's losses bit for bit, on one rank, under ZeRO-3 over two data-parallel ranks and with
+# the experts split over them (ep 2), in fp32 and bf16 (bf16 also within the bf16 bound of fp32).
 if(TARGET fixture_test_backends AND TARGET keel-zero)
-  foreach(case single zero3_dp2 bf16_single bf16_zero3_dp2)
+  foreach(case single zero3_dp2 bf16_single bf16_zero3_dp2 ep2_zero3 bf16_ep2_zero3)
     add_test(NAME e2e.llama_moe.poison_deferred.${case}
       COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/device_contract_checks.py ${case} --keel ${keel}
               --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json --plugins ${fixtures}/test_backends
