@@ -68,7 +68,7 @@ keel_layout_test(ep_without_experts 2
 keel_layout_test(ep_not_dividing_experts 2
   "parallel\\.ep 2 does not divide model\\.n_experts \\(3\\): each rank of an expert-parallel group holds the same number"
   "model={${moe_small},\"n_experts\":3}" "parallel.ep=2")
-foreach(check expert_parallel expert_gradients idle_experts expert_reshard loss_free pipeline)
+foreach(check expert_parallel expert_gradients idle_experts expert_reshard loss_free pipeline expert_offload)
   add_test(NAME e2e.llama_moe.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)

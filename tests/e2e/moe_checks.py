@@ -29,6 +29,10 @@ experts, top 2):
     balancing loss pairs layers across stages and is refused there), and pp 2 x ep 2 over four
     ranks, within 1e-6 of one rank.
 
+  - expert_offload: ZeRO-3 at ep 2 with its optimizer state, parameters and gradients in the cpu
+    tier, and in the nvme tier, equal to the resident run bit for bit: the two halves of the
+    strategy share the tier, each through its own view.
+
 Usage: moe_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but recompute).
 """
@@ -259,10 +263,30 @@ def check_pipeline(args, work):
         pc.compare_losses(reference, pc.losses(work, tag), f"experts at {tag}", 1e-6)
 
 
+def check_expert_offload(args, work):
+    require_mpirun(args)
+    base = BALANCED + PER_SEQUENCE + ["parallel.ep=2"]
+    pc.run(args, 2, "zero3", work, "resident", base, steps=4)
+    reference = pc.losses(work, "resident")
+    for tier in ("cpu", "nvme"):
+        folder = os.path.join(work, f"{tier}-tier")
+        os.makedirs(folder)
+        path = f', "path": "{folder}"' if tier == "nvme" else ""
+        offload = (f'offload={{"plugin": "{tier}"{path}, "optimizer_state": true, "params": true, '
+                   f'"gradients": true}}')
+        pc.run(args, 2, "zero3", work, f"offload-{tier}", base + [offload], steps=4)
+        other = pc.losses(work, f"offload-{tier}")
+        assert other == reference, f"{tier} tier at ep 2: losses differ from the resident run: {other} vs {reference}"
+        record = next(json.loads(l) for l in open(f"{work}/offload-{tier}.jsonl") if l.strip())
+        assert record["offload"]["read_bytes_per_step"] > 0, record
+        print(f"ZeRO-3 at ep 2 with the {tier} tier: 4 steps bit for bit the resident run's, "
+              f"{record['offload']['read_bytes_per_step']:.0f} bytes read a step")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check", choices=["recompute", "data_parallel", "expert_parallel", "expert_gradients",
-                                          "idle_experts", "expert_reshard", "loss_free", "pipeline"])
+                                          "idle_experts", "expert_reshard", "loss_free", "pipeline", "expert_offload"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))

@@ -1,6 +1,7 @@
 // The two halves behind ExpertSplitStrategy's table (expert_split_strategy.h): which parameter
 // each holds, each layer's tensors split between them, and every slot forwarded to one or both.
 #include "train/expert_split_strategy.h"
+#include "train/expert_split_offload.h"
 
 #include <algorithm>
 #include <cstring>
@@ -30,6 +31,7 @@ struct StrategyHalf {
 
 struct ExpertSplitHalves {
   const keel_strategy_api* inner = nullptr;
+  std::unique_ptr<SharedTier> tier;  // the core's offload tier seen by each half apart; outlives the halves
   StrategyHalf half[2];
   std::vector<std::pair<int32_t, size_t>> where;     // the core's parameter i: (half, its index there)
   std::vector<std::vector<int32_t>> layer_halves;     // each layer's tensors in spec order: their half
@@ -344,10 +346,15 @@ ExpertSplitStrategy::ExpertSplitStrategy(const keel_strategy_api* inner, const k
     h.layer_halves[size_t(spec.layer)].push_back(which);
   }
   require_expert_tensors(config_file, core_ep.size, args.pp_size, args.params, args.n_params);
+  if (args.offload) h.tier = std::make_unique<SharedTier>(args.offload, args.offload_obj);
   for (int which : {kDense, kExperts}) {
     StrategyHalf& half = h.half[which];
     if (half.specs.empty()) continue;
     keel_strategy_create_args part = args;
+    if (h.tier) {
+      part.offload = SharedTier::table();
+      part.offload_obj = h.tier->view(which == kExperts ? "experts." : "");
+    }
     part.params = half.specs.data();
     part.n_params = half.specs.size();
     if (which == kExperts) {

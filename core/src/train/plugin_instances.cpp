@@ -206,11 +206,6 @@ void PluginInstances::create_strategy(const RunConfig& config) {
   if (layout.ep > 1) {
     // The configured strategy twice behind one table: the dense half over the dp group, the
     // experts over their expert-data-parallel group (expert_split_strategy.h).
-    if (offload)
-      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": offload: parallel.ep " + std::to_string(layout.ep) +
-                                                  " runs the strategy once for the dense parameters and once for the "
-                                                  "experts, and one tier cannot serve both yet; remove the \"offload\" "
-                                                  "section, or run at ep 1");
     strategy_obj = new ExpertSplitStrategy(strategy, strategy_args, mesh.strategy_expert_dp, mesh.core_ep, config.file,
                                            config.strategy.plugin);
     strategy = ExpertSplitStrategy::table();
