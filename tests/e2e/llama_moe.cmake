@@ -37,6 +37,7 @@ keel_layout_test(moe_pp 2
 add_test(NAME e2e.llama_moe.recompute
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py recompute --keel ${keel}
           --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
+set_tests_properties(e2e.llama_moe.recompute PROPERTIES LABELS mpi RUN_SERIAL TRUE)  # its ep 2 part
 add_test(NAME e2e.llama_moe.data_parallel
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py data_parallel --keel ${keel}
           --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)

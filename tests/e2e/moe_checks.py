@@ -2,7 +2,8 @@
 (parallel_checks.py's helpers and tolerances, the model of tests/e2e/llama_bytes.json with 4
 experts, top 2):
   - recompute: "selective" and "full" give the losses of "none" bit for bit, with both balancing
-    losses on (a sparse block's routing state is kept, so recomputation stops before it);
+    losses on (a sparse block's routing state is kept, so recomputation stops before it), also at
+    ep 2 under ZeRO-3 where mpirun is found;
   - data_parallel: ZeRO-3 over two ranks within 1e-5 of one rank over 10 steps, without the
     balancing losses (with them, each rank balances its own micro-batch, as transformers does
     under DDP, so the two runs optimise different objectives), and the model's step metrics
@@ -63,6 +64,13 @@ def check_recompute(args, work):
         other = pc.losses(work, mode)
         assert other == reference, f"recompute {mode}: losses differ from none: {other} vs {reference}"
         print(f"recompute {mode} with experts: 6 steps bit for bit equal to none")
+    if not args.mpirun:
+        return
+    ep = BALANCED + PER_SEQUENCE + ["parallel.ep=2"]
+    pc.run(args, 2, "zero3", work, "ep2-none", ep + ['model.recompute="none"'], steps=4)
+    pc.run(args, 2, "zero3", work, "ep2-full", ep + ['model.recompute="full"'], steps=4)
+    assert pc.losses(work, "ep2-full") == pc.losses(work, "ep2-none"), "recompute full at ep 2 differs from none"
+    print("recompute full at ep 2 (ZeRO-3): 4 steps bit for bit equal to none (the exchange is not redone)")
 
 
 def check_data_parallel(args, work):
