@@ -8,6 +8,7 @@
 #include <keel_support/common/backend_ops.hpp>  // defines: KEEL_OP
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace keel_llama {
@@ -194,22 +195,48 @@ void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerLease&
   keel_logf(host_, KEEL_LOG_DEBUG, "model llama", "layer %lld: tokens per expert max %lld, mean %.2f",
             static_cast<long long>(st.block), static_cast<long long>(*std::max_element(st.counts.begin(), st.counts.end())),
             double(NK) / double(E_));
+  if (moe_.capacity_factor > 0) apply_capacity(st, N);
+  else st.kept = st.counts, st.dropped = 0;
   KEEL_OP(be_, moe_permute_dt, dt, st.xperm.get(), x.get(), nullptr, st.positions, N, K, C_);
   // Each expert's SwiGLU on its rows: down(silu(gate·x) ⊙ up·x), here or on the experts' ranks.
   stack_expert_weights(lease);
   if (!dispatch_) {
-    experts_forward(st.xperm, st.gate_up, st.act, st.expert_out, st.counts, lease);
+    experts_forward(st.xperm, st.gate_up, st.act, st.expert_out, st.kept, lease);
   } else {
-    dispatch_->plan(st.route, st.counts);
+    dispatch_->plan(st.route, st.kept);
     ensure_local(st, st.route.rows);
     ensure_ep_scratch(st.route.rows);
     dispatch_->to_experts(st.route, st.xperm, st.local_x, ep_.staging);
     experts_forward(st.local_x, st.gate_up, st.act, ep_.rows_out, st.route.local_counts, lease);
     dispatch_->from_experts(st.route, ep_.rows_out, st.expert_out, ep_.staging);
   }
+  // A dropped pair adds nothing: its rows of the experts' output, after the kept ones, are zero.
+  if (st.dropped > 0) ops_.fill_zero(st.expert_out + (NK - st.dropped) * C_, st.dropped * C_);
   // Back to token order, each token's k outputs summed with their weights.
   KEEL_OP(be_, moe_unpermute_dt, dt, out.get(), st.expert_out.get(), st.weights, st.positions, N, K, C_);
   if (S_ > 0) shared_forward(st, out, x, lease, N);
+}
+
+// GShard's capacity: an expert takes at most ceil(f·N·K/E) of the micro-batch's pairs, the first
+// by token, then slot; the others are dropped (their token keeps its residual and the shared expert).
+void SparseMlp::apply_capacity(MoeBlockState& st, int64_t N) {
+  const int64_t NK = N * K_;
+  const int64_t capacity = int64_t(std::ceil(moe_.capacity_factor * double(NK) / double(E_)));
+  std::vector<int32_t> experts(static_cast<size_t>(NK)), positions(static_cast<size_t>(NK));
+  KEEL_OP(be_, copy, experts.data(), st.experts, experts.size() * sizeof(int32_t), KEEL_COPY_DEVICE_TO_HOST);
+  st.kept.assign(size_t(E_), 0);
+  for (int64_t e = 0; e < E_; ++e) st.kept[size_t(e)] = std::min(st.counts[size_t(e)], capacity);
+  std::vector<int64_t> next(size_t(E_), 0);  // each expert's next kept row
+  for (int64_t e = 1; e < E_; ++e) next[size_t(e)] = next[size_t(e - 1)] + st.kept[size_t(e - 1)];
+  const int64_t kept = next[size_t(E_ - 1)] + st.kept[size_t(E_ - 1)];
+  std::vector<int64_t> taken(size_t(E_), 0);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < NK; ++i) {
+    const size_t e = size_t(experts[size_t(i)]);
+    positions[size_t(i)] = int32_t(taken[e] < capacity ? next[e] + taken[e]++ : kept + dropped++);
+  }
+  st.dropped = dropped;
+  KEEL_OP(be_, copy, st.positions, positions.data(), positions.size() * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE);
 }
 
 void SparseMlp::experts_forward(Elems x, Elems gate_up, Elems act, Elems out, const std::vector<int64_t>& counts,
@@ -296,6 +323,7 @@ void SparseMlp::begin_backward(const MoeState& state, int64_t first_block, int64
     scores_host_.resize(size_t(N * E_));
     KEEL_OP(be_, copy, scores_host_.data(), st.scores, scores_host_.size() * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
     tally_.add_layer(st.block, st.counts, scores_host_, N);
+    if (moe_.capacity_factor > 0) tally_.add_dropped(st.dropped, N * K_);
     if (bias_) bias_->tally(st.block, st.counts);
   }
   tally_.end_microbatch();
@@ -328,7 +356,7 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
   // gradients then take 1/ep: params.h KEEL_PARAM_EXPERT).
   stack_expert_weights(lease);
   if (!dispatch_) {
-    experts_backward(s.dxperm, s.dexpert_out, st.xperm, st.gate_up, st.act, st.counts, lease, grads, 1.0f, s.dact,
+    experts_backward(s.dxperm, s.dexpert_out, st.xperm, st.gate_up, st.act, st.kept, lease, grads, 1.0f, s.dact,
                      s.dgate_up);
   } else {
     ensure_ep_scratch(st.route.rows);
@@ -337,6 +365,7 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
                      1.0f / float(dispatch_->size()), ep_.dact, ep_.dgate_up);
     dispatch_->from_experts(st.route, ep_.drows, s.dxperm, ep_.staging);
   }
+  if (st.dropped > 0) ops_.fill_zero(s.dxperm + (NK - st.dropped) * C_, st.dropped * C_);  // no expert saw them
   // The scatter's input gradient: each token's k pair gradients summed (dx overwritten here).
   KEEL_OP(be_, moe_unpermute_dt, dt, dx.get(), s.dxperm.get(), nullptr, st.positions, N, K, C_);
   // The router: the weights' gradient, plus the balancing losses', through the routing to the logits.

@@ -44,7 +44,11 @@ struct MoeBlockState {
   float* weights = nullptr;      // (N,K) the chosen experts' weights
   int32_t* experts = nullptr;    // (N,K) the chosen experts, largest score first
   int32_t* positions = nullptr;  // (N,K) each (token, slot) pair's row in expert order
-  std::vector<int64_t> counts;   // (E) host: pairs per expert
+  std::vector<int64_t> counts;   // (E) host: pairs routed to each expert
+  // With a capacity factor: the pairs each expert takes (E, host; the rows of xperm in that order
+  // come first, the dropped ones after them) and how many were dropped. Without: counts, 0.
+  std::vector<int64_t> kept;
+  int64_t dropped = 0;
   Elems xperm;                   // (NK,C) the normed rows in expert order
   // The rows this rank's experts work on, in local-expert order: xperm itself (R = NK) at ep 1; at
   // ep > 1 the R = route.rows rows received from the block (local_memory, grown as needed).
@@ -121,6 +125,9 @@ class SparseMlp {
                         const keel_support::LayerLease& lease, const keel_support::LayerLease* grads, float grad_scale,
                         Elems dact, Elems dgate_up);
   void ensure_local(MoeBlockState& st, int64_t rows) const;
+  // Rewrites st.positions so each expert's first pairs (by token, then slot) up to its capacity
+  // come first in expert order and the rest after them; sets st.kept and st.dropped.
+  void apply_capacity(MoeBlockState& st, int64_t N);
   void ensure_ep_scratch(int64_t rows);
   void stack_expert_weights(const keel_support::LayerLease& lease);
   void stack_shared_weights(const keel_support::LayerLease& lease);

@@ -69,6 +69,7 @@ MoeConfig parse_moe_config(JsonSection& model, int32_t n_layer, int32_t ffn_hidd
   m.router_aux_loss_coef = model.get_in_range<double>("router_aux_loss_coef", 0.0, 0.0, 1e6);
   m.router_z_loss_coef = model.get_in_range<double>("router_z_loss_coef", 0.0, 0.0, 1e6);
   m.router_bias_update_speed = model.get_in_range<double>("router_bias_update_speed", 0.0, 0.0, 1.0);
+  m.capacity_factor = model.get_in_range<double>("capacity_factor", 0.0, 0.0, 1e3);
   m.router_scores =
       model.get_choice("router_scores", "softmax", {"softmax", "sigmoid"}) == "sigmoid" ? RouterScores::SIGMOID
                                                                                       : RouterScores::SOFTMAX;
@@ -76,7 +77,7 @@ MoeConfig parse_moe_config(JsonSection& model, int32_t n_layer, int32_t ffn_hidd
   m.mlp_only_layers = parse_layer_list(model, "mlp_only_layers", n_layer);
   if (!m.enabled()) {
     for (const char* key : {"n_experts_per_token", "expert_ffn_hidden", "shared_expert_ffn_hidden", "norm_topk_prob",
-                            "router_aux_loss_coef", "router_z_loss_coef", "router_bias_update_speed",
+                            "router_aux_loss_coef", "router_z_loss_coef", "router_bias_update_speed", "capacity_factor",
                             "router_scores", "decoder_sparse_step",
                             "mlp_only_layers"})
       if (model.has(key))

@@ -23,6 +23,8 @@ struct MoeConfig {
   double router_aux_loss_coef = 0.0;     // the load-balancing loss's weight (transformers' formula); 0: off
   double router_z_loss_coef = 0.0;       // the router z-loss's weight (ST-MoE: mean of logsumexp²); 0: off
   double router_bias_update_speed = 0.0; // loss-free balancing's γ (llama_moe_balance.hpp); 0: off
+  double capacity_factor = 0.0;          // > 0: an expert takes at most ceil(f·N·K/E) of a micro-batch's
+                                         // pairs, the rest dropped (GShard); 0: dropless
   RouterScores router_scores = RouterScores::SOFTMAX;
   int32_t decoder_sparse_step = 1;       // every step-th layer is sparse (Qwen2-MoE)
   std::vector<int32_t> mlp_only_layers;  // layers kept dense (Qwen2-MoE)

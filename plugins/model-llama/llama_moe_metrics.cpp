@@ -21,6 +21,12 @@ void BalanceTally::add_layer(int64_t block, const std::vector<int64_t>& counts, 
   rows_ += double(rows);
 }
 
+void BalanceTally::add_dropped(int64_t dropped, int64_t pairs) {
+  capacity_ = true;
+  dropped_ += double(dropped);
+  routed_ += double(pairs);
+}
+
 // transformers' load_balancing_loss_func without its coefficient: E · Σ_e f_e · P_e over the
 // micro-batch's R router rows, f_e = pairs choosing e / R, P_e = Σ_rows scores[:, e] / R.
 void BalanceTally::end_microbatch() {
@@ -48,12 +54,15 @@ const std::vector<keel_support::StepMetric>& BalanceTally::take() {
       layers.push_back({"expert_load.layer" + std::to_string(block), load, KEEL_METRIC_MAX});
     }
     reported_.push_back({"expert_load.max_over_mean", worst, KEEL_METRIC_MAX});
+    if (capacity_)  // the step's pairs the capacity factor dropped, over those routed
+      reported_.push_back({"dropped_fraction", routed_ > 0 ? dropped_ / routed_ : 0.0, KEEL_METRIC_MEAN});
     if (reported_.size() + layers.size() <= KEEL_MODEL_METRICS_MAX)
       reported_.insert(reported_.end(), layers.begin(), layers.end());
   }
   aux_sum_ = 0;
   microbatches_ = 0;
   layer_counts_.clear();
+  dropped_ = routed_ = 0;
   return reported_;
 }
 

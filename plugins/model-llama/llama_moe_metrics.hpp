@@ -18,6 +18,8 @@ class BalanceTally {
   explicit BalanceTally(int64_t n_experts) : E_(n_experts) {}
   // One sparse layer of a micro-batch: its pairs per expert (E) and its router scores (rows, E).
   void add_layer(int64_t block, const std::vector<int64_t>& counts, const std::vector<float>& scores, int64_t rows);
+  // A sparse layer's pairs dropped by the capacity factor, of `pairs` routed (called only with one).
+  void add_dropped(int64_t dropped, int64_t pairs);
   // After a micro-batch's sparse layers: its aux_loss joins the step's mean.
   void end_microbatch();
   // The step's metrics (aux_loss, expert_load.max_over_mean: the worst layer's, then
@@ -32,6 +34,8 @@ class BalanceTally {
   double aux_sum_ = 0;                       // over the step's micro-batches
   int64_t microbatches_ = 0;
   std::map<int64_t, std::vector<int64_t>> layer_counts_;  // by block: pairs per expert over the step
+  double dropped_ = 0, routed_ = 0;                       // capacity drops over the step
+  bool capacity_ = false;                                 // add_dropped was ever called: report dropped_fraction
   std::vector<keel_support::StepMetric> reported_;
 };
 

@@ -14,6 +14,9 @@ set(moe_small "\"plugin\":\"llama\",\"n_layer\":2,\"d_model\":48,\"n_head\":6,\"
 keel_error_test(moe_topk_above_experts
   "model\\.n_experts_per_token \\(5\\) must be at most model\\.n_experts \\(4\\)"
   "model={${moe_small},\"n_experts\":4,\"n_experts_per_token\":5}")
+keel_error_test(moe_capacity_below_zero
+  "model\\.capacity_factor: .*-0\\.5"
+  "model={${moe_small},\"n_experts\":4,\"capacity_factor\":-0.5}")
 keel_error_test(moe_key_without_experts
   "model\\.router_aux_loss_coef is given, but model\\.n_experts is 0 \\(a dense model\\)"
   "model={${moe_small},\"router_aux_loss_coef\":0.01}")
@@ -69,7 +72,7 @@ keel_layout_test(ep_without_experts 2
 keel_layout_test(ep_not_dividing_experts 2
   "parallel\\.ep 2 does not divide model\\.n_experts \\(3\\): each rank of an expert-parallel group holds the same number"
   "model={${moe_small},\"n_experts\":3}" "parallel.ep=2")
-foreach(check expert_parallel expert_gradients idle_experts expert_reshard loss_free pipeline expert_offload)
+foreach(check expert_parallel expert_gradients idle_experts expert_reshard loss_free pipeline expert_offload capacity)
   add_test(NAME e2e.llama_moe.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/moe_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)

@@ -34,6 +34,11 @@ experts, top 2):
     tier, and in the nvme tier, equal to the resident run bit for bit: the two halves of the
     strategy share the tier, each through its own view.
 
+  - capacity: a capacity factor too large to drop anything trains bit for bit as dropless; with
+    routers set to zero (every token picks experts 0 and 1) and capacity factor 1, each of the two
+    takes N·K/E = 16 of its 32 pairs, so the step's dropped_fraction is exactly 0.5; at ep 2 the
+    dropping runs the same (within 1e-6 of one rank).
+
 Usage: moe_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but recompute).
 """
@@ -291,10 +296,37 @@ def check_expert_offload(args, work):
               f"{record['offload']['read_bytes_per_step']:.0f} bytes read a step")
 
 
+def check_capacity(args, work):
+    require_mpirun(args)
+    base = BALANCED + PER_SEQUENCE
+    pc.run(args, 1, "ddp", work, "dropless", base, steps=4)
+    pc.run(args, 1, "ddp", work, "roomy", base + ["model.capacity_factor=100"], steps=4)
+    assert pc.losses(work, "roomy") == pc.losses(work, "dropless"), "a capacity that drops nothing changed the losses"
+    roomy = next(json.loads(l) for l in open(f"{work}/roomy.jsonl") if l.strip())["model"]
+    assert roomy["dropped_fraction"] == 0.0, roomy
+    pc.run(args, 1, "ddp", work, "seed", base, steps=1)
+    folder = f"{work}/hf"
+    os.makedirs(folder)
+    p = subprocess.run([args.keel, "export", f"{work}/seed/step-00000001", "--out", f"{folder}/model.safetensors"],
+                       capture_output=True, text=True, env=pc.ENV)
+    assert p.returncode == 0, p.stderr
+    zero_routers(folder)
+    tight = base + [f"model.init_from=\"{folder}\"", "model.capacity_factor=1"]
+    pc.run(args, 1, "ddp", work, "tight", tight, steps=3)
+    first = next(json.loads(l) for l in open(f"{work}/tight.jsonl") if l.strip())["model"]
+    assert first["dropped_fraction"] == 0.5, first
+    pc.run(args, 1, "ddp", work, "tied-dropless", base + [f"model.init_from=\"{folder}\""], steps=1)
+    assert pc.losses(work, "tight")[1] != pc.losses(work, "tied-dropless")[1], "the dropped pairs changed nothing"
+    pc.run(args, 2, "zero3", work, "tight-ep2", tight + ["parallel.ep=2"], steps=3)
+    pc.compare_losses(pc.losses(work, "tight"), pc.losses(work, "tight-ep2"), "capacity 1 at ep 2", 1e-6)
+    print(f"capacity 100 drops nothing (bit for bit dropless); capacity 1 with tied routers drops "
+          f"{first['dropped_fraction']} of the pairs in step 1, as the count says")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check", choices=["recompute", "data_parallel", "expert_parallel", "expert_gradients",
-                                          "idle_experts", "expert_reshard", "loss_free", "pipeline", "expert_offload"])
+                                          "idle_experts", "expert_reshard", "loss_free", "pipeline", "expert_offload", "capacity"])
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
