@@ -169,16 +169,22 @@ def zero_routers(folder):
     return len(routers)
 
 
-def check_idle_experts(args, work):
-    require_mpirun(args)
-    base = BALANCED + PER_SEQUENCE
+def tied_router_model(args, work, base):
+    """A Hugging Face folder of the model after one step with every router zero, so that every
+    token ties and top-2 picks experts 0 and 1; returns it and its router count."""
     pc.run(args, 1, "ddp", work, "seed", base, steps=1)
     folder = f"{work}/hf"
     os.makedirs(folder)
     p = subprocess.run([args.keel, "export", f"{work}/seed/step-00000001", "--out", f"{folder}/model.safetensors"],
                        capture_output=True, text=True, env=pc.ENV)
     assert p.returncode == 0, p.stderr
-    routers = zero_routers(folder)
+    return folder, zero_routers(folder)
+
+
+def check_idle_experts(args, work):
+    require_mpirun(args)
+    base = BALANCED + PER_SEQUENCE
+    folder, routers = tied_router_model(args, work, base)
     init = base + [f"model.init_from=\"{folder}\""]
     pc.run(args, 1, "ddp", work, "idle-one", init, steps=3)
     pc.run(args, 2, "zero3", work, "idle-ep2", init + ["parallel.ep=2"], steps=3)
@@ -304,13 +310,7 @@ def check_capacity(args, work):
     assert pc.losses(work, "roomy") == pc.losses(work, "dropless"), "a capacity that drops nothing changed the losses"
     roomy = next(json.loads(l) for l in open(f"{work}/roomy.jsonl") if l.strip())["model"]
     assert roomy["dropped_fraction"] == 0.0, roomy
-    pc.run(args, 1, "ddp", work, "seed", base, steps=1)
-    folder = f"{work}/hf"
-    os.makedirs(folder)
-    p = subprocess.run([args.keel, "export", f"{work}/seed/step-00000001", "--out", f"{folder}/model.safetensors"],
-                       capture_output=True, text=True, env=pc.ENV)
-    assert p.returncode == 0, p.stderr
-    zero_routers(folder)
+    folder, _ = tied_router_model(args, work, base)
     tight = base + [f"model.init_from=\"{folder}\"", "model.capacity_factor=1"]
     pc.run(args, 1, "ddp", work, "tight", tight, steps=3)
     first = next(json.loads(l) for l in open(f"{work}/tight.jsonl") if l.strip())["model"]
