@@ -25,7 +25,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import ensure_oracle  # noqa: E402
+from hf_oracle import (compare_gradients, compare_logits_and_loss, ensure_oracle, load_keel_weights,  # noqa: E402
+                       run)
 
 STEPS = 10
 # fp32 on both sides, sums in different orders (Keel's blocked matmuls and attention against
@@ -44,12 +45,6 @@ RUN = {
     "data": {"micro_batch": 4, "global_batch": 4, "seq_len": 32},
     "train": {"seed": 1337},
 }
-
-
-def run(command):
-    result = subprocess.run(command, capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(command)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-    return result
 
 
 def write_config(work, name, tied, extra=None):
@@ -73,27 +68,6 @@ def hf_model(tied):
     return LlamaForCausalLM(config).float()
 
 
-def load_keel_weights(model, tensors):
-    """Keel's parameters (HF names, padded vocabulary rows cut) into the HF model."""
-    import torch
-    V = MODEL["vocab_size"]
-    state = {}
-    for name, array in tensors.items():
-        if not name.startswith("param/"):
-            continue
-        key = name[len("param/"):]
-        if key in ("model.embed_tokens.weight", "lm_head.weight"):
-            assert not array[V:].any(), f"{key}: Keel's padded vocabulary rows must stay zero"
-            array = array[:V]
-        state[key] = torch.tensor(array)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected, f"Keel names HF does not know: {unexpected}"
-    allowed = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
-    assert set(missing) <= allowed | {k for k in missing if "rotary_emb" in k}, f"HF weights Keel lacks: {missing}"
-    if model.config.tie_word_embeddings:
-        model.tie_weights()
-
-
 def loss_of(model, tokens, targets):
     import torch
     import torch.nn.functional as F
@@ -108,48 +82,24 @@ def check_probe(work, probe_bin, tied):
     run([probe_bin, "--config", write_config(work, label, tied), "--out", out, "--steps", str(STEPS)])
     tensors, metadata = read_safetensors(out)
     model = hf_model(tied)
-    load_keel_weights(model, tensors)
+    load_keel_weights(model, tensors, MODEL["vocab_size"])
     compare_logits_loss_and_gradients(label, tensors, model, expected_gradients=2 + 9 * MODEL["n_layer"] + (0 if tied else 1))
     # AdamW: a fresh model on Keel's initial weights, Keel's decay groups.
     model = hf_model(tied)
-    load_keel_weights(model, tensors)
+    load_keel_weights(model, tensors, MODEL["vocab_size"])
     compare_adamw_steps(label, tensors, metadata, model, lambda name: name.endswith("norm.weight"))
 
 
 def compare_logits_loss_and_gradients(label, tensors, model, expected_gradients):
     """The probe's first forward and backward (tensors) against `model` on the same tokens: logits
     (none in the padded vocabulary), loss, and every parameter's gradient, by name."""
-    import numpy as np
     V = MODEL["vocab_size"]
     tokens, targets = tensors["tokens"], tensors["targets"]
     logits, loss = loss_of(model, tokens[0], targets[0])
-    keel_logits = tensors["logits"]
-    assert not keel_logits[..., V:].any(), f"{label}: logits of padded vocabulary columns must be 0"
-    worst = float(np.max(np.abs(keel_logits[..., :V] - logits.detach().numpy())))
-    print(f"{label}: logits max |keel - transformers| {worst:.2e}")
-    assert np.allclose(keel_logits[..., :V], logits.detach().numpy(), atol=LOGITS_ATOL, rtol=LOGITS_RTOL), \
-        f"{label}: logits differ by up to {worst:.3e}"
-    keel_loss = float(tensors["loss0"][0])
-    print(f"{label}: loss keel {keel_loss:.7f} transformers {float(loss):.7f}")
-    assert abs(keel_loss - float(loss)) <= LOSS_RTOL * abs(float(loss)), f"{label}: loss differs"
-
+    compare_logits_and_loss(label, tensors, logits, loss, V, LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL)
     loss.backward()
-    failures, compared = [], 0
-    for name, param in model.named_parameters():
-        keel_grad = tensors["grad/" + name]
-        if name in ("model.embed_tokens.weight", "lm_head.weight"):
-            assert not keel_grad[V:].any(), f"{label}: {name}'s padded rows got a gradient"
-            keel_grad = keel_grad[:V]
-        torch_grad = param.grad.numpy()
-        scale = float(np.max(np.abs(torch_grad)))
-        error = float(np.max(np.abs(keel_grad - torch_grad)))
-        relative = error / scale if scale > 0 else error
-        print(f"  {name:45s} max|g| {scale:.3e} max error {error:.3e} relative {relative:.2e}")
-        compared += 1
-        if relative > GRAD_REL_TO_MAX:
-            failures.append(name)
+    compared = compare_gradients(label, tensors, model, V, GRAD_REL_TO_MAX)
     assert compared == expected_gradients, f"{label}: compared {compared} gradients, expected {expected_gradients}"
-    assert not failures, f"{label}: gradients off (> {GRAD_REL_TO_MAX} of max|grad|): {failures}"
 
 
 def compare_adamw_steps(label, tensors, metadata, model, undecayed):

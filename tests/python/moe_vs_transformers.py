@@ -31,7 +31,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import ensure_oracle  # noqa: E402
+from hf_oracle import (compare_gradients, compare_logits_and_loss, ensure_oracle, load_keel_weights,  # noqa: E402
+                       run)
 
 PIN = "transformers==4.46.3"
 STEPS = 10
@@ -62,12 +63,6 @@ CASES = [
     ("qwen2moe-tied-balanced", QWEN2_MOE, True, 0.05, 0.0),
     ("qwen2moe-untied", QWEN2_MOE, False, 0.0, 0.0),
 ]
-
-
-def run(command):
-    result = subprocess.run(command, capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(command)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-    return result
 
 
 def write_config(work, name, model, extra=None):
@@ -122,25 +117,6 @@ def sigmoid_scores(on):
     modeling_mixtral.F = scores
 
 
-def load_keel_weights(model, tensors, V):
-    import torch
-    state = {}
-    for name, array in tensors.items():
-        if not name.startswith("param/"):
-            continue
-        key = name[len("param/"):]
-        if key in ("model.embed_tokens.weight", "lm_head.weight"):
-            assert not array[V:].any(), f"{key}: Keel's padded vocabulary rows must stay zero"
-            array = array[:V]
-        state[key] = torch.tensor(array)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected, f"Keel names HF does not know: {unexpected}"
-    allowed = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
-    assert set(missing) <= allowed | {k for k in missing if "rotary_emb" in k}, f"HF weights Keel lacks: {missing}"
-    if model.config.tie_word_embeddings:
-        model.tie_weights()
-
-
 def losses_of(model, tokens, targets, aux, z):
     """(logits, cross-entropy, the objective whose gradient Keel computes)."""
     import importlib
@@ -163,35 +139,14 @@ def losses_of(model, tokens, targets, aux, z):
 
 
 def compare_first_step(label, tensors, model, V, aux, z):
-    import numpy as np
     tokens, targets = tensors["tokens"], tensors["targets"]
     logits, ce, total = losses_of(model, tokens[0], targets[0], aux, z)
-    keel_logits = tensors["logits"]
-    worst = float(np.max(np.abs(keel_logits[..., :V] - logits.detach().numpy())))
-    print(f"{label}: logits max |keel - transformers| {worst:.2e}")
-    assert np.allclose(keel_logits[..., :V], logits.detach().numpy(), atol=LOGITS_ATOL, rtol=LOGITS_RTOL), \
-        f"{label}: logits differ by up to {worst:.3e}"
-    keel_loss = float(tensors["loss0"][0])
-    print(f"{label}: loss keel {keel_loss:.7f} transformers {float(ce):.7f} (objective {float(total):.7f})")
-    assert abs(keel_loss - float(ce)) <= LOSS_RTOL * abs(float(ce)), f"{label}: loss differs"
+    compare_logits_and_loss(label, tensors, logits, ce, V, LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL, objective=total)
     total.backward()
-    failures, compared = [], 0
-    for name, param in model.named_parameters():
-        keel_grad = tensors["grad/" + name]
-        if name in ("model.embed_tokens.weight", "lm_head.weight"):
-            assert not keel_grad[V:].any(), f"{label}: {name}'s padded rows got a gradient"
-            keel_grad = keel_grad[:V]
-        torch_grad = param.grad.numpy()
-        scale = float(np.max(np.abs(torch_grad)))
-        error = float(np.max(np.abs(keel_grad - torch_grad)))
-        relative = error / scale if scale > 0 else error
-        if relative > GRAD_REL_TO_MAX or name.endswith((".gate.weight", "shared_expert_gate.weight")):
-            print(f"  {name:55s} max|g| {scale:.3e} max error {error:.3e} relative {relative:.2e}")
-        compared += 1
-        if relative > GRAD_REL_TO_MAX:
-            failures.append(name)
+    routers = (".gate.weight", "shared_expert_gate.weight")
+    compared = compare_gradients(label, tensors, model, V, GRAD_REL_TO_MAX,
+                                 shown=lambda name, relative: relative > GRAD_REL_TO_MAX or name.endswith(routers))
     print(f"{label}: {compared} gradients compared")
-    assert not failures, f"{label}: gradients off (> {GRAD_REL_TO_MAX} of max|grad|): {failures}"
 
 
 def compare_adamw_steps(label, tensors, metadata, model, aux, z):
