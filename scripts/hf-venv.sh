@@ -6,16 +6,23 @@
 # The mixture-of-experts oracle (tests/python/moe_vs_transformers.py) needs Qwen2-MoE, added in
 # transformers 4.40: it passes a second pin (4.46.3, the newest release found to run on torch
 # 1.13) for a venv of its own, so the other oracle tests keep the release they were checked with.
-# Usage: scripts/hf-venv.sh VENV_DIR [TRANSFORMERS_PIN]  (default transformers==4.38.2)
+# The LoRA oracle (tests/python/lora_vs_peft.py) passes PEFT with transformers, as several pins in
+# one argument ("transformers==4.38.2 peft==0.10.0 accelerate==0.29.3", the PEFT release of that
+# transformers).
+# Usage: scripts/hf-venv.sh VENV_DIR [PINS]  (default transformers==4.38.2)
 # Exits 0 when ready, 77 (ctest's skip code) when PyPI cannot be reached, 1 on other failures.
 set -uo pipefail
 venv="${1:?usage: scripts/hf-venv.sh VENV_DIR}"
 python=/usr/bin/python3
 package="${2:-transformers==4.38.2}"
 imports="import torch, transformers; from transformers import GPT2LMHeadModel"
-if [ "$package" != "transformers==4.38.2" ]; then
-  imports="$imports; assert transformers.__version__ == '${package#transformers==}', transformers.__version__"
-fi
+for pin in $package; do  # each pin of a space-separated list checked where it is not the default
+  case "$pin" in
+    transformers==4.38.2) ;;
+    transformers==*) imports="$imports; assert transformers.__version__ == '${pin#transformers==}', transformers.__version__" ;;
+    peft==*) imports="$imports; import peft; assert peft.__version__ == '${pin#peft==}', peft.__version__" ;;
+  esac
+done
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$imports" 2>/dev/null; then
   exit 0
@@ -24,7 +31,8 @@ if ! "$python" -m venv --system-site-packages "$venv"; then
   echo "hf-venv: $python could not create a venv at $venv (is python3-venv installed?)" >&2
   exit 1
 fi
-if ! "$venv/bin/pip" install -q --disable-pip-version-check --retries 1 --timeout 20 "$package"; then
+# shellcheck disable=SC2086  # $package may be several pins
+if ! "$venv/bin/pip" install -q --disable-pip-version-check --retries 1 --timeout 20 $package; then
   if ! "$venv/bin/pip" download -q --no-deps --retries 0 --timeout 10 -d "$venv/.probe" pip >/dev/null 2>&1; then
     echo "hf-venv: SKIP: cannot reach PyPI to install $package into $venv (offline?)" >&2
     exit 77

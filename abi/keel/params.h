@@ -32,7 +32,13 @@ enum {
      the expert-data-parallel mean is the data-parallel mean a single rank would form. At
      ep_size 1 the flag changes nothing. A layer's expert tensors may come in any order among its
      others. */
-  KEEL_PARAM_EXPERT = 1u << 4
+  KEEL_PARAM_EXPERT = 1u << 4,
+  /* A tensor that does not train (the base of a LoRA fine-tune, docs/finetuning.md). The core
+     holds it apart from the strategy, which never sees it: no gradient buffer, no optimizer
+     state, replicated on every data-parallel rank at the backend's compute type. In a backward
+     acquire its gradient descriptor has data NULL: the model forms no gradient for it (it still
+     carries the gradient through it to the layer's input). Checkpoints save it as any other. */
+  KEEL_PARAM_FROZEN = 1u << 5
 };
 
 enum { KEEL_INIT_ZEROS = 0, KEEL_INIT_ONES = 1, KEEL_INIT_NORMAL = 2 };

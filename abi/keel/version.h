@@ -57,7 +57,8 @@
         per-step metrics a model reports, combined over data parallelism); expert parallelism: model.h
         ep_rank, ep_size, ep_comm and params.h KEEL_PARAM_EXPERT; model.h step_tallies, end_step and
         own_state_* (state a model moves by a rule once per step, in checkpoints: loss-free
-        balancing). 0.19 is the open
+        balancing); params.h KEEL_PARAM_FROZEN (a tensor that does not train: LoRA's base,
+        held by the core apart from the strategy). 0.19 is the open
         minor (no release tag yet): this wave's appends share it. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H

@@ -87,7 +87,7 @@ void LlamaModel::stacked_backward(StackedLinear& stacked, Elems dinp, Elems dout
   std::vector<float*> dweights, dbiases;  // both empty: the input gradient only
   for (const StackedPart& part : parts) {
     if (!grads) break;
-    dweights.push_back(grads->grad(static_cast<size_t>(part.weight)));
+    dweights.push_back(weight_grad(grads, part.weight));
     if (stacked.with_bias()) dbiases.push_back(bias_grad(grads, part.bias));
   }
   stacked.backward(dinp, dout, inp, N, dweights, dbiases);
@@ -148,13 +148,14 @@ void LlamaModel::head_weight_backward(Activations& a, const keel_param_access* a
   const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N), Vl = share_.vocab.rows;
   if (tied()) {
     LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-    ops_.matmul_backward(Elems(), lease.grad(EMBED), nullptr, a.saved.logits, a.lnf, lease.param_elems(EMBED), N, C,
-                         Vl);
+    if (lease.grad(EMBED))  // NULL: frozen
+      ops_.matmul_backward(Elems(), lease.grad(EMBED), nullptr, a.saved.logits, a.lnf, lease.param_elems(EMBED), N, C,
+                           Vl);
     lease.release(plan_.holds_wte_copy());
   }
   const int32_t layer = config_.n_layer + 1;
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  if (!tied())
+  if (!tied() && lease.grad(LM_HEAD))
     ops_.matmul_backward(Elems(), lease.grad(LM_HEAD), nullptr, a.saved.logits, a.lnf, lease.param_elems(LM_HEAD), N,
                          C, Vl);
   // The op always writes an input gradient too: into the scratch dln, which nothing reads now.
@@ -171,8 +172,9 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
   const LayerLease* grads = save ? nullptr : &lease;  // INPUT part: no weight gradients
-  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
-  auto dw = [&](int i) { return save ? nullptr : lease.grad(static_cast<size_t>(i)); };
+  if (lora_.active()) lora_.merge(lease);
+  auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
+  auto dw = [&](int i) { return weight_grad(grads, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   const BlockActivations v = block_activations(a, l);
   stack_weights(lease, !v.moe);
@@ -211,6 +213,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   const Elems dln1 = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(IN_NORM), dln1, residual, w(IN_NORM), v.ln1_rstd, N);
+  if (lora_.active() && grads) lora_.fold(lease);
   lease.release(!save);
 }
 
@@ -220,8 +223,9 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
-  auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
+  if (lora_.active()) lora_.merge(lease);
+  auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
+  auto dw = [&](int i) { return weight_grad(&lease, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   const BlockActivations v = block_activations(a, l);
   stack_weights(lease, !v.moe);
@@ -233,6 +237,7 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   ops_.matmul_backward(Elems(), dw(O_W), nullptr, d.o + l * N * C, v.atty, w(O_W), N, Cq, C);
   stacked_backward(qkv_, Elems(), d.qkv + l * N * QKV, v.ln1, N, &lease, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
   norm_backward(scratch_.dln, dw(IN_NORM), d.ln1 + l * Nr * C, residual, w(IN_NORM), v.ln1_rstd, N);
+  if (lora_.active()) lora_.fold(lease);
   lease.release(true);
 }
 
@@ -241,8 +246,9 @@ void LlamaModel::embedding_backward(Activations& a, const keel_param_access* acc
   LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
   // Every rank sees every row's gradient and scatters those of its vocabulary rows.
   const Elems dencoded = tp_.active() ? tp_.leave_backward(dencoded_rows, scratch_.dgathered, N) : dencoded_rows;
-  ops_.embedding_rows_backward(lease.grad(EMBED), nullptr, dencoded, a.tokens, a.B, a.T, C, share_.vocab.begin,
-                               share_.vocab.rows);
+  if (lease.grad(EMBED))  // NULL: frozen (a LoRA run's base)
+    ops_.embedding_rows_backward(lease.grad(EMBED), nullptr, dencoded, a.tokens, a.B, a.T, C, share_.vocab.begin,
+                                 share_.vocab.rows);
   lease.release(true);
 }
 

@@ -61,7 +61,13 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.rope_scaling = parse_rope_scaling(section);
   c.recompute = keel_support::parse_recompute(section);
   c.moe = parse_moe_config(section, c.n_layer, c.ffn_hidden, c.attention_bias, c.mlp_bias);
+  // PEFT's default targets for Llama are q_proj and v_proj.
+  c.lora = keel_support::parse_lora_config(
+      section, {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, {"q_proj", "v_proj"});
   section.finish();
+  if (c.lora.enabled() && c.moe.enabled())
+    throw ConfigError(section.path_of("lora") + ": LoRA adapters on a mixture-of-experts model are not supported yet "
+                                                "(set " + section.path_of("n_experts") + " to 0, or leave out lora)");
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));

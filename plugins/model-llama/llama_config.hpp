@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include <keel_support/model/lora.hpp>            // defines: LoraConfig
 #include <keel_support/model/recompute.hpp>       // defines: Recompute
 #include <keel_support/model/rope_frequencies.hpp>  // defines: RopeScaling
 #include "llama_moe_config.hpp"                      // defines: MoeConfig
@@ -29,6 +30,7 @@ struct LlamaConfig {
   keel_support::RopeScaling rope_scaling;  // factor 0: none
   keel_support::Recompute recompute = keel_support::Recompute::NONE;
   MoeConfig moe;  // n_experts 0: every MLP dense
+  keel_support::LoraConfig lora;  // r 0: no adapters, every tensor trains
 
   int32_t head_dim() const { return d_model / n_head; }
 };

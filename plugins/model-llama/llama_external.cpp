@@ -2,7 +2,7 @@
 // vocab_size rows, and the config.json of the transformers class that computes the same model:
 // Qwen2Config (model_type "qwen2", Qwen2ForCausalLM) when q, k and v have biases, else
 // LlamaConfig with mlp_bias as configured (the config refuses both together). Keel trains
-// without dropout, so the exported config has none either.
+// without dropout, so the exported config has none either. LoRA's adapters are not in it.
 #include "llama_external.hpp"
 
 #include <nlohmann/json.hpp>
@@ -68,6 +68,12 @@ std::unique_ptr<keel_support::ExternalNames> llama_external_names(const LlamaCon
                          (config.attention_bias ? "Qwen2-MoE" : "Mixtral") + " has no place, so the export would choose "
                          "other experts than the trained model does");
   for (const auto& name : keel_names) {
+    // LoRA's adapters are no tensor of the transformers model: left out of its files, neither
+    // exported nor read by model.init_from (a base model's folder initialises the rest).
+    if (name.find(".lora_") != std::string::npos) {
+      names->add("");
+      continue;
+    }
     const bool vocabulary = name == "model.embed_tokens.weight" || name == "lm_head.weight";
     names->add(name, false, vocabulary ? config.vocab_size : -1);
   }

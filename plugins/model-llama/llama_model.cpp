@@ -42,6 +42,7 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
   qkv_ = StackedLinear(ops_, config_.d_model, {share_.q_width, share_.kv_width, share_.kv_width},
                        config_.attention_bias);
   gate_up_ = StackedLinear(ops_, config_.d_model, {share_.hidden, share_.hidden}, config_.mlp_bias);
+  if (config_.lora.enabled()) lora_ = keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_);
 }
 
 void LlamaModel::describe(keel_model_info* out) const {
@@ -247,7 +248,7 @@ void LlamaModel::embedding_forward(Activations& a, const keel_param_access* acce
 }
 
 void LlamaModel::stack_weights(const LayerLease& lease, bool mlp) {
-  auto w = [&](BlockTensor t) { return lease.param_elems(static_cast<size_t>(t)); };
+  auto w = [&](BlockTensor t) { return weight(lease, t); };
   auto biases = [&](bool held, std::initializer_list<BlockTensor> tensors) {
     std::vector<Elems> out;  // none without the config's biases
     if (held)
@@ -262,6 +263,7 @@ void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_acces
   const int64_t C = config_.d_model, Nr = tp_.norm_rows(int64_t(a.B) * a.T);
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
+  if (lora_.active()) lora_.merge(lease);
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
   lease.release(false);
@@ -272,7 +274,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   Scratch& s = scratch_;
   const int64_t C = config_.d_model, N = B * T, Nr = tp_.norm_rows(N), D = config_.head_dim();
   const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
-  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
+  auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   const bool sp = tp_.sequence_parallel();
   const Elems ln_out1 = sp ? s.ln_rows : v.ln1, ln_out2 = sp ? s.ln_rows : v.ln2;
   const Elems o_out = tp_.active() ? s.partial : v.residual2;

@@ -195,6 +195,12 @@ class LlamaModel {
   // With experts: the layouts and backends they cannot run on yet refused by name (llama_moe_model.cpp).
   void create_sparse_mlp(const keel_model_create_args& args);
   void build_param_specs();
+  void add_lora_specs(std::vector<keel_support::NamedSpec>& pending, const std::string& prefix, int32_t layer,
+                      bool record_targets);
+  // The weight a block computes with (a LoRA target's merged one) and where its gradient goes
+  // (a target's dW scratch; NULL for a frozen tensor, or with `grads` NULL).
+  Elems weight(const LayerLease& lease, BlockTensor t) const { return lora_.weight(lease, size_t(t)); }
+  float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }
   using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
   void carve_activations(Activations& a, char* base, size_t* out_bytes) const;
@@ -269,6 +275,8 @@ class LlamaModel {
   keel_support::InferenceLogits inference_logits_;
   std::unique_ptr<const keel_support::ExternalNames> external_;
   std::unique_ptr<SparseMlp> sparse_;  // nullptr: every MLP dense
+  std::vector<keel_support::LoraTarget> lora_targets_;  // each block's, in its specs (none without lora)
+  keel_support::LoraLayer lora_;  // one block use's merged weights and their gradients
 };
 
 }  // namespace keel_llama

@@ -98,6 +98,7 @@ void LlamaModel::build_param_specs() {
     if (sparse)
       for (const MoeTensor& t : sparse_->routed_tensors(h))
         add(t.name, layer, {t.rows, t.cols}, t.expert ? uint32_t(KEEL_PARAM_EXPERT) : 0u, KEEL_INIT_NORMAL);
+    if (config_.lora.enabled()) add_lora_specs(pending, h, layer, i == 0);
   }
   int32_t slot = DOWN_W + 1;
   for (int t = Q_B; t < BLOCK_TENSORS; ++t) {
@@ -106,12 +107,17 @@ void LlamaModel::build_param_specs() {
   }
   add("model.norm.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES);
   if (!tied()) add("lm_head.weight", static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, V, rows);
+  // Under LoRA everything but the adapters is frozen: held by the core, no gradient, no state.
+  if (config_.lora.enabled())
+    for (auto& p : pending)
+      if (p.name.find(".lora_") == std::string::npos) p.spec.flags |= KEEL_PARAM_FROZEN;
 
   // flops_per_token's N: every matrix a token is multiplied by (the head with its V real rows),
   // not the embedding lookup unless it doubles as the head.
   matmul_params_ = 0;
   for (const auto& p : pending) {
     if (p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0) continue;  // added, not multiplied
+    if (p.name.find(".lora_") != std::string::npos) continue;  // folded into their weight once per layer use
     const bool vocabulary = p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight";
     if (p.name == "model.embed_tokens.weight" && !tied()) continue;
     // A token passes through n_experts_per_token of each sparse layer's n_experts experts, of which
@@ -135,6 +141,52 @@ void LlamaModel::build_param_specs() {
     }
   }
   specs_.assign(std::move(mine), config_.n_layer + 2);
+}
+
+// A decoder layer's adapters, after its other tensors: for each targeted projection (in the
+// layer's order) PEFT's lora_A (r, in), drawn as PEFT's "gaussian" init draws it (N(0, 1/r)), and
+// lora_B (out, r), zero, so the adapted model starts as the base. A column-parallel projection's
+// B is split by rows with it, a row-parallel one's A by columns (keel_support/model/lora.hpp).
+void LlamaModel::add_lora_specs(std::vector<keel_support::NamedSpec>& pending, const std::string& prefix, int32_t layer,
+                                bool record_targets) {
+  const int64_t C = config_.d_model, Cq = int64_t(config_.n_head) * config_.head_dim();
+  const int64_t Ckv = int64_t(config_.n_kv_head) * config_.head_dim(), F = config_.ffn_hidden;
+  const int64_t r = config_.lora.r;
+  struct Projection {
+    const char* module;
+    const char* path;
+    BlockTensor weight;
+    int64_t out, in;
+    bool column_parallel;
+  };
+  const Projection projections[] = {
+      {"q_proj", "self_attn.q_proj", Q_W, Cq, C, true},      {"k_proj", "self_attn.k_proj", K_W, Ckv, C, true},
+      {"v_proj", "self_attn.v_proj", V_W, Ckv, C, true},     {"o_proj", "self_attn.o_proj", O_W, C, Cq, false},
+      {"gate_proj", "mlp.gate_proj", GATE_W, F, C, true},    {"up_proj", "mlp.up_proj", UP_W, F, C, true},
+      {"down_proj", "mlp.down_proj", DOWN_W, C, F, false}};
+  size_t index = 0;
+  for (const auto& p : pending) index += p.spec.layer == layer ? 1 : 0;
+  for (const Projection& p : projections) {
+    if (!config_.lora.targets(p.module)) continue;
+    const std::string base = prefix + p.path;
+    keel_param_spec a = keel_support::make_spec(nullptr, layer, {r, p.in}, 0, KEEL_INIT_NORMAL, float(1.0 / double(r)));
+    keel_param_spec b = keel_support::make_spec(nullptr, layer, {p.out, r}, 0, KEEL_INIT_ZEROS, 0.0f);
+    keel_support::split_for_tp(a, p.column_parallel ? -1 : 1, tp_.size(), tp_.rank());
+    keel_support::split_for_tp(b, p.column_parallel ? 0 : -1, tp_.size(), tp_.rank());
+    if (record_targets) {
+      keel_support::LoraTarget target;
+      target.weight = size_t(p.weight);
+      target.a = index;
+      target.b = index + 1;
+      target.out = b.local_shape[0];
+      target.in = a.local_shape[1];
+      target.column_parallel = p.column_parallel;
+      lora_targets_.push_back(target);
+    }
+    pending.push_back({base + ".lora_A.weight", a});
+    pending.push_back({base + ".lora_B.weight", b});
+    index += 2;
+  }
 }
 
 }  // namespace keel_llama

@@ -13,10 +13,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def ensure_oracle(venv, pin=None):
-    """`pin` ("transformers==X"): that release, in a venv of its own, rather than hf-venv.sh's default."""
+    """`pin` ("transformers==X", or several pins separated by spaces): those releases, in a venv of
+    its own, rather than hf-venv.sh's default."""
+    import importlib
     try:
-        import transformers
-        if pin is None or transformers.__version__ == pin.split("==")[1]:
+        import transformers  # noqa: F401
+        wanted = [p.split("==") for p in pin.split()] if pin else []
+        if all(importlib.import_module(name).__version__ == version for name, version in wanted):
             return
     except ImportError:
         pass

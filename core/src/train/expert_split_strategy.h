@@ -2,11 +2,10 @@
 // tensors (params.h KEEL_PARAM_EXPERT) live on the ranks of its expert-data-parallel group, not
 // on the whole data-parallel group, so their gradients are reduced, and their ZeRO shards and
 // optimizer state spread, over that group. Rather than teach every strategy a second group, the
-// core creates the configured strategy twice: one half over the data-parallel group with the
-// dense parameters, one over the expert-data-parallel group with the experts. This is the one
-// strategy table the rest of the core sees: it splits each layer's acquire and release between
-// the halves, maps parameter indices, adds the experts' share of the gradient norm over the ep
-// block, and keeps the halves' own arrays apart by name ("experts." before the expert half's).
+// core creates the configured strategy twice behind one split (split_strategy.h): one part over
+// the data-parallel group with the dense parameters, one over the expert-data-parallel group with
+// the experts. The experts' share of the gradient norm is added over the ep block, their own
+// arrays named apart ("experts." before the expert part's), and an offload tier shared by views.
 #pragma once
 
 #include <keel/keel.h>
@@ -15,31 +14,33 @@
 #include <string>
 
 #include "mesh/mesh.h"
+#include "train/split_strategy.h"
 
 namespace keel {
 
-struct ExpertSplitHalves;
+class SharedTier;
 
-class ExpertSplitStrategy {
+class ExpertSplitStrategy : public SplitStrategy {
  public:
   // `inner`: the configured strategy's table; `args`: the create args one strategy over the whole
   // model would get (its params the model's, its dp group the data-parallel one); `expert_dp`: the
   // group the expert half runs over; `core_ep`: the core's host group over the ep block, for the
   // gradient norm. Refuses (KeelError) a strategy whose replicas step on their own, and a model
   // with no expert tensor on this rank. `config_file` and `plugin` name the config and the strategy
-  // in messages.
+  // in messages. Its table is SplitStrategy::table().
   ExpertSplitStrategy(const keel_strategy_api* inner, const keel_strategy_create_args& args, const CommGroup& expert_dp,
                       const CommGroup& core_ep, const std::string& config_file, const std::string& plugin);
-  ~ExpertSplitStrategy();
-  ExpertSplitStrategy(const ExpertSplitStrategy&) = delete;
-  ExpertSplitStrategy& operator=(const ExpertSplitStrategy&) = delete;
+  ~ExpertSplitStrategy() override;
 
-  // The strategy table over ExpertSplitStrategy objects (its destroy deletes one); static.
-  static const keel_strategy_api* table();
+  static const keel_strategy_api* table() { return SplitStrategy::table(); }
 
  private:
-  friend struct ExpertSplitSlots;
-  std::unique_ptr<ExpertSplitHalves> halves_;
+  // The dense part's sum is the same on every dp rank; the expert part's on every rank of the
+  // expert-data-parallel group, and the ep block holds different experts: added over the block.
+  double join_norms(double dense, double experts) override;
+
+  CommGroup core_ep_;
+  std::unique_ptr<SharedTier> tier_;  // the core's offload tier seen by each part apart
 };
 
 // Every rank of a pipeline stage holds its stage's layers, so at pp 1 a rank with no expert

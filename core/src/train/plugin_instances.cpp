@@ -9,6 +9,7 @@
 #include "host/log.h"
 #include "loader/plugin_registry.h"
 #include "train/expert_split_strategy.h"
+#include "train/frozen_split_strategy.h"
 #include "train/model_specs.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <iostream>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <cstddef>
 #include <cstring>
@@ -203,14 +205,37 @@ void PluginInstances::create_strategy(const RunConfig& config) {
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "
                                                 "parallelism; run it on one rank or rebuild it against this Keel");
-  if (layout.ep > 1) {
-    // The configured strategy twice behind one table: the dense half over the dp group, the
-    // experts over their expert-data-parallel group (expert_split_strategy.h).
-    strategy_obj = new ExpertSplitStrategy(strategy, strategy_args, mesh.strategy_expert_dp, mesh.core_ep, config.file,
-                                           config.strategy.plugin);
-    strategy = ExpertSplitStrategy::table();
+  const bool old_specs = PluginRegistry::instance().find(KEEL_KIND_STRATEGY, config.strategy.plugin).info.abi_minor < 6;
+  // The configured strategy over `args`: alone, or twice behind one table when experts are split
+  // from the dense tensors (the dense half over the dp group, the experts over their
+  // expert-data-parallel group: expert_split_strategy.h).
+  auto create_configured = [&](const keel_strategy_create_args& args) -> std::pair<const keel_strategy_api*, void*> {
+    if (layout.ep > 1)
+      return {ExpertSplitStrategy::table(), new ExpertSplitStrategy(strategy, args, mesh.strategy_expert_dp, mesh.core_ep,
+                                                                    config.file, config.strategy.plugin)};
+    void* obj = nullptr;
+    check_plugin(strategy->create(host_table(), &args, &obj), "creating strategy '" + config.strategy.plugin + "'");
+    return {strategy, obj};
+  };
+  if (has_frozen_tensors(model_info.params, model_info.n_params)) {
+    // The frozen tensors held by the core, the configured strategy over the rest
+    // (frozen_split_strategy.h); specs narrowed for an old strategy after the split.
+    keel_strategy_create_args whole = strategy_args;
+    whole.params = model_info.params;
+    auto create_trainable = [&](const keel_strategy_create_args& args) {
+      keel_strategy_create_args part = args;
+      if (old_specs) {
+        strategy_specs = narrow_model_specs(std::vector<keel_param_spec>(args.params, args.params + args.n_params),
+                                            offsetof(keel_param_spec, local_offset));
+        part.params = reinterpret_cast<const keel_param_spec*>(strategy_specs.data());
+      }
+      return create_configured(part);
+    };
+    strategy_obj = new FrozenSplitStrategy(whole, create_trainable, config.strategy.plugin,
+                                           config.file + ": ");
+    strategy = SplitStrategy::table();
   } else {
-    check_plugin(strategy->create(host_table(), &strategy_args, &strategy_obj), "creating strategy '" + config.strategy.plugin + "'");
+    std::tie(strategy, strategy_obj) = create_configured(strategy_args);
   }
   access.struct_size = sizeof(access);
   check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");

@@ -492,7 +492,7 @@ KEEL_ASSERT_OFFSET(keel_model_create_args, ep_size, 96);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, ep_comm, 104);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, ep_comm_obj, 112);  /* 0.19 */
 KEEL_ASSERT_SIZE(keel_model_create_args, 120);
-_Static_assert(KEEL_PARAM_STAGE_COPY == 8 && KEEL_PARAM_EXPERT == 16, "parameter flags moved: the ABI only appends");
+_Static_assert(KEEL_PARAM_STAGE_COPY == 8 && KEEL_PARAM_EXPERT == 16 && KEEL_PARAM_FROZEN == 32, "parameter flags moved: the ABI only appends");
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_comm_api, reaches, 144);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend, 72);  /* 0.8 */

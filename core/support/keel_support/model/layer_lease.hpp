@@ -29,7 +29,9 @@ class LayerLease {
     held_ = true;
     for (size_t i = 0; i < n; ++i) {
       check_tensor(params_[i], specs[i], "parameter");
-      if (grads) check_tensor(grads_[i], specs[i], "gradient");
+      // A frozen tensor's gradient has no memory (params.h KEEL_PARAM_FROZEN): grad(i) is NULL.
+      if (grads && !((specs[i].flags & KEEL_PARAM_FROZEN) && grads_[i].data == nullptr))
+        check_tensor(grads_[i], specs[i], "gradient");
     }
   }
   LayerLease(const LayerLease&) = delete;
@@ -39,7 +41,7 @@ class LayerLease {
   }
 
   float* param(size_t i) const { return data_of(params_[i]); }
-  float* grad(size_t i) const { return data_of(grads_[i]); }
+  float* grad(size_t i) const { return grads_[i].data ? data_of(grads_[i]) : nullptr; }
   // A parameter at the compute type the strategy hands out (fp32, or bf16 under a bf16 backend).
   Elems param_elems(size_t i) const { return Elems(data_of(params_[i]), int32_t(params_[i].dtype.bits / 8)); }
 

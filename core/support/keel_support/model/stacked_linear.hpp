@@ -70,13 +70,17 @@ class StackedLinear {
   void backward(Elems dinp, Elems dout, Elems inp, int64_t N, const std::vector<float*>& dweights = {},
                 const std::vector<float*>& dbiases = {}) {
     const BackendOps& be = ops_.backend();
-    const bool weight_grads = dweights.size() != 0;
+    // A NULL buffer is a part with no gradient (frozen, params.h KEEL_PARAM_FROZEN): skipped; all
+    // NULL, the weight-gradient matmul is left out.
+    bool weight_grads = false;
+    for (float* g : dweights) weight_grads = weight_grads || g != nullptr;
+    for (float* g : dbiases) weight_grads = weight_grads || g != nullptr;
     if (weight_grads) {
       check_count(dweights.size(), "weight gradients");
       check_bias_count(dbiases.size(), "bias gradients");
       KEEL_OP(be, fill_zero, dweight_, size_t(out_ * in_) * sizeof(float));
       if (with_bias_) KEEL_OP(be, fill_zero, dbias_, size_t(out_) * sizeof(float));
-    } else if (dbiases.size()) {
+    } else if (dbiases.size() && dweights.size() == 0) {
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "StackedLinear::backward: bias gradients without weight gradients");
     }
     ops_.matmul_backward(dinp, weight_grads ? dweight_ : nullptr, weight_grads && with_bias_ ? dbias_ : nullptr, dout,
@@ -84,8 +88,8 @@ class StackedLinear {
     if (!weight_grads) return;
     int64_t row = 0;  // each part's rows of the stacked gradient, in stacking order
     for (size_t i = 0; i < rows_.size(); ++i) {
-      KEEL_OP(be, accumulate, dweights[i], dweight_ + row * in_, rows_[i] * in_);
-      if (with_bias_) KEEL_OP(be, accumulate, dbiases[i], dbias_ + row, rows_[i]);
+      if (dweights[i]) KEEL_OP(be, accumulate, dweights[i], dweight_ + row * in_, rows_[i] * in_);
+      if (with_bias_ && dbiases[i]) KEEL_OP(be, accumulate, dbiases[i], dbias_ + row, rows_[i]);
       row += rows_[i];
     }
   }

@@ -1,0 +1,214 @@
+// LoRA adapters on a model's linear layers (installed for third-party models; docs/finetuning.md).
+// A target's frozen weight W (out, in) gains two trained factors, PEFT's lora_A (r, in) and
+// lora_B (out, r), and the layer computes with W + s·B·A, s = alpha / r (alpha / √r with rsLoRA).
+// The model uses the sum as its weight: LoraLayer forms it once per layer use, so every path that
+// reads a weight (stacked projections, tensor-parallel pieces, recomputation, a split backward)
+// works unchanged; the backward forms the sum's gradient dW as it would a trained weight's, and
+// LoraLayer turns it into the factors' gradients, dB = s·dW·Aᵀ and dA = s·Bᵀ·dW. The adapters'
+// memory is the point: no gradient or optimizer state for W (the core holds it frozen, params.h
+// KEEL_PARAM_FROZEN); dW lives in scratch for one layer at a time.
+// Under tensor parallelism a column-parallel target (rows of W split) splits B's rows and keeps A
+// whole on every rank; a row-parallel one splits A's columns and keeps B whole. The whole factor's
+// gradient is a sum over the ranks' pieces, taken with TpRegions::sum_replicated_grad.
+// Dropout on the adapters' input cannot be folded into one weight: refused (dropout 0 only).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "keel_support/common/json_section.hpp"
+#include "keel_support/model/carver.hpp"
+#include "keel_support/model/compute_ops.hpp"
+#include "keel_support/model/layer_lease.hpp"
+#include "keel_support/model/tp_regions.hpp"
+
+namespace keel_support {
+
+// The model section's "lora" object, under PEFT's LoraConfig names.
+struct LoraConfig {
+  int32_t r = 0;  // 0: no adapters
+  double alpha = 8.0;
+  std::vector<std::string> target_modules;
+  double dropout = 0.0;
+  bool use_rslora = false;
+
+  bool enabled() const { return r > 0; }
+  float scaling() const { return float(use_rslora ? alpha / std::sqrt(double(r)) : alpha / double(r)); }
+  bool targets(const std::string& module) const {
+    for (const std::string& m : target_modules)
+      if (m == module) return true;
+    return false;
+  }
+};
+
+// Reads model.lora when present. `modules`: the Hugging Face names of the model's linears that
+// may carry adapters ("all-linear" takes them all); `defaults`: PEFT's targets for the
+// architecture when the section names none. Throws ConfigError naming the key.
+inline LoraConfig parse_lora_config(JsonSection& model, const std::vector<std::string>& modules,
+                                    const std::vector<std::string>& defaults) {
+  LoraConfig c;
+  if (!model.has("lora") || model.raw("lora").is_null()) return c;
+  JsonSection s(model.raw("lora"), model.path_of("lora"));
+  if (!s.has("r")) throw ConfigError(s.path_of("r") + ": required, the adapters' rank (PEFT's r, e.g. 8)");
+  const nlohmann::json& r = s.raw("r");
+  if (!r.is_number_integer() || r.get<int64_t>() < 1 || r.get<int64_t>() > 65536)
+    throw ConfigError(s.path_of("r") + ": the adapters' rank must be an integer from 1 to 65536, found " + r.dump());
+  c.r = r.get<int32_t>();
+  c.alpha = s.get_in_range<double>("alpha", c.alpha, 1e-6, 1e6);
+  c.dropout = s.get_in_range<double>("dropout", 0.0, 0.0, 1.0);
+  if (c.dropout != 0.0)
+    throw ConfigError(s.path_of("dropout") + ": Keel folds each adapter into its weight (W + s·B·A), which dropout "
+                                             "on the adapter's input alone would break; only 0 is supported");
+  c.use_rslora = s.get<bool>("use_rslora", false);
+  if (!s.has("target_modules")) {
+    c.target_modules = defaults;
+  } else {
+    const nlohmann::json& t = s.raw("target_modules");
+    const std::string at = s.path_of("target_modules");
+    if (t.is_string() && t.get<std::string>() == "all-linear") {
+      c.target_modules = modules;
+    } else {
+      if (!t.is_array() || t.empty())
+        throw ConfigError(at + ": expected a non-empty list of module names (or \"all-linear\"), found " + t.dump());
+      for (const auto& m : t) {
+        if (!m.is_string()) throw ConfigError(at + ": expected module names (strings), found " + m.dump());
+        const std::string name = m.get<std::string>();
+        bool known = false;
+        for (const std::string& k : modules) known = known || k == name;
+        if (!known) {
+          std::string list;
+          for (const std::string& k : modules) list += (list.empty() ? "" : ", ") + k;
+          throw ConfigError(at + ": the model has no linear module \"" + name + "\" (it has: " + list + ")");
+        }
+        if (!c.targets(name)) c.target_modules.push_back(name);
+      }
+    }
+  }
+  s.finish();
+  return c;
+}
+
+// One target in a layer's specs: the frozen weight's index and its factors', with the weight's
+// local shape and which factor is whole on every tensor-parallel rank.
+struct LoraTarget {
+  size_t weight = 0, a = 0, b = 0;
+  int64_t out = 0, in = 0;  // W's local shape
+  bool column_parallel = true;  // W's rows split: A whole on every tp rank; else B whole
+};
+
+// The effective weights and their gradients' scratch for one layer use, the same targets in
+// every layer that has adapters.
+class LoraLayer {
+ public:
+  LoraLayer() = default;
+  LoraLayer(const ComputeOps& ops, const TpRegions* tp, int32_t r, float scaling, std::vector<LoraTarget> targets)
+      : ops_(ops), tp_(tp), r_(r), scaling_(scaling), targets_(std::move(targets)) {
+    memory_ = ops_.backend().alloc_bytes(carve(nullptr));
+    carve(static_cast<char*>(memory_.get()));
+    // s·I (r, r): one matmul with it turns B (out, r) into s·Bᵀ (r, out).
+    std::vector<float> identity(size_t(r_) * size_t(r_), 0.0f);
+    for (int32_t i = 0; i < r_; ++i) identity[size_t(i) * size_t(r_) + size_t(i)] = scaling_;
+    BackendBuffer staging = ops_.backend().alloc_floats(int64_t(identity.size()));
+    ops_.backend().copy(staging.floats(), identity.data(), int64_t(identity.size()), KEEL_COPY_HOST_TO_DEVICE);
+    from_fp32(identity_, staging.floats(), int64_t(identity.size()));
+  }
+
+  bool active() const { return !targets_.empty(); }
+
+  // Each target's W + s·B·A from the lease into scratch, and its dW scratch zeroed; call once per
+  // layer use, before any weight is read.
+  void merge(const LayerLease& lease) {
+    for (size_t t = 0; t < targets_.size(); ++t) {
+      const LoraTarget& g = targets_[t];
+      ops_.matmul_forward(bt_, identity_, lease.param_elems(g.b), Elems(), r_, r_, g.out);  // s·Bᵀ (r, out)
+      ops_.backend().fill_zero(dweight_[t], g.out * g.in);
+      // dW += (s·Bᵀ)ᵀ·A = s·B·A, fp32, through the weight-gradient matmul (no transpose op needed).
+      ops_.matmul_backward(Elems(), dweight_[t], nullptr, bt_, lease.param_elems(g.a), lease.param_elems(g.weight), r_,
+                           g.in, g.out);
+      from_fp32(effective_[t], dweight_[t], g.out * g.in);
+      ops_.add(effective_[t], effective_[t], lease.param_elems(g.weight), g.out * g.in);
+      ops_.backend().fill_zero(dweight_[t], g.out * g.in);
+    }
+  }
+
+  // The weight the layer computes with: the merged one for a target, else the lease's own.
+  Elems weight(const LayerLease& lease, size_t index) const {
+    for (size_t t = 0; t < targets_.size(); ++t)
+      if (targets_[t].weight == index) return effective_[t];
+    return lease.param_elems(index);
+  }
+  // Where the weight's gradient goes: a target's dW scratch; else the lease's buffer (NULL for a
+  // frozen tensor, and when `grads` is NULL: no weight gradients in this pass).
+  float* grad(const LayerLease* grads, size_t index) const {
+    if (!grads) return nullptr;
+    for (size_t t = 0; t < targets_.size(); ++t)
+      if (targets_[t].weight == index) return dweight_[t];
+    return grads->grad(index);
+  }
+
+  // After the layer's weight gradients were formed: each target's dW into its factors' gradients
+  // (ADDED to the lease's buffers), the whole factor's summed over tensor-parallel ranks.
+  void fold(const LayerLease& lease) {
+    for (size_t t = 0; t < targets_.size(); ++t) {
+      const LoraTarget& g = targets_[t];
+      ops_.backend().scale(dweight_[t], scaling_, g.out * g.in);
+      const Elems dw = effective_[t];  // the merged weight is read no more: its scratch holds s·dW
+      from_fp32(dw, dweight_[t], g.out * g.in);
+      // dA (r, in) = Bᵀ·(s·dW): the weight-gradient matmul with B as the output gradient.
+      ops_.backend().fill_zero(factor_, r_ * g.in);
+      ops_.matmul_backward(Elems(), factor_, nullptr, lease.param_elems(g.b), dw, lease.param_elems(g.a), g.out, g.in,
+                           r_);
+      add_factor_grad(lease.grad(g.a), r_ * g.in, g.column_parallel, "the lora_A gradients");
+      // dB (out, r) = (s·dW)·Aᵀ: a forward matmul with A as the weight.
+      ops_.matmul_forward(small_, dw, lease.param_elems(g.a), Elems(), g.out, g.in, r_);
+      ops_.to_fp32(factor_, small_, g.out * r_);
+      add_factor_grad(lease.grad(g.b), g.out * r_, !g.column_parallel, "the lora_B gradients");
+    }
+  }
+
+ private:
+  void add_factor_grad(float* grad, int64_t n, bool whole_on_every_rank, const char* what) const {
+    if (whole_on_every_rank && tp_ && tp_->active()) tp_->sum_replicated_grad(factor_, n, what);
+    if (grad) ops_.backend().accumulate(grad, factor_, n);
+  }
+  void from_fp32(Elems dst, const float* src, int64_t n) const {
+    if (is_fp32(ops_.dtype())) return ops_.copy(dst, Elems(src, 4), n);
+    check_callee(ops_.backend().api->convert(ops_.backend().obj, dst.get(), ops_.dtype(), src,
+                                             keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, n),
+                 "backend convert");
+  }
+  size_t carve(char* base) {
+    Carver take(base);
+    auto elems = [&](int64_t n) { return ops_.at(take.take<char>(int64_t(ops_.bytes(n)))); };
+    int64_t widest = 0, longest = 0;
+    effective_.clear();
+    dweight_.clear();
+    for (const LoraTarget& g : targets_) {
+      effective_.push_back(elems(g.out * g.in));
+      dweight_.push_back(take.take<float>(g.out * g.in));
+      widest = std::max(widest, std::max(g.out, g.in));
+      longest = std::max(longest, g.out);
+    }
+    identity_ = elems(int64_t(r_) * r_);
+    bt_ = elems(int64_t(r_) * longest);
+    small_ = elems(int64_t(r_) * longest);
+    factor_ = take.take<float>(int64_t(r_) * widest);
+    return take.used();
+  }
+
+  ComputeOps ops_;
+  const TpRegions* tp_ = nullptr;
+  int32_t r_ = 0;
+  float scaling_ = 1.0f;
+  std::vector<LoraTarget> targets_;
+  BackendBuffer memory_;
+  std::vector<Elems> effective_;  // per target: W + s·B·A (out, in) at the compute type
+  std::vector<float*> dweight_;   // per target: dW (out, in) fp32
+  Elems identity_, bt_, small_;   // s·I (r, r); s·Bᵀ (r, out); (s·dW)·Aᵀ (out, r)
+  float* factor_ = nullptr;       // one factor's gradient before it is added, fp32
+};
+
+}  // namespace keel_support

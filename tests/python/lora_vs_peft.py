@@ -1,0 +1,161 @@
+"""Keel's LoRA (model.lora on the llama model) against PEFT's, the independent oracle, on the same
+base weights, adapters and tokens: transformers' LlamaForCausalLM wrapped by peft.get_peft_model
+with the same LoraConfig, Keel's initial adapters (A drawn, B zero) copied in.
+  - the first step's logits, loss and every adapter's gradient (the base has none in either);
+  - 10 AdamW steps on the adapters alone, Keel's losses against PEFT's (after the first step B is
+    no longer zero, so A's gradients and the scaling enter every later loss);
+for every linear targeted with rsLoRA's scaling and an untied head, and PEFT's default targets
+(q_proj, v_proj) with a tied head.
+
+Usage: lora_vs_peft.py --probe KEEL_PROBE --venv VENV
+The oracle runs in VENV (scripts/hf-venv.sh with transformers 4.38.2 and PEFT 0.10.0, its
+release); exits 77 (ctest's skip) only when that venv cannot be made for want of PyPI.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from hf_oracle import compare_logits_and_loss, ensure_oracle, load_keel_weights, run  # noqa: E402
+
+PINS = "transformers==4.38.2 peft==0.10.0 accelerate==0.29.3"
+STEPS = 10
+LOGITS_ATOL, LOGITS_RTOL = 1e-5, 1e-5
+LOSS_RTOL = 1e-5
+GRAD_REL_TO_MAX = 1e-4
+STEP_LOSS_RTOL = 1e-5
+
+MODEL = {"plugin": "llama", "n_layer": 2, "d_model": 48, "n_head": 6, "n_kv_head": 2, "ffn_hidden": 100,
+         "vocab_size": 300, "seq_len": 32, "rope_theta": 10000.0, "rms_eps": 1e-5}
+RUN = {
+    "optimizer": {"plugin": "adamw", "lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1},
+    "parallel": {"strategy": {"plugin": "ddp"}},
+    "backend": {"plugin": "cpu"},
+    "data": {"micro_batch": 4, "global_batch": 4, "seq_len": 32},
+    "train": {"seed": 1337},
+}
+CASES = [
+    ("all-linear-rslora", False, {"r": 4, "alpha": 16, "target_modules": "all-linear", "use_rslora": True}),
+    ("default-targets", True, {"r": 8, "alpha": 64}),
+]
+ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def peft_model(tied, lora, tensors):
+    """transformers' model on Keel's base weights, wrapped by PEFT, Keel's adapters copied in."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=MODEL["vocab_size"], hidden_size=MODEL["d_model"],
+                         intermediate_size=MODEL["ffn_hidden"], num_hidden_layers=MODEL["n_layer"],
+                         num_attention_heads=MODEL["n_head"], num_key_value_heads=MODEL["n_kv_head"],
+                         max_position_embeddings=MODEL["seq_len"], rms_norm_eps=MODEL["rms_eps"],
+                         rope_theta=MODEL["rope_theta"], tie_word_embeddings=tied, attention_bias=False,
+                         attn_implementation="eager", torch_dtype=torch.float32)
+    base = LlamaForCausalLM(config).float()
+    load_keel_weights(base, {k: v for k, v in tensors.items() if ".lora_" not in k}, MODEL["vocab_size"])
+    targets = lora.get("target_modules", ["q_proj", "v_proj"])
+    model = get_peft_model(base, LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=0.0,
+                                            target_modules=ALL_LINEAR if targets == "all-linear" else targets,
+                                            use_rslora=lora.get("use_rslora", False)))
+    adapters = {name: param for name, param in model.named_parameters() if param.requires_grad}
+    expected = MODEL["n_layer"] * 2 * (len(ALL_LINEAR) if targets == "all-linear" else len(targets))
+    assert len(adapters) == expected, f"PEFT made {len(adapters)} adapter tensors, expected {expected}"
+    with torch.no_grad():
+        for name, param in adapters.items():
+            keel = tensors["param/" + keel_name(name)]
+            assert keel.shape == tuple(param.shape), f"{name}: Keel {keel.shape}, PEFT {tuple(param.shape)}"
+            param.copy_(torch.tensor(keel))
+    return model, adapters
+
+
+def keel_name(peft_name):
+    """base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight -> Keel's name."""
+    return peft_name.replace("base_model.model.", "", 1).replace(".default.", ".")
+
+
+def loss_of(model, tokens, targets):
+    import torch
+    import torch.nn.functional as F
+    logits = model(input_ids=torch.as_tensor(tokens, dtype=torch.long)).logits
+    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.as_tensor(targets, dtype=torch.long).reshape(-1))
+
+
+def check(work, probe, label, tied, lora):
+    import numpy as np
+    import torch
+    from test_gpt_vs_torch import read_safetensors
+    config = dict(RUN, model=dict(MODEL, tie_embeddings=tied, lora=lora))
+    path = os.path.join(work, label + ".json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    out = os.path.join(work, label + ".safetensors")
+    run([probe, "--config", path, "--out", out, "--steps", str(STEPS)])
+    tensors, _ = read_safetensors(out)
+    # The base is frozen: Keel forms no gradient for it.
+    for name, value in tensors.items():
+        if name.startswith("grad/") and ".lora_" not in name:
+            assert not value.any(), f"{label}: frozen {name} has a gradient"
+    b_zero = [n for n in tensors if n.startswith("param/") and ".lora_B." in n]
+    assert b_zero and all(not tensors[n].any() for n in b_zero), f"{label}: lora_B must start at zero"
+
+    model, adapters = peft_model(tied, lora, tensors)
+    tokens, targets = tensors["tokens"], tensors["targets"]
+    logits, loss = loss_of(model, tokens[0], targets[0])
+    compare_logits_and_loss(label, tensors, logits, loss, MODEL["vocab_size"], LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL)
+    loss.backward()
+    failures = []
+    for name, param in adapters.items():
+        theirs = param.grad.numpy()
+        ours = tensors["grad/" + keel_name(name)]
+        scale = float(np.max(np.abs(theirs)))
+        error = float(np.max(np.abs(ours - theirs)))
+        relative = error / scale if scale > 0 else error
+        if relative > GRAD_REL_TO_MAX:
+            failures.append(f"{name} (relative {relative:.2e})")
+    print(f"{label}: {len(adapters)} adapter gradients compared")
+    assert not failures, f"{label}: adapter gradients differ: {failures}"
+
+    # AdamW on the adapters alone, from the same start. The last batch's loss under the initial
+    # adapters (the base's, B being zero) shows the steps moved the model far more than the bound.
+    model, adapters = peft_model(tied, lora, tensors)
+    with torch.no_grad():
+        _, untrained_last = loss_of(model, tokens[STEPS - 1], targets[STEPS - 1])
+    optimizer = torch.optim.AdamW(list(adapters.values()), lr=RUN["optimizer"]["lr"],
+                                  betas=tuple(RUN["optimizer"]["betas"]), eps=RUN["optimizer"]["eps"],
+                                  weight_decay=RUN["optimizer"]["weight_decay"])
+    peft_losses = []
+    for step in range(STEPS):
+        optimizer.zero_grad(set_to_none=True)
+        _, loss = loss_of(model, tokens[step], targets[step])
+        loss.backward()
+        optimizer.step()
+        peft_losses.append(float(loss))
+    keel_losses = tensors["losses"]
+    relative = np.abs(keel_losses - np.array(peft_losses)) / np.abs(np.array(peft_losses))
+    for step in range(STEPS):
+        print(f"  step {step}: keel {keel_losses[step]:.7f} peft {peft_losses[step]:.7f} rel {relative[step]:.1e}")
+    moved = abs(peft_losses[-1] - float(untrained_last)) / float(untrained_last)
+    print(f"{label}: the adapters moved the last batch's loss by {moved:.1e} (relative)")
+    assert moved > 30 * STEP_LOSS_RTOL, f"{label}: the adapters barely trained (loss moved {moved:.1e})"
+    assert np.all(relative <= STEP_LOSS_RTOL), f"{label}: AdamW steps differ by up to {relative.max():.2e}"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--probe", required=True)
+    parser.add_argument("--venv", required=True)
+    args = parser.parse_args()
+    ensure_oracle(args.venv, PINS)
+    with tempfile.TemporaryDirectory() as work:
+        for label, tied, lora in CASES:
+            check(work, args.probe, label, tied, lora)
+    print("lora_vs_peft: OK")
+
+
+if __name__ == "__main__":
+    main()
