@@ -6,3 +6,22 @@ add_test(NAME python.lora_vs_peft
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_vs_peft.py
           --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-peft)
 set_tests_properties(python.lora_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
+foreach(check layouts frozen resume)
+  add_test(NAME e2e.lora.${check}
+    COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py ${check} --keel ${keel}
+            --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
+  set_tests_properties(e2e.lora.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+endforeach()
+set(lora_small "\"plugin\":\"llama\",\"n_layer\":2,\"d_model\":48,\"n_head\":6,\"vocab_size\":256,\"seq_len\":128,\"ffn_hidden\":40")
+keel_error_test(lora_unknown_target
+  "model\\.lora\\.target_modules: the model has no linear module \"qkv\" \\(it has: q_proj, k_proj"
+  "model={${lora_small},\"lora\":{\"r\":4,\"target_modules\":[\"q_proj\",\"qkv\"]}}")
+keel_error_test(lora_rank_not_positive
+  "model\\.lora\\.r: the adapters' rank must be an integer from 1 to 65536, found 0"
+  "model={${lora_small},\"lora\":{\"r\":0}}")
+keel_error_test(lora_dropout
+  "model\\.lora\\.dropout: Keel folds each adapter into its weight"
+  "model={${lora_small},\"lora\":{\"r\":4,\"dropout\":0.05}}")
+keel_error_test(lora_with_experts
+  "model\\.lora: LoRA adapters on a mixture-of-experts model are not supported yet"
+  "model={${lora_small},\"n_experts\":4,\"lora\":{\"r\":4}}")

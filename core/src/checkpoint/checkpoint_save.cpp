@@ -117,6 +117,7 @@ void collect_slices(const RunStateView& view, const std::string& rank_file, int6
     part.params.push_back({{"name", spec.name},
                            {"shape", std::vector<int64_t>(spec.global_shape, spec.global_shape + spec.ndim)},
                            {"dtype", "F32"}, {"layer", spec.layer}});
+    if (spec.flags & KEEL_PARAM_FROZEN) part.params.back()["frozen"] = true;  // no state slices
     for (int32_t kind = -1; kind < view.state_slots; ++kind) {
       const auto [begin, end] = view.strategy.owned_range(kind, i);
       if (end <= begin || (replicated.at(flag_key(spec, kind)) && !first_whole_holder(spec, view.mesh.layout(), at)) ||

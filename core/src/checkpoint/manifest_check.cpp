@@ -141,6 +141,7 @@ namespace {
 struct ManifestParams {
   std::map<std::string, int64_t> elements_of;
   std::map<std::string, std::vector<int64_t>> shape_of;
+  std::set<std::string> frozen;  // saved with no optimizer state (params.h KEEL_PARAM_FROZEN)
 };
 
 // The run's fields: position, config, strategy, mesh, data position, optimizer. Returns the
@@ -215,6 +216,11 @@ ManifestParams read_params(const ManifestReader& r, const nlohmann::json& manife
       elements *= size;
     }
     if (!elements_of.emplace(name, elements).second) r.fail(at + ".name", "\"" + name + "\" is listed twice");
+    if (params[i].contains("frozen")) {
+      if (!params[i].at("frozen").is_boolean())
+        r.fail(at + ".frozen", "expected true or false, found " + ManifestReader::shown(params[i].at("frozen")));
+      if (params[i].at("frozen").get<bool>()) out.frozen.insert(name);
+    }
     for (const auto& size : shape) shape_of[name].push_back(size.get<int64_t>());
     total_elements += elements;
     if (total_elements > kMaxTensorElements)
@@ -337,7 +343,8 @@ void check_tiling(const ManifestReader& r, ManifestParams& params, int64_t slots
   std::map<std::string, std::vector<int64_t>>& shape_of = params.shape_of;
   for (const auto& [name, elements] : elements_of) {
     if (elements == 0) continue;
-    for (int64_t kind = -1; kind < slots; ++kind) {
+    const int64_t kinds = params.frozen.count(name) ? 0 : slots;  // a frozen tensor has no state
+    for (int64_t kind = -1; kind < kinds; ++kind) {
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       const std::string what = "the " + kind_name + " slices of \"" + name + "\"";
       auto found = pieces.find({name, kind});
