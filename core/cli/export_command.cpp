@@ -4,9 +4,11 @@
 #include "export_command.h"
 
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "checkpoint/checkpoint.h"
+#include "config/init_from_config.h"
 #include "host/errors.h"
 #include "host/plural.h"
 #include "interop/huggingface.h"
@@ -19,7 +21,8 @@ const char* const kExportUsage =
     "usage: keel export CHECKPOINT --out FILE.safetensors [--plugin-path DIR ...]\n"
     "  writes a checkpoint (a step folder, or a root with 'latest') as one safetensors file in the Hugging Face\n"
     "  layout its model plugin names (GPT-2's for gpt, Llama's or Qwen2's for llama), with the config.json\n"
-    "  transformers needs beside it: from_pretrained loads that folder\n"
+    "  transformers needs beside it: from_pretrained loads that folder. A LoRA run's checkpoint exports its\n"
+    "  adapters as a PEFT folder instead (--out DIR/adapter_model.safetensors, adapter_config.json beside it)\n"
     "  --plugin-path DIR  a folder searched for plugin libraries (a third-party model's), as keel plugins takes;\n"
     "                     KEEL_PLUGIN_PATH and the install's plugin folder are searched too\n";
 
@@ -85,6 +88,30 @@ RunConfig export_config(RunConfig config) {
   return config;
 }
 
+// The run's model.init_from as its manifest records it ("" when none).
+std::string saved_init_from(const std::string& checkpoint) {
+  const nlohmann::json manifest = read_verified_manifest(checkpoint);
+  const nlohmann::json model = manifest.at("config").value("model", nlohmann::json::object());
+  const nlohmann::json init_from = model.is_object() ? model.value("init_from", nlohmann::json()) : nlohmann::json();
+  return init_from.is_string() ? init_from.get<std::string>() : "";
+}
+
+// The base a LoRA run's adapters belong on, for adapter_config.json: the run's model.init_from
+// (the base of the adapter folder it continued from), as an absolute path; empty when the run
+// started from random weights.
+std::string adapter_base(const std::string& init_from) {
+  if (init_from.empty()) return "";
+  std::string base = init_from;
+  try {
+    if (const std::optional<AdapterFolder> adapter = adapter_folder(init_from)) base = adapter->base;
+  } catch (const KeelError&) {
+    return "";  // the folder changed since the run: the user names the base when loading
+  }
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(base, error);
+  return error ? base : absolute.lexically_normal().string();
+}
+
 }  // namespace
 
 int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -101,6 +128,18 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
     const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
     Trainer trainer(export_config(config_from_checkpoint(checkpoint)), TrainerData::none);
     const int64_t step = load_checkpoint_parameters(trainer.state_view(), checkpoint);  // no optimizer state or data position
+    if (has_adapter_format(trainer.parameters())) {
+      // A LoRA run: its adapters, as the PEFT folder PeftModel.from_pretrained(base, folder) reads.
+      if (std::filesystem::path(parsed.out).filename() != "adapter_model.safetensors")
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                        checkpoint + " holds LoRA adapters, which export as a PEFT adapter folder: --out must name "
+                                     "its adapter_model.safetensors (PEFT reads that name), such as " +
+                            (std::filesystem::path(parsed.out).parent_path() / "adapter_model.safetensors").string());
+      export_adapter(trainer.parameters(), parsed.out, adapter_base(saved_init_from(checkpoint)));
+      out << "exported the adapters of " << checkpoint << " (step " << step << ") to " << parsed.out
+          << " and adapter_config.json beside it" << std::endl;
+      return 0;
+    }
     export_huggingface(trainer.parameters(), parsed.out);
     // model_info().n_params counts tensors, not the numbers in them.
     out << "exported " << checkpoint << " (step " << step << ", " << plural(int64_t(trainer.model_info().n_params), "tensor")

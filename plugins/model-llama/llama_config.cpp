@@ -90,9 +90,14 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
 
 std::string complete_llama_config(const std::string& format, const char* external_json, const char* config_json,
                                   const char* json_path) {
+  if (format == "peft") {  // a LoRA adapter folder's adapter_config.json: model.lora from it
+    const std::string completed = keel_support::complete_lora_from_peft(external_json, config_json, json_path);
+    parse_llama_config(completed.c_str(), json_path);
+    return completed;
+  }
   if (format != "huggingface")
     throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format +
-                                                                "'; the llama model knows: huggingface");
+                                                                "'; the llama model knows: huggingface, peft");
   keel_support::ExternalConfigMerge merge(config_json, json_path, external_json, "config.json");
   merge.require_one_of("model_type", {"llama", "qwen2", "mixtral", "qwen2_moe"});
   merge.require_one_of("hidden_act", {"silu"}, /*absent_ok=*/true);

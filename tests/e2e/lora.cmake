@@ -4,7 +4,7 @@
 # (lora_checks.py), and the refusals of bad lora sections, each naming the key.
 add_test(NAME python.lora_vs_peft
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_vs_peft.py
-          --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-peft)
+          --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-peft)
 set_tests_properties(python.lora_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
 foreach(check layouts frozen resume)
   add_test(NAME e2e.lora.${check}

@@ -7,7 +7,10 @@ with the same LoraConfig, Keel's initial adapters (A drawn, B zero) copied in.
 for every linear targeted with rsLoRA's scaling and an untied head, and PEFT's default targets
 (q_proj, v_proj) with a tied head.
 
-Usage: lora_vs_peft.py --probe KEEL_PROBE --venv VENV
+and `keel export` of a LoRA run's checkpoint as a PEFT adapter folder that PeftModel.from_pretrained
+loads onto its base to Keel's logits, read back by Keel as model.init_from.
+
+Usage: lora_vs_peft.py --keel KEEL --probe KEEL_PROBE --venv VENV
 The oracle runs in VENV (scripts/hf-venv.sh with transformers 4.38.2 and PEFT 0.10.0, its
 release); exits 77 (ctest's skip) only when that venv cannot be made for want of PyPI.
 """
@@ -145,8 +148,85 @@ def check(work, probe, label, tied, lora):
     assert np.all(relative <= STEP_LOSS_RTOL), f"{label}: AdamW steps differ by up to {relative.max():.2e}"
 
 
+def check_export_and_continue(work, keel, probe):
+    """A LoRA run on a base that transformers saved: `keel export` writes the adapters as a PEFT
+    folder, which PeftModel.from_pretrained loads onto that base to Keel's logits; Keel reads the
+    folder back as model.init_from (the base its adapter_config.json names, the adapters, and
+    model.lora from it), with a model section that names nothing but the plugin."""
+    import numpy as np
+    import torch
+    from peft import PeftModel
+    from transformers import LlamaForCausalLM
+    from test_gpt_vs_torch import read_safetensors
+    torch.manual_seed(5)
+    lora = {"r": 4, "alpha": 16, "target_modules": ["q_proj", "v_proj", "down_proj"]}
+    from transformers import LlamaConfig
+    config = LlamaConfig(vocab_size=MODEL["vocab_size"], hidden_size=MODEL["d_model"],
+                         intermediate_size=MODEL["ffn_hidden"], num_hidden_layers=MODEL["n_layer"],
+                         num_attention_heads=MODEL["n_head"], num_key_value_heads=MODEL["n_kv_head"],
+                         max_position_embeddings=MODEL["seq_len"], rms_norm_eps=MODEL["rms_eps"],
+                         rope_theta=MODEL["rope_theta"], tie_word_embeddings=False)
+    base_dir = os.path.join(work, "base")
+    LlamaForCausalLM(config).float().save_pretrained(base_dir, safe_serialization=True)
+    run_dir = os.path.join(work, "lora-run")
+    train = dict(RUN, model={"plugin": "llama", "init_from": base_dir, "lora": lora},
+                 optimizer=dict(RUN["optimizer"], lr=1e-2),
+                 train={"seed": 3, "steps": 4, "metrics_path": os.path.join(run_dir, "metrics.jsonl"),
+                        "tensorboard_dir": "none", "checkpoint": {"dir": os.path.join(run_dir, "checkpoints"), "every": 4}})
+    train_path = os.path.join(work, "lora-run.json")
+    with open(train_path, "w") as f:
+        json.dump(train, f)
+    run([keel, "run", train_path])
+    adapter_dir = os.path.join(work, "adapter")
+    bad = run_status([keel, "export", os.path.join(run_dir, "checkpoints"), "--out", os.path.join(adapter_dir, "model.safetensors")])
+    assert bad.returncode != 0 and "--out must name its adapter_model.safetensors" in bad.stderr, bad.stderr
+    run([keel, "export", os.path.join(run_dir, "checkpoints"), "--out", os.path.join(adapter_dir, "adapter_model.safetensors")])
+    with open(os.path.join(adapter_dir, "adapter_config.json")) as f:
+        adapter_config = json.load(f)
+    assert adapter_config["base_model_name_or_path"] == os.path.abspath(base_dir), adapter_config
+    assert sorted(adapter_config["target_modules"]) == sorted(lora["target_modules"]), adapter_config
+
+    # Keel's logits with the trained adapters, read back through model.init_from.
+    bare = dict(RUN, model={"plugin": "llama", "init_from": adapter_dir})
+    bare_path = os.path.join(work, "continue.json")
+    with open(bare_path, "w") as f:
+        json.dump(bare, f)
+    out = os.path.join(work, "continue.safetensors")
+    run([probe, "--config", bare_path, "--out", out, "--steps", "1"])
+    tensors, metadata = read_safetensors(out)
+    keel_model = json.loads(metadata["model_config"])
+    assert keel_model["lora"]["r"] == 4 and keel_model["lora"]["alpha"] == 16, keel_model
+    trained_b = [n for n in tensors if n.startswith("param/") and ".lora_B." in n]
+    assert trained_b and all(tensors[n].any() for n in trained_b), "the adapters read back are the trained ones"
+
+    # A section that disagrees with the adapter is refused, naming the key and both values.
+    mismatch = dict(RUN, model={"plugin": "llama", "init_from": adapter_dir, "lora": {"r": 8}})
+    mismatch_path = os.path.join(work, "mismatch.json")
+    with open(mismatch_path, "w") as f:
+        json.dump(mismatch, f)
+    refused = run_status([keel, "validate", mismatch_path])
+    assert refused.returncode != 0 and "model.lora.r is 8, but the adapter's r is 4" in refused.stderr, refused.stderr
+
+    model = PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(base_dir, attn_implementation="eager").float(),
+                                      adapter_dir)
+    with torch.no_grad():
+        logits, loss = loss_of(model, tensors["tokens"][0], tensors["targets"][0])
+    compare_logits_and_loss("PEFT from_pretrained(keel export)", tensors, logits, loss, MODEL["vocab_size"],
+                            LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL)
+    # Keel's adapters, byte for byte what PEFT loaded.
+    for name, param in model.named_parameters():
+        if ".lora_" in name:
+            assert np.array_equal(param.detach().numpy(), tensors["param/" + keel_name(name)]), name
+
+
+def run_status(command):
+    import subprocess
+    return subprocess.run(command, capture_output=True, text=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--keel", required=True)
     parser.add_argument("--probe", required=True)
     parser.add_argument("--venv", required=True)
     args = parser.parse_args()
@@ -154,6 +234,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for label, tied, lora in CASES:
             check(work, args.probe, label, tied, lora)
+        check_export_and_continue(work, args.keel, args.probe)
     print("lora_vs_peft: OK")
 
 

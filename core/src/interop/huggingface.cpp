@@ -17,9 +17,11 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
+#include "config/init_from_config.h"
 #include "host/errors.h"
 #include "io/durable_files.h"
 #include "io/safetensors.h"
@@ -34,6 +36,7 @@ namespace keel {
 namespace {
 
 constexpr const char* kFormat = "huggingface";
+constexpr const char* kAdapterFormat = "peft";  // PEFT's adapter folder, as keel_support's ExternalNames names it
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string out = "[";
@@ -49,13 +52,13 @@ struct ExternalLayout {
   int64_t external_rows = 0, cols = 0;  // the external tensor before transposing: (external_rows, cols)
 };
 
-ExternalLayout layout_of(ModelParameters& params, size_t index) {
+ExternalLayout layout_of(ModelParameters& params, size_t index, const char* format = kFormat) {
   const keel_param_spec& spec = params.info().params[index];
-  const keel_external_tensor ext = params.external_tensor(kFormat, index);
+  const keel_external_tensor ext = params.external_tensor(format, index);
   ExternalLayout out;
   out.keel_name = spec.name;
   out.keel_shape.assign(spec.global_shape, spec.global_shape + spec.ndim);
-  if (!ext.name) return out;
+  if (!ext.name || !*ext.name) return out;
   out.name = ext.name;
   out.transpose = ext.transpose != 0;
   // Keel may give a tensor leading dimensions the external format does not have, so that a
@@ -137,33 +140,43 @@ void refuse_unwritable_targets(const std::vector<std::filesystem::path>& targets
 
 }  // namespace
 
-void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path) {
+namespace {
+
+// One format's tensors into `out_safetensors_path` and its config into `config_name` beside it
+// (with generation_config.json for a model's own format).
+void export_format(ModelParameters& params, const char* format, const std::string& out_safetensors_path,
+                   const std::string& config_name, const nlohmann::json& config_overrides = nlohmann::json::object()) {
+  const bool model_format = std::string(format) == kFormat;
   const std::filesystem::path out_path(out_safetensors_path);
-  refuse_unwritable_targets({out_path, out_path.parent_path() / "config.json",
-                             out_path.parent_path() / "generation_config.json"});
+  std::vector<std::filesystem::path> targets = {out_path, out_path.parent_path() / config_name};
+  if (model_format) targets.push_back(out_path.parent_path() / "generation_config.json");
+  refuse_unwritable_targets(targets);
   const size_t n = params.info().n_params;
   std::vector<std::vector<float>> buffers;  // kept alive until the file is written
   std::vector<SafetensorsEntry> entries;
   std::set<std::string> names;
   buffers.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    const ExternalLayout layout = layout_of(params, i);
+    const ExternalLayout layout = layout_of(params, i, format);
     if (layout.name.empty()) continue;
     if (!names.insert(layout.name).second)
       throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "' gives two parameters the " +
-                                             kFormat + " name " + layout.name);
+                                             format + " name " + layout.name);
     std::vector<float> values = params.read_param(i);
     values.resize(size_t(layout.external_rows * layout.cols));  // cuts the padded rows
     if (layout.transpose) values = transposed(values.data(), layout.external_rows, layout.cols);
     buffers.push_back(std::move(values));
     entries.push_back({layout.name, "F32", layout.external_shape, buffers.back().data(), buffers.back().size() * sizeof(float)});
   }
+  if (entries.empty())
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "model '" + params.model_plugin() + "' names no tensor in the " + format +
+                                                   " format");
 
   nlohmann::json config;
   try {
-    config = keel_support::parse_json("config", params.external_config(kFormat));
+    config = keel_support::parse_json("config", params.external_config(format));
   } catch (const keel_support::ConfigError& e) {
-    throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': its " + kFormat +
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': its " + format +
                                            " config is not JSON: " + e.what());
   }
 
@@ -179,10 +192,33 @@ void export_huggingface(ModelParameters& params, const std::string& out_safetens
     std::remove(temporary.c_str());
     throw;
   }
-  write_special_token_ids(config);
-  write_file_atomically((out.parent_path() / "config.json").string(), config.dump(2) + "\n");
-  write_file_atomically((out.parent_path() / "generation_config.json").string(),
-                        generation_config(config).dump(2) + "\n");
+  for (const auto& [key, value] : config_overrides.items()) config[key] = value;
+  if (model_format) write_special_token_ids(config);
+  write_file_atomically((out.parent_path() / config_name).string(), config.dump(2) + "\n");
+  if (model_format)
+    write_file_atomically((out.parent_path() / "generation_config.json").string(),
+                          generation_config(config).dump(2) + "\n");
+}
+
+}  // namespace
+
+void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path) {
+  export_format(params, kFormat, out_safetensors_path, "config.json");
+}
+
+bool has_adapter_format(ModelParameters& params) {
+  try {
+    params.external_config(kAdapterFormat);
+    return true;
+  } catch (const KeelError&) {
+    return false;
+  }
+}
+
+void export_adapter(ModelParameters& params, const std::string& out_safetensors_path, const std::string& base) {
+  const nlohmann::json base_path = base.empty() ? nlohmann::json() : nlohmann::json(base);
+  export_format(params, kAdapterFormat, out_safetensors_path, "adapter_config.json",
+                {{"base_model_name_or_path", base_path}});
 }
 
 namespace {
@@ -294,7 +330,7 @@ void require_finite(const std::vector<float>& values, const std::string& path, c
 
 // Pass 1, every header: checks everything this rank will write before anything is written, so a
 // refused checkpoint leaves the parameters as they were.
-ImportPlan plan_import(ModelParameters& params, const std::string& init_from) {
+ImportPlan plan_import(ModelParameters& params, const std::string& init_from, const char* format) {
   ImportPlan plan;
   plan.paths = init_files(init_from);
   const size_t n = params.info().n_params;
@@ -315,7 +351,7 @@ ImportPlan plan_import(ModelParameters& params, const std::string& init_from) {
   };
   plan.names.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    plan.layouts.push_back(layout_of(params, i));
+    plan.layouts.push_back(layout_of(params, i, format));
     const ExternalLayout& layout = plan.layouts.back();
     if (layout.name.empty()) continue;
     plan.names[i] = find_stored(layout.name);
@@ -387,14 +423,17 @@ void check_tied_head(ModelParameters& params, const ImportPlan& plan) {
 
 }  // namespace
 
-void import_huggingface(ModelParameters& params, const std::string& init_from) {
+namespace {
+
+// One format's tensors from `init_from` (a file or a folder of the format's files).
+void import_format(ModelParameters& params, const std::string& init_from, const char* format) {
   // Every rank checks its own parameters' tensors; all learn whether any rank refused before any
   // writes, so no rank is left in a collective the others skipped.
   ImportPlan plan;
   std::exception_ptr failure;
   try {
-    plan = plan_import(params, init_from);
-    check_tied_head(params, plan);
+    plan = plan_import(params, init_from, format);
+    if (std::string(format) == kFormat) check_tied_head(params, plan);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -431,6 +470,21 @@ void import_huggingface(ModelParameters& params, const std::string& init_from) {
   }
   rethrow_if_any_failed(params.world(), failure, KEEL_ERR_INVALID_ARGUMENT,
                         "model.init_from: " + init_from + ": another rank could not take its part (its message says why)");
+}
+
+}  // namespace
+
+void import_huggingface(ModelParameters& params, const std::string& init_from) {
+  // An adapter folder: its base first, then the adapters under PEFT's keys.
+  if (const std::optional<AdapterFolder> adapter = adapter_folder(init_from)) {
+    if (!has_adapter_format(params))
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, "model.init_from: " + init_from + " is a PEFT adapter folder, but model '" +
+                                                   params.model_plugin() + "' has no adapters (set model.lora)");
+    import_format(params, adapter->base, kFormat);
+    import_format(params, adapter->adapter_file, kAdapterFormat);
+    return;
+  }
+  import_format(params, init_from, kFormat);
 }
 
 }  // namespace keel

@@ -15,6 +15,13 @@ class ModelParameters;
 // written to a temporary name, fsync'ed and renamed, so a reader never sees half of one.
 void export_huggingface(ModelParameters& params, const std::string& out_safetensors_path);
 
+// Whether the model is written as a PEFT adapter folder (format "peft": a LoRA run's adapters;
+// docs/finetuning.md).
+bool has_adapter_format(ModelParameters& params);
+// As export_huggingface, in that format: the adapters under PEFT's keys, adapter_config.json beside
+// naming `base` (the base model's folder or file; null when empty) as base_model_name_or_path.
+void export_adapter(ModelParameters& params, const std::string& out_safetensors_path, const std::string& base);
+
 // Sets every parameter the model names externally from model.init_from: a safetensors file, or
 // a Hugging Face checkpoint folder (its model.safetensors, else the shards its
 // model.safetensors.index.json names, each a file directly inside the folder). Tensors may be

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "keel_support/common/json_parse.hpp"
 #include "keel_support/common/json_section.hpp"
 #include "keel_support/model/carver.hpp"
 #include "keel_support/model/compute_ops.hpp"
@@ -89,6 +90,50 @@ inline LoraConfig parse_lora_config(JsonSection& model, const std::vector<std::s
   }
   s.finish();
   return c;
+}
+
+// The model section completed from a PEFT adapter_config.json (model.init_from naming an adapter
+// folder; a model's complete_config for the format "peft"): model.lora takes r, lora_alpha,
+// target_modules and use_rslora where it leaves them out, and must agree where it gives them.
+// The adapter's lora_dropout is not taken (Keel trains with 0; the weights are the same). Throws
+// ConfigError naming the key and both values.
+inline std::string complete_lora_from_peft(const char* adapter_json, const char* config_json, const char* json_path) {
+  const std::string path = json_path ? json_path : "model";
+  nlohmann::json adapter = parse_json("adapter_config.json", adapter_json);
+  nlohmann::json section = parse_json(path, config_json && *config_json ? config_json : "{}");
+  if (!adapter.is_object() || !section.is_object())
+    throw ConfigError("adapter_config.json and " + path + " must both be JSON objects");
+  if (adapter.value("peft_type", std::string()) != "LORA")
+    throw ConfigError("adapter_config.json: peft_type is " + adapter.value("peft_type", nlohmann::json()).dump() +
+                      "; Keel reads LoRA adapters (\"LORA\")");
+  nlohmann::json lora = section.contains("lora") && section.at("lora").is_object() ? section.at("lora") : nlohmann::json::object();
+  auto take = [&](const char* key, const char* theirs) {
+    if (!adapter.contains(theirs) || adapter.at(theirs).is_null()) return;
+    nlohmann::json value = adapter.at(theirs);
+    if (std::string(key) == "target_modules" && value.is_array()) {  // PEFT may save a set in any order
+      std::vector<std::string> names = value.get<std::vector<std::string>>();
+      std::sort(names.begin(), names.end());
+      value = names;
+      if (lora.contains(key) && lora.at(key).is_array()) {
+        std::vector<std::string> ours = lora.at(key).get<std::vector<std::string>>();
+        std::sort(ours.begin(), ours.end());
+        lora[key] = ours;
+      }
+    }
+    if (!lora.contains(key)) {
+      lora[key] = value;
+    } else if (lora.at(key) != value && !(lora.at(key).is_number() && value.is_number() &&
+                                          lora.at(key).get<double>() == value.get<double>())) {
+      throw ConfigError(path + ".lora." + key + " is " + lora.at(key).dump() + ", but the adapter's " + theirs + " is " +
+                        value.dump() + " (adapter_config.json); leave it out to take the adapter's");
+    }
+  };
+  take("r", "r");
+  take("alpha", "lora_alpha");
+  take("target_modules", "target_modules");
+  take("use_rslora", "use_rslora");
+  section["lora"] = lora;
+  return section.dump();
 }
 
 // One target in a layer's specs: the frozen weight's index and its factors', with the weight's
