@@ -18,11 +18,12 @@
 namespace keel {
 
 const char* const kExportUsage =
-    "usage: keel export CHECKPOINT --out FILE.safetensors [--plugin-path DIR ...]\n"
+    "usage: keel export CHECKPOINT --out FILE.safetensors [--merge] [--plugin-path DIR ...]\n"
     "  writes a checkpoint (a step folder, or a root with 'latest') as one safetensors file in the Hugging Face\n"
     "  layout its model plugin names (GPT-2's for gpt, Llama's or Qwen2's for llama), with the config.json\n"
     "  transformers needs beside it: from_pretrained loads that folder. A LoRA run's checkpoint exports its\n"
     "  adapters as a PEFT folder instead (--out DIR/adapter_model.safetensors, adapter_config.json beside it)\n"
+    "  --merge            a LoRA run's adapters merged into the weights (W + s·B·A): the full model, as above\n"
     "  --plugin-path DIR  a folder searched for plugin libraries (a third-party model's), as keel plugins takes;\n"
     "                     KEEL_PLUGIN_PATH and the install's plugin folder are searched too\n";
 
@@ -30,6 +31,7 @@ namespace {
 
 struct ExportArgs {
   std::string checkpoint, out;
+  bool merge = false;  // --merge: a LoRA run's adapters folded into the full model
   std::vector<std::string> plugin_path;  // --plugin-path: folders searched for the model's plugin
 };
 
@@ -43,6 +45,8 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
       parsed.out = args[++i];
     } else if (arg.rfind("--out=", 0) == 0) {
       parsed.out = arg.substr(6);
+    } else if (arg == "--merge") {
+      parsed.merge = true;
     } else if (arg == "--plugin-path") {
       if (i + 1 >= args.size()) throw std::invalid_argument("--plugin-path needs a folder");
       parsed.plugin_path.push_back(args[++i]);
@@ -128,6 +132,15 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
     const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
     Trainer trainer(export_config(config_from_checkpoint(checkpoint)), TrainerData::none);
     const int64_t step = load_checkpoint_parameters(trainer.state_view(), checkpoint);  // no optimizer state or data position
+    if (parsed.merge) {
+      if (!has_adapter_format(trainer.parameters()))
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "--merge: " + checkpoint + " holds no LoRA adapters to merge; "
+                                                       "leave --merge out to export the model");
+      export_merged(trainer.parameters(), parsed.out);
+      out << "exported " << checkpoint << " (step " << step << ") with its adapters merged to " << parsed.out
+          << " and config.json beside it" << std::endl;
+      return 0;
+    }
     if (has_adapter_format(trainer.parameters())) {
       // A LoRA run: its adapters, as the PEFT folder PeftModel.from_pretrained(base, folder) reads.
       if (std::filesystem::path(parsed.out).filename() != "adapter_model.safetensors")

@@ -218,6 +218,20 @@ def check_export_and_continue(work, keel, probe):
         if ".lora_" in name:
             assert np.array_equal(param.detach().numpy(), tensors["param/" + keel_name(name)]), name
 
+    # --merge: the full model, which transformers loads without PEFT, to the same logits, and
+    # weights equal to PEFT's own merge_and_unload.
+    merged_dir = os.path.join(work, "merged")
+    run([keel, "export", os.path.join(run_dir, "checkpoints"), "--merge", "--out", os.path.join(merged_dir, "model.safetensors")])
+    merged = LlamaForCausalLM.from_pretrained(merged_dir, attn_implementation="eager").float()
+    with torch.no_grad():
+        logits, loss = loss_of(merged, tensors["tokens"][0], tensors["targets"][0])
+    compare_logits_and_loss("keel export --merge", tensors, logits, loss, MODEL["vocab_size"],
+                            LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL)
+    theirs = model.merge_and_unload().state_dict()
+    worst = max(float((merged.state_dict()[k] - theirs[k]).abs().max()) for k in theirs if "rotary" not in k)
+    print(f"keel export --merge: weights max |keel - PEFT merge_and_unload| {worst:.2e}")
+    assert worst <= 1e-6, f"merged weights differ from PEFT's by {worst:.2e}"
+
 
 def run_status(command):
     import subprocess

@@ -144,8 +144,52 @@ namespace {
 
 // One format's tensors into `out_safetensors_path` and its config into `config_name` beside it
 // (with generation_config.json for a model's own format).
+// Adds each adapter's s·B·A (PEFT's LoRA; s = lora_alpha / r, or / √r with use_rslora) to the
+// base tensor it belongs on, in the Hugging Face layout: PEFT's key
+// base_model.model.<module>.lora_A.weight belongs on <module>.weight.
+void merge_adapters(ModelParameters& params, std::map<std::string, std::vector<float>*>& tensors) {
+  nlohmann::json adapter;
+  try {
+    adapter = keel_support::parse_json("adapter config", params.external_config(kAdapterFormat));
+  } catch (const keel_support::ConfigError& e) {
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': its peft config is not JSON: " + e.what());
+  }
+  const double r = adapter.at("r").get<double>(), alpha = adapter.at("lora_alpha").get<double>();
+  const double scaling = adapter.value("use_rslora", false) ? alpha / std::sqrt(r) : alpha / r;
+  std::map<std::string, std::pair<ExternalLayout, size_t>> factors;  // PEFT key -> layout, index
+  for (size_t i = 0; i < params.info().n_params; ++i) {
+    ExternalLayout layout = layout_of(params, i, kAdapterFormat);
+    if (!layout.name.empty()) factors.emplace(layout.name, std::make_pair(layout, i));
+  }
+  const std::string prefix = "base_model.model.", a_tail = ".lora_A.weight";
+  for (const auto& [name, factor] : factors) {
+    if (name.size() < a_tail.size() || name.compare(name.size() - a_tail.size(), a_tail.size(), a_tail) != 0) continue;
+    const std::string module = name.substr(prefix.size(), name.size() - prefix.size() - a_tail.size());
+    const auto b = factors.find(prefix + module + ".lora_B.weight");
+    const auto base = tensors.find(module + ".weight");
+    if (name.rfind(prefix, 0) != 0 || b == factors.end() || base == tensors.end())
+      throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': adapter " + name +
+                                             " has no lora_B or no base tensor " + module + ".weight to merge into");
+    const std::vector<float> a_values = params.read_param(factor.second), b_values = params.read_param(b->second.second);
+    const int64_t rank = factor.first.external_shape.at(0), in = factor.first.external_shape.at(1);
+    const int64_t out = b->second.first.external_shape.at(0);
+    std::vector<float>& w = *base->second;
+    if (int64_t(w.size()) != out * in)
+      throw KeelError(KEEL_ERR_INTERNAL, module + ".weight holds " + std::to_string(w.size()) + " values, not the " +
+                                             std::to_string(out) + " x " + std::to_string(in) + " its adapter makes");
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < rank; ++k) {
+        const double coefficient = scaling * double(b_values[size_t(o * rank + k)]);
+        const float* a_row = a_values.data() + k * in;
+        float* w_row = w.data() + o * in;
+        for (int64_t c = 0; c < in; ++c) w_row[c] += float(coefficient * double(a_row[c]));
+      }
+  }
+}
+
 void export_format(ModelParameters& params, const char* format, const std::string& out_safetensors_path,
-                   const std::string& config_name, const nlohmann::json& config_overrides = nlohmann::json::object()) {
+                   const std::string& config_name, const nlohmann::json& config_overrides = nlohmann::json::object(),
+                   bool merged = false) {
   const bool model_format = std::string(format) == kFormat;
   const std::filesystem::path out_path(out_safetensors_path);
   std::vector<std::filesystem::path> targets = {out_path, out_path.parent_path() / config_name};
@@ -167,6 +211,11 @@ void export_format(ModelParameters& params, const char* format, const std::strin
     if (layout.transpose) values = transposed(values.data(), layout.external_rows, layout.cols);
     buffers.push_back(std::move(values));
     entries.push_back({layout.name, "F32", layout.external_shape, buffers.back().data(), buffers.back().size() * sizeof(float)});
+  }
+  if (merged) {
+    std::map<std::string, std::vector<float>*> by_name;
+    for (size_t k = 0; k < entries.size(); ++k) by_name[entries[k].name] = &buffers[k];
+    merge_adapters(params, by_name);
   }
   if (entries.empty())
     throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "model '" + params.model_plugin() + "' names no tensor in the " + format +
@@ -213,6 +262,10 @@ bool has_adapter_format(ModelParameters& params) {
   } catch (const KeelError&) {
     return false;
   }
+}
+
+void export_merged(ModelParameters& params, const std::string& out_safetensors_path) {
+  export_format(params, kFormat, out_safetensors_path, "config.json", nlohmann::json::object(), /*merged=*/true);
 }
 
 void export_adapter(ModelParameters& params, const std::string& out_safetensors_path, const std::string& base) {

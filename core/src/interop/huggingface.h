@@ -18,6 +18,9 @@ void export_huggingface(ModelParameters& params, const std::string& out_safetens
 // Whether the model is written as a PEFT adapter folder (format "peft": a LoRA run's adapters;
 // docs/finetuning.md).
 bool has_adapter_format(ModelParameters& params);
+// As export_huggingface, each LoRA adapter merged into its base tensor (W + s·B·A): the full
+// model transformers loads without PEFT.
+void export_merged(ModelParameters& params, const std::string& out_safetensors_path);
 // As export_huggingface, in that format: the adapters under PEFT's keys, adapter_config.json beside
 // naming `base` (the base model's folder or file; null when empty) as base_model_name_or_path.
 void export_adapter(ModelParameters& params, const std::string& out_safetensors_path, const std::string& base);
