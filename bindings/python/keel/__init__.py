@@ -348,8 +348,9 @@ def _write_safetensors(path, tensors):
             out.write(blob)
 
 
-def _as_ids(value):
-    """Token ids as a NumPy array: DLPack (torch, JAX, CuPy on the host) without a copy where it can."""
+def _as_ids(value, targets=False):
+    """Token ids as a NumPy array: DLPack (torch, JAX, CuPy on the host) without a copy where it can.
+    `targets`: -1 and Hugging Face's -100 mark positions not learned, both given to Keel as -1."""
     import numpy as np
 
     if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
@@ -360,6 +361,13 @@ def _as_ids(value):
         if hasattr(value, "cpu"):
             value = value.cpu()
     ids = np.asarray(value)
+    if targets and ids.dtype.kind == "i" and ids.size and ids.min() < 0:
+        ignored = (ids == -1) | (ids == -100)
+        ids = np.where(ignored, -1, ids).astype(ids.dtype)
+        if (ids[~ignored] < 0).any():
+            raise InvalidArgument(f"targets must lie in [0, 2^31), or be -1 or -100 where nothing is learned; found "
+                                  f"{ids[~ignored].min()}")
+        return ids
     if ids.dtype.kind in "iu" and ids.size and (ids.min() < 0 or ids.max() > 2**31 - 1):
         raise InvalidArgument(f"token ids must lie in [0, 2^31); found {ids.min()} .. {ids.max()}")
     return ids
@@ -373,12 +381,13 @@ def _as_batch(batch):
 
     if isinstance(batch, collections.abc.Mapping):
         if "tokens" in batch and "targets" in batch:
-            return _as_ids(batch["tokens"]), _as_ids(batch["targets"])
+            return _as_ids(batch["tokens"]), _as_ids(batch["targets"], targets=True)
         if "input_ids" in batch:
             # Hugging Face's convention: labels line up with input_ids and the model shifts them,
             # so position t learns labels[t + 1]; without labels, the ids themselves.
             ids = _as_ids(batch["input_ids"])
-            labels = _as_ids(batch["labels"]) if "labels" in batch else ids
+            # Labels of -100 (PyTorch's ignore_index, Hugging Face's masked prompt) are not learned.
+            labels = _as_ids(batch["labels"], targets=True) if "labels" in batch else ids
             if ids.ndim != 2 or labels.shape != ids.shape or ids.shape[1] < 2:
                 raise InvalidArgument(f"input_ids and labels must both be (batch, seq_len + 1); found {ids.shape} and "
                                  f"{labels.shape}")
@@ -386,7 +395,7 @@ def _as_batch(batch):
         raise InvalidArgument(f"a batch dict needs 'tokens' and 'targets', or 'input_ids' (and 'labels', Hugging Face's "
                        f"unshifted ones); it has {sorted(batch)}")
     if isinstance(batch, (tuple, list)) and len(batch) == 2 and np.ndim(batch[0]) == 2:
-        return _as_ids(batch[0]), _as_ids(batch[1])
+        return _as_ids(batch[0]), _as_ids(batch[1], targets=True)
     rows = _as_ids(batch)
     if rows.ndim != 2 or rows.shape[1] < 2:
         raise InvalidArgument(f"a batch array must be (batch, seq_len + 1) token ids, split into tokens and the targets one "

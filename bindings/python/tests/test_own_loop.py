@@ -323,3 +323,37 @@ def test_an_uncaught_exception_on_one_rank_ends_every_rank_at_once(config, tmp_p
     assert "RuntimeError: a user's mistake on rank 1" in done.stderr
     assert "ending every rank after the uncaught exception above" in done.stderr
     assert not (out / "rank0.json").exists(), "rank 0's step returned without rank 1"
+
+
+def test_unlearned_targets_give_the_mean_over_the_learned_ones_as_hugging_face_labels_do(config):
+    """Targets of -1 (or labels of -100) are not learned: the loss and gradients of a batch split
+    into two micro-batches with different numbers of learned targets (a prompt masked per row,
+    one row masked whole) are the mean over the learned targets of the whole batch, as PyTorch's
+    cross-entropy with ignore_index -100 over every row at once gives."""
+    config = with_sgd(config, lr=0.05)
+    micro = config["data"]["micro_batch"]
+    tokens = np.concatenate([own_batch(config, 7)[0], own_batch(config, 8)[0]])
+    targets = np.concatenate([own_batch(config, 7)[1], own_batch(config, 8)[1]])
+    masked = targets.copy()
+    T = targets.shape[1]
+    for row in range(2 * micro):
+        masked[row, : (row * 5) % T] = -1  # a prompt of a different length on each row
+    masked[micro] = -1  # the second micro-batch's first row learns nothing
+    assert (masked[:micro] >= 0).sum() != (masked[micro:] >= 0).sum()
+    trainer = keel.Trainer(config)
+    before = weights_of(trainer)
+    loss = trainer.forward_backward((tokens, masked))
+    reference = np.where(masked < 0, -100, masked)
+    _, expected_loss, expected_grads = gpt_reference.loss_and_grads(before, tokens, reference,
+                                                                   model_config(trainer, config))
+    assert loss == pytest.approx(expected_loss, rel=1e-5)
+    for name in before:
+        grad, want = trainer.grad(name), expected_grads[name]
+        error = np.linalg.norm(grad - want) / max(np.linalg.norm(want), 1e-12)
+        assert error < 1e-4, f"{name}: gradient differs from PyTorch's by {error:.2e} relative in norm"
+    # Hugging Face's form: input_ids and unshifted labels with -100 give the same step.
+    input_ids = np.concatenate([tokens, targets[:, -1:]], axis=1)
+    labels = np.concatenate([tokens[:, :1], reference], axis=1)
+    assert trainer.forward_backward({"input_ids": input_ids, "labels": labels}) == pytest.approx(loss, rel=1e-6)
+    with pytest.raises(keel.InvalidArgument, match="-1 or -100"):
+        trainer.forward_backward((tokens, np.where(masked < 0, -5, masked)))

@@ -128,9 +128,11 @@ std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* f
   uint64_t digest = 1469598103934665603ull;  // FNV-1a over the ids: tp and pipeline peers pass the same rows
   for (const int32_t* ids : {tokens, targets})
     for (size_t i = 0; problem.empty() && i < size_t(batch) * size_t(seq_len); ++i) {
-      if (ids[i] < 0 || ids[i] >= vocab)
+      // A target of -1 is not learned (a prompt's token, padding); the loss is the mean over the rest.
+      if ((ids[i] < 0 && !(ids == targets && ids[i] == -1)) || ids[i] >= vocab)
         problem = std::string(ids == tokens ? "token" : "target") + " " + std::to_string(ids[i]) + " at flat index " +
-                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")";
+                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")" +
+                  (ids == targets ? " (a target of -1 is not learned)" : "");
       digest = (digest ^ uint32_t(ids[i])) * 1099511628211ull;
     }
   const keel::CommGroup& world = t.mesh().world;

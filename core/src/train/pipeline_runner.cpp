@@ -195,7 +195,7 @@ void PipelineRunner::forward_chunk(const keel_schedule_action& action, int32_t n
   args.output = output;
   if (device_loss_ && with_targets) {
     args.loss_sum = step_loss_;
-    args.loss_weight = 1.0f / float(n);
+    args.loss_weight = weight_of(action.microbatch, n);
   }
   const keel_status status = plugins_.model->forward(plugins_.model_obj, &args);
   try {
@@ -213,7 +213,7 @@ void PipelineRunner::forward_chunk(const keel_schedule_action& action, int32_t n
   give_back(input);
   if (output) outgoing_activations_[{action.microbatch, action.chunk + 1}] = output;
   if (action.chunk == chunks_ - 1) {
-    if (with_targets && !device_loss_) *loss += double(args.loss) / n;
+    if (with_targets && !device_loss_) *loss += double(args.loss) * (weights_.empty() ? 1.0 / n : weights_[size_t(action.microbatch)]);
     if (logits) *logits = args.logits;
   }
 }
@@ -224,7 +224,7 @@ void PipelineRunner::backward_chunk(const keel_schedule_action& action, int32_t 
   args.struct_size = sizeof(args);
   args.access = &plugins_.access;
   args.microbatch = action.microbatch;
-  args.loss_scale = 1.0f / float(n);
+  args.loss_scale = weight_of(action.microbatch, n);
   args.chunk = action.chunk;
   args.part = action.kind == KEEL_ACTION_BACKWARD_INPUT    ? KEEL_BACKWARD_INPUT
               : action.kind == KEEL_ACTION_BACKWARD_WEIGHT ? KEEL_BACKWARD_WEIGHT
@@ -250,9 +250,13 @@ void PipelineRunner::backward_chunk(const keel_schedule_action& action, int32_t 
   if (input_grad) outgoing_gradients_[{action.microbatch, action.chunk - 1}] = input_grad;
 }
 
-double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTimes& times) {
+double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTimes& times, std::vector<float> weights) {
   const int32_t n = int32_t(micro_batches.size());
   if (n == 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "a training step needs at least one micro-batch");
+  if (!weights.empty() && weights.size() != micro_batches.size())
+    throw KeelError(KEEL_ERR_INTERNAL, std::to_string(weights.size()) + " loss weights for " + std::to_string(n) +
+                                           " micro-batches");
+  weights_ = std::move(weights);
   set_shape(micro_batches[0].batch, micro_batches[0].seq_len);
   for (int32_t m = 0; m < n; ++m) {
     if (micro_batches[m].batch != batch_ || micro_batches[m].seq_len != seq_len_)
@@ -309,6 +313,7 @@ double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTi
 }
 
 double PipelineRunner::forward_only(const Batch& batch, bool with_targets, const float** logits) {
+  weights_.clear();  // one batch's own mean
   set_shape(batch.batch, batch.seq_len);
   upload(0, batch);
   double loss = 0;

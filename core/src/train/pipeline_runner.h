@@ -38,9 +38,10 @@ class PipelineRunner {
   // Refuses (KeelError naming parallel.schedule and the numbers) a step of `microbatches` the
   // schedule cannot run; called at start-up so a bad combination fails before the first step.
   void check_microbatches(int32_t microbatches);
-  // The schedule's forwards and backwards of the micro-batches, each backward scaled by 1/n.
-  // Returns Σ loss/n over the micro-batches whose last chunk ran on this rank (0 elsewhere).
-  double train(const std::vector<Batch>& micro_batches, PipelineTimes& times);
+  // The schedule's forwards and backwards of the micro-batches, each backward scaled by 1/n, or
+  // by weights[m] when given (one per micro-batch: some targets not learned). Returns Σ loss ×
+  // that scale over the micro-batches whose last chunk ran on this rank (0 elsewhere).
+  double train(const std::vector<Batch>& micro_batches, PipelineTimes& times, std::vector<float> weights = {});
   // One forward through every chunk in model order (evaluation, inference). Returns the loss on
   // the rank holding the last chunk (0 elsewhere, or without targets); *logits is that rank's
   // (B,T,Vp) in backend memory, valid until the model's next call, and NULL on other ranks.
@@ -83,6 +84,10 @@ class PipelineRunner {
   int32_t last_local_chunk_ = 0;  // the highest chunk on this rank
   std::map<int32_t, std::vector<keel_schedule_action>> lists_;  // by micro-batch count
   std::vector<DeviceBatch> device_batches_;  // one per micro-batch of a step
+  std::vector<float> weights_;               // the step's per-micro-batch scales; empty: 1/n each
+  float weight_of(int32_t microbatch, int32_t n) const {
+    return weights_.empty() ? 1.0f / float(n) : weights_.at(size_t(microbatch));
+  }
   int32_t batch_ = 0, seq_len_ = 0;
   int64_t io_numel_ = 0;                     // elements of one chunk-boundary activation
   std::vector<float*> free_buffers_;         // of io_numel_ floats, backend memory

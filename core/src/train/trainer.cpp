@@ -157,7 +157,7 @@ double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, boo
   StepResult result;
   PipelineTimes times;
   // The loss lives on the stage holding the last chunk; the pipeline's sum hands it to every stage.
-  result.loss = sum_in_rank_order(mesh().pipeline, pipeline_->train(micro_batches, times));
+  result.loss = sum_in_rank_order(mesh().pipeline, pipeline_->train(micro_batches, times, learned_weights(micro_batches)));
   result.forward_seconds = times.forward_seconds;
   result.backward_seconds = times.backward_seconds;
   result.pipeline_wait_seconds = times.receive_seconds;
@@ -181,6 +181,32 @@ double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, boo
   result.step_seconds = std::chrono::duration<double>(clock::now() - start).count();
   pending_step_ = result;
   return result.loss;
+}
+
+// Each micro-batch's share of the step's objective when some targets are not learned (-1: a
+// prompt's token, padding): the objective is the mean over every learned target of the step on
+// every data-parallel rank, as Hugging Face's labels of -100 give, so micro-batch m weighs
+// dp · learned_m / learned_total (the strategy's mean over dp divides by dp again). With every
+// target learned that is 1/n, and the step is left exactly as before: empty.
+std::vector<float> Trainer::learned_weights(const std::vector<Batch>& micro_batches) const {
+  std::vector<double> learned;
+  double total = 0, all = 0;
+  for (const Batch& b : micro_batches) {
+    learned.push_back(double(std::count_if(b.targets.begin(), b.targets.end(), [](int32_t t) { return t >= 0; })));
+    total += learned.back();
+    all += double(b.targets.size());
+  }
+  const CommGroup& dp = mesh().core_dp;
+  const bool across_dp = !dp.alone() && !independent_replicas_;
+  const int32_t replicas = across_dp ? dp.size : 1;
+  const double sums[2] = {total, all};
+  const std::vector<double> global =
+      across_dp ? sum_in_rank_order(dp, std::vector<double>(sums, sums + 2)) : std::vector<double>(sums, sums + 2);
+  if (global[0] == global[1]) return {};
+  if (global[0] == 0) log_warn("no target of this step is learned (every one is -1): the step changes nothing");
+  std::vector<float> weights;
+  for (double count : learned) weights.push_back(global[0] > 0 ? float(double(replicas) * count / global[0]) : 0.0f);
+  return weights;
 }
 
 // The model's tallies of the step (model.h step_tallies), summed over the data-parallel group so

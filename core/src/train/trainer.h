@@ -154,6 +154,7 @@ class Trainer final {
   ModelState model_state_{plugins_, config_.model.plugin};
   ModelParameters parameters_{plugins_, config_};
   std::unique_ptr<PipelineRunner> pipeline_;
+  std::vector<float> learned_weights(const std::vector<Batch>& micro_batches) const;
   DataSplits data_;
   std::unique_ptr<BatchSampler> train_sampler_;
   int32_t seq_len_ = 0;
