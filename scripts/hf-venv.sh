@@ -6,9 +6,10 @@
 # The mixture-of-experts oracle (tests/python/moe_vs_transformers.py) needs Qwen2-MoE, added in
 # transformers 4.40: it passes a second pin (4.46.3, the newest release found to run on torch
 # 1.13) for a venv of its own, so the other oracle tests keep the release they were checked with.
-# The LoRA oracle (tests/python/lora_vs_peft.py) passes PEFT with transformers, as several pins in
-# one argument ("transformers==4.38.2 peft==0.10.0 accelerate==0.29.3", the PEFT release of that
-# transformers).
+# The fine-tuning oracles (tests/python/lora_vs_peft.py, bindings/python/tests/test_chat.py) pass
+# PEFT and jinja2 with transformers, as several pins in one argument (FINETUNE_PINS in
+# tests/python/hf_oracle.py: PEFT's release of that transformers, and the jinja2 that
+# apply_chat_template renders with).
 # Usage: scripts/hf-venv.sh VENV_DIR [PINS]  (default transformers==4.38.2)
 # Exits 0 when ready, 77 (ctest's skip code) when PyPI cannot be reached, 1 on other failures.
 set -uo pipefail
@@ -21,6 +22,7 @@ for pin in $package; do  # each pin of a space-separated list checked where it i
     transformers==4.38.2) ;;
     transformers==*) imports="$imports; assert transformers.__version__ == '${pin#transformers==}', transformers.__version__" ;;
     peft==*) imports="$imports; import peft; assert peft.__version__ == '${pin#peft==}', peft.__version__" ;;
+    jinja2==*) imports="$imports; import jinja2; assert jinja2.__version__ == '${pin#jinja2==}', jinja2.__version__" ;;
   esac
 done
 

@@ -46,6 +46,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$sources_hash" ] || ! (cd / && "$python" 
   echo "$sources_hash" > "$stamp"
 fi
 
+# jinja2: keel.chat's templates (the package's "chat" extra), which test_chat.py renders.
+if ! "$python" -c "import jinja2" 2>/dev/null &&
+    ! "$python" -m pip install --quiet --disable-pip-version-check "jinja2>=3" > "$build_dir/python-pip-jinja2.log" 2>&1; then
+  echo "SKIPPED: cannot install jinja2 from PyPI (see $build_dir/python-pip-jinja2.log)"
+  exit 77
+fi
+
 # From outside the source tree, so `import keel` is the installed package, not bindings/python/keel.
 cd "$build_dir"
 exec env -u KEEL_PLUGIN_PATH KEEL_TEST_BUILD_DIR="$build_dir" "$python" -m pytest -q -p no:cacheprovider "$repo/bindings/python/tests" "$@"

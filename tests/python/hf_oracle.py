@@ -12,6 +12,11 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# The venv of the fine-tuning oracles: PEFT's release of transformers 4.38.2, and jinja2 for
+# apply_chat_template.
+FINETUNE_PINS = "transformers==4.38.2 peft==0.10.0 accelerate==0.29.3 jinja2==3.1.4"
+
+
 def ensure_oracle(venv, pin=None):
     """`pin` ("transformers==X", or several pins separated by spaces): those releases, in a venv of
     its own, rather than hf-venv.sh's default."""

@@ -11,8 +11,8 @@ and `keel export` of a LoRA run's checkpoint as a PEFT adapter folder that PeftM
 loads onto its base to Keel's logits, read back by Keel as model.init_from.
 
 Usage: lora_vs_peft.py --keel KEEL --probe KEEL_PROBE --venv VENV
-The oracle runs in VENV (scripts/hf-venv.sh with transformers 4.38.2 and PEFT 0.10.0, its
-release); exits 77 (ctest's skip) only when that venv cannot be made for want of PyPI.
+The oracle runs in VENV (scripts/hf-venv.sh with hf_oracle.FINETUNE_PINS: transformers 4.38.2 and
+PEFT 0.10.0, its release); exits 77 (ctest's skip) only when that venv cannot be made for want of PyPI.
 """
 
 import argparse
@@ -23,9 +23,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import compare_logits_and_loss, ensure_oracle, load_keel_weights, run  # noqa: E402
-
-PINS = "transformers==4.38.2 peft==0.10.0 accelerate==0.29.3"
+from hf_oracle import FINETUNE_PINS, compare_logits_and_loss, ensure_oracle, load_keel_weights, run  # noqa: E402
 STEPS = 10
 LOGITS_ATOL, LOGITS_RTOL = 1e-5, 1e-5
 LOSS_RTOL = 1e-5
@@ -244,7 +242,7 @@ def main():
     parser.add_argument("--probe", required=True)
     parser.add_argument("--venv", required=True)
     args = parser.parse_args()
-    ensure_oracle(args.venv, PINS)
+    ensure_oracle(args.venv, FINETUNE_PINS)
     with tempfile.TemporaryDirectory() as work:
         for label, tied, lora in CASES:
             check(work, args.probe, label, tied, lora)

@@ -84,14 +84,21 @@ Batch BatchSampler::next(int32_t batch) {
   out.tokens.resize(size_t(batch) * T);
   out.targets.resize(size_t(batch) * T);
   std::vector<int32_t> window(size_t(T) + 1);
+  std::vector<uint8_t> learned(source_->has_loss_mask() ? size_t(T) + 1 : 0);
   for (int32_t b = 0; b < batch; ++b, ++taken_) {
     if (taken_ > kMaxSamples / options_.dp_size)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, source_->describe() + ": more than " + std::to_string(kMaxSamples) +
                                                      " samples taken; the sample index would overflow");
     const Sample s = sample_at(taken_ * options_.dp_size + options_.dp_rank);
-    source_->read(shard_first_token_[s.shard] + s.window * T, T + 1, window.data());
+    const int64_t first = shard_first_token_[s.shard] + s.window * T;
+    source_->read(first, T + 1, window.data());
     std::copy(window.begin(), window.end() - 1, out.tokens.begin() + size_t(b) * T);
     std::copy(window.begin() + 1, window.end(), out.targets.begin() + size_t(b) * T);
+    if (!learned.empty()) {  // a target not learned is -1 (model.h: the loss skips it)
+      source_->read_learned(first, T + 1, learned.data());
+      for (int32_t t = 0; t < T; ++t)
+        if (!learned[size_t(t) + 1]) out.targets[size_t(b) * T + size_t(t)] = -1;
+    }
   }
   return out;
 }

@@ -31,6 +31,8 @@ struct ShardFile {
   int fd = -1;
   int64_t count = 0;       // tokens the header promises (checked against the size at open)
   size_t token_bytes = 2;  // 2: uint16 tokens, 4: uint32
+  bool masked = false;     // Keel's masked shard: one learned byte per token after the tokens
+  std::string identity;    // its tokenizer's SHA-256 in hex; "" when none is recorded
 
   size_t offset_of(int64_t token) const { return kHeaderBytes + size_t(token) * token_bytes; }
 
@@ -55,6 +57,20 @@ struct ShardFile {
       got += size_t(r);
     }
     std::copy(narrow.begin(), narrow.end(), out);
+  }
+
+  // Learned bytes [first, first+n) of a masked shard.
+  void read_learned(int64_t first, int64_t n, uint8_t* out) const {
+    const off_t offset = off_t(offset_of(count) + size_t(first));
+    size_t got = 0;
+    while (got < size_t(n)) {
+      const ssize_t r = ::pread(fd, out + got, size_t(n) - got, offset + off_t(got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw KeelError(KEEL_ERR_IO, path + ": reading the loss mask at offset " + std::to_string(offset) + " failed" +
+                                         (r < 0 ? std::string(": ") + std::strerror(errno) : ": the file was truncated"));
+      got += size_t(r);
+    }
   }
 
   // Calls visit(index, token) for every token, in chunks.
@@ -85,20 +101,38 @@ ShardFile open_shard(const std::string& path) {
   int32_t header[kShardHeaderInts];
   if (::pread(fd, header, kHeaderBytes, 0) != ssize_t(kHeaderBytes)) fail("cannot read the 1024-byte header");
   ShardFormat format{};
-  if (header[0] == kShardFormatU16.magic) format = kShardFormatU16;
-  else if (header[0] == kShardFormatU32.magic) format = kShardFormatU32;
-  else
+  bool masked = false;
+  std::string identity;
+  if (header[0] == kShardFormatU16.magic) {
+    format = kShardFormatU16;
+  } else if (header[0] == kShardFormatU32.magic) {
+    format = kShardFormatU32;
+  } else if (header[0] == kMaskedShardMagic) {
+    if (header[3] != 2 && header[3] != 4) fail("offset 12: token width " + std::to_string(header[3]) + ", expected 2 or 4");
+    if (header[4] != kMaskedShardHasMask)
+      fail("offset 16: flags " + std::to_string(header[4]) + ", expected " + std::to_string(kMaskedShardHasMask) +
+           " (a loss mask follows the tokens)");
+    format = {kMaskedShardMagic, kMaskedShardVersion, size_t(header[3])};
+    masked = true;
+    const auto* digest = reinterpret_cast<const unsigned char*>(header + kShardIdentityInt);
+    static const char* hex = "0123456789abcdef";
+    for (size_t i = 0; i < kShardIdentityBytes; ++i) identity += {hex[digest[i] >> 4], hex[digest[i] & 15]};
+    if (identity.find_first_not_of('0') == std::string::npos) identity.clear();
+  } else {
     fail("offset 0: bad magic " + std::to_string(header[0]) + ", expected " + std::to_string(kShardFormatU16.magic) +
-         " (an llm.c token shard of uint16 tokens) or " + std::to_string(kShardFormatU32.magic) + " (uint32 tokens)");
+         " (an llm.c token shard of uint16 tokens), " + std::to_string(kShardFormatU32.magic) + " (uint32 tokens) or " +
+         std::to_string(kMaskedShardMagic) + " (Keel's, with a loss mask)");
+  }
   if (header[1] != format.version)
     fail("offset 4: unsupported version " + std::to_string(header[1]) + ", expected " + std::to_string(format.version) +
          " for magic " + std::to_string(format.magic));
   const int64_t count = header[2];
-  const size_t need = kHeaderBytes + size_t(std::max<int64_t>(count, 0)) * format.token_bytes;
+  const size_t need = kHeaderBytes + size_t(std::max<int64_t>(count, 0)) * (format.token_bytes + (masked ? 1 : 0));
   if (count < 0 || need > bytes)
     fail("truncated: the header promises " + std::to_string(count) + " tokens (" + std::to_string(need) +
-         " bytes) but the file has " + std::to_string(bytes) + " bytes");
-  return {path, fd, count, format.token_bytes};
+         " bytes with " + (masked ? "the loss mask" : "the tokens") + ") but the file has " + std::to_string(bytes) +
+         " bytes");
+  return {path, fd, count, format.token_bytes, masked, identity};
 }
 
 class ShardSource : public TokenSource {
@@ -107,6 +141,16 @@ class ShardSource : public TokenSource {
     try {
       for (const auto& path : paths) {
         shards_.push_back(open_shard(path));
+        // A source learns from its mask or from every token, and from one tokenizer's ids.
+        const ShardFile& first = shards_.front();
+        if (shards_.back().masked != first.masked || shards_.back().identity != first.identity)
+          throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
+                          path + ": " + (shards_.back().masked != first.masked
+                                             ? std::string(shards_.back().masked ? "has" : "has no") +
+                                                   " loss mask, unlike " + first.path + "; one source is all "
+                                                   "chat shards or none"
+                                             : "its tokenizer (sha256 " + shards_.back().identity + ") is not " +
+                                                   first.path + "'s (" + first.identity + ")"));
         starts_.push_back(total_);
         total_ += shards_.back().count;
         shards_.back().scan([&](int64_t, uint32_t token) {
@@ -137,6 +181,18 @@ class ShardSource : public TokenSource {
     }
   }
   std::string describe() const override { return what_; }
+  bool has_loss_mask() const override { return !shards_.empty() && shards_.front().masked; }
+  void read_learned(int64_t start, int64_t count, uint8_t* out) const override {
+    size_t shard = size_t(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
+    int64_t offset = start - starts_[shard];
+    while (count > 0) {
+      while (offset >= shards_[shard].count) offset -= shards_[shard++].count;
+      const int64_t n = std::min(count, shards_[shard].count - offset);
+      shards_[shard].read_learned(offset, n, out);
+      out += n, count -= n, offset += n;
+    }
+  }
+  std::string tokenizer_identity() const { return shards_.empty() ? "" : shards_.front().identity; }
   std::vector<int64_t> shard_token_counts() const override {
     std::vector<int64_t> counts;
     for (const auto& shard : shards_) counts.push_back(shard.count);
@@ -186,7 +242,14 @@ DataSplits open_shard_data(const DataConfig& config) {
   DataSplits splits;
   splits.train = std::make_shared<ShardSource>(glob_files(config.train_pattern, "data.train"), "shards " + config.train_pattern);
   const std::string val = config.val_pattern.empty() ? config.train_pattern : config.val_pattern;
-  splits.val = std::make_shared<ShardSource>(glob_files(val, "data.val"), "shards " + val);
+  auto val_source = std::make_shared<ShardSource>(glob_files(val, "data.val"), "shards " + val);
+  const auto& train = static_cast<const ShardSource&>(*splits.train);
+  if (train.tokenizer_identity() != val_source->tokenizer_identity() || train.has_loss_mask() != val_source->has_loss_mask())
+    throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "data.val (" + val + ") and data.train (" + config.train_pattern +
+                                                   ") differ: " + (train.has_loss_mask() != val_source->has_loss_mask()
+                                                                       ? "one has a loss mask and the other none"
+                                                                       : "they were made with different tokenizers"));
+  splits.val = val_source;
   return splits;
 }
 

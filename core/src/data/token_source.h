@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,10 @@ class TokenSource {
   // Tokens in each shard, in order; they sum to num_tokens(). Sample windows never cross a
   // shard boundary. A source that is one piece of text is one shard.
   virtual std::vector<int64_t> shard_token_counts() const { return {num_tokens()}; }
+  // Whether some tokens are not learned as targets (Keel's masked shards); then read_learned
+  // gives, for tokens [start, start+count), 1 where the token is learned and 0 where it is not.
+  virtual bool has_loss_mask() const { return false; }
+  virtual void read_learned(int64_t, int64_t count, uint8_t* out) const { std::fill(out, out + count, uint8_t(1)); }
 };
 
 struct Batch {
