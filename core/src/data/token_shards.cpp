@@ -130,8 +130,7 @@ ShardFile open_shard(const std::string& path) {
   const size_t need = kHeaderBytes + size_t(std::max<int64_t>(count, 0)) * (format.token_bytes + (masked ? 1 : 0));
   if (count < 0 || need > bytes)
     fail("truncated: the header promises " + std::to_string(count) + " tokens (" + std::to_string(need) +
-         " bytes with " + (masked ? "the loss mask" : "the tokens") + ") but the file has " + std::to_string(bytes) +
-         " bytes");
+         (masked ? " bytes with the loss mask" : " bytes") + ") but the file has " + std::to_string(bytes) + " bytes");
   return {path, fd, count, format.token_bytes, masked, identity};
 }
 
