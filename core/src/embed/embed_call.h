@@ -15,20 +15,11 @@ namespace keel::embed {
 
 template <typename Body>
 keel_status embed_call(Body&& body) noexcept {
-  try {
+  return keel::status_of([&]() -> keel_status {
     keel::set_last_error("");
     body();
     return KEEL_OK;
-  } catch (const keel::KeelError& e) {
-    keel::set_last_error(e.what());
-    return e.code;
-  } catch (const std::bad_alloc&) {
-    keel::set_last_error("out of memory");
-    return KEEL_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    keel::set_last_error(e.what());
-    return KEEL_ERR_INTERNAL;
-  }
+  });
 }
 
 inline void require(bool condition, const char* what) {

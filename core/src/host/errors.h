@@ -5,6 +5,8 @@
 #include <keel/types.h>
 
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +33,25 @@ struct FailedOnEveryRank : KeelError {
 // Stores the calling thread's last error message.
 void set_last_error(const std::string& message);
 const char* last_error();
+
+// The core's side of a C table it serves (the embedding API, the strategy tables the core builds
+// itself): `body` returns a status; an exception stops here and becomes the status and the
+// thread's last error (out of memory, or internal for anything but a KeelError).
+template <typename Body>
+keel_status status_of(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const KeelError& e) {
+    set_last_error(e.what());
+    return e.code;
+  } catch (const std::bad_alloc&) {
+    set_last_error("out of memory");
+    return KEEL_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    return KEEL_ERR_INTERNAL;
+  }
+}
 
 // Turns a failed plugin call into a KeelError whose message is the plugin's, prefixed by what
 // the core was doing ("model gpt forward").

@@ -17,19 +17,6 @@ namespace {
 
 constexpr keel_dtype kFp32{KEEL_DTYPE_FLOAT, 32, 1};
 
-template <typename Body>
-keel_status guarded(Body&& body) {
-  try {
-    return body();
-  } catch (const KeelError& e) {
-    set_last_error(e.what());
-    return e.code;
-  } catch (const std::exception& e) {
-    set_last_error(e.what());
-    return KEEL_ERR_INTERNAL;
-  }
-}
-
 int64_t local_numel(const keel_param_spec& spec) {
   int64_t n = 1;
   for (int32_t d = 0; d < spec.ndim; ++d) n *= spec.local_shape[d];
@@ -76,7 +63,7 @@ struct FrozenSlots {
   // The layer's tensors at the compute type; their gradients NULL (params.h KEEL_PARAM_FROZEN).
   static keel_status acquire(void* ctx, int32_t layer, int32_t, keel_tensor* params, keel_tensor* grads, size_t n) {
     FrozenParams& f = of(ctx);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       if (layer < 0 || size_t(layer) >= f.layer_indices_.size() || f.layer_indices_[size_t(layer)].size() != n)
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "acquire of frozen layer " + std::to_string(layer) + " with " +
                                                        std::to_string(n) + " tensors, which is not its count");
@@ -117,7 +104,7 @@ struct FrozenSlots {
 
   static keel_status read_param(void* s, size_t index, int64_t begin, int64_t count, float* dst) {
     FrozenParams& f = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       f.check_index(index, begin, count);
       if (count == 0) return KEEL_OK;
       const char* at = static_cast<const char*>(f.values_[index].get()) + size_t(begin) * size_t(f.dtype_.bits / 8);
@@ -133,7 +120,7 @@ struct FrozenSlots {
   }
   static keel_status write_param(void* s, size_t index, int64_t begin, int64_t count, const float* src) {
     FrozenParams& f = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       f.check_index(index, begin, count);
       if (count == 0) return KEEL_OK;
       char* at = static_cast<char*>(f.values_[index].get()) + size_t(begin) * size_t(f.dtype_.bits / 8);
@@ -149,7 +136,7 @@ struct FrozenSlots {
   }
   // A frozen tensor's gradient is zero by definition.
   static keel_status read_grad(void* s, size_t index, int64_t begin, int64_t count, float* dst) {
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       of(s).check_index(index, begin, count);
       std::fill(dst, dst + count, 0.0f);
       return KEEL_OK;
@@ -170,7 +157,7 @@ struct FrozenSlots {
   // Every rank holds each tensor whole (the first data-parallel rank saves it); no state.
   static keel_status owned_range(void* s, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
     FrozenParams& f = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       f.check_index(index, 0, 0);
       *begin = 0;
       *end = kind < 0 ? f.numel_[index] : 0;

@@ -38,24 +38,6 @@ struct SplitParts {
   ~SplitParts() { destroy(); }
 };
 
-namespace {
-
-// A slot's body, its KeelError turned into the status and the thread's last error at the edge.
-template <typename Body>
-keel_status guarded(Body&& body) {
-  try {
-    return body();
-  } catch (const KeelError& e) {
-    set_last_error(e.what());
-    return e.code;
-  } catch (const std::exception& e) {
-    set_last_error(e.what());
-    return KEEL_ERR_INTERNAL;
-  }
-}
-
-}  // namespace
-
 struct SplitSlots {
   static SplitParts& of(void* s) { return *static_cast<SplitStrategy*>(s)->parts_; }
   static SplitPart& part(SplitParts& h, size_t index, size_t* local) {
@@ -79,7 +61,7 @@ struct SplitSlots {
   static keel_status acquire(void* ctx, int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads,
                              size_t n) {
     auto& h = *static_cast<SplitParts*>(ctx);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       if (layer < 0 || size_t(layer) >= h.layer_halves.size() || h.layer_halves[size_t(layer)].size() != n)
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "acquire of layer " + std::to_string(layer) + " with " +
                                                        std::to_string(n) + " tensors, which is not the layer's count");
@@ -105,7 +87,7 @@ struct SplitSlots {
 
   static keel_status release(void* ctx, int32_t layer, int32_t phase, int32_t grads_final) {
     auto& h = *static_cast<SplitParts*>(ctx);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       if (layer < 0 || size_t(layer) >= h.layer_halves.size())
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "release of layer " + std::to_string(layer) + ", which is not one");
       return each(h, [&](SplitPart& half) -> keel_status {
@@ -139,7 +121,7 @@ struct SplitSlots {
   template <typename Norm>
   static keel_status norm(void* s, double* out, Norm&& of_half) {
     SplitParts& h = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       double sums[2] = {0.0, 0.0};
       for (int which : {0, 1})
         if (h.half[which].obj)
@@ -162,42 +144,42 @@ struct SplitSlots {
   }
 
   static keel_status read_param(void* s, size_t index, int64_t begin, int64_t count, float* dst) {
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       size_t j = 0;
       SplitPart& half = part(of(s), index, &j);
       return half.api->read_param(half.obj, j, begin, count, dst);
     });
   }
   static keel_status write_param(void* s, size_t index, int64_t begin, int64_t count, const float* src) {
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       size_t j = 0;
       SplitPart& half = part(of(s), index, &j);
       return half.api->write_param(half.obj, j, begin, count, src);
     });
   }
   static keel_status read_grad(void* s, size_t index, int64_t begin, int64_t count, float* dst) {
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       size_t j = 0;
       SplitPart& half = part(of(s), index, &j);
       return half.api->read_grad(half.obj, j, begin, count, dst);
     });
   }
   static keel_status read_state(void* s, int32_t slot, size_t index, int64_t begin, int64_t count, float* dst) {
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       size_t j = 0;
       SplitPart& half = part(of(s), index, &j);
       return half.api->read_state(half.obj, slot, j, begin, count, dst);
     });
   }
   static keel_status write_state(void* s, int32_t slot, size_t index, int64_t begin, int64_t count, const float* src) {
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       size_t j = 0;
       SplitPart& half = part(of(s), index, &j);
       return half.api->write_state(half.obj, slot, j, begin, count, src);
     });
   }
   static keel_status owned_range(void* s, int32_t kind, size_t index, int64_t* begin, int64_t* end) {
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       size_t j = 0;
       SplitPart& half = part(of(s), index, &j);
       return half.api->owned_range(half.obj, kind, j, begin, end);
@@ -243,14 +225,14 @@ struct SplitSlots {
   }
   static keel_status own_state_count(void* s, int32_t* out) {
     SplitParts& h = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       *out = own_count(h.half[0]) + own_count(h.half[1]);
       return KEEL_OK;
     });
   }
   static keel_status own_state_info(void* s, int32_t index, const char** name, int64_t* count) {
     SplitParts& h = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       int32_t local = index;
       SplitPart& half = own_part(h, &local);
       if (const keel_status st = half.api->own_state_info(half.obj, local, name, count); st != KEEL_OK) return st;
@@ -264,14 +246,14 @@ struct SplitSlots {
   }
   static keel_status read_own_state(void* s, int32_t index, float* dst) {
     SplitParts& h = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       SplitPart& half = own_part(h, &index);
       return half.api->read_own_state(half.obj, index, dst);
     });
   }
   static keel_status write_own_state(void* s, int32_t index, const float* src) {
     SplitParts& h = of(s);
-    return guarded([&]() -> keel_status {
+    return status_of([&]() -> keel_status {
       SplitPart& half = own_part(h, &index);
       return half.api->write_own_state(half.obj, index, src);
     });
