@@ -853,7 +853,9 @@ end
 
 """
 Your own loop, on your own batches: `tokens` and `targets` are (batch, seq_len) row-major token
-ids in [0, vocab), targets[i] the id position i should predict; seq_len is the run's data
+ids in [0, vocab), targets[i] the id position i should predict, or -1 where nothing is learned
+(a prompt's token, padding: the loss is the mean over the learned targets of the whole step,
+every rank's, as Hugging Face's labels of -100 give; since 0.19); seq_len is the run's data
 seq_len, and batch at most data.micro_batch rows or a multiple of it (split into micro-batches
 of that many). Every rank calls: under data parallelism each passes its own share, of the
 same number of rows; the tensor- and pipeline-parallel ranks of one replica pass the same rows.
