@@ -26,6 +26,12 @@ for pin in $package; do  # each pin of a space-separated list checked where it i
   esac
 done
 
+# Tests that share a venv may start at once (the fine-tuning oracles' venv is python_binding's
+# test_chat.py's and python.lora_vs_peft's): one makes it while the others wait.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$imports" 2>/dev/null; then
   exit 0
 fi

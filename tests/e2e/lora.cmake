@@ -17,7 +17,7 @@ keel_error_test(lora_unknown_target
   "model\\.lora\\.target_modules: the model has no linear module \"qkv\" \\(it has: q_proj, k_proj"
   "model={${lora_small},\"lora\":{\"r\":4,\"target_modules\":[\"q_proj\",\"qkv\"]}}")
 keel_error_test(lora_rank_not_positive
-  "model\\.lora\\.r: the adapters' rank must be an integer from 1 to 65536, found 0"
+  "model\\.lora\\.r: the adapters' rank must be an integer from 1 to 4096, found 0"
   "model={${lora_small},\"lora\":{\"r\":0}}")
 keel_error_test(lora_dropout
   "model\\.lora\\.dropout: Keel folds each adapter into its weight"

@@ -1,6 +1,6 @@
 """LoRA adapters on the llama model (tests/e2e/llama_bytes.json, every linear targeted, r 4) across
 layouts, with parallel_checks.py's helpers:
-  - layouts: ZeRO-3 over 2 ranks, tensor parallelism 2 with sequence parallelism (A whole and B
+  - layouts: ZeRO-3 over 2 ranks, tensor parallelism 2 without and with sequence parallelism (A whole and B
     split for q, k, v, gate, up; A split and B whole for o, down) and 2 pipeline stages (1f1b),
     each within 1e-5 of one rank over 8 AdamW steps, the final adapters within 5e-5;
   - frozen: the base does not move (every base tensor of step 8's checkpoint equals step 4's, bit
@@ -43,6 +43,7 @@ def check_layouts(args, work):
     reference = pc.losses(work, "single")
     ref_adapters = adapters_of(pc.final_params(f"{work}/single/step-00000008"))
     layouts = [("zero3x2", 2, "zero3", []),
+               ("tp2", 2, "ddp", ["parallel.tp=2"]),
                ("tp2-sp", 2, "ddp", ["parallel.tp=2", "parallel.sequence_parallel=true"]),
                ("pp2", 2, "ddp", ["parallel.pp=2", 'parallel.schedule={"plugin": "1f1b"}', "data.micro_batch=3"])]
     for tag, ranks, strategy, extra in layouts:

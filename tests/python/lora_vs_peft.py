@@ -205,6 +205,20 @@ def check_export_and_continue(work, keel, probe):
     refused = run_status([keel, "validate", mismatch_path])
     assert refused.returncode != 0 and "model.lora.r is 8, but the adapter's r is 4" in refused.stderr, refused.stderr
 
+    # An adapter of a kind Keel does not compute (DoRA) is refused, not read as plain LoRA.
+    dora_dir = os.path.join(work, "dora")
+    os.makedirs(dora_dir)
+    with open(os.path.join(dora_dir, "adapter_config.json"), "w") as f:
+        json.dump(dict(adapter_config, use_dora=True), f)
+    with open(os.path.join(adapter_dir, "adapter_model.safetensors"), "rb") as f, \
+            open(os.path.join(dora_dir, "adapter_model.safetensors"), "wb") as g:
+        g.write(f.read())
+    dora = dict(RUN, model={"plugin": "llama", "init_from": dora_dir})
+    with open(os.path.join(work, "dora.json"), "w") as f:
+        json.dump(dora, f)
+    refused = run_status([keel, "validate", os.path.join(work, "dora.json")])
+    assert refused.returncode != 0 and "use_dora is true: DoRA's magnitude vectors" in refused.stderr, refused.stderr
+
     model = PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(base_dir, attn_implementation="eager").float(),
                                       adapter_dir)
     with torch.no_grad():

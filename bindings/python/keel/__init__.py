@@ -364,7 +364,7 @@ def _as_ids(value, targets=False):
     if targets and ids.dtype.kind == "i" and ids.size and ids.min() < 0:
         ignored = (ids == -1) | (ids == -100)
         ids = np.where(ignored, -1, ids).astype(ids.dtype)
-        if (ids[~ignored] < 0).any():
+        if (ids[~ignored] < 0).any() or ids.max() > 2**31 - 1:
             raise InvalidArgument(f"targets must lie in [0, 2^31), or be -1 or -100 where nothing is learned; found "
                                   f"{ids[~ignored].min()}")
         return ids

@@ -136,10 +136,14 @@ def completion_tokens(tokenizer, prompt, completion, where):
     return head + tail, [0] * len(head) + [1] * len(tail)
 
 
-def write_masked_shard(path, ids, learned, identity, token_bytes):
+def write_masked_shard(path, ids, learned, identity, token_bytes, seq_len):
     """Keel's masked shard (core/src/data/shard_format.h), written under a temporary name first."""
+    if len(ids) > 2**31 - 1:
+        raise InvalidArgument(f"{path}: {len(ids)} tokens, more than a shard's 2^31 - 1; split the conversations "
+                              "over several calls")
     header = [0] * HEADER_INTS
     header[0], header[1], header[2], header[3], header[4] = MAGIC, VERSION, len(ids), token_bytes, HAS_MASK
+    header[5] = seq_len  # one conversation every seq_len tokens: the run's data.seq_len must be this
     header[8:16] = struct.unpack("<8i", identity)
     temporary = f"{path}.tmp-{os.getpid()}"
     with open(temporary, "wb") as out:
@@ -174,10 +178,10 @@ def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=No
     report = {"train": 0, "val": 0, "truncated": 0, "learned_tokens": 0}
     for path in [os.fspath(p) for p in inputs]:
         with open(path, "rb") as f:
-            for number, raw in enumerate(f, 1):
+            for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
                 where = f"{path}:{number}"
                 if len(raw) > MAX_LINE_BYTES:
-                    raise InvalidArgument(f"{where}: a line of {len(raw)} bytes, more than {MAX_LINE_BYTES}")
+                    raise InvalidArgument(f"{where}: a line of more than {MAX_LINE_BYTES} bytes")
                 if not raw.strip():
                     continue
                 try:
@@ -193,6 +197,9 @@ def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=No
                 if len(ids) > seq_len:
                     ids, learned = ids[:seq_len], learned[:seq_len]
                     report["truncated"] += 1
+                # A sample's first token is never a target of its own window, and the previous
+                # window's last target (past its padding) must not learn it.
+                learned[0] = 0
                 split = "val" if int.from_bytes(hashlib.sha256(raw).digest()[:8], "little") / 2**64 < val_fraction \
                     else "train"
                 tokens, flags = splits[split]
@@ -212,7 +219,8 @@ def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=No
         if not tokens:
             continue
         # One more padding token: the last window is seq_len + 1 tokens long.
-        write_masked_shard(os.path.join(out, f"{split}_000000.bin"), tokens + [pad], flags + [0], identity, token_bytes)
+        write_masked_shard(os.path.join(out, f"{split}_000000.bin"), tokens + [pad], flags + [0], identity, token_bytes,
+                           seq_len)
     return report
 
 

@@ -171,6 +171,11 @@ def test_masked_shards_cut_short_or_mixed_with_plain_ones_are_refused(tmp_path):
     shard.write_bytes(whole[:-10])
     with pytest.raises(keel.Error, match="val_000000.bin: truncated: .* bytes with the loss mask"):
         keel.Trainer(config, verbose=False)
+    # Shards laid out for another sequence length than the run's.
+    shard.write_bytes(whole)
+    with pytest.raises(keel.Error, match=r"laid out one every 64 tokens .* data.seq_len is 32"):
+        keel.Trainer(dict(config, data=dict(config["data"], seq_len=32), model=dict(config["model"], seq_len=32)),
+                      verbose=False)
     # A plain llm.c shard (magic 20240520) as the validation split of masked training data.
     plain = np.zeros(256, dtype="<i4")
     plain[:3] = [20240520, 1, 65]

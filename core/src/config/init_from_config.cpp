@@ -87,6 +87,9 @@ std::optional<AdapterFolder> adapter_folder(const std::string& init_from) {
     throw KeelError(KEEL_ERR_MISSING_FILE, "model.init_from: " + config_path + ": base_model_name_or_path " +
                                                base.dump() + " is no local folder or file (" + base_path.string() +
                                                "); Keel reads no Hub ids: download the base and name its folder");
+  if (exists((base_path / "adapter_config.json").string()))
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, "model.init_from: " + config_path + ": base_model_name_or_path " +
+                                                 base.dump() + " is itself an adapter folder; name the base model");
   out.base = base_path.string();
   out.adapter_file = (folder / "adapter_model.safetensors").string();
   if (!exists(out.adapter_file))

@@ -58,6 +58,11 @@ BatchSampler::BatchSampler(std::shared_ptr<const TokenSource> source, const Samp
     throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "BatchSampler: dp_rank " + std::to_string(options_.dp_rank) +
                                                    " is not in [0, dp_size " + std::to_string(options_.dp_size) + ")");
   const int64_t T = options_.seq_len;
+  if (const int64_t laid_out = source_->laid_out_for(); laid_out > 0 && laid_out != T)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, source_->describe() + ": its conversations were laid out one every " +
+                                                 std::to_string(laid_out) + " tokens (keel.chat's seq_len), but "
+                                                 "data.seq_len is " + std::to_string(T) + ": set data.seq_len to " +
+                                                 std::to_string(laid_out) + ", or prepare the data again");
   int64_t first = 0;
   for (int64_t count : source_->shard_token_counts()) {
     const int64_t windows = count > T ? (count - 1) / T : 0;

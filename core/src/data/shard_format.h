@@ -26,7 +26,8 @@ constexpr ShardFormat shard_format_for(int64_t vocab_size) {
 
 // Keel's shard of learned and unlearned tokens (chat data, docs/data.md §1): the same header with
 // magic 20261128 and version 1, then header[3] the token width in bytes (2 or 4), header[4] flags
-// (bit 0: a loss mask follows the tokens), header[8..15] the tokenizer's identity (the SHA-256 of
+// (bit 0: a loss mask follows the tokens), header[5] the sample length it was laid out for (one
+// conversation every seq_len tokens; 0: none), header[8..15] the tokenizer's identity (the SHA-256 of
 // its tokenizer.json, 32 bytes; all zero: not recorded). After the tokens, one byte per token:
 // 1 where the token is learned as a target, 0 where it is not (a prompt's token, padding).
 constexpr int32_t kMaskedShardMagic = 20261128;

@@ -32,6 +32,7 @@ struct ShardFile {
   int64_t count = 0;       // tokens the header promises (checked against the size at open)
   size_t token_bytes = 2;  // 2: uint16 tokens, 4: uint32
   bool masked = false;     // Keel's masked shard: one learned byte per token after the tokens
+  int64_t laid_out_for = 0;  // its samples' length (header[5]); 0: none
   std::string identity;    // its tokenizer's SHA-256 in hex; "" when none is recorded
 
   size_t offset_of(int64_t token) const { return kHeaderBytes + size_t(token) * token_bytes; }
@@ -103,6 +104,7 @@ ShardFile open_shard(const std::string& path) {
   ShardFormat format{};
   bool masked = false;
   std::string identity;
+  int64_t laid_out_for = 0;
   if (header[0] == kShardFormatU16.magic) {
     format = kShardFormatU16;
   } else if (header[0] == kShardFormatU32.magic) {
@@ -114,6 +116,8 @@ ShardFile open_shard(const std::string& path) {
            " (a loss mask follows the tokens)");
     format = {kMaskedShardMagic, kMaskedShardVersion, size_t(header[3])};
     masked = true;
+    if (header[5] < 0) fail("offset 20: sample length " + std::to_string(header[5]) + " is negative");
+    laid_out_for = header[5];
     const auto* digest = reinterpret_cast<const unsigned char*>(header + kShardIdentityInt);
     static const char* hex = "0123456789abcdef";
     for (size_t i = 0; i < kShardIdentityBytes; ++i) identity += {hex[digest[i] >> 4], hex[digest[i] & 15]};
@@ -131,7 +135,7 @@ ShardFile open_shard(const std::string& path) {
   if (count < 0 || need > bytes)
     fail("truncated: the header promises " + std::to_string(count) + " tokens (" + std::to_string(need) +
          (masked ? " bytes with the loss mask" : " bytes") + ") but the file has " + std::to_string(bytes) + " bytes");
-  return {path, fd, count, format.token_bytes, masked, identity};
+  return {path, fd, count, format.token_bytes, masked, laid_out_for, identity};
 }
 
 class ShardSource : public TokenSource {
@@ -142,14 +146,19 @@ class ShardSource : public TokenSource {
         shards_.push_back(open_shard(path));
         // A source learns from its mask or from every token, and from one tokenizer's ids.
         const ShardFile& first = shards_.front();
-        if (shards_.back().masked != first.masked || shards_.back().identity != first.identity)
+        if (shards_.back().masked != first.masked || shards_.back().identity != first.identity ||
+            shards_.back().laid_out_for != first.laid_out_for)
           throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
                           path + ": " + (shards_.back().masked != first.masked
                                              ? std::string(shards_.back().masked ? "has" : "has no") +
                                                    " loss mask, unlike " + first.path + "; one source is all "
                                                    "chat shards or none"
-                                             : "its tokenizer (sha256 " + shards_.back().identity + ") is not " +
-                                                   first.path + "'s (" + first.identity + ")"));
+                                         : shards_.back().identity != first.identity
+                                             ? "its tokenizer (sha256 " + shards_.back().identity + ") is not " +
+                                                   first.path + "'s (" + first.identity + ")"
+                                             : "its samples are " + std::to_string(shards_.back().laid_out_for) +
+                                                   " tokens long, " + first.path + "'s " +
+                                                   std::to_string(first.laid_out_for)));
         starts_.push_back(total_);
         total_ += shards_.back().count;
         shards_.back().scan([&](int64_t, uint32_t token) {
@@ -181,6 +190,7 @@ class ShardSource : public TokenSource {
   }
   std::string describe() const override { return what_; }
   bool has_loss_mask() const override { return !shards_.empty() && shards_.front().masked; }
+  int64_t laid_out_for() const override { return shards_.empty() ? 0 : shards_.front().laid_out_for; }
   void read_learned(int64_t start, int64_t count, uint8_t* out) const override {
     size_t shard = size_t(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
     int64_t offset = start - starts_[shard];

@@ -31,6 +31,9 @@ class TokenSource {
   // gives, for tokens [start, start+count), 1 where the token is learned and 0 where it is not.
   virtual bool has_loss_mask() const { return false; }
   virtual void read_learned(int64_t, int64_t count, uint8_t* out) const { std::fill(out, out + count, uint8_t(1)); }
+  // The sample length the source was laid out for (one conversation every seq_len tokens), which
+  // the sampler's windows must match; 0: any.
+  virtual int64_t laid_out_for() const { return 0; }
 };
 
 struct Batch {

@@ -35,31 +35,36 @@ ExpertSplitStrategy::ExpertSplitStrategy(const keel_strategy_api* inner, const k
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "parameter " + spec.name + " is an expert's and tied, which the "
                                                        "expert-data-parallel reduction cannot sum");
   require_expert_tensors(config_file, core_ep.size, args.pp_size, args.params, args.n_params);
-  if (args.offload) tier_ = std::make_unique<SharedTier>(args.offload, args.offload_obj);
-  for (int which : {kDense, kExperts}) {
-    const std::vector<keel_param_spec>& specs = part_specs(which);
-    if (specs.empty()) continue;
-    keel_strategy_create_args part = args;
-    if (tier_) {
-      part.offload = SharedTier::table();
-      part.offload_obj = tier_->view(which == kExperts ? "experts." : "");
+  try {
+    if (args.offload) tier_ = std::make_unique<SharedTier>(args.offload, args.offload_obj);
+    for (int which : {kDense, kExperts}) {
+      const std::vector<keel_param_spec>& specs = part_specs(which);
+      if (specs.empty()) continue;
+      keel_strategy_create_args part = args;
+      if (tier_) {
+        part.offload = SharedTier::table();
+        part.offload_obj = tier_->view(which == kExperts ? "experts." : "");
+      }
+      part.params = specs.data();
+      part.n_params = specs.size();
+      if (which == kExperts) {
+        part.dp_comm = expert_dp.alone() ? nullptr : expert_dp.comm;
+        part.dp_comm_obj = expert_dp.alone() ? nullptr : expert_dp.obj;
+        part.dp_rank = expert_dp.rank;
+        part.dp_size = expert_dp.size;
+        part.embedding_comm = nullptr;
+        part.embedding_comm_obj = nullptr;
+      }
+      void* obj = nullptr;
+      check_plugin(inner->create(host_table(), &part, &obj),
+                   "creating strategy '" + plugin + "' over the " + (which == kExperts ? "experts" : "dense parameters"));
+      attach(which, inner, obj, plugin, which == kExperts ? "experts." : "",
+             who + "strategy '" + plugin + "' lets each replica step on its own, but an expert's tokens come from every "
+                                           "rank of its ep block at every step; use ddp or zero with ep, or ep 1");
     }
-    part.params = specs.data();
-    part.n_params = specs.size();
-    if (which == kExperts) {
-      part.dp_comm = expert_dp.alone() ? nullptr : expert_dp.comm;
-      part.dp_comm_obj = expert_dp.alone() ? nullptr : expert_dp.obj;
-      part.dp_rank = expert_dp.rank;
-      part.dp_size = expert_dp.size;
-      part.embedding_comm = nullptr;
-      part.embedding_comm_obj = nullptr;
-    }
-    void* obj = nullptr;
-    check_plugin(inner->create(host_table(), &part, &obj),
-                 "creating strategy '" + plugin + "' over the " + (which == kExperts ? "experts" : "dense parameters"));
-    attach(which, inner, obj, plugin, which == kExperts ? "experts." : "",
-           who + "strategy '" + plugin + "' lets each replica step on its own, but an expert's tokens come from every "
-                                         "rank of its ep block at every step; use ddp or zero with ep, or ep 1");
+  } catch (...) {
+    destroy_parts();  // before tier_, which an attached part may use
+    throw;
   }
 }
 

@@ -211,8 +211,9 @@ void PluginInstances::create_strategy(const RunConfig& config) {
   // expert-data-parallel group: expert_split_strategy.h).
   auto create_configured = [&](const keel_strategy_create_args& args) -> std::pair<const keel_strategy_api*, void*> {
     if (layout.ep > 1)
-      return {ExpertSplitStrategy::table(), new ExpertSplitStrategy(strategy, args, mesh.strategy_expert_dp, mesh.core_ep,
-                                                                    config.file, config.strategy.plugin)};
+      return {SplitStrategy::table(), static_cast<SplitStrategy*>(new ExpertSplitStrategy(
+                                          strategy, args, mesh.strategy_expert_dp, mesh.core_ep, config.file,
+                                          config.strategy.plugin))};
     void* obj = nullptr;
     check_plugin(strategy->create(host_table(), &args, &obj), "creating strategy '" + config.strategy.plugin + "'");
     return {strategy, obj};
@@ -231,8 +232,8 @@ void PluginInstances::create_strategy(const RunConfig& config) {
       }
       return create_configured(part);
     };
-    strategy_obj = new FrozenSplitStrategy(whole, create_trainable, config.strategy.plugin,
-                                           config.file + ": ");
+    strategy_obj = static_cast<SplitStrategy*>(
+        new FrozenSplitStrategy(whole, create_trainable, config.strategy.plugin, config.file + ": "));
     strategy = SplitStrategy::table();
   } else {
     std::tie(strategy, strategy_obj) = create_configured(strategy_args);

@@ -9,7 +9,7 @@
 // KEEL_PARAM_FROZEN); dW lives in scratch for one layer at a time.
 // Under tensor parallelism a column-parallel target (rows of W split) splits B's rows and keeps A
 // whole on every rank; a row-parallel one splits A's columns and keeps B whole. The whole factor's
-// gradient is a sum over the ranks' pieces, taken with TpRegions::sum_replicated_grad.
+// gradient is a sum over the ranks' pieces, taken with TpRegions::sum_partial_grad.
 // Dropout on the adapters' input cannot be folded into one weight: refused (dropout 0 only).
 #pragma once
 
@@ -55,8 +55,8 @@ inline LoraConfig parse_lora_config(JsonSection& model, const std::vector<std::s
   JsonSection s(model.raw("lora"), model.path_of("lora"));
   if (!s.has("r")) throw ConfigError(s.path_of("r") + ": required, the adapters' rank (PEFT's r, e.g. 8)");
   const nlohmann::json& r = s.raw("r");
-  if (!r.is_number_integer() || r.get<int64_t>() < 1 || r.get<int64_t>() > 65536)
-    throw ConfigError(s.path_of("r") + ": the adapters' rank must be an integer from 1 to 65536, found " + r.dump());
+  if (!r.is_number_integer() || r.get<int64_t>() < 1 || r.get<int64_t>() > 4096)
+    throw ConfigError(s.path_of("r") + ": the adapters' rank must be an integer from 1 to 4096, found " + r.dump());
   c.r = r.get<int32_t>();
   c.alpha = s.get_in_range<double>("alpha", c.alpha, 1e-6, 1e6);
   c.dropout = s.get_in_range<double>("dropout", 0.0, 0.0, 1.0);
@@ -106,6 +106,22 @@ inline std::string complete_lora_from_peft(const char* adapter_json, const char*
   if (adapter.value("peft_type", std::string()) != "LORA")
     throw ConfigError("adapter_config.json: peft_type is " + adapter.value("peft_type", nlohmann::json()).dump() +
                       "; Keel reads LoRA adapters (\"LORA\")");
+  // What Keel's LoRA does not compute is refused, not read as plain LoRA (another model).
+  auto refuse_if = [&](const char* key, bool set, const char* what) {
+    if (set)
+      throw ConfigError("adapter_config.json: " + std::string(key) + " is " + adapter.at(key).dump() + ": " + what +
+                        ", which Keel's LoRA does not do");
+  };
+  auto given = [&](const char* key) { return adapter.contains(key) && !adapter.at(key).is_null(); };
+  auto non_empty = [&](const char* key) { return given(key) && !adapter.at(key).empty(); };
+  refuse_if("use_dora", given("use_dora") && adapter.at("use_dora") != false, "DoRA's magnitude vectors");
+  refuse_if("rank_pattern", non_empty("rank_pattern"), "a rank per module");
+  refuse_if("alpha_pattern", non_empty("alpha_pattern"), "an alpha per module");
+  refuse_if("bias", given("bias") && adapter.at("bias") != "none", "trained biases");
+  refuse_if("modules_to_save", non_empty("modules_to_save"), "whole modules trained beside the adapters");
+  refuse_if("fan_in_fan_out", given("fan_in_fan_out") && adapter.at("fan_in_fan_out") != false,
+            "weights stored transposed (GPT-2's Conv1D)");
+  refuse_if("layers_to_transform", non_empty("layers_to_transform"), "adapters on some layers only");
   nlohmann::json lora = section.contains("lora") && section.at("lora").is_object() ? section.at("lora") : nlohmann::json::object();
   auto take = [&](const char* key, const char* theirs) {
     if (!adapter.contains(theirs) || adapter.at(theirs).is_null()) return;
@@ -153,9 +169,9 @@ class LoraLayer {
       : ops_(ops), tp_(tp), r_(r), scaling_(scaling), targets_(std::move(targets)) {
     memory_ = ops_.backend().alloc_bytes(carve(nullptr));
     carve(static_cast<char*>(memory_.get()));
-    // s·I (r, r): one matmul with it turns B (out, r) into s·Bᵀ (r, out).
+    // I (r, r): one matmul with it turns B (out, r) into Bᵀ (r, out), exactly.
     std::vector<float> identity(size_t(r_) * size_t(r_), 0.0f);
-    for (int32_t i = 0; i < r_; ++i) identity[size_t(i) * size_t(r_) + size_t(i)] = scaling_;
+    for (int32_t i = 0; i < r_; ++i) identity[size_t(i) * size_t(r_) + size_t(i)] = 1.0f;
     BackendBuffer staging = ops_.backend().alloc_floats(int64_t(identity.size()));
     ops_.backend().copy(staging.floats(), identity.data(), int64_t(identity.size()), KEEL_COPY_HOST_TO_DEVICE);
     from_fp32(identity_, staging.floats(), int64_t(identity.size()));
@@ -168,11 +184,13 @@ class LoraLayer {
   void merge(const LayerLease& lease) {
     for (size_t t = 0; t < targets_.size(); ++t) {
       const LoraTarget& g = targets_[t];
-      ops_.matmul_forward(bt_, identity_, lease.param_elems(g.b), Elems(), r_, r_, g.out);  // s·Bᵀ (r, out)
+      ops_.matmul_forward(bt_, identity_, lease.param_elems(g.b), Elems(), r_, r_, g.out);  // Bᵀ (r, out)
       ops_.backend().fill_zero(dweight_[t], g.out * g.in);
-      // dW += (s·Bᵀ)ᵀ·A = s·B·A, fp32, through the weight-gradient matmul (no transpose op needed).
+      // dW += (Bᵀ)ᵀ·A = B·A, fp32, through the weight-gradient matmul (no transpose op needed),
+      // then × s in fp32.
       ops_.matmul_backward(Elems(), dweight_[t], nullptr, bt_, lease.param_elems(g.a), lease.param_elems(g.weight), r_,
                            g.in, g.out);
+      ops_.backend().scale(dweight_[t], scaling_, g.out * g.in);
       from_fp32(effective_[t], dweight_[t], g.out * g.in);
       ops_.add(effective_[t], effective_[t], lease.param_elems(g.weight), g.out * g.in);
       ops_.backend().fill_zero(dweight_[t], g.out * g.in);
@@ -216,7 +234,7 @@ class LoraLayer {
 
  private:
   void add_factor_grad(float* grad, int64_t n, bool whole_on_every_rank, const char* what) const {
-    if (whole_on_every_rank && tp_ && tp_->active()) tp_->sum_replicated_grad(factor_, n, what);
+    if (whole_on_every_rank && tp_) tp_->sum_partial_grad(factor_, n, what);
     if (grad) ops_.backend().accumulate(grad, factor_, n);
   }
   void from_fp32(Elems dst, const float* src, int64_t n) const {
@@ -252,7 +270,7 @@ class LoraLayer {
   BackendBuffer memory_;
   std::vector<Elems> effective_;  // per target: W + s·B·A (out, in) at the compute type
   std::vector<float*> dweight_;   // per target: dW (out, in) fp32
-  Elems identity_, bt_, small_;   // s·I (r, r); s·Bᵀ (r, out); (s·dW)·Aᵀ (out, r)
+  Elems identity_, bt_, small_;   // I (r, r); Bᵀ (r, out); (s·dW)·Aᵀ (out, r)
   float* factor_ = nullptr;       // one factor's gradient before it is added, fp32
 };
 

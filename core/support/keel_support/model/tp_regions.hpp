@@ -120,7 +120,13 @@ class TpRegions {
   // gradient is the sum of the ranks' parts, taken in fp32 (a tp group of the compute type would
   // round it). Without sequence parallelism every rank saw every row: nothing to do.
   void sum_replicated_grad(float* part, int64_t n, const char* what) const {
-    if (!sequence_parallel_) return;
+    if (sequence_parallel_) sum_partial_grad(part, n, what);
+  }
+  // A replicated tensor whose gradient each rank forms from its own piece of another (a LoRA
+  // factor beside a split weight): the sum over the tp group, with or without sequence
+  // parallelism, in fp32.
+  void sum_partial_grad(float* part, int64_t n, const char* what) const {
+    if (!active()) return;
     check_callee(group_.api->all_reduce(group_.obj, part, part, size_t(n), keel_dtype{KEEL_DTYPE_FLOAT, 32, 1},
                                         KEEL_REDUCE_SUM, nullptr),
                  (std::string("tp all_reduce of ") + what).c_str());
