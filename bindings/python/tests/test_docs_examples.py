@@ -25,6 +25,7 @@ EXAMPLES_PER_FILE = {
     ("bindings/python/README.md", "example"): 1,
     ("docs/python.md", "example"): 4,
     ("docs/metrics.md", "fragment"): 1,  # plot_metrics needs matplotlib and a run's metrics file
+    ("docs/finetuning.md", "fragment"): 2,  # a base model and its adapters; conversations and a tokenizer folder
 }
 
 
