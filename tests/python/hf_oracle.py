@@ -64,6 +64,18 @@ def load_keel_weights(model, tensors, V):
         model.tie_weights()
 
 
+def train_losses(model, optimizer, loss_of, tokens, targets, steps):
+    """`steps` optimizer steps of `model`, step s on tokens[s] and targets[s]; each step's loss."""
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        _, loss = loss_of(model, tokens[step], targets[step])
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    return losses
+
+
 def compare_logits_and_loss(label, tensors, logits, loss, V, atol, rtol, loss_rtol, objective=None):
     """The probe's first-step logits (none in the padded vocabulary) and loss against transformers'."""
     import numpy as np

@@ -26,7 +26,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from hf_oracle import (compare_gradients, compare_logits_and_loss, ensure_oracle, load_keel_weights,  # noqa: E402
-                       run)
+                       run, train_losses)
 
 STEPS = 10
 # fp32 on both sides, sums in different orders (Keel's blocked matmuls and attention against
@@ -116,13 +116,7 @@ def compare_adamw_steps(label, tensors, metadata, model, undecayed):
     optimizer = torch.optim.AdamW(groups, lr=optimizer_config["lr"], betas=tuple(optimizer_config["betas"]),
                                   eps=optimizer_config["eps"])
     tokens, targets = tensors["tokens"], tensors["targets"]
-    torch_losses = []
-    for step in range(STEPS):
-        optimizer.zero_grad(set_to_none=True)
-        _, loss = loss_of(model, tokens[step], targets[step])
-        loss.backward()
-        optimizer.step()
-        torch_losses.append(float(loss))
+    torch_losses = train_losses(model, optimizer, loss_of, tokens, targets, STEPS)
     keel_losses = tensors["losses"]
     assert len(keel_losses) == STEPS
     relative = np.abs(keel_losses - np.array(torch_losses)) / np.abs(np.array(torch_losses))

@@ -23,15 +23,15 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import FINETUNE_PINS, compare_logits_and_loss, ensure_oracle, load_keel_weights, run  # noqa: E402
+from hf_oracle import (FINETUNE_PINS, compare_logits_and_loss, ensure_oracle, load_keel_weights, run,  # noqa: E402
+                       train_losses)
+from llama_vs_transformers import MODEL, hf_model  # noqa: E402  the llama oracle's model, its sizes
 STEPS = 10
 LOGITS_ATOL, LOGITS_RTOL = 1e-5, 1e-5
 LOSS_RTOL = 1e-5
 GRAD_REL_TO_MAX = 1e-4
 STEP_LOSS_RTOL = 1e-5
 
-MODEL = {"plugin": "llama", "n_layer": 2, "d_model": 48, "n_head": 6, "n_kv_head": 2, "ffn_hidden": 100,
-         "vocab_size": 300, "seq_len": 32, "rope_theta": 10000.0, "rms_eps": 1e-5}
 RUN = {
     "optimizer": {"plugin": "adamw", "lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1},
     "parallel": {"strategy": {"plugin": "ddp"}},
@@ -50,14 +50,7 @@ def peft_model(tied, lora, tensors):
     """transformers' model on Keel's base weights, wrapped by PEFT, Keel's adapters copied in."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
-    config = LlamaConfig(vocab_size=MODEL["vocab_size"], hidden_size=MODEL["d_model"],
-                         intermediate_size=MODEL["ffn_hidden"], num_hidden_layers=MODEL["n_layer"],
-                         num_attention_heads=MODEL["n_head"], num_key_value_heads=MODEL["n_kv_head"],
-                         max_position_embeddings=MODEL["seq_len"], rms_norm_eps=MODEL["rms_eps"],
-                         rope_theta=MODEL["rope_theta"], tie_word_embeddings=tied, attention_bias=False,
-                         attn_implementation="eager", torch_dtype=torch.float32)
-    base = LlamaForCausalLM(config).float()
+    base = hf_model(tied)
     load_keel_weights(base, {k: v for k, v in tensors.items() if ".lora_" not in k}, MODEL["vocab_size"])
     targets = lora.get("target_modules", ["q_proj", "v_proj"])
     model = get_peft_model(base, LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=0.0,
@@ -129,13 +122,7 @@ def check(work, probe, label, tied, lora):
     optimizer = torch.optim.AdamW(list(adapters.values()), lr=RUN["optimizer"]["lr"],
                                   betas=tuple(RUN["optimizer"]["betas"]), eps=RUN["optimizer"]["eps"],
                                   weight_decay=RUN["optimizer"]["weight_decay"])
-    peft_losses = []
-    for step in range(STEPS):
-        optimizer.zero_grad(set_to_none=True)
-        _, loss = loss_of(model, tokens[step], targets[step])
-        loss.backward()
-        optimizer.step()
-        peft_losses.append(float(loss))
+    peft_losses = train_losses(model, optimizer, loss_of, tokens, targets, STEPS)
     keel_losses = tensors["losses"]
     relative = np.abs(keel_losses - np.array(peft_losses)) / np.abs(np.array(peft_losses))
     for step in range(STEPS):
@@ -158,14 +145,8 @@ def check_export_and_continue(work, keel, probe):
     from test_gpt_vs_torch import read_safetensors
     torch.manual_seed(5)
     lora = {"r": 4, "alpha": 16, "target_modules": ["q_proj", "v_proj", "down_proj"]}
-    from transformers import LlamaConfig
-    config = LlamaConfig(vocab_size=MODEL["vocab_size"], hidden_size=MODEL["d_model"],
-                         intermediate_size=MODEL["ffn_hidden"], num_hidden_layers=MODEL["n_layer"],
-                         num_attention_heads=MODEL["n_head"], num_key_value_heads=MODEL["n_kv_head"],
-                         max_position_embeddings=MODEL["seq_len"], rms_norm_eps=MODEL["rms_eps"],
-                         rope_theta=MODEL["rope_theta"], tie_word_embeddings=False)
     base_dir = os.path.join(work, "base")
-    LlamaForCausalLM(config).float().save_pretrained(base_dir, safe_serialization=True)
+    hf_model(False).save_pretrained(base_dir, safe_serialization=True)
     run_dir = os.path.join(work, "lora-run")
     train = dict(RUN, model={"plugin": "llama", "init_from": base_dir, "lora": lora},
                  optimizer=dict(RUN["optimizer"], lr=1e-2),
