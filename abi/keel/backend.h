@@ -28,6 +28,38 @@ typedef struct keel_backend_create_args {
   const char* json_path;   /* where that section sits in the config ("backend"), for messages */
 } keel_backend_create_args;
 
+/* The arguments of the attention over blocks (appended in 0.19): one op that packing (several
+   documents in one row) and context parallelism (key/value blocks from other ranks, merged by
+   their statistics) share. In each of B rows, query t sits at row index q_index0 + t and key s at
+   kv_index0 + s. A query at index i whose position is p (positions[b,t]; i itself when positions
+   is NULL) sees the keys at indices i - p .. i: causal, and inside its own document when the
+   positions restart at each document's first token. Query head h (NH heads of hs channels) reads
+   key/value head h / (NH/NKV); scores are scaled by 1/sqrt(hs). A query that sees no key of the
+   block gets out 0 and lse -inf. Pointers are backend memory; elements are at dt, the
+   statistics fp32. q, kv, dq and dkv may point into one buffer (a fused qkv row and its
+   gradient). */
+typedef struct keel_attention_args {
+  size_t struct_size;
+  keel_dtype dt;
+  int32_t reserved;
+  int64_t B, Tq, Tkv, NH, NKV, hs;
+  const void* q;             /* (B,Tq) rows of q_stride elements, each NH·hs query channels first */
+  int64_t q_stride;
+  const void* kv;            /* (B,Tkv) rows of kv_stride elements: NKV·hs keys, then NKV·hs values */
+  int64_t kv_stride;
+  void* out;                 /* (B,Tq) rows of out_stride elements: NH·hs; forward writes it, the
+                                backward reads it */
+  int64_t out_stride;
+  float* lse;                /* (B,NH,Tq): log Σ exp of each query's scaled scores over the keys it
+                                sees; forward writes it, the backward reads it */
+  const int32_t* positions;  /* (B,Tq) or NULL */
+  int64_t q_index0, kv_index0;
+  /* the backward's: dout at out's layout; dq and dkv += the gradients, at q's and kv's layouts */
+  const void* dout;
+  void* dq;
+  void* dkv;
+} keel_attention_args;
+
 typedef struct keel_backend_api {
   size_t struct_size;
 
@@ -348,6 +380,23 @@ typedef struct keel_backend_api {
   keel_status (*grouped_matmul_backward_dt)(void* backend, keel_dtype dt, void* dinp, float* const* dweights,
                                             const void* dout, const void* inp, const void* const* weights,
                                             const int64_t* counts, int32_t E, int64_t IC, int64_t OC);
+
+  /* --- appended in 0.19: attention over blocks and rotary embedding at given positions. Optional:
+     a model needs them for packed batches (keel_forward_args.positions) and refuses such a batch
+     on a backend without them, naming the op. --- */
+  /* out and lse of args' queries over args' keys (keel_attention_args). */
+  keel_status (*attention_block_forward)(void* backend, const keel_attention_args* args);
+  /* dq and dkv += the gradients of this block, from dout and the forward's out and lse (under
+     context parallelism, the merged out and lse of every block). */
+  keel_status (*attention_block_backward)(void* backend, const keel_attention_args* args);
+  /* As rope_forward_dt and rope_backward_dt, but row b·T + t is at position positions[b·T + t]
+     ((B,T) int32, backend memory). */
+  keel_status (*rope_at_forward_dt)(void* backend, keel_dtype dt, void* x, const float* inv_freq,
+                                    const int32_t* positions, int64_t B, int64_t T, int64_t heads,
+                                    int64_t head_dim, int64_t stride, int64_t first);
+  keel_status (*rope_at_backward_dt)(void* backend, keel_dtype dt, void* dx, const float* inv_freq,
+                                     const int32_t* positions, int64_t B, int64_t T, int64_t heads,
+                                     int64_t head_dim, int64_t stride, int64_t first);
 } keel_backend_api;
 
 /* moe_route's flags (0.19). */

@@ -100,6 +100,12 @@ typedef struct keel_forward_args {
      output hold bf16 elements, whatever their C type; logits stay fp32 (an output for the host). */
   float* loss_sum;
   float loss_weight;
+  /* --- appended in 0.19: packed batches --- */
+  /* (B,T) int32 in backend memory, or NULL: each token's position in its document, restarting at
+     0 where a document starts (a packed row holds several). Read on every chunk: attention stays
+     inside each document (backend.h keel_attention_args) and rotary embeddings turn by these
+     positions. A model that cannot honour them returns KEEL_ERR_UNIMPLEMENTED. */
+  const int32_t* positions;
 } keel_forward_args;
 
 typedef struct keel_backward_args {

@@ -58,7 +58,9 @@
         ep_rank, ep_size, ep_comm and params.h KEEL_PARAM_EXPERT; model.h step_tallies, end_step and
         own_state_* (state a model moves by a rule once per step, in checkpoints: loss-free
         balancing); params.h KEEL_PARAM_FROZEN (a tensor that does not train: LoRA's base,
-        held by the core apart from the strategy). 0.19 is the open
+        held by the core apart from the strategy); packed batches: model.h
+        keel_forward_args.positions, backend.h attention over blocks with document boundaries
+        and statistics (keel_attention_args, attention_block_*) and rope_at_*. 0.19 is the open
         minor (no release tag yet): this wave's appends share it. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H

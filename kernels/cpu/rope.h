@@ -21,4 +21,11 @@ void rope_forward(float* x, const float* inv_freq, int64_t B, int64_t T, int64_t
 void rope_backward(float* dx, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim,
                    int64_t stride, int64_t first, int64_t position0);
 
+// As rope_forward and rope_backward, but row r (of B·T) is at position positions[r]: a packed row's
+// documents each start at 0.
+void rope_forward_at(float* x, const float* inv_freq, const int32_t* positions, int64_t B, int64_t T, int64_t heads,
+                     int64_t head_dim, int64_t stride, int64_t first);
+void rope_backward_at(float* dx, const float* inv_freq, const int32_t* positions, int64_t B, int64_t T, int64_t heads,
+                      int64_t head_dim, int64_t stride, int64_t first);
+
 }  // namespace keel::cpu

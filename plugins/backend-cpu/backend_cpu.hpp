@@ -4,7 +4,8 @@
 // backend_cpu_queue.cpp (queue, events, host memory, convert), backend_cpu_dt.cpp (the ops at an
 // element type) and backend_cpu_optimizer.cpp (the fused optimizer updates); the 0.9 slots in
 // backend_cpu_llama.cpp (the Llama family's ops), 0.18's in backend_cpu_decode.cpp and 0.19's in
-// backend_cpu_moe.cpp (a mixture-of-experts layer's ops).
+// backend_cpu_moe.cpp (a mixture-of-experts layer's ops) and backend_cpu_block_attention.cpp
+// (attention over blocks with document boundaries, rope at given positions).
 #pragma once
 
 #include <keel/backend.h>
@@ -75,5 +76,6 @@ void fill_optimizer_slots(keel_backend_api& api);
 void fill_llama_slots(keel_backend_api& api);
 void fill_decode_slots(keel_backend_api& api);  // backend_cpu_decode.cpp (0.18)
 void fill_moe_slots(keel_backend_api& api);     // backend_cpu_moe.cpp (0.19)
+void fill_block_attention_slots(keel_backend_api& api);  // backend_cpu_block_attention.cpp (0.19)
 
 }  // namespace keel_backend_cpu

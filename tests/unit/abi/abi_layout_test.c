@@ -464,7 +464,33 @@ KEEL_ASSERT_OFFSET(keel_backend_api, moe_unpermute_dt, 640);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, moe_unpermute_scale_backward_dt, 648);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, grouped_matmul_forward_dt, 656);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, grouped_matmul_backward_dt, 664);  /* 0.19 */
-KEEL_ASSERT_SIZE(keel_backend_api, 672);
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_block_forward, 672);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, attention_block_backward, 680);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, rope_at_forward_dt, 688);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_backend_api, rope_at_backward_dt, 696);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_backend_api, 704);
+KEEL_ASSERT_SIZE_FIRST(keel_attention_args);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_attention_args, dt, 8);
+KEEL_ASSERT_OFFSET(keel_attention_args, B, 16);
+KEEL_ASSERT_OFFSET(keel_attention_args, Tq, 24);
+KEEL_ASSERT_OFFSET(keel_attention_args, Tkv, 32);
+KEEL_ASSERT_OFFSET(keel_attention_args, NH, 40);
+KEEL_ASSERT_OFFSET(keel_attention_args, NKV, 48);
+KEEL_ASSERT_OFFSET(keel_attention_args, hs, 56);
+KEEL_ASSERT_OFFSET(keel_attention_args, q, 64);
+KEEL_ASSERT_OFFSET(keel_attention_args, q_stride, 72);
+KEEL_ASSERT_OFFSET(keel_attention_args, kv, 80);
+KEEL_ASSERT_OFFSET(keel_attention_args, kv_stride, 88);
+KEEL_ASSERT_OFFSET(keel_attention_args, out, 96);
+KEEL_ASSERT_OFFSET(keel_attention_args, out_stride, 104);
+KEEL_ASSERT_OFFSET(keel_attention_args, lse, 112);
+KEEL_ASSERT_OFFSET(keel_attention_args, positions, 120);
+KEEL_ASSERT_OFFSET(keel_attention_args, q_index0, 128);
+KEEL_ASSERT_OFFSET(keel_attention_args, kv_index0, 136);
+KEEL_ASSERT_OFFSET(keel_attention_args, dout, 144);
+KEEL_ASSERT_OFFSET(keel_attention_args, dq, 152);
+KEEL_ASSERT_OFFSET(keel_attention_args, dkv, 160);
+KEEL_ASSERT_SIZE(keel_attention_args, 168);
 _Static_assert(KEEL_ROUTE_SIGMOID == 1 && KEEL_ROUTE_NORMALIZE == 2, "moe_route's flag bits moved");
 KEEL_ASSERT_OFFSET(keel_model_api, decode_reset, 104);
 KEEL_ASSERT_OFFSET(keel_model_api, decode, 112);
@@ -499,6 +525,7 @@ KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend, 72);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend_obj, 80);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_forward_args, loss_sum, 88);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
+KEEL_ASSERT_OFFSET(keel_forward_args, positions, 104);  /* 0.19 */
 
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */

@@ -174,6 +174,43 @@ struct keel_backend_create_args
     json_path::Cstring
 end
 
+"""
+The arguments of the attention over blocks (appended in 0.19): one op that packing (several
+documents in one row) and context parallelism (key/value blocks from other ranks, merged by
+their statistics) share. In each of B rows, query t sits at row index q_index0 + t and key s at
+kv_index0 + s. A query at index i whose position is p (positions[b,t]; i itself when positions
+is NULL) sees the keys at indices i - p .. i: causal, and inside its own document when the
+positions restart at each document's first token. Query head h (NH heads of hs channels) reads
+key/value head h / (NH/NKV); scores are scaled by 1/sqrt(hs). A query that sees no key of the
+block gets out 0 and lse -inf. Pointers are backend memory; elements are at dt, the
+statistics fp32. q, kv, dq and dkv may point into one buffer (a fused qkv row and its
+gradient).
+"""
+struct keel_attention_args
+    struct_size::Csize_t
+    dt::keel_dtype
+    reserved::Int32
+    B::Int64
+    Tq::Int64
+    Tkv::Int64
+    NH::Int64
+    NKV::Int64
+    hs::Int64
+    q::Ptr{Cvoid}
+    q_stride::Int64
+    kv::Ptr{Cvoid}
+    kv_stride::Int64
+    out::Ptr{Cvoid}
+    out_stride::Int64
+    lse::Ptr{Cfloat}
+    positions::Ptr{Int32}
+    q_index0::Int64
+    kv_index0::Int64
+    dout::Ptr{Cvoid}
+    dq::Ptr{Cvoid}
+    dkv::Ptr{Cvoid}
+end
+
 struct keel_backend_api
     struct_size::Csize_t
     validate_config::Ptr{Cvoid}
@@ -259,6 +296,10 @@ struct keel_backend_api
     moe_unpermute_scale_backward_dt::Ptr{Cvoid}
     grouped_matmul_forward_dt::Ptr{Cvoid}
     grouped_matmul_backward_dt::Ptr{Cvoid}
+    attention_block_forward::Ptr{Cvoid}
+    attention_block_backward::Ptr{Cvoid}
+    rope_at_forward_dt::Ptr{Cvoid}
+    rope_at_backward_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
@@ -360,6 +401,7 @@ struct keel_forward_args
     output::Ptr{Cfloat}
     loss_sum::Ptr{Cfloat}
     loss_weight::Cfloat
+    positions::Ptr{Int32}
 end
 
 struct keel_backward_args
