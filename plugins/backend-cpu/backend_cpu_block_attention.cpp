@@ -1,5 +1,5 @@
 // The cpu backend's 0.19 attention over blocks (keel_attention_args) and rope at given
-// positions: kernels/cpu/attention_block and rope run through the bf16 widening of
+// positions: kernels/cpu/attention_block.h and rope.h run through the bf16 widening of
 // backend_cpu_dt.hpp. A fused qkv row and its gradient hold q and kv (dq and dkv) interleaved in
 // one buffer, so at bf16 interleaved operands are widened as one span and rounded back once.
 #include <algorithm>

@@ -258,6 +258,10 @@ void GptModel::forward(keel_forward_args* args) {
   if (decode_.cache.get()) decode_ = DecodeCache();  // generation is over: its cache goes
   const keel_support::ForwardCall call =
       keel_support::read_forward_call(*args, plan_, config_.max_seq_len, tp_.sequence_parallel() ? tp_.size() : 1);
+  if (call.positions)
+    throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED,
+                                    "model gpt does not take packed batches (documents restarting their positions "
+                                    "inside a row): prepare the data unpacked, or train the llama model");
   const int32_t chunk = call.chunk, B = call.B, T = call.T;
   const bool first = call.first, last = call.last;
   const float* input = call.input;

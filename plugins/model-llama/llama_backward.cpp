@@ -166,7 +166,7 @@ void LlamaModel::head_weight_backward(Activations& a, const keel_param_access* a
 
 void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save) {
   Scratch& g = scratch_;
-  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = tp_.norm_rows(N), D = config_.head_dim();
+  const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = tp_.norm_rows(N);
   const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
@@ -206,8 +206,8 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   ops_.fill_zero(g.dqkv, N * QKV);
   ops_.fill_zero(g.dln, N * C);
   ops_.matmul_backward(g.datty, dw(O_W), nullptr, do_out, v.atty, w(O_W), N, Cq, C);
-  ops_.attention_gqa_backward(g.dqkv, g.datty, v.qkv, v.atty, v.att_saved, B, T, Cq, share_.heads, share_.kv_heads);
-  ops_.rope_backward(g.dqkv, inv_freq_.floats(), B, T, share_.heads + share_.kv_heads, D, QKV, 0, 0);
+  attend_backward(v, g.dqkv, g.datty, B, T);
+  turn_qk_backward(v, g.dqkv, B, T);
   if (save) ops_.copy(save->qkv + l * N * QKV, g.dqkv, N * QKV);
   stacked_backward(qkv_, g.dln, g.dqkv, v.ln1, N, grads, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
   const Elems dln1 = tp_.enter_backward(g.dln, g.dln_rows, N);

@@ -58,8 +58,39 @@ double LlamaModel::flops_per_token(int32_t seq_len) const {
   return 6.0 * matmul_params_ + 12.0 * config_.n_layer * Cq * static_cast<double>(seq_len);
 }
 
+// Room for either attention's state: the 0.9 op's, or the log-sum-exp per query row and head that
+// attention over documents keeps.
 int64_t LlamaModel::att_saved_bytes(int64_t B, int64_t T) const {
-  return ops_.attention_gqa_saved_bytes(B, T, share_.q_width, share_.heads, share_.kv_heads);
+  const int64_t lse_bytes = B * share_.heads * T * int64_t(sizeof(float));
+  return std::max(ops_.attention_gqa_saved_bytes(B, T, share_.q_width, share_.heads, share_.kv_heads), lse_bytes);
+}
+
+void LlamaModel::turn_qk(const BlockActivations& v, int64_t B, int64_t T) const {
+  // q's and k's heads sit side by side at the start of each row: one turn covers both.
+  const int64_t heads = share_.heads + share_.kv_heads, D = config_.head_dim(), QKV = share_.qkv_width;
+  if (v.positions) return ops_.rope_at_forward(v.qkv, inv_freq_.floats(), v.positions, B, T, heads, D, QKV, 0);
+  ops_.rope_forward(v.qkv, inv_freq_.floats(), B, T, heads, D, QKV, 0, 0);
+}
+
+void LlamaModel::turn_qk_backward(const BlockActivations& v, Elems dqkv, int64_t B, int64_t T) const {
+  const int64_t heads = share_.heads + share_.kv_heads, D = config_.head_dim(), QKV = share_.qkv_width;
+  if (v.positions) return ops_.rope_at_backward(dqkv, inv_freq_.floats(), v.positions, B, T, heads, D, QKV, 0);
+  ops_.rope_backward(dqkv, inv_freq_.floats(), B, T, heads, D, QKV, 0, 0);
+}
+
+void LlamaModel::attend(const BlockActivations& v, Elems out, int64_t B, int64_t T) const {
+  if (v.positions)
+    return ops_.attention_documents_forward(out, reinterpret_cast<float*>(v.att_saved), v.qkv, v.positions, B, T,
+                                            share_.q_width, share_.heads, share_.kv_heads);
+  ops_.attention_gqa_forward(out, v.att_saved, v.qkv, B, T, share_.q_width, share_.heads, share_.kv_heads);
+}
+
+void LlamaModel::attend_backward(const BlockActivations& v, Elems dqkv, Elems datty, int64_t B, int64_t T) const {
+  if (v.positions)
+    return ops_.attention_documents_backward(dqkv, datty, v.qkv, v.atty, reinterpret_cast<const float*>(v.att_saved),
+                                             v.positions, B, T, share_.q_width, share_.heads, share_.kv_heads);
+  ops_.attention_gqa_backward(dqkv, datty, v.qkv, v.atty, v.att_saved, B, T, share_.q_width, share_.heads,
+                              share_.kv_heads);
 }
 
 void LlamaModel::carve_activations(Activations& a, char* base, size_t* out_bytes) const {
@@ -89,6 +120,7 @@ void LlamaModel::carve_activations(Activations& a, char* base, size_t* out_bytes
   a.ce_stats = carve.take<float>(head * tp_.ce_stats_floats(N));
   a.loss_sum = carve.take<float>(head);
   a.tokens = carve.take<int32_t>(N);
+  a.positions = carve.take<int32_t>(N);
   a.targets = carve.take<int32_t>(head * N);
   *out_bytes = carve.used();
 }
@@ -98,6 +130,7 @@ BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) 
   if (config_.recompute == Recompute::FULL) {
     BlockActivations v = recompute_block_;
     v.moe = moe;  // a sparse block's routing state is kept: recomputation stops before it
+    v.positions = a.packed ? a.positions : nullptr;
     return v;
   }
   const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N);
@@ -114,6 +147,7 @@ BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) 
   v.gate_up = a.gate_up + l * N * 2 * share_.hidden;
   v.act = a.act + l * N * share_.hidden;
   v.moe = moe;
+  v.positions = a.packed ? a.positions : nullptr;
   return v;
 }
 
@@ -219,6 +253,8 @@ void LlamaModel::forward(keel_forward_args* args) {
   ensure_recompute_scratch(B, T);
   if (sparse_) sparse_->ensure_state(a.moe, N, plan_.first_block(chunk), a.blocks);
   if (first) KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+  a.packed = call.positions != nullptr;
+  if (a.packed) KEEL_OP(be, copy, a.positions, call.positions, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
   if (args->targets && last)
     KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
 
@@ -272,8 +308,8 @@ void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_acces
 void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, Elems residual3,
                                    const LayerLease& lease, int64_t B, int64_t T) {
   Scratch& s = scratch_;
-  const int64_t C = config_.d_model, N = B * T, Nr = tp_.norm_rows(N), D = config_.head_dim();
-  const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
+  const int64_t C = config_.d_model, N = B * T, Nr = tp_.norm_rows(N);
+  const int64_t Cq = share_.q_width, F = share_.hidden;
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   const bool sp = tp_.sequence_parallel();
   const Elems ln_out1 = sp ? s.ln_rows : v.ln1, ln_out2 = sp ? s.ln_rows : v.ln2;
@@ -284,9 +320,8 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out1, v.ln1, N);
   qkv_.forward(v.qkv, v.ln1, N);
-  // q's and k's heads sit side by side at the start of each row: one turn covers both.
-  ops_.rope_forward(v.qkv, inv_freq_.floats(), B, T, share_.heads + share_.kv_heads, D, QKV, 0, 0);
-  ops_.attention_gqa_forward(v.atty, v.att_saved, v.qkv, B, T, Cq, share_.heads, share_.kv_heads);
+  turn_qk(v, B, T);
+  attend(v, v.atty, B, T);
   ops_.matmul_forward(o_out, v.atty, w(O_W), Elems(), N, Cq, C);
   if (tp_.active()) tp_.leave(o_out, v.residual2, N);
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
@@ -314,8 +349,7 @@ void LlamaModel::recompute_block(const BlockActivations& v, Elems residual, cons
                                  int64_t T, bool for_input) {
   if (config_.recompute == Recompute::FULL) return block_forward_ops(v, residual, Elems(), lease, B, T);
   if (config_.recompute == Recompute::SELECTIVE && for_input)
-    ops_.attention_gqa_forward(recompute_block_.atty, v.att_saved, v.qkv, B, T, share_.q_width, share_.heads,
-                               share_.kv_heads);
+    attend(v, recompute_block_.atty, B, T);
 }
 
 float LlamaModel::head_forward(Activations& a, const keel_param_access* access, bool training, int64_t valid_targets,

@@ -86,6 +86,7 @@ struct BlockActivations {
   Elems gate_up;    // (N,2F) gate and up projections side by side
   Elems act;        // (N,F) silu(gate)·up
   MoeBlockState* moe = nullptr;  // a sparse block's routing state (llama_moe.hpp); nullptr: a dense MLP
+  const int32_t* positions = nullptr;  // (N) a packed batch's positions; nullptr: one sequence per row
 };
 
 // What the WEIGHT part of a split backward (zero-bubble schedules) reads: the gradient of each
@@ -116,7 +117,8 @@ struct Activations {
   float* ln1_rstd;   // (L,Nr)
   Elems qkv;         // (L,N,QKV)
   Elems atty;        // (L,N,Cq)
-  char* att_saved;   // (L, att_saved_per_layer)
+  char* att_saved;   // (L, att_saved_per_layer): the op's saved state, or lse under packing
+  int32_t* positions;  // (N) a packed batch's positions, restarting per document
   Elems residual2;   // (L,Nr,C)
   Elems ln2;         // (L,N,C)
   float* ln2_rstd;   // (L,Nr)
@@ -135,6 +137,7 @@ struct Activations {
   int64_t valid_targets = 0;
   MoeState moe;      // the sparse blocks' routing state (config moe.n_experts > 0)
   bool backward_pending = false;
+  bool packed = false;  // this micro-batch's forward had positions
   bool weight_pending = false;
   SavedOutputGrads saved;
 };
@@ -208,6 +211,12 @@ class LlamaModel {
   void ensure_recompute_scratch(int64_t B, int64_t T);
   BlockActivations block_activations(const Activations& a, int64_t l) const;
   int64_t att_saved_bytes(int64_t B, int64_t T) const;
+  // Rotary embedding of q and k, and attention of one block's qkv into `out`: per document with
+  // the 0.19 ops when the batch is packed (v.positions), else the 0.9 ops over whole rows.
+  void turn_qk(const BlockActivations& v, int64_t B, int64_t T) const;
+  void attend(const BlockActivations& v, Elems out, int64_t B, int64_t T) const;
+  void attend_backward(const BlockActivations& v, Elems dqkv, Elems datty, int64_t B, int64_t T) const;
+  void turn_qk_backward(const BlockActivations& v, Elems dqkv, int64_t B, int64_t T) const;
 
   void embedding_forward(Activations& a, const keel_param_access* access);
   void block_forward(Activations& a, int64_t l, const keel_param_access* access);

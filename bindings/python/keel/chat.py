@@ -26,7 +26,8 @@ import struct
 
 from keel._keel import InvalidArgument
 
-MAGIC, VERSION, HAS_MASK = 20261128, 1, 1  # core/src/data/shard_format.h
+MAGIC, VERSION, HAS_MASK, PACKED = 20261128, 1, 1, 2  # core/src/data/shard_format.h
+LEARNED, DOCUMENT_START = 1, 2  # a mask byte's bits
 HEADER_INTS = 256
 MAX_LINE_BYTES = 16 << 20  # one conversation
 MAX_CONFIG_BYTES = 4 << 20  # tokenizer_config.json with its templates
@@ -136,28 +137,34 @@ def completion_tokens(tokenizer, prompt, completion, where):
     return head + tail, [0] * len(head) + [1] * len(tail)
 
 
-def write_masked_shard(path, ids, learned, identity, token_bytes, seq_len):
-    """Keel's masked shard (core/src/data/shard_format.h), written under a temporary name first."""
+def write_masked_shard(path, ids, mask, identity, token_bytes, seq_len, packed=False):
+    """Keel's masked shard (core/src/data/shard_format.h), written under a temporary name first.
+    mask: one byte per token, LEARNED where it is learned, DOCUMENT_START on each conversation's
+    first token when packed."""
     if len(ids) > 2**31 - 1:
         raise InvalidArgument(f"{path}: {len(ids)} tokens, more than a shard's 2^31 - 1; split the conversations "
                               "over several calls")
     header = [0] * HEADER_INTS
-    header[0], header[1], header[2], header[3], header[4] = MAGIC, VERSION, len(ids), token_bytes, HAS_MASK
+    flags = HAS_MASK | (PACKED if packed else 0)
+    header[0], header[1], header[2], header[3], header[4] = MAGIC, VERSION, len(ids), token_bytes, flags
     header[5] = seq_len  # one conversation every seq_len tokens: the run's data.seq_len must be this
     header[8:16] = struct.unpack("<8i", identity)
     temporary = f"{path}.tmp-{os.getpid()}"
     with open(temporary, "wb") as out:
         out.write(struct.pack(f"<{HEADER_INTS}i", *header))
         out.write(struct.pack(f"<{len(ids)}{'H' if token_bytes == 2 else 'I'}", *ids))
-        out.write(bytes(learned))
+        out.write(bytes(mask))
         out.flush()
         os.fsync(out.fileno())
     os.replace(temporary, path)
 
 
-def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=None):
+def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=None, pack=False):
     """Writes out/train_000000.bin and out/val_000000.bin (Keel's masked shards) from JSONL files of
-    conversations; returns a report {"train": n, "val": n, "truncated": n, "learned_tokens": n}.
+    conversations; returns a report {"train": n, "val": n, "truncated": n, "learned_tokens": n,
+    "samples": {"train": n, "val": n}}. Each sample is seq_len tokens: one conversation and its
+    padding, or with pack=True as many whole conversations as fit, in order (a packed shard: the
+    model restarts positions and attention at each one, docs/finetuning.md).
     tokenizer: a Hugging Face folder (tokenizer.json, tokenizer_config.json with chat_template);
     template: a Jinja template to use instead of the folder's. Raises keel.InvalidArgument naming
     the file and line of a conversation that is malformed, has no assistant turn, or cannot be
@@ -176,6 +183,14 @@ def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=No
     pad = tok.eos_token_id if tok.eos_token_id is not None else 0
     splits = {"train": ([], []), "val": ([], [])}
     report = {"train": 0, "val": 0, "truncated": 0, "learned_tokens": 0}
+    filled = {"train": seq_len, "val": seq_len}  # tokens in each split's last sample
+
+    def close_sample(split):
+        tokens, flags = splits[split]
+        tokens += [pad] * (seq_len - filled[split])
+        flags += [0] * (seq_len - filled[split])
+        filled[split] = seq_len
+
     for path in [os.fspath(p) for p in inputs]:
         with open(path, "rb") as f:
             for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
@@ -202,16 +217,28 @@ def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=No
                 learned[0] = 0
                 split = "val" if int.from_bytes(hashlib.sha256(raw).digest()[:8], "little") / 2**64 < val_fraction \
                     else "train"
+                if not pack or filled[split] + len(ids) > seq_len:
+                    close_sample(split)
+                    filled[split] = 0
                 tokens, flags = splits[split]
-                tokens += ids + [pad] * (seq_len - len(ids))
-                flags += learned + [0] * (seq_len - len(ids))
+                tokens += ids
+                flags += [LEARNED * bit for bit in learned]
+                if pack:
+                    flags[-len(ids)] |= DOCUMENT_START
+                filled[split] += len(ids)
                 report[split] += 1
                 report["learned_tokens"] += sum(learned)
-    if val_fraction > 0 and not report["val"] and report["train"] > 1:  # a small set still gets a val split
+    for split in splits:
+        close_sample(split)
+    samples = {split: len(tokens) // seq_len for split, (tokens, _) in splits.items()}
+    if val_fraction > 0 and not report["val"] and samples["train"] > 1:  # a small set still gets a val split
         train_tokens, train_flags = splits["train"]
+        moved = sum(1 for flag in train_flags[-seq_len:] if flag & DOCUMENT_START) if pack else 1
         splits["val"] = (train_tokens[-seq_len:], train_flags[-seq_len:])
         del train_tokens[-seq_len:], train_flags[-seq_len:]
-        report["train"], report["val"] = report["train"] - 1, 1
+        report["train"], report["val"] = report["train"] - moved, moved
+        samples = {"train": samples["train"] - 1, "val": 1}
+    report["samples"] = samples
     if not report["train"]:
         raise InvalidArgument(f"{', '.join(map(str, inputs))}: no conversation for training")
     os.makedirs(out, exist_ok=True)
@@ -220,7 +247,7 @@ def prepare_chat(inputs, out, tokenizer, seq_len, val_fraction=0.05, template=No
             continue
         # One more padding token: the last window is seq_len + 1 tokens long.
         write_masked_shard(os.path.join(out, f"{split}_000000.bin"), tokens + [pad], flags + [0], identity, token_bytes,
-                           seq_len)
+                           seq_len, pack)
     return report
 
 
@@ -233,5 +260,7 @@ if __name__ == "__main__":
     parser.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer folder with a chat_template")
     parser.add_argument("--seq-len", type=int, required=True)
     parser.add_argument("--val-fraction", type=float, default=0.05)
+    parser.add_argument("--pack", action="store_true", help="several whole conversations per sample")
     args = parser.parse_args()
-    print(json.dumps(prepare_chat(args.inputs, args.out, args.tokenizer, args.seq_len, args.val_fraction)))
+    print(json.dumps(prepare_chat(args.inputs, args.out, args.tokenizer, args.seq_len, args.val_fraction,
+                                  pack=args.pack)))

@@ -182,3 +182,52 @@ def test_masked_shards_cut_short_or_mixed_with_plain_ones_are_refused(tmp_path):
     shard.write_bytes(plain.tobytes() + np.arange(65, dtype="<u2").tobytes())
     with pytest.raises(keel.Error, match="one has a loss mask and the other none"):
         keel.Trainer(config, verbose=False)
+
+
+SHORT_CHATS = [[{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in [
+    ("Name a sorting function.", "sorted() returns a new list."),
+    ("What does len do?", "It counts the items."),
+    ("How do I open a file?", "Call open(path) inside a with block, so it closes."),
+    ("What is a tuple?", "A sequence that cannot change."),
+    ("Which module reads JSON?", "json: json.loads reads a string, json.load a file."),
+    ("How do I join strings?", "sep.join(parts)."),
+    ("What does zip do?", "It walks several iterables in step and yields tuples."),
+    ("What is None?", "The value of nothing."),
+    ("How do I copy a list?", "list(items) or items[:] makes a shallow copy."),
+    ("What does enumerate give?", "Pairs of an index and an item."),
+]]
+
+
+def run_losses(tmp_path, shards, micro_batch, vocab, steps):
+    config = {"model": {"plugin": "llama", "n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 2,
+                        "ffn_hidden": 128, "vocab_size": vocab, "seq_len": 96},
+              "data": {"source": "shards", "train": str(shards / "train_*.bin"), "micro_batch": micro_batch,
+                       "global_batch": micro_batch, "seq_len": 96},
+              "optimizer": {"plugin": "adamw", "lr": 3e-3},
+              "train": {"steps": steps, "log_every": steps, "seed": 5, "tensorboard_dir": "none", "sample_tokens": 0,
+                        "metrics_path": str(tmp_path / f"{shards.name}.jsonl")}}
+    with keel.Trainer(config, verbose=False) as trainer:
+        return [trainer.step() for _ in range(steps)]
+
+
+def test_packed_conversations_train_as_the_same_conversations_unpacked(tmp_path):
+    """Several conversations per sample, each kept to itself (attention and positions restart at
+    its first token): a step over the whole set, packed, has the unpacked step's loss and gradient
+    norm, and so do the steps after it, whose weights came from those gradients."""
+    folder = tokenizer_folder(tmp_path, "chatml")
+    vocab = keel.Tokenizer(str(folder)).vocab_size
+    data = write_jsonl(tmp_path / "chat.jsonl", [{"messages": m} for m in SHORT_CHATS])
+    plain = keel.chat.prepare_chat([data], tmp_path / "plain", str(folder), seq_len=96, val_fraction=0)
+    packed = keel.chat.prepare_chat([data], tmp_path / "packed", str(folder), seq_len=96, val_fraction=0, pack=True)
+    assert plain["samples"]["train"] == len(SHORT_CHATS) and plain["learned_tokens"] == packed["learned_tokens"]
+    assert packed["samples"]["train"] <= len(SHORT_CHATS) // 2, packed  # packing did put several in a sample
+    header = np.frombuffer((tmp_path / "packed" / "train_000000.bin").read_bytes()[:1024], dtype="<i4")
+    assert header[4] == 3  # a loss mask, packed
+    want = run_losses(tmp_path, tmp_path / "plain", plain["samples"]["train"], vocab, 4)
+    got = run_losses(tmp_path, tmp_path / "packed", packed["samples"]["train"], vocab, 4)
+    for step, (w, g) in enumerate(zip(want, got), 1):
+        assert g["loss"] == pytest.approx(w["loss"], rel=1e-5), f"step {step}: packed {g['loss']} != {w['loss']}"
+        assert g["grad_norm"] == pytest.approx(w["grad_norm"], rel=1e-4), f"step {step}: grad norm {g} != {w}"
+    assert got[-1]["loss"] < got[0]["loss"]
+    print(f"packed {packed['samples']['train']} samples, unpacked {plain['samples']['train']}: losses",
+          [round(g["loss"], 6) for g in got])

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "data/shard_format.h"
 #include "data/token_source.h"
 #include "host/errors.h"
 #include "host/param_init.h"
@@ -88,8 +89,9 @@ Batch BatchSampler::next(int32_t batch) {
   out.seq_len = T;
   out.tokens.resize(size_t(batch) * T);
   out.targets.resize(size_t(batch) * T);
+  if (source_->packed()) out.positions.resize(size_t(batch) * T);
   std::vector<int32_t> window(size_t(T) + 1);
-  std::vector<uint8_t> learned(source_->has_loss_mask() ? size_t(T) + 1 : 0);
+  std::vector<uint8_t> mask(source_->has_loss_mask() ? size_t(T) + 1 : 0);
   for (int32_t b = 0; b < batch; ++b, ++taken_) {
     if (taken_ > kMaxSamples / options_.dp_size)
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, source_->describe() + ": more than " + std::to_string(kMaxSamples) +
@@ -99,10 +101,15 @@ Batch BatchSampler::next(int32_t batch) {
     source_->read(first, T + 1, window.data());
     std::copy(window.begin(), window.end() - 1, out.tokens.begin() + size_t(b) * T);
     std::copy(window.begin() + 1, window.end(), out.targets.begin() + size_t(b) * T);
-    if (!learned.empty()) {  // a target not learned is -1 (model.h: the loss skips it)
-      source_->read_learned(first, T + 1, learned.data());
+    if (!mask.empty()) {  // a target not learned is -1 (model.h: the loss skips it)
+      source_->read_mask(first, T + 1, mask.data());
       for (int32_t t = 0; t < T; ++t)
-        if (!learned[size_t(t) + 1]) out.targets[size_t(b) * T + size_t(t)] = -1;
+        if (!(mask[size_t(t) + 1] & kMaskLearned)) out.targets[size_t(b) * T + size_t(t)] = -1;
+    }
+    if (!out.positions.empty()) {  // positions restart at each document; a window starts one
+      int32_t* positions = out.positions.data() + size_t(b) * T;
+      for (int32_t t = 0; t < T; ++t)
+        positions[t] = t == 0 || (mask[size_t(t)] & kMaskDocumentStart) ? 0 : positions[t - 1] + 1;
     }
   }
   return out;

@@ -26,13 +26,18 @@ constexpr ShardFormat shard_format_for(int64_t vocab_size) {
 
 // Keel's shard of learned and unlearned tokens (chat data, docs/data.md §1): the same header with
 // magic 20261128 and version 1, then header[3] the token width in bytes (2 or 4), header[4] flags
-// (bit 0: a loss mask follows the tokens), header[5] the sample length it was laid out for (one
+// (bit 0: a loss mask follows the tokens; bit 1: packed, several conversations per sample), header[5] the sample length it was laid out for (one
 // conversation every seq_len tokens; 0: none), header[8..15] the tokenizer's identity (the SHA-256 of
 // its tokenizer.json, 32 bytes; all zero: not recorded). After the tokens, one byte per token:
-// 1 where the token is learned as a target, 0 where it is not (a prompt's token, padding).
+// bit 0 set where the token is learned as a target, clear where it is not (a prompt's token,
+// padding); in a packed shard bit 1 set on each conversation's first token, where positions restart
+// and attention stops looking back.
 constexpr int32_t kMaskedShardMagic = 20261128;
 constexpr int32_t kMaskedShardVersion = 1;
 constexpr int32_t kMaskedShardHasMask = 1;
+constexpr int32_t kMaskedShardPacked = 2;
+constexpr uint8_t kMaskLearned = 1;
+constexpr uint8_t kMaskDocumentStart = 2;
 constexpr size_t kShardIdentityInt = 8, kShardIdentityBytes = 32;
 
 constexpr size_t kShardHeaderInts = 256;

@@ -31,7 +31,8 @@ struct ShardFile {
   int fd = -1;
   int64_t count = 0;       // tokens the header promises (checked against the size at open)
   size_t token_bytes = 2;  // 2: uint16 tokens, 4: uint32
-  bool masked = false;     // Keel's masked shard: one learned byte per token after the tokens
+  bool masked = false;     // Keel's masked shard: one mask byte per token after the tokens
+  bool packed = false;     // ... whose mask bytes mark where each conversation starts
   int64_t laid_out_for = 0;  // its samples' length (header[5]); 0: none
   std::string identity;    // its tokenizer's SHA-256 in hex; "" when none is recorded
 
@@ -60,8 +61,8 @@ struct ShardFile {
     std::copy(narrow.begin(), narrow.end(), out);
   }
 
-  // Learned bytes [first, first+n) of a masked shard.
-  void read_learned(int64_t first, int64_t n, uint8_t* out) const {
+  // Mask bytes [first, first+n) of a masked shard.
+  void read_mask(int64_t first, int64_t n, uint8_t* out) const {
     const off_t offset = off_t(offset_of(count) + size_t(first));
     size_t got = 0;
     while (got < size_t(n)) {
@@ -102,7 +103,7 @@ ShardFile open_shard(const std::string& path) {
   int32_t header[kShardHeaderInts];
   if (::pread(fd, header, kHeaderBytes, 0) != ssize_t(kHeaderBytes)) fail("cannot read the 1024-byte header");
   ShardFormat format{};
-  bool masked = false;
+  bool masked = false, packed = false;
   std::string identity;
   int64_t laid_out_for = 0;
   if (header[0] == kShardFormatU16.magic) {
@@ -111,9 +112,11 @@ ShardFile open_shard(const std::string& path) {
     format = kShardFormatU32;
   } else if (header[0] == kMaskedShardMagic) {
     if (header[3] != 2 && header[3] != 4) fail("offset 12: token width " + std::to_string(header[3]) + ", expected 2 or 4");
-    if (header[4] != kMaskedShardHasMask)
+    if (header[4] != kMaskedShardHasMask && header[4] != (kMaskedShardHasMask | kMaskedShardPacked))
       fail("offset 16: flags " + std::to_string(header[4]) + ", expected " + std::to_string(kMaskedShardHasMask) +
-           " (a loss mask follows the tokens)");
+           " (a loss mask follows the tokens) or " + std::to_string(kMaskedShardHasMask | kMaskedShardPacked) +
+           " (packed conversations)");
+    packed = (header[4] & kMaskedShardPacked) != 0;
     format = {kMaskedShardMagic, kMaskedShardVersion, size_t(header[3])};
     masked = true;
     if (header[5] < 0) fail("offset 20: sample length " + std::to_string(header[5]) + " is negative");
@@ -135,7 +138,7 @@ ShardFile open_shard(const std::string& path) {
   if (count < 0 || need > bytes)
     fail("truncated: the header promises " + std::to_string(count) + " tokens (" + std::to_string(need) +
          (masked ? " bytes with the loss mask" : " bytes") + ") but the file has " + std::to_string(bytes) + " bytes");
-  return {path, fd, count, format.token_bytes, masked, laid_out_for, identity};
+  return {path, fd, count, format.token_bytes, masked, packed, laid_out_for, identity};
 }
 
 class ShardSource : public TokenSource {
@@ -147,7 +150,7 @@ class ShardSource : public TokenSource {
         // A source learns from its mask or from every token, and from one tokenizer's ids.
         const ShardFile& first = shards_.front();
         if (shards_.back().masked != first.masked || shards_.back().identity != first.identity ||
-            shards_.back().laid_out_for != first.laid_out_for)
+            shards_.back().laid_out_for != first.laid_out_for || shards_.back().packed != first.packed)
           throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
                           path + ": " + (shards_.back().masked != first.masked
                                              ? std::string(shards_.back().masked ? "has" : "has no") +
@@ -156,6 +159,10 @@ class ShardSource : public TokenSource {
                                          : shards_.back().identity != first.identity
                                              ? "its tokenizer (sha256 " + shards_.back().identity + ") is not " +
                                                    first.path + "'s (" + first.identity + ")"
+                                         : shards_.back().packed != first.packed
+                                             ? std::string(shards_.back().packed ? "is" : "is not") +
+                                                   " packed, unlike " + first.path + "; one source is all packed "
+                                                   "or none"
                                              : "its samples are " + std::to_string(shards_.back().laid_out_for) +
                                                    " tokens long, " + first.path + "'s " +
                                                    std::to_string(first.laid_out_for)));
@@ -191,13 +198,14 @@ class ShardSource : public TokenSource {
   std::string describe() const override { return what_; }
   bool has_loss_mask() const override { return !shards_.empty() && shards_.front().masked; }
   int64_t laid_out_for() const override { return shards_.empty() ? 0 : shards_.front().laid_out_for; }
-  void read_learned(int64_t start, int64_t count, uint8_t* out) const override {
+  bool packed() const override { return !shards_.empty() && shards_.front().packed; }
+  void read_mask(int64_t start, int64_t count, uint8_t* out) const override {
     size_t shard = size_t(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
     int64_t offset = start - starts_[shard];
     while (count > 0) {
       while (offset >= shards_[shard].count) offset -= shards_[shard++].count;
       const int64_t n = std::min(count, shards_[shard].count - offset);
-      shards_[shard].read_learned(offset, n, out);
+      shards_[shard].read_mask(offset, n, out);
       out += n, count -= n, offset += n;
     }
   }

@@ -27,10 +27,12 @@ class TokenSource {
   // Tokens in each shard, in order; they sum to num_tokens(). Sample windows never cross a
   // shard boundary. A source that is one piece of text is one shard.
   virtual std::vector<int64_t> shard_token_counts() const { return {num_tokens()}; }
-  // Whether some tokens are not learned as targets (Keel's masked shards); then read_learned
-  // gives, for tokens [start, start+count), 1 where the token is learned and 0 where it is not.
+  // Whether some tokens are not learned as targets (Keel's masked shards); then read_mask gives,
+  // for tokens [start, start+count), shard_format.h's mask bytes: kMaskLearned where the token is
+  // learned, and, when packed(), kMaskDocumentStart on each document's first token.
   virtual bool has_loss_mask() const { return false; }
-  virtual void read_learned(int64_t, int64_t count, uint8_t* out) const { std::fill(out, out + count, uint8_t(1)); }
+  virtual bool packed() const { return false; }
+  virtual void read_mask(int64_t, int64_t count, uint8_t* out) const { std::fill(out, out + count, uint8_t(1)); }
   // The sample length the source was laid out for (one conversation every seq_len tokens), which
   // the sampler's windows must match; 0: any.
   virtual int64_t laid_out_for() const { return 0; }
@@ -40,6 +42,7 @@ struct Batch {
   int32_t batch = 0, seq_len = 0;
   std::vector<int32_t> tokens;   // (B,T)
   std::vector<int32_t> targets;  // (B,T)
+  std::vector<int32_t> positions;  // (B,T) each token's place in its document, from a packed source; else empty
 };
 
 struct SamplerOptions {

@@ -27,7 +27,8 @@ PipelineRunner::PipelineRunner(PluginInstances& plugins, const RunConfig& config
       stages_(plugins.mesh.layout().pp) {
   chunks_ = stages_ * plugins_.mesh.layout().virtual_stages;
   last_local_chunk_ = stage_ + (plugins_.mesh.layout().virtual_stages - 1) * stages_;
-  device_loss_ = PluginRegistry::instance().find(KEEL_KIND_MODEL, config.model.plugin).info.abi_minor >= 8;
+  model_abi_minor_ = PluginRegistry::instance().find(KEEL_KIND_MODEL, config.model.plugin).info.abi_minor;
+  device_loss_ = model_abi_minor_ >= 8;
   // Activations travel at the compute type (model.h 0.8: fp32 for a model built before it).
   if (device_loss_) io_dtype_ = keel_support::compute_dtype_of({plugins_.backend, plugins_.backend_obj});
   if (device_loss_)
@@ -48,6 +49,7 @@ PipelineRunner::~PipelineRunner() {
   for (auto& batch : device_batches_) {
     if (batch.tokens) backend->free_memory(be, batch.tokens);
     if (batch.targets) backend->free_memory(be, batch.targets);
+    if (batch.positions) backend->free_memory(be, batch.positions);
   }
   if (step_loss_) backend->free_memory(be, step_loss_);
 }
@@ -131,10 +133,13 @@ void PipelineRunner::upload(size_t slot, const Batch& batch) {
   if (count > device.capacity) {
     if (device.tokens) backend->free_memory(be, device.tokens);
     if (device.targets) backend->free_memory(be, device.targets);
-    device.tokens = device.targets = nullptr;
+    if (device.positions) backend->free_memory(be, device.positions);
+    device.tokens = device.targets = device.positions = nullptr;
     device.capacity = 0;
     check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device.tokens)), "backend alloc");
     check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device.targets)), "backend alloc");
+    check_plugin(backend->alloc(be, count * sizeof(int32_t), reinterpret_cast<void**>(&device.positions)),
+                 "backend alloc");
     device.capacity = count;
   }
   check_plugin(backend->copy(be, device.tokens, batch.tokens.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
@@ -142,6 +147,18 @@ void PipelineRunner::upload(size_t slot, const Batch& batch) {
   if (!batch.targets.empty())
     check_plugin(backend->copy(be, device.targets, batch.targets.data(), count * sizeof(int32_t), KEEL_COPY_HOST_TO_DEVICE),
                  "copying targets to the backend");
+  device.packed = !batch.positions.empty();
+  if (device.packed) {
+    // A model built before 0.19 would not see the positions and would attend across documents.
+    if (model_abi_minor_ < 19)
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, "the data is packed (several documents per sample), but model '" +
+                                                   config_.model.plugin + "' was built against ABI 0." +
+                                                   std::to_string(model_abi_minor_) + ", before packed batches "
+                                                   "(0.19): prepare the data unpacked");
+    check_plugin(backend->copy(be, device.positions, batch.positions.data(), count * sizeof(int32_t),
+                               KEEL_COPY_HOST_TO_DEVICE),
+                 "copying positions to the backend");
+  }
 }
 
 void PipelineRunner::send(float* buffer, int32_t peer_stage, int32_t microbatch, int32_t chunk, bool gradient) {
@@ -188,6 +205,7 @@ void PipelineRunner::forward_chunk(const keel_schedule_action& action, int32_t n
   args.seq_len = seq_len_;
   args.tokens = device.tokens;
   args.targets = with_targets ? device.targets : nullptr;
+  args.positions = device.packed ? device.positions : nullptr;
   args.chunk = action.chunk;
   float* input = action.chunk > 0 ? take(incoming_activations_, key, "input activation") : nullptr;
   args.input = input;

@@ -54,6 +54,8 @@ class PipelineRunner {
   struct DeviceBatch {
     int32_t* tokens = nullptr;
     int32_t* targets = nullptr;
+    int32_t* positions = nullptr;  // a packed batch's (model.h 0.19)
+    bool packed = false;
     size_t capacity = 0;
   };
   struct PendingSend {
@@ -97,6 +99,7 @@ class PipelineRunner {
   // A model of ABI 0.8 adds the step's loss here, in backend memory, read once per step
   // (model.h loss_sum); an older one returns each micro-batch's loss on the host.
   bool device_loss_ = false;
+  int32_t model_abi_minor_ = 0;  // the minor the model plugin was built against
   float* step_loss_ = nullptr;
   keel_dtype io_dtype_{KEEL_DTYPE_FLOAT, 32, 1};  // of the activations chunks hand on
 };

@@ -108,9 +108,13 @@ TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
   EXPECT_SLOT(moe_unpermute_scale_backward_dt);
   EXPECT_SLOT(grouped_matmul_forward_dt);
   EXPECT_SLOT(grouped_matmul_backward_dt);
+  EXPECT_SLOT(attention_block_forward);
+  EXPECT_SLOT(attention_block_backward);
+  EXPECT_SLOT(rope_at_forward_dt);
+  EXPECT_SLOT(rope_at_backward_dt);
 #undef EXPECT_SLOT
   // Every slot of this ABI minor is listed above: the table holds nothing after the last one.
-  EXPECT_EQ(offsetof(keel_backend_api, grouped_matmul_backward_dt) + sizeof(table->grouped_matmul_backward_dt),
+  EXPECT_EQ(offsetof(keel_backend_api, rope_at_backward_dt) + sizeof(table->rope_at_backward_dt),
             sizeof(keel_backend_api));
 }
 

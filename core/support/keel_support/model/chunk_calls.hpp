@@ -21,6 +21,7 @@ struct ForwardCall {
   bool first = true, last = true;
   int32_t B = 0, T = 0;
   bool device_loss = false;      // the caller keeps the loss in backend memory (0.8 loss_sum)
+  const int32_t* positions = nullptr;  // (B,T) a packed batch's positions (0.19); nullptr: one sequence per row
 };
 
 // `seq_divisor`: T must be a multiple of it (the tp size under sequence parallelism, else 1).
@@ -55,6 +56,7 @@ inline ForwardCall read_forward_call(const keel_forward_args& args, const ChunkP
                                                  ", which sequence parallelism splits it by");
   c.device_loss = args.struct_size >= offsetof(keel_forward_args, loss_weight) + sizeof(float) &&
                   args.loss_sum != nullptr;
+  if (args.struct_size >= offsetof(keel_forward_args, positions) + sizeof(args.positions)) c.positions = args.positions;
   return c;
 }
 

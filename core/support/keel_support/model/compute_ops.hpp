@@ -308,7 +308,61 @@ class ComputeOps {
           "attention_gqa_backward_dt");
   }
 
+  // Packed rows (0.19, optional): attention over fused qkv rows (q: NH heads of C/NH, then NKV
+  // key and NKV value heads) kept inside each document, positions (B,T) restarting per document,
+  // the statistics in lse (B,NH,T); rope turning each row by its own position.
+  void attention_documents_forward(Elems out, float* lse, Elems qkv, const int32_t* positions, int64_t B, int64_t T,
+                                   int64_t C, int64_t NH, int64_t NKV) const {
+    need019(KEEL_HAS_SLOT(be_.api, attention_block_forward), "attention_block_forward");
+    const keel_attention_args args = fused_attention(out, lse, qkv, positions, B, T, C, NH, NKV);
+    check(be_.api->attention_block_forward(be_.obj, &args), "attention_block_forward");
+  }
+  void attention_documents_backward(Elems dqkv, Elems dout, Elems qkv, Elems out, const float* lse,
+                                    const int32_t* positions, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                    int64_t NKV) const {
+    need019(KEEL_HAS_SLOT(be_.api, attention_block_backward), "attention_block_backward");
+    keel_attention_args args = fused_attention(out, const_cast<float*>(lse), qkv, positions, B, T, C, NH, NKV);
+    args.dout = dout.get();
+    args.dq = dqkv.get();
+    args.dkv = (dqkv + C).get();
+    check(be_.api->attention_block_backward(be_.obj, &args), "attention_block_backward");
+  }
+  void rope_at_forward(Elems x, const float* inv_freq, const int32_t* positions, int64_t B, int64_t T, int64_t heads,
+                       int64_t head_dim, int64_t stride, int64_t first) const {
+    need019(KEEL_HAS_SLOT(be_.api, rope_at_forward_dt), "rope_at_forward_dt");
+    check(be_.api->rope_at_forward_dt(be_.obj, dt_, x.get(), inv_freq, positions, B, T, heads, head_dim, stride,
+                                      first),
+          "rope_at_forward_dt");
+  }
+  void rope_at_backward(Elems dx, const float* inv_freq, const int32_t* positions, int64_t B, int64_t T,
+                        int64_t heads, int64_t head_dim, int64_t stride, int64_t first) const {
+    need019(KEEL_HAS_SLOT(be_.api, rope_at_backward_dt), "rope_at_backward_dt");
+    check(be_.api->rope_at_backward_dt(be_.obj, dt_, dx.get(), inv_freq, positions, B, T, heads, head_dim, stride,
+                                       first),
+          "rope_at_backward_dt");
+  }
+
  private:
+  keel_attention_args fused_attention(Elems out, float* lse, Elems qkv, const int32_t* positions, int64_t B,
+                                      int64_t T, int64_t C, int64_t NH, int64_t NKV) const {
+    keel_attention_args args{};
+    args.struct_size = sizeof(args);
+    args.dt = dt_;
+    args.B = B, args.Tq = T, args.Tkv = T, args.NH = NH, args.NKV = NKV, args.hs = C / NH;
+    const int64_t row = C + 2 * NKV * (C / NH);
+    args.q = qkv.get(), args.q_stride = row;
+    args.kv = (qkv + C).get(), args.kv_stride = row;
+    args.out = out.get(), args.out_stride = C;
+    args.lse = lse;
+    args.positions = positions;
+    return args;
+  }
+  void need019(bool present, const char* op) const {
+    if (!present)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("the backend does not implement ") + op +
+                                                    " (ABI 0.19), which packed batches (documents restarting "
+                                                    "their positions inside a row) need");
+  }
   void check(keel_status status, const char* op) const {
     if (status != KEEL_OK) check_callee(status, (std::string("backend ") + op).c_str());
   }
