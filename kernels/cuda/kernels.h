@@ -48,6 +48,24 @@ void attention_forward(Elem e, void* out, float* lse, const void* qkv, int64_t B
 void attention_backward(Elem e, void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                         float* rowdot, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream);
 
+// --- attention_block.cu --- attention over blocks (keel/backend.h keel_attention_args): query t
+// of row b at index q_index0 + t sees the keys at indices i - p .. i of the key/value block (key s
+// at kv_index0 + s), p its position (positions[b·Tq + t], or i when NULL). Scalar kernels, any hs
+// up to kAttentionMaxHeadSize; a query that sees no key gets out 0 and lse -inf.
+struct AttentionBlockShape {
+  int64_t B, Tq, Tkv, NH, NKV, hs;
+  int64_t q_stride, kv_stride, out_stride;
+  int64_t q_index0, kv_index0;
+  const int32_t* positions;
+};
+// out (B,Tq) rows of out_stride, lse (B,NH,Tq) fp32, from q and kv (rows of q_stride, kv_stride).
+void attention_block_forward(Elem e, const AttentionBlockShape& s, void* out, float* lse, const void* q,
+                             const void* kv, cudaStream_t stream);
+// dq, dkv += the block's gradients; `rowdot` is scratch of B·NH·Tq floats.
+void attention_block_backward(Elem e, const AttentionBlockShape& s, void* dq, void* dkv, const void* dout,
+                              const void* out, const float* lse, const void* q, const void* kv, float* rowdot,
+                              cudaStream_t stream);
+
 // --- llama_ops.cu --- RMSNorm (rstd(N) fp32), rope in place, SwiGLU over side-by-side gate|up
 void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
                      float eps, cudaStream_t stream);
@@ -57,9 +75,10 @@ void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void
 void rmsnorm_backward(Elem e, void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
                       const float* rstd, int64_t N, int64_t C, float* scratch, cudaStream_t stream);
 // Turns `heads` heads of head_dim in each of B·T rows of x (row stride `stride`, first head at
-// column `first`) by position · inv_freq (inv_freq(head_dim/2) fp32); backward turns back.
+// column `first`) by position · inv_freq (inv_freq(head_dim/2) fp32); backward turns back. Row r is
+// at position positions[r] when `positions` ((B,T) int32) is given, else position0 + r % T.
 void rope(Elem e, void* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
-          int64_t first, int64_t position0, bool backward, cudaStream_t stream);
+          int64_t first, int64_t position0, bool backward, cudaStream_t stream, const int32_t* positions = nullptr);
 // out(N,F) = silu(gate) · up from gate_up(N,2F); dgate_up(N,2F) += its gradient.
 void swiglu_forward(Elem e, void* out, const void* gate_up, int64_t N, int64_t F, cudaStream_t stream);
 void swiglu_backward(Elem e, void* dgate_up, const void* dout, const void* gate_up, int64_t N, int64_t F,

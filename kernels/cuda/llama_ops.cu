@@ -33,10 +33,11 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
 // One thread per (row, head, pair i): a' = a cos − b sin, b' = b cos + a sin, sin × direction.
 template <typename T>
 __global__ void rope_kernel(T* x, const float* inv_freq, int64_t rows, int64_t T_len, int64_t heads, int64_t half,
-                            int64_t stride, int64_t first, int64_t position0, float direction) {
+                            int64_t stride, int64_t first, int64_t position0, const int32_t* positions,
+                            float direction) {
   KEEL_GRID_STRIDE(idx, rows * heads * half) {
     const int64_t i = idx % half, h = (idx / half) % heads, row = idx / (half * heads);
-    const float position = static_cast<float>(position0 + row % T_len);
+    const float position = static_cast<float>(positions ? int64_t(positions[row]) : position0 + row % T_len);
     const double angle = static_cast<double>(position * inv_freq[i]);
     const float c = static_cast<float>(cos(angle)), s = direction * static_cast<float>(sin(angle));
     T* a = x + row * stride + first + h * 2 * half + i;
@@ -129,16 +130,16 @@ void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void
 }
 
 void rope(Elem e, void* x, const float* inv_freq, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
-          int64_t first, int64_t position0, bool backward, cudaStream_t stream) {
+          int64_t first, int64_t position0, bool backward, cudaStream_t stream, const int32_t* positions) {
   const int64_t half = head_dim / 2, n = B * T * heads * half;
   if (n <= 0) return;
   const float direction = backward ? -1.0f : 1.0f;
   if (e == Elem::bf16)
     rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<bf16*>(x), inv_freq, B * T, T, heads, half, stride,
-                                                      first, position0, direction);
+                                                      first, position0, positions, direction);
   else
     rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(x), inv_freq, B * T, T, heads, half, stride,
-                                                      first, position0, direction);
+                                                      first, position0, positions, direction);
 }
 
 void swiglu_forward(Elem e, void* out, const void* gate_up, int64_t N, int64_t F, cudaStream_t stream) {

@@ -102,6 +102,10 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_SLOT(moe_unpermute_scale_backward_dt);
   EXPECT_SLOT(grouped_matmul_forward_dt);
   EXPECT_SLOT(grouped_matmul_backward_dt);
+  EXPECT_SLOT(attention_block_forward);
+  EXPECT_SLOT(attention_block_backward);
+  EXPECT_SLOT(rope_at_forward_dt);
+  EXPECT_SLOT(rope_at_backward_dt);
 #undef EXPECT_SLOT
 }
 

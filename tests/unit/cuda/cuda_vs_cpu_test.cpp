@@ -1030,6 +1030,77 @@ void test_moe(Cpu& cpu, Gpu& gpu, Elem e) {
               dw[g], kTight);
 }
 
+// Attention over blocks (0.19) against the cpu backend's: packed rows (positions restarting per
+// document, each row's documents cut differently) over fused q|k|v rows, grouped-query heads at
+// head sizes 64 and 80 and lengths that end mid-tile; then a key/value block offset (the second
+// half's queries over the first half's keys, all visible), and rope at those positions.
+void test_block_attention(Cpu& cpu, Gpu& gpu, Elem e) {
+  const keel_dtype dt = dtype(e), f32 = dtype(Elem::f32);
+  struct Shape {
+    int64_t B, T, NH, NKV, hs, q_index0, kv_index0, Tq_from;
+  };
+  for (const Shape& s : {Shape{2, 75, 4, 2, 64, 0, 0, 0}, Shape{1, 130, 2, 1, 80, 0, 0, 0},
+                         Shape{2, 96, 4, 4, 64, 48, 0, 48}}) {
+    const int64_t C = s.NH * s.hs, W = C + 2 * s.NKV * s.hs, Tq = s.T - s.Tq_from, Tkv = s.Tq_from ? s.Tq_from : s.T;
+    const std::string shape = " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " hs=" +
+                              std::to_string(s.hs) + (s.Tq_from ? " (kv block offset)" : " (packed)");
+    std::vector<int32_t> positions(size_t(s.B * Tq));
+    for (int64_t b = 0; b < s.B; ++b) {
+      int64_t p = 0;
+      for (int64_t t = 0; t < Tq; ++t, ++p) {
+        if (s.Tq_from == 0 && t > 0 && (t * (b + 3)) % 23 == 0) p = 0;  // a document starts here
+        positions[size_t(b * Tq + t)] = int32_t(s.Tq_from ? s.q_index0 + t : p);
+      }
+    }
+    // q rows: the block's own fused rows (from Tq_from on); kv rows: the first Tkv rows.
+    auto rows = random_values(s.B * s.T * W, e, -2.0f, 2.0f);
+    std::vector<float> q(s.B * Tq * W), kv(s.B * Tkv * W);
+    for (int64_t b = 0; b < s.B; ++b) {
+      std::copy(rows.begin() + (b * s.T + s.Tq_from) * W, rows.begin() + (b * s.T + s.T) * W, q.begin() + b * Tq * W);
+      std::copy(rows.begin() + b * s.T * W, rows.begin() + (b * s.T + Tkv) * W, kv.begin() + b * Tkv * W);
+    }
+    auto args_for = [&](keel_dtype type, const void* qp, const void* kvp, void* out, float* lse, const int32_t* pos) {
+      keel_attention_args a{};
+      a.struct_size = sizeof(a);
+      a.dt = type;
+      a.B = s.B, a.Tq = Tq, a.Tkv = Tkv, a.NH = s.NH, a.NKV = s.NKV, a.hs = s.hs;
+      a.q = qp, a.q_stride = W, a.kv = kvp, a.kv_stride = W, a.out = out, a.out_stride = C, a.lse = lse;
+      a.positions = pos, a.q_index0 = s.q_index0, a.kv_index0 = s.kv_index0;
+      return a;
+    };
+    const size_t elem = e == Elem::bf16 ? 2 : 4;
+    std::vector<float> out(s.B * Tq * C), lse(s.B * s.NH * Tq);
+    keel_attention_args c = args_for(f32, q.data(), kv.data() + C, out.data(), lse.data(), positions.data());
+    CALL(cpu.api->attention_block_forward(cpu.h, &c));
+    void *d_q = gpu.put(q, e), *d_kv = gpu.put(kv, e), *d_out = gpu.alloc(s.B * Tq * C * 4);
+    float* d_lse = static_cast<float*>(gpu.alloc(lse.size() * 4));
+    int32_t* d_pos = gpu.put_ids(positions);
+    keel_attention_args g = args_for(dt, d_q, static_cast<char*>(d_kv) + C * elem, d_out, d_lse, d_pos);
+    CALL(gpu.api->attention_block_forward(gpu.h, &g));
+    compare(tag("attention_block_forward", e) + shape, gpu.get(d_out, out.size(), e), out, for_elem(e));
+    compare(tag("attention_block_forward lse", e) + shape, gpu.get32(d_lse, lse.size()), lse, kFp32);
+
+    auto dout = random_values(out.size(), e), dq0 = random_values(q.size(), e), dkv0 = random_values(kv.size(), e);
+    std::vector<float> dq = dq0, dkv = dkv0;
+    c.dout = dout.data(), c.dq = dq.data(), c.dkv = dkv.data() + C;
+    CALL(cpu.api->attention_block_backward(cpu.h, &c));
+    void *d_dout = gpu.put(dout, e), *d_dq = gpu.put(dq0, e), *d_dkv = gpu.put(dkv0, e);
+    g.dout = d_dout, g.dq = d_dq, g.dkv = static_cast<char*>(d_dkv) + C * elem;
+    CALL(gpu.api->attention_block_backward(gpu.h, &g));
+    compare(tag("attention_block_backward dq", e) + shape, gpu.get(d_dq, dq.size(), e), dq, for_elem(e));
+    compare(tag("attention_block_backward dkv", e) + shape, gpu.get(d_dkv, dkv.size(), e), dkv, for_elem(e));
+
+    std::vector<float> inv_freq(size_t(s.hs / 2));
+    for (int64_t i = 0; i < s.hs / 2; ++i) inv_freq[size_t(i)] = std::pow(10000.0f, -2.0f * float(i) / float(s.hs));
+    std::vector<float> turned = q;
+    CALL(cpu.api->rope_at_forward_dt(cpu.h, f32, turned.data(), inv_freq.data(), positions.data(), s.B, Tq,
+                                     s.NH + s.NKV, s.hs, W, 0));
+    void* d_x = gpu.put(q, e);
+    CALL(gpu.api->rope_at_forward_dt(gpu.h, dt, d_x, gpu.put32(inv_freq), d_pos, s.B, Tq, s.NH + s.NKV, s.hs, W, 0));
+    compare(tag("rope_at_forward", e) + shape, gpu.get(d_x, q.size(), e), turned, for_elem(e));
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::printf("usage: %s LIBKEEL-CUDA.SO LIBKEEL-CPU.SO\n", argv[0]);
@@ -1090,6 +1161,7 @@ int main(int argc, char** argv) {
       test_layernorm(cpu, gpu, e);
       test_attention(cpu, gpu, e);
       test_llama_ops(cpu, gpu, e);
+      test_block_attention(cpu, gpu, e);
       test_moe(cpu, gpu, e);
       test_elementwise(cpu, gpu, e);
       test_embedding(cpu, gpu, e, 2, 9, 40, 11);
