@@ -397,6 +397,19 @@ typedef struct keel_backend_api {
   keel_status (*rope_at_backward_dt)(void* backend, keel_dtype dt, void* dx, const float* inv_freq,
                                      const int32_t* positions, int64_t B, int64_t T, int64_t heads,
                                      int64_t head_dim, int64_t stride, int64_t first);
+
+  /* --- appended in 0.19: QLoRA's base (params.h KEEL_PARAM_NF4). Optional: the core refuses an
+     NF4 tensor on a backend without it. --- */
+  /* out(n) at dt = the NF4 tensor of n elements, in the layout bitsandbytes and torchao store:
+     element i is code c_i of block b = i/64 (the last block may be shorter), value NF4[c_i] ·
+     absmax_b, where NF4 is the 16-value NormalFloat table (keel_support/common/nf4.hpp) and
+     codes(ceil(n/2)) holds two codes a byte, the even element in the high nibble; absmax_b =
+     block_scales[b] · scale_factors[b/256] + scale_mean (block_scales(ceil(n/64)) int8,
+     scale_factors(ceil(ceil(n/64)/256)) fp32: the scales quantized again in groups of 256
+     blocks, after subtracting their mean). */
+  keel_status (*nf4_dequantize_dt)(void* backend, keel_dtype dt, void* out, const uint8_t* codes,
+                                   const int8_t* block_scales, const float* scale_factors, float scale_mean,
+                                   int64_t n);
 } keel_backend_api;
 
 /* moe_route's flags (0.19). */

@@ -38,7 +38,12 @@ enum {
      state, replicated on every data-parallel rank at the backend's compute type. In a backward
      acquire its gradient descriptor has data NULL: the model forms no gradient for it (it still
      carries the gradient through it to the layer's input). Checkpoints save it as any other. */
-  KEEL_PARAM_FROZEN = 1u << 5
+  KEEL_PARAM_FROZEN = 1u << 5,
+  /* With KEEL_PARAM_FROZEN (appended in 0.19): QLoRA's base. The core keeps the tensor in NF4
+     (backend.h nf4_dequantize_dt's layout: 4-bit codes in blocks of 64, double-quantized scales)
+     and hands the model the layer dequantized at the compute type at each acquire, forward and
+     backward. Checkpoints and export see the dequantized values. */
+  KEEL_PARAM_NF4 = 1u << 6
 };
 
 enum { KEEL_INIT_ZEROS = 0, KEEL_INIT_ONES = 1, KEEL_INIT_NORMAL = 2 };

@@ -66,6 +66,14 @@ void attention_block_backward(Elem e, const AttentionBlockShape& s, void* dq, vo
                               const void* out, const float* lse, const void* q, const void* kv, float* rowdot,
                               cudaStream_t stream);
 
+// --- nf4.cu --- out(n) at e = NF4 weights dequantized (keel/backend.h nf4_dequantize_dt's layout;
+// the table comes from keel_support/common/nf4.hpp through the plugin).
+struct Nf4Table {
+  float values[16];
+};
+void nf4_dequantize(Elem e, void* out, const uint8_t* codes, const int8_t* block_scales, const float* scale_factors,
+                    float scale_mean, const Nf4Table& table, int64_t n, cudaStream_t stream);
+
 // --- llama_ops.cu --- RMSNorm (rstd(N) fp32), rope in place, SwiGLU over side-by-side gate|up
 void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
                      float eps, cudaStream_t stream);

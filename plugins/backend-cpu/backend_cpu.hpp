@@ -77,5 +77,6 @@ void fill_llama_slots(keel_backend_api& api);
 void fill_decode_slots(keel_backend_api& api);  // backend_cpu_decode.cpp (0.18)
 void fill_moe_slots(keel_backend_api& api);     // backend_cpu_moe.cpp (0.19)
 void fill_block_attention_slots(keel_backend_api& api);  // backend_cpu_block_attention.cpp (0.19)
+void fill_quant_slots(keel_backend_api& api);            // backend_cpu_quant.cpp (0.19: NF4)
 
 }  // namespace keel_backend_cpu

@@ -1061,6 +1061,7 @@ keel_backend_api make_api() {
   KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_SLOTS_0_9);  // no attention_decode_dt (0.18): whole windows
   fill_moe_slots(api);
   fill_block_attention_slots(api);
+  fill_quant_slots(api);
   return api;
 }
 

@@ -160,5 +160,7 @@ inline size_t element_bytes(Elem e) { return e == Elem::bf16 ? 2 : 4; }
 void fill_moe_slots(keel_backend_api& api);
 // Attention over blocks and rope at positions (backend_cuda_block_attention.cpp, 0.19).
 void fill_block_attention_slots(keel_backend_api& api);
+// NF4 dequantization (backend_cuda_quant.cpp, 0.19).
+void fill_quant_slots(keel_backend_api& api);
 
 }  // namespace keel_cuda

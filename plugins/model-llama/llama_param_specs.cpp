@@ -108,9 +108,19 @@ void LlamaModel::build_param_specs() {
   add("model.norm.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES);
   if (!tied()) add("lm_head.weight", static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, V, rows);
   // Under LoRA everything but the adapters is frozen: held by the core, no gradient, no state.
+  // QLoRA keeps the frozen linear weights of the blocks in NF4 (bitsandbytes quantizes every
+  // nn.Linear but the head): the core dequantizes each layer as it is used.
+  auto block_linear = [](const std::string& name) {
+    const std::string suffix = "_proj.weight";
+    return name.rfind("model.layers.", 0) == 0 && name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   if (config_.lora.enabled())
     for (auto& p : pending)
-      if (p.name.find(".lora_") == std::string::npos) p.spec.flags |= KEEL_PARAM_FROZEN;
+      if (p.name.find(".lora_") == std::string::npos) {
+        p.spec.flags |= KEEL_PARAM_FROZEN;
+        if (config_.lora.nf4_base && block_linear(p.name)) p.spec.flags |= KEEL_PARAM_NF4;
+      }
 
   // flops_per_token's N: every matrix a token is multiplied by (the head with its V real rows),
   // not the embedding lookup unless it doubles as the head.

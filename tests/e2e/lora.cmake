@@ -6,7 +6,7 @@ add_test(NAME python.lora_vs_peft
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_vs_peft.py
           --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
 set_tests_properties(python.lora_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
-foreach(check layouts frozen resume)
+foreach(check layouts frozen resume qlora qlora_resume)
   add_test(NAME e2e.lora.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
@@ -25,3 +25,6 @@ keel_error_test(lora_dropout
 keel_error_test(lora_with_experts
   "model\\.lora: LoRA adapters on a mixture-of-experts model are not supported yet"
   "model={${lora_small},\"n_experts\":4,\"lora\":{\"r\":4}}")
+keel_error_test(lora_quantize_base
+  "model\\.lora\\.quantize_base: expected \"nf4\" \\(QLoRA: the frozen linear weights kept in 4-bit NormalFloat\\) or \"none\", found \"int4\""
+  "model={${lora_small},\"lora\":{\"r\":4,\"quantize_base\":\"int4\"}}")

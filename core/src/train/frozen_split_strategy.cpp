@@ -24,6 +24,10 @@ FrozenSplitStrategy::FrozenSplitStrategy(const keel_strategy_create_args& args, 
                                          const std::string& plugin, const std::string& who)
     : SplitStrategy(args.params, args.n_params, args.n_layers, frozen, who) {
   const std::vector<keel_param_spec>& trainable = part_specs(kTrainable);
+  for (const keel_param_spec& spec : trainable)
+    if (spec.flags & KEEL_PARAM_NF4)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + spec.name + " is flagged KEEL_PARAM_NF4 but not "
+                                                       "KEEL_PARAM_FROZEN: only a frozen tensor is kept in NF4");
   // Under pipeline parallelism a stage may hold only frozen tensors (a LoRA run's head stage
   // with no target module); the model as a whole trains something, which the model checks.
   if (trainable.empty() && args.pp_size <= 1)

@@ -468,7 +468,8 @@ KEEL_ASSERT_OFFSET(keel_backend_api, attention_block_forward, 672);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, attention_block_backward, 680);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, rope_at_forward_dt, 688);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, rope_at_backward_dt, 696);  /* 0.19 */
-KEEL_ASSERT_SIZE(keel_backend_api, 704);
+KEEL_ASSERT_OFFSET(keel_backend_api, nf4_dequantize_dt, 704);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_backend_api, 712);
 KEEL_ASSERT_SIZE_FIRST(keel_attention_args);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_attention_args, dt, 8);
 KEEL_ASSERT_OFFSET(keel_attention_args, B, 16);
@@ -518,7 +519,7 @@ KEEL_ASSERT_OFFSET(keel_model_create_args, ep_size, 96);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, ep_comm, 104);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, ep_comm_obj, 112);  /* 0.19 */
 KEEL_ASSERT_SIZE(keel_model_create_args, 120);
-_Static_assert(KEEL_PARAM_STAGE_COPY == 8 && KEEL_PARAM_EXPERT == 16 && KEEL_PARAM_FROZEN == 32, "parameter flags moved: the ABI only appends");
+_Static_assert(KEEL_PARAM_STAGE_COPY == 8 && KEEL_PARAM_EXPERT == 16 && KEEL_PARAM_FROZEN == 32 && KEEL_PARAM_NF4 == 64, "parameter flags moved: the ABI only appends");
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_comm_api, reaches, 144);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend, 72);  /* 0.8 */

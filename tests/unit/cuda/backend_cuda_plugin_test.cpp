@@ -106,6 +106,7 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_SLOT(attention_block_backward);
   EXPECT_SLOT(rope_at_forward_dt);
   EXPECT_SLOT(rope_at_backward_dt);
+  EXPECT_SLOT(nf4_dequantize_dt);
 #undef EXPECT_SLOT
 }
 

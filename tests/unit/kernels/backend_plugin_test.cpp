@@ -112,9 +112,10 @@ TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
   EXPECT_SLOT(attention_block_backward);
   EXPECT_SLOT(rope_at_forward_dt);
   EXPECT_SLOT(rope_at_backward_dt);
+  EXPECT_SLOT(nf4_dequantize_dt);
 #undef EXPECT_SLOT
   // Every slot of this ABI minor is listed above: the table holds nothing after the last one.
-  EXPECT_EQ(offsetof(keel_backend_api, rope_at_backward_dt) + sizeof(table->rope_at_backward_dt),
+  EXPECT_EQ(offsetof(keel_backend_api, nf4_dequantize_dt) + sizeof(table->nf4_dequantize_dt),
             sizeof(keel_backend_api));
 }
 

@@ -35,6 +35,7 @@ struct LoraConfig {
   std::vector<std::string> target_modules;
   double dropout = 0.0;
   bool use_rslora = false;
+  bool nf4_base = false;  // "quantize_base": "nf4": QLoRA, the frozen linears kept in NF4 (params.h KEEL_PARAM_NF4)
 
   bool enabled() const { return r > 0; }
   float scaling() const { return float(use_rslora ? alpha / std::sqrt(double(r)) : alpha / double(r)); }
@@ -64,6 +65,13 @@ inline LoraConfig parse_lora_config(JsonSection& model, const std::vector<std::s
     throw ConfigError(s.path_of("dropout") + ": Keel folds each adapter into its weight (W + s·B·A), which dropout "
                                              "on the adapter's input alone would break; only 0 is supported");
   c.use_rslora = s.get<bool>("use_rslora", false);
+  if (s.has("quantize_base")) {
+    const nlohmann::json& q = s.raw("quantize_base");
+    if (!q.is_string() || (q.get<std::string>() != "nf4" && q.get<std::string>() != "none"))
+      throw ConfigError(s.path_of("quantize_base") + ": expected \"nf4\" (QLoRA: the frozen linear weights kept in "
+                                                     "4-bit NormalFloat) or \"none\", found " + q.dump());
+    c.nf4_base = q.get<std::string>() == "nf4";
+  }
   if (!s.has("target_modules")) {
     c.target_modules = defaults;
   } else {

@@ -1,0 +1,170 @@
+// NF4 (QLoRA's frozen base): keel_support/common/nf4.hpp's quantizer and the cpu backend's
+// nf4_dequantize_dt against a reference written here from the QLoRA paper's published table
+// (bitsandbytes' create_normal_map values, typed in again below) and torchao's double
+// quantization, in double: each weight's code is its nearest table value after dividing by its
+// 64-block's absmax; the absmaxes less their mean, in groups of 256, scaled so the group's
+// largest maps to 128, rounded half to even, clamped to int8. The codes and scales must be equal,
+// and the dequantized weights equal the reference's within fp32 rounding, at fp32 and bf16.
+#include <keel_support/common/nf4.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend_plugin.h"
+#include "bf16_reference.h"
+#include "reference.h"
+
+using namespace keel_test;
+
+namespace {
+
+constexpr keel_dtype kFp32{KEEL_DTYPE_FLOAT, 32, 1};
+constexpr keel_dtype kBf16{KEEL_DTYPE_BFLOAT, 16, 1};
+
+const double kPublished[16] = {-1.0,
+                               -0.6961928009986877,
+                               -0.5250730514526367,
+                               -0.39491748809814453,
+                               -0.28444138169288635,
+                               -0.18477343022823334,
+                               -0.09105003625154495,
+                               0.0,
+                               0.07958029955625534,
+                               0.16093020141124725,
+                               0.24611230194568634,
+                               0.33791524171829224,
+                               0.44070982933044434,
+                               0.5626170039176941,
+                               0.7229568362236023,
+                               1.0};
+
+struct Reference {
+  std::vector<int> codes;
+  std::vector<int> scales;
+  std::vector<double> factors, values;
+  double mean = 0;
+};
+
+Reference reference_nf4(const std::vector<float>& w) {
+  Reference r;
+  const size_t blocks = w.size() / 64;
+  std::vector<float> absmax(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    float m = 0;
+    for (size_t i = 0; i < 64; ++i) m = std::max(m, std::fabs(w[b * 64 + i]));
+    absmax[b] = m;
+    for (size_t i = 0; i < 64; ++i) {
+      const double x = m > 0 ? double(float(w[b * 64 + i] / m)) : 0.0;  // the division in fp32, as stored
+      int best = 0;
+      for (int k = 1; k < 16; ++k)
+        if (std::fabs(x - double(float(kPublished[k]))) < std::fabs(x - double(float(kPublished[best])))) best = k;
+      r.codes.push_back(best);
+    }
+  }
+  double sum = 0;
+  for (float m : absmax) sum += m;
+  const float mean = float(sum / double(blocks));
+  r.mean = mean;
+  for (size_t g = 0; g * 256 < blocks; ++g) {
+    float largest = 0;
+    for (size_t b = g * 256; b < std::min(blocks, g * 256 + 256); ++b) largest = std::max(largest, std::fabs(absmax[b] - mean));
+    const float factor = 256.0f / (2.0f * largest);
+    for (size_t b = g * 256; b < std::min(blocks, g * 256 + 256); ++b)
+      r.scales.push_back(int(std::max(-128.0f, std::min(127.0f, std::nearbyint((absmax[b] - mean) * factor)))));
+    r.factors.push_back(1.0f / factor);
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    const size_t b = i / 64;
+    const double block_absmax = double(float(float(r.scales[b]) * float(r.factors[b / 256]) + mean));
+    r.values.push_back(double(float(kPublished[r.codes[i]])) * block_absmax);
+  }
+  return r;
+}
+
+class BackendCpuNf4 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(backend_.status, KEEL_OK) << g_last_error;
+    ASSERT_TRUE(api()->nf4_dequantize_dt) << "the cpu backend fills nf4_dequantize_dt (0.19)";
+  }
+  void* h() { return backend_.handle; }
+  Backend backend_{R"({"peak_tflops": 1})"};
+};
+
+// 300 blocks: two scale groups, the second partial; normal weights with one block of zeros and
+// one of a single large value.
+TEST_F(BackendCpuNf4, CodesScalesAndValuesEqualThePublishedTablesReference) {
+  const int64_t n = 300 * 64;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> w(n);
+  for (float& x : w) x = normal(rng);
+  std::fill(w.begin() + 64 * 5, w.begin() + 64 * 6, 0.0f);
+  w[64 * 9 + 3] = 0.5f;
+  const Reference want = reference_nf4(w);
+  const keel_support::Nf4Tensor q = keel_support::nf4_quantize(w.data(), n);
+
+  size_t code_mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int code = i % 2 == 0 ? q.codes[size_t(i / 2)] >> 4 : q.codes[size_t(i / 2)] & 15;
+    code_mismatches += code != want.codes[size_t(i)];
+  }
+  EXPECT_EQ(code_mismatches, 0u);
+  ASSERT_EQ(q.block_scales.size(), want.scales.size());
+  for (size_t b = 0; b < want.scales.size(); ++b) EXPECT_EQ(int(q.block_scales[b]), want.scales[b]) << "block " << b;
+  ASSERT_EQ(q.scale_factors.size(), 2u);
+  for (size_t g = 0; g < 2; ++g) EXPECT_EQ(double(q.scale_factors[g]), want.factors[g]) << "group " << g;
+  EXPECT_EQ(double(q.scale_mean), want.mean);
+  EXPECT_EQ(q.bytes(), n / 2 + n / 64 + 2 * 4 + 4);  // about 4.13 bits a weight
+
+  std::vector<float> out(n);
+  ASSERT_EQ(api()->nf4_dequantize_dt(h(), kFp32, out.data(), q.codes.data(), q.block_scales.data(),
+                                     q.scale_factors.data(), q.scale_mean, n),
+            KEEL_OK)
+      << g_last_error;
+  expect_close(out, want.values, 0.0, 1e-6, "dequantized weights");
+  for (int64_t i = 64 * 5; i < 64 * 6; ++i) EXPECT_EQ(want.codes[size_t(i)], 7) << "a zero block's code is 0.0's";
+  std::vector<uint16_t> out16(n);
+  ASSERT_EQ(api()->nf4_dequantize_dt(h(), kBf16, out16.data(), q.codes.data(), q.block_scales.data(),
+                                     q.scale_factors.data(), q.scale_mean, n),
+            KEEL_OK)
+      << g_last_error;
+  expect_close(widen(out16), to_double(out), 0.0, 1.0 / 256, "dequantized at bf16");
+  // The quantization error: within half the widest gap of the table times the block's absmax.
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double(out[i]) - w[i]));
+  EXPECT_LT(worst, 0.5 * (1.0 - 0.7229568362236023) * 0.5 * 1.01);
+}
+
+// A tensor whose length is no multiple of 64 (a tensor-parallel piece of a 100-row weight): the
+// last block, 19 weights, and the odd last code, as the reference pads them.
+TEST_F(BackendCpuNf4, APartialLastBlockEqualsTheReference) {
+  const int64_t n = 2 * 64 + 19;
+  std::vector<float> w(n);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : w) x = normal(rng);
+  const keel_support::Nf4Tensor q = keel_support::nf4_quantize(w.data(), n);
+  ASSERT_EQ(q.codes.size(), size_t(74));
+  ASSERT_EQ(q.block_scales.size(), size_t(3));
+  std::vector<float> padded(w);
+  padded.resize(3 * 64, 0.0f);  // zeros change no absmax
+  const Reference want = reference_nf4(padded);
+  std::vector<float> out(n);
+  ASSERT_EQ(api()->nf4_dequantize_dt(h(), kFp32, out.data(), q.codes.data(), q.block_scales.data(),
+                                     q.scale_factors.data(), q.scale_mean, n),
+            KEEL_OK)
+      << g_last_error;
+  // The padded reference's mean is over the same three absmaxes, so everything agrees.
+  expect_close(out, std::vector<double>(want.values.begin(), want.values.begin() + n), 0.0, 1e-6, "partial block");
+}
+
+TEST_F(BackendCpuNf4, ANullPointerIsRefused) {
+  std::vector<float> out(64);
+  EXPECT_EQ(api()->nf4_dequantize_dt(h(), kFp32, out.data(), nullptr, nullptr, nullptr, 0.0f, 64),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("nf4_dequantize_dt"), std::string::npos) << g_last_error;
+}
+
+}  // namespace
