@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <keel/backend.h>
 #include <keel/plugin.h>
+#include <keel_support/common/nf4.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -1101,6 +1102,30 @@ void test_block_attention(Cpu& cpu, Gpu& gpu, Elem e) {
   }
 }
 
+// NF4 dequantization (0.19) against the cpu backend's, on codes and scales from the shared
+// quantizer: three scale groups, the last block partial.
+void test_nf4(Cpu& cpu, Gpu& gpu, Elem e) {
+  const int64_t n = 600 * 64 + 37;
+  auto w = random_values(n, Elem::f32, -0.1f, 0.1f);
+  const keel_support::Nf4Tensor q = keel_support::nf4_quantize(w.data(), n);
+  std::vector<float> want(n);
+  CALL(cpu.api->nf4_dequantize_dt(cpu.h, dtype(Elem::f32), want.data(), q.codes.data(), q.block_scales.data(),
+                                  q.scale_factors.data(), q.scale_mean, n));
+  auto bytes = [&](const void* data, size_t size) {
+    void* p = gpu.alloc(size);
+    CALL(gpu.api->copy(gpu.h, p, data, size, KEEL_COPY_HOST_TO_DEVICE));
+    return p;
+  };
+  void* codes = bytes(q.codes.data(), q.codes.size());
+  void* scales = bytes(q.block_scales.data(), q.block_scales.size());
+  void* factors = bytes(q.scale_factors.data(), q.scale_factors.size() * 4);
+  void* out = gpu.alloc(n * 4);
+  CALL(gpu.api->nf4_dequantize_dt(gpu.h, dtype(e), out, static_cast<const uint8_t*>(codes),
+                                  static_cast<const int8_t*>(scales), static_cast<const float*>(factors), q.scale_mean,
+                                  n));
+  compare(tag("nf4_dequantize", e), gpu.get(out, n, e), want, for_elem(e));
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::printf("usage: %s LIBKEEL-CUDA.SO LIBKEEL-CPU.SO\n", argv[0]);
@@ -1162,6 +1187,7 @@ int main(int argc, char** argv) {
       test_attention(cpu, gpu, e);
       test_llama_ops(cpu, gpu, e);
       test_block_attention(cpu, gpu, e);
+      test_nf4(cpu, gpu, e);
       test_moe(cpu, gpu, e);
       test_elementwise(cpu, gpu, e);
       test_embedding(cpu, gpu, e, 2, 9, 40, 11);

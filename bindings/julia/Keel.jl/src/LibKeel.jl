@@ -84,6 +84,7 @@ const KEEL_PARAM_STAGE_TIED = Cint(4)  # --- appended in 0.7: pipeline paralleli
 const KEEL_PARAM_STAGE_COPY = Cint(8)  # --- appended in 0.7: pipeline parallelism --- */ /* A parameter used on two pipeline stages (GPT-2's wte: the embedding on the first, the lm_head on the last) is held by both, under the same name, flagged STAGE_TIED on both: its gradient is summed over the embedding group (the two stages, strategy.h embedding_comm) before the data-parallel reduction, so the two copies take identical steps. The later stage's copy is also flagged STAGE_COPY: it is counted in no gradient norm and saved in no checkpoint (the first stage's is).
 const KEEL_PARAM_EXPERT = Cint(16)  # --- appended in 0.19: expert parallelism --- */ /* One expert's tensor of a sparse (mixture-of-experts) layer. At ep_size > 1 (model.h) only the ranks at the same place of every expert-parallel group hold it: its expert-data-parallel group (dp_size / ep_size ranks), over which the core has its gradient reduced and its shards and optimizer state spread, in place of the data-parallel group. The model's backward adds into its gradient the contributions of every token routed to it from the whole expert-parallel group, each scaled as the dense parameters' are and then by 1 / ep_size, so the expert-data-parallel mean is the data-parallel mean a single rank would form. At ep_size 1 the flag changes nothing. A layer's expert tensors may come in any order among its others.
 const KEEL_PARAM_FROZEN = Cint(32)  # A tensor that does not train (the base of a LoRA fine-tune, docs/finetuning.md). The core holds it apart from the strategy, which never sees it: no gradient buffer, no optimizer state, replicated on every data-parallel rank at the backend's compute type. In a backward acquire its gradient descriptor has data NULL: the model forms no gradient for it (it still carries the gradient through it to the layer's input). Checkpoints save it as any other.
+const KEEL_PARAM_NF4 = Cint(64)  # With KEEL_PARAM_FROZEN (appended in 0.19): QLoRA's base. The core keeps the tensor in NF4 (backend.h nf4_dequantize_dt's layout: 4-bit codes in blocks of 64, double-quantized scales) and hands the model the layer dequantized at the compute type at each acquire, forward and backward. Checkpoints and export see the dequantized values.
 
 const KEEL_INIT_ZEROS = Cint(0)
 const KEEL_INIT_ONES = Cint(1)
@@ -300,6 +301,7 @@ struct keel_backend_api
     attention_block_backward::Ptr{Cvoid}
     rope_at_forward_dt::Ptr{Cvoid}
     rope_at_backward_dt::Ptr{Cvoid}
+    nf4_dequantize_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
