@@ -410,6 +410,13 @@ typedef struct keel_backend_api {
   keel_status (*nf4_dequantize_dt)(void* backend, keel_dtype dt, void* out, const uint8_t* codes,
                                    const int8_t* block_scales, const float* scale_factors, float scale_mean,
                                    int64_t n);
+  /* Quantization-aware training's fake quantization (torchao's symmetric per-group rule), at dt:
+     each row of inp(rows, cols) is cut into groups of `group` columns (group divides cols; group =
+     cols: one scale per row, per channel); with qmin = -2^(bits-1), qmax = 2^(bits-1) - 1 and
+     scale = max(amax / ((qmax - qmin) / 2), FLT_EPSILON), amax the group's largest |x| in fp32,
+     out = clamp(round_half_even(x / scale), qmin, qmax) · scale. bits 2..8; out may be inp. */
+  keel_status (*fake_quantize_dt)(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows,
+                                  int64_t cols, int64_t group, int32_t bits);
 } keel_backend_api;
 
 /* moe_route's flags (0.19). */

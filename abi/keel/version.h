@@ -61,7 +61,8 @@
         held by the core apart from the strategy); packed batches: model.h
         keel_forward_args.positions, backend.h attention over blocks with document boundaries
         and statistics (keel_attention_args, attention_block_*) and rope_at_*; QLoRA's base:
-        params.h KEEL_PARAM_NF4, backend.h nf4_dequantize_dt. 0.19 is the open
+        params.h KEEL_PARAM_NF4, backend.h nf4_dequantize_dt; quantization-aware training's
+        backend.h fake_quantize_dt. 0.19 is the open
         minor (no release tag yet): this wave's appends share it. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H

@@ -74,6 +74,11 @@ struct Nf4Table {
 void nf4_dequantize(Elem e, void* out, const uint8_t* codes, const int8_t* block_scales, const float* scale_factors,
                     float scale_mean, const Nf4Table& table, int64_t n, cudaStream_t stream);
 
+// --- fake_quantize.cu --- out(rows, cols) = inp fake-quantized per group of `group` columns,
+// symmetric, `bits` bits (keel/backend.h fake_quantize_dt); out may be inp.
+void fake_quantize(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int64_t group, int bits,
+                   cudaStream_t stream);
+
 // --- llama_ops.cu --- RMSNorm (rstd(N) fp32), rope in place, SwiGLU over side-by-side gate|up
 void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
                      float eps, cudaStream_t stream);

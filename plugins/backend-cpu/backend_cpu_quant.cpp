@@ -1,8 +1,11 @@
-// The cpu backend's 0.19 NF4 dequantization (QLoRA's frozen base, params.h KEEL_PARAM_NF4): the
-// layout and table of keel_support/common/nf4.hpp, parallel over blocks, rounded to bf16 once at
-// that compute type.
+// The cpu backend's 0.19 quantization ops: NF4 dequantization (QLoRA's frozen base, params.h
+// KEEL_PARAM_NF4: the layout and table of keel_support/common/nf4.hpp, parallel over blocks) and
+// quantization-aware training's fake quantization (torchao's symmetric per-group rule), each
+// rounded to bf16 once at that compute type.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include <keel_support/backend/backend_slots.hpp>  // defines: KEEL_FILL_BACKEND_SLOTS
@@ -26,6 +29,34 @@ keel_status nf4_dequantize_dt(void* backend, keel_dtype dt, void* out, const uin
     for (int64_t b = 0; b < blocks; ++b)
       keel_support::nf4_dequantize(values + b * block, codes, block_scales, scale_factors, scale_mean, b * block,
                                    std::min(n, (b + 1) * block));
+    y.store();
+  });
+}
+
+// One group: scale from its largest magnitude, then round, clamp and scale back (in place).
+void fake_quantize_group(float* x, int64_t n, int32_t bits) {
+  const float qmin = -std::ldexp(1.0f, bits - 1), qmax = std::ldexp(1.0f, bits - 1) - 1.0f;
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = std::max(amax / ((qmax - qmin) / 2.0f), std::numeric_limits<float>::epsilon());
+  for (int64_t i = 0; i < n; ++i) x[i] = std::clamp(std::nearbyint(x[i] / scale), qmin, qmax) * scale;
+}
+
+keel_status fake_quantize_dt(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows, int64_t cols,
+                             int64_t group, int32_t bits) {
+  return run(backend, [&] {
+    require_sizes({rows, cols}, "fake_quantize_dt");
+    require(group > 0 && cols % group == 0, "fake_quantize_dt: group " + std::to_string(group) +
+                                                " does not divide the row of " + std::to_string(cols) + " columns");
+    require(bits >= 2 && bits <= 8, "fake_quantize_dt: bits " + std::to_string(bits) + " is outside 2..8");
+    require(rows * cols == 0 || (out && inp), "fake_quantize_dt: a pointer is NULL");
+    const bool bf = bf16_storage(dt, "fake_quantize_dt");
+    const Fp32Input x(bf, inp, rows * cols);
+    const Fp32Output y(bf, out, rows * cols, kWrite);
+    if (y.get() != x.get()) std::copy(x.get(), x.get() + rows * cols, y.get());
+    const int64_t groups = rows * cols / group;
+#pragma omp parallel for if (groups > 256)
+    for (int64_t g = 0; g < groups; ++g) fake_quantize_group(y.get() + g * group, group, bits);
     y.store();
   });
 }

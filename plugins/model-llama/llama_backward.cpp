@@ -172,7 +172,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
   const LayerLease* grads = save ? nullptr : &lease;  // INPUT part: no weight gradients
-  if (lora_.active()) lora_.merge(lease);
+  prepare_weights(lease);
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(grads, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
@@ -223,7 +223,7 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  if (lora_.active()) lora_.merge(lease);
+  prepare_weights(lease);
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(&lease, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;

@@ -64,7 +64,13 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   // PEFT's default targets for Llama are q_proj and v_proj.
   c.lora = keel_support::parse_lora_config(
       section, {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, {"q_proj", "v_proj"});
+  c.qat = keel_support::parse_qat_config(section,
+                                         {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"});
   section.finish();
+  if (c.qat.enabled() && (c.lora.enabled() || c.moe.enabled()))
+    throw ConfigError(section.path_of("qat") + ": quantization-aware training beside " +
+                      (c.lora.enabled() ? "LoRA adapters" : "experts") + " is not supported yet (leave out " +
+                      section.path_of(c.lora.enabled() ? "lora" : "n_experts") + " or qat)");
   if (c.lora.enabled() && c.moe.enabled())
     throw ConfigError(section.path_of("lora") + ": LoRA adapters on a mixture-of-experts model are not supported yet "
                                                 "(set " + section.path_of("n_experts") + " to 0, or leave out lora)");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <keel_support/model/lora.hpp>            // defines: LoraConfig
+#include <keel_support/model/qat.hpp>             // defines: QatConfig
 #include <keel_support/model/recompute.hpp>       // defines: Recompute
 #include <keel_support/model/rope_frequencies.hpp>  // defines: RopeScaling
 #include "llama_moe_config.hpp"                      // defines: MoeConfig
@@ -31,6 +32,7 @@ struct LlamaConfig {
   keel_support::Recompute recompute = keel_support::Recompute::NONE;
   MoeConfig moe;  // n_experts 0: every MLP dense
   keel_support::LoraConfig lora;  // r 0: no adapters, every tensor trains
+  keel_support::QatConfig qat;    // bits 0: no fake quantization
 
   int32_t head_dim() const { return d_model / n_head; }
 };

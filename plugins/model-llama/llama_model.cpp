@@ -43,6 +43,29 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
                        config_.attention_bias);
   gate_up_ = StackedLinear(ops_, config_.d_model, {share_.hidden, share_.hidden}, config_.mlp_bias);
   if (config_.lora.enabled()) lora_ = keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_);
+  if (config_.qat.enabled()) create_qat();
+}
+
+// QAT's targets: the configured projections with this rank's shapes; int4's groups must divide
+// each local row (a tensor-parallel piece of a row-parallel weight has fewer columns).
+void LlamaModel::create_qat() {
+  const std::pair<const char*, BlockTensor> modules[] = {{"q_proj", Q_W},       {"k_proj", K_W},   {"v_proj", V_W},
+                                                         {"o_proj", O_W},       {"gate_proj", GATE_W},
+                                                         {"up_proj", UP_W},     {"down_proj", DOWN_W}};
+  const keel_param_spec* specs = layer_specs(1);
+  std::vector<keel_support::QatTarget> targets;
+  for (const auto& [module, tensor] : modules) {
+    if (!config_.qat.targets(module)) continue;
+    const keel_param_spec& spec = specs[tensor];
+    const int64_t out = spec.local_shape[0], in = spec.local_shape[1];
+    if (config_.qat.group_size && in % config_.qat.group_size != 0)
+      throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT,
+                                      std::string("model.qat.group_size: ") + module + " has " + std::to_string(in) +
+                                          " input columns on this rank, which groups of " +
+                                          std::to_string(config_.qat.group_size) + " do not divide");
+    targets.push_back({size_t(tensor), out, in});
+  }
+  qat_ = keel_support::QatLayer(ops_, config_.qat, std::move(targets));
 }
 
 void LlamaModel::describe(keel_model_info* out) const {
@@ -299,7 +322,7 @@ void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_acces
   const int64_t C = config_.d_model, Nr = tp_.norm_rows(int64_t(a.B) * a.T);
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-  if (lora_.active()) lora_.merge(lease);
+  prepare_weights(lease);
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
   lease.release(false);

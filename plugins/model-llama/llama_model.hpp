@@ -202,7 +202,15 @@ class LlamaModel {
                       bool record_targets);
   // The weight a block computes with (a LoRA target's merged one) and where its gradient goes
   // (a target's dW scratch; NULL for a frozen tensor, or with `grads` NULL).
-  Elems weight(const LayerLease& lease, BlockTensor t) const { return lora_.weight(lease, size_t(t)); }
+  Elems weight(const LayerLease& lease, BlockTensor t) const {
+    return qat_.weight(size_t(t), lora_.weight(lease, size_t(t)));
+  }
+  // A layer use's effective weights, before any is read: LoRA's merge, QAT's fake quantization.
+  void prepare_weights(const LayerLease& lease) {
+    if (lora_.active()) lora_.merge(lease);
+    if (qat_.active()) qat_.apply([&](size_t index) { return lease.param_elems(index); });
+  }
+  void create_qat();
   float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }
   using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
@@ -286,6 +294,7 @@ class LlamaModel {
   std::unique_ptr<SparseMlp> sparse_;  // nullptr: every MLP dense
   std::vector<keel_support::LoraTarget> lora_targets_;  // each block's, in its specs (none without lora)
   keel_support::LoraLayer lora_;  // one block use's merged weights and their gradients
+  keel_support::QatLayer qat_;    // one block use's fake-quantized weights (model.qat)
 };
 
 }  // namespace keel_llama

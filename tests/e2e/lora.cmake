@@ -1,4 +1,4 @@
-# LoRA fine-tuning (issue 43): the llama model's adapters against PEFT's on the same base
+# LoRA, QLoRA and QAT fine-tuning (issue 43): the llama model's adapters against PEFT's on the same base
 # (tests/python/lora_vs_peft.py, in the venv of hf_oracle.FINETUNE_PINS: transformers 4.38.2 with PEFT 0.10.0), the adapters
 # under ZeRO-3, tensor parallelism and pipeline stages against one rank and resuming exactly
 # (lora_checks.py), and the refusals of bad lora sections, each naming the key.
@@ -28,3 +28,17 @@ keel_error_test(lora_with_experts
 keel_error_test(lora_quantize_base
   "model\\.lora\\.quantize_base: expected \"nf4\" \\(QLoRA: the frozen linear weights kept in 4-bit NormalFloat\\) or \"none\", found \"int4\""
   "model={${lora_small},\"lora\":{\"r\":4,\"quantize_base\":\"int4\"}}")
+
+# Quantization-aware training (model.qat): Keel's fake-quantized forward against weights
+# quantized by a numpy reference of torchao's rule, and QAT against post-training quantization.
+foreach(check reference measured)
+  add_test(NAME e2e.qat.${check}
+    COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/qat_checks.py ${check} --keel ${keel}
+            --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
+endforeach()
+keel_error_test(qat_bad_weights
+  "model\\.qat\\.weights: expected \"int8\" \\(one scale per output channel\\) or \"int4\""
+  "model={${lora_small},\"qat\":{\"weights\":\"fp8\"}}")
+keel_error_test(qat_with_lora
+  "model\\.qat: quantization-aware training beside LoRA adapters is not supported yet"
+  "model={${lora_small},\"qat\":{\"weights\":\"int8\"},\"lora\":{\"r\":4}}")

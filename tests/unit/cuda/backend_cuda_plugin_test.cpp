@@ -107,6 +107,7 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_SLOT(rope_at_forward_dt);
   EXPECT_SLOT(rope_at_backward_dt);
   EXPECT_SLOT(nf4_dequantize_dt);
+  EXPECT_SLOT(fake_quantize_dt);
 #undef EXPECT_SLOT
 }
 

@@ -308,6 +308,13 @@ class ComputeOps {
           "attention_gqa_backward_dt");
   }
 
+  // Quantization-aware training (0.19, optional): out = inp fake-quantized per group of columns.
+  void fake_quantize(Elems out, Elems inp, int64_t rows, int64_t cols, int64_t group, int32_t bits) const {
+    if (!KEEL_HAS_SLOT(be_.api, fake_quantize_dt))
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement fake_quantize_dt (ABI 0.19), which "
+                                                "quantization-aware training (model.qat) needs");
+    check(be_.api->fake_quantize_dt(be_.obj, dt_, out.get(), inp.get(), rows, cols, group, bits), "fake_quantize_dt");
+  }
   // Packed rows (0.19, optional): attention over fused qkv rows (q: NH heads of C/NH, then NKV
   // key and NKV value heads) kept inside each document, positions (B,T) restarting per document,
   // the statistics in lse (B,NH,T); rope turning each row by its own position.

@@ -1,4 +1,6 @@
-// NF4 (QLoRA's frozen base): keel_support/common/nf4.hpp's quantizer and the cpu backend's
+// The cpu backend's quantization ops. Fake quantization (QAT): against torchao's symmetric
+// per-group rule written here in double (int8 per channel, int4 in groups of 32, at fp32 and
+// bf16, in place). NF4 (QLoRA's frozen base): keel_support/common/nf4.hpp's quantizer and the cpu backend's
 // nf4_dequantize_dt against a reference written here from the QLoRA paper's published table
 // (bitsandbytes' create_normal_map values, typed in again below) and torchao's double
 // quantization, in double: each weight's code is its nearest table value after dividing by its
@@ -7,7 +9,9 @@
 // and the dequantized weights equal the reference's within fp32 rounding, at fp32 and bf16.
 #include <keel_support/common/nf4.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -82,7 +86,7 @@ Reference reference_nf4(const std::vector<float>& w) {
   return r;
 }
 
-class BackendCpuNf4 : public ::testing::Test {
+class BackendCpuQuant : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(backend_.status, KEEL_OK) << g_last_error;
@@ -94,7 +98,7 @@ class BackendCpuNf4 : public ::testing::Test {
 
 // 300 blocks: two scale groups, the second partial; normal weights with one block of zeros and
 // one of a single large value.
-TEST_F(BackendCpuNf4, CodesScalesAndValuesEqualThePublishedTablesReference) {
+TEST_F(BackendCpuQuant, CodesScalesAndValuesEqualThePublishedTablesReference) {
   const int64_t n = 300 * 64;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -139,7 +143,7 @@ TEST_F(BackendCpuNf4, CodesScalesAndValuesEqualThePublishedTablesReference) {
 
 // A tensor whose length is no multiple of 64 (a tensor-parallel piece of a 100-row weight): the
 // last block, 19 weights, and the odd last code, as the reference pads them.
-TEST_F(BackendCpuNf4, APartialLastBlockEqualsTheReference) {
+TEST_F(BackendCpuQuant, APartialLastBlockEqualsTheReference) {
   const int64_t n = 2 * 64 + 19;
   std::vector<float> w(n);
   std::mt19937 rng(12);
@@ -160,11 +164,57 @@ TEST_F(BackendCpuNf4, APartialLastBlockEqualsTheReference) {
   expect_close(out, std::vector<double>(want.values.begin(), want.values.begin() + n), 0.0, 1e-6, "partial block");
 }
 
-TEST_F(BackendCpuNf4, ANullPointerIsRefused) {
+TEST_F(BackendCpuQuant, ANullPointerIsRefused) {
   std::vector<float> out(64);
   EXPECT_EQ(api()->nf4_dequantize_dt(h(), kFp32, out.data(), nullptr, nullptr, nullptr, 0.0f, 64),
             KEEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(g_last_error.find("nf4_dequantize_dt"), std::string::npos) << g_last_error;
+}
+
+// torchao's get_group_qparams_symmetric and fake quantization, in double: scale = amax /
+// ((qmax - qmin) / 2) floored at FLT_EPSILON, q = clamp(round half to even (x / scale)).
+std::vector<double> reference_fake_quantize(const std::vector<float>& x, int64_t group, int bits) {
+  const double qmin = -std::ldexp(1.0, bits - 1), qmax = std::ldexp(1.0, bits - 1) - 1;
+  std::vector<double> out(x.size());
+  for (size_t g = 0; g < x.size(); g += size_t(group)) {
+    float amax = 0;
+    for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(x[g + i]));
+    const float scale = std::max(float(amax / float((qmax - qmin) / 2)), 1.1920928955078125e-07f);
+    for (int64_t i = 0; i < group; ++i) {
+      const double q = std::nearbyint(double(x[g + i] / scale));  // the division in fp32, as torch's
+      out[g + i] = std::max(qmin, std::min(qmax, q)) * double(scale);
+    }
+  }
+  return out;
+}
+
+TEST_F(BackendCpuQuant, FakeQuantizeEqualsTorchaosRule) {
+  const int64_t rows = 5, cols = 96;
+  auto w = random_floats(rows * cols, 13, -0.3f, 0.3f);
+  std::fill(w.begin() + cols, w.begin() + cols + 32, 0.0f);  // a zero group: the scale's floor
+  for (auto [group, bits] : {std::pair<int64_t, int>{cols, 8}, {32, 4}}) {
+    const auto want = reference_fake_quantize(w, group, bits);
+    std::vector<float> out(w.size());
+    ASSERT_EQ(api()->fake_quantize_dt(h(), kFp32, out.data(), w.data(), rows, cols, group, bits), KEEL_OK) << g_last_error;
+    expect_close(out, want, 0.0, 1e-7, "fake_quantize bits " + std::to_string(bits));
+    std::vector<float> in_place(w);
+    ASSERT_EQ(api()->fake_quantize_dt(h(), kFp32, in_place.data(), in_place.data(), rows, cols, group, bits), KEEL_OK);
+    EXPECT_EQ(in_place, out);
+    // Each group holds at most 2^bits distinct values.
+    for (int64_t g = 0; g < rows * cols; g += group) {
+      std::vector<float> distinct(out.begin() + g, out.begin() + g + group);
+      std::sort(distinct.begin(), distinct.end());
+      EXPECT_LE(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), 1 << bits);
+    }
+  }
+  const auto b = bf16_values(rows * cols, 14, -0.3f, 0.3f);
+  std::vector<float> out32(rows * cols);
+  std::vector<uint16_t> out16(rows * cols);
+  ASSERT_EQ(api()->fake_quantize_dt(h(), kFp32, out32.data(), b.f.data(), rows, cols, 32, 4), KEEL_OK);
+  ASSERT_EQ(api()->fake_quantize_dt(h(), kBf16, out16.data(), b.h.data(), rows, cols, 32, 4), KEEL_OK);
+  expect_close(widen(out16), to_double(out32), 0.0, 1.0 / 256, "fake_quantize at bf16");
+  EXPECT_EQ(api()->fake_quantize_dt(h(), kFp32, out32.data(), b.f.data(), rows, cols, 40, 4), KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("group 40 does not divide"), std::string::npos) << g_last_error;
 }
 
 }  // namespace

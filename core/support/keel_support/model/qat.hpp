@@ -1,0 +1,133 @@
+// Quantization-aware training (torchao's QAT, weights): the model computes with each targeted
+// linear's weight fake-quantized (backend.h fake_quantize_dt: int8 one scale per output channel,
+// or int4 in groups of 32 input columns, symmetric) and its gradient goes to the weight itself,
+// the straight-through estimator: the weight-gradient matmul never reads the weight, so only the
+// forward and the input gradient see the quantized copy. A layer use fake-quantizes its targets
+// once into one layer's scratch, as LoRA merges (lora.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "keel_support/common/backend_buffer.hpp"
+#include "keel_support/common/json_section.hpp"
+#include "keel_support/model/compute_ops.hpp"
+#include "keel_support/model/layer_lease.hpp"
+
+namespace keel_support {
+
+struct QatConfig {
+  int32_t bits = 0;        // 0: off; 8 or 4
+  int64_t group_size = 0;  // 0: one scale per output channel (a weight's row)
+  std::vector<std::string> target_modules;
+
+  bool enabled() const { return bits > 0; }
+  bool targets(const std::string& module) const {
+    for (const std::string& m : target_modules)
+      if (m == module) return true;
+    return false;
+  }
+  std::string describe() const {
+    return bits == 8 ? "int8 per channel" : "int4 in groups of " + std::to_string(group_size);
+  }
+};
+
+// Reads model.qat when present: {"weights": "int8" | "int4", "group_size" (int4: 32 by default, a
+// power of two from 8 to 1024), "target_modules": names or "all-linear" (the default)}. Throws
+// ConfigError naming the key.
+inline QatConfig parse_qat_config(JsonSection& model, const std::vector<std::string>& modules) {
+  QatConfig c;
+  if (!model.has("qat") || model.raw("qat").is_null()) return c;
+  JsonSection s(model.raw("qat"), model.path_of("qat"));
+  const std::string weights = s.get<std::string>("weights", "");
+  if (weights == "int8") {
+    c.bits = 8;
+  } else if (weights == "int4") {
+    c.bits = 4;
+    c.group_size = 32;
+  } else {
+    throw ConfigError(s.path_of("weights") + ": expected \"int8\" (one scale per output channel) or \"int4\" (groups "
+                                             "of group_size input columns), found \"" + weights + "\"");
+  }
+  if (s.has("group_size")) {
+    if (c.bits != 4)
+      throw ConfigError(s.path_of("group_size") + ": int8 weights take one scale per output channel; group_size is "
+                                                  "for int4");
+    c.group_size = s.get_in_range<int64_t>("group_size", 32, 8, 1024);
+    if ((c.group_size & (c.group_size - 1)) != 0)
+      throw ConfigError(s.path_of("group_size") + ": expected a power of two, found " + std::to_string(c.group_size));
+  }
+  c.target_modules = modules;
+  if (s.has("target_modules")) {
+    const nlohmann::json& t = s.raw("target_modules");
+    const std::string at = s.path_of("target_modules");
+    if (!(t.is_string() && t.get<std::string>() == "all-linear")) {
+      if (!t.is_array() || t.empty())
+        throw ConfigError(at + ": expected a non-empty list of module names (or \"all-linear\"), found " + t.dump());
+      c.target_modules.clear();
+      for (const auto& m : t) {
+        bool known = false;
+        for (const std::string& k : modules) known = known || (m.is_string() && k == m.get<std::string>());
+        if (!known) {
+          std::string list;
+          for (const std::string& k : modules) list += (list.empty() ? "" : ", ") + k;
+          throw ConfigError(at + ": the model has no linear module " + m.dump() + " (it has: " + list + ")");
+        }
+        c.target_modules.push_back(m.get<std::string>());
+      }
+    }
+  }
+  s.finish();
+  return c;
+}
+
+// One target in a layer's specs: the weight's index and its local shape (out, in).
+struct QatTarget {
+  size_t weight = 0;
+  int64_t out = 0, in = 0;
+};
+
+class QatLayer {
+ public:
+  QatLayer() = default;
+  QatLayer(const ComputeOps& ops, const QatConfig& config, std::vector<QatTarget> targets)
+      : ops_(ops), bits_(config.bits), group_(config.group_size), targets_(std::move(targets)) {
+    int64_t total = 0;
+    for (const QatTarget& t : targets_) total += t.out * t.in;
+    memory_ = ops_.backend().alloc_bytes(ops_.bytes(total));
+    Elems at = ops_.at(memory_.get());
+    for (const QatTarget& t : targets_) {
+      quantized_.push_back(at);
+      at = at + t.out * t.in;
+    }
+  }
+
+  bool active() const { return !targets_.empty(); }
+
+  // Each target's weight (`source`: what the layer would compute with) fake-quantized into
+  // scratch; once per layer use, before any weight is read.
+  template <typename Source>
+  void apply(const Source& source) {
+    for (size_t t = 0; t < targets_.size(); ++t) {
+      const QatTarget& g = targets_[t];
+      ops_.fake_quantize(quantized_[t], source(g.weight), g.out, g.in, group_ ? group_ : g.in, bits_);
+    }
+  }
+  // The weight to compute with: the fake-quantized copy for a target, else `other`.
+  Elems weight(size_t index, Elems other) const {
+    for (size_t t = 0; t < targets_.size(); ++t)
+      if (targets_[t].weight == index) return quantized_[t];
+    return other;
+  }
+
+ private:
+  ComputeOps ops_;
+  int32_t bits_ = 0;
+  int64_t group_ = 0;
+  std::vector<QatTarget> targets_;
+  BackendBuffer memory_;
+  std::vector<Elems> quantized_;
+};
+
+}  // namespace keel_support
