@@ -302,6 +302,7 @@ struct keel_backend_api
     rope_at_forward_dt::Ptr{Cvoid}
     rope_at_backward_dt::Ptr{Cvoid}
     nf4_dequantize_dt::Ptr{Cvoid}
+    fake_quantize_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
