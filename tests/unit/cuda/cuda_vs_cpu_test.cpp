@@ -1124,6 +1124,18 @@ void test_nf4(Cpu& cpu, Gpu& gpu, Elem e) {
                                   static_cast<const int8_t*>(scales), static_cast<const float*>(factors), q.scale_mean,
                                   n));
   compare(tag("nf4_dequantize", e), gpu.get(out, n, e), want, for_elem(e));
+
+  // QAT's fake quantization: int8 per row of 200, int4 in groups of 32 (one group all zero).
+  for (auto [group, bits] : {std::pair<int64_t, int32_t>{200, 8}, {40, 4}}) {
+    const int64_t rows = 9, cols = 200;
+    auto x = random_values(rows * cols, e, -0.5f, 0.5f);
+    std::fill(x.begin(), x.begin() + group, 0.0f);
+    std::vector<float> fq(x.size());
+    CALL(cpu.api->fake_quantize_dt(cpu.h, dtype(Elem::f32), fq.data(), x.data(), rows, cols, group, bits));
+    void* d_x = gpu.put(x, e);
+    CALL(gpu.api->fake_quantize_dt(gpu.h, dtype(e), d_x, d_x, rows, cols, group, bits));
+    compare(tag("fake_quantize", e) + " bits " + std::to_string(bits), gpu.get(d_x, x.size(), e), fq, for_elem(e));
+  }
 }
 
 int main(int argc, char** argv) {
