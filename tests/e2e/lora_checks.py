@@ -107,7 +107,8 @@ NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.
 
 def nf4_bytes(n):
     """codes, int8 block scales, fp32 factors per 256 blocks, the mean (keel_support/common/nf4.hpp)."""
-    return n // 2 + n // 64 + 4 * -(-(n // 64) // 256) + 4
+    blocks = -(-n // 64)
+    return -(-n // 2) + blocks + 4 * -(-blocks // 256) + 4
 
 
 def is_block_linear(name):
@@ -165,6 +166,12 @@ def check_qlora_resume(args, work):
     a, b = pc.losses(work, "straight"), pc.losses(work, "split")
     assert all(a[s] == b[s] for s in range(1, 9)), f"resumed losses differ: {a} vs {b}"
     print("QLoRA: 8 steps straight == 4 + resume + 4, bit for bit")
+    # A LoRA checkpoint is not resumed as QLoRA (its model section differs): refused, naming the key.
+    lora = LORA + BF16 + ["train.checkpoint.every=4", "lr_schedule.decay_steps=8"]
+    pc.run(args, 1, "ddp", work, "as-lora", lora, steps=4)
+    p = pc.run(args, 1, "ddp", work, "as-lora", sets, steps=8, resume="latest", check=False)
+    assert p.returncode != 0 and "model.lora.quantize_base is absent from the checkpoint" in p.stderr, p.stderr[-800:]
+    print("a LoRA checkpoint resumed with quantize_base added is refused naming the key")
 
 
 def main():

@@ -231,3 +231,19 @@ def test_packed_conversations_train_as_the_same_conversations_unpacked(tmp_path)
     assert got[-1]["loss"] < got[0]["loss"]
     print(f"packed {packed['samples']['train']} samples, unpacked {plain['samples']['train']}: losses",
           [round(g["loss"], 6) for g in got])
+
+
+def test_qlora_base_has_no_zero_copy_view(tmp_path):
+    """An NF4 tensor lives dequantized only while its layer is in use: Trainer.tensor refuses it
+    (naming read_param), while an adapter's view still works."""
+    config = {"model": {"plugin": "llama", "n_layer": 1, "d_model": 64, "n_head": 4, "ffn_hidden": 128,
+                        "vocab_size": 256, "seq_len": 16,
+                        "lora": {"r": 4, "target_modules": ["q_proj"], "quantize_base": "nf4"}},
+              "data": {"source": "text", "text_root": str(REPO / "README.md"), "micro_batch": 1, "global_batch": 1,
+                       "seq_len": 16},
+              "train": {"steps": 1, "tensorboard_dir": "none", "sample_tokens": 0,
+                        "metrics_path": str(tmp_path / "m.jsonl")}}
+    with keel.Trainer(config, verbose=False) as trainer:
+        with pytest.raises(keel.Error, match="no zero-copy view of a tensor kept in NF4"):
+            trainer.tensor("model.layers.0.self_attn.q_proj.weight")
+        assert np.asarray(trainer.tensor("model.layers.0.self_attn.q_proj.lora_A.weight")).shape == (4, 64)

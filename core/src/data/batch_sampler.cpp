@@ -103,8 +103,11 @@ Batch BatchSampler::next(int32_t batch) {
     std::copy(window.begin() + 1, window.end(), out.targets.begin() + size_t(b) * T);
     if (!mask.empty()) {  // a target not learned is -1 (model.h: the loss skips it)
       source_->read_mask(first, T + 1, mask.data());
+      // In a packed shard a document's first token is never the target of the one before it.
+      const uint8_t unlearned = source_->packed() ? kMaskDocumentStart : 0;
       for (int32_t t = 0; t < T; ++t)
-        if (!(mask[size_t(t) + 1] & kMaskLearned)) out.targets[size_t(b) * T + size_t(t)] = -1;
+        if (!(mask[size_t(t) + 1] & kMaskLearned) || (mask[size_t(t) + 1] & unlearned))
+          out.targets[size_t(b) * T + size_t(t)] = -1;
     }
     if (!out.positions.empty()) {  // positions restart at each document; a window starts one
       int32_t* positions = out.positions.data() + size_t(b) * T;

@@ -107,18 +107,16 @@ void FrozenParams::write_nf4(size_t index, int64_t begin, int64_t count, const f
     return quantize_into(index, src);
   }
   if (s.staging.empty()) {
-    s.staging.assign(size_t(numel_[index]), 0.0f);
-    if (s.codes.get()) read_nf4(index, 0, numel_[index], s.staging.data());
+    std::vector<float> current(size_t(numel_[index]), 0.0f);
+    if (s.codes.get()) read_nf4(index, 0, numel_[index], current.data());
+    s.staging = std::move(current);
   }
   std::copy(src, src + count, s.staging.begin() + begin);
 }
 
+// What the model computes with: staged values are quantized first.
 void FrozenParams::read_nf4(size_t index, int64_t begin, int64_t count, float* dst) {
-  Nf4Stored& s = nf4_.at(index);
-  if (!s.staging.empty()) {
-    std::copy(s.staging.begin() + begin, s.staging.begin() + begin + count, dst);
-    return;
-  }
+  flush(index);
   keel_support::BackendBuffer fp32 = backend_.alloc_floats(numel_[index]);
   dequantize(index, fp32.get(), kFp32);
   backend_.copy_bytes(dst, fp32.floats() + begin, size_t(count) * sizeof(float), KEEL_COPY_DEVICE_TO_HOST);
@@ -136,15 +134,21 @@ struct FrozenSlots {
       if (layer < 0 || size_t(layer) >= f.layer_indices_.size() || f.layer_indices_[size_t(layer)].size() != n)
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "acquire of frozen layer " + std::to_string(layer) + " with " +
                                                        std::to_string(n) + " tensors, which is not its count");
-      FrozenParams::Lease& lease = f.leases_[layer];
-      if (lease.holders++ == 0)
+      // The first holder dequantizes the layer's NF4 tensors; the lease is recorded only once
+      // they all are, so a failure leaves nothing held.
+      if (f.leases_.count(layer) == 0) {
+        FrozenParams::Lease fresh;
         for (size_t i : f.layer_indices_[size_t(layer)]) {
           if (!f.is_nf4(i)) continue;
           f.flush(i);
           keel_support::BackendBuffer values = f.backend_.alloc_bytes(size_t(f.numel_[i]) * size_t(f.dtype_.bits / 8));
           f.dequantize(i, values.get(), f.dtype_);
-          lease.values.emplace(i, std::move(values));
+          fresh.values.emplace(i, std::move(values));
         }
+        f.leases_.emplace(layer, std::move(fresh));
+      }
+      FrozenParams::Lease& lease = f.leases_.at(layer);
+      ++lease.holders;
       for (size_t t = 0; t < n; ++t) {
         const size_t i = f.layer_indices_[size_t(layer)][t];
         const keel_param_spec& spec = f.specs_[i];

@@ -116,6 +116,12 @@ keel_tensor ModelParameters::param_tensor(size_t index) {
                         config_.strategy.plugin + "', which does not keep parameters resident (it gathers each "
                         "layer on demand and frees it after use, so a view would point at freed memory); save a "
                         "checkpoint and `keel export` it to read whole parameters");
+  // An NF4 tensor (QLoRA's base) is dequantized into a buffer that lives only while its layer
+  // is acquired: a view would outlive it.
+  if (info.params[index].flags & KEEL_PARAM_NF4)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, std::string("parameter ") + info.params[index].name +
+                                                ": no zero-copy view of a tensor kept in NF4 (QLoRA's base is "
+                                                "dequantized per layer use); read its values instead (read_param)");
   const int32_t layer = info.params[index].layer;
   size_t first = index, count = 0;
   while (first > 0 && info.params[first - 1].layer == layer) --first;

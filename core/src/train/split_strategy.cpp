@@ -65,14 +65,19 @@ struct SplitSlots {
       if (layer < 0 || size_t(layer) >= h.layer_halves.size() || h.layer_halves[size_t(layer)].size() != n)
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "acquire of layer " + std::to_string(layer) + " with " +
                                                        std::to_string(n) + " tensors, which is not the layer's count");
-      for (SplitPart& half : h.half) {
+      for (size_t k = 0; k < 2; ++k) {
+        SplitPart& half = h.half[k];
         const int32_t count = half.obj ? half.layer_tensors[size_t(layer)] : 0;
         if (count == 0) continue;
         half.params.resize(size_t(count));
         half.grads.resize(size_t(count));
         const keel_status status = half.access.acquire(half.access.ctx, layer, phase, half.params.data(),
                                                        grads ? half.grads.data() : nullptr, size_t(count));
-        if (status != KEEL_OK) return status;
+        if (status != KEEL_OK) {  // the half acquired before this one lets go again
+          if (k == 1 && h.half[0].obj && h.half[0].layer_tensors[size_t(layer)] > 0)
+            h.half[0].access.release(h.half[0].access.ctx, layer, phase, 0);
+          return status;
+        }
       }
       size_t taken[2] = {0, 0};
       for (size_t t = 0; t < n; ++t) {
