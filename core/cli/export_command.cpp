@@ -18,12 +18,14 @@
 namespace keel {
 
 const char* const kExportUsage =
-    "usage: keel export CHECKPOINT --out FILE.safetensors [--merge] [--plugin-path DIR ...]\n"
+    "usage: keel export CHECKPOINT --out FILE.safetensors [--merge | --quantize] [--plugin-path DIR ...]\n"
     "  writes a checkpoint (a step folder, or a root with 'latest') as one safetensors file in the Hugging Face\n"
     "  layout its model plugin names (GPT-2's for gpt, Llama's or Qwen2's for llama), with the config.json\n"
     "  transformers needs beside it: from_pretrained loads that folder. A LoRA run's checkpoint exports its\n"
     "  adapters as a PEFT folder instead (--out DIR/adapter_model.safetensors, adapter_config.json beside it)\n"
     "  --merge            a LoRA run's adapters merged into the weights (W + s·B·A): the full model, as above\n"
+    "  --quantize         a quantization-aware training run's (model.qat) linears as it trained them: int8\n"
+    "                     values and fp32 scales per group, with a quantization_config in config.json\n"
     "  --plugin-path DIR  a folder searched for plugin libraries (a third-party model's), as keel plugins takes;\n"
     "                     KEEL_PLUGIN_PATH and the install's plugin folder are searched too\n";
 
@@ -32,6 +34,7 @@ namespace {
 struct ExportArgs {
   std::string checkpoint, out;
   bool merge = false;  // --merge: a LoRA run's adapters folded into the full model
+  bool quantize = false;  // --quantize: a QAT run's linears quantized
   std::vector<std::string> plugin_path;  // --plugin-path: folders searched for the model's plugin
 };
 
@@ -47,6 +50,8 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
       parsed.out = arg.substr(6);
     } else if (arg == "--merge") {
       parsed.merge = true;
+    } else if (arg == "--quantize") {
+      parsed.quantize = true;
     } else if (arg == "--plugin-path") {
       if (i + 1 >= args.size()) throw std::invalid_argument("--plugin-path needs a folder");
       parsed.plugin_path.push_back(args[++i]);
@@ -62,6 +67,7 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
   }
   if (parsed.checkpoint.empty()) throw std::invalid_argument("keel export needs a CHECKPOINT folder");
   if (parsed.out.empty()) throw std::invalid_argument("keel export needs --out FILE.safetensors");
+  if (parsed.merge && parsed.quantize) throw std::invalid_argument("--merge and --quantize do not go together");
   // Refused before the checkpoint is read: --out is the file itself, and config.json goes beside it.
   std::error_code error;
   if (std::filesystem::is_directory(parsed.out, error))
@@ -132,6 +138,12 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
     const std::string checkpoint = resolve_checkpoint(parsed.checkpoint);
     Trainer trainer(export_config(config_from_checkpoint(checkpoint)), TrainerData::none);
     const int64_t step = load_checkpoint_parameters(trainer.state_view(), checkpoint);  // no optimizer state or data position
+    if (parsed.quantize) {
+      export_quantized(trainer.parameters(), parsed.out);
+      out << "exported " << checkpoint << " (step " << step << ") with its linears quantized to " << parsed.out
+          << " and config.json beside it" << std::endl;
+      return 0;
+    }
     if (parsed.merge) {
       if (!has_adapter_format(trainer.parameters()))
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "--merge: " + checkpoint + " holds no LoRA adapters to merge; "

@@ -54,6 +54,10 @@ std::string huggingface_config(const LlamaConfig& c) {
                          {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
   else
     j["rope_scaling"] = nullptr;
+  // A QAT run's scheme, for `keel export --quantize` (which turns it into quantization_config;
+  // a plain export leaves it out).
+  if (c.qat.enabled())
+    j["keel_qat"] = {{"bits", c.qat.bits}, {"group_size", c.qat.group_size}, {"modules", c.qat.target_modules}};
   return j.dump(2) + "\n";
 }
 

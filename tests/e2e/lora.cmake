@@ -31,7 +31,7 @@ keel_error_test(lora_quantize_base
 
 # Quantization-aware training (model.qat): Keel's fake-quantized forward against weights
 # quantized by a numpy reference of torchao's rule, and QAT against post-training quantization.
-foreach(check reference measured)
+foreach(check reference export measured)
   add_test(NAME e2e.qat.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/qat_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)

@@ -4,6 +4,8 @@ parallel_checks.py's helpers and numpy (no torch):
     block linears were fake-quantized here (torchao's symmetric rule: scale = amax / ((qmax -
     qmin) / 2), round half to even, clamp) gives, without qat, the loss Keel gives with qat on the
     original, at lr 0: within 1e-6, for int8 per channel and int4 in groups of 16;
+  - export: `keel export --quantize` of a QAT run writes int values and scales whose product is the
+    reference's quantization of the plain export's weights, everything else unchanged;
   - measured: from that base, 60 more steps with int4 QAT against 60 plain steps quantized after
     (post-training quantization): the held-out loss of the int4 model each way, printed; held:
     QAT lowers the int4 model's loss, and neither int4 model strays 5% from the unquantized one.
@@ -39,9 +41,9 @@ def read_safetensors(path):
     for name, meta in header.items():
         if name == "__metadata__":
             continue
-        assert meta["dtype"] == "F32", f"{name}: {meta['dtype']}"
+        dtype = {"F32": "<f4", "I8": "i1"}[meta["dtype"]]
         begin, end = meta["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + length + begin:8 + length + end], dtype="<f4").reshape(meta["shape"]).copy()
+        out[name] = np.frombuffer(raw[8 + length + begin:8 + length + end], dtype=dtype).reshape(meta["shape"]).copy()
     return out
 
 
@@ -141,6 +143,37 @@ def check_measured(args, work):
     assert abs(qat - tuned) < 0.05 * tuned and abs(ptq - tuned) < 0.05 * tuned, (qat, ptq, tuned)
 
 
+def check_export(args, work):
+    """keel export --quantize of a QAT run: each linear's int values times its scales equal the
+    reference rule applied to the plain export's weights; everything else is the plain export's."""
+    train_base(args, work)
+    pc.run(args, 1, "ddp", work, "qat", [f'model.init_from="{work}/base-hf"', f"model.qat={INT4}",
+                                          "lr_schedule.decay_steps=4", "train.checkpoint.every=4"], steps=4)
+    export(args, f"{work}/qat/step-00000004", f"{work}/plain-hf")
+    p = subprocess.run([args.keel, "export", f"{work}/qat/step-00000004", "--quantize", "--out",
+                        f"{work}/int4-hf/model.safetensors"], capture_output=True, text=True, env=pc.ENV)
+    assert p.returncode == 0, p.stderr
+    plain, packed = read_safetensors(f"{work}/plain-hf/model.safetensors"), read_safetensors(f"{work}/int4-hf/model.safetensors")
+    config = json.load(open(f"{work}/int4-hf/config.json"))
+    assert config["quantization_config"]["bits"] == 4 and config["quantization_config"]["group_size"] == 16, config
+    assert "keel_qat" not in json.load(open(f"{work}/plain-hf/config.json"))
+    linears = [n for n in plain if is_block_linear(n)]
+    for name in plain:
+        if name not in linears:
+            assert np.array_equal(plain[name], packed[name]), f"{name} differs from the plain export"
+            continue
+        q, scale = packed[name], packed[name + "_scale"]
+        assert q.dtype == np.int8 and q.min() >= -8 and q.max() <= 7, f"{name}: values {q.min()}..{q.max()}"
+        assert scale.shape == (q.shape[0], q.shape[1] // 16), f"{name}: scale {scale.shape}"
+        weights = (q.reshape(-1, 16).astype(np.float32) * scale.reshape(-1, 1)).reshape(q.shape)
+        want = fake_quantize(plain[name], 16, 4)
+        assert np.array_equal(weights, want), f"{name}: q * scale is off the reference by {np.abs(weights - want).max()}"
+    print(f"export --quantize: {len(linears)} linears as int4 values and scales equal to the reference's")
+    p = subprocess.run([args.keel, "export", f"{work}/base/step-{BASE_STEPS:08d}", "--quantize", "--out",
+                        f"{work}/none/model.safetensors"], capture_output=True, text=True, env=pc.ENV)
+    assert p.returncode != 0 and "no quantization-aware training run" in p.stderr, p.stderr
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -149,7 +182,7 @@ def main():
     args = parser.parse_args()
     args.mpirun = None
     with tempfile.TemporaryDirectory() as work:
-        {"reference": check_reference, "measured": check_measured}[args.check](args, work)
+        {"reference": check_reference, "measured": check_measured, "export": check_export}[args.check](args, work)
     print("PASS")
 
 

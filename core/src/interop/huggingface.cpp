@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -187,9 +188,57 @@ void merge_adapters(ModelParameters& params, std::map<std::string, std::vector<f
   }
 }
 
+// The QAT scheme a model's config names (null when none).
+struct QatScheme {
+  int32_t bits = 0;
+  int64_t group = 0;  // 0: a row
+  std::vector<std::string> modules;
+};
+
+QatScheme qat_scheme(const nlohmann::json& config, const std::string& model) {
+  QatScheme s;
+  const nlohmann::json q = config.value("keel_qat", nlohmann::json());
+  if (!q.is_object()) return s;
+  try {
+    s.bits = q.at("bits").get<int32_t>();
+    s.group = q.at("group_size").get<int64_t>();
+    s.modules = q.at("modules").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + model + "': its keel_qat config is malformed: " + e.what());
+  }
+  if (s.bits < 2 || s.bits > 8 || s.group < 0)
+    throw KeelError(KEEL_ERR_INTERNAL, "model '" + model + "': keel_qat names bits " + std::to_string(s.bits) +
+                                           ", group_size " + std::to_string(s.group));
+  return s;
+}
+
+bool quantized_by(const QatScheme& scheme, const std::string& name) {
+  for (const std::string& m : scheme.modules) {
+    const std::string tail = "." + m + ".weight";
+    if (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0) return true;
+  }
+  return false;
+}
+
+// torchao's symmetric rule, as the backends' fake_quantize_dt: q and one scale per group.
+void quantize_rows(const std::vector<float>& w, int64_t rows, int64_t cols, int64_t group, int32_t bits,
+                   std::vector<int8_t>* q, std::vector<float>* scales) {
+  const float qmin = -std::ldexp(1.0f, bits - 1), qmax = std::ldexp(1.0f, bits - 1) - 1.0f;
+  q->resize(w.size());
+  scales->resize(size_t(rows * (cols / group)));
+  for (int64_t g = 0; g < rows * cols / group; ++g) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(w[size_t(g * group + i)]));
+    const float scale = std::max(amax / ((qmax - qmin) / 2.0f), std::numeric_limits<float>::epsilon());
+    (*scales)[size_t(g)] = scale;
+    for (int64_t i = 0; i < group; ++i)
+      (*q)[size_t(g * group + i)] = int8_t(std::clamp(std::nearbyint(w[size_t(g * group + i)] / scale), qmin, qmax));
+  }
+}
+
 void export_format(ModelParameters& params, const char* format, const std::string& out_safetensors_path,
                    const std::string& config_name, const nlohmann::json& config_overrides = nlohmann::json::object(),
-                   bool merged = false) {
+                   bool merged = false, bool quantize = false) {
   const bool model_format = std::string(format) == kFormat;
   const std::filesystem::path out_path(out_safetensors_path);
   std::vector<std::filesystem::path> targets = {out_path, out_path.parent_path() / config_name};
@@ -228,6 +277,38 @@ void export_format(ModelParameters& params, const char* format, const std::strin
     throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': its " + format +
                                            " config is not JSON: " + e.what());
   }
+  const QatScheme scheme = model_format ? qat_scheme(config, params.model_plugin()) : QatScheme();
+  config.erase("keel_qat");
+  std::vector<std::vector<int8_t>> codes;  // kept alive until the file is written
+  std::vector<std::vector<float>> scales;
+  if (quantize) {
+    if (scheme.bits == 0)
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "--quantize: this checkpoint is no quantization-aware training run "
+                                                 "(model.qat): it has no scheme to quantize by");
+    codes.reserve(entries.size());
+    scales.reserve(entries.size());
+    const size_t n_entries = entries.size();
+    for (size_t k = 0; k < n_entries; ++k) {
+      if (!quantized_by(scheme, entries[k].name) || entries[k].shape.size() != 2) continue;
+      const int64_t rows = entries[k].shape[0], cols = entries[k].shape[1], group = scheme.group ? scheme.group : cols;
+      if (cols % group != 0)
+        throw KeelError(KEEL_ERR_INTERNAL, entries[k].name + ": " + std::to_string(cols) + " columns do not divide "
+                                           "into groups of " + std::to_string(group));
+      codes.emplace_back();
+      scales.emplace_back();
+      quantize_rows(buffers[k], rows, cols, group, scheme.bits, &codes.back(), &scales.back());
+      entries[k].dtype = "I8";
+      entries[k].data = codes.back().data();
+      entries[k].bytes = codes.back().size();
+      entries.push_back({entries[k].name + "_scale", "F32", {rows, cols / group}, scales.back().data(),
+                         scales.back().size() * sizeof(float)});
+    }
+    config["quantization_config"] = {
+        {"quant_method", "keel_qat"}, {"bits", scheme.bits}, {"group_size", scheme.group},
+        {"symmetric", true}, {"modules", scheme.modules},
+        {"layout", "<module>.weight: I8 values q; <module>.weight_scale: F32 (out, in / group_size, or 1 per row when "
+                   "group_size is 0); the weight is q * scale"}};
+  }
 
   const std::filesystem::path out(out_safetensors_path);
   std::error_code error;
@@ -262,6 +343,11 @@ bool has_adapter_format(ModelParameters& params) {
   } catch (const KeelError&) {
     return false;
   }
+}
+
+void export_quantized(ModelParameters& params, const std::string& out_safetensors_path) {
+  export_format(params, kFormat, out_safetensors_path, "config.json", nlohmann::json::object(), false,
+                /*quantize=*/true);
 }
 
 void export_merged(ModelParameters& params, const std::string& out_safetensors_path) {

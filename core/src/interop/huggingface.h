@@ -21,6 +21,11 @@ bool has_adapter_format(ModelParameters& params);
 // As export_huggingface, each LoRA adapter merged into its base tensor (W + s·B·A): the full
 // model transformers loads without PEFT.
 void export_merged(ModelParameters& params, const std::string& out_safetensors_path);
+// As export_huggingface, a QAT run's targeted linears quantized as it trained them (the model's
+// config names the scheme under "keel_qat": bits, group_size (0: per output channel), modules):
+// each <module>.weight becomes I8 values q, with <module>.weight_scale F32 (out, in / group), the
+// weight being q · scale; config.json gets a quantization_config saying so. docs/finetuning.md.
+void export_quantized(ModelParameters& params, const std::string& out_safetensors_path);
 // As export_huggingface, in that format: the adapters under PEFT's keys, adapter_config.json beside
 // naming `base` (the base model's folder or file; null when empty) as base_model_name_or_path.
 void export_adapter(ModelParameters& params, const std::string& out_safetensors_path, const std::string& base);
