@@ -6,10 +6,10 @@ add_test(NAME python.lora_vs_peft
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_vs_peft.py
           --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
 set_tests_properties(python.lora_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
-foreach(check layouts frozen resume qlora qlora_resume)
+foreach(check layouts frozen resume qlora qlora_resume device_true)
   add_test(NAME e2e.lora.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py ${check} --keel ${keel}
-            --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
+            --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json --plugins ${fixtures}/test_backends)
   set_tests_properties(e2e.lora.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 endforeach()
 set(lora_small "\"plugin\":\"llama\",\"n_layer\":2,\"d_model\":48,\"n_head\":6,\"vocab_size\":256,\"seq_len\":128,\"ffn_hidden\":40")

@@ -10,6 +10,8 @@ layouts, with parallel_checks.py's helpers:
   - qlora: the block linears kept in NF4 (model.lora.quantize_base): the base does not move, each
     of its 64-weight blocks is the published NF4 table times its absmax, the parameter bytes fall
     by exactly what NF4 saves, and 100 steps stay within 1% of LoRA on the bf16 base;
+  - device_true: QLoRA and QAT on the poison and deferred test backends equal the cpu backend bit
+    for bit;
   - qlora_resume: 8 steps straight equal 4 + resume + 4 bit for bit (the NF4 scales restored from
     the checkpoint's own state; without them the losses drift at the 1e-6 level).
 
@@ -156,6 +158,26 @@ def check_qlora(args, work):
         pc.compare_losses(pc.losses(work, "lora"), pc.losses(work, "qlora-tp2"), "QLoRA tp 2 against LoRA", 1e-2)
 
 
+def check_device_true(args, work):
+    """QLoRA's dequantization and QAT's fake quantization on the poison and deferred test backends
+    (backend memory behind handles; ops queued behind the host): one rank's cpu losses, bit for bit."""
+    if not args.plugins:
+        print("skipped: no --plugins folder with the test backends")
+        sys.exit(77)
+    for tag, sets in (("qlora", QLORA), ("qat", ['model.qat={"weights": "int4", "group_size": 16}',
+                                                 "model.ffn_hidden=96"])):
+        want = None
+        for backend in ("cpu", "poison", "deferred"):
+            pc.run(args, 1, "ddp", work, f"{tag}-{backend}",
+                   sets + [f'backend={{"plugin": "{backend}", "precision": "fp32"}}', "lr_schedule.decay_steps=4"],
+                   steps=4)
+            got = pc.losses(work, f"{tag}-{backend}")
+            if want is None:
+                want = got
+            assert got == want, f"{tag} on {backend}: losses {got} differ from the cpu backend's {want}"
+        print(f"{tag}: the poison and deferred backends give the cpu backend's {len(want)} losses, bit for bit")
+
+
 def check_qlora_resume(args, work):
     """A QLoRA run resumes from its checkpoint bit for bit: quantizing the saved (dequantized) base
     again gives the same codes, and the scales come back from the frozen part's own state."""
@@ -180,10 +202,13 @@ def main():
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
+    parser.add_argument("--plugins", help="the folder holding libkeel-test_backends.so (poison, deferred)")
     args = parser.parse_args()
+    if args.plugins:
+        pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins
     with tempfile.TemporaryDirectory() as work:
         {"layouts": check_layouts, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
-         "qlora_resume": check_qlora_resume}[args.check](args, work)
+         "qlora_resume": check_qlora_resume, "device_true": check_device_true}[args.check](args, work)
     print("PASS")
 
 
