@@ -8,9 +8,10 @@
 #include <string>
 #include <utility>
 
-#include <keel_support/backend/backend_slots.hpp>  // defines: KEEL_FILL_BACKEND_SLOTS
+#include <keel_support/backend/attention_args.hpp>  // defines: check_attention_args, check_rope_at
+#include <keel_support/backend/backend_slots.hpp>   // defines: KEEL_FILL_BACKEND_SLOTS
 
-#include "backend_cpu.hpp"         // defines: run, require*
+#include "backend_cpu.hpp"         // defines: run
 #include "backend_cpu_dt.hpp"      // defines: bf16_storage, Fp32Input, Fp32Output
 #include "cpu/attention_block.h"  // defines: AttentionBlock, attention_block_forward, attention_block_backward
 #include "cpu/rope.h"             // defines: rope_forward_at, rope_backward_at
@@ -22,24 +23,6 @@ namespace cpu = keel::cpu;
 
 // Elements from a row-strided operand's start to its last element: rows of `stride`, `width` used.
 int64_t span_of(int64_t rows, int64_t stride, int64_t width) { return rows == 0 ? 0 : (rows - 1) * stride + width; }
-
-const keel_attention_args& read_args(const keel_attention_args* args, bool backward, const char* op) {
-  require(args != nullptr, std::string(op) + ": args is NULL");
-  require(args->struct_size >= offsetof(keel_attention_args, dkv) + sizeof(void*),
-          std::string(op) + ": args->struct_size " + std::to_string(args ? args->struct_size : 0) +
-              " is smaller than keel_attention_args (0.19)");
-  const keel_attention_args& a = *args;
-  require_sizes({a.B, a.Tq, a.Tkv, a.q_stride, a.kv_stride, a.out_stride}, op);
-  require(a.hs > 0 && a.NKV > 0 && a.NH > 0 && a.NH % a.NKV == 0,
-          std::string(op) + ": need hs > 0 and NH a positive multiple of NKV, found NH " + std::to_string(a.NH) +
-              ", NKV " + std::to_string(a.NKV) + ", hs " + std::to_string(a.hs));
-  require(a.q_stride >= a.NH * a.hs && a.out_stride >= a.NH * a.hs && a.kv_stride >= 2 * a.NKV * a.hs,
-          std::string(op) + ": a row stride is narrower than the heads it holds (q " + std::to_string(a.q_stride) +
-              ", kv " + std::to_string(a.kv_stride) + ", out " + std::to_string(a.out_stride) + ")");
-  require(a.q && a.kv && a.out && a.lse, std::string(op) + ": q, kv, out and lse are required");
-  if (backward) require(a.dout && a.dq && a.dkv, std::string(op) + ": dout, dq and dkv are required");
-  return a;
-}
 
 // The fp32 views of two operands that may interleave in one buffer (q and kv of a fused row; dq
 // and dkv of its gradient): at bf16, one widened span when they overlap, two otherwise.
@@ -86,7 +69,7 @@ cpu::AttentionBlock fp32_block(const keel_attention_args& a, const float* q, con
 
 keel_status attention_block_forward(void* backend, const keel_attention_args* args) {
   return run(backend, [&] {
-    const keel_attention_args& a = read_args(args, false, "attention_block_forward");
+    const keel_attention_args& a = keel_support::check_attention_args(args, false, "attention_block_forward");
     const bool bf = bf16_storage(a.dt, "attention_block_forward");
     const int64_t q_elems = span_of(a.B * a.Tq, a.q_stride, a.NH * a.hs);
     const int64_t kv_elems = span_of(a.B * a.Tkv, a.kv_stride, 2 * a.NKV * a.hs);
@@ -99,7 +82,7 @@ keel_status attention_block_forward(void* backend, const keel_attention_args* ar
 
 keel_status attention_block_backward(void* backend, const keel_attention_args* args) {
   return run(backend, [&] {
-    const keel_attention_args& a = read_args(args, true, "attention_block_backward");
+    const keel_attention_args& a = keel_support::check_attention_args(args, true, "attention_block_backward");
     const bool bf = bf16_storage(a.dt, "attention_block_backward");
     const int64_t q_elems = span_of(a.B * a.Tq, a.q_stride, a.NH * a.hs);
     const int64_t kv_elems = span_of(a.B * a.Tkv, a.kv_stride, 2 * a.NKV * a.hs);
@@ -113,14 +96,10 @@ keel_status attention_block_backward(void* backend, const keel_attention_args* a
   });
 }
 
+// Elements from x to the last turned one: the span a bf16 x is widened over.
 int64_t rope_at_span(const int32_t* positions, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
                      int64_t first, const char* op) {
-  require_sizes({B, T, heads, head_dim, stride, first}, op);
-  require(positions != nullptr || B * T == 0, std::string(op) + ": positions is NULL");
-  require(head_dim % 2 == 0, std::string(op) + ": head_dim " + std::to_string(head_dim) + " is odd");
-  require(first + heads * head_dim <= stride, std::string(op) + ": heads end at column " +
-                                                  std::to_string(first + heads * head_dim) + ", past the row stride " +
-                                                  std::to_string(stride));
+  keel_support::check_rope_at(positions, B, T, heads, head_dim, stride, first, op);
   return span_of(B * T, stride, first + heads * head_dim);
 }
 
