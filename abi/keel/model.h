@@ -143,6 +143,12 @@ typedef struct keel_external_tensor {
                          Keel, so that a tensor-parallel piece is a box; (3C) in Hugging Face's
                          GPT-2). A transposed tensor is always the 2-D transpose of Keel's with its
                          leading dimensions merged: gpt's qkv weight (3, C, C) is (C, 3C) there. */
+  /* --- appended in 0.19 --- */
+  int32_t reserved;   /* 0; keeps the next field past 0.6's tail padding, which older models may not zero */
+  int32_t merge_leading; /* 1: the external tensor is Keel's with its leading dimensions merged into one
+                            and its last kept: a LoRA factor Keel declares (3, C, r), so that a
+                            tensor-parallel piece is a box, is PEFT's (3C, r). The same bytes in the
+                            same order, as with flatten. */
 } keel_external_tensor;
 
 /* --- appended in 0.19: a model's per-step metrics (keel_model_api.step_metrics) --- */

@@ -130,14 +130,16 @@ void GptModel::head_weight_backward(Activations& a, const keel_param_access* acc
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   {  // the lm_head's wte, as in head_backward
     LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-    ops_.matmul_backward(Elems(), lease.grad(WTE), nullptr, a.saved.logits, a.lnf, lease.param_elems(WTE), N, C,
-                         share_.vocab.rows);
+    if (lease.grad(WTE))  // NULL: frozen (a LoRA run's base)
+      ops_.matmul_backward(Elems(), lease.grad(WTE), nullptr, a.saved.logits, a.lnf, lease.param_elems(WTE), N, C,
+                           share_.vocab.rows);
     lease.release(plan_.holds_wte_copy());
   }
   const int32_t layer = config_.n_layer + 1;
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  norm_weight_backward(lease.grad(LNF_W), lease.grad(LNF_B), a.saved.lnf, a.residual3 + (a.blocks - 1) * Nr * C,
-                       lease.param_elems(LNF_W), a.lnf_mean, a.lnf_rstd, N);
+  if (lease.grad(LNF_W))
+    norm_weight_backward(lease.grad(LNF_W), lease.grad(LNF_B), a.saved.lnf, a.residual3 + (a.blocks - 1) * Nr * C,
+                         lease.param_elems(LNF_W), a.lnf_mean, a.lnf_rstd, N);
   lease.release(true);
 }
 
@@ -148,8 +150,10 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
-  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
-  auto dw = [&](int i) { return save ? nullptr : lease.grad(static_cast<size_t>(i)); };  // INPUT part: none
+  prepare_weights(lease);
+  const LayerLease* grads = save ? nullptr : &lease;  // INPUT part: no weight gradients
+  auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
+  auto dw = [&](int i) { return weight_grad(grads, BlockTensor(i)); };
   // A split backward's INPUT part keeps each output gradient for the WEIGHT part.
   auto keep = [&](Elems to, Elems from, int64_t n) { ops_.copy(to, from, n); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
@@ -190,6 +194,7 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   const Elems dln1 = tp_.enter_backward(g.dln, scratch_.dln_rows, N);
   if (save) keep(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(LN1_W), dw(LN1_B), dln1, residual, w(LN1_W), ln1_mean, ln1_rstd, N);
+  if (lora_.active() && grads) lora_.fold(lease);
   lease.release(!save);
 }
 
@@ -199,17 +204,26 @@ void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param
   const int64_t Cl = share_.channels, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
-  auto dw = [&](int i) { return lease.grad(static_cast<size_t>(i)); };
+  prepare_weights(lease);
+  auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
+  auto dw = [&](int i) { return weight_grad(&lease, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
   const BlockActivations v = block_activations(a, l);
   recompute_block(v, residual, lease, a.B, a.T, /*for_input=*/false);  // FULL: again, the INPUT part's is gone
-  ops_.matmul_backward(Elems(), dw(FCPROJ_W), dw(FCPROJ_B), d.fcproj + l * N * C, v.fch_gelu, w(FCPROJ_W), N, F, C);
-  ops_.matmul_backward(Elems(), dw(FC_W), dw(FC_B), d.fch + l * N * F, v.ln2, w(FC_W), N, C, F);
-  norm_weight_backward(dw(LN2_W), dw(LN2_B), d.ln2 + l * Nr * C, v.residual2, w(LN2_W), v.ln2_mean, v.ln2_rstd, N);
-  ops_.matmul_backward(Elems(), dw(ATTPROJ_W), dw(ATTPROJ_B), d.attproj + l * N * C, v.atty, w(ATTPROJ_W), N, Cl, C);
-  ops_.matmul_backward(Elems(), dw(QKV_W), dw(QKV_B), d.qkv + l * N * 3 * Cl, v.ln1, w(QKV_W), N, C, 3 * Cl);
-  norm_weight_backward(dw(LN1_W), dw(LN1_B), d.ln1 + l * Nr * C, residual, w(LN1_W), v.ln1_mean, v.ln1_rstd, N);
+  // A frozen tensor (a LoRA run's base) has no gradient to form.
+  auto linear = [&](int weight, int bias, Elems dout, Elems inp, int64_t in, int64_t out) {
+    if (dw(weight) || dw(bias)) ops_.matmul_backward(Elems(), dw(weight), dw(bias), dout, inp, w(weight), N, in, out);
+  };
+  auto norm = [&](int weight, int bias, Elems dout, Elems inp, const float* mean, const float* rstd) {
+    if (dw(weight)) norm_weight_backward(dw(weight), dw(bias), dout, inp, w(weight), mean, rstd, N);
+  };
+  linear(FCPROJ_W, FCPROJ_B, d.fcproj + l * N * C, v.fch_gelu, F, C);
+  linear(FC_W, FC_B, d.fch + l * N * F, v.ln2, C, F);
+  norm(LN2_W, LN2_B, d.ln2 + l * Nr * C, v.residual2, v.ln2_mean, v.ln2_rstd);
+  linear(ATTPROJ_W, ATTPROJ_B, d.attproj + l * N * C, v.atty, Cl, C);
+  linear(QKV_W, QKV_B, d.qkv + l * N * 3 * Cl, v.ln1, C, 3 * Cl);
+  norm(LN1_W, LN1_B, d.ln1 + l * Nr * C, residual, v.ln1_mean, v.ln1_rstd);
+  if (lora_.active()) lora_.fold(lease);
   lease.release(true);
 }
 
@@ -217,12 +231,14 @@ void GptModel::embedding_backward(Activations& a, const keel_param_access* acces
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T;
   // layer 0, last use: the embeddings. Now wte's gradient is complete.
   LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
-  if (!tp_.active()) {
-    ops_.embedding_backward(lease.grad(WTE), lease.grad(WPE), dencoded_rows, a.tokens, B, T, C);
-  } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
-    const Elems dencoded = tp_.leave_backward(dencoded_rows, scratch_.dgathered, N);
-    ops_.embedding_rows_backward(lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C, share_.vocab.begin,
-                                 share_.vocab.rows);
+  if (lease.grad(WTE)) {  // NULL: frozen (a LoRA run's base), nothing to scatter
+    if (!tp_.active()) {
+      ops_.embedding_backward(lease.grad(WTE), lease.grad(WPE), dencoded_rows, a.tokens, B, T, C);
+    } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
+      const Elems dencoded = tp_.leave_backward(dencoded_rows, scratch_.dgathered, N);
+      ops_.embedding_rows_backward(lease.grad(WTE), lease.grad(WPE), dencoded, a.tokens, B, T, C, share_.vocab.begin,
+                                   share_.vocab.rows);
+    }
   }
   lease.release(true);
 }

@@ -84,7 +84,8 @@ const float* GptModel::decode(const keel_param_access* access, const int32_t* to
   for (int32_t l = 0; l < config_.n_layer; ++l) {
     const int32_t layer = 1 + l;
     LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-    auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
+    prepare_weights(lease);
+    auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
     void* keys = cache + ops_.bytes(2 * l * decode_.per_block);
     void* values = cache + ops_.bytes((2 * l + 1) * decode_.per_block);
     ops_.layernorm_forward(d.ln, d.mean, d.rstd, d.residual, w(LN1_W), w(LN1_B), N, C);

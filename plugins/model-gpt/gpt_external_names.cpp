@@ -1,7 +1,8 @@
 // The "huggingface" format: transformers' GPT2LMHeadModel names ("transformer.h.0.attn.c_attn.weight")
 // and layouts. HF's GPT-2 uses Conv1D, which stores a linear map as (in, out), the transpose of
 // Keel's (out, in); HF's wte has exactly vocab_size rows, so Keel's padded rows are cut. The
-// lm_head is tied to wte on both sides, so it has no entry of its own.
+// lm_head is tied to wte on both sides, so it has no entry of its own. A LoRA run's adapters are
+// PEFT's adapter folder ("peft"), under PEFT's keys for GPT-2.
 #include "gpt_external_names.hpp"
 #include "gpt_model.hpp"  // defines: GptConfig
 
@@ -53,6 +54,37 @@ HfName huggingface_name(const std::string& keel) {
   throw std::logic_error("gpt external names: no Hugging Face name for parameter '" + keel + "'");
 }
 
+// A LoRA factor's PEFT key: "h.3.attn.qkv.lora_B.weight" is
+// "base_model.model.transformer.h.3.attn.c_attn.lora_B.weight"; empty for any other tensor.
+std::string peft_name(const std::string& keel) {
+  const size_t at = keel.find(".lora_");
+  if (at == std::string::npos) return "";
+  const std::string module = huggingface_name(keel.substr(0, at) + ".weight").name;  // "transformer.h.3.attn.c_attn.weight"
+  return "base_model.model." + module.substr(0, module.size() - std::string(".weight").size()) + keel.substr(at);
+}
+
+// PEFT's adapter_config.json for the run's adapters (the keys PEFT 0.10's LoraConfig reads):
+// GPT-2's linears are Conv1D, which PEFT marks fan_in_fan_out; the factors are nn.Linear's
+// either way, lora_A (r, in) and lora_B (out, r).
+std::string peft_adapter_config(const GptConfig& c) {
+  nlohmann::json j = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"base_model_name_or_path", nullptr},
+      {"r", c.lora.r},
+      {"lora_alpha", c.lora.alpha},
+      {"lora_dropout", c.lora.dropout},
+      {"target_modules", c.lora.target_modules},
+      {"use_rslora", c.lora.use_rslora},
+      {"bias", "none"},
+      {"fan_in_fan_out", true},
+      {"inference_mode", true},
+      {"init_lora_weights", "gaussian"},
+      {"modules_to_save", nullptr},
+  };
+  return j.dump(2) + "\n";
+}
+
 std::string huggingface_config(const GptConfig& c) {
   // GPT2Config's fields (transformers/models/gpt2/configuration_gpt2.py). Keel trains without
   // dropout, so the exported model has none either.
@@ -81,6 +113,10 @@ std::string huggingface_config(const GptConfig& c) {
   };
   // <|endoftext|> exists only in GPT-2's own tokenizer; another vocabulary has no known id.
   if (c.vocab_size == 50257) j["bos_token_id"] = j["eos_token_id"] = 50256;
+  // A QAT run's scheme, for `keel export --quantize` (which turns it into quantization_config;
+  // a plain export leaves it out).
+  if (c.qat.enabled())
+    j["keel_qat"] = {{"bits", c.qat.bits}, {"group_size", c.qat.group_size}, {"modules", c.qat.target_modules}};
   return j.dump(2) + "\n";
 }
 
@@ -89,7 +125,18 @@ std::string huggingface_config(const GptConfig& c) {
 std::unique_ptr<keel_support::ExternalNames> gpt_external_names(const GptConfig& config,
                                                                 const std::vector<std::string>& keel_names) {
   auto names = std::make_unique<keel_support::ExternalNames>("the gpt model", huggingface_config(config));
+  // LoRA's adapters are no tensor of the transformers model, and the rest is none of PEFT's
+  // adapter folder (as in the llama model).
+  const char* peft = keel_support::ExternalNames::kAdapterFormat;
+  if (config.lora.enabled()) names->add_format(peft, peft_adapter_config(config));
   for (const auto& name : keel_names) {
+    const std::string adapter = peft_name(name);
+    if (config.lora.enabled())  // qkv's B, (3, C, r) in Keel, is PEFT's (3C, r)
+      names->add_to(peft, adapter, false, -1, false, name.find(".attn.qkv.lora_B.") != std::string::npos);
+    if (!adapter.empty()) {
+      names->add("");
+      continue;
+    }
     const HfName m = huggingface_name(name);
     names->add(m.name, m.transpose, m.cut_to_vocab ? config.vocab_size : -1, m.flatten);
   }

@@ -17,6 +17,8 @@ using keel_support::LayerLease;
 using keel_support::ConfigError;
 using keel_support::StatusError;
 
+const std::vector<std::string> kGptLinearModules = {"c_attn", "c_proj", "c_fc"};
+
 GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
   auto section = keel_support::JsonSection::parse(config_json, json_path ? json_path : "model");
   section.allow("plugin");
@@ -27,6 +29,9 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
   c.vocab_size = section.get_in_range<int32_t>("vocab_size", c.vocab_size, 1, (1 << 30));
   c.max_seq_len = section.get_in_range<int32_t>("seq_len", c.max_seq_len, 1, 1 << 24);
   c.recompute = keel_support::parse_recompute(section);
+  // PEFT's default target for GPT-2 is c_attn.
+  c.lora = keel_support::parse_lora_config(section, kGptLinearModules, {"c_attn"});
+  c.qat = keel_support::parse_qat_config(section, kGptLinearModules);
   section.finish();
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
@@ -37,9 +42,15 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
 
 std::string complete_gpt_config(const std::string& format, const char* external_json, const char* config_json,
                                 const char* json_path) {
+  if (format == "peft") {  // a LoRA adapter folder's adapter_config.json: model.lora from it
+    const std::string completed =
+        keel_support::complete_lora_from_peft(external_json, config_json, json_path, /*fan_in_fan_out=*/true);
+    parse_gpt_config(completed.c_str(), json_path);
+    return completed;
+  }
   if (format != "huggingface")
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "no external format named '" + format + "'; the gpt model knows: "
-                                              "huggingface");
+                                              "huggingface, peft");
   keel_support::ExternalConfigMerge merge(config_json, json_path, external_json, "config.json");
   merge.require_one_of("model_type", {"gpt2"});
   // Keel's GPT-2 has a 4·d_model MLP with the tanh GELU, tied to the embedding.
@@ -83,6 +94,31 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   plan_ = ChunkPlan(args, config_.n_layer);
   build_param_specs();
   external_ = gpt_external_names(config_, specs_.names());
+  if (config_.lora.enabled()) lora_ = keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_);
+  if (config_.qat.enabled()) create_qat();
+}
+
+// QAT's targets: the configured linears with this rank's shapes (qkv's (3, C/tp, C) piece is a
+// (3C/tp, C) matrix); int4's groups must divide each local row.
+void GptModel::create_qat() {
+  const std::pair<const char*, BlockTensor> linears[] = {
+      {"c_attn", QKV_W}, {"c_proj", ATTPROJ_W}, {"c_fc", FC_W}, {"c_proj", FCPROJ_W}};
+  const keel_param_spec* specs = layer_specs(1 + plan_.first_block(0));  // every block's shapes are the same
+  std::vector<keel_support::QatTarget> targets;
+  for (const auto& [module, tensor] : linears) {
+    if (!config_.qat.targets(module)) continue;
+    const keel_param_spec& spec = specs[tensor];
+    const int64_t in = spec.local_shape[spec.ndim - 1];
+    int64_t out = 1;
+    for (int32_t d = 0; d + 1 < spec.ndim; ++d) out *= spec.local_shape[d];
+    if (config_.qat.group_size && in % config_.qat.group_size != 0)
+      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string("model.qat.group_size: ") + module + " has " +
+                                                       std::to_string(in) + " input columns on this rank, which "
+                                                       "groups of " + std::to_string(config_.qat.group_size) +
+                                                       " do not divide");
+    targets.push_back({size_t(tensor), out, in});
+  }
+  qat_ = keel_support::QatLayer(ops_, config_.qat, std::move(targets));
 }
 
 void GptModel::describe(keel_model_info* out) const {
@@ -317,6 +353,7 @@ void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access*
   const int64_t C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(a.B) * a.T);
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
+  prepare_weights(lease);
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
   block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
   lease.release(false);
@@ -327,7 +364,7 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
   GradScratch& s = scratch_;
   const int64_t C = config_.d_model, N = B * T, Nr = norm_rows(N);
   const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
-  auto w = [&](int i) { return lease.param_elems(static_cast<size_t>(i)); };
+  auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
   // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
   const Elems ln_out1 = tp_.sequence_parallel() ? s.ln_rows : v.ln1;

@@ -31,6 +31,8 @@
 #include <keel_support/model/chunk_plan.hpp>      // defines: ChunkPlan
 #include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
 #include <keel_support/model/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
+#include <keel_support/model/lora.hpp>            // defines: LoraConfig, LoraLayer
+#include <keel_support/model/qat.hpp>             // defines: QatConfig, QatLayer
 #include <keel_support/model/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
 #include <keel_support/model/recompute.hpp>       // defines: Recompute, recompute_name
 #include <keel_support/model/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
@@ -54,7 +56,13 @@ struct GptConfig {
   int32_t padded_vocab_size = 50304;  // vocab_size rounded up to a multiple of 128
   int32_t max_seq_len = 1024;
   Recompute recompute = Recompute::NONE;
+  keel_support::LoraConfig lora;  // r 0: no adapters, every tensor trains
+  keel_support::QatConfig qat;    // bits 0: no fake quantization
 };
+
+// The block linears by their Hugging Face (Conv1D) module names, as PEFT's target_modules and
+// model.qat name them: "c_proj" is both attn.c_proj and mlp.c_proj, as PEFT matches it.
+extern const std::vector<std::string> kGptLinearModules;
 
 // Reads and checks the "model" section; throws keel_support::ConfigError naming the JSON path.
 GptConfig parse_gpt_config(const char* config_json, const char* json_path);
@@ -241,6 +249,20 @@ class GptModel {
 
  private:
   void build_param_specs();
+  void add_lora_specs(std::vector<keel_support::NamedSpec>& pending, const std::string& prefix, int32_t layer,
+                      bool record_targets);
+  void create_qat();
+  // The weight a block computes with (a LoRA target's merged one, a QAT target's fake-quantized
+  // one) and where its gradient goes (a target's dW scratch; NULL for a frozen tensor, or with
+  // `grads` NULL). prepare_weights forms them once per layer use, before any weight is read.
+  Elems weight(const LayerLease& lease, BlockTensor t) const {
+    return lora_.targets(size_t(t)) ? lora_.weight(lease, size_t(t)) : qat_.weight(size_t(t), lease.param_elems(size_t(t)));
+  }
+  void prepare_weights(const LayerLease& lease) {
+    if (qat_.active()) qat_.apply([&](size_t index) { return lease.param_elems(index); });
+    if (lora_.active()) lora_.merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); });
+  }
+  float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }
   using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
   // The pieces of a chunk's forward and backward, in llm.c's order.
@@ -303,6 +325,9 @@ class GptModel {
   keel_support::InferenceLogits inference_logits_;
   DecodeCache decode_;
   std::unique_ptr<const keel_support::ExternalNames> external_;  // built from names_ once the specs exist
+  std::vector<keel_support::LoraTarget> lora_targets_;  // each block's, in its specs (none without lora)
+  keel_support::LoraLayer lora_;  // one block use's merged weights and their gradients
+  keel_support::QatLayer qat_;    // one block use's fake-quantized weights (model.qat)
 };
 
 }  // namespace keel_gpt

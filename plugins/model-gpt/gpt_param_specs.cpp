@@ -48,14 +48,33 @@ void GptModel::build_param_specs() {
     add(h + "mlp.fc.bias", layer, {4 * C}, no_decay, KEEL_INIT_ZEROS, 0, -1, rows);
     add(h + "mlp.proj.weight", layer, {C, 4 * C}, 0, KEEL_INIT_NORMAL, residual_std, -1, columns);  // row-parallel
     add(h + "mlp.proj.bias", layer, {C}, no_decay, KEEL_INIT_ZEROS, 0);
+    if (config_.lora.enabled()) add_lora_specs(pending, h, layer, i == 0);
   }
   add("ln_f.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES, 0);
   add("ln_f.bias", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ZEROS, 0);
+
+  // Under LoRA everything but the adapters is frozen: held by the core, no gradient, no state.
+  // QLoRA keeps the blocks' frozen linear weights in NF4; the core dequantizes each layer as it
+  // is used.
+  auto block_linear = [](const std::string& name) {
+    for (const char* tail : {".attn.qkv.weight", ".attn.proj.weight", ".mlp.fc.weight", ".mlp.proj.weight"}) {
+      const std::string t = tail;
+      if (name.size() > t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0) return true;
+    }
+    return false;
+  };
+  if (config_.lora.enabled())
+    for (auto& p : pending)
+      if (p.name.find(".lora_") == std::string::npos) {
+        p.spec.flags |= KEEL_PARAM_FROZEN;
+        if (config_.lora.nf4_base && block_linear(p.name)) p.spec.flags |= KEEL_PARAM_NF4;
+      }
 
   // flops_per_token's N, from the whole model before it is cut into pipeline chunks.
   matmul_params_ = 0;
   for (const auto& p : pending) {
     if (p.name == "wpe") continue;
+    if (p.name.find(".lora_") != std::string::npos) continue;  // folded into their weight once per layer use
     matmul_params_ += p.name == "wte" ? static_cast<double>(V) * C : static_cast<double>(keel_support::element_count(p.spec));
   }
   std::vector<Pending> mine;
@@ -72,6 +91,51 @@ void GptModel::build_param_specs() {
     }
   }
   specs_.assign(std::move(mine), config_.n_layer + 2);
+}
+
+// A block's adapters, after its other tensors: for each targeted linear (in the block's order)
+// PEFT's lora_A (r, in), drawn as PEFT's "gaussian" init draws it (N(0, 1/r)), and lora_B
+// (out, r), zero, so the adapted model starts as the base. qkv's B is declared (3, C, r) like
+// its weight, so that a tensor-parallel piece holds this rank's heads' rows; PEFT's (3C, r) is
+// that with the leading dimensions merged. A column-parallel linear's B is split with its rows,
+// a row-parallel one's A with its columns (keel_support/model/lora.hpp).
+void GptModel::add_lora_specs(std::vector<keel_support::NamedSpec>& pending, const std::string& prefix, int32_t layer,
+                              bool record_targets) {
+  const int64_t C = config_.d_model, r = config_.lora.r;
+  struct Linear {
+    const char* module;
+    const char* path;
+    BlockTensor weight;
+    int64_t out, in;
+    bool column_parallel;
+  };
+  const Linear linears[] = {{"c_attn", "attn.qkv", QKV_W, 3 * C, C, true},
+                            {"c_proj", "attn.proj", ATTPROJ_W, C, C, false},
+                            {"c_fc", "mlp.fc", FC_W, 4 * C, C, true},
+                            {"c_proj", "mlp.proj", FCPROJ_W, C, 4 * C, false}};
+  size_t index = 0;
+  for (const auto& p : pending) index += p.spec.layer == layer ? 1 : 0;
+  for (const Linear& l : linears) {
+    if (!config_.lora.targets(l.module)) continue;
+    keel_param_spec a = keel_support::make_spec(nullptr, layer, {r, l.in}, 0, KEEL_INIT_NORMAL, float(1.0 / double(r)));
+    keel_param_spec b = l.weight == QKV_W ? keel_support::make_spec(nullptr, layer, {3, C, r}, 0, KEEL_INIT_ZEROS, 0.0f)
+                                          : keel_support::make_spec(nullptr, layer, {l.out, r}, 0, KEEL_INIT_ZEROS, 0.0f);
+    keel_support::split_for_tp(a, l.column_parallel ? -1 : 1, tp_.size(), tp_.rank());
+    keel_support::split_for_tp(b, l.column_parallel ? int32_t(b.ndim) - 2 : -1, tp_.size(), tp_.rank());
+    if (record_targets) {
+      keel_support::LoraTarget target;
+      target.weight = size_t(l.weight);
+      target.a = index;
+      target.b = index + 1;
+      target.out = b.local_shape[0] * (b.ndim == 3 ? b.local_shape[1] : 1);
+      target.in = a.local_shape[1];
+      target.column_parallel = l.column_parallel;
+      lora_targets_.push_back(target);
+    }
+    pending.push_back({prefix + l.path + ".lora_A.weight", a});
+    pending.push_back({prefix + l.path + ".lora_B.weight", b});
+    index += 2;
+  }
 }
 
 }  // namespace keel_gpt

@@ -67,10 +67,9 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.qat = keel_support::parse_qat_config(section,
                                          {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"});
   section.finish();
-  if (c.qat.enabled() && (c.lora.enabled() || c.moe.enabled()))
-    throw ConfigError(section.path_of("qat") + ": quantization-aware training beside " +
-                      (c.lora.enabled() ? "LoRA adapters" : "experts") + " is not supported yet (leave out " +
-                      section.path_of(c.lora.enabled() ? "lora" : "n_experts") + " or qat)");
+  if (c.qat.enabled() && c.moe.enabled())
+    throw ConfigError(section.path_of("qat") + ": quantization-aware training beside experts is not supported yet "
+                                               "(leave out " + section.path_of("n_experts") + " or qat)");
   if (c.lora.enabled() && c.moe.enabled())
     throw ConfigError(section.path_of("lora") + ": LoRA adapters on a mixture-of-experts model are not supported yet "
                                                 "(set " + section.path_of("n_experts") + " to 0, or leave out lora)");

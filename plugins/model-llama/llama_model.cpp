@@ -52,7 +52,7 @@ void LlamaModel::create_qat() {
   const std::pair<const char*, BlockTensor> modules[] = {{"q_proj", Q_W},       {"k_proj", K_W},   {"v_proj", V_W},
                                                          {"o_proj", O_W},       {"gate_proj", GATE_W},
                                                          {"up_proj", UP_W},     {"down_proj", DOWN_W}};
-  const keel_param_spec* specs = layer_specs(1);
+  const keel_param_spec* specs = layer_specs(1 + plan_.first_block(0));  // every block's shapes are the same
   std::vector<keel_support::QatTarget> targets;
   for (const auto& [module, tensor] : modules) {
     if (!config_.qat.targets(module)) continue;

@@ -200,15 +200,17 @@ class LlamaModel {
   void build_param_specs();
   void add_lora_specs(std::vector<keel_support::NamedSpec>& pending, const std::string& prefix, int32_t layer,
                       bool record_targets);
-  // The weight a block computes with (a LoRA target's merged one) and where its gradient goes
-  // (a target's dW scratch; NULL for a frozen tensor, or with `grads` NULL).
+  // The weight a block computes with (a LoRA target's merged one, a QAT target's fake-quantized
+  // one) and where its gradient goes (a target's dW scratch; NULL for a frozen tensor, or with
+  // `grads` NULL).
   Elems weight(const LayerLease& lease, BlockTensor t) const {
-    return qat_.weight(size_t(t), lora_.weight(lease, size_t(t)));
+    return lora_.targets(size_t(t)) ? lora_.weight(lease, size_t(t)) : qat_.weight(size_t(t), lease.param_elems(size_t(t)));
   }
-  // A layer use's effective weights, before any is read: LoRA's merge, QAT's fake quantization.
+  // A layer use's effective weights, before any is read: QAT's fake quantization, then LoRA's
+  // adapters added to the (quantized) base, as torchtune's QAT with LoRA computes.
   void prepare_weights(const LayerLease& lease) {
-    if (lora_.active()) lora_.merge(lease);
     if (qat_.active()) qat_.apply([&](size_t index) { return lease.param_elems(index); });
+    if (lora_.active()) lora_.merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); });
   }
   void create_qat();
   float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }

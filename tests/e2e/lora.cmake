@@ -1,5 +1,5 @@
-# LoRA, QLoRA and QAT fine-tuning (issue 43): the llama model's adapters against PEFT's on the same base
-# (tests/python/lora_vs_peft.py, in the venv of hf_oracle.FINETUNE_PINS: transformers 4.38.2 with PEFT 0.10.0), the adapters
+# LoRA, QLoRA and QAT fine-tuning (issue 43): the llama and gpt models' adapters against PEFT's on the same base
+# (tests/python/lora_vs_peft.py and lora_gpt_vs_peft.py, in the venv of hf_oracle.FINETUNE_PINS: transformers 4.38.2 with PEFT 0.10.0), the adapters
 # under ZeRO-3, tensor parallelism and pipeline stages against one rank and resuming exactly
 # (lora_checks.py), and the refusals of bad lora sections, each naming the key.
 add_test(NAME python.lora_vs_peft
@@ -12,6 +12,13 @@ foreach(check layouts frozen resume qlora qlora_resume device_true)
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json --plugins ${fixtures}/test_backends)
   set_tests_properties(e2e.lora.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 endforeach()
+add_test(NAME python.lora_gpt_vs_peft
+  COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_gpt_vs_peft.py
+          --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
+set_tests_properties(python.lora_gpt_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
+add_test(NAME e2e.lora.gpt_layouts
+  COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py gpt_layouts --keel ${keel} --config ${quickstart})
+set_tests_properties(e2e.lora.gpt_layouts PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 set(lora_small "\"plugin\":\"llama\",\"n_layer\":2,\"d_model\":48,\"n_head\":6,\"vocab_size\":256,\"seq_len\":128,\"ffn_hidden\":40")
 keel_error_test(lora_unknown_target
   "model\\.lora\\.target_modules: the model has no linear module \"qkv\" \\(it has: q_proj, k_proj"
@@ -36,9 +43,14 @@ foreach(check reference export measured)
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/qat_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
 endforeach()
+add_test(NAME e2e.qat.gpt
+  COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/qat_checks.py gpt --keel ${keel} --config ${quickstart})
+keel_error_test(lora_gpt_unknown_target
+  "model\\.lora\\.target_modules: the model has no linear module \"q_proj\" \\(it has: c_attn, c_proj, c_fc\\)"
+  "model={\"plugin\":\"gpt\",\"n_layer\":2,\"d_model\":64,\"n_head\":4,\"lora\":{\"r\":4,\"target_modules\":[\"q_proj\"]}}")
 keel_error_test(qat_bad_weights
   "model\\.qat\\.weights: expected \"int8\" \\(one scale per output channel\\) or \"int4\""
   "model={${lora_small},\"qat\":{\"weights\":\"fp8\"}}")
-keel_error_test(qat_with_lora
-  "model\\.qat: quantization-aware training beside LoRA adapters is not supported yet"
-  "model={${lora_small},\"qat\":{\"weights\":\"int8\"},\"lora\":{\"r\":4}}")
+keel_error_test(qat_with_experts
+  "model\\.qat: quantization-aware training beside experts is not supported yet"
+  "model={${lora_small},\"qat\":{\"weights\":\"int8\"},\"n_experts\":4}")

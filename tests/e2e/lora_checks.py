@@ -15,6 +15,10 @@ layouts, with parallel_checks.py's helpers:
   - qlora_resume: 8 steps straight equal 4 + resume + 4 bit for bit (the NF4 scales restored from
     the checkpoint's own state; without them the losses drift at the 1e-6 level).
 
+  - gpt_layouts: the gpt model's adapters (on its Conv1D linears, qkv's B split by head under tp)
+    under the same layouts, and its QLoRA base under ZeRO-3, each against one rank (the gpt quick
+    start's config).
+
 Usage: lora_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but frozen).
 """
@@ -29,6 +33,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parallel_checks as pc  # noqa: E402
 
+GPT_TINY = [s for s in pc.TINY if s.startswith("model.")]  # for the gpt quick start's config
 pc.TINY = [s for s in pc.TINY if not s.startswith("model.")]
 LORA = ['model.lora={"r": 4, "alpha": 8, "target_modules": "all-linear"}', "lr_schedule.decay_steps=8",
         "train.checkpoint.every=4"]
@@ -59,6 +64,28 @@ def check_layouts(args, work):
         adapters = adapters_of(pc.final_params(f"{work}/{tag}/step-00000008"))
         assert len(adapters) == len(ref_adapters) == 4 * 7 * 2, f"{tag}: {len(adapters)} adapter tensors"
         pc.compare_params(ref_adapters, adapters, f"LoRA {tag} final adapters", 5e-5)
+
+
+def check_gpt_layouts(args, work):
+    """The gpt model's adapters (Conv1D linears; qkv's B split by head under tp) and its QLoRA base,
+    across the same layouts, against one rank."""
+    require_mpirun(args)
+    layouts = [("zero3x2", 2, "zero3", []),
+               ("tp2", 2, "ddp", ["parallel.tp=2"]),
+               ("tp2-sp", 2, "ddp", ["parallel.tp=2", "parallel.sequence_parallel=true"]),
+               ("pp2", 2, "ddp", ["parallel.pp=2", 'parallel.schedule={"plugin": "1f1b"}', "data.micro_batch=3"])]
+    for label, lora in (("LoRA", LORA), ("QLoRA", QLORA + LORA[1:])):
+        tag0 = f"gpt-{label}-single"
+        pc.run(args, 1, "ddp", work, tag0, GPT_TINY + lora, steps=8)
+        reference = pc.losses(work, tag0)
+        ref_adapters = adapters_of(pc.final_params(f"{work}/{tag0}/step-00000008"))
+        assert len(ref_adapters) == 2 * 4 * 2, f"gpt: {len(ref_adapters)} adapter tensors"
+        for tag, ranks, strategy, extra in layouts if label == "LoRA" else layouts[:1]:
+            tag = f"gpt-{label}-{tag}"
+            pc.run(args, ranks, strategy, work, tag, GPT_TINY + lora + extra, steps=8)
+            pc.compare_losses(reference, pc.losses(work, tag), f"gpt {label} {tag}", 1e-5)
+            adapters = adapters_of(pc.final_params(f"{work}/{tag}/step-00000008"))
+            pc.compare_params(ref_adapters, adapters, f"gpt {label} {tag} final adapters", 5e-5)
 
 
 def strategy_bytes(work, tag):
@@ -207,7 +234,7 @@ def main():
     if args.plugins:
         pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins
     with tempfile.TemporaryDirectory() as work:
-        {"layouts": check_layouts, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
+        {"layouts": check_layouts, "gpt_layouts": check_gpt_layouts, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
          "qlora_resume": check_qlora_resume, "device_true": check_device_true}[args.check](args, work)
     print("PASS")
 

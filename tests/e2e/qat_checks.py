@@ -10,6 +10,9 @@ parallel_checks.py's helpers and numpy (no torch):
     (post-training quantization): the held-out loss of the int4 model each way, printed; held:
     QAT lowers the int4 model's loss, and neither int4 model strays 5% from the unquantized one.
 
+  - gpt (on the gpt quick start's config): the same reference and export on Conv1D linears, and
+    QAT with LoRA against fq(W) + s·B·A built here.
+
 Usage: qat_checks.py CHECK --keel KEEL --config CONFIG
 """
 
@@ -28,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parallel_checks as pc  # noqa: E402
 
 # ffn_hidden 96 and int4 groups of 16: groups that divide every linear's rows (d_model is 48).
+GPT_TINY = [s for s in pc.TINY if s.startswith("model.")]  # the gpt check's, on the quick start's config
 pc.TINY = [s for s in pc.TINY if not s.startswith("model.")] + ["model.ffn_hidden=96"]
 INT4 = '{"weights": "int4", "group_size": 16}'
 BASE_STEPS = 30
@@ -174,6 +178,72 @@ def check_export(args, work):
     assert p.returncode != 0 and "no quantization-aware training run" in p.stderr, p.stderr
 
 
+def gpt_linear(name):
+    return name.startswith("transformer.h.") and name.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+
+
+def check_gpt(args, work):
+    """The gpt model (Conv1D linears, stored (in, out) in its Hugging Face folder, quantized along
+    Keel's rows, the folder's columns): QAT's loss equals the reference-quantized weights' (as
+    check_reference); `export --quantize` writes codes and scales transposed like the weights, whose
+    product is the reference; and QAT with LoRA computes with fake-quantized base weights plus the
+    full-precision adapters (torchtune's QAT-LoRA): after 4 steps its held-out loss equals that of
+    a folder holding fq(W) + s·B·A built here from the plain and adapter exports."""
+    pc.TINY = [s for s in pc.TINY if not s.startswith("model.")] + GPT_TINY  # without llama's ffn_hidden
+    train_base(args, work)
+    quantize_hf = lambda w: fake_quantize(w.T, 16, 4).T  # noqa: E731  (in, out): groups along a column
+    tensors = read_safetensors(f"{work}/base-hf/model.safetensors")
+    linears = [n for n in tensors if gpt_linear(n)]
+    assert len(linears) == 2 * 4, linears
+    shutil.copytree(f"{work}/base-hf", f"{work}/ref-int4")
+    write_safetensors(f"{work}/ref-int4/model.safetensors",
+                      {n: quantize_hf(v) if n in linears else v for n, v in tensors.items()})
+    frozen = ["optimizer.lr=0", "train.steps=1"]
+    pc.run(args, 1, "ddp", work, "qat", frozen + [f'model.init_from="{work}/base-hf"', f"model.qat={INT4}"], steps=1)
+    pc.run(args, 1, "ddp", work, "ref", frozen + [f'model.init_from="{work}/ref-int4"'], steps=1)
+    got, want = first_loss(work, "qat"), first_loss(work, "ref")
+    print(f"gpt int4: loss with qat {got:.7f}, reference-quantized weights {want:.7f}")
+    assert abs(got - want) <= 1e-6 * abs(want), f"gpt: Keel's QAT loss {got} != the reference's {want}"
+
+    pc.run(args, 1, "ddp", work, "qat4", [f'model.init_from="{work}/base-hf"', f"model.qat={INT4}",
+                                           "lr_schedule.decay_steps=4", "train.checkpoint.every=4"], steps=4)
+    export(args, f"{work}/qat4/step-00000004", f"{work}/plain-hf")
+    p = subprocess.run([args.keel, "export", f"{work}/qat4/step-00000004", "--quantize", "--out",
+                        f"{work}/int4-hf/model.safetensors"], capture_output=True, text=True, env=pc.ENV)
+    assert p.returncode == 0, p.stderr
+    plain, packed = read_safetensors(f"{work}/plain-hf/model.safetensors"), read_safetensors(f"{work}/int4-hf/model.safetensors")
+    for name in linears:
+        q, scale = packed[name], packed[name + "_scale"]
+        assert q.shape == plain[name].shape and scale.shape == (q.shape[0] // 16, q.shape[1]), (name, q.shape, scale.shape)
+        weights = q.astype(np.float32) * np.repeat(scale, 16, axis=0)
+        assert np.array_equal(weights, quantize_hf(plain[name])), f"{name}: q * scale is off the reference"
+    print(f"gpt export --quantize: {len(linears)} Conv1D linears as int4 codes and scales, transposed like the weights")
+
+    lora = '{"r": 4, "alpha": 8, "target_modules": ["c_attn", "c_fc"]}'
+    pc.run(args, 1, "ddp", work, "qat-lora", [f'model.init_from="{work}/base-hf"', f"model.qat={INT4}",
+                                               f"model.lora={lora}", "optimizer.lr=1e-2", "lr_schedule.decay_steps=4",
+                                               "train.checkpoint.every=4", "train.eval_every=4"], steps=4)
+    p = subprocess.run([args.keel, "export", f"{work}/qat-lora/step-00000004", "--out",
+                        f"{work}/adapter/adapter_model.safetensors"], capture_output=True, text=True, env=pc.ENV)
+    assert p.returncode == 0, p.stderr
+    adapters = read_safetensors(f"{work}/adapter/adapter_model.safetensors")
+    reference = {n: quantize_hf(v) if n in linears else v for n, v in tensors.items()}
+    for name in linears:
+        key = "base_model.model." + name[:-len(".weight")]
+        if key + ".lora_A.weight" in adapters:  # Conv1D: W (in, out) gains (s·B·A)ᵀ
+            delta = (8 / 4) * adapters[key + ".lora_B.weight"] @ adapters[key + ".lora_A.weight"]
+            assert np.abs(delta).max() > 0, f"{key}: the adapters did not train"
+            reference[name] = (reference[name] + delta.T).astype(np.float32)
+    assert sum(1 for n in adapters if n.endswith("lora_A.weight")) == 2 * 2, sorted(adapters)
+    shutil.copytree(f"{work}/base-hf", f"{work}/ref-qat-lora")
+    write_safetensors(f"{work}/ref-qat-lora/model.safetensors", reference)
+    pc.run(args, 1, "ddp", work, "ref-qat-lora", ["optimizer.lr=0", f'model.init_from="{work}/ref-qat-lora"',
+                                                   "train.eval_every=1"], steps=1)
+    got, want = val_loss(work, "qat-lora"), val_loss(work, "ref-qat-lora")
+    print(f"gpt QAT with LoRA: held-out loss {got:.7f}, fq(W) + s·B·A built here {want:.7f}")
+    assert abs(got - want) <= 1e-5 * abs(want), f"gpt QAT with LoRA: {got} != the reference's {want}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("check")
@@ -182,7 +252,8 @@ def main():
     args = parser.parse_args()
     args.mpirun = None
     with tempfile.TemporaryDirectory() as work:
-        {"reference": check_reference, "measured": check_measured, "export": check_export}[args.check](args, work)
+        {"reference": check_reference, "measured": check_measured, "export": check_export,
+         "gpt": check_gpt}[args.check](args, work)
     print("PASS")
 
 

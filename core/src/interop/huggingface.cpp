@@ -65,16 +65,19 @@ ExternalLayout layout_of(ModelParameters& params, size_t index, const char* form
   // Keel may give a tensor leading dimensions the external format does not have, so that a
   // tensor-parallel piece is a box: gpt's qkv is (3, C, C), its bias (3, C). A transposed tensor
   // is the 2-D transpose of Keel's viewed as (all leading dims merged, last dim); a flattened one
-  // (keel_external_tensor.flatten, 0.6) is Keel's as one dimension.
+  // (keel_external_tensor.flatten, 0.6) is Keel's as one dimension; a merged one
+  // (merge_leading, 0.19) is Keel's as (all leading dims merged, last dim).
   const int64_t numel = params.global_numel(index);
   const int64_t last = spec.ndim > 0 ? spec.global_shape[spec.ndim - 1] : 1;
   const int64_t leading = spec.ndim == 0 ? 1 : out.transpose ? (last > 0 ? numel / last : 0) : spec.global_shape[0];
   const bool flat = ext.struct_size >= offsetof(keel_external_tensor, flatten) + sizeof ext.flatten && ext.flatten != 0;
+  const bool merge = ext.struct_size >= offsetof(keel_external_tensor, merge_leading) + sizeof ext.merge_leading &&
+                     ext.merge_leading != 0;
   out.external_rows = ext.rows >= 0 ? ext.rows : leading;
   out.cols = leading > 0 ? numel / leading : 0;
   if (out.external_rows > leading || (out.transpose && spec.ndim < 2) || (out.transpose && flat) ||
       (ext.rows >= 0 && spec.ndim == 0) ||
-      (ext.rows >= 0 && (spec.ndim > 2 || flat)))
+      (ext.rows >= 0 && (spec.ndim > 2 || flat)) || (merge && (out.transpose || flat || ext.rows >= 0 || spec.ndim < 2)))
     throw KeelError(KEEL_ERR_INTERNAL, "model '" + params.model_plugin() + "': external layout of " + spec.name +
                                            " (rows " + std::to_string(ext.rows) + ", transpose " +
                                            std::to_string(ext.transpose) + ") does not fit its shape " +
@@ -83,6 +86,8 @@ ExternalLayout layout_of(ModelParameters& params, size_t index, const char* form
     out.external_shape = {out.cols, out.external_rows};
   } else if (flat) {
     out.external_shape = {numel};
+  } else if (merge) {
+    out.external_shape = {numel / last, last};
   } else {
     out.external_shape = out.keel_shape;
     if (spec.ndim > 0) out.external_shape[0] = out.external_rows;
@@ -91,8 +96,9 @@ ExternalLayout layout_of(ModelParameters& params, size_t index, const char* form
 }
 
 // (rows, cols) row-major into (cols, rows) row-major.
-std::vector<float> transposed(const float* in, int64_t rows, int64_t cols) {
-  std::vector<float> out(size_t(rows * cols));
+template <typename T>
+std::vector<T> transposed(const T* in, int64_t rows, int64_t cols) {
+  std::vector<T> out(size_t(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) out[size_t(c * rows + r)] = in[r * cols + c];
   return out;
@@ -157,6 +163,7 @@ void merge_adapters(ModelParameters& params, std::map<std::string, std::vector<f
   }
   const double r = adapter.at("r").get<double>(), alpha = adapter.at("lora_alpha").get<double>();
   const double scaling = adapter.value("use_rslora", false) ? alpha / std::sqrt(r) : alpha / r;
+  const bool fan_in_fan_out = adapter.value("fan_in_fan_out", false);  // the base stored (in, out): GPT-2's Conv1D
   std::map<std::string, std::pair<ExternalLayout, size_t>> factors;  // PEFT key -> layout, index
   for (size_t i = 0; i < params.info().n_params; ++i) {
     ExternalLayout layout = layout_of(params, i, kAdapterFormat);
@@ -182,8 +189,8 @@ void merge_adapters(ModelParameters& params, std::map<std::string, std::vector<f
       for (int64_t k = 0; k < rank; ++k) {
         const double coefficient = scaling * double(b_values[size_t(o * rank + k)]);
         const float* a_row = a_values.data() + k * in;
-        float* w_row = w.data() + o * in;
-        for (int64_t c = 0; c < in; ++c) w_row[c] += float(coefficient * double(a_row[c]));
+        for (int64_t c = 0; c < in; ++c)
+          w[size_t(fan_in_fan_out ? c * out + o : o * in + c)] += float(coefficient * double(a_row[c]));
       }
   }
 }
@@ -247,6 +254,7 @@ void export_format(ModelParameters& params, const char* format, const std::strin
   const size_t n = params.info().n_params;
   std::vector<std::vector<float>> buffers;  // kept alive until the file is written
   std::vector<SafetensorsEntry> entries;
+  std::vector<bool> entry_transposed;  // per entry: stored as the transpose of Keel's (out, in)
   std::set<std::string> names;
   buffers.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -260,6 +268,7 @@ void export_format(ModelParameters& params, const char* format, const std::strin
     if (layout.transpose) values = transposed(values.data(), layout.external_rows, layout.cols);
     buffers.push_back(std::move(values));
     entries.push_back({layout.name, "F32", layout.external_shape, buffers.back().data(), buffers.back().size() * sizeof(float)});
+    entry_transposed.push_back(layout.transpose);
   }
   if (merged) {
     std::map<std::string, std::vector<float>*> by_name;
@@ -290,24 +299,36 @@ void export_format(ModelParameters& params, const char* format, const std::strin
     const size_t n_entries = entries.size();
     for (size_t k = 0; k < n_entries; ++k) {
       if (!quantized_by(scheme, entries[k].name) || entries[k].shape.size() != 2) continue;
-      const int64_t rows = entries[k].shape[0], cols = entries[k].shape[1], group = scheme.group ? scheme.group : cols;
+      // Groups run along a row of Keel's (out, in); a Conv1D weight (GPT-2's, stored (in, out))
+      // is quantized so and its codes and scales stored transposed like it.
+      const bool flipped = entry_transposed[k];
+      const int64_t rows = entries[k].shape[flipped ? 1 : 0], cols = entries[k].shape[flipped ? 0 : 1];
+      const int64_t group = scheme.group ? scheme.group : cols;
       if (cols % group != 0)
         throw KeelError(KEEL_ERR_INTERNAL, entries[k].name + ": " + std::to_string(cols) + " columns do not divide "
                                            "into groups of " + std::to_string(group));
       codes.emplace_back();
       scales.emplace_back();
-      quantize_rows(buffers[k], rows, cols, group, scheme.bits, &codes.back(), &scales.back());
+      const std::vector<float> rows_first = flipped ? transposed(buffers[k].data(), cols, rows) : buffers[k];
+      quantize_rows(rows_first, rows, cols, group, scheme.bits, &codes.back(), &scales.back());
+      std::vector<int64_t> scale_shape = {rows, cols / group};
+      if (flipped) {
+        codes.back() = transposed(codes.back().data(), rows, cols);
+        scales.back() = transposed(scales.back().data(), rows, cols / group);
+        scale_shape = {cols / group, rows};
+      }
       entries[k].dtype = "I8";
       entries[k].data = codes.back().data();
       entries[k].bytes = codes.back().size();
-      entries.push_back({entries[k].name + "_scale", "F32", {rows, cols / group}, scales.back().data(),
+      entries.push_back({entries[k].name + "_scale", "F32", scale_shape, scales.back().data(),
                          scales.back().size() * sizeof(float)});
     }
     config["quantization_config"] = {
         {"quant_method", "keel_qat"}, {"bits", scheme.bits}, {"group_size", scheme.group},
         {"symmetric", true}, {"modules", scheme.modules},
         {"layout", "<module>.weight: I8 values q; <module>.weight_scale: F32 (out, in / group_size, or 1 per row when "
-                   "group_size is 0); the weight is q * scale"}};
+                   "group_size is 0); the weight is q * scale. A Conv1D weight, stored (in, out), has both "
+                   "transposed: scale (in / group_size, out)"}};
   }
 
   const std::filesystem::path out(out_safetensors_path);
@@ -346,8 +367,9 @@ bool has_adapter_format(ModelParameters& params) {
 }
 
 void export_quantized(ModelParameters& params, const std::string& out_safetensors_path) {
-  export_format(params, kFormat, out_safetensors_path, "config.json", nlohmann::json::object(), false,
-                /*quantize=*/true);
+  // A LoRA run's model is its base with the adapters added: merged, then quantized.
+  export_format(params, kFormat, out_safetensors_path, "config.json", nlohmann::json::object(),
+                /*merged=*/has_adapter_format(params), /*quantize=*/true);
 }
 
 void export_merged(ModelParameters& params, const std::string& out_safetensors_path) {

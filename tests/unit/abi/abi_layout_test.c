@@ -163,6 +163,8 @@ KEEL_ASSERT_OFFSET(keel_external_tensor, name, 8);
 KEEL_ASSERT_OFFSET(keel_external_tensor, transpose, 16);
 KEEL_ASSERT_OFFSET(keel_external_tensor, rows, 24);
 KEEL_ASSERT_OFFSET(keel_external_tensor, flatten, 32);  /* 0.6 */
+KEEL_ASSERT_OFFSET(keel_external_tensor, reserved, 36);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_external_tensor, merge_leading, 40);  /* 0.19 */
 KEEL_ASSERT_SIZE(keel_model_api, 80);
 KEEL_ASSERT_OFFSET(keel_model_api, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_model_api, validate_config, 8);

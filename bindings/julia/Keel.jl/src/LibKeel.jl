@@ -431,6 +431,8 @@ struct keel_external_tensor
     transpose::Int32
     rows::Int64
     flatten::Int32
+    reserved::Int32
+    merge_leading::Int32
 end
 
 const KEEL_METRIC_MEAN = Cint(0)

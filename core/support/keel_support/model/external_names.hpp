@@ -39,12 +39,13 @@ class ExternalNames {
 
   // The next parameter (in spec order) in the "huggingface" format: its external name, whether
   // stored as the 2-D transpose, how many leading rows exist outside Keel (-1: all), whether
-  // flattened (keel_external_tensor). An empty name: not in the format.
+  // flattened, whether its leading dimensions are merged (keel_external_tensor). An empty name:
+  // not in the format.
   void add(std::string name, bool transpose = false, int64_t rows = -1, bool flatten = false) {
     add_to(kFormat, std::move(name), transpose, rows, flatten);
   }
   void add_to(const std::string& format, std::string name, bool transpose = false, int64_t rows = -1,
-              bool flatten = false) {
+              bool flatten = false, bool merge_leading = false) {
     Format& f = find(format);
     f.names.push_back(std::move(name));  // a deque: earlier names never move
     keel_external_tensor t{};
@@ -53,6 +54,7 @@ class ExternalNames {
     t.transpose = transpose ? 1 : 0;
     t.rows = rows;
     t.flatten = flatten ? 1 : 0;
+    t.merge_leading = merge_leading ? 1 : 0;
     f.tensors.push_back(t);
   }
 

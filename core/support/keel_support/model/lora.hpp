@@ -105,7 +105,9 @@ inline LoraConfig parse_lora_config(JsonSection& model, const std::vector<std::s
 // target_modules and use_rslora where it leaves them out, and must agree where it gives them.
 // The adapter's lora_dropout is not taken (Keel trains with 0; the weights are the same). Throws
 // ConfigError naming the key and both values.
-inline std::string complete_lora_from_peft(const char* adapter_json, const char* config_json, const char* json_path) {
+// `fan_in_fan_out`: the model's linears are Conv1D (GPT-2), whose adapters PEFT marks so.
+inline std::string complete_lora_from_peft(const char* adapter_json, const char* config_json, const char* json_path,
+                                           bool fan_in_fan_out = false) {
   const std::string path = json_path ? json_path : "model";
   nlohmann::json adapter = parse_json("adapter_config.json", adapter_json);
   nlohmann::json section = parse_json(path, config_json && *config_json ? config_json : "{}");
@@ -127,8 +129,10 @@ inline std::string complete_lora_from_peft(const char* adapter_json, const char*
   refuse_if("alpha_pattern", non_empty("alpha_pattern"), "an alpha per module");
   refuse_if("bias", given("bias") && adapter.at("bias") != "none", "trained biases");
   refuse_if("modules_to_save", non_empty("modules_to_save"), "whole modules trained beside the adapters");
-  refuse_if("fan_in_fan_out", given("fan_in_fan_out") && adapter.at("fan_in_fan_out") != false,
-            "weights stored transposed (GPT-2's Conv1D)");
+  if (given("fan_in_fan_out") && adapter.at("fan_in_fan_out") != fan_in_fan_out)
+    throw ConfigError("adapter_config.json: fan_in_fan_out is " + adapter.at("fan_in_fan_out").dump() + ", but the " +
+                      (fan_in_fan_out ? "model's linears are Conv1D (GPT-2's), stored transposed (true)"
+                                      : "model's linears are nn.Linear, not stored transposed (false)"));
   refuse_if("layers_to_transform", non_empty("layers_to_transform"), "adapters on some layers only");
   nlohmann::json lora = section.contains("lora") && section.at("lora").is_object() ? section.at("lora") : nlohmann::json::object();
   auto take = [&](const char* key, const char* theirs) {
@@ -187,9 +191,20 @@ class LoraLayer {
 
   bool active() const { return !targets_.empty(); }
 
+  bool targets(size_t index) const {
+    for (const LoraTarget& g : targets_)
+      if (g.weight == index) return true;
+    return false;
+  }
+
   // Each target's W + s·B·A from the lease into scratch, and its dW scratch zeroed; call once per
-  // layer use, before any weight is read.
+  // layer use, before any weight is read. `base(index)`: the W to add to, the lease's own unless
+  // the model computes with another (QAT's fake-quantized copy: torchtune's QAT with LoRA).
   void merge(const LayerLease& lease) {
+    merge(lease, [&](size_t index) { return lease.param_elems(index); });
+  }
+  template <typename Base>
+  void merge(const LayerLease& lease, const Base& base) {
     for (size_t t = 0; t < targets_.size(); ++t) {
       const LoraTarget& g = targets_[t];
       ops_.matmul_forward(bt_, identity_, lease.param_elems(g.b), Elems(), r_, r_, g.out);  // Bᵀ (r, out)
@@ -200,7 +215,7 @@ class LoraLayer {
                            g.in, g.out);
       ops_.backend().scale(dweight_[t], scaling_, g.out * g.in);
       from_fp32(effective_[t], dweight_[t], g.out * g.in);
-      ops_.add(effective_[t], effective_[t], lease.param_elems(g.weight), g.out * g.in);
+      ops_.add(effective_[t], effective_[t], base(g.weight), g.out * g.in);
       ops_.backend().fill_zero(dweight_[t], g.out * g.in);
     }
   }
