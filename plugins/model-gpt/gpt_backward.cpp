@@ -146,7 +146,7 @@ void GptModel::head_weight_backward(Activations& a, const keel_param_access* acc
 void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access* access, SavedOutputGrads* save) {
   GradScratch& g = scratch_;
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Nr = norm_rows(N);
-  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
+  const int64_t Cl = share_.channels, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
@@ -159,10 +159,9 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
   const BlockActivations v = block_activations(a, l);
   recompute_block(v, residual, lease, B, T, /*for_input=*/true);
-  const Elems ln1 = v.ln1, qkv = v.qkv, atty = v.atty, residual2 = v.residual2, ln2 = v.ln2;
+  const Elems ln1 = v.ln1, atty = v.atty, residual2 = v.residual2, ln2 = v.ln2;
   const Elems fch = v.fch, fch_gelu = v.fch_gelu;
   const float *ln1_mean = v.ln1_mean, *ln1_rstd = v.ln1_rstd, *ln2_mean = v.ln2_mean, *ln2_rstd = v.ln2_rstd;
-  const char* att_saved = v.att_saved;
 
   // MLP branch: residual3 = residual2 + proj(gelu(fc(ln2(residual2)))). dresidual holds
   // ∂/∂residual3, which is also the gradient of the projection's output. The replicated
@@ -188,7 +187,7 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   ops_.fill_zero(g.dqkv, N * 3 * Cl);
   ops_.fill_zero(g.dln, N * C);
   ops_.matmul_backward(g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, atty, w(ATTPROJ_W), N, Cl, C);
-  ops_.attention_backward(g.dqkv, g.datty, qkv, atty, att_saved, B, T, Cl, NH);
+  attend_backward(v, g.dqkv, g.datty, B, T);
   if (save) keep(save->qkv + l * N * 3 * Cl, g.dqkv, N * 3 * Cl);
   ops_.matmul_backward(g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
   const Elems dln1 = tp_.enter_backward(g.dln, scratch_.dln_rows, N);
@@ -232,7 +231,12 @@ void GptModel::embedding_backward(Activations& a, const keel_param_access* acces
   // layer 0, last use: the embeddings. Now wte's gradient is complete.
   LayerLease lease(access, 0, KEEL_PHASE_BACKWARD, layer_specs(0), layer_size(0));
   if (lease.grad(WTE)) {  // NULL: frozen (a LoRA run's base), nothing to scatter
-    if (!tp_.active()) {
+    if (a.packed) {  // wte's rows by token, wpe's by position (every rank the same whole dwpe)
+      const Elems dencoded = tp_.active() ? tp_.leave_backward(dencoded_rows, scratch_.dgathered, N) : dencoded_rows;
+      ops_.embedding_rows_backward(lease.grad(WTE), nullptr, dencoded, a.tokens, B, T, C, share_.vocab.begin,
+                                   share_.vocab.rows);
+      ops_.embedding_rows_backward(lease.grad(WPE), nullptr, dencoded, a.positions, B, T, C, 0, config_.max_seq_len);
+    } else if (!tp_.active()) {
       ops_.embedding_backward(lease.grad(WTE), lease.grad(WPE), dencoded_rows, a.tokens, B, T, C);
     } else {  // every rank sees every row's gradient: its wte rows, and the same whole dwpe
       const Elems dencoded = tp_.leave_backward(dencoded_rows, scratch_.dgathered, N);

@@ -168,11 +168,35 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
   a.loss_sum = carve.take<float>(head);
   a.tokens = carve.take<int32_t>(N);
   a.targets = carve.take<int32_t>(head * N);
+  a.positions = carve.take<int32_t>(N);
   *out_bytes = carve.used();
 }
 
+int64_t GptModel::att_saved_bytes(int64_t B, int64_t T) const {
+  const int64_t lse_bytes = B * share_.heads * T * int64_t(sizeof(float));
+  return std::max(ops_.attention_saved_bytes(B, T, share_.channels, share_.heads), lse_bytes);
+}
+
+void GptModel::attend(const BlockActivations& v, Elems out, int64_t B, int64_t T) const {
+  if (v.positions)
+    return ops_.attention_documents_forward(out, reinterpret_cast<float*>(v.att_saved), v.qkv, v.positions, B, T,
+                                            share_.channels, share_.heads, share_.heads);
+  ops_.attention_forward(out, v.att_saved, v.qkv, B, T, share_.channels, share_.heads);
+}
+
+void GptModel::attend_backward(const BlockActivations& v, Elems dqkv, Elems datty, int64_t B, int64_t T) const {
+  if (v.positions)
+    return ops_.attention_documents_backward(dqkv, datty, v.qkv, v.atty, reinterpret_cast<const float*>(v.att_saved),
+                                             v.positions, B, T, share_.channels, share_.heads, share_.heads);
+  ops_.attention_backward(dqkv, datty, v.qkv, v.atty, v.att_saved, B, T, share_.channels, share_.heads);
+}
+
 BlockActivations GptModel::block_activations(const Activations& a, int64_t l) const {
-  if (config_.recompute == Recompute::FULL) return recompute_.block;
+  if (config_.recompute == Recompute::FULL) {
+    BlockActivations v = recompute_.block;
+    v.positions = a.packed ? a.positions : nullptr;
+    return v;
+  }
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
   const int64_t Cl = share_.channels, F = share_.hidden;
   BlockActivations v;
@@ -189,6 +213,7 @@ BlockActivations GptModel::block_activations(const Activations& a, int64_t l) co
   v.ln2_rstd = a.ln2_rstd + l * Nr;
   v.fch = a.fch + l * N * F;
   v.fch_gelu = a.fch_gelu + l * N * F;
+  v.positions = a.packed ? a.positions : nullptr;
   return v;
 }
 
@@ -196,7 +221,7 @@ BlockActivations GptModel::block_activations(const Activations& a, int64_t l) co
 // attention's saved state and output under SELECTIVE. Sized by the same formulas as
 // carve_activations' per-layer pieces, so the log's numbers add up with the activations' own.
 void GptModel::ensure_recompute_scratch(int64_t B, int64_t T) {
-  const int64_t N = B * T, att_bytes = ops_.attention_saved_bytes(B, T, share_.channels, share_.heads);
+  const int64_t N = B * T, att_bytes = att_saved_bytes(B, T);
   if (config_.recompute == Recompute::NONE || (recompute_.rows >= N && recompute_.att_saved_bytes >= att_bytes)) return;
   const int64_t rows = std::max(N, recompute_.rows), att = std::max(att_bytes, recompute_.att_saved_bytes);
   const int64_t C = config_.d_model, Cl = share_.channels, F = share_.hidden, Nr = norm_rows(rows);
@@ -240,7 +265,7 @@ Activations& GptModel::activations_for(int32_t microbatch, int32_t chunk, int32_
   a.chunk = chunk;
   a.blocks = plan_.block_count(chunk);
   a.head = chunk == plan_.last_chunk();
-  a.att_saved_per_layer = ops_.attention_saved_bytes(B, T, share_.channels, share_.heads);
+  a.att_saved_per_layer = att_saved_bytes(B, T);
   size_t bytes = 0;
   carve_activations(a, nullptr, &bytes);
   a.memory = backend_.alloc_bytes(bytes);
@@ -294,10 +319,6 @@ void GptModel::forward(keel_forward_args* args) {
   if (decode_.cache.get()) decode_ = DecodeCache();  // generation is over: its cache goes
   const keel_support::ForwardCall call =
       keel_support::read_forward_call(*args, plan_, config_.max_seq_len, tp_.sequence_parallel() ? tp_.size() : 1);
-  if (call.positions)
-    throw keel_support::StatusError(KEEL_ERR_UNIMPLEMENTED,
-                                    "model gpt does not take packed batches (documents restarting their positions "
-                                    "inside a row): prepare the data unpacked, or train the llama model");
   const int32_t chunk = call.chunk, B = call.B, T = call.T;
   const bool first = call.first, last = call.last;
   const float* input = call.input;
@@ -317,6 +338,8 @@ void GptModel::forward(keel_forward_args* args) {
   if (first) {
     KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
   }
+  a.packed = call.positions != nullptr;
+  if (a.packed) KEEL_OP(be, copy, a.positions, call.positions, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
   if (args->targets && last)
     KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
 
@@ -338,12 +361,19 @@ void GptModel::embedding_forward(Activations& a, const keel_param_access* access
   const int64_t C = config_.d_model, B = a.B, T = a.T, N = B * T, Vl = share_.vocab.rows;
   // layer 0: token and position embeddings
   LayerLease lease(access, 0, KEEL_PHASE_FORWARD, layer_specs(0), layer_size(0));
-  if (!tp_.active()) {
+  if (!tp_.active() && !a.packed) {
     ops_.embedding_forward(a.encoded, a.tokens, lease.param_elems(WTE), lease.param_elems(WPE), B, T, C);  // (B,T,C)
   } else {  // each rank embeds the tokens of its vocabulary rows (wpe once, on rank 0); the sum is the embedding
     Elems partial = tp_.sequence_parallel() ? scratch_.partial : a.encoded;
+    const bool position_rank = tp_.rank() == 0;
     ops_.embedding_rows_forward(partial, a.tokens, lease.param_elems(WTE),
-                                tp_.rank() == 0 ? lease.param_elems(WPE) : Elems(), B, T, C, share_.vocab.begin, Vl);
+                                position_rank && !a.packed ? lease.param_elems(WPE) : Elems(), B, T, C,
+                                share_.vocab.begin, Vl);
+    if (position_rank && a.packed) {  // a packed row's positions restart per document: wpe's rows by position
+      ops_.embedding_rows_forward(scratch_.dln, a.positions, lease.param_elems(WPE), Elems(), B, T, C, 0,
+                                  config_.max_seq_len);
+      ops_.add(partial, partial, scratch_.dln, N * C);
+    }
     tp_.leave(partial, a.encoded, N);
   }
   lease.release(false);
@@ -363,7 +393,7 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
                                  int64_t B, int64_t T) {
   GradScratch& s = scratch_;
   const int64_t C = config_.d_model, N = B * T, Nr = norm_rows(N);
-  const int64_t NH = share_.heads, Cl = share_.channels, F = share_.hidden;
+  const int64_t Cl = share_.channels, F = share_.hidden;
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   // Under sequence parallelism a norm writes this rank's rows, which are then gathered, and a
   // row-parallel matmul writes partial sums of every row, which are reduce-scattered.
@@ -374,7 +404,7 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
   ops_.layernorm_forward(ln_out1, v.ln1_mean, v.ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
   tp_.enter(ln_out1, v.ln1, N);
   ops_.matmul_forward(v.qkv, v.ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
-  ops_.attention_forward(v.atty, v.att_saved, v.qkv, B, T, Cl, NH);
+  attend(v, v.atty, B, T);
   ops_.matmul_forward(proj_out, v.atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
   tp_.leave(proj_out, v.residual2, N);
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
@@ -396,8 +426,7 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
 void GptModel::recompute_block(const BlockActivations& v, Elems residual, const LayerLease& lease, int64_t B,
                                int64_t T, bool for_input) {
   if (config_.recompute == Recompute::FULL) return block_forward_ops(v, residual, Elems(), lease, B, T);
-  if (config_.recompute == Recompute::SELECTIVE && for_input)
-    ops_.attention_forward(recompute_.atty, v.att_saved, v.qkv, B, T, share_.channels, share_.heads);
+  if (config_.recompute == Recompute::SELECTIVE && for_input) attend(v, recompute_.atty, B, T);
 }
 
 float GptModel::head_forward(Activations& a, const keel_param_access* access, bool training,

@@ -1,5 +1,7 @@
-"""Packed batches (issue 43) on the llama model (tests/e2e/llama_bytes.json, grouped-query heads):
-several documents per sample, attention and rotary positions restarting at each one.
+"""Packed batches (issue 43) on the llama model (tests/e2e/llama_bytes.json, grouped-query heads;
+attention and rotary positions restarting at each document) and, with --model gpt, on the gpt
+model (the quick start's config, made as small; attention and the learned position embedding
+restarting at each document): several documents per sample.
   - layouts: a packed shard written here (byte tokens; documents of 3 to 29 bytes from this
     repository's docs, packed whole into samples of 32; each document's first token not learned)
     trains under ZeRO-3 over 2 ranks, tensor parallelism 2 with sequence parallelism, and 2
@@ -13,7 +15,7 @@ several documents per sample, attention and rotary positions restarting at each 
 The shards are written here from the format in core/src/data/shard_format.h, independently of
 keel.chat.
 
-Usage: packed_checks.py CHECK --keel KEEL --config CONFIG --plugins FOLDER
+Usage: packed_checks.py CHECK --keel KEEL --config CONFIG --plugins FOLDER [--model gpt]
 Exits 77 where mpirun is missing (layouts).
 """
 
@@ -33,6 +35,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 T = 32
 MAGIC, VERSION, HAS_MASK, PACKED = 20261128, 1, 1, 2
 LEARNED, DOCUMENT_START = 1, 2
+GPT_TINY = [s for s in pc.TINY if s.startswith("model.")]  # --model gpt, on the gpt quick start's config
 pc.TINY = [s for s in pc.TINY if not s.startswith("model.") and not s.startswith("data.text")]
 
 
@@ -134,8 +137,12 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--plugins", required=True, help="the folder holding libkeel-test_backends.so")
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
+    parser.add_argument("--model", choices=("llama", "gpt"), default="llama",
+                        help="gpt: the config is the gpt quick start's, made as small as the llama one")
     args = parser.parse_args()
     pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins
+    if args.model == "gpt":
+        pc.TINY += GPT_TINY
     with tempfile.TemporaryDirectory() as work:
         {"layouts": check_layouts, "isolation": check_isolation}[args.check](args, work)
     print("PASS")
