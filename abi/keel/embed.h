@@ -234,6 +234,21 @@ KEEL_API keel_status keel_trainer_generate_each(keel_trainer* trainer, const int
                                                 uint64_t seed, keel_token_callback on_token, void* user,
                                                 int64_t* out_count);
 
+/* keel_trainer_forward_backward and keel_trainer_step_on on a packed batch of your own:
+   `positions` ((batch, seq_len) row-major; NULL: one sequence per row, as the calls without it)
+   holds each token's place in its document, 0 where a document starts and one more per token
+   after, as Hugging Face's position_ids of packed rows: every row starts at 0, and each position
+   is 0 or the one before plus 1. Attention stays inside each document and positions restart
+   (model.h keel_forward_args.positions); so that no target crosses into the next document, a
+   target whose next position is 0 must be -1 (refused, naming it, otherwise). A model built
+   before 0.19 is refused a packed batch. */
+KEEL_API keel_status keel_trainer_forward_backward_packed(keel_trainer* trainer, const int32_t* tokens,
+                                                          const int32_t* targets, const int32_t* positions,
+                                                          int32_t batch, int32_t seq_len, float* out_loss);
+KEEL_API keel_status keel_trainer_step_on_packed(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                                                 const int32_t* positions, int32_t batch, int32_t seq_len,
+                                                 keel_step_metrics* out_metrics);
+
 /* A tokenizer, as `keel prepare-data --tokenizer` reads one: text to ids and ids back to text
    (Python's keel.Tokenizer, generate's str prompts). Threading: distinct tokenizers may be used
    from distinct threads at once; one tokenizer from one thread at a time. */

@@ -214,7 +214,10 @@ class Trainer(_ExtensionTrainer):
         seq_len + 1) whose rows are split into tokens [:, :-1] and targets [:, 1:]; a pair
         (tokens, targets) or a dict {"tokens", "targets"}, each (batch, seq_len); or Hugging
         Face's {"input_ids", "labels"} (both (batch, seq_len + 1), labels unshifted, as a
-        transformers model takes them). seq_len is data.seq_len, batch at most data.micro_batch or
+        transformers model takes them). Packed rows (several documents each) add their positions,
+        restarting at 0 at each document: a third array (tokens, targets, positions), a dict's
+        "positions", or Hugging Face's "position_ids" (as DataCollatorWithFlattening makes them);
+        attention then stays inside each document, and a target across documents must be -1. seq_len is data.seq_len, batch at most data.micro_batch or
         a multiple of it. NumPy arrays, torch tensors, anything with __dlpack__, or nested lists."""
         if batch is None:
             return super().step()
@@ -374,14 +377,15 @@ def _as_ids(value, targets=False):
 
 
 def _as_batch(batch):
-    """(tokens, targets) from the forms Trainer.step(batch) takes."""
+    """(tokens, targets, positions or None) from the forms Trainer.step(batch) takes."""
     import collections.abc
 
     import numpy as np
 
     if isinstance(batch, collections.abc.Mapping):
         if "tokens" in batch and "targets" in batch:
-            return _as_ids(batch["tokens"]), _as_ids(batch["targets"], targets=True)
+            positions = _as_ids(batch["positions"]) if batch.get("positions") is not None else None
+            return _as_ids(batch["tokens"]), _as_ids(batch["targets"], targets=True), positions
         if "input_ids" in batch:
             # Hugging Face's convention: labels line up with input_ids and the model shifts them,
             # so position t learns labels[t + 1]; without labels, the ids themselves.
@@ -391,16 +395,26 @@ def _as_batch(batch):
             if ids.ndim != 2 or labels.shape != ids.shape or ids.shape[1] < 2:
                 raise InvalidArgument(f"input_ids and labels must both be (batch, seq_len + 1); found {ids.shape} and "
                                  f"{labels.shape}")
-            return ids[:, :-1], labels[:, 1:]
-        raise InvalidArgument(f"a batch dict needs 'tokens' and 'targets', or 'input_ids' (and 'labels', Hugging Face's "
-                       f"unshifted ones); it has {sorted(batch)}")
-    if isinstance(batch, (tuple, list)) and len(batch) == 2 and np.ndim(batch[0]) == 2:
-        return _as_ids(batch[0]), _as_ids(batch[1], targets=True)
+            # Packed rows (DataCollatorWithFlattening's): position_ids restart at each document.
+            positions = None
+            if batch.get("position_ids") is not None:
+                positions = _as_ids(batch["position_ids"])
+                if positions.shape != ids.shape:
+                    raise InvalidArgument(f"position_ids must be (batch, seq_len + 1) like input_ids; found "
+                                          f"{positions.shape} and {ids.shape}")
+                positions = positions[:, :-1]
+            return ids[:, :-1], labels[:, 1:], positions
+        raise InvalidArgument(f"a batch dict needs 'tokens' and 'targets' (and 'positions' when packed), or 'input_ids' "
+                              f"(and 'labels', Hugging Face's unshifted ones, and 'position_ids' when packed); it has "
+                              f"{sorted(batch)}")
+    if isinstance(batch, (tuple, list)) and len(batch) in (2, 3) and np.ndim(batch[0]) == 2:
+        positions = _as_ids(batch[2]) if len(batch) == 3 and batch[2] is not None else None
+        return _as_ids(batch[0]), _as_ids(batch[1], targets=True), positions
     rows = _as_ids(batch)
     if rows.ndim != 2 or rows.shape[1] < 2:
         raise InvalidArgument(f"a batch array must be (batch, seq_len + 1) token ids, split into tokens and the targets one "
                          f"position on; found shape {tuple(rows.shape)}")
-    return rows[:, :-1], rows[:, 1:]
+    return rows[:, :-1], rows[:, 1:], None
 
 
 class Status(enum.IntEnum):

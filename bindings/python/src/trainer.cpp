@@ -253,19 +253,34 @@ py::array_t<int32_t, py::array::c_style | py::array::forcecast> id_rows(const py
   return py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
 }
 
-// The caller's tokens and targets, checked to be one shape, as the C calls take them.
+// The caller's tokens, targets and (a packed batch) positions, checked to be one shape, as the C
+// calls take them.
 struct OwnBatch {
-  py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens, targets;
+  py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens, targets, positions;
+  bool packed = false;
   int32_t batch = 0, seq_len = 0;
-  OwnBatch(const py::object& token_rows, const py::object& target_rows, const char* method)
-      : tokens(id_rows(token_rows, method, "tokens")), targets(id_rows(target_rows, method, "targets")) {
-    if (tokens.shape(0) != targets.shape(0) || tokens.shape(1) != targets.shape(1))
-      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": tokens are (" + std::to_string(tokens.shape(0)) +
-                                                     ", " + std::to_string(tokens.shape(1)) + ") but targets (" +
-                                                     std::to_string(targets.shape(0)) + ", " +
-                                                     std::to_string(targets.shape(1)) + "): they must match");
+  OwnBatch(const py::object& token_rows, const py::object& target_rows, const py::object& position_rows,
+           const char* method)
+      : tokens(id_rows(token_rows, method, "tokens")), targets(id_rows(target_rows, method, "targets")),
+        packed(!position_rows.is_none()) {
+    same_shape(targets, "targets", method);
+    if (packed) {
+      positions = id_rows(position_rows, method, "positions");
+      same_shape(positions, "positions", method);
+    }
     batch = int32_t(tokens.shape(0));
     seq_len = int32_t(tokens.shape(1));
+  }
+  const int32_t* position_data() const { return packed ? positions.data() : nullptr; }
+
+ private:
+  void same_shape(const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& other, const char* what,
+                  const char* method) const {
+    if (tokens.shape(0) != other.shape(0) || tokens.shape(1) != other.shape(1))
+      throw KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(method) + ": tokens are (" + std::to_string(tokens.shape(0)) +
+                                                     ", " + std::to_string(tokens.shape(1)) + ") but " + what + " (" +
+                                                     std::to_string(other.shape(0)) + ", " +
+                                                     std::to_string(other.shape(1)) + "): they must match");
   }
 };
 
@@ -321,28 +336,29 @@ void bind_trainer(py::module_& module) {
           py::arg("verbose"))
       .def(
           "_step_on",
-          [](Trainer& t, const py::object& tokens, const py::object& targets) {
-            const OwnBatch b(tokens, targets, "Trainer.step");
+          [](Trainer& t, const py::object& tokens, const py::object& targets, const py::object& positions) {
+            const OwnBatch b(tokens, targets, positions, "Trainer.step");
             keel_step_metrics metrics{};
             metrics.struct_size = sizeof(metrics);
             check(t.released([&] {
-              return keel_trainer_step_on(t.handle(), b.tokens.data(), b.targets.data(), b.batch, b.seq_len, &metrics);
+              return keel_trainer_step_on_packed(t.handle(), b.tokens.data(), b.targets.data(), b.position_data(),
+                                                 b.batch, b.seq_len, &metrics);
             }));
             return metrics_dict(metrics);
           },
-          py::arg("tokens"), py::arg("targets"))
+          py::arg("tokens"), py::arg("targets"), py::arg("positions") = py::none())
       .def(
           "_forward_backward",
-          [](Trainer& t, const py::object& tokens, const py::object& targets) {
-            const OwnBatch b(tokens, targets, "Trainer.forward_backward");
+          [](Trainer& t, const py::object& tokens, const py::object& targets, const py::object& positions) {
+            const OwnBatch b(tokens, targets, positions, "Trainer.forward_backward");
             float loss = 0;
             check(t.released([&] {
-              return keel_trainer_forward_backward(t.handle(), b.tokens.data(), b.targets.data(), b.batch, b.seq_len,
-                                                   &loss);
+              return keel_trainer_forward_backward_packed(t.handle(), b.tokens.data(), b.targets.data(),
+                                                          b.position_data(), b.batch, b.seq_len, &loss);
             }));
             return loss;
           },
-          py::arg("tokens"), py::arg("targets"))
+          py::arg("tokens"), py::arg("targets"), py::arg("positions") = py::none())
       .def(
           "grad",
           [](Trainer& t, const std::string& name) {

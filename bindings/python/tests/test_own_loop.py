@@ -357,3 +357,88 @@ def test_unlearned_targets_give_the_mean_over_the_learned_ones_as_hugging_face_l
     assert trainer.forward_backward({"input_ids": input_ids, "labels": labels}) == pytest.approx(loss, rel=1e-6)
     with pytest.raises(keel.InvalidArgument, match="-1 or -100"):
         trainer.forward_backward((tokens, np.where(masked < 0, -5, masked)))
+
+
+def packed_and_unpacked(seed, seq_len):
+    """Documents of 3 to 9 byte ids: one per row (padded, nothing learned past a document) and
+    packed several per row with positions restarting at each, no target crossing a document."""
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(0, 256, size=int(rng.integers(3, 10))) for _ in range(8)]
+
+    def rows(groups):
+        tokens = np.zeros((len(groups), seq_len), np.int32)
+        targets = np.full((len(groups), seq_len), -1, np.int32)
+        positions = np.zeros((len(groups), seq_len), np.int32)
+        for r, group in enumerate(groups):
+            at = 0
+            for doc in group:
+                n = len(doc)
+                tokens[r, at:at + n] = doc
+                targets[r, at:at + n - 1] = doc[1:]
+                positions[r, at:at + n] = np.arange(n)
+                at += n
+            positions[r, at:] = np.arange(seq_len - at)  # the padding: one more document, nothing learned
+        return tokens, targets, positions
+
+    packed_groups, current = [], []
+    for doc in docs:
+        if sum(len(d) for d in current) + len(doc) > seq_len:
+            packed_groups.append(current)
+            current = []
+        current.append(doc)
+    packed_groups.append(current)
+    return rows([[d] for d in docs]), rows(packed_groups)
+
+
+@pytest.mark.parametrize("plugin", ["gpt", "llama"])
+def test_packed_own_batches_train_as_the_same_documents_unpacked(tmp_path, plugin):
+    """step((tokens, targets, positions)): attention and positions restart at each document, so
+    eight documents packed into a few rows give the gradients (every tensor, by name) and, over
+    three AdamW steps, the losses of the same documents one per row; Hugging Face's form
+    {input_ids, labels, position_ids} is the same batch. Bad positions are refused by name."""
+    seq_len = 16
+    model = {"plugin": plugin, "n_layer": 2, "d_model": 32, "n_head": 4, "vocab_size": 256, "seq_len": seq_len}
+    if plugin == "llama":
+        model.update(n_kv_head=2, ffn_hidden=48)
+    config = {"model": model,
+              "optimizer": {"plugin": "adamw", "lr": 1e-2},
+              "data": {"source": "text", "text_root": str(pathlib.Path(keel.__file__).parent), "micro_batch": 8,
+                       "global_batch": 8, "seq_len": seq_len},
+              "train": {"steps": 3, "tensorboard_dir": "none", "sample_tokens": 0, "seed": 5,
+                        "metrics_path": str(tmp_path / "m.jsonl")}}
+    (plain, packed) = packed_and_unpacked(3, seq_len)
+    assert packed[0].shape[0] <= plain[0].shape[0] // 2, "packing put several documents in a row"
+
+    def run(batch_of):
+        with keel.Trainer(config, verbose=False) as trainer:
+            trainer.forward_backward(batch_of(0))
+            grads = {name: trainer.grad(name) for name in trainer.param_shapes()}
+            trainer.optimizer_step()
+            losses = [trainer.step(batch_of(step))["loss"] for step in (1, 2)]
+            return grads, losses
+
+    want_grads, want = run(lambda step: plain)
+    got_grads, got = run(lambda step: packed)
+    for name, grad in want_grads.items():
+        scale = max(float(np.abs(grad).max()), 1e-12)
+        assert float(np.abs(got_grads[name] - grad).max()) / scale < 1e-4, f"{plugin} {name}: packed gradient differs"
+    assert got == pytest.approx(want, rel=1e-5), (got, want)
+
+    # Hugging Face's packed form: unshifted input_ids, labels (-100 at each document's first
+    # token) and position_ids, one column longer.
+    tokens, targets, positions = packed
+    input_ids = np.concatenate([tokens, tokens[:, -1:]], axis=1)
+    labels = np.concatenate([tokens[:, :1], np.where(targets < 0, -100, targets)], axis=1)
+    position_ids = np.concatenate([positions, positions[:, -1:] + 1], axis=1)
+    hf = {"input_ids": input_ids, "labels": labels, "position_ids": position_ids}
+    with keel.Trainer(config, verbose=False) as a, keel.Trainer(config, verbose=False) as b:
+        assert a.forward_backward(hf) == b.forward_backward(packed)
+        broken = positions.copy()
+        broken[0, 5] = broken[0, 4] + 2
+        with pytest.raises(keel.InvalidArgument, match=r"position \d+ at flat index 5 \(row 0, column 5\) follows"):
+            a.forward_backward((tokens, targets, broken))
+        crossing = targets.copy()
+        start = int(np.flatnonzero(positions[0] == 0)[1])  # the second document of row 0
+        crossing[0, start - 1] = tokens[0, start]
+        with pytest.raises(keel.InvalidArgument, match="predicts the first token of the next document"):
+            a.forward_backward((tokens, crossing, positions))

@@ -113,7 +113,8 @@ void keep_metrics(keel_trainer* trainer, const keel::StepResult& r) {
 // ranks whose shares differ in rows (data parallelism) or content (the tp and pipeline ranks of
 // one replica) are refused before they could split into unequal collectives.
 std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* fn, const int32_t* tokens,
-                                           const int32_t* targets, int32_t batch, int32_t seq_len) {
+                                           const int32_t* targets, int32_t batch, int32_t seq_len,
+                                           const int32_t* positions = nullptr) {
   require(tokens && targets, (std::string(fn) + ": tokens and targets must not be NULL").c_str());
   if (t.independent_replicas())
     throw keel::KeelError(KEEL_ERR_UNIMPLEMENTED, std::string(fn) + ": strategy " + t.config().strategy.plugin +
@@ -135,6 +136,23 @@ std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* f
                   (ids == targets ? " (a target of -1 is not learned)" : "");
       digest = (digest ^ uint32_t(ids[i])) * 1099511628211ull;
     }
+  // A packed batch's positions (embed.h 0.19): each row from 0, each position 0 or one more than
+  // the one before, and no target learned across a document's start.
+  for (size_t i = 0; positions && problem.empty() && i < size_t(batch) * size_t(seq_len); ++i) {
+    const size_t column = i % size_t(seq_len);
+    const bool restart = positions[i] == 0;
+    if (!restart && (column == 0 || positions[i] != positions[i - 1] + 1))
+      problem = "position " + std::to_string(positions[i]) + " at flat index " + std::to_string(i) + " (row " +
+                std::to_string(i / size_t(seq_len)) + ", column " + std::to_string(column) + ") " +
+                (column == 0 ? "starts a row: a row starts a document, at 0"
+                             : "follows " + std::to_string(positions[i - 1]) + ": a position is 0 (a document "
+                                                                               "starts) or the one before plus 1");
+    else if (restart && column > 0 && targets[i - 1] != -1)
+      problem = "target " + std::to_string(targets[i - 1]) + " at flat index " + std::to_string(i - 1) +
+                " predicts the first token of the next document (position 0 at " + std::to_string(i) +
+                "): a target across documents must be -1";
+    digest = (digest ^ uint32_t(positions[i])) * 1099511628211ull;
+  }
   const keel::CommGroup& world = t.mesh().world;
   const nlohmann::json mine = {{"dp", t.mesh().position().dp}, {"rows", batch}, {"digest", std::to_string(digest)},
                                {"problem", problem}};
@@ -163,6 +181,7 @@ std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* f
     const size_t begin = size_t(first) * seq_len, end = begin + size_t(b.batch) * seq_len;
     b.tokens.assign(tokens + begin, tokens + end);
     b.targets.assign(targets + begin, targets + end);
+    if (positions) b.positions.assign(positions + begin, positions + end);
     micro_batches.push_back(std::move(b));
   }
   return micro_batches;
@@ -255,14 +274,35 @@ KEEL_API keel_status keel_trainer_step(keel_trainer* trainer, keel_step_metrics*
   });
 }
 
+namespace {
+
+// keel_trainer_forward_backward(_packed) and keel_trainer_step_on(_packed), `fn` naming the one called.
+keel_status forward_backward_call(const char* fn, keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                                  const int32_t* positions, int32_t batch, int32_t seq_len, float* out_loss) {
+  return embed_call([&] {
+    require(trainer && out_loss, (std::string(fn) + ": trainer and out_loss must not be NULL").c_str());
+    keel::Trainer& t = *trainer->trainer;
+    *out_loss = float(t.forward_backward_on(own_micro_batches(t, fn, tokens, targets, batch, seq_len, positions), true));
+  });
+}
+
+keel_status step_on_call(const char* fn, keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                         const int32_t* positions, int32_t batch, int32_t seq_len, keel_step_metrics* out) {
+  return embed_call([&] {
+    require(trainer, (std::string(fn) + ": trainer is NULL").c_str());
+    keel::Trainer& t = *trainer->trainer;
+    t.forward_backward_on(own_micro_batches(t, fn, tokens, targets, batch, seq_len, positions), true);
+    keep_metrics(trainer, t.optimizer_step());
+    if (out) copy_versioned(trainer->last, out);
+  });
+}
+
+}  // namespace
+
 KEEL_API keel_status keel_trainer_forward_backward(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
                                                    int32_t batch, int32_t seq_len, float* out_loss) {
-  return embed_call([&] {
-    require(trainer && out_loss, "keel_trainer_forward_backward: trainer and out_loss must not be NULL");
-    keel::Trainer& t = *trainer->trainer;
-    *out_loss = float(t.forward_backward_on(
-        own_micro_batches(t, "keel_trainer_forward_backward", tokens, targets, batch, seq_len), true));
-  });
+  return forward_backward_call("keel_trainer_forward_backward", trainer, tokens, targets, nullptr, batch, seq_len,
+                               out_loss);
 }
 
 KEEL_API keel_status keel_trainer_read_grad(keel_trainer* trainer, const char* name, float* dst, size_t count) {
@@ -296,13 +336,20 @@ KEEL_API keel_status keel_trainer_optimizer_step(keel_trainer* trainer, keel_ste
 
 KEEL_API keel_status keel_trainer_step_on(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
                                           int32_t batch, int32_t seq_len, keel_step_metrics* out) {
-  return embed_call([&] {
-    require(trainer, "keel_trainer_step_on: trainer is NULL");
-    keel::Trainer& t = *trainer->trainer;
-    t.forward_backward_on(own_micro_batches(t, "keel_trainer_step_on", tokens, targets, batch, seq_len), true);
-    keep_metrics(trainer, t.optimizer_step());
-    if (out) copy_versioned(trainer->last, out);
-  });
+  return step_on_call("keel_trainer_step_on", trainer, tokens, targets, nullptr, batch, seq_len, out);
+}
+
+KEEL_API keel_status keel_trainer_forward_backward_packed(keel_trainer* trainer, const int32_t* tokens,
+                                                          const int32_t* targets, const int32_t* positions,
+                                                          int32_t batch, int32_t seq_len, float* out_loss) {
+  return forward_backward_call("keel_trainer_forward_backward_packed", trainer, tokens, targets, positions, batch,
+                               seq_len, out_loss);
+}
+
+KEEL_API keel_status keel_trainer_step_on_packed(keel_trainer* trainer, const int32_t* tokens, const int32_t* targets,
+                                                 const int32_t* positions, int32_t batch, int32_t seq_len,
+                                                 keel_step_metrics* out) {
+  return step_on_call("keel_trainer_step_on_packed", trainer, tokens, targets, positions, batch, seq_len, out);
 }
 
 KEEL_API keel_status keel_trainer_evaluate(keel_trainer* trainer, float* out_val_loss) {

@@ -1022,6 +1022,24 @@ function keel_trainer_generate_each(trainer, prompt, prompt_length, max_count, t
     ccall((:keel_trainer_generate_each, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Csize_t, Int64, Cdouble, Int32, Cdouble, UInt64, keel_token_callback, Ptr{Cvoid}, Ptr{Int64}), trainer, prompt, prompt_length, max_count, temperature, top_k, top_p, seed, on_token, user, out_count)
 end
 
+"""
+keel_trainer_forward_backward and keel_trainer_step_on on a packed batch of your own:
+`positions` ((batch, seq_len) row-major; NULL: one sequence per row, as the calls without it)
+holds each token's place in its document, 0 where a document starts and one more per token
+after, as Hugging Face's position_ids of packed rows: every row starts at 0, and each position
+is 0 or the one before plus 1. Attention stays inside each document and positions restart
+(model.h keel_forward_args.positions); so that no target crosses into the next document, a
+target whose next position is 0 must be -1 (refused, naming it, otherwise). A model built
+before 0.19 is refused a packed batch.
+"""
+function keel_trainer_forward_backward_packed(trainer, tokens, targets, positions, batch, seq_len, out_loss)
+    ccall((:keel_trainer_forward_backward_packed, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Int32, Int32, Ptr{Cfloat}), trainer, tokens, targets, positions, batch, seq_len, out_loss)
+end
+
+function keel_trainer_step_on_packed(trainer, tokens, targets, positions, batch, seq_len, out_metrics)
+    ccall((:keel_trainer_step_on_packed, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Int32, Int32, Ptr{keel_step_metrics}), trainer, tokens, targets, positions, batch, seq_len, out_metrics)
+end
+
 mutable struct keel_tokenizer end
 
 """

@@ -1344,6 +1344,28 @@ extern "C" {
         out_count: *mut i64,
     ) -> keel_status;
 }
+extern "C" {
+    pub fn keel_trainer_forward_backward_packed(
+        trainer: *mut keel_trainer,
+        tokens: *const i32,
+        targets: *const i32,
+        positions: *const i32,
+        batch: i32,
+        seq_len: i32,
+        out_loss: *mut f32,
+    ) -> keel_status;
+}
+extern "C" {
+    pub fn keel_trainer_step_on_packed(
+        trainer: *mut keel_trainer,
+        tokens: *const i32,
+        targets: *const i32,
+        positions: *const i32,
+        batch: i32,
+        seq_len: i32,
+        out_metrics: *mut keel_step_metrics,
+    ) -> keel_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct keel_tokenizer {
