@@ -99,25 +99,16 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
 }
 
 // QAT's targets: the configured linears with this rank's shapes (qkv's (3, C/tp, C) piece is a
-// (3C/tp, C) matrix); int4's groups must divide each local row.
+// (3C/tp, C) matrix), checked by keel_support::qat_target.
 void GptModel::create_qat() {
   const std::pair<const char*, BlockTensor> linears[] = {
       {"c_attn", QKV_W}, {"c_proj", ATTPROJ_W}, {"c_fc", FC_W}, {"c_proj", FCPROJ_W}};
-  const keel_param_spec* specs = layer_specs(1 + plan_.first_block(0));  // every block's shapes are the same
+  // This rank's first block (every block's shapes are the same).
+  const keel_param_spec* specs = layer_specs(1 + plan_.first_block(plan_.pp_rank()));
   std::vector<keel_support::QatTarget> targets;
-  for (const auto& [module, tensor] : linears) {
-    if (!config_.qat.targets(module)) continue;
-    const keel_param_spec& spec = specs[tensor];
-    const int64_t in = spec.local_shape[spec.ndim - 1];
-    int64_t out = 1;
-    for (int32_t d = 0; d + 1 < spec.ndim; ++d) out *= spec.local_shape[d];
-    if (config_.qat.group_size && in % config_.qat.group_size != 0)
-      throw StatusError(KEEL_ERR_INVALID_ARGUMENT, std::string("model.qat.group_size: ") + module + " has " +
-                                                       std::to_string(in) + " input columns on this rank, which "
-                                                       "groups of " + std::to_string(config_.qat.group_size) +
-                                                       " do not divide");
-    targets.push_back({size_t(tensor), out, in});
-  }
+  for (const auto& [module, tensor] : linears)
+    if (config_.qat.targets(module))
+      targets.push_back(keel_support::qat_target(config_.qat, module, size_t(tensor), specs[tensor]));
   qat_ = keel_support::QatLayer(ops_, config_.qat, std::move(targets));
 }
 

@@ -46,25 +46,18 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
   if (config_.qat.enabled()) create_qat();
 }
 
-// QAT's targets: the configured projections with this rank's shapes; int4's groups must divide
-// each local row (a tensor-parallel piece of a row-parallel weight has fewer columns).
+// QAT's targets: the configured projections with this rank's shapes, checked by
+// keel_support::qat_target.
 void LlamaModel::create_qat() {
   const std::pair<const char*, BlockTensor> modules[] = {{"q_proj", Q_W},       {"k_proj", K_W},   {"v_proj", V_W},
                                                          {"o_proj", O_W},       {"gate_proj", GATE_W},
                                                          {"up_proj", UP_W},     {"down_proj", DOWN_W}};
-  const keel_param_spec* specs = layer_specs(1 + plan_.first_block(0));  // every block's shapes are the same
+  // This rank's first block (every block's shapes are the same).
+  const keel_param_spec* specs = layer_specs(1 + plan_.first_block(plan_.pp_rank()));
   std::vector<keel_support::QatTarget> targets;
-  for (const auto& [module, tensor] : modules) {
-    if (!config_.qat.targets(module)) continue;
-    const keel_param_spec& spec = specs[tensor];
-    const int64_t out = spec.local_shape[0], in = spec.local_shape[1];
-    if (config_.qat.group_size && in % config_.qat.group_size != 0)
-      throw keel_support::StatusError(KEEL_ERR_INVALID_ARGUMENT,
-                                      std::string("model.qat.group_size: ") + module + " has " + std::to_string(in) +
-                                          " input columns on this rank, which groups of " +
-                                          std::to_string(config_.qat.group_size) + " do not divide");
-    targets.push_back({size_t(tensor), out, in});
-  }
+  for (const auto& [module, tensor] : modules)
+    if (config_.qat.targets(module))
+      targets.push_back(keel_support::qat_target(config_.qat, module, size_t(tensor), specs[tensor]));
   qat_ = keel_support::QatLayer(ops_, config_.qat, std::move(targets));
 }
 

@@ -16,8 +16,8 @@ layouts, with parallel_checks.py's helpers:
     the checkpoint's own state; without them the losses drift at the 1e-6 level).
 
   - gpt_layouts: the gpt model's adapters (on its Conv1D linears, qkv's B split by head under tp)
-    under the same layouts, and its QLoRA base under ZeRO-3, each against one rank (the gpt quick
-    start's config).
+    under the same layouts, its QLoRA base under ZeRO-3, and int4 QAT at tp 2, each against one
+    rank (the gpt quick start's config); int8 QAT at tp 2 refused for the row-parallel c_proj.
 
 Usage: lora_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but frozen).
@@ -86,6 +86,21 @@ def check_gpt_layouts(args, work):
             pc.compare_losses(reference, pc.losses(work, tag), f"gpt {label} {tag}", 1e-5)
             adapters = adapters_of(pc.final_params(f"{work}/{tag}/step-00000008"))
             pc.compare_params(ref_adapters, adapters, f"gpt {label} {tag} final adapters", 5e-5)
+    # QAT under tensor parallelism: int4's groups lie within a rank's part of a row, so tp 2
+    # trains as one rank; int8's one scale per whole row is refused for the row-parallel c_proj.
+    qat = ['model.qat={"weights": "int4", "group_size": 16}', "lr_schedule.decay_steps=8"]
+    pc.run(args, 1, "ddp", work, "gpt-qat-single", GPT_TINY + qat, steps=8)
+    pc.run(args, 2, "ddp", work, "gpt-qat-tp2", GPT_TINY + qat + ["parallel.tp=2"], steps=8)
+    single, tp2 = pc.losses(work, "gpt-qat-single"), pc.losses(work, "gpt-qat-tp2")
+    # The first step's loss (the same weights) agrees to rounding. After it, rounding-level weight
+    # differences flip an occasional value to the next quantization level (as between ddp over
+    # 1 and 2 ranks), so later steps are held to 2e-4.
+    assert abs(single[1] - tp2[1]) <= 1e-6 * single[1], (single[1], tp2[1])
+    pc.compare_losses(single, tp2, "gpt QAT int4 tp2", 2e-4)
+    p = pc.run(args, 2, "ddp", work, "gpt-qat8-tp2", GPT_TINY + ['model.qat={"weights": "int8"}', "parallel.tp=2"],
+               steps=1, check=False)
+    assert p.returncode != 0 and "int8 takes one scale per whole row of c_proj" in p.stderr, p.stderr[-1500:]
+    print("gpt QAT int8 at tp 2 refused for the row-parallel c_proj, naming it")
 
 
 def strategy_bytes(work, tag):

@@ -242,6 +242,16 @@ def check_gpt(args, work):
     got, want = val_loss(work, "qat-lora"), val_loss(work, "ref-qat-lora")
     print(f"gpt QAT with LoRA: held-out loss {got:.7f}, fq(W) + s·B·A built here {want:.7f}")
     assert abs(got - want) <= 1e-5 * abs(want), f"gpt QAT with LoRA: {got} != the reference's {want}"
+    # Its --quantize: the adapters merged into the weights, then quantized (torchtune's order).
+    for flag, folder in (("--merge", "merged-hf"), ("--quantize", "merged-int4-hf")):
+        p = subprocess.run([args.keel, "export", f"{work}/qat-lora/step-00000004", flag, "--out",
+                            f"{work}/{folder}/model.safetensors"], capture_output=True, text=True, env=pc.ENV)
+        assert p.returncode == 0, p.stderr
+    merged, packed = (read_safetensors(f"{work}/{f}/model.safetensors") for f in ("merged-hf", "merged-int4-hf"))
+    for name in linears:
+        weights = packed[name].astype(np.float32) * np.repeat(packed[name + "_scale"], 16, axis=0)
+        assert np.array_equal(weights, quantize_hf(merged[name])), f"{name}: --quantize is not q(merged)"
+    print(f"gpt QAT with LoRA, export --quantize: the {len(linears)} linears quantized after merging")
 
 
 def main():

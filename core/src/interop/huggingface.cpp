@@ -309,8 +309,8 @@ void export_format(ModelParameters& params, const char* format, const std::strin
                                            "into groups of " + std::to_string(group));
       codes.emplace_back();
       scales.emplace_back();
-      const std::vector<float> rows_first = flipped ? transposed(buffers[k].data(), cols, rows) : buffers[k];
-      quantize_rows(rows_first, rows, cols, group, scheme.bits, &codes.back(), &scales.back());
+      const std::vector<float> rows_first = flipped ? transposed(buffers[k].data(), cols, rows) : std::vector<float>();
+      quantize_rows(flipped ? rows_first : buffers[k], rows, cols, group, scheme.bits, &codes.back(), &scales.back());
       std::vector<int64_t> scale_shape = {rows, cols / group};
       if (flipped) {
         codes.back() = transposed(codes.back().data(), rows, cols);

@@ -156,8 +156,13 @@ struct ModelSlots {
                           "external_name: format and out (with struct_size set) are required");
       if constexpr (model_slots_detail::HasExternal<Model>::value) {
         keel_external_tensor t = as_model(model)->external().tensor(format, index);
-        // Only the fields that fit in the caller's struct: an older caller's is shorter.
+        // Only the fields that fit in the caller's struct: an older caller's is shorter. A layout
+        // it cannot read (its leading dimensions merged, 0.19) is refused, not silently dropped.
         const size_t filled = std::min(out->struct_size, sizeof t);
+        if (t.merge_leading && filled < offsetof(keel_external_tensor, merge_leading) + sizeof t.merge_leading)
+          throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("external_name: ") + t.name + " in the " + format +
+                                                       " format merges its leading dimensions (model.h 0.19), "
+                                                       "which this caller, built before 0.19, cannot lay out");
         t.struct_size = filled;  // the bytes written, as every sized output reports
         std::memcpy(out, &t, filled);
       } else {

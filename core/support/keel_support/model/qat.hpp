@@ -88,6 +88,27 @@ struct QatTarget {
   int64_t out = 0, in = 0;
 };
 
+// A targeted linear's QatTarget from its spec (this rank's piece: every leading dimension a row),
+// checked: int4's groups must divide the piece's columns, and int8's one scale per row needs
+// whole rows, which tensor parallelism splits for a row-parallel linear (each rank would scale
+// its part of a row alone, unlike one rank and unlike `keel export --quantize`). Throws
+// StatusError naming the module.
+inline QatTarget qat_target(const QatConfig& c, const std::string& module, size_t index, const keel_param_spec& spec) {
+  const int64_t in = spec.local_shape[spec.ndim - 1];
+  int64_t out = 1;
+  for (int32_t d = 0; d + 1 < spec.ndim; ++d) out *= spec.local_shape[d];
+  if (c.group_size && in % c.group_size != 0)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "model.qat.group_size: " + module + " has " + std::to_string(in) +
+                                                     " input columns on this rank, which groups of " +
+                                                     std::to_string(c.group_size) + " do not divide");
+  if (!c.group_size && in != spec.global_shape[spec.ndim - 1])
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
+                      "model.qat.weights: int8 takes one scale per whole row of " + module + ", which tensor "
+                      "parallelism splits over the ranks (row-parallel): use \"int4\" (groups within a rank's "
+                      "part), leave " + module + " out of target_modules, or train at parallel.tp 1");
+  return {index, out, in};
+}
+
 class QatLayer {
  public:
   QatLayer() = default;
