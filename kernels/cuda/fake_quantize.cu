@@ -25,7 +25,45 @@ __global__ void fake_quantize_kernel(E* out, const E* inp, int64_t groups, int64
   for (int64_t i = lane; i < group; i += 32) store(y + i, fminf(fmaxf(rintf(load(x + i) / scale), qmin), qmax) * scale);
 }
 
+// Activations (fake_quantize_tokens_dt): a warp per row takes its least and largest value, then
+// each lane quantizes its elements against the row's scale and zero point.
+template <typename E>
+__global__ void fake_quantize_tokens_kernel(E* out, const E* inp, int64_t rows, int64_t cols, float qmin, float qmax) {
+  const int lane = threadIdx.x % 32;
+  const int64_t r = int64_t(blockIdx.x) * kGroupWarps + threadIdx.x / 32;
+  if (r >= rows) return;  // uniform over the warp
+  const E* x = inp + r * cols;
+  E* y = out + r * cols;
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = lane; i < cols; i += 32) {
+    const float v = load(x + i);
+    lo = fminf(lo, v);
+    hi = fmaxf(hi, v);
+  }
+  lo = -warp_max(-lo);
+  hi = warp_max(hi);
+  const float scale = fmaxf((hi - lo) / (qmax - qmin), FLT_EPSILON);
+  const float from_lo = lo / scale, from_hi = hi / scale;
+  const float z = (qmin + from_lo) + (qmax + from_hi) > 0.0f ? qmin - from_lo : qmax - from_hi;
+  const float zero = rintf(fminf(fmaxf(z, qmin), qmax));
+  for (int64_t i = lane; i < cols; i += 32)
+    store(y + i, (fminf(fmaxf(rintf(load(x + i) / scale) + zero, qmin), qmax) - zero) * scale);
+}
+
 }  // namespace
+
+void fake_quantize_tokens(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int bits,
+                          cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const float qmin = -float(1 << (bits - 1)), qmax = float((1 << (bits - 1)) - 1);
+  const unsigned blocks = unsigned((rows + kGroupWarps - 1) / kGroupWarps);
+  if (e == Elem::bf16)
+    fake_quantize_tokens_kernel<<<blocks, 32 * kGroupWarps, 0, stream>>>(
+        static_cast<bf16*>(out), static_cast<const bf16*>(inp), rows, cols, qmin, qmax);
+  else
+    fake_quantize_tokens_kernel<<<blocks, 32 * kGroupWarps, 0, stream>>>(
+        static_cast<float*>(out), static_cast<const float*>(inp), rows, cols, qmin, qmax);
+}
 
 void fake_quantize(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int64_t group, int bits,
                    cudaStream_t stream) {

@@ -78,6 +78,9 @@ void nf4_dequantize(Elem e, void* out, const uint8_t* codes, const int8_t* block
 // symmetric, `bits` bits (keel/backend.h fake_quantize_dt); out may be inp.
 void fake_quantize(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int64_t group, int bits,
                    cudaStream_t stream);
+// out(rows, cols) = inp fake-quantized per row, asymmetric (keel/backend.h fake_quantize_tokens_dt).
+void fake_quantize_tokens(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int bits,
+                          cudaStream_t stream);
 
 // --- llama_ops.cu --- RMSNorm (rstd(N) fp32), rope in place, SwiGLU over side-by-side gate|up
 void rmsnorm_forward(Elem e, void* out, float* rstd, const void* inp, const void* weight, int64_t N, int64_t C,

@@ -1,7 +1,7 @@
 // The cpu backend's 0.19 quantization ops: NF4 dequantization (QLoRA's frozen base, params.h
 // KEEL_PARAM_NF4: the layout and table of keel_support/common/nf4.hpp, parallel over blocks) and
-// quantization-aware training's fake quantization (torchao's symmetric per-group rule), each
-// rounded to bf16 once at that compute type.
+// quantization-aware training's fake quantization (torchao's symmetric per-group rule for weights,
+// its per-token asymmetric one for activations), each rounded to bf16 once at that compute type.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -57,6 +57,34 @@ keel_status fake_quantize_dt(void* backend, keel_dtype dt, void* out, const void
     const int64_t groups = rows * cols / group;
 #pragma omp parallel for if (groups > 256)
     for (int64_t g = 0; g < groups; ++g) fake_quantize_group(y.get() + g * group, group, bits);
+    y.store();
+  });
+}
+
+// One row of activations, torchao's per-token asymmetric rule (backend.h fake_quantize_tokens_dt).
+void fake_quantize_token(float* x, int64_t n, int32_t bits) {
+  const float qmin = -std::ldexp(1.0f, bits - 1), qmax = std::ldexp(1.0f, bits - 1) - 1.0f;
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+  const float scale = std::max((hi - lo) / (qmax - qmin), std::numeric_limits<float>::epsilon());
+  const float from_lo = lo / scale, from_hi = hi / scale;
+  const float z = (qmin + from_lo) + (qmax + from_hi) > 0.0f ? qmin - from_lo : qmax - from_hi;
+  const float zero = std::nearbyint(std::clamp(z, qmin, qmax));
+  for (int64_t i = 0; i < n; ++i) x[i] = (std::clamp(std::nearbyint(x[i] / scale) + zero, qmin, qmax) - zero) * scale;
+}
+
+keel_status fake_quantize_tokens_dt(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows,
+                                    int64_t cols, int32_t bits) {
+  return run(backend, [&] {
+    require_sizes({rows, cols}, "fake_quantize_tokens_dt");
+    require(bits >= 2 && bits <= 8, "fake_quantize_tokens_dt: bits " + std::to_string(bits) + " is outside 2..8");
+    require(rows * cols == 0 || (out && inp), "fake_quantize_tokens_dt: a pointer is NULL");
+    const bool bf = bf16_storage(dt, "fake_quantize_tokens_dt");
+    const Fp32Input x(bf, inp, rows * cols);
+    const Fp32Output y(bf, out, rows * cols, kWrite);
+    if (y.get() != x.get()) std::copy(x.get(), x.get() + rows * cols, y.get());
+#pragma omp parallel for if (rows * cols > (1 << 16))
+    for (int64_t r = 0; r < rows; ++r) fake_quantize_token(y.get() + r * cols, cols, bits);
     y.store();
   });
 }

@@ -37,6 +37,17 @@ keel_status fake_quantize_dt(void* backend, keel_dtype dt, void* out, const void
   });
 }
 
+keel_status fake_quantize_tokens_dt(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows,
+                                    int64_t cols, int32_t bits) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "fake_quantize_tokens");
+    require_sizes({rows, cols}, "fake_quantize_tokens");
+    require(bits >= 2 && bits <= 8, "fake_quantize_tokens: bits " + std::to_string(bits) + " is outside 2..8");
+    keel::cuda::fake_quantize_tokens(e, out, inp, rows, cols, bits, b.stream);
+    launched("fake_quantize_tokens");
+  });
+}
+
 }  // namespace
 
 void fill_quant_slots(keel_backend_api& api) { KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_QUANT_SLOTS_0_19); }

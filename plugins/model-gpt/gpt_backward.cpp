@@ -186,7 +186,8 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   ops_.fill_zero(g.datty, N * Cl);
   ops_.fill_zero(g.dqkv, N * 3 * Cl);
   ops_.fill_zero(g.dln, N * C);
-  ops_.matmul_backward(g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, atty, w(ATTPROJ_W), N, Cl, C);
+  ops_.matmul_backward(g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, grads ? proj_input(atty, N) : atty,
+                       w(ATTPROJ_W), N, Cl, C);
   attend_backward(v, g.dqkv, g.datty, B, T);
   if (save) keep(save->qkv + l * N * 3 * Cl, g.dqkv, N * 3 * Cl);
   ops_.matmul_backward(g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
@@ -219,7 +220,7 @@ void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param
   linear(FCPROJ_W, FCPROJ_B, d.fcproj + l * N * C, v.fch_gelu, F, C);
   linear(FC_W, FC_B, d.fch + l * N * F, v.ln2, C, F);
   norm(LN2_W, LN2_B, d.ln2 + l * Nr * C, v.residual2, v.ln2_mean, v.ln2_rstd);
-  linear(ATTPROJ_W, ATTPROJ_B, d.attproj + l * N * C, v.atty, Cl, C);
+  linear(ATTPROJ_W, ATTPROJ_B, d.attproj + l * N * C, proj_input(v.atty, N), Cl, C);
   linear(QKV_W, QKV_B, d.qkv + l * N * 3 * Cl, v.ln1, C, 3 * Cl);
   norm(LN1_W, LN1_B, d.ln1 + l * Nr * C, residual, v.ln1_mean, v.ln1_rstd);
   if (lora_.active()) lora_.fold(lease);

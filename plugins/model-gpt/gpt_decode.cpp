@@ -88,14 +88,21 @@ const float* GptModel::decode(const keel_param_access* access, const int32_t* to
     auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
     void* keys = cache + ops_.bytes(2 * l * decode_.per_block);
     void* values = cache + ops_.bytes((2 * l + 1) * decode_.per_block);
+    auto quantize = [&](const char* module, Elems x, int64_t cols) {  // QAT's activations, as the forward
+      if (config_.qat.quantizes_input(module)) qat_.quantize_input(x, N, cols);
+    };
     ops_.layernorm_forward(d.ln, d.mean, d.rstd, d.residual, w(LN1_W), w(LN1_B), N, C);
+    quantize("c_attn", d.ln, C);
     ops_.matmul_forward(d.qkv, d.ln, w(QKV_W), w(QKV_B), N, C, 3 * C);
     ops_.attention_decode(d.atty, keys, values, d.qkv, B, T, C, NH, NH, past, decode_.capacity);
+    quantize("c_proj", d.atty, C);
     ops_.matmul_forward(d.residual2, d.atty, w(ATTPROJ_W), w(ATTPROJ_B), N, C, C);
     ops_.add(d.residual2, d.residual2, d.residual, N * C);
     ops_.layernorm_forward(d.ln, d.mean, d.rstd, d.residual2, w(LN2_W), w(LN2_B), N, C);
+    quantize("c_fc", d.ln, C);
     ops_.matmul_forward(d.fch, d.ln, w(FC_W), w(FC_B), N, C, F);
     ops_.gelu_forward(d.fch_gelu, d.fch, N * F);
+    quantize("c_proj", d.fch_gelu, F);
     ops_.matmul_forward(d.residual, d.fch_gelu, w(FCPROJ_W), w(FCPROJ_B), N, F, C);
     ops_.add(d.residual, d.residual, d.residual2, N * C);
     lease.release(false);

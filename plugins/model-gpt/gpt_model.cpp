@@ -392,16 +392,25 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
   const Elems ln_out2 = tp_.sequence_parallel() ? s.ln_rows : v.ln2;
   const Elems proj_out = tp_.sequence_parallel() ? s.partial : v.residual2;
 
+  // QAT's activations: the inputs the model keeps are quantized in place (the norms' backward reads
+  // their inputs, the GELU's its pre-activation); attention's output, which attention's backward
+  // reads, as a copy (proj_input).
+  auto quantize = [&](const char* module, Elems x, int64_t cols) {
+    if (config_.qat.quantizes_input(module)) qat_.quantize_input(x, N, cols);
+  };
   ops_.layernorm_forward(ln_out1, v.ln1_mean, v.ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
   tp_.enter(ln_out1, v.ln1, N);
+  quantize("c_attn", v.ln1, C);
   ops_.matmul_forward(v.qkv, v.ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
   attend(v, v.atty, B, T);
-  ops_.matmul_forward(proj_out, v.atty, w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
+  ops_.matmul_forward(proj_out, proj_input(v.atty, N), w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
   tp_.leave(proj_out, v.residual2, N);
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
   ops_.layernorm_forward(ln_out2, v.ln2_mean, v.ln2_rstd, v.residual2, w(LN2_W), w(LN2_B), Nr, C);
   tp_.enter(ln_out2, v.ln2, N);
+  quantize("c_fc", v.ln2, C);
   ops_.matmul_gelu_forward(v.fch_gelu, v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
+  quantize("c_proj", v.fch_gelu, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past the GELU
   const Elems fcproj_out = tp_.sequence_parallel() ? s.partial : residual3;
   ops_.matmul_forward(fcproj_out, v.fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);

@@ -266,6 +266,11 @@ class GptModel {
     if (lora_.active()) lora_.merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); });
   }
   float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }
+  // attn.c_proj's input, attention's output (N rows): under QAT's activations its fake-quantized
+  // copy (forward, and the weight gradient's input in the backward), else itself.
+  Elems proj_input(Elems atty, int64_t N) {
+    return config_.qat.quantizes_input("c_proj") ? qat_.quantized_input(atty, N, share_.channels) : atty;
+  }
   using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
   // The pieces of a chunk's forward and backward, in llm.c's order.

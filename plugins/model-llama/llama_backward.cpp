@@ -205,7 +205,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   ops_.fill_zero(g.datty, N * Cq);
   ops_.fill_zero(g.dqkv, N * QKV);
   ops_.fill_zero(g.dln, N * C);
-  ops_.matmul_backward(g.datty, dw(O_W), nullptr, do_out, v.atty, w(O_W), N, Cq, C);
+  ops_.matmul_backward(g.datty, dw(O_W), nullptr, do_out, grads ? o_input(v.atty, N) : v.atty, w(O_W), N, Cq, C);
   attend_backward(v, g.dqkv, g.datty, B, T);
   turn_qk_backward(v, g.dqkv, B, T);
   if (save) ops_.copy(save->qkv + l * N * QKV, g.dqkv, N * QKV);
@@ -234,7 +234,7 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
                        share_.hidden, C);
   stacked_backward(gate_up_, Elems(), d.gate_up + l * N * 2 * F, v.ln2, N, &lease, {{GATE_W, GATE_B}, {UP_W, UP_B}});
   norm_backward(scratch_.dln, dw(POST_NORM), d.ln2 + l * Nr * C, v.residual2, w(POST_NORM), v.ln2_rstd, N);
-  ops_.matmul_backward(Elems(), dw(O_W), nullptr, d.o + l * N * C, v.atty, w(O_W), N, Cq, C);
+  ops_.matmul_backward(Elems(), dw(O_W), nullptr, d.o + l * N * C, o_input(v.atty, N), w(O_W), N, Cq, C);
   stacked_backward(qkv_, Elems(), d.qkv + l * N * QKV, v.ln1, N, &lease, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
   norm_backward(scratch_.dln, dw(IN_NORM), d.ln1 + l * Nr * C, residual, w(IN_NORM), v.ln1_rstd, N);
   if (lora_.active()) lora_.fold(lease);

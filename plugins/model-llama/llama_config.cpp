@@ -67,6 +67,16 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.qat = keel_support::parse_qat_config(section,
                                          {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"});
   section.finish();
+  // Stacked projections read one input, quantized once: all of them quantize it, or none.
+  for (const std::vector<std::string>& shared : {std::vector<std::string>{"q_proj", "k_proj", "v_proj"},
+                                                 std::vector<std::string>{"gate_proj", "up_proj"}}) {
+    size_t targeted = 0;
+    for (const std::string& m : shared) targeted += c.qat.targets(m) ? 1 : 0;
+    if (c.qat.activation_bits && targeted != 0 && targeted != shared.size())
+      throw ConfigError(section.path_of("qat") + ".target_modules: with activations quantized, " + shared[0] + ", " +
+                        shared[1] + (shared.size() > 2 ? ", " + shared[2] : "") +
+                        " read one input, quantized once: target all of them or none");
+  }
   if (c.qat.enabled() && c.moe.enabled())
     throw ConfigError(section.path_of("qat") + ": quantization-aware training beside experts is not supported yet "
                                                "(leave out " + section.path_of("n_experts") + " or qat)");

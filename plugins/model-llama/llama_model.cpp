@@ -333,12 +333,19 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   stack_weights(lease, !v.moe);
 
   // Attention: residual2 = residual + o_proj(attention(rope(qkv(norm(residual))))).
+  // QAT's activations: the inputs the model keeps are quantized in place (the norms' backward reads
+  // their inputs, SwiGLU's its gate and up); attention's output, which attention's backward reads,
+  // as a copy (o_input). q, k and v share one input, as gate and up do (llama_config.cpp).
+  auto quantize = [&](const char* module, Elems x, int64_t cols) {
+    if (config_.qat.quantizes_input(module)) qat_.quantize_input(x, N, cols);
+  };
   ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out1, v.ln1, N);
+  quantize("q_proj", v.ln1, C);
   qkv_.forward(v.qkv, v.ln1, N);
   turn_qk(v, B, T);
   attend(v, v.atty, B, T);
-  ops_.matmul_forward(o_out, v.atty, w(O_W), Elems(), N, Cq, C);
+  ops_.matmul_forward(o_out, o_input(v.atty, N), w(O_W), Elems(), N, Cq, C);
   if (tp_.active()) tp_.leave(o_out, v.residual2, N);
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
   // MLP: residual3 = residual2 + down(silu(gate(x)) · up(x)), x = norm(residual2).
@@ -350,8 +357,10 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
     ops_.add(residual3, residual3, v.residual2, Nr * C);
     return;
   }
+  quantize("gate_proj", v.ln2, C);
   gate_up_.forward(v.gate_up, v.ln2, N);
   ops_.swiglu_forward(v.act, v.gate_up, N, F);
+  quantize("down_proj", v.act, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past SwiGLU
   const Elems down_out = tp_.active() ? s.partial : residual3;
   ops_.matmul_forward(down_out, v.act, w(DOWN_W), bias_once(bias_of(lease, DOWN_B)), N, F, C);

@@ -214,6 +214,11 @@ class LlamaModel {
   }
   void create_qat();
   float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }
+  // o_proj's input, attention's output (N rows): under QAT's activations its fake-quantized copy
+  // (forward, and the weight gradient's input in the backward), else itself.
+  Elems o_input(Elems atty, int64_t N) {
+    return config_.qat.quantizes_input("o_proj") ? qat_.quantized_input(atty, N, share_.q_width) : atty;
+  }
   using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
   void carve_activations(Activations& a, char* base, size_t* out_bytes) const;

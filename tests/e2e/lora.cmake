@@ -43,6 +43,18 @@ foreach(check reference export measured)
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/qat_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)
 endforeach()
+# Quantized activations (8da4w): gpt against the PyTorch reference is tests/python/test_qat_vs_torch.py
+# (in python.gpt_vs_torch); llama against transformers with every projection fake-quantized here.
+add_test(NAME python.qat_llama_vs_transformers
+  COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/qat_llama_vs_transformers.py
+          --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv)
+set_tests_properties(python.qat_llama_vs_transformers PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
+keel_error_test(qat_bad_activations
+  "model\\.qat\\.activations: expected \"int8\" \\(each linear's input fake-quantized per token, asymmetric\\) or \"none\", found \"int4\""
+  "model={${lora_small},\"qat\":{\"weights\":\"int4\",\"group_size\":8,\"activations\":\"int4\"}}")
+keel_error_test(qat_activations_split_stack
+  "model\\.qat\\.target_modules: with activations quantized, q_proj, k_proj, v_proj read one input, quantized once"
+  "model={${lora_small},\"qat\":{\"weights\":\"int4\",\"group_size\":8,\"activations\":\"int8\",\"target_modules\":[\"q_proj\"]}}")
 add_test(NAME e2e.qat.gpt
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/qat_checks.py gpt --keel ${keel} --config ${quickstart})
 keel_error_test(lora_gpt_unknown_target

@@ -101,6 +101,11 @@ def check_gpt_layouts(args, work):
                steps=1, check=False)
     assert p.returncode != 0 and "int8 takes one scale per whole row of c_proj" in p.stderr, p.stderr[-1500:]
     print("gpt QAT int8 at tp 2 refused for the row-parallel c_proj, naming it")
+    p = pc.run(args, 2, "ddp", work, "gpt-qat-act-tp2",
+               GPT_TINY + ['model.qat={"weights": "int4", "group_size": 16, "activations": "int8"}', "parallel.tp=2"],
+               steps=1, check=False)
+    assert p.returncode != 0 and "a token's scale spans the whole input row of c_proj" in p.stderr, p.stderr[-1500:]
+    print("gpt QAT activations at tp 2 refused for the row-parallel c_proj, naming it")
 
 
 def strategy_bytes(work, tag):

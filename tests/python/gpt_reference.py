@@ -35,11 +35,19 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def causal_self_attention(x, qkv_weight, qkv_bias, proj_weight, proj_bias, n_head):
+def linear(x, weight, bias, module, qat=None):
+    """x @ weightᵀ + bias; `qat` (quantization-aware training: .weight(w, module) and .input(x,
+    module)) fake-quantizes what the linear multiplies."""
+    if qat is not None:
+        x, weight = qat.input(x, module), qat.weight(weight, module)
+    return x @ weight.T + bias
+
+
+def causal_self_attention(x, qkv_weight, qkv_bias, proj_weight, proj_bias, n_head, qat=None):
     B, T, C = x.shape
     hs = C // n_head
     # Keel declares qkv (3, C, C) and its bias (3, C); as one matrix they are (3C, C) and (3C).
-    qkv = x @ qkv_weight.reshape(3 * C, C).T + qkv_bias.reshape(3 * C)  # (B,T,3C)
+    qkv = linear(x, qkv_weight.reshape(3 * C, C), qkv_bias.reshape(3 * C), "c_attn", qat)  # (B,T,3C)
     q, k, v = qkv.split(C, dim=2)                          # each (B,T,C) = (B,T,NH,hs)
     q = q.view(B, T, n_head, hs).transpose(1, 2)           # (B,NH,T,hs)
     k = k.view(B, T, n_head, hs).transpose(1, 2)
@@ -49,20 +57,20 @@ def causal_self_attention(x, qkv_weight, qkv_bias, proj_weight, proj_bias, n_hea
     scores = scores.masked_fill(future, float("-inf"))
     y = torch.softmax(scores, dim=-1) @ v                  # (B,NH,T,hs)
     y = y.transpose(1, 2).contiguous().view(B, T, C)       # (B,T,C)
-    return y @ proj_weight.T + proj_bias
+    return linear(y, proj_weight, proj_bias, "c_proj", qat)
 
 
-def block(x, p, prefix, n_head):
+def block(x, p, prefix, n_head, qat=None):
     C = x.shape[-1]
     h = F.layer_norm(x, (C,), p[prefix + "ln_1.weight"], p[prefix + "ln_1.bias"], LAYERNORM_EPS)
     x = x + causal_self_attention(h, p[prefix + "attn.qkv.weight"], p[prefix + "attn.qkv.bias"],
-                                  p[prefix + "attn.proj.weight"], p[prefix + "attn.proj.bias"], n_head)
+                                  p[prefix + "attn.proj.weight"], p[prefix + "attn.proj.bias"], n_head, qat)
     h = F.layer_norm(x, (C,), p[prefix + "ln_2.weight"], p[prefix + "ln_2.bias"], LAYERNORM_EPS)
-    h = gelu_tanh(h @ p[prefix + "mlp.fc.weight"].T + p[prefix + "mlp.fc.bias"])   # (B,T,4C)
-    return x + h @ p[prefix + "mlp.proj.weight"].T + p[prefix + "mlp.proj.bias"]
+    h = gelu_tanh(linear(h, p[prefix + "mlp.fc.weight"], p[prefix + "mlp.fc.bias"], "c_fc", qat))   # (B,T,4C)
+    return x + linear(h, p[prefix + "mlp.proj.weight"], p[prefix + "mlp.proj.bias"], "c_proj", qat)
 
 
-def forward(params, tokens, config, targets=None):
+def forward(params, tokens, config, targets=None, qat=None):
     """params: name -> tensor (Keel's names and shapes). tokens, targets: (B,T) int64.
     Returns (logits (B,T,Vp), loss or None): the mean cross-entropy over targets >= 0, with
     the softmax over the true vocabulary only (the padded columns are not classes)."""
@@ -70,7 +78,7 @@ def forward(params, tokens, config, targets=None):
     V = config["vocab_size"]
     x = params["wte"][tokens] + params["wpe"][:T]          # (B,T,C)
     for i in range(config["n_layer"]):
-        x = block(x, params, f"h.{i}.", config["n_head"])
+        x = block(x, params, f"h.{i}.", config["n_head"], qat)
     C = x.shape[-1]
     x = F.layer_norm(x, (C,), params["ln_f.weight"], params["ln_f.bias"], LAYERNORM_EPS)
     logits = x @ params["wte"].T                           # (B,T,Vp): the lm_head is wte
@@ -90,18 +98,18 @@ def make_params(numpy_weights, dtype=torch.float32):
             for name, a in numpy_weights.items()}
 
 
-def loss_and_grads(numpy_weights, tokens, targets, config, dtype=torch.float32):
+def loss_and_grads(numpy_weights, tokens, targets, config, dtype=torch.float32, qat=None):
     """(logits, loss, {name: grad}) of the mean loss, all as numpy."""
     params = make_params(numpy_weights, dtype)
     logits, loss = forward(params, torch.as_tensor(tokens, dtype=torch.long), config,
-                           torch.as_tensor(targets, dtype=torch.long))
+                           torch.as_tensor(targets, dtype=torch.long), qat)
     loss.backward()
     grads = {name: p.grad.detach().numpy() for name, p in params.items()}
     return logits.detach().numpy(), float(loss), grads
 
 
 def train_adamw(numpy_weights, batches, config, lr, betas, eps, weight_decay, no_decay,
-                dtype=torch.float32):
+                dtype=torch.float32, qat=None):
     """Losses of len(batches) AdamW steps (constant lr, no clipping); step i trains on batch i.
     Parameters named in no_decay get weight decay 0, the rest `weight_decay` (decoupled, as
     torch.optim.AdamW does: p -= lr·wd·p)."""
@@ -111,17 +119,17 @@ def train_adamw(numpy_weights, batches, config, lr, betas, eps, weight_decay, no
         {"params": [p for n, p in params.items() if n not in no_decay], "weight_decay": weight_decay},
         {"params": [p for n, p in params.items() if n in no_decay], "weight_decay": 0.0},
     ]
-    return train(params, batches, config, torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps))
+    return train(params, batches, config, torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps), qat)
 
 
-def train(params, batches, config, optimizer):
+def train(params, batches, config, optimizer, qat=None):
     """Losses of len(batches) steps of `optimizer` over the tensors `params` (from make_params);
     step i trains on batch i."""
     losses = []
     for tokens, targets in batches:
         optimizer.zero_grad(set_to_none=True)
         _, loss = forward(params, torch.as_tensor(tokens, dtype=torch.long), config,
-                          torch.as_tensor(targets, dtype=torch.long))
+                          torch.as_tensor(targets, dtype=torch.long), qat)
         loss.backward()
         optimizer.step()
         losses.append(float(loss))

@@ -472,7 +472,8 @@ KEEL_ASSERT_OFFSET(keel_backend_api, rope_at_forward_dt, 688);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, rope_at_backward_dt, 696);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, nf4_dequantize_dt, 704);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, fake_quantize_dt, 712);  /* 0.19 */
-KEEL_ASSERT_SIZE(keel_backend_api, 720);
+KEEL_ASSERT_OFFSET(keel_backend_api, fake_quantize_tokens_dt, 720);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_backend_api, 728);
 KEEL_ASSERT_SIZE_FIRST(keel_attention_args);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_attention_args, dt, 8);
 KEEL_ASSERT_OFFSET(keel_attention_args, B, 16);

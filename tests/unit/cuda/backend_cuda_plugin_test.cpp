@@ -108,6 +108,7 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_SLOT(rope_at_backward_dt);
   EXPECT_SLOT(nf4_dequantize_dt);
   EXPECT_SLOT(fake_quantize_dt);
+  EXPECT_SLOT(fake_quantize_tokens_dt);
 #undef EXPECT_SLOT
 }
 

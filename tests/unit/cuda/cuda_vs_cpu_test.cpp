@@ -1136,6 +1136,17 @@ void test_nf4(Cpu& cpu, Gpu& gpu, Elem e) {
     CALL(gpu.api->fake_quantize_dt(gpu.h, dtype(e), d_x, d_x, rows, cols, group, bits));
     compare(tag("fake_quantize", e) + " bits " + std::to_string(bits), gpu.get(d_x, x.size(), e), fq, for_elem(e));
   }
+  // Activations, per token and asymmetric: rows of mixed sign, one all positive, one all zero.
+  {
+    const int64_t rows = 9, cols = 200;
+    auto x = random_values(rows * cols, e, -0.5f, 1.5f);
+    for (int64_t i = 0; i < cols; ++i) x[size_t(i)] = 0.0f, x[size_t(cols + i)] = std::fabs(x[size_t(cols + i)]);
+    std::vector<float> fq(x.size());
+    CALL(cpu.api->fake_quantize_tokens_dt(cpu.h, dtype(Elem::f32), fq.data(), x.data(), rows, cols, 8));
+    void* d_x = gpu.put(x, e);
+    CALL(gpu.api->fake_quantize_tokens_dt(gpu.h, dtype(e), d_x, d_x, rows, cols, 8));
+    compare(tag("fake_quantize_tokens", e), gpu.get(d_x, x.size(), e), fq, for_elem(e));
+  }
 }
 
 int main(int argc, char** argv) {

@@ -217,4 +217,58 @@ TEST_F(BackendCpuQuant, FakeQuantizeEqualsTorchaosRule) {
   EXPECT_NE(g_last_error.find("group 40 does not divide"), std::string::npos) << g_last_error;
 }
 
+// torchao's _choose_qparams_per_token_asymmetric and per-token fake quantization, step by step in
+// fp32 as torch computes them: the range widened to hold 0, the zero point from whichever end
+// errs less, clamped then rounded.
+std::vector<double> reference_fake_quantize_tokens(const std::vector<float>& x, int64_t cols, int bits) {
+  const float qmin = -std::ldexp(1.0f, bits - 1), qmax = std::ldexp(1.0f, bits - 1) - 1;
+  std::vector<double> out(x.size());
+  for (size_t r = 0; r < x.size(); r += size_t(cols)) {
+    const auto [lo_it, hi_it] = std::minmax_element(x.begin() + long(r), x.begin() + long(r) + cols);
+    const float min_val_neg = std::min(*lo_it, 0.0f), max_val_pos = std::max(*hi_it, 0.0f);
+    const float scale = std::max((max_val_pos - min_val_neg) / float(qmax - qmin), 1.1920928955078125e-07f);
+    const float descaled_min = min_val_neg / scale, descaled_max = max_val_pos / scale;
+    const float zero_point_from_min_error = qmin + descaled_min, zero_point_from_max_error = qmax + descaled_max;
+    float zero_point = zero_point_from_min_error + zero_point_from_max_error > 0 ? qmin - descaled_min
+                                                                                 : qmax - descaled_max;
+    zero_point = std::nearbyint(std::min(std::max(zero_point, qmin), qmax));
+    for (int64_t i = 0; i < cols; ++i) {
+      const float q = std::min(std::max(std::nearbyint(x[r + i] / scale) + zero_point, qmin), qmax);
+      out[r + i] = double((q - zero_point) * scale);
+    }
+  }
+  return out;
+}
+
+TEST_F(BackendCpuQuant, FakeQuantizeTokensEqualsTorchaosPerTokenRule) {
+  const int64_t rows = 6, cols = 80;
+  auto x = random_floats(rows * cols, 15, -0.4f, 1.2f);
+  std::fill(x.begin(), x.begin() + cols, 0.0f);                            // all zero: the scale's floor
+  for (int64_t i = 0; i < cols; ++i) x[size_t(cols + i)] = std::fabs(x[size_t(cols + i)]) + 0.1f;  // all positive
+  for (int64_t i = 0; i < cols; ++i) x[size_t(2 * cols + i)] = -std::fabs(x[size_t(2 * cols + i)]);  // all negative
+  const auto want = reference_fake_quantize_tokens(x, cols, 8);
+  std::vector<float> out(x.size());
+  ASSERT_EQ(api()->fake_quantize_tokens_dt(h(), kFp32, out.data(), x.data(), rows, cols, 8), KEEL_OK) << g_last_error;
+  expect_close(out, want, 0.0, 0.0, "fake_quantize_tokens");
+  std::vector<float> in_place(x);
+  ASSERT_EQ(api()->fake_quantize_tokens_dt(h(), kFp32, in_place.data(), in_place.data(), rows, cols, 8), KEEL_OK);
+  EXPECT_EQ(in_place, out);
+  for (int64_t r = 0; r < rows; ++r) {  // each row: at most 256 levels, each value within half a step
+    const auto [lo, hi] = std::minmax_element(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    const double step = std::max(double(std::max(*hi, 0.0f) - std::min(*lo, 0.0f)) / 255.0, 1.2e-7);
+    std::vector<float> distinct(out.begin() + r * cols, out.begin() + (r + 1) * cols);
+    for (int64_t i = 0; i < cols; ++i) EXPECT_LE(std::fabs(out[size_t(r * cols + i)] - x[size_t(r * cols + i)]), step);
+    std::sort(distinct.begin(), distinct.end());
+    EXPECT_LE(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), 256);
+  }
+  const auto b = bf16_values(rows * cols, 16, -0.3f, 0.9f);
+  std::vector<float> out32(rows * cols);
+  std::vector<uint16_t> out16(rows * cols);
+  ASSERT_EQ(api()->fake_quantize_tokens_dt(h(), kFp32, out32.data(), b.f.data(), rows, cols, 8), KEEL_OK);
+  ASSERT_EQ(api()->fake_quantize_tokens_dt(h(), kBf16, out16.data(), b.h.data(), rows, cols, 8), KEEL_OK);
+  expect_close(widen(out16), to_double(out32), 0.0, 1.0 / 256, "fake_quantize_tokens at bf16");
+  EXPECT_EQ(api()->fake_quantize_tokens_dt(h(), kFp32, out32.data(), b.f.data(), rows, cols, 9), KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("bits 9 is outside 2..8"), std::string::npos) << g_last_error;
+}
+
 }  // namespace

@@ -303,6 +303,7 @@ struct keel_backend_api
     rope_at_backward_dt::Ptr{Cvoid}
     nf4_dequantize_dt::Ptr{Cvoid}
     fake_quantize_dt::Ptr{Cvoid}
+    fake_quantize_tokens_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)

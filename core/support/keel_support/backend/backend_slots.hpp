@@ -71,7 +71,7 @@
   SLOT(attention_block_forward) SLOT(attention_block_backward) SLOT(rope_at_forward_dt) SLOT(rope_at_backward_dt)
 
 // 0.19: QLoRA's base dequantized; quantization-aware training's fake quantization (optional).
-#define KEEL_BACKEND_QUANT_SLOTS_0_19(SLOT) SLOT(nf4_dequantize_dt) SLOT(fake_quantize_dt)
+#define KEEL_BACKEND_QUANT_SLOTS_0_19(SLOT) SLOT(nf4_dequantize_dt) SLOT(fake_quantize_dt) SLOT(fake_quantize_tokens_dt)
 
 // Sets every slot of GROUP in `table` to the function of the same name in scope.
 #define KEEL_FILL_BACKEND_SLOTS(table, GROUP)     \

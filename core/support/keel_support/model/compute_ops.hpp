@@ -315,6 +315,14 @@ class ComputeOps {
                                                 "quantization-aware training (model.qat) needs");
     check(be_.api->fake_quantize_dt(be_.obj, dt_, out.get(), inp.get(), rows, cols, group, bits), "fake_quantize_dt");
   }
+  // The same for activations: per row (token), asymmetric.
+  void fake_quantize_tokens(Elems out, Elems inp, int64_t rows, int64_t cols, int32_t bits) const {
+    if (!KEEL_HAS_SLOT(be_.api, fake_quantize_tokens_dt))
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement fake_quantize_tokens_dt (ABI 0.19), "
+                                                "which model.qat.activations needs");
+    check(be_.api->fake_quantize_tokens_dt(be_.obj, dt_, out.get(), inp.get(), rows, cols, bits),
+          "fake_quantize_tokens_dt");
+  }
   // Packed rows (0.19, optional): attention over fused qkv rows (q: NH heads of C/NH, then NKV
   // key and NKV value heads) kept inside each document, positions (B,T) restarting per document,
   // the statistics in lse (B,NH,T); rope turning each row by its own position.

@@ -1,9 +1,13 @@
-// Quantization-aware training (torchao's QAT, weights): the model computes with each targeted
-// linear's weight fake-quantized (backend.h fake_quantize_dt: int8 one scale per output channel,
-// or int4 in groups of 32 input columns, symmetric) and its gradient goes to the weight itself,
-// the straight-through estimator: the weight-gradient matmul never reads the weight, so only the
-// forward and the input gradient see the quantized copy. A layer use fake-quantizes its targets
-// once into one layer's scratch, as LoRA merges (lora.hpp).
+// Quantization-aware training (torchao's QAT): the model computes with each targeted linear's
+// weight fake-quantized (backend.h fake_quantize_dt: int8 one scale per output channel, or int4
+// in groups of 32 input columns, symmetric) and, with "activations": "int8", its input too
+// (fake_quantize_tokens_dt: one scale and zero point per token, asymmetric; torchao's 8da4w).
+// Gradients pass straight through (the straight-through estimator): the weight's gradient goes to
+// the weight itself, and the input's to the unquantized input; the weight-gradient matmul reads
+// the quantized input the forward multiplied. A layer use fake-quantizes its target weights once
+// into one layer's scratch, as LoRA merges (lora.hpp); inputs are quantized where the model
+// keeps them (a norm's output, the MLP's activation) or, when another op's backward reads the
+// unquantized tensor (attention's output), into a scratch copy, again in the backward.
 #pragma once
 
 #include <cstdint>
@@ -20,22 +24,26 @@ namespace keel_support {
 struct QatConfig {
   int32_t bits = 0;        // 0: off; 8 or 4
   int64_t group_size = 0;  // 0: one scale per output channel (a weight's row)
+  int32_t activation_bits = 0;  // 0: inputs unquantized; 8: int8 per token
   std::vector<std::string> target_modules;
 
   bool enabled() const { return bits > 0; }
+  // Whether `module`'s input is fake-quantized.
+  bool quantizes_input(const std::string& module) const { return activation_bits > 0 && targets(module); }
   bool targets(const std::string& module) const {
     for (const std::string& m : target_modules)
       if (m == module) return true;
     return false;
   }
   std::string describe() const {
-    return bits == 8 ? "int8 per channel" : "int4 in groups of " + std::to_string(group_size);
+    return (bits == 8 ? "int8 per channel" : "int4 in groups of " + std::to_string(group_size)) +
+           (activation_bits ? ", activations int8 per token" : "");
   }
 };
 
 // Reads model.qat when present: {"weights": "int8" | "int4", "group_size" (int4: 32 by default, a
-// power of two from 8 to 1024), "target_modules": names or "all-linear" (the default)}. Throws
-// ConfigError naming the key.
+// power of two from 8 to 1024), "activations": "none" (the default) | "int8", "target_modules":
+// names or "all-linear" (the default)}. Throws ConfigError naming the key.
 inline QatConfig parse_qat_config(JsonSection& model, const std::vector<std::string>& modules) {
   QatConfig c;
   if (!model.has("qat") || model.raw("qat").is_null()) return c;
@@ -57,6 +65,13 @@ inline QatConfig parse_qat_config(JsonSection& model, const std::vector<std::str
     c.group_size = s.get_in_range<int64_t>("group_size", 32, 8, 1024);
     if ((c.group_size & (c.group_size - 1)) != 0)
       throw ConfigError(s.path_of("group_size") + ": expected a power of two, found " + std::to_string(c.group_size));
+  }
+  if (s.has("activations")) {
+    const nlohmann::json& a = s.raw("activations");
+    if (!a.is_string() || (a.get<std::string>() != "int8" && a.get<std::string>() != "none"))
+      throw ConfigError(s.path_of("activations") + ": expected \"int8\" (each linear's input fake-quantized per "
+                                                   "token, asymmetric) or \"none\", found " + a.dump());
+    c.activation_bits = a.get<std::string>() == "int8" ? 8 : 0;
   }
   c.target_modules = modules;
   if (s.has("target_modules")) {
@@ -101,6 +116,11 @@ inline QatTarget qat_target(const QatConfig& c, const std::string& module, size_
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "model.qat.group_size: " + module + " has " + std::to_string(in) +
                                                      " input columns on this rank, which groups of " +
                                                      std::to_string(c.group_size) + " do not divide");
+  if (c.activation_bits && in != spec.global_shape[spec.ndim - 1])
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
+                      "model.qat.activations: a token's scale spans the whole input row of " + module + ", which "
+                      "tensor parallelism splits over the ranks (row-parallel): leave " + module + " out of "
+                      "target_modules, or train at parallel.tp 1");
   if (!c.group_size && in != spec.global_shape[spec.ndim - 1])
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT,
                       "model.qat.weights: int8 takes one scale per whole row of " + module + ", which tensor "
@@ -113,7 +133,8 @@ class QatLayer {
  public:
   QatLayer() = default;
   QatLayer(const ComputeOps& ops, const QatConfig& config, std::vector<QatTarget> targets)
-      : ops_(ops), bits_(config.bits), group_(config.group_size), targets_(std::move(targets)) {
+      : ops_(ops), bits_(config.bits), group_(config.group_size), activation_bits_(config.activation_bits),
+        targets_(std::move(targets)) {
     int64_t total = 0;
     for (const QatTarget& t : targets_) total += t.out * t.in;
     memory_ = ops_.backend().alloc_bytes(ops_.bytes(total));
@@ -135,6 +156,22 @@ class QatLayer {
       ops_.fake_quantize(quantized_[t], source(g.weight), g.out, g.in, group_ ? group_ : g.in, bits_);
     }
   }
+  // An input the model keeps (its rows tokens), fake-quantized in place.
+  void quantize_input(Elems x, int64_t rows, int64_t cols) const {
+    ops_.fake_quantize_tokens(x, x, rows, cols, activation_bits_);
+  }
+  // An input another op's backward reads unquantized: its fake-quantized copy, in scratch that
+  // lives until the next call.
+  Elems quantized_input(Elems x, int64_t rows, int64_t cols) {
+    if (input_elems_ < rows * cols) {
+      input_ = BackendBuffer();
+      input_ = ops_.backend().alloc_bytes(ops_.bytes(rows * cols));
+      input_elems_ = rows * cols;
+    }
+    const Elems copy = ops_.at(input_.get());
+    ops_.fake_quantize_tokens(copy, x, rows, cols, activation_bits_);
+    return copy;
+  }
   // The weight to compute with: the fake-quantized copy for a target, else `other`.
   Elems weight(size_t index, Elems other) const {
     for (size_t t = 0; t < targets_.size(); ++t)
@@ -146,9 +183,12 @@ class QatLayer {
   ComputeOps ops_;
   int32_t bits_ = 0;
   int64_t group_ = 0;
+  int32_t activation_bits_ = 0;
   std::vector<QatTarget> targets_;
   BackendBuffer memory_;
   std::vector<Elems> quantized_;
+  BackendBuffer input_;  // quantized_input's copy
+  int64_t input_elems_ = 0;
 };
 
 }  // namespace keel_support
