@@ -172,7 +172,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
   const LayerLease* grads = save ? nullptr : &lease;  // INPUT part: no weight gradients
-  prepare_weights(lease);
+  prepare_weights(lease, layer - 1);
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(grads, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
@@ -184,7 +184,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   const Elems ddown = tp_.leave_backward(g.dresidual, g.dgathered, N);
   if (save) ops_.copy(save->down + l * N * C, ddown, N * C);
   if (v.moe) {  // a sparse MLP (llama_moe.cpp): dln overwritten
-    sparse_->backward(g.dln, ddown, v.ln2, *v.moe, lease, grads, N);
+    sparse_->backward(g.dln, ddown, v.ln2, *v.moe, LayerWeights{lease, grads, lora_}, N);
   } else {
     ops_.fill_zero(g.dact, N * F);
     ops_.fill_zero(g.dgate_up, N * 2 * F);
@@ -213,7 +213,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   const Elems dln1 = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(IN_NORM), dln1, residual, w(IN_NORM), v.ln1_rstd, N);
-  if (lora_.active() && grads) lora_.fold(lease);
+  if (lora_->active() && grads) lora_->fold(lease);
   lease.release(!save);
 }
 
@@ -223,7 +223,7 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  prepare_weights(lease);
+  prepare_weights(lease, layer - 1);
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(&lease, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
@@ -237,7 +237,7 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   ops_.matmul_backward(Elems(), dw(O_W), nullptr, d.o + l * N * C, o_input(v.atty, N), w(O_W), N, Cq, C);
   stacked_backward(qkv_, Elems(), d.qkv + l * N * QKV, v.ln1, N, &lease, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
   norm_backward(scratch_.dln, dw(IN_NORM), d.ln1 + l * Nr * C, residual, w(IN_NORM), v.ln1_rstd, N);
-  if (lora_.active()) lora_.fold(lease);
+  if (lora_->active()) lora_->fold(lease);
   lease.release(true);
 }
 

@@ -39,6 +39,26 @@ keel_support::RopeScaling parse_rope_scaling(JsonSection& model) {
 
 }  // namespace
 
+// The linear modules a model of this config has, by the names PEFT's target_modules match: the
+// attention projections; the dense MLP's (gate_proj, up_proj, down_proj), also Qwen2-MoE's experts'
+// and shared expert's names; Mixtral's experts' w1, w3, w2; the routers' gate (and Qwen2-MoE's
+// shared_expert_gate). "all-linear" takes them all, as PEFT's takes every nn.Linear but the head.
+namespace {
+std::vector<std::string> lora_modules(const LlamaConfig& c) {
+  std::vector<std::string> out = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  bool dense = !c.moe.enabled();
+  for (int64_t i = 0; i < c.n_layer && !dense; ++i) dense = !c.moe.sparse(i);
+  const bool qwen2_experts = c.moe.enabled() && c.attention_bias;
+  if (dense || qwen2_experts) out.insert(out.end(), {"gate_proj", "up_proj", "down_proj"});
+  if (c.moe.enabled()) {
+    if (!qwen2_experts) out.insert(out.end(), {"w1", "w3", "w2"});
+    out.push_back("gate");
+    if (c.moe.shared_expert_ffn_hidden > 0) out.push_back("shared_expert_gate");
+  }
+  return out;
+}
+}  // namespace
+
 LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   auto section = JsonSection::parse(config_json, json_path ? json_path : "model");
   section.allow("plugin");
@@ -61,9 +81,8 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.rope_scaling = parse_rope_scaling(section);
   c.recompute = keel_support::parse_recompute(section);
   c.moe = parse_moe_config(section, c.n_layer, c.ffn_hidden, c.attention_bias, c.mlp_bias);
-  // PEFT's default targets for Llama are q_proj and v_proj.
-  c.lora = keel_support::parse_lora_config(
-      section, {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, {"q_proj", "v_proj"});
+  // PEFT's default targets for Llama (and Mixtral, Qwen2-MoE) are q_proj and v_proj.
+  c.lora = keel_support::parse_lora_config(section, lora_modules(c), {"q_proj", "v_proj"});
   c.qat = keel_support::parse_qat_config(section,
                                          {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"});
   section.finish();
@@ -80,9 +99,6 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   if (c.qat.enabled() && c.moe.enabled())
     throw ConfigError(section.path_of("qat") + ": quantization-aware training beside experts is not supported yet "
                                                "(leave out " + section.path_of("n_experts") + " or qat)");
-  if (c.lora.enabled() && c.moe.enabled())
-    throw ConfigError(section.path_of("lora") + ": LoRA adapters on a mixture-of-experts model are not supported yet "
-                                                "(set " + section.path_of("n_experts") + " to 0, or leave out lora)");
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));

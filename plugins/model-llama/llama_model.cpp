@@ -42,7 +42,11 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
   qkv_ = StackedLinear(ops_, config_.d_model, {share_.q_width, share_.kv_width, share_.kv_width},
                        config_.attention_bias);
   gate_up_ = StackedLinear(ops_, config_.d_model, {share_.hidden, share_.hidden}, config_.mlp_bias);
-  if (config_.lora.enabled()) lora_ = keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_);
+  if (config_.lora.enabled())
+    for (int kind = 0; kind < 2; ++kind)
+      if (!lora_targets_[kind].empty())
+        lora_layers_[kind] =
+            keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_[kind]);
   if (config_.qat.enabled()) create_qat();
 }
 
@@ -315,7 +319,7 @@ void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_acces
   const int64_t C = config_.d_model, Nr = tp_.norm_rows(int64_t(a.B) * a.T);
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-  prepare_weights(lease);
+  prepare_weights(lease, layer - 1);
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
   lease.release(false);
@@ -353,7 +357,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   tp_.enter(ln_out2, v.ln2, N);
   if (v.moe) {  // a sparse MLP (llama_moe.cpp); its state is kept, so a recomputation stops here
     if (!residual3) return;
-    sparse_->forward(*v.moe, residual3, v.ln2, lease, N);
+    sparse_->forward(*v.moe, residual3, v.ln2, LayerWeights{lease, nullptr, lora_}, N);
     ops_.add(residual3, residual3, v.residual2, Nr * C);
     return;
   }

@@ -198,22 +198,26 @@ class LlamaModel {
   // With experts: the layouts and backends they cannot run on yet refused by name (llama_moe_model.cpp).
   void create_sparse_mlp(const keel_model_create_args& args);
   void build_param_specs();
-  void add_lora_specs(std::vector<keel_support::NamedSpec>& pending, const std::string& prefix, int32_t layer,
-                      bool record_targets);
+  // A layer's adapters, after its other tensors; returns the targets (the same in every layer of a kind).
+  std::vector<keel_support::LoraTarget> add_lora_specs(std::vector<keel_support::NamedSpec>& pending, int32_t layer);
   // The weight a block computes with (a LoRA target's merged one, a QAT target's fake-quantized
   // one) and where its gradient goes (a target's dW scratch; NULL for a frozen tensor, or with
   // `grads` NULL).
   Elems weight(const LayerLease& lease, BlockTensor t) const {
-    return lora_.targets(size_t(t)) ? lora_.weight(lease, size_t(t)) : qat_.weight(size_t(t), lease.param_elems(size_t(t)));
+    return lora_->targets(size_t(t)) ? lora_->weight(lease, size_t(t))
+                                     : qat_.weight(size_t(t), lease.param_elems(size_t(t)));
   }
   // A layer use's effective weights, before any is read: QAT's fake quantization, then LoRA's
-  // adapters added to the (quantized) base, as torchtune's QAT with LoRA computes.
-  void prepare_weights(const LayerLease& lease) {
+  // adapters added to the (quantized) base, as torchtune's QAT with LoRA computes. `block`: the
+  // model's block index (a sparse block has its own adapters: its experts').
+  void prepare_weights(const LayerLease& lease, int64_t block) {
+    lora_ = &lora_layers_[sparse_block(block) ? 1 : 0];
     if (qat_.active()) qat_.apply([&](size_t index) { return lease.param_elems(index); });
-    if (lora_.active()) lora_.merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); });
+    if (lora_->active()) lora_->merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); });
   }
+  bool sparse_block(int64_t block) const { return sparse_ && config_.moe.sparse(block); }
   void create_qat();
-  float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }
+  float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_->grad(grads, size_t(t)); }
   // o_proj's input, attention's output (N rows): under QAT's activations its fake-quantized copy
   // (forward, and the weight gradient's input in the backward), else itself.
   Elems o_input(Elems atty, int64_t N) {
@@ -299,8 +303,11 @@ class LlamaModel {
   keel_support::InferenceLogits inference_logits_;
   std::unique_ptr<const keel_support::ExternalNames> external_;
   std::unique_ptr<SparseMlp> sparse_;  // nullptr: every MLP dense
-  std::vector<keel_support::LoraTarget> lora_targets_;  // each block's, in its specs (none without lora)
-  keel_support::LoraLayer lora_;  // one block use's merged weights and their gradients
+  // LoRA: a dense block's adapters [0] and a sparse block's [1] (targets in their specs; none
+  // without lora), each one block use's merged weights and their gradients; lora_ the block in use's.
+  std::vector<keel_support::LoraTarget> lora_targets_[2];
+  keel_support::LoraLayer lora_layers_[2];
+  keel_support::LoraLayer* lora_ = &lora_layers_[0];
   keel_support::QatLayer qat_;    // one block use's fake-quantized weights (model.qat)
 };
 

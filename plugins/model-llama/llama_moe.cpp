@@ -48,7 +48,7 @@ SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const kee
   };
   stacked_memory_ = be_.alloc_bytes(carve_all(nullptr));
   carve_all(static_cast<char*>(stacked_memory_.get()));
-  if (dispatch_) ddown_memory_ = be_.alloc_bytes(size_t(El_ * C_ * Fe_) * sizeof(float));
+  if (dispatch_ || config.lora.enabled()) ddown_memory_ = be_.alloc_bytes(size_t(El_ * C_ * Fe_) * sizeof(float));
   for (int64_t i = 0; i < config.n_layer; ++i) model_sparse_blocks_ += moe_.sparse(i) ? 1 : 0;
   if (moe_.router_bias_update_speed > 0)
     bias_ = std::make_unique<ExpertBias>(be_, std::move(held_sparse_blocks), E_, moe_.router_bias_update_speed);
@@ -169,26 +169,26 @@ void SparseMlp::router_backward(Elems dx, float* dw, float* dlogits, Elems x, El
   ops_.matmul_backward(dx, dw, nullptr, scratch_.router_dt, x, w, N, C_, OC);
 }
 
-void SparseMlp::stack_expert_weights(const LayerLease& lease) {
+void SparseMlp::stack_expert_weights(const LayerWeights& w) {
   for (int32_t e = 0; e < El_; ++e) {
     const Elems dst = experts_gate_up_ + e * 2 * Fe_ * C_;
-    ops_.copy(dst, lease.param_elems(size_t(expert_slot(e, 0))), Fe_ * C_);
-    ops_.copy(dst + Fe_ * C_, lease.param_elems(size_t(expert_slot(e, 1))), Fe_ * C_);
+    ops_.copy(dst, w.weight(expert_slot(e, 0)), Fe_ * C_);
+    ops_.copy(dst + Fe_ * C_, w.weight(expert_slot(e, 1)), Fe_ * C_);
   }
 }
 
-void SparseMlp::stack_shared_weights(const LayerLease& lease) {
-  ops_.copy(shared_stack_, lease.param_elems(size_t(shared_w_[0])), S_ * C_);
-  ops_.copy(shared_stack_ + S_ * C_, lease.param_elems(size_t(shared_w_[1])), S_ * C_);
+void SparseMlp::stack_shared_weights(const LayerWeights& w) {
+  ops_.copy(shared_stack_, w.weight(shared_w_[0]), S_ * C_);
+  ops_.copy(shared_stack_ + S_ * C_, w.weight(shared_w_[1]), S_ * C_);
 }
 
-void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerLease& lease, int64_t N) {
+void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerWeights& w, int64_t N) {
   const keel_dtype dt = ops_.dtype();
   const int64_t NK = N * K_;
   const int32_t E = int32_t(E_), K = int32_t(K_);
   ensure_scratch(N);
   // Route: logits = gate(x); the k experts of each token and their weights; the pairs in expert order.
-  router_forward(st.logits, x, lease.param_elems(size_t(router_)), N, E_);
+  router_forward(st.logits, x, w.weight(router_), N, E_);
   KEEL_OP(be_, moe_route, st.weights, st.experts, st.scores, st.logits, bias_ ? bias_->device(st.block) : nullptr, N,
           E, K, flags_);
   KEEL_OP(be_, moe_permute_plan, st.positions, st.counts.data(), st.experts, N, E, K);
@@ -199,22 +199,22 @@ void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerLease&
   else st.kept = st.counts, st.dropped = 0;
   KEEL_OP(be_, moe_permute_dt, dt, st.xperm.get(), x.get(), nullptr, st.positions, N, K, C_);
   // Each expert's SwiGLU on its rows: down(silu(gate·x) ⊙ up·x), here or on the experts' ranks.
-  stack_expert_weights(lease);
+  stack_expert_weights(w);
   if (!dispatch_) {
-    experts_forward(st.xperm, st.gate_up, st.act, st.expert_out, st.kept, lease);
+    experts_forward(st.xperm, st.gate_up, st.act, st.expert_out, st.kept, w);
   } else {
     dispatch_->plan(st.route, st.kept);
     ensure_local(st, st.route.rows);
     ensure_ep_scratch(st.route.rows);
     dispatch_->to_experts(st.route, st.xperm, st.local_x, ep_.staging);
-    experts_forward(st.local_x, st.gate_up, st.act, ep_.rows_out, st.route.local_counts, lease);
+    experts_forward(st.local_x, st.gate_up, st.act, ep_.rows_out, st.route.local_counts, w);
     dispatch_->from_experts(st.route, ep_.rows_out, st.expert_out, ep_.staging);
   }
   // A dropped pair adds nothing: its rows of the experts' output, after the kept ones, are zero.
   if (st.dropped > 0) ops_.fill_zero(st.expert_out + (NK - st.dropped) * C_, st.dropped * C_);
   // Back to token order, each token's k outputs summed with their weights.
   KEEL_OP(be_, moe_unpermute_dt, dt, out.get(), st.expert_out.get(), st.weights, st.positions, N, K, C_);
-  if (S_ > 0) shared_forward(st, out, x, lease, N);
+  if (S_ > 0) shared_forward(st, out, x, w, N);
 }
 
 // GShard's capacity: an expert takes at most ceil(f·N·K/E) of the micro-batch's pairs, the first
@@ -240,13 +240,13 @@ void SparseMlp::apply_capacity(MoeBlockState& st, int64_t N) {
 }
 
 void SparseMlp::experts_forward(Elems x, Elems gate_up, Elems act, Elems out, const std::vector<int64_t>& counts,
-                                const LayerLease& lease) {
+                                const LayerWeights& w) {
   const keel_dtype dt = ops_.dtype();
   const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
   std::vector<const void*> gate_up_w(static_cast<size_t>(El_)), down_w(static_cast<size_t>(El_));
   for (int32_t e = 0; e < El_; ++e) {
     gate_up_w[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
-    down_w[size_t(e)] = lease.param_elems(size_t(expert_slot(e, 2))).get();
+    down_w[size_t(e)] = w.weight(expert_slot(e, 2)).get();
   }
   KEEL_OP(be_, grouped_matmul_forward_dt, dt, gate_up.get(), x.get(), gate_up_w.data(), counts.data(), int32_t(El_), C_,
           2 * Fe_);
@@ -293,13 +293,13 @@ void SparseMlp::ensure_ep_scratch(int64_t rows) {
 }
 
 // Qwen2-MoE: out += sigmoid(shared_expert_gate(x)) · down(silu(gate·x) ⊙ up·x).
-void SparseMlp::shared_forward(MoeBlockState& st, Elems out, Elems x, const LayerLease& lease, int64_t N) {
+void SparseMlp::shared_forward(MoeBlockState& st, Elems out, Elems x, const LayerWeights& w, int64_t N) {
   const keel_dtype dt = ops_.dtype();
-  stack_shared_weights(lease);
+  stack_shared_weights(w);
   ops_.matmul_forward(st.shared_gate_up, x, shared_stack_, Elems(), N, C_, 2 * S_);
   ops_.swiglu_forward(st.shared_act, st.shared_gate_up, N, S_);
-  ops_.matmul_forward(st.shared_out, st.shared_act, lease.param_elems(size_t(shared_w_[2])), Elems(), N, S_, C_);
-  router_forward(st.shared_gate_logit, x, lease.param_elems(size_t(shared_gate_)), N, 1);
+  ops_.matmul_forward(st.shared_out, st.shared_act, w.weight(shared_w_[2]), Elems(), N, S_, C_);
+  router_forward(st.shared_gate_logit, x, w.weight(shared_gate_), N, 1);
   KEEL_OP(be_, moe_route, st.shared_gate, st.shared_choice, st.shared_gate_score, st.shared_gate_logit, nullptr, N, 1,
           1, KEEL_ROUTE_SIGMOID);
   KEEL_OP(be_, moe_unpermute_dt, dt, scratch_.shared_part.get(), st.shared_out.get(), st.shared_gate,
@@ -340,8 +340,7 @@ void SparseMlp::begin_backward(const MoeState& state, int64_t first_block, int64
           KEEL_COPY_HOST_TO_DEVICE);
 }
 
-void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerLease& lease,
-                         const LayerLease* grads, int64_t N) {
+void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerWeights& w, int64_t N) {
   const keel_dtype dt = ops_.dtype();
   const int64_t NK = N * K_;
   const int32_t E = int32_t(E_), K = int32_t(K_);
@@ -354,14 +353,13 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
           C_);
   // The experts' down and gate|up projections, here or on the experts' ranks (whose weight
   // gradients then take 1/ep: params.h KEEL_PARAM_EXPERT).
-  stack_expert_weights(lease);
+  stack_expert_weights(w);
   if (!dispatch_) {
-    experts_backward(s.dxperm, s.dexpert_out, st.xperm, st.gate_up, st.act, st.kept, lease, grads, 1.0f, s.dact,
-                     s.dgate_up);
+    experts_backward(s.dxperm, s.dexpert_out, st.xperm, st.gate_up, st.act, st.kept, w, 1.0f, s.dact, s.dgate_up);
   } else {
     ensure_ep_scratch(st.route.rows);
     dispatch_->to_experts(st.route, s.dexpert_out, ep_.rows_out, ep_.staging);
-    experts_backward(ep_.drows, ep_.rows_out, st.local_x, st.gate_up, st.act, st.route.local_counts, lease, grads,
+    experts_backward(ep_.drows, ep_.rows_out, st.local_x, st.gate_up, st.act, st.route.local_counts, w,
                      1.0f / float(dispatch_->size()), ep_.dact, ep_.dgate_up);
     dispatch_->from_experts(st.route, ep_.drows, s.dxperm, ep_.staging);
   }
@@ -371,50 +369,55 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
   // The router: the weights' gradient, plus the balancing losses', through the routing to the logits.
   KEEL_OP(be_, moe_route_backward, s.dlogits, s.dweights, st.logits, st.scores, st.experts,
           balancing_ ? expert_dscores_.floats() : nullptr, z_grad_, N, E, K, flags_);
-  router_backward(dx, grads ? grads->grad(size_t(router_)) : nullptr, s.dlogits, x,
-                  lease.param_elems(size_t(router_)), N, E_);
-  if (S_ > 0) shared_backward(dx, dout, x, st, lease, grads, N);
+  router_backward(dx, w.grad(router_), s.dlogits, x, w.weight(router_), N, E_);
+  if (S_ > 0) shared_backward(dx, dout, x, st, w, N);
 }
 
 void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, Elems act,
-                                 const std::vector<int64_t>& counts, const LayerLease& lease, const LayerLease* grads,
-                                 float grad_scale, Elems dact, Elems dgate_up) {
+                                 const std::vector<int64_t>& counts, const LayerWeights& w, float grad_scale, Elems dact,
+                                 Elems dgate_up) {
   const keel_dtype dt = ops_.dtype();
   const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
-  const bool scaled = grad_scale != 1.0f;
-  float* ddown_scratch = scaled ? ddown_memory_.floats() : nullptr;
+  const bool training = w.training(), scaled = grad_scale != 1.0f;
+  // The down projections' gradients go straight into their buffers, unless they take a scale or
+  // some have none (a LoRA run's frozen experts): then through scratch, added where they go.
+  bool direct = !scaled;
+  for (int32_t e = 0; e < El_ && direct; ++e) direct = w.grad(expert_slot(e, 2)) != nullptr;
+  float* ddown_scratch = direct ? nullptr : ddown_memory_.floats();
   std::vector<const void*> gate_up_w(static_cast<size_t>(El_)), down_w(static_cast<size_t>(El_));
   std::vector<float*> dgate_up_w(static_cast<size_t>(El_)), ddown_w(static_cast<size_t>(El_));
   for (int32_t e = 0; e < El_; ++e) {
     gate_up_w[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
-    down_w[size_t(e)] = lease.param_elems(size_t(expert_slot(e, 2))).get();
+    down_w[size_t(e)] = w.weight(expert_slot(e, 2)).get();
     dgate_up_w[size_t(e)] = dexperts_gate_up_ + e * 2 * Fe_ * C_;
-    ddown_w[size_t(e)] = !grads ? nullptr : scaled ? ddown_scratch + e * C_ * Fe_ : grads->grad(size_t(expert_slot(e, 2)));
+    ddown_w[size_t(e)] = !training ? nullptr : direct ? w.grad(expert_slot(e, 2)) : ddown_scratch + e * C_ * Fe_;
   }
-  if (grads && scaled) KEEL_OP(be_, fill_zero, ddown_scratch, size_t(El_ * C_ * Fe_) * sizeof(float));
+  if (training && !direct) KEEL_OP(be_, fill_zero, ddown_scratch, size_t(El_ * C_ * Fe_) * sizeof(float));
   ops_.fill_zero(dact, rows * Fe_);
-  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dact.get(), grads ? ddown_w.data() : nullptr, dout.get(), act.get(),
+  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dact.get(), training ? ddown_w.data() : nullptr, dout.get(), act.get(),
           down_w.data(), counts.data(), int32_t(El_), Fe_, C_);
   ops_.fill_zero(dgate_up, rows * 2 * Fe_);
   ops_.swiglu_backward(dgate_up, dact, gate_up, rows, Fe_);
   ops_.fill_zero(dx, rows * C_);
-  if (grads) KEEL_OP(be_, fill_zero, dexperts_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
-  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dx.get(), grads ? dgate_up_w.data() : nullptr, dgate_up.get(), x.get(),
-          gate_up_w.data(), counts.data(), int32_t(El_), C_, 2 * Fe_);
-  if (!grads) return;
+  if (training) KEEL_OP(be_, fill_zero, dexperts_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
+  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dx.get(), training ? dgate_up_w.data() : nullptr, dgate_up.get(),
+          x.get(), gate_up_w.data(), counts.data(), int32_t(El_), C_, 2 * Fe_);
+  if (!training) return;
   if (scaled) {
     KEEL_OP(be_, scale, dexperts_gate_up_, grad_scale, El_ * 2 * Fe_ * C_);
     KEEL_OP(be_, scale, ddown_scratch, grad_scale, El_ * C_ * Fe_);
   }
+  auto add = [&](int32_t slot, const float* from, int64_t n) {
+    if (float* to = w.grad(slot)) KEEL_OP(be_, accumulate, to, from, n);
+  };
   for (int32_t e = 0; e < El_; ++e) {
-    KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 0))), dgate_up_w[size_t(e)], Fe_ * C_);
-    KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 1))), dgate_up_w[size_t(e)] + Fe_ * C_, Fe_ * C_);
-    if (scaled) KEEL_OP(be_, accumulate, grads->grad(size_t(expert_slot(e, 2))), ddown_w[size_t(e)], C_ * Fe_);
+    add(expert_slot(e, 0), dgate_up_w[size_t(e)], Fe_ * C_);
+    add(expert_slot(e, 1), dgate_up_w[size_t(e)] + Fe_ * C_, Fe_ * C_);
+    if (!direct) add(expert_slot(e, 2), ddown_w[size_t(e)], C_ * Fe_);
   }
 }
 
-void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerLease& lease,
-                                const LayerLease* grads, int64_t N) {
+void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerWeights& w, int64_t N) {
   const keel_dtype dt = ops_.dtype();
   Scratch& s = scratch_;
   KEEL_OP(be_, moe_permute_dt, dt, s.dshared_out.get(), dout.get(), st.shared_gate, s.identity, N, 1, C_);
@@ -422,22 +425,20 @@ void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st
   KEEL_OP(be_, moe_unpermute_scale_backward_dt, dt, s.dshared_gate, dout.get(), st.shared_out.get(), s.identity, N, 1,
           C_);
   ops_.fill_zero(s.dshared_act, N * S_);
-  ops_.matmul_backward(s.dshared_act, grads ? grads->grad(size_t(shared_w_[2])) : nullptr, nullptr, s.dshared_out,
-                       st.shared_act, lease.param_elems(size_t(shared_w_[2])), N, S_, C_);
+  ops_.matmul_backward(s.dshared_act, w.grad(shared_w_[2]), nullptr, s.dshared_out, st.shared_act,
+                       w.weight(shared_w_[2]), N, S_, C_);
   ops_.fill_zero(s.dshared_gate_up, N * 2 * S_);
   ops_.swiglu_backward(s.dshared_gate_up, s.dshared_act, st.shared_gate_up, N, S_);
-  stack_shared_weights(lease);
-  if (grads) KEEL_OP(be_, fill_zero, dshared_stack_, size_t(2 * S_ * C_) * sizeof(float));
-  ops_.matmul_backward(dx, grads ? dshared_stack_ : nullptr, nullptr, s.dshared_gate_up, x, shared_stack_, N, C_,
+  stack_shared_weights(w);
+  const bool training = w.training();
+  if (training) KEEL_OP(be_, fill_zero, dshared_stack_, size_t(2 * S_ * C_) * sizeof(float));
+  ops_.matmul_backward(dx, training ? dshared_stack_ : nullptr, nullptr, s.dshared_gate_up, x, shared_stack_, N, C_,
                        2 * S_);
-  if (grads) {
-    KEEL_OP(be_, accumulate, grads->grad(size_t(shared_w_[0])), dshared_stack_, S_ * C_);
-    KEEL_OP(be_, accumulate, grads->grad(size_t(shared_w_[1])), dshared_stack_ + S_ * C_, S_ * C_);
-  }
+  for (int part = 0; part < 2 && training; ++part)
+    if (float* to = w.grad(shared_w_[part])) KEEL_OP(be_, accumulate, to, dshared_stack_ + part * S_ * C_, S_ * C_);
   KEEL_OP(be_, moe_route_backward, s.dshared_logit, s.dshared_gate, st.shared_gate_logit, st.shared_gate_score,
           st.shared_choice, nullptr, 0.0f, N, 1, 1, KEEL_ROUTE_SIGMOID);
-  router_backward(dx, grads ? grads->grad(size_t(shared_gate_)) : nullptr, s.dshared_logit, x,
-                  lease.param_elems(size_t(shared_gate_)), N, 1);
+  router_backward(dx, w.grad(shared_gate_), s.dshared_logit, x, w.weight(shared_gate_), N, 1);
 }
 
 }  // namespace keel_llama

@@ -26,6 +26,7 @@
 #include <keel_support/model/carver.hpp>          // defines: Carver
 #include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
+#include <keel_support/model/lora.hpp>            // defines: LoraLayer
 #include "llama_config.hpp"                       // defines: LlamaConfig, MoeConfig
 #include "llama_moe_balance.hpp"                  // defines: ExpertBias
 #include "llama_moe_dispatch.hpp"                 // defines: ExpertDispatch, ExpertRoute
@@ -82,6 +83,22 @@ struct MoeTensor {
   bool expert = false;  // one routed expert's (params.h KEEL_PARAM_EXPERT)
 };
 
+// The weights a sparse layer computes with and where their gradients go: the lease's, or a LoRA
+// target's merged weight and its dW scratch (the LoraLayer of the block in use).
+struct LayerWeights {
+  const keel_support::LayerLease& lease;
+  const keel_support::LayerLease* grads = nullptr;  // nullptr: no weight gradients in this pass
+  const keel_support::LoraLayer* lora = nullptr;    // nullptr: no adapters
+  Elems weight(int32_t index) const {
+    return lora && lora->targets(size_t(index)) ? lora->weight(lease, size_t(index)) : lease.param_elems(size_t(index));
+  }
+  // nullptr: none (no gradients in this pass, or a frozen tensor that is no target)
+  float* grad(int32_t index) const {
+    return lora ? lora->grad(grads, size_t(index)) : grads ? grads->grad(size_t(index)) : nullptr;
+  }
+  bool training() const { return grads != nullptr; }
+};
+
 class SparseMlp {
  public:
   // `first_slot`: the router's index among a sparse layer's tensors. `dispatch`: the expert-parallel
@@ -103,13 +120,13 @@ class SparseMlp {
   void ensure_state(MoeState& state, int64_t N, int64_t first_block, int64_t blocks) const;
 
   // out(N,C) = the sparse MLP of x(N,C), overwritten.
-  void forward(MoeBlockState& st, Elems out, Elems x, const keel_support::LayerLease& lease, int64_t N);
+  void forward(MoeBlockState& st, Elems out, Elems x, const LayerWeights& w, int64_t N);
   // Before a micro-batch's sparse backwards: the balancing losses' gradients from every sparse
   // block's routing of that micro-batch (transformers' formula over all layers' router rows).
   void begin_backward(const MoeState& state, int64_t first_block, int64_t blocks, int64_t N, float loss_scale);
-  // dx(N,C) = d loss/d x, overwritten, from dout(N,C); with `grads` the weight gradients too (+=).
-  void backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const keel_support::LayerLease& lease,
-                const keel_support::LayerLease* grads, int64_t N);
+  // dx(N,C) = d loss/d x, overwritten, from dout(N,C); when w is training, the weight gradients
+  // too (+=, where w has a place for them).
+  void backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerWeights& w, int64_t N);
   // The balancing figures of the micro-batches begun since the last call (step_metrics).
   const std::vector<keel_support::StepMetric>& take_step_metrics() { return tally_.take(); }
 
@@ -118,28 +135,26 @@ class SparseMlp {
   int32_t expert_slot(int32_t e, int32_t which) const { return expert_first_ + 3 * e + which; }
   // The local experts' SwiGLU on R rows in local-expert order (`counts` per local expert), out (R,C).
   void experts_forward(Elems x, Elems gate_up, Elems act, Elems out, const std::vector<int64_t>& counts,
-                       const keel_support::LayerLease& lease);
-  // Its backward from dout (R,C): dx (R,C) overwritten; with `grads` each local expert's weight
-  // gradients, times grad_scale, added. dact and dgate_up are scratch of R rows.
+                       const LayerWeights& w);
+  // Its backward from dout (R,C): dx (R,C) overwritten; when w is training each local expert's
+  // weight gradients, times grad_scale, added. dact and dgate_up are scratch of R rows.
   void experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, Elems act, const std::vector<int64_t>& counts,
-                        const keel_support::LayerLease& lease, const keel_support::LayerLease* grads, float grad_scale,
-                        Elems dact, Elems dgate_up);
+                        const LayerWeights& w, float grad_scale, Elems dact, Elems dgate_up);
   void ensure_local(MoeBlockState& st, int64_t rows) const;
   // Rewrites st.positions so each expert's first pairs (by token, then slot) up to its capacity
   // come first in expert order and the rest after them; sets st.kept and st.dropped.
   void apply_capacity(MoeBlockState& st, int64_t N);
   void ensure_ep_scratch(int64_t rows);
-  void stack_expert_weights(const keel_support::LayerLease& lease);
-  void stack_shared_weights(const keel_support::LayerLease& lease);
+  void stack_expert_weights(const LayerWeights& w);
+  void stack_shared_weights(const LayerWeights& w);
   void ensure_scratch(int64_t N);
   // A router's product x(N,C)·w(OC,C)ᵀ as fp32 logits (moe_route reads fp32), and its backward
   // from fp32 dlogits; under bf16 through a compute-type copy, converted.
   void router_forward(float* logits, Elems x, Elems w, int64_t N, int64_t OC);
   void router_backward(Elems dx, float* dw, float* dlogits, Elems x, Elems w, int64_t N, int64_t OC);
   void carve_block(MoeBlockState& st, keel_support::Carver& carve, int64_t N) const;
-  void shared_forward(MoeBlockState& st, Elems out, Elems x, const keel_support::LayerLease& lease, int64_t N);
-  void shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const keel_support::LayerLease& lease,
-                       const keel_support::LayerLease* grads, int64_t N);
+  void shared_forward(MoeBlockState& st, Elems out, Elems x, const LayerWeights& w, int64_t N);
+  void shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerWeights& w, int64_t N);
 
   const keel_host* host_;
   keel_support::BackendOps be_;

@@ -98,7 +98,10 @@ void LlamaModel::build_param_specs() {
     if (sparse)
       for (const MoeTensor& t : sparse_->routed_tensors(h))
         add(t.name, layer, {t.rows, t.cols}, t.expert ? uint32_t(KEEL_PARAM_EXPERT) : 0u, KEEL_INIT_NORMAL);
-    if (config_.lora.enabled()) add_lora_specs(pending, h, layer, i == 0);
+    if (config_.lora.enabled()) {  // every layer of a kind has the same targets
+      std::vector<keel_support::LoraTarget> targets = add_lora_specs(pending, layer);
+      if (lora_targets_[sparse ? 1 : 0].empty()) lora_targets_[sparse ? 1 : 0] = std::move(targets);
+    }
   }
   int32_t slot = DOWN_W + 1;
   for (int t = Q_B; t < BLOCK_TENSORS; ++t) {
@@ -110,10 +113,12 @@ void LlamaModel::build_param_specs() {
   // Under LoRA everything but the adapters is frozen: held by the core, no gradient, no state.
   // QLoRA keeps the frozen linear weights of the blocks in NF4 (bitsandbytes quantizes every
   // nn.Linear but the head): the core dequantizes each layer as it is used.
-  auto block_linear = [](const std::string& name) {
-    const std::string suffix = "_proj.weight";
-    return name.rfind("model.layers.", 0) == 0 && name.size() > suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  auto block_linear = [](const std::string& name) {  // a projection's or an expert's; not a router's
+    if (name.rfind("model.layers.", 0) != 0) return false;
+    for (const std::string suffix : {"_proj.weight", ".w1.weight", ".w2.weight", ".w3.weight"})
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return true;
+    return false;
   };
   if (config_.lora.enabled())
     for (auto& p : pending)
@@ -153,50 +158,57 @@ void LlamaModel::build_param_specs() {
   specs_.assign(std::move(mine), config_.n_layer + 2);
 }
 
-// A decoder layer's adapters, after its other tensors: for each targeted projection (in the
-// layer's order) PEFT's lora_A (r, in), drawn as PEFT's "gaussian" init draws it (N(0, 1/r)), and
-// lora_B (out, r), zero, so the adapted model starts as the base. A column-parallel projection's
-// B is split by rows with it, a row-parallel one's A by columns (keel_support/model/lora.hpp).
-void LlamaModel::add_lora_specs(std::vector<keel_support::NamedSpec>& pending, const std::string& prefix, int32_t layer,
-                                bool record_targets) {
-  const int64_t C = config_.d_model, Cq = int64_t(config_.n_head) * config_.head_dim();
-  const int64_t Ckv = int64_t(config_.n_kv_head) * config_.head_dim(), F = config_.ffn_hidden;
+// A decoder layer's adapters, after its other tensors: for each weight the config targets (by its
+// module, the name's last part before ".weight", as PEFT matches target_modules: q_proj, an
+// expert's w1, a router's gate) PEFT's lora_A (r, in), drawn as PEFT's "gaussian" init draws it
+// (N(0, 1/r)), and lora_B (out, r), zero, so the adapted model starts as the base. A
+// column-parallel weight's B is split by rows with it, a row-parallel one's A by columns
+// (keel_support/model/lora.hpp); an expert's factors are expert tensors too (params.h
+// KEEL_PARAM_EXPERT: held by its rank alone). Returns the layer's targets.
+std::vector<keel_support::LoraTarget> LlamaModel::add_lora_specs(std::vector<keel_support::NamedSpec>& pending,
+                                                                 int32_t layer) {
   const int64_t r = config_.lora.r;
-  struct Projection {
-    const char* module;
-    const char* path;
-    BlockTensor weight;
-    int64_t out, in;
-    bool column_parallel;
-  };
-  const Projection projections[] = {
-      {"q_proj", "self_attn.q_proj", Q_W, Cq, C, true},      {"k_proj", "self_attn.k_proj", K_W, Ckv, C, true},
-      {"v_proj", "self_attn.v_proj", V_W, Ckv, C, true},     {"o_proj", "self_attn.o_proj", O_W, C, Cq, false},
-      {"gate_proj", "mlp.gate_proj", GATE_W, F, C, true},    {"up_proj", "mlp.up_proj", UP_W, F, C, true},
-      {"down_proj", "mlp.down_proj", DOWN_W, C, F, false}};
-  size_t index = 0;
-  for (const auto& p : pending) index += p.spec.layer == layer ? 1 : 0;
-  for (const Projection& p : projections) {
-    if (!config_.lora.targets(p.module)) continue;
-    const std::string base = prefix + p.path;
-    keel_param_spec a = keel_support::make_spec(nullptr, layer, {r, p.in}, 0, KEEL_INIT_NORMAL, float(1.0 / double(r)));
-    keel_param_spec b = keel_support::make_spec(nullptr, layer, {p.out, r}, 0, KEEL_INIT_ZEROS, 0.0f);
-    keel_support::split_for_tp(a, p.column_parallel ? -1 : 1, tp_.size(), tp_.rank());
-    keel_support::split_for_tp(b, p.column_parallel ? 0 : -1, tp_.size(), tp_.rank());
-    if (record_targets) {
-      keel_support::LoraTarget target;
-      target.weight = size_t(p.weight);
-      target.a = index;
-      target.b = index + 1;
-      target.out = b.local_shape[0];
-      target.in = a.local_shape[1];
-      target.column_parallel = p.column_parallel;
-      lora_targets_.push_back(target);
-    }
-    pending.push_back({base + ".lora_A.weight", a});
-    pending.push_back({base + ".lora_B.weight", b});
+  const std::string tail = ".weight";
+  std::vector<size_t> weights;  // the layer's targeted weights, as indices into pending
+  size_t index = 0;             // the next tensor's index in the layer
+  for (size_t p = 0; p < pending.size(); ++p) {
+    if (pending[p].spec.layer != layer) continue;
+    ++index;
+    const std::string& name = pending[p].name;
+    if (pending[p].spec.ndim != 2 || name.size() <= tail.size() ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+      continue;
+    const std::string path = name.substr(0, name.size() - tail.size());
+    const std::string module = path.substr(path.rfind('.') + 1);
+    if (!config_.lora.targets(module)) continue;
+    weights.push_back(p);
+  }
+  std::vector<keel_support::LoraTarget> targets;
+  for (const size_t p : weights) {
+    const keel_param_spec w = pending[p].spec;  // a copy: pending grows below
+    const std::string path = pending[p].name.substr(0, pending[p].name.size() - tail.size());
+    size_t slot = 0;  // the weight's index in the layer
+    for (size_t q = 0; q < p; ++q) slot += pending[q].spec.layer == layer ? 1 : 0;
+    const uint32_t expert = w.flags & KEEL_PARAM_EXPERT;
+    const bool rows_split = w.local_shape[0] != w.global_shape[0], columns_split = w.local_shape[1] != w.global_shape[1];
+    keel_param_spec a = keel_support::make_spec(nullptr, layer, {r, w.global_shape[1]}, expert, KEEL_INIT_NORMAL,
+                                                float(1.0 / double(r)));
+    keel_param_spec b = keel_support::make_spec(nullptr, layer, {w.global_shape[0], r}, expert, KEEL_INIT_ZEROS, 0.0f);
+    keel_support::split_for_tp(a, columns_split ? 1 : -1, tp_.size(), tp_.rank());
+    keel_support::split_for_tp(b, rows_split ? 0 : -1, tp_.size(), tp_.rank());
+    keel_support::LoraTarget target;
+    target.weight = slot;
+    target.a = index;
+    target.b = index + 1;
+    target.out = b.local_shape[0];
+    target.in = a.local_shape[1];
+    target.column_parallel = !columns_split;
+    targets.push_back(target);
+    pending.push_back({path + ".lora_A.weight", a});
+    pending.push_back({path + ".lora_B.weight", b});
     index += 2;
   }
+  return targets;
 }
 
 }  // namespace keel_llama

@@ -6,7 +6,7 @@ add_test(NAME python.lora_vs_peft
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_vs_peft.py
           --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
 set_tests_properties(python.lora_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
-foreach(check layouts frozen resume qlora qlora_resume device_true)
+foreach(check layouts moe_layouts qwen2_moe_merge frozen resume qlora qlora_resume device_true)
   add_test(NAME e2e.lora.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json --plugins ${fixtures}/test_backends)
@@ -16,6 +16,10 @@ add_test(NAME python.lora_gpt_vs_peft
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_gpt_vs_peft.py
           --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
 set_tests_properties(python.lora_gpt_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
+add_test(NAME python.lora_moe_vs_peft
+  COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_moe_vs_peft.py
+          --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
+set_tests_properties(python.lora_moe_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
 add_test(NAME e2e.lora.gpt_layouts
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py gpt_layouts --keel ${keel} --config ${quickstart})
 set_tests_properties(e2e.lora.gpt_layouts PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
@@ -29,9 +33,9 @@ keel_error_test(lora_rank_not_positive
 keel_error_test(lora_dropout
   "model\\.lora\\.dropout: Keel folds each adapter into its weight"
   "model={${lora_small},\"lora\":{\"r\":4,\"dropout\":0.05}}")
-keel_error_test(lora_with_experts
-  "model\\.lora: LoRA adapters on a mixture-of-experts model are not supported yet"
-  "model={${lora_small},\"n_experts\":4,\"lora\":{\"r\":4}}")
+keel_error_test(lora_experts_names
+  "model\\.lora\\.target_modules: the model has no linear module \"gate_proj\" \\(it has: q_proj, k_proj, v_proj, o_proj, w1, w3, w2, gate\\)"
+  "model={${lora_small},\"n_experts\":4,\"lora\":{\"r\":4,\"target_modules\":[\"gate_proj\"]}}")
 keel_error_test(lora_quantize_base
   "model\\.lora\\.quantize_base: expected \"nf4\" \\(QLoRA: the frozen linear weights kept in 4-bit NormalFloat\\) or \"none\", found \"int4\""
   "model={${lora_small},\"lora\":{\"r\":4,\"quantize_base\":\"int4\"}}")

@@ -19,6 +19,12 @@ layouts, with parallel_checks.py's helpers:
     under the same layouts, its QLoRA base under ZeRO-3, and int4 QAT at tp 2, each against one
     rank (the gpt quick start's config); int8 QAT at tp 2 refused for the row-parallel c_proj.
 
+  - moe_layouts: adapters on a mixture-of-experts llama (each expert's own) under expert
+    parallelism 2 (ddp, ZeRO-3), ZeRO-3 and 2 pipeline stages against one rank.
+
+  - qwen2_moe_merge: adapters on a Qwen2-MoE llama (dense layer, experts, shared expert): the
+    merged export gives the LoRA run's held-out loss.
+
 Usage: lora_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but frozen).
 """
@@ -27,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -106,6 +113,60 @@ def check_gpt_layouts(args, work):
                steps=1, check=False)
     assert p.returncode != 0 and "a token's scale spans the whole input row of c_proj" in p.stderr, p.stderr[-1500:]
     print("gpt QAT activations at tp 2 refused for the row-parallel c_proj, naming it")
+
+
+def check_moe_layouts(args, work):
+    """Adapters on a mixture-of-experts llama (every expert's w1, w3, w2 its own, the routers and
+    attention too): expert parallelism 2 (with ddp and with ZeRO-3), ZeRO-3 over 2 ranks and 2
+    pipeline stages against one rank; each expert's factors live on its expert rank alone."""
+    require_mpirun(args)
+    experts = ["model.n_experts=4", "model.n_experts_per_token=2",
+               'model.lora={"r": 4, "alpha": 8, "target_modules": "all-linear"}', "lr_schedule.decay_steps=8",
+               "train.checkpoint.every=8"]
+    pc.run(args, 1, "ddp", work, "moe-single", experts, steps=8)
+    reference = pc.losses(work, "moe-single")
+    ref_adapters = adapters_of(pc.final_params(f"{work}/moe-single/step-00000008"))
+    # Each of the 4 layers: q, k, v, o and the router one pair each, and 4 experts x 3.
+    assert len(ref_adapters) == 4 * (5 + 4 * 3) * 2, len(ref_adapters)
+    layouts = [("ep2-ddp", 2, "ddp", ["parallel.ep=2"]), ("ep2-zero3", 2, "zero3", ["parallel.ep=2"]),
+               ("zero3x2", 2, "zero3", []),
+               ("pp2", 2, "ddp", ["parallel.pp=2", 'parallel.schedule={"plugin": "1f1b"}', "data.micro_batch=3"])]
+    for tag, ranks, strategy, extra in layouts:
+        pc.run(args, ranks, strategy, work, f"moe-{tag}", experts + extra, steps=8)
+        pc.compare_losses(reference, pc.losses(work, f"moe-{tag}"), f"LoRA with experts {tag}", 1e-5)
+        adapters = adapters_of(pc.final_params(f"{work}/moe-{tag}/step-00000008"))
+        pc.compare_params(ref_adapters, adapters, f"LoRA with experts {tag} final adapters", 5e-5)
+
+
+def check_qwen2_moe_merge(args, work):
+    """Adapters on a Qwen2-MoE llama (a dense layer, experts, a shared expert and its gate, every
+    linear targeted): after 4 steps `keel export --merge` folds them into the weights (the core's
+    merge, apart from the model's), and that folder, trained on no further (lr 0), gives the LoRA
+    run's held-out loss; the dense and the sparse layers keep adapters of their own."""
+    qwen2 = ["model.attention_bias=true", "model.n_experts=4", "model.n_experts_per_token=2",
+             "model.expert_ffn_hidden=24", "model.shared_expert_ffn_hidden=40", "model.mlp_only_layers=[1]"]
+    lora = ['model.lora={"r": 4, "alpha": 8, "target_modules": "all-linear"}', "lr_schedule.decay_steps=4",
+            "train.checkpoint.every=4", "train.eval_every=4", "optimizer.lr=1e-2"]
+    pc.run(args, 1, "ddp", work, "qwen2-lora", qwen2 + lora, steps=4)
+    adapters = adapters_of(pc.final_params(f"{work}/qwen2-lora/step-00000004"))
+    expert = [n for n in adapters if ".experts." in n]
+    dense = [n for n in adapters if n.startswith("model.layers.1.mlp.") and ".experts." not in n]
+    shared = [n for n in adapters if ".shared_expert" in n]
+    assert expert and dense and shared, sorted(adapters)
+    p = subprocess.run([args.keel, "export", f"{work}/qwen2-lora/step-00000004", "--merge", "--out",
+                        f"{work}/merged/model.safetensors"], capture_output=True, text=True, env=pc.ENV)
+    assert p.returncode == 0, p.stderr
+    pc.run(args, 1, "ddp", work, "qwen2-merged", qwen2 + [f'model.init_from="{work}/merged"', "optimizer.lr=0",
+                                                          "train.eval_every=1"], steps=1)
+    got, want = val_loss(work, "qwen2-lora"), val_loss(work, "qwen2-merged")
+    print(f"Qwen2-MoE LoRA: held-out loss {got:.7f}, merged export {want:.7f} ({len(expert)} expert, "
+          f"{len(dense)} dense-MLP and {len(shared)} shared-expert factors)")
+    assert abs(got - want) <= 1e-5 * abs(want), (got, want)
+
+
+def val_loss(work, tag):
+    records = [json.loads(line) for line in open(f"{work}/{tag}.jsonl") if line.strip()]
+    return [r["val_loss"] for r in records if r.get("val_loss") is not None][-1]
 
 
 def strategy_bytes(work, tag):
@@ -254,7 +315,8 @@ def main():
     if args.plugins:
         pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins
     with tempfile.TemporaryDirectory() as work:
-        {"layouts": check_layouts, "gpt_layouts": check_gpt_layouts, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
+        {"layouts": check_layouts, "gpt_layouts": check_gpt_layouts, "moe_layouts": check_moe_layouts,
+         "qwen2_moe_merge": check_qwen2_moe_merge, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
          "qlora_resume": check_qlora_resume, "device_true": check_device_true}[args.check](args, work)
     print("PASS")
 
