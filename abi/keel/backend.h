@@ -414,14 +414,15 @@ typedef struct keel_backend_api {
      each row of inp(rows, cols) is cut into groups of `group` columns (group divides cols; group =
      cols: one scale per row, per channel); with qmin = -2^(bits-1), qmax = 2^(bits-1) - 1 and
      scale = max(amax / ((qmax - qmin) / 2), FLT_EPSILON), amax the group's largest |x| in fp32,
-     out = clamp(round_half_even(x / scale), qmin, qmax) · scale. bits 2..8; out may be inp. */
+     out = clamp(round_half_even(x · (1 / scale)), qmin, qmax) · scale (the reciprocal, as torchao's
+     quantize_affine). bits 2..8; out may be inp. */
   keel_status (*fake_quantize_dt)(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows,
                                   int64_t cols, int64_t group, int32_t bits);
   /* The same for activations, torchao's per-token asymmetric rule: for each row of inp(rows, cols),
      lo = min(0, the row's least x) and hi = max(0, its largest), scale = max((hi - lo) / (qmax - qmin),
      FLT_EPSILON), zero = round_half_even(clamp(z, qmin, qmax)) with z = qmin - lo / scale when
      (qmin + lo / scale) + (qmax + hi / scale) > 0, else qmax - hi / scale, and
-     out = (clamp(round_half_even(x / scale) + zero, qmin, qmax) - zero) · scale, all in fp32.
+     out = (clamp(round_half_even(x · (1 / scale)) + zero, qmin, qmax) - zero) · scale, all in fp32.
      bits 2..8; out may be inp. */
   keel_status (*fake_quantize_tokens_dt)(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows,
                                          int64_t cols, int32_t bits);

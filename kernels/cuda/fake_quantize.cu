@@ -21,8 +21,9 @@ __global__ void fake_quantize_kernel(E* out, const E* inp, int64_t groups, int64
   float amax = 0.0f;
   for (int64_t i = lane; i < group; i += 32) amax = fmaxf(amax, fabsf(load(x + i)));
   amax = warp_max(amax);
-  const float scale = fmaxf(amax / ((qmax - qmin) / 2.0f), FLT_EPSILON);
-  for (int64_t i = lane; i < group; i += 32) store(y + i, fminf(fmaxf(rintf(load(x + i) / scale), qmin), qmax) * scale);
+  const float scale = fmaxf(amax / ((qmax - qmin) / 2.0f), FLT_EPSILON), inverse = 1.0f / scale;
+  for (int64_t i = lane; i < group; i += 32)
+    store(y + i, fminf(fmaxf(rintf(load(x + i) * inverse), qmin), qmax) * scale);
 }
 
 // Activations (fake_quantize_tokens_dt): a warp per row takes its least and largest value, then
@@ -46,8 +47,9 @@ __global__ void fake_quantize_tokens_kernel(E* out, const E* inp, int64_t rows, 
   const float from_lo = lo / scale, from_hi = hi / scale;
   const float z = (qmin + from_lo) + (qmax + from_hi) > 0.0f ? qmin - from_lo : qmax - from_hi;
   const float zero = rintf(fminf(fmaxf(z, qmin), qmax));
+  const float inverse = 1.0f / scale;
   for (int64_t i = lane; i < cols; i += 32)
-    store(y + i, (fminf(fmaxf(rintf(load(x + i) / scale) + zero, qmin), qmax) - zero) * scale);
+    store(y + i, (fminf(fmaxf(rintf(load(x + i) * inverse) + zero, qmin), qmax) - zero) * scale);
 }
 
 }  // namespace

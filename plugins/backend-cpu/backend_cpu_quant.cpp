@@ -39,7 +39,8 @@ void fake_quantize_group(float* x, int64_t n, int32_t bits) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float scale = std::max(amax / ((qmax - qmin) / 2.0f), std::numeric_limits<float>::epsilon());
-  for (int64_t i = 0; i < n; ++i) x[i] = std::clamp(std::nearbyint(x[i] / scale), qmin, qmax) * scale;
+  const float inverse = 1.0f / scale;  // torchao's quantize_affine multiplies by the reciprocal
+  for (int64_t i = 0; i < n; ++i) x[i] = std::clamp(std::nearbyint(x[i] * inverse), qmin, qmax) * scale;
 }
 
 keel_status fake_quantize_dt(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows, int64_t cols,
@@ -70,7 +71,9 @@ void fake_quantize_token(float* x, int64_t n, int32_t bits) {
   const float from_lo = lo / scale, from_hi = hi / scale;
   const float z = (qmin + from_lo) + (qmax + from_hi) > 0.0f ? qmin - from_lo : qmax - from_hi;
   const float zero = std::nearbyint(std::clamp(z, qmin, qmax));
-  for (int64_t i = 0; i < n; ++i) x[i] = (std::clamp(std::nearbyint(x[i] / scale) + zero, qmin, qmax) - zero) * scale;
+  const float inverse = 1.0f / scale;
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = (std::clamp(std::nearbyint(x[i] * inverse) + zero, qmin, qmax) - zero) * scale;
 }
 
 keel_status fake_quantize_tokens_dt(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows,

@@ -33,6 +33,7 @@ GptConfig parse_gpt_config(const char* config_json, const char* json_path) {
   c.lora = keel_support::parse_lora_config(section, kGptLinearModules, {"c_attn"});
   c.qat = keel_support::parse_qat_config(section, kGptLinearModules);
   section.finish();
+  keel_support::refuse_activations_with_lora(c.qat, c.lora.enabled(), section.path_of("qat"));
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));

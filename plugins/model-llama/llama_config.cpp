@@ -86,6 +86,7 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.qat = keel_support::parse_qat_config(section,
                                          {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"});
   section.finish();
+  keel_support::refuse_activations_with_lora(c.qat, c.lora.enabled(), section.path_of("qat"));
   // Stacked projections read one input, quantized once: all of them quantize it, or none.
   for (const std::vector<std::string>& shared : {std::vector<std::string>{"q_proj", "k_proj", "v_proj"},
                                                  std::vector<std::string>{"gate_proj", "up_proj"}}) {

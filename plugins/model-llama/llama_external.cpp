@@ -57,7 +57,10 @@ std::string huggingface_config(const LlamaConfig& c) {
   // A QAT run's scheme, for `keel export --quantize` (which turns it into quantization_config;
   // a plain export leaves it out).
   if (c.qat.enabled())
-    j["keel_qat"] = {{"bits", c.qat.bits}, {"group_size", c.qat.group_size}, {"modules", c.qat.target_modules}};
+    j["keel_qat"] = {{"bits", c.qat.bits},
+                     {"group_size", c.qat.group_size},
+                     {"activation_bits", c.qat.activation_bits},
+                     {"modules", c.qat.target_modules}};
   return j.dump(2) + "\n";
 }
 

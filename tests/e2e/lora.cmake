@@ -59,6 +59,9 @@ keel_error_test(qat_bad_activations
 keel_error_test(qat_activations_split_stack
   "model\\.qat\\.target_modules: with activations quantized, q_proj, k_proj, v_proj read one input, quantized once"
   "model={${lora_small},\"qat\":{\"weights\":\"int4\",\"group_size\":8,\"activations\":\"int8\",\"target_modules\":[\"q_proj\"]}}")
+keel_error_test(qat_activations_with_lora
+  "model\\.qat\\.activations: with LoRA the adapters are folded into the weight"
+  "model={${lora_small},\"qat\":{\"weights\":\"int4\",\"group_size\":8,\"activations\":\"int8\"},\"lora\":{\"r\":4}}")
 add_test(NAME e2e.qat.gpt
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/qat_checks.py gpt --keel ${keel} --config ${quickstart})
 keel_error_test(lora_gpt_unknown_target

@@ -70,7 +70,7 @@ def fake_quantize(w, group, bits):
     g = w.astype(np.float32).reshape(-1, group)
     amax = np.abs(g).max(axis=1, keepdims=True)
     scale = np.maximum(amax / np.float32((qmax - qmin) / 2), np.float32(np.finfo(np.float32).eps))
-    q = np.clip(np.rint(g / scale), qmin, qmax)
+    q = np.clip(np.rint(g * (np.float32(1) / scale)), qmin, qmax)  # quantize_affine's reciprocal
     return (q * scale).astype(np.float32).reshape(w.shape)
 
 

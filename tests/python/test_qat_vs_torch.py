@@ -32,14 +32,15 @@ def straight_through(x, quantized):
 
 class Int8DynActInt4Weight:
     """torchao's rules: weights by get_group_qparams_symmetric (scale = amax / 7.5, floored at
-    eps; q = clamp(round(w / scale), -8, 7)); inputs by _choose_qparams_per_token_asymmetric
+    eps; q = clamp(round(w * (1 / scale)), -8, 7), the reciprocal as quantize_affine takes it); inputs
+    by _choose_qparams_per_token_asymmetric
     (the range widened to hold 0, scale = range / 255, the zero point from the end that errs
-    less, clamped and rounded; q = clamp(round(x / scale) + zero, -128, 127))."""
+    less, clamped and rounded; q = clamp(round(x * (1 / scale)) + zero, -128, 127))."""
 
     def weight(self, w, module):
         groups = w.reshape(-1, GROUP)
         scale = torch.clamp(groups.abs().amax(dim=1, keepdim=True) / 7.5, min=EPS)
-        q = torch.clamp(torch.round(groups / scale), -8, 7)
+        q = torch.clamp(torch.round(groups * (1.0 / scale)), -8, 7)
         return straight_through(w, (q * scale).reshape(w.shape))
 
     def input(self, x, module):
@@ -49,7 +50,7 @@ class Int8DynActInt4Weight:
         from_lo, from_hi = lo / scale, hi / scale
         zero = torch.where((-128 + from_lo) + (127 + from_hi) > 0, -128 - from_lo, 127 - from_hi)
         zero = torch.round(torch.clamp(zero, -128, 127))
-        q = torch.clamp(torch.round(x / scale) + zero, -128, 127)
+        q = torch.clamp(torch.round(x * (1.0 / scale)) + zero, -128, 127)
         return straight_through(x, (q - zero) * scale)
 
 

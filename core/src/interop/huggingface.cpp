@@ -199,6 +199,7 @@ void merge_adapters(ModelParameters& params, std::map<std::string, std::vector<f
 struct QatScheme {
   int32_t bits = 0;
   int64_t group = 0;  // 0: a row
+  int32_t activation_bits = 0;  // 0: the inputs were not quantized
   std::vector<std::string> modules;
 };
 
@@ -210,6 +211,7 @@ QatScheme qat_scheme(const nlohmann::json& config, const std::string& model) {
     s.bits = q.at("bits").get<int32_t>();
     s.group = q.at("group_size").get<int64_t>();
     s.modules = q.at("modules").get<std::vector<std::string>>();
+    s.activation_bits = q.value("activation_bits", 0);
   } catch (const nlohmann::json::exception& e) {
     throw KeelError(KEEL_ERR_INTERNAL, "model '" + model + "': its keel_qat config is malformed: " + e.what());
   }
@@ -238,8 +240,9 @@ void quantize_rows(const std::vector<float>& w, int64_t rows, int64_t cols, int6
     for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(w[size_t(g * group + i)]));
     const float scale = std::max(amax / ((qmax - qmin) / 2.0f), std::numeric_limits<float>::epsilon());
     (*scales)[size_t(g)] = scale;
+    const float inverse = 1.0f / scale;
     for (int64_t i = 0; i < group; ++i)
-      (*q)[size_t(g * group + i)] = int8_t(std::clamp(std::nearbyint(w[size_t(g * group + i)] / scale), qmin, qmax));
+      (*q)[size_t(g * group + i)] = int8_t(std::clamp(std::nearbyint(w[size_t(g * group + i)] * inverse), qmin, qmax));
   }
 }
 
@@ -325,7 +328,10 @@ void export_format(ModelParameters& params, const char* format, const std::strin
     }
     config["quantization_config"] = {
         {"quant_method", "keel_qat"}, {"bits", scheme.bits}, {"group_size", scheme.group},
-        {"symmetric", true}, {"modules", scheme.modules},
+        {"symmetric", true}, {"modules", scheme.modules}, {"activation_bits", scheme.activation_bits},
+        {"activations", scheme.activation_bits ? "each module's input quantized per token, asymmetric (torchao's "
+                                                 "per-token rule), when it is served as it was trained"
+                                               : "not quantized"},
         {"layout", "<module>.weight: I8 values q; <module>.weight_scale: F32 (out, in / group_size, or 1 per row when "
                    "group_size is 0); the weight is q * scale. A Conv1D weight, stored (in, out), has both "
                    "transposed: scale (in / group_size, out)"}};

@@ -172,7 +172,8 @@ TEST_F(BackendCpuQuant, ANullPointerIsRefused) {
 }
 
 // torchao's get_group_qparams_symmetric and fake quantization, in double: scale = amax /
-// ((qmax - qmin) / 2) floored at FLT_EPSILON, q = clamp(round half to even (x / scale)).
+// ((qmax - qmin) / 2) floored at FLT_EPSILON, q = clamp(round half to even (x · (1 / scale))), as
+// quantize_affine computes it.
 std::vector<double> reference_fake_quantize(const std::vector<float>& x, int64_t group, int bits) {
   const double qmin = -std::ldexp(1.0, bits - 1), qmax = std::ldexp(1.0, bits - 1) - 1;
   std::vector<double> out(x.size());
@@ -181,7 +182,7 @@ std::vector<double> reference_fake_quantize(const std::vector<float>& x, int64_t
     for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(x[g + i]));
     const float scale = std::max(float(amax / float((qmax - qmin) / 2)), 1.1920928955078125e-07f);
     for (int64_t i = 0; i < group; ++i) {
-      const double q = std::nearbyint(double(x[g + i] / scale));  // the division in fp32, as torch's
+      const double q = std::nearbyint(double(x[g + i] * (1.0f / scale)));  // in fp32, as torch's
       out[g + i] = std::max(qmin, std::min(qmax, q)) * double(scale);
     }
   }
@@ -233,7 +234,7 @@ std::vector<double> reference_fake_quantize_tokens(const std::vector<float>& x, 
                                                                                  : qmax - descaled_max;
     zero_point = std::nearbyint(std::min(std::max(zero_point, qmin), qmax));
     for (int64_t i = 0; i < cols; ++i) {
-      const float q = std::min(std::max(std::nearbyint(x[r + i] / scale) + zero_point, qmin), qmax);
+      const float q = std::min(std::max(std::nearbyint(x[r + i] * (1.0f / scale)) + zero_point, qmin), qmax);
       out[r + i] = double((q - zero_point) * scale);
     }
   }

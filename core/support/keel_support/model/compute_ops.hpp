@@ -212,6 +212,7 @@ class ComputeOps {
                                                       T, C, row_begin, rows),
                    "embedding_rows_forward_dt");
     fp32_only("embedding_rows_forward");
+    need06(KEEL_HAS_SLOT(be_.api, embedding_rows_forward), "embedding_rows_forward");
     check(be_.api->embedding_rows_forward(be_.obj, out.as_fp32(), tokens, wte_rows.as_fp32(), wpe.as_fp32(), B, T, C,
                                           row_begin, rows),
           "embedding_rows_forward");
@@ -223,6 +224,7 @@ class ComputeOps {
                                                        row_begin, rows),
                    "embedding_rows_backward_dt");
     fp32_only("embedding_rows_backward");
+    need06(KEEL_HAS_SLOT(be_.api, embedding_rows_backward), "embedding_rows_backward");
     check(be_.api->embedding_rows_backward(be_.obj, dwte_rows, dwpe, dout.as_fp32(), tokens, B, T, C, row_begin, rows),
           "embedding_rows_backward");
   }
@@ -384,6 +386,13 @@ class ComputeOps {
   void need(bool present, const char* op) const {
     if (!present)
       throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("the backend does not implement ") + op + " (ABI 0.8)");
+  }
+  // The vocabulary-sharded embedding (ABI 0.6, optional): tensor parallelism's, and the gpt
+  // model's position embedding by position in a packed batch.
+  void need06(bool present, const char* op) const {
+    if (!present)
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("the backend does not implement ") + op +
+                                                    " (ABI 0.6), which tensor parallelism and packed batches need");
   }
   void need09(bool present, const char* op) const {
     if (!present)

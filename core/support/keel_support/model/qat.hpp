@@ -103,6 +103,16 @@ struct QatTarget {
   int64_t out = 0, in = 0;
 };
 
+// Quantized activations beside LoRA are refused: the adapters are folded into the weight
+// (lora.hpp), so they would read the quantized input, where torchtune's QAT-LoRA feeds them the
+// unquantized one. `qat_path`: the section's JSON path.
+inline void refuse_activations_with_lora(const QatConfig& c, bool lora, const std::string& qat_path) {
+  if (c.activation_bits && lora)
+    throw ConfigError(qat_path + ".activations: with LoRA the adapters are folded into the weight, so they would read "
+                                 "the quantized input, where torchtune's read the unquantized one; quantize the "
+                                 "weights only, or leave out lora");
+}
+
 // A targeted linear's QatTarget from its spec (this rank's piece: every leading dimension a row),
 // checked: int4's groups must divide the piece's columns, and int8's one scale per row needs
 // whole rows, which tensor parallelism splits for a row-parallel linear (each rank would scale
