@@ -23,6 +23,9 @@ set_tests_properties(python.lora_moe_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESO
 add_test(NAME e2e.lora.gpt_layouts
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py gpt_layouts --keel ${keel} --config ${quickstart})
 set_tests_properties(e2e.lora.gpt_layouts PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+add_test(NAME e2e.qat.paths
+  COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py qat_paths --keel ${keel} --config ${quickstart})
+set_tests_properties(e2e.qat.paths PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 set(lora_small "\"plugin\":\"llama\",\"n_layer\":2,\"d_model\":48,\"n_head\":6,\"vocab_size\":256,\"seq_len\":128,\"ffn_hidden\":40")
 keel_error_test(lora_unknown_target
   "model\\.lora\\.target_modules: the model has no linear module \"qkv\" \\(it has: q_proj, k_proj"

@@ -22,6 +22,8 @@ layouts, with parallel_checks.py's helpers:
   - moe_layouts: adapters on a mixture-of-experts llama (each expert's own) under expert
     parallelism 2 (ddp, ZeRO-3), ZeRO-3 and 2 pipeline stages against one rank.
 
+  - qat_paths (the gpt quick start's config): QAT with quantized activations under recompute
+    full and selective and zero-bubble's split backward, each bit for bit;
   - qwen2_moe_merge: adapters on a Qwen2-MoE llama (dense layer, experts, shared expert): the
     merged export gives the LoRA run's held-out loss.
 
@@ -113,6 +115,26 @@ def check_gpt_layouts(args, work):
                steps=1, check=False)
     assert p.returncode != 0 and "a token's scale spans the whole input row of c_proj" in p.stderr, p.stderr[-1500:]
     print("gpt QAT activations at tp 2 refused for the row-parallel c_proj, naming it")
+
+
+def check_qat_paths(args, work):
+    """gpt QAT with quantized activations through every path that re-reads a layer: recompute
+    full and selective equal none bit for bit, and the zero-bubble schedule's split backward
+    equals 1F1B's at pp 2 bit for bit (the weight gradients read the same quantized inputs)."""
+    require_mpirun(args)
+    qat = GPT_TINY + ['model.qat={"weights": "int4", "group_size": 16, "activations": "int8"}',
+                      "lr_schedule.decay_steps=6"]
+    runs = {}
+    for mode in ("none", "full", "selective"):
+        pc.run(args, 1, "ddp", work, f"qat-{mode}", qat + [f'model.recompute="{mode}"'], steps=6)
+        runs[mode] = pc.losses(work, f"qat-{mode}")
+    assert runs["full"] == runs["none"] == runs["selective"], runs
+    pipeline = ["parallel.pp=2", "data.micro_batch=3", "model.n_layer=4"]
+    for schedule in ("1f1b", "zero-bubble"):
+        pc.run(args, 2, "ddp", work, f"qat-{schedule}", qat + pipeline + [f'parallel.schedule={{"plugin": "{schedule}"}}'],
+               steps=6)
+    assert pc.losses(work, "qat-1f1b") == pc.losses(work, "qat-zero-bubble"), "zero-bubble's split backward differs"
+    print("gpt QAT with activations: recompute full and selective, and zero-bubble's split backward, bit for bit")
 
 
 def check_moe_layouts(args, work):
@@ -315,7 +337,7 @@ def main():
     if args.plugins:
         pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins
     with tempfile.TemporaryDirectory() as work:
-        {"layouts": check_layouts, "gpt_layouts": check_gpt_layouts, "moe_layouts": check_moe_layouts,
+        {"layouts": check_layouts, "gpt_layouts": check_gpt_layouts, "moe_layouts": check_moe_layouts, "qat_paths": check_qat_paths,
          "qwen2_moe_merge": check_qwen2_moe_merge, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
          "qlora_resume": check_qlora_resume, "device_true": check_device_true}[args.check](args, work)
     print("PASS")

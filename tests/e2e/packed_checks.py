@@ -5,7 +5,8 @@ restarting at each document): several documents per sample.
   - layouts: a packed shard written here (byte tokens; documents of 3 to 29 bytes from this
     repository's docs, packed whole into samples of 32; each document's first token not learned)
     trains under ZeRO-3 over 2 ranks, tensor parallelism 2 with sequence parallelism, and 2
-    pipeline stages (1f1b) within 1e-5 of one rank over 8 AdamW steps; and on the poison and
+    pipeline stages (1f1b) within 1e-5 of one rank over 8 AdamW steps, tp 2 without sequence
+    parallelism likewise, recompute full and selective bit for bit; and on the poison and
     deferred test backends (backend memory behind handles; ops queued behind the host) with one
     rank's losses bit for bit, in fp32, at one rank and at tp 2 + sp;
   - isolation: the same documents, one per sample (unpacked, padded), give the packed run's
@@ -98,6 +99,13 @@ def check_layouts(args, work):
     for tag, ranks, strategy, extra in layouts:
         pc.run(args, ranks, strategy, work, tag, extra, steps=8)
         pc.compare_losses(reference, pc.losses(work, tag), f"packed {tag}", 1e-5)
+    pc.run(args, 2, "ddp", work, "tp2", shard_sets(shard, 12) + ["parallel.tp=2"], steps=8)
+    pc.compare_losses(reference, pc.losses(work, "tp2"), "packed tp2", 1e-5)
+    for mode in ("full", "selective"):  # recomputation re-reads the positions: bit for bit
+        pc.run(args, 1, "ddp", work, f"recompute-{mode}", shard_sets(shard, 12) + [f'model.recompute="{mode}"'],
+               steps=8)
+        assert pc.losses(work, f"recompute-{mode}") == reference, f"packed, recompute {mode}: losses differ"
+    print("packed: tp 2 within 1e-5, recompute full and selective bit for bit")
     for backend in ("poison", "deferred"):
         for tag, ranks, extra in (("single", 1, shard_sets(shard, 12)),
                                   ("tp2-sp", 2, shard_sets(shard, 12) + ["parallel.tp=2",
