@@ -44,7 +44,7 @@ keel_support::RopeScaling parse_rope_scaling(JsonSection& model) {
 // and shared expert's names; Mixtral's experts' w1, w3, w2; the routers' gate (and Qwen2-MoE's
 // shared_expert_gate). "all-linear" takes them all, as PEFT's takes every nn.Linear but the head.
 namespace {
-std::vector<std::string> lora_modules(const LlamaConfig& c) {
+std::vector<std::string> linear_modules(const LlamaConfig& c) {
   std::vector<std::string> out = {"q_proj", "k_proj", "v_proj", "o_proj"};
   bool dense = !c.moe.enabled();
   for (int64_t i = 0; i < c.n_layer && !dense; ++i) dense = !c.moe.sparse(i);
@@ -82,9 +82,8 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
   c.recompute = keel_support::parse_recompute(section);
   c.moe = parse_moe_config(section, c.n_layer, c.ffn_hidden, c.attention_bias, c.mlp_bias);
   // PEFT's default targets for Llama (and Mixtral, Qwen2-MoE) are q_proj and v_proj.
-  c.lora = keel_support::parse_lora_config(section, lora_modules(c), {"q_proj", "v_proj"});
-  c.qat = keel_support::parse_qat_config(section,
-                                         {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"});
+  c.lora = keel_support::parse_lora_config(section, linear_modules(c), {"q_proj", "v_proj"});
+  c.qat = keel_support::parse_qat_config(section, linear_modules(c));
   section.finish();
   keel_support::refuse_activations_with_lora(c.qat, c.lora.enabled(), section.path_of("qat"));
   // Stacked projections read one input, quantized once: all of them quantize it, or none.
@@ -97,9 +96,10 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
                         shared[1] + (shared.size() > 2 ? ", " + shared[2] : "") +
                         " read one input, quantized once: target all of them or none");
   }
-  if (c.qat.enabled() && c.moe.enabled())
-    throw ConfigError(section.path_of("qat") + ": quantization-aware training beside experts is not supported yet "
-                                               "(leave out " + section.path_of("n_experts") + " or qat)");
+  if (c.qat.activation_bits && c.moe.enabled())
+    throw ConfigError(section.path_of("qat") + ".activations: quantized activations beside experts are not supported "
+                                               "yet (quantize the weights only, or leave out " +
+                                               section.path_of("n_experts") + ")");
   if (c.d_model % c.n_head != 0)
     throw ConfigError(section.path_of("n_head") + ": must divide " + section.path_of("d_model") + " (" +
                       std::to_string(c.d_model) + "), found " + std::to_string(c.n_head));

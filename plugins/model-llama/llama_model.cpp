@@ -50,19 +50,28 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
   if (config_.qat.enabled()) create_qat();
 }
 
-// QAT's targets: the configured projections with this rank's shapes, checked by
-// keel_support::qat_target.
+// QAT's targets, per kind of block (dense, sparse): the weights whose module the config names
+// (PEFT's naming, as LoRA's: q_proj, an expert's w1, a router's gate) in this rank's first block of
+// that kind, with this rank's shapes, checked by keel_support::qat_target. Every block of a kind
+// has the same tensors in the same order.
 void LlamaModel::create_qat() {
-  const std::pair<const char*, BlockTensor> modules[] = {{"q_proj", Q_W},       {"k_proj", K_W},   {"v_proj", V_W},
-                                                         {"o_proj", O_W},       {"gate_proj", GATE_W},
-                                                         {"up_proj", UP_W},     {"down_proj", DOWN_W}};
-  // This rank's first block (every block's shapes are the same).
-  const keel_param_spec* specs = layer_specs(1 + plan_.first_block(plan_.pp_rank()));
-  std::vector<keel_support::QatTarget> targets;
-  for (const auto& [module, tensor] : modules)
-    if (config_.qat.targets(module))
-      targets.push_back(keel_support::qat_target(config_.qat, module, size_t(tensor), specs[tensor]));
-  qat_ = keel_support::QatLayer(ops_, config_.qat, std::move(targets));
+  for (int kind = 0; kind < 2; ++kind) {
+    int32_t layer = -1;
+    for (int32_t c = plan_.pp_rank(); c < plan_.chunks() && layer < 0; c += plan_.pp_size())
+      for (int32_t b = plan_.first_block(c); b < plan_.first_block(c + 1) && layer < 0; ++b)
+        if (sparse_block(b) == (kind == 1)) layer = 1 + b;
+    if (layer < 0) continue;  // this rank holds no block of the kind
+    const keel_param_spec* specs = layer_specs(layer);
+    std::vector<keel_support::QatTarget> targets;
+    for (size_t i = 0; i < layer_size(layer); ++i) {
+      const std::string name = specs[i].name, tail = ".weight";
+      if (specs[i].ndim != 2 || name.size() <= tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail))
+        continue;
+      const std::string path = name.substr(0, name.size() - tail.size()), module = path.substr(path.rfind('.') + 1);
+      if (config_.qat.targets(module)) targets.push_back(keel_support::qat_target(config_.qat, module, i, specs[i]));
+    }
+    qat_layers_[kind] = keel_support::QatLayer(ops_, config_.qat, std::move(targets));
+  }
 }
 
 void LlamaModel::describe(keel_model_info* out) const {
@@ -341,7 +350,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   // their inputs, SwiGLU's its gate and up); attention's output, which attention's backward reads,
   // as a copy (o_input). q, k and v share one input, as gate and up do (llama_config.cpp).
   auto quantize = [&](const char* module, Elems x, int64_t cols) {
-    if (config_.qat.quantizes_input(module)) qat_.quantize_input(x, N, cols);
+    if (config_.qat.quantizes_input(module)) qat_->quantize_input(x, N, cols);
   };
   ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out1, v.ln1, N);
@@ -357,7 +366,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   tp_.enter(ln_out2, v.ln2, N);
   if (v.moe) {  // a sparse MLP (llama_moe.cpp); its state is kept, so a recomputation stops here
     if (!residual3) return;
-    sparse_->forward(*v.moe, residual3, v.ln2, LayerWeights{lease, nullptr, lora_}, N);
+    sparse_->forward(*v.moe, residual3, v.ln2, LayerWeights{lease, nullptr, lora_, qat_}, N);
     ops_.add(residual3, residual3, v.residual2, Nr * C);
     return;
   }

@@ -205,15 +205,17 @@ class LlamaModel {
   // `grads` NULL).
   Elems weight(const LayerLease& lease, BlockTensor t) const {
     return lora_->targets(size_t(t)) ? lora_->weight(lease, size_t(t))
-                                     : qat_.weight(size_t(t), lease.param_elems(size_t(t)));
+                                     : qat_->weight(size_t(t), lease.param_elems(size_t(t)));
   }
   // A layer use's effective weights, before any is read: QAT's fake quantization, then LoRA's
   // adapters added to the (quantized) base, as torchtune's QAT with LoRA computes. `block`: the
   // model's block index (a sparse block has its own adapters: its experts').
   void prepare_weights(const LayerLease& lease, int64_t block) {
-    lora_ = &lora_layers_[sparse_block(block) ? 1 : 0];
-    if (qat_.active()) qat_.apply([&](size_t index) { return lease.param_elems(index); });
-    if (lora_->active()) lora_->merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); });
+    const int kind = sparse_block(block) ? 1 : 0;
+    lora_ = &lora_layers_[kind];
+    qat_ = &qat_layers_[kind];
+    if (qat_->active()) qat_->apply([&](size_t index) { return lease.param_elems(index); });
+    if (lora_->active()) lora_->merge(lease, [&](size_t index) { return qat_->weight(index, lease.param_elems(index)); });
   }
   bool sparse_block(int64_t block) const { return sparse_ && config_.moe.sparse(block); }
   void create_qat();
@@ -221,7 +223,7 @@ class LlamaModel {
   // o_proj's input, attention's output (N rows): under QAT's activations its fake-quantized copy
   // (forward, and the weight gradient's input in the backward), else itself.
   Elems o_input(Elems atty, int64_t N) {
-    return config_.qat.quantizes_input("o_proj") ? qat_.quantized_input(atty, N, share_.q_width) : atty;
+    return config_.qat.quantizes_input("o_proj") ? qat_->quantized_input(atty, N, share_.q_width) : atty;
   }
   using ActivationKey = keel_support::ActivationCache<Activations>::Key;
   Activations& activations_for(int32_t microbatch, int32_t chunk, int32_t B, int32_t T);
@@ -308,7 +310,10 @@ class LlamaModel {
   std::vector<keel_support::LoraTarget> lora_targets_[2];
   keel_support::LoraLayer lora_layers_[2];
   keel_support::LoraLayer* lora_ = &lora_layers_[0];
-  keel_support::QatLayer qat_;    // one block use's fake-quantized weights (model.qat)
+  // QAT: a dense block's [0] and a sparse block's [1] fake-quantized weights (model.qat); qat_ the
+  // block in use's.
+  keel_support::QatLayer qat_layers_[2];
+  keel_support::QatLayer* qat_ = &qat_layers_[0];
 };
 
 }  // namespace keel_llama

@@ -27,6 +27,7 @@
 #include <keel_support/model/compute_ops.hpp>     // defines: ComputeOps, Elems
 #include <keel_support/model/layer_lease.hpp>     // defines: LayerLease
 #include <keel_support/model/lora.hpp>            // defines: LoraLayer
+#include <keel_support/model/qat.hpp>             // defines: QatLayer
 #include "llama_config.hpp"                       // defines: LlamaConfig, MoeConfig
 #include "llama_moe_balance.hpp"                  // defines: ExpertBias
 #include "llama_moe_dispatch.hpp"                 // defines: ExpertDispatch, ExpertRoute
@@ -83,14 +84,18 @@ struct MoeTensor {
   bool expert = false;  // one routed expert's (params.h KEEL_PARAM_EXPERT)
 };
 
-// The weights a sparse layer computes with and where their gradients go: the lease's, or a LoRA
-// target's merged weight and its dW scratch (the LoraLayer of the block in use).
+// The weights a sparse layer computes with and where their gradients go: the lease's, a LoRA
+// target's merged weight and its dW scratch, or a QAT target's fake-quantized weight (the block in
+// use's LoraLayer and QatLayer; the gradient of a QAT target goes to the weight itself).
 struct LayerWeights {
   const keel_support::LayerLease& lease;
   const keel_support::LayerLease* grads = nullptr;  // nullptr: no weight gradients in this pass
   const keel_support::LoraLayer* lora = nullptr;    // nullptr: no adapters
+  const keel_support::QatLayer* qat = nullptr;      // nullptr: no fake quantization
   Elems weight(int32_t index) const {
-    return lora && lora->targets(size_t(index)) ? lora->weight(lease, size_t(index)) : lease.param_elems(size_t(index));
+    if (lora && lora->targets(size_t(index))) return lora->weight(lease, size_t(index));
+    const Elems own = lease.param_elems(size_t(index));
+    return qat ? qat->weight(size_t(index), own) : own;
   }
   // nullptr: none (no gradients in this pass, or a frozen tensor that is no target)
   float* grad(int32_t index) const {

@@ -56,6 +56,11 @@ add_test(NAME python.qat_llama_vs_transformers
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/qat_llama_vs_transformers.py
           --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv)
 set_tests_properties(python.qat_llama_vs_transformers PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
+# Mixtral's experts and routers under int4 QAT against transformers 4.46.3 (the MoE oracle's venv).
+add_test(NAME python.qat_moe_vs_transformers
+  COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/qat_moe_vs_transformers.py
+          --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-moe)
+set_tests_properties(python.qat_moe_vs_transformers PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
 keel_error_test(qat_bad_activations
   "model\\.qat\\.activations: expected \"int8\" \\(each linear's input fake-quantized per token, asymmetric\\) or \"none\", found \"int4\""
   "model={${lora_small},\"qat\":{\"weights\":\"int4\",\"group_size\":8,\"activations\":\"int4\"}}")
@@ -73,6 +78,6 @@ keel_error_test(lora_gpt_unknown_target
 keel_error_test(qat_bad_weights
   "model\\.qat\\.weights: expected \"int8\" \\(one scale per output channel\\) or \"int4\""
   "model={${lora_small},\"qat\":{\"weights\":\"fp8\"}}")
-keel_error_test(qat_with_experts
-  "model\\.qat: quantization-aware training beside experts is not supported yet"
-  "model={${lora_small},\"qat\":{\"weights\":\"int8\"},\"n_experts\":4}")
+keel_error_test(qat_activations_with_experts
+  "model\\.qat\\.activations: quantized activations beside experts are not supported yet"
+  "model={${lora_small},\"qat\":{\"weights\":\"int4\",\"group_size\":8,\"activations\":\"int8\"},\"n_experts\":4}")
