@@ -183,7 +183,8 @@ class LlamaModel {
   void forward(keel_forward_args* args);
   void backward(const keel_backward_args& args);
   int64_t stage_io_numel(int32_t B, int32_t T) const { return tp_.norm_rows(int64_t(B) * T) * config_.d_model; }
-  bool splits_backward() const { return true; }
+  // Not with experts: the sparse MLP's weight gradients have no WEIGHT part of their own yet.
+  bool splits_backward() const { return !sparse_; }
   // The sparse MLPs' balancing figures of the step (llama_moe_metrics.hpp); none without experts.
   const std::vector<keel_support::StepMetric>& step_metrics() {
     static const std::vector<keel_support::StepMetric> none;

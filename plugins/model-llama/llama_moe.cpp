@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 namespace keel_llama {
 
@@ -48,7 +49,7 @@ SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const kee
   };
   stacked_memory_ = be_.alloc_bytes(carve_all(nullptr));
   carve_all(static_cast<char*>(stacked_memory_.get()));
-  if (dispatch_ || config.lora.enabled()) ddown_memory_ = be_.alloc_bytes(size_t(El_ * C_ * Fe_) * sizeof(float));
+  if (dispatch_) ddown_memory_ = be_.alloc_bytes(size_t(El_ * C_ * Fe_) * sizeof(float));
   for (int64_t i = 0; i < config.n_layer; ++i) model_sparse_blocks_ += moe_.sparse(i) ? 1 : 0;
   if (moe_.router_bias_update_speed > 0)
     bias_ = std::make_unique<ExpertBias>(be_, std::move(held_sparse_blocks), E_, moe_.router_bias_update_speed);
@@ -378,11 +379,17 @@ void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, E
                                  Elems dgate_up) {
   const keel_dtype dt = ops_.dtype();
   const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
-  const bool training = w.training(), scaled = grad_scale != 1.0f;
-  // The down projections' gradients go straight into their buffers, unless they take a scale or
-  // some have none (a LoRA run's frozen experts): then through scratch, added where they go.
-  bool direct = !scaled;
-  for (int32_t e = 0; e < El_ && direct; ++e) direct = w.grad(expert_slot(e, 2)) != nullptr;
+  const bool scaled = grad_scale != 1.0f;
+  // Which weight gradients to form: none in an INPUT part, nor for frozen experts (a LoRA run's
+  // that targets none of their modules; a module's target takes every expert's).
+  bool train_gate_up = false, train_down = false;
+  for (int32_t e = 0; e < El_ && w.training(); ++e) {
+    train_gate_up = train_gate_up || w.grad(expert_slot(e, 0)) || w.grad(expert_slot(e, 1));
+    train_down = train_down || w.grad(expert_slot(e, 2));
+  }
+  // The down projections' gradients go straight into their buffers, unless they take a scale
+  // (expert parallelism): then through scratch, scaled, and added.
+  const bool direct = !scaled;
   float* ddown_scratch = direct ? nullptr : ddown_memory_.floats();
   std::vector<const void*> gate_up_w(static_cast<size_t>(El_)), down_w(static_cast<size_t>(El_));
   std::vector<float*> dgate_up_w(static_cast<size_t>(El_)), ddown_w(static_cast<size_t>(El_));
@@ -390,30 +397,30 @@ void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, E
     gate_up_w[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
     down_w[size_t(e)] = w.weight(expert_slot(e, 2)).get();
     dgate_up_w[size_t(e)] = dexperts_gate_up_ + e * 2 * Fe_ * C_;
-    ddown_w[size_t(e)] = !training ? nullptr : direct ? w.grad(expert_slot(e, 2)) : ddown_scratch + e * C_ * Fe_;
+    ddown_w[size_t(e)] = direct ? w.grad(expert_slot(e, 2)) : ddown_scratch + e * C_ * Fe_;
+    if (train_down && !ddown_w[size_t(e)])
+      throw std::logic_error("experts_backward: expert " + std::to_string(e) + "'s down projection has no gradient "
+                             "where the others have");
   }
-  if (training && !direct) KEEL_OP(be_, fill_zero, ddown_scratch, size_t(El_ * C_ * Fe_) * sizeof(float));
+  if (train_down && !direct) KEEL_OP(be_, fill_zero, ddown_scratch, size_t(El_ * C_ * Fe_) * sizeof(float));
   ops_.fill_zero(dact, rows * Fe_);
-  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dact.get(), training ? ddown_w.data() : nullptr, dout.get(), act.get(),
-          down_w.data(), counts.data(), int32_t(El_), Fe_, C_);
+  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dact.get(), train_down ? ddown_w.data() : nullptr, dout.get(),
+          act.get(), down_w.data(), counts.data(), int32_t(El_), Fe_, C_);
   ops_.fill_zero(dgate_up, rows * 2 * Fe_);
   ops_.swiglu_backward(dgate_up, dact, gate_up, rows, Fe_);
   ops_.fill_zero(dx, rows * C_);
-  if (training) KEEL_OP(be_, fill_zero, dexperts_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
-  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dx.get(), training ? dgate_up_w.data() : nullptr, dgate_up.get(),
+  if (train_gate_up) KEEL_OP(be_, fill_zero, dexperts_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
+  KEEL_OP(be_, grouped_matmul_backward_dt, dt, dx.get(), train_gate_up ? dgate_up_w.data() : nullptr, dgate_up.get(),
           x.get(), gate_up_w.data(), counts.data(), int32_t(El_), C_, 2 * Fe_);
-  if (!training) return;
-  if (scaled) {
-    KEEL_OP(be_, scale, dexperts_gate_up_, grad_scale, El_ * 2 * Fe_ * C_);
-    KEEL_OP(be_, scale, ddown_scratch, grad_scale, El_ * C_ * Fe_);
-  }
+  if (scaled && train_gate_up) KEEL_OP(be_, scale, dexperts_gate_up_, grad_scale, El_ * 2 * Fe_ * C_);
+  if (scaled && train_down) KEEL_OP(be_, scale, ddown_scratch, grad_scale, El_ * C_ * Fe_);
   auto add = [&](int32_t slot, const float* from, int64_t n) {
     if (float* to = w.grad(slot)) KEEL_OP(be_, accumulate, to, from, n);
   };
   for (int32_t e = 0; e < El_; ++e) {
-    add(expert_slot(e, 0), dgate_up_w[size_t(e)], Fe_ * C_);
-    add(expert_slot(e, 1), dgate_up_w[size_t(e)] + Fe_ * C_, Fe_ * C_);
-    if (!direct) add(expert_slot(e, 2), ddown_w[size_t(e)], C_ * Fe_);
+    if (train_gate_up) add(expert_slot(e, 0), dgate_up_w[size_t(e)], Fe_ * C_);
+    if (train_gate_up) add(expert_slot(e, 1), dgate_up_w[size_t(e)] + Fe_ * C_, Fe_ * C_);
+    if (train_down && !direct) add(expert_slot(e, 2), ddown_w[size_t(e)], C_ * Fe_);
   }
 }
 
@@ -430,7 +437,7 @@ void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st
   ops_.fill_zero(s.dshared_gate_up, N * 2 * S_);
   ops_.swiglu_backward(s.dshared_gate_up, s.dshared_act, st.shared_gate_up, N, S_);
   stack_shared_weights(w);
-  const bool training = w.training();
+  const bool training = w.grad(shared_w_[0]) || w.grad(shared_w_[1]);  // a frozen shared expert forms none
   if (training) KEEL_OP(be_, fill_zero, dshared_stack_, size_t(2 * S_ * C_) * sizeof(float));
   ops_.matmul_backward(dx, training ? dshared_stack_ : nullptr, nullptr, s.dshared_gate_up, x, shared_stack_, N, C_,
                        2 * S_);

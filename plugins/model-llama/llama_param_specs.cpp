@@ -7,6 +7,7 @@
 // the last stage's copy of the embedding).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "llama_model.hpp"
@@ -191,6 +192,8 @@ std::vector<keel_support::LoraTarget> LlamaModel::add_lora_specs(std::vector<kee
     for (size_t q = 0; q < p; ++q) slot += pending[q].spec.layer == layer ? 1 : 0;
     const uint32_t expert = w.flags & KEEL_PARAM_EXPERT;
     const bool rows_split = w.local_shape[0] != w.global_shape[0], columns_split = w.local_shape[1] != w.global_shape[1];
+    if (tp_.size() > 1 && rows_split == columns_split)  // a replicated target's factors would be summed over tp
+      throw std::logic_error("add_lora_specs: " + pending[p].name + " is split over tp in neither or both dimensions");
     keel_param_spec a = keel_support::make_spec(nullptr, layer, {r, w.global_shape[1]}, expert, KEEL_INIT_NORMAL,
                                                 float(1.0 / double(r)));
     keel_param_spec b = keel_support::make_spec(nullptr, layer, {w.global_shape[0], r}, expert, KEEL_INIT_ZEROS, 0.0f);

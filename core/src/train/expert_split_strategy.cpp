@@ -34,7 +34,6 @@ ExpertSplitStrategy::ExpertSplitStrategy(const keel_strategy_api* inner, const k
     if (spec.flags & (KEEL_PARAM_STAGE_TIED | KEEL_PARAM_TIED))
       throw KeelError(KEEL_ERR_INVALID_ARGUMENT, who + "parameter " + spec.name + " is an expert's and tied, which the "
                                                        "expert-data-parallel reduction cannot sum");
-  require_expert_tensors(config_file, core_ep.size, args.pp_size, args.params, args.n_params);
   try {
     if (args.offload) tier_ = std::make_unique<SharedTier>(args.offload, args.offload_obj);
     for (int which : {kDense, kExperts}) {

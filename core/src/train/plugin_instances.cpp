@@ -209,6 +209,9 @@ void PluginInstances::create_strategy(const RunConfig& config) {
   // The configured strategy over `args`: alone, or twice behind one table when experts are split
   // from the dense tensors (the dense half over the dp group, the experts over their
   // expert-data-parallel group: expert_split_strategy.h).
+  // The whole model's, before a frozen part is split off: a LoRA run's experts may all be frozen,
+  // the expert half of its trainable part then empty.
+  if (layout.ep > 1) require_expert_tensors(config.file, layout.ep, layout.pp, model_info.params, model_info.n_params);
   auto create_configured = [&](const keel_strategy_create_args& args) -> std::pair<const keel_strategy_api*, void*> {
     if (layout.ep > 1)
       return {SplitStrategy::table(), static_cast<SplitStrategy*>(new ExpertSplitStrategy(

@@ -204,13 +204,19 @@ TEST_F(ExpertSplitTest, RefusesAModelWithoutExpertsAndReplicasThatStepAlone) {
   args.params = dense_only.data();
   args.n_params = dense_only.size();
   core_ep_.size = 2;
+  // The core checks the whole model (plugin_instances.cpp, model_probe.cpp)...
   try {
-    ExpertSplitStrategy split(&table_, args, expert_dp_, core_ep_, "run.json", "recording");
+    require_expert_tensors("run.json", 2, 1, dense_only.data(), dense_only.size());
     FAIL() << "a model without experts was split";
   } catch (const KeelError& e) {
     EXPECT_NE(std::string(e.what()).find("run.json: parallel.ep 2: the model declares no expert tensor"),
               std::string::npos)
         << e.what();
+  }
+  // ...so the split itself takes a trainable part whose experts are all frozen (a LoRA run's):
+  // an empty expert half.
+  {
+    ExpertSplitStrategy split(&table_, args, expert_dp_, core_ep_, "run.json", "recording");
   }
   next_independent = 1;
   try {
