@@ -404,8 +404,8 @@ def _as_batch(batch):
                                           f"{positions.shape} and {ids.shape}")
                 positions = positions[:, :-1]
             return ids[:, :-1], labels[:, 1:], positions
-        raise InvalidArgument(f"a batch dict needs 'tokens' and 'targets' (and 'positions' when packed), or 'input_ids' "
-                              f"(and 'labels', Hugging Face's unshifted ones, and 'position_ids' when packed); it has "
+        raise InvalidArgument(f"a batch dict needs 'tokens' and 'targets', or 'input_ids' (and 'labels', Hugging "
+                              f"Face's unshifted ones); packed rows add 'positions' or 'position_ids'; it has "
                               f"{sorted(batch)}")
     if isinstance(batch, (tuple, list)) and len(batch) in (2, 3) and np.ndim(batch[0]) == 2:
         positions = _as_ids(batch[2]) if len(batch) == 3 and batch[2] is not None else None
