@@ -63,27 +63,6 @@ std::string peft_name(const std::string& keel) {
   return "base_model.model." + module.substr(0, module.size() - std::string(".weight").size()) + keel.substr(at);
 }
 
-// PEFT's adapter_config.json for the run's adapters (the keys PEFT 0.10's LoraConfig reads):
-// GPT-2's linears are Conv1D, which PEFT marks fan_in_fan_out; the factors are nn.Linear's
-// either way, lora_A (r, in) and lora_B (out, r).
-std::string peft_adapter_config(const GptConfig& c) {
-  nlohmann::json j = {
-      {"peft_type", "LORA"},
-      {"task_type", "CAUSAL_LM"},
-      {"base_model_name_or_path", nullptr},
-      {"r", c.lora.r},
-      {"lora_alpha", c.lora.alpha},
-      {"lora_dropout", c.lora.dropout},
-      {"target_modules", c.lora.target_modules},
-      {"use_rslora", c.lora.use_rslora},
-      {"bias", "none"},
-      {"fan_in_fan_out", true},
-      {"inference_mode", true},
-      {"init_lora_weights", "gaussian"},
-      {"modules_to_save", nullptr},
-  };
-  return j.dump(2) + "\n";
-}
 
 std::string huggingface_config(const GptConfig& c) {
   // GPT2Config's fields (transformers/models/gpt2/configuration_gpt2.py). Keel trains without
@@ -131,7 +110,7 @@ std::unique_ptr<keel_support::ExternalNames> gpt_external_names(const GptConfig&
   // LoRA's adapters are no tensor of the transformers model, and the rest is none of PEFT's
   // adapter folder (as in the llama model).
   const char* peft = keel_support::ExternalNames::kAdapterFormat;
-  if (config.lora.enabled()) names->add_format(peft, peft_adapter_config(config));
+  if (config.lora.enabled()) names->add_format(peft, keel_support::peft_adapter_config(config.lora, /*fan_in_fan_out=*/true));
   for (const auto& name : keel_names) {
     const std::string adapter = peft_name(name);
     if (config.lora.enabled())  // qkv's B, (3, C, r) in Keel, is PEFT's (3C, r)

@@ -53,22 +53,11 @@ void GptModel::build_param_specs() {
   add("ln_f.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES, 0);
   add("ln_f.bias", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ZEROS, 0);
 
-  // Under LoRA everything but the adapters is frozen: held by the core, no gradient, no state.
-  // QLoRA keeps the blocks' frozen linear weights in NF4; the core dequantizes each layer as it
-  // is used.
-  auto block_linear = [](const std::string& name) {
-    for (const char* tail : {".attn.qkv.weight", ".attn.proj.weight", ".mlp.fc.weight", ".mlp.proj.weight"}) {
-      const std::string t = tail;
-      if (name.size() > t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0) return true;
-    }
-    return false;
-  };
-  if (config_.lora.enabled())
-    for (auto& p : pending)
-      if (p.name.find(".lora_") == std::string::npos) {
-        p.spec.flags |= KEEL_PARAM_FROZEN;
-        if (config_.lora.nf4_base && block_linear(p.name)) p.spec.flags |= KEEL_PARAM_NF4;
-      }
+  // Under LoRA the base is frozen; QLoRA keeps the blocks' linear weights in NF4.
+  keel_support::freeze_base(config_.lora, pending, [](const std::string& name) {
+    return keel_support::ends_with_any(name, {".attn.qkv.weight", ".attn.proj.weight", ".mlp.fc.weight",
+                                              ".mlp.proj.weight"});
+  });
 
   // flops_per_token's N, from the whole model before it is cut into pipeline chunks.
   matmul_params_ = 0;

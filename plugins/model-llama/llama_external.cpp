@@ -64,26 +64,6 @@ std::string huggingface_config(const LlamaConfig& c) {
   return j.dump(2) + "\n";
 }
 
-// PEFT's adapter_config.json for the run's adapters (the keys PEFT 0.10's LoraConfig reads); the
-// base is the one PeftModel.from_pretrained is handed.
-std::string peft_adapter_config(const LlamaConfig& c) {
-  nlohmann::json j = {
-      {"peft_type", "LORA"},
-      {"task_type", "CAUSAL_LM"},
-      {"base_model_name_or_path", nullptr},
-      {"r", c.lora.r},
-      {"lora_alpha", c.lora.alpha},
-      {"lora_dropout", c.lora.dropout},
-      {"target_modules", c.lora.target_modules},
-      {"use_rslora", c.lora.use_rslora},
-      {"bias", "none"},
-      {"fan_in_fan_out", false},
-      {"inference_mode", true},
-      {"init_lora_weights", "gaussian"},
-      {"modules_to_save", nullptr},
-  };
-  return j.dump(2) + "\n";
-}
 
 }  // namespace
 
@@ -99,7 +79,7 @@ std::unique_ptr<keel_support::ExternalNames> llama_external_names(const LlamaCon
   // exported nor read by model.init_from (a base model's folder initialises the rest). They are
   // PEFT's adapter folder, under PEFT's keys, where nothing else is.
   const char* peft = keel_support::ExternalNames::kAdapterFormat;
-  if (config.lora.enabled()) names->add_format(peft, peft_adapter_config(config));
+  if (config.lora.enabled()) names->add_format(peft, keel_support::peft_adapter_config(config.lora, /*fan_in_fan_out=*/false));
   for (const auto& name : keel_names) {
     const bool adapter = name.find(".lora_") != std::string::npos;
     if (config.lora.enabled()) names->add_to(peft, adapter ? "base_model.model." + name : "");

@@ -111,22 +111,12 @@ void LlamaModel::build_param_specs() {
   }
   add("model.norm.weight", static_cast<int32_t>(L + 1), {C}, no_decay, KEEL_INIT_ONES);
   if (!tied()) add("lm_head.weight", static_cast<int32_t>(L + 1), {Vp, C}, 0, KEEL_INIT_NORMAL, V, rows);
-  // Under LoRA everything but the adapters is frozen: held by the core, no gradient, no state.
-  // QLoRA keeps the frozen linear weights of the blocks in NF4 (bitsandbytes quantizes every
-  // nn.Linear but the head): the core dequantizes each layer as it is used.
-  auto block_linear = [](const std::string& name) {  // a projection's or an expert's; not a router's
-    if (name.rfind("model.layers.", 0) != 0) return false;
-    for (const std::string suffix : {"_proj.weight", ".w1.weight", ".w2.weight", ".w3.weight"})
-      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-        return true;
-    return false;
-  };
-  if (config_.lora.enabled())
-    for (auto& p : pending)
-      if (p.name.find(".lora_") == std::string::npos) {
-        p.spec.flags |= KEEL_PARAM_FROZEN;
-        if (config_.lora.nf4_base && block_linear(p.name)) p.spec.flags |= KEEL_PARAM_NF4;
-      }
+  // Under LoRA the base is frozen; QLoRA keeps the blocks' projections and experts in NF4, not the
+  // routers (bitsandbytes quantizes every nn.Linear but the head).
+  keel_support::freeze_base(config_.lora, pending, [](const std::string& name) {
+    return name.rfind("model.layers.", 0) == 0 &&
+           keel_support::ends_with_any(name, {"_proj.weight", ".w1.weight", ".w2.weight", ".w3.weight"});
+  });
 
   // flops_per_token's N: every matrix a token is multiplied by (the head with its V real rows),
   // not the embedding lookup unless it doubles as the head.

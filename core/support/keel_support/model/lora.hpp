@@ -164,6 +164,49 @@ inline std::string complete_lora_from_peft(const char* adapter_json, const char*
   return section.dump();
 }
 
+// Whether `name` ends with one of `suffixes` (a model's block linears, for freeze_base).
+inline bool ends_with_any(const std::string& name, std::initializer_list<const char*> suffixes) {
+  for (const std::string suffix : suffixes)
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
+  return false;
+}
+
+// Under LoRA everything but the adapters is frozen (params.h KEEL_PARAM_FROZEN: held by the core,
+// no gradient, no state); QLoRA keeps the frozen weights `nf4_candidate(name)` picks (the blocks'
+// linears) in NF4 (KEEL_PARAM_NF4), which the core dequantizes as each layer is used.
+template <typename Specs, typename Predicate>
+void freeze_base(const LoraConfig& c, Specs& pending, const Predicate& nf4_candidate) {
+  if (!c.enabled()) return;
+  for (auto& p : pending)
+    if (p.name.find(".lora_") == std::string::npos) {
+      p.spec.flags |= KEEL_PARAM_FROZEN;
+      if (c.nf4_base && nf4_candidate(p.name)) p.spec.flags |= KEEL_PARAM_NF4;
+    }
+}
+
+// PEFT's adapter_config.json for a run's adapters (the keys PEFT 0.10's LoraConfig reads); the
+// base is the one PeftModel.from_pretrained is handed. `fan_in_fan_out`: the base's linears are
+// Conv1D (GPT-2's), stored (in, out).
+inline std::string peft_adapter_config(const LoraConfig& c, bool fan_in_fan_out) {
+  nlohmann::json j = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"base_model_name_or_path", nullptr},
+      {"r", c.r},
+      {"lora_alpha", c.alpha},
+      {"lora_dropout", c.dropout},
+      {"target_modules", c.target_modules},
+      {"use_rslora", c.use_rslora},
+      {"bias", "none"},
+      {"fan_in_fan_out", fan_in_fan_out},
+      {"inference_mode", true},
+      {"init_lora_weights", "gaussian"},
+      {"modules_to_save", nullptr},
+  };
+  return j.dump(2) + "\n";
+}
+
 // One target in a layer's specs: the frozen weight's index and its factors', with the weight's
 // local shape and which factor is whole on every tensor-parallel rank.
 struct LoraTarget {
