@@ -249,6 +249,14 @@ KEEL_API keel_status keel_trainer_step_on_packed(keel_trainer* trainer, const in
                                                  const int32_t* positions, int32_t batch, int32_t seq_len,
                                                  keel_step_metrics* out_metrics);
 
+/* keel_trainer_export_hf, then `tokenizer` (a tokenizer.json, or a folder holding one with its
+   tokenizer_config.json and special_tokens_map.json; NULL: none) copied beside the weights, and
+   its end- and start-of-text ids written as config.json's and generation_config.json's
+   bos/eos/pad, so transformers' generate stops at its end of text. A role naming no token of the
+   tokenizer, or an id outside the model's vocabulary, is refused naming the file, and nothing of
+   the tokenizer is written then. As `keel export --tokenizer`. */
+KEEL_API keel_status keel_trainer_export_hf_tokenizer(keel_trainer* trainer, const char* folder, const char* tokenizer);
+
 /* A tokenizer, as `keel prepare-data --tokenizer` reads one: text to ids and ids back to text
    (Python's keel.Tokenizer, generate's str prompts). Threading: distinct tokenizers may be used
    from distinct threads at once; one tokenizer from one thread at a time. */

@@ -11,6 +11,7 @@
 #include "config/init_from_config.h"
 #include "host/errors.h"
 #include "host/plural.h"
+#include "interop/hf_tokenizer_files.h"
 #include "interop/huggingface.h"
 #include "loader/plugin_registry.h"
 #include "train/trainer.h"
@@ -18,7 +19,8 @@
 namespace keel {
 
 const char* const kExportUsage =
-    "usage: keel export CHECKPOINT --out FILE.safetensors [--merge | --quantize] [--plugin-path DIR ...]\n"
+    "usage: keel export CHECKPOINT --out FILE.safetensors [--merge | --quantize] [--tokenizer PATH]\n"
+    "                   [--plugin-path DIR ...]\n"
     "  writes a checkpoint (a step folder, or a root with 'latest') as one safetensors file in the Hugging Face\n"
     "  layout its model plugin names (GPT-2's for gpt, Llama's or Qwen2's for llama), with the config.json\n"
     "  transformers needs beside it: from_pretrained loads that folder. A LoRA run's checkpoint exports its\n"
@@ -26,6 +28,9 @@ const char* const kExportUsage =
     "  --merge            a LoRA run's adapters merged into the weights (W + s·B·A): the full model, as above\n"
     "  --quantize         a quantization-aware training run's (model.qat) linears as it trained them: int8\n"
     "                     values and fp32 scales per group, with a quantization_config in config.json\n"
+    "  --tokenizer PATH   the tokenizer.json the data was prepared with (or a folder holding one, with its\n"
+    "                     tokenizer_config.json) copied beside the model, its end- and start-of-text ids\n"
+    "                     written as config.json's and generation_config.json's bos/eos/pad\n"
     "  --plugin-path DIR  a folder searched for plugin libraries (a third-party model's), as keel plugins takes;\n"
     "                     KEEL_PLUGIN_PATH and the install's plugin folder are searched too\n";
 
@@ -36,6 +41,7 @@ struct ExportArgs {
   bool merge = false;  // --merge: a LoRA run's adapters folded into the full model
   bool quantize = false;  // --quantize: a QAT run's linears quantized
   std::vector<std::string> plugin_path;  // --plugin-path: folders searched for the model's plugin
+  std::string tokenizer;  // --tokenizer: copied beside a model export (interop/hf_tokenizer_files.h)
 };
 
 // Throws std::invalid_argument with what is wrong.
@@ -52,6 +58,11 @@ ExportArgs parse_export_args(const std::vector<std::string>& args) {
       parsed.merge = true;
     } else if (arg == "--quantize") {
       parsed.quantize = true;
+    } else if (arg == "--tokenizer") {
+      if (i + 1 >= args.size()) throw std::invalid_argument("--tokenizer needs a tokenizer.json or a folder");
+      parsed.tokenizer = args[++i];
+    } else if (arg.rfind("--tokenizer=", 0) == 0) {
+      parsed.tokenizer = arg.substr(12);
     } else if (arg == "--plugin-path") {
       if (i + 1 >= args.size()) throw std::invalid_argument("--plugin-path needs a folder");
       parsed.plugin_path.push_back(args[++i]);
@@ -122,6 +133,12 @@ std::string adapter_base(const std::string& init_from) {
   return error ? base : absolute.lexically_normal().string();
 }
 
+// A model export's tokenizer, when --tokenizer names one (beside --out's file).
+void attach_tokenizer(const ExportArgs& parsed) {
+  if (!parsed.tokenizer.empty())
+    attach_hf_tokenizer(std::filesystem::path(parsed.out).parent_path().string(), parsed.tokenizer);
+}
+
 }  // namespace
 
 int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -140,6 +157,7 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
     const int64_t step = load_checkpoint_parameters(trainer.state_view(), checkpoint);  // no optimizer state or data position
     if (parsed.quantize) {
       export_quantized(trainer.parameters(), parsed.out);
+      attach_tokenizer(parsed);
       out << "exported " << checkpoint << " (step " << step << ") with its linears quantized to " << parsed.out
           << " and config.json beside it" << std::endl;
       return 0;
@@ -149,11 +167,16 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "--merge: " + checkpoint + " holds no LoRA adapters to merge; "
                                                        "leave --merge out to export the model");
       export_merged(trainer.parameters(), parsed.out);
+      attach_tokenizer(parsed);
       out << "exported " << checkpoint << " (step " << step << ") with its adapters merged to " << parsed.out
           << " and config.json beside it" << std::endl;
       return 0;
     }
     if (has_adapter_format(trainer.parameters())) {
+      if (!parsed.tokenizer.empty())
+        throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "--tokenizer: " + checkpoint + " exports a PEFT adapter folder, "
+                                                   "which holds no tokenizer (the base's folder does); leave it out, "
+                                                   "or add --merge for the full model");
       // A LoRA run: its adapters, as the PEFT folder PeftModel.from_pretrained(base, folder) reads.
       if (std::filesystem::path(parsed.out).filename() != "adapter_model.safetensors")
         throw KeelError(KEEL_ERR_INVALID_ARGUMENT,
@@ -166,6 +189,7 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
       return 0;
     }
     export_huggingface(trainer.parameters(), parsed.out);
+    attach_tokenizer(parsed);
     // model_info().n_params counts tensors, not the numbers in them.
     out << "exported " << checkpoint << " (step " << step << ", " << plural(int64_t(trainer.model_info().n_params), "tensor")
         << ") to " << parsed.out << " and config.json beside it" << std::endl;

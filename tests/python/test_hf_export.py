@@ -379,6 +379,43 @@ def test_export_command_line_errors():
     assert result.returncode == 1 and "/nonexistent/ckpt" in result.stderr, result.stderr
 
 
+def test_export_carries_the_tokenizer():
+    """--tokenizer: the tokenizer.json copied byte for byte, its end-of-text id written as bos, eos
+    and pad, a tokenizer_config.json made for AutoTokenizer; an id past the vocabulary refused,
+    naming the file, with no tokenizer file written."""
+    e = trained_export()
+    bpe = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "data", "stdlib-bpe-4k.json")
+    with open(bpe) as f:
+        tokenizer = json.load(f)
+    end_of_text = next(t["id"] for t in tokenizer["added_tokens"] if t["content"] == "<|endoftext|>")
+    assert end_of_text < e["model"]["vocab_size"]
+    folder = os.path.join(e["work"], "hf-tokenizer")
+    _run([e["keel"], "export", os.path.join(e["work"], "ckpt"), "--out", os.path.join(folder, "model.safetensors"),
+          "--tokenizer", bpe])
+    with open(os.path.join(folder, "tokenizer.json"), "rb") as f, open(bpe, "rb") as g:
+        assert f.read() == g.read()
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(folder, "generation_config.json")) as f:
+        generation = json.load(f)
+    with open(os.path.join(folder, "tokenizer_config.json")) as f:
+        side = json.load(f)
+    assert (config["bos_token_id"], config["eos_token_id"]) == (end_of_text, end_of_text), config
+    assert generation == {"bos_token_id": end_of_text, "eos_token_id": end_of_text, "pad_token_id": end_of_text}
+    assert side["tokenizer_class"] == "PreTrainedTokenizerFast" and side["eos_token"] == "<|endoftext|>", side
+
+    tokenizer["added_tokens"][0]["id"] = 4095
+    bad = os.path.join(e["work"], "bad-tokenizer.json")
+    with open(bad, "w") as f:
+        json.dump(tokenizer, f)
+    refused = os.path.join(e["work"], "hf-refused")
+    result = _run([e["keel"], "export", os.path.join(e["work"], "ckpt"), "--out",
+                   os.path.join(refused, "model.safetensors"), "--tokenizer", bad], expect_ok=False)
+    assert result.returncode == 1 and "_token_id 4095 lies outside the model's vocabulary (300)" in result.stderr, \
+        result.stderr
+    assert not os.path.exists(os.path.join(refused, "tokenizer.json"))
+
+
 # ---------------------------------------------------------------------------------------------
 # The strongest oracle: transformers itself loads the exported folder.
 

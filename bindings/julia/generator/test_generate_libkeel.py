@@ -64,6 +64,7 @@ EMBED_SIGNATURES = {
     "keel_trainer_step_on": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Ptr{Int32}", "Int32", "Int32",
                                              "Ptr{keel_step_metrics}"]),
     "keel_trainer_set_verbose": ("keel_status", ["Ptr{keel_trainer}", "Int32"]),
+    "keel_trainer_export_hf_tokenizer": ("keel_status", ["Ptr{keel_trainer}", "Cstring", "Cstring"]),
     "keel_trainer_forward_backward_packed": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Ptr{Int32}",
                                                              "Ptr{Int32}", "Int32", "Int32", "Ptr{Cfloat}"]),
     "keel_trainer_step_on_packed": ("keel_status", ["Ptr{keel_trainer}", "Ptr{Int32}", "Ptr{Int32}", "Ptr{Int32}",

@@ -70,7 +70,7 @@ from keel._keel import (  # noqa: E402 (after the OpenBLAS fallback is set for t
     register_plugin_library,
     set_log_level,
 )
-from keel import _callback_state, _config, _hf_tokenizer_files, _world_end
+from keel import _callback_state, _config, _world_end
 from keel._tokenizer import Tokenizer
 from keel._keel import Trainer as _ExtensionTrainer
 from keel.callbacks import Callback, EarlyStopping, ModelCheckpoint, run_with_callbacks
@@ -296,12 +296,10 @@ class Trainer(_ExtensionTrainer):
         Trainer(..., tokenizer=...), if it has one); it is copied beside the weights (with its
         tokenizer_config.json and special_tokens_map.json) and its end- and start-of-text ids become
         bos/eos/pad. Every rank calls it (rank 0 writes)."""
-        super().export_hf(folder)
         tokenizer = self.tokenizer if tokenizer is None else tokenizer
         if isinstance(tokenizer, Tokenizer):
             tokenizer = None if tokenizer.spec == "bytes" else tokenizer.spec  # bytes: no files to copy
-        if tokenizer is not None and _world_end.launched_rank() == 0:
-            _hf_tokenizer_files.attach(os.fspath(folder), tokenizer)
+        super().export_hf(folder, None if tokenizer is None else os.fspath(tokenizer))
 
     def load_hf(self, source):
         """Sets the model's weights from Hugging Face's: a folder (model.safetensors or its shards and

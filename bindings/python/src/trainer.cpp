@@ -495,13 +495,17 @@ void bind_trainer(py::module_& module) {
           "index) sees each as it is drawn and returns True to stop after it.")
       .def(
           "export_hf",
-          [](Trainer& t, const py::object& folder) {
-            const std::string path = fspath(folder);
-            check(t.released([&] { return keel_trainer_export_hf(t.handle(), path.c_str()); }));
+          [](Trainer& t, const py::object& folder, const py::object& tokenizer) {
+            const std::string path = fspath(folder), tokenizer_path = tokenizer.is_none() ? "" : fspath(tokenizer);
+            check(t.released([&] {
+              return keel_trainer_export_hf_tokenizer(t.handle(), path.c_str(),
+                                                      tokenizer.is_none() ? nullptr : tokenizer_path.c_str());
+            }));
           },
-          py::arg("folder"),
+          py::arg("folder"), py::arg("tokenizer") = py::none(),
           "Writes folder/model.safetensors and folder/config.json as `keel export` does: what\n"
-          "transformers' from_pretrained loads. Every rank calls it (rank 0 writes).")
+          "transformers' from_pretrained loads; with a tokenizer (a tokenizer.json or a folder holding\n"
+          "one) that too, its ids as bos/eos/pad. Every rank calls it (rank 0 writes).")
       .def(
           "_load_hf",
           [](Trainer& t, const std::string& path) {

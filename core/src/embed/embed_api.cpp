@@ -14,6 +14,7 @@
 #include "generate/sampling.h"
 #include "host/errors.h"
 #include "host/log.h"
+#include "interop/hf_tokenizer_files.h"
 #include "interop/huggingface.h"
 #include "loader/plugin_registry.h"
 #include "mesh/collectives.h"
@@ -420,25 +421,44 @@ KEEL_API keel_status keel_set_log_level(int32_t level) {
   });
 }
 
-KEEL_API keel_status keel_trainer_export_hf(keel_trainer* trainer, const char* folder) {
+namespace {
+
+// keel_trainer_export_hf(_tokenizer): rank 0 writes; its outcome reaches every rank, so all return alike.
+keel_status export_hf_call(const char* fn, keel_trainer* trainer, const char* folder, const char* tokenizer) {
   return embed_call([&] {
-    require(trainer && folder && *folder, "keel_trainer_export_hf: trainer is NULL, or folder is NULL or empty");
+    require(trainer && folder && *folder, (std::string(fn) + ": trainer is NULL, or folder is NULL or empty").c_str());
     keel::Trainer& t = *trainer->trainer;
-    require_whole_parameters(t, "keel_trainer_export_hf");
+    require_whole_parameters(t, fn);
     std::string failure;
+    keel_status code = KEEL_ERR_IO;
     if (t.mesh().world.rank == 0) {
       try {
         keel::export_huggingface(t.parameters(), (std::filesystem::path(folder) / "model.safetensors").string());
+        if (tokenizer) keel::attach_hf_tokenizer(folder, tokenizer);
+      } catch (const keel::KeelError& e) {
+        failure = e.what();
+        code = e.code;
       } catch (const std::exception& e) {
         failure = e.what();
       }
     }
-    // Rank 0's outcome reaches every rank, so all return alike.
-    if (keel::broadcast_int64(t.mesh().world, failure.empty() ? 0 : 1, 0) != 0)
-      throw keel::KeelError(KEEL_ERR_IO, failure.empty() ? "keel_trainer_export_hf: rank 0 could not write " +
-                                                               std::string(folder) + " (its message says why)"
-                                                         : failure);
+    const int64_t outcome = keel::broadcast_int64(t.mesh().world, failure.empty() ? 0 : int64_t(code), 0);
+    if (outcome != 0)
+      throw keel::KeelError(keel_status(outcome),
+                            failure.empty() ? std::string(fn) + ": rank 0 could not write " + folder +
+                                                  " (its message says why)"
+                                            : failure);
   });
+}
+
+}  // namespace
+
+KEEL_API keel_status keel_trainer_export_hf(keel_trainer* trainer, const char* folder) {
+  return export_hf_call("keel_trainer_export_hf", trainer, folder, nullptr);
+}
+
+KEEL_API keel_status keel_trainer_export_hf_tokenizer(keel_trainer* trainer, const char* folder, const char* tokenizer) {
+  return export_hf_call("keel_trainer_export_hf_tokenizer", trainer, folder, tokenizer);
 }
 
 KEEL_API keel_status keel_trainer_load_hf(keel_trainer* trainer, const char* path) {

@@ -1041,6 +1041,18 @@ function keel_trainer_step_on_packed(trainer, tokens, targets, positions, batch,
     ccall((:keel_trainer_step_on_packed, libkeel), keel_status, (Ptr{keel_trainer}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Int32, Int32, Ptr{keel_step_metrics}), trainer, tokens, targets, positions, batch, seq_len, out_metrics)
 end
 
+"""
+keel_trainer_export_hf, then `tokenizer` (a tokenizer.json, or a folder holding one with its
+tokenizer_config.json and special_tokens_map.json; NULL: none) copied beside the weights, and
+its end- and start-of-text ids written as config.json's and generation_config.json's
+bos/eos/pad, so transformers' generate stops at its end of text. A role naming no token of the
+tokenizer, or an id outside the model's vocabulary, is refused naming the file, and nothing of
+the tokenizer is written then. As `keel export --tokenizer`.
+"""
+function keel_trainer_export_hf_tokenizer(trainer, folder, tokenizer)
+    ccall((:keel_trainer_export_hf_tokenizer, libkeel), keel_status, (Ptr{keel_trainer}, Cstring, Cstring), trainer, folder, tokenizer)
+end
+
 mutable struct keel_tokenizer end
 
 """

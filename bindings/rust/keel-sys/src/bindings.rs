@@ -1366,6 +1366,13 @@ extern "C" {
         out_metrics: *mut keel_step_metrics,
     ) -> keel_status;
 }
+extern "C" {
+    pub fn keel_trainer_export_hf_tokenizer(
+        trainer: *mut keel_trainer,
+        folder: *const ::std::os::raw::c_char,
+        tokenizer: *const ::std::os::raw::c_char,
+    ) -> keel_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct keel_tokenizer {
