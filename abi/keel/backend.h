@@ -426,6 +426,18 @@ typedef struct keel_backend_api {
      bits 2..8; out may be inp. */
   keel_status (*fake_quantize_tokens_dt)(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows,
                                          int64_t cols, int32_t bits);
+  /* --- appended in 0.19: LoRA's adapter dropout. Optional: a model refuses dropout on a backend
+     without it. --- */
+  /* out(rows, cols) at dt = inp with each element kept or zeroed by a counter-based hash, so a
+     recomputation, a later backward and a reference in another language draw the same mask:
+     element (i, j) has key k = (uint64(i) << 32) | uint64(col_offset + j) and
+     h = splitmix64(seed ^ splitmix64(k)), where splitmix64(z) = z' ^ (z' >> 31) with
+     z' = (z'' ^ (z'' >> 27)) · 0x94D049BB133111EB, z'' = (z0 ^ (z0 >> 30)) · 0xBF58476D1CE4E5B9,
+     z0 = z + 0x9E3779B97F4A7C15 (all mod 2^64); u = (h >> 40) · 2^-24; kept when u >= p, as
+     out = x · float(1 / (1 - p)) in fp32, else 0. `col_offset` places a tensor-parallel piece's
+     columns in the whole row. 0 <= p < 1, rows and col_offset + cols below 2^32; out may be inp. */
+  keel_status (*dropout_dt)(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows, int64_t cols,
+                            int64_t col_offset, uint64_t seed, float p);
 } keel_backend_api;
 
 /* moe_route's flags (0.19). */

@@ -106,6 +106,13 @@ typedef struct keel_forward_args {
      inside each document (backend.h keel_attention_args) and rotary embeddings turn by these
      positions. A model that cannot honour them returns KEEL_ERR_UNIMPLEMENTED. */
   const int32_t* positions;
+  /* --- appended in 0.19: dropout --- */
+  /* Non-zero in a training forward: the seed of this micro-batch's dropout masks (backend.h
+     dropout_dt), the same on every rank that holds a part of the micro-batch (tensor and pipeline
+     parallel), different for each micro-batch, step and data-parallel replica; the backward of the
+     micro-batch and any recomputation use the seed its forward got. 0: no dropout (evaluation,
+     inference, and a core older than the field). */
+  uint64_t dropout_seed;
 } keel_forward_args;
 
 typedef struct keel_backward_args {

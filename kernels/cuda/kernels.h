@@ -78,6 +78,10 @@ void nf4_dequantize(Elem e, void* out, const uint8_t* codes, const int8_t* block
 // symmetric, `bits` bits (keel/backend.h fake_quantize_dt); out may be inp.
 void fake_quantize(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int64_t group, int bits,
                    cudaStream_t stream);
+// out(rows, cols) = inp with backend.h dropout_dt's hashed mask at drop probability p, kept
+// elements scaled by 1 / (1 - p); out may be inp.
+void dropout(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int64_t col_offset, uint64_t seed, float p,
+             cudaStream_t stream);
 // out(rows, cols) = inp fake-quantized per row, asymmetric (keel/backend.h fake_quantize_tokens_dt).
 void fake_quantize_tokens(Elem e, void* out, const void* inp, int64_t rows, int64_t cols, int bits,
                           cudaStream_t stream);

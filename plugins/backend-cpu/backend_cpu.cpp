@@ -446,6 +446,7 @@ keel_backend_api make_api() {
   fill_moe_slots(api);  // 0.19
   fill_block_attention_slots(api);
   fill_quant_slots(api);
+  fill_dropout_slots(api);
   return api;
 }
 

@@ -78,5 +78,6 @@ void fill_decode_slots(keel_backend_api& api);  // backend_cpu_decode.cpp (0.18)
 void fill_moe_slots(keel_backend_api& api);     // backend_cpu_moe.cpp (0.19)
 void fill_block_attention_slots(keel_backend_api& api);  // backend_cpu_block_attention.cpp (0.19)
 void fill_quant_slots(keel_backend_api& api);            // backend_cpu_quant.cpp (0.19: NF4)
+void fill_dropout_slots(keel_backend_api& api);          // backend_cpu_dropout.cpp (0.19: adapter dropout)
 
 }  // namespace keel_backend_cpu

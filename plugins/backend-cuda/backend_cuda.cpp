@@ -1062,6 +1062,7 @@ keel_backend_api make_api() {
   fill_moe_slots(api);
   fill_block_attention_slots(api);
   fill_quant_slots(api);
+  fill_dropout_slots(api);
   return api;
 }
 

@@ -160,7 +160,9 @@ inline size_t element_bytes(Elem e) { return e == Elem::bf16 ? 2 : 4; }
 void fill_moe_slots(keel_backend_api& api);
 // Attention over blocks and rope at positions (backend_cuda_block_attention.cpp, 0.19).
 void fill_block_attention_slots(keel_backend_api& api);
-// NF4 dequantization (backend_cuda_quant.cpp, 0.19).
+// NF4 dequantization and fake quantization (backend_cuda_quant.cpp, 0.19).
 void fill_quant_slots(keel_backend_api& api);
+// LoRA's adapter dropout (backend_cuda_dropout.cpp, 0.19).
+void fill_dropout_slots(keel_backend_api& api);
 
 }  // namespace keel_cuda

@@ -150,7 +150,7 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
-  prepare_weights(lease);
+  prepare_weights(lease, a.dropout_seed);
   const LayerLease* grads = save ? nullptr : &lease;  // INPUT part: no weight gradients
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(grads, BlockTensor(i)); };
@@ -171,10 +171,17 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   ops_.fill_zero(g.dfch_gelu, N * F);
   ops_.fill_zero(g.dfch, N * F);
   ops_.fill_zero(g.dln, N * C);
+  // LoRA's dropout: each input's adapters add their share of its gradient (and, with weight
+  // gradients, form theirs) from the same mask as the forward's.
+  using keel_support::kAttentionInput, keel_support::kAttentionOutput, keel_support::kMlpInput, keel_support::kMlpHidden;
+  const int64_t piece = tp_.active() ? tp_.rank() : 0;
   ops_.matmul_backward(g.dfch_gelu, dw(FCPROJ_W), dw(FCPROJ_B), dfcproj_out, fch_gelu, w(FCPROJ_W), N, F, C);
+  lora_.dropped_backward(g.dfch_gelu, grads, dfcproj_out, fch_gelu, N, F, {{FCPROJ_W, C}}, input_seed(v, kMlpHidden),
+                         piece * F);
   ops_.gelu_backward(g.dfch, fch, g.dfch_gelu, N * F);
   if (save) keep(save->fch + l * N * F, g.dfch, N * F);
   ops_.matmul_backward(g.dln, dw(FC_W), dw(FC_B), g.dfch, ln2, w(FC_W), N, C, F);
+  lora_.dropped_backward(g.dln, grads, g.dfch, ln2, N, C, {{FC_W, F}}, input_seed(v, kMlpInput), 0);
   // adds ln2's path to the skip path already in dresidual: now ∂/∂residual2
   const Elems dln2 = tp_.enter_backward(g.dln, scratch_.dln_rows, N);
   if (save) keep(save->ln2 + l * Nr * C, dln2, Nr * C);
@@ -188,9 +195,12 @@ void GptModel::block_backward(Activations& a, int64_t l, const keel_param_access
   ops_.fill_zero(g.dln, N * C);
   ops_.matmul_backward(g.datty, dw(ATTPROJ_W), dw(ATTPROJ_B), dproj_out, grads ? proj_input(atty, N) : atty,
                        w(ATTPROJ_W), N, Cl, C);
+  lora_.dropped_backward(g.datty, grads, dproj_out, atty, N, Cl, {{ATTPROJ_W, C}}, input_seed(v, kAttentionOutput),
+                         piece * Cl);
   attend_backward(v, g.dqkv, g.datty, B, T);
   if (save) keep(save->qkv + l * N * 3 * Cl, g.dqkv, N * 3 * Cl);
   ops_.matmul_backward(g.dln, dw(QKV_W), dw(QKV_B), g.dqkv, ln1, w(QKV_W), N, C, 3 * Cl);
+  lora_.dropped_backward(g.dln, grads, g.dqkv, ln1, N, C, {{QKV_W, 3 * Cl}}, input_seed(v, kAttentionInput), 0);
   const Elems dln1 = tp_.enter_backward(g.dln, scratch_.dln_rows, N);
   if (save) keep(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(LN1_W), dw(LN1_B), dln1, residual, w(LN1_W), ln1_mean, ln1_rstd, N);
@@ -204,7 +214,7 @@ void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param
   const int64_t Cl = share_.channels, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  prepare_weights(lease);
+  prepare_weights(lease, a.dropout_seed);
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(&lease, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
@@ -217,11 +227,21 @@ void GptModel::block_weight_backward(Activations& a, int64_t l, const keel_param
   auto norm = [&](int weight, int bias, Elems dout, Elems inp, const float* mean, const float* rstd) {
     if (dw(weight)) norm_weight_backward(dw(weight), dw(bias), dout, inp, w(weight), mean, rstd, N);
   };
+  // LoRA's dropout: the adapters' gradients from each input's dropped copy (Elems(): no input gradient).
+  const int64_t piece = tp_.active() ? tp_.rank() : 0;
+  auto dropped = [&](int weight, Elems dout, Elems inp, int64_t in, int64_t out, keel_support::LoraInput input,
+                     int64_t col_offset) {
+    lora_.dropped_backward(Elems(), true, dout, inp, N, in, {{size_t(weight), out}}, input_seed(v, input), col_offset);
+  };
   linear(FCPROJ_W, FCPROJ_B, d.fcproj + l * N * C, v.fch_gelu, F, C);
+  dropped(FCPROJ_W, d.fcproj + l * N * C, v.fch_gelu, F, C, keel_support::kMlpHidden, piece * F);
   linear(FC_W, FC_B, d.fch + l * N * F, v.ln2, C, F);
+  dropped(FC_W, d.fch + l * N * F, v.ln2, C, F, keel_support::kMlpInput, 0);
   norm(LN2_W, LN2_B, d.ln2 + l * Nr * C, v.residual2, v.ln2_mean, v.ln2_rstd);
   linear(ATTPROJ_W, ATTPROJ_B, d.attproj + l * N * C, proj_input(v.atty, N), Cl, C);
+  dropped(ATTPROJ_W, d.attproj + l * N * C, v.atty, Cl, C, keel_support::kAttentionOutput, piece * Cl);
   linear(QKV_W, QKV_B, d.qkv + l * N * 3 * Cl, v.ln1, C, 3 * Cl);
+  dropped(QKV_W, d.qkv + l * N * 3 * Cl, v.ln1, C, 3 * Cl, keel_support::kAttentionInput, 0);
   norm(LN1_W, LN1_B, d.ln1 + l * Nr * C, residual, v.ln1_mean, v.ln1_rstd);
   if (lora_.active()) lora_.fold(lease);
   lease.release(true);

@@ -95,7 +95,9 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
   plan_ = ChunkPlan(args, config_.n_layer);
   build_param_specs();
   external_ = gpt_external_names(config_, specs_.names());
-  if (config_.lora.enabled()) lora_ = keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_);
+  if (config_.lora.enabled())
+    lora_ = keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_,
+                                    float(config_.lora.dropout));
   if (config_.qat.enabled()) create_qat();
 }
 
@@ -187,6 +189,8 @@ BlockActivations GptModel::block_activations(const Activations& a, int64_t l) co
   if (config_.recompute == Recompute::FULL) {
     BlockActivations v = recompute_.block;
     v.positions = a.packed ? a.positions : nullptr;
+    v.block = plan_.first_block(a.chunk) + l;
+    v.dropout_seed = a.dropout_seed;
     return v;
   }
   const int64_t C = config_.d_model, N = static_cast<int64_t>(a.B) * a.T, Nr = norm_rows(N);
@@ -206,6 +210,8 @@ BlockActivations GptModel::block_activations(const Activations& a, int64_t l) co
   v.fch = a.fch + l * N * F;
   v.fch_gelu = a.fch_gelu + l * N * F;
   v.positions = a.packed ? a.positions : nullptr;
+  v.block = plan_.first_block(a.chunk) + l;
+  v.dropout_seed = a.dropout_seed;
   return v;
 }
 
@@ -332,6 +338,7 @@ void GptModel::forward(keel_forward_args* args) {
   }
   a.packed = call.positions != nullptr;
   if (a.packed) KEEL_OP(be, copy, a.positions, call.positions, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+  a.dropout_seed = call.dropout_seed;
   if (args->targets && last)
     KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
 
@@ -375,7 +382,7 @@ void GptModel::block_forward(Activations& a, int64_t l, const keel_param_access*
   const int64_t C = config_.d_model, Nr = norm_rows(static_cast<int64_t>(a.B) * a.T);
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-  prepare_weights(lease);
+  prepare_weights(lease, a.dropout_seed);
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;  // (Nr,C)
   block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
   lease.release(false);
@@ -402,19 +409,31 @@ void GptModel::block_forward_ops(const BlockActivations& v, Elems residual, Elem
   ops_.layernorm_forward(ln_out1, v.ln1_mean, v.ln1_rstd, residual, w(LN1_W), w(LN1_B), Nr, C);
   tp_.enter(ln_out1, v.ln1, N);
   quantize("c_attn", v.ln1, C);
+  // LoRA's dropout: the adapters' share added at each input, from its dropped copy.
+  const int64_t piece = tp_.active() ? tp_.rank() : 0;  // a row-parallel input's columns start at piece × its width
   ops_.matmul_forward(v.qkv, v.ln1, w(QKV_W), w(QKV_B), N, C, 3 * Cl);
+  lora_.add_dropped(v.qkv, v.ln1, N, C, {{QKV_W, 3 * Cl}}, input_seed(v, keel_support::kAttentionInput), 0);
   attend(v, v.atty, B, T);
   ops_.matmul_forward(proj_out, proj_input(v.atty, N), w(ATTPROJ_W), bias_once(w(ATTPROJ_B)), N, Cl, C);
+  lora_.add_dropped(proj_out, v.atty, N, Cl, {{ATTPROJ_W, C}}, input_seed(v, keel_support::kAttentionOutput),
+                    piece * Cl);
   tp_.leave(proj_out, v.residual2, N);
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
   ops_.layernorm_forward(ln_out2, v.ln2_mean, v.ln2_rstd, v.residual2, w(LN2_W), w(LN2_B), Nr, C);
   tp_.enter(ln_out2, v.ln2, N);
   quantize("c_fc", v.ln2, C);
-  ops_.matmul_gelu_forward(v.fch_gelu, v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
+  if (lora_.dropping()) {  // the adapters' share joins before the GELU
+    ops_.matmul_forward(v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
+    lora_.add_dropped(v.fch, v.ln2, N, C, {{FC_W, F}}, input_seed(v, keel_support::kMlpInput), 0);
+    ops_.gelu_forward(v.fch_gelu, v.fch, N * F);
+  } else {
+    ops_.matmul_gelu_forward(v.fch_gelu, v.fch, v.ln2, w(FC_W), w(FC_B), N, C, F);
+  }
   quantize("c_proj", v.fch_gelu, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past the GELU
   const Elems fcproj_out = tp_.sequence_parallel() ? s.partial : residual3;
   ops_.matmul_forward(fcproj_out, v.fch_gelu, w(FCPROJ_W), bias_once(w(FCPROJ_B)), N, F, C);
+  lora_.add_dropped(fcproj_out, v.fch_gelu, N, F, {{FCPROJ_W, C}}, input_seed(v, keel_support::kMlpHidden), piece * F);
   tp_.leave(fcproj_out, residual3, N);
   ops_.add(residual3, residual3, v.residual2, Nr * C);
 }

@@ -120,6 +120,8 @@ struct BlockActivations {
   Elems fch;         // (B,T,4C)
   Elems fch_gelu;    // (B,T,4C)
   const int32_t* positions = nullptr;  // (B,T) a packed batch's positions; nullptr: one sequence per row
+  int64_t block = 0;                   // the model's block index (its dropout masks' key)
+  uint64_t dropout_seed = 0;           // the micro-batch's (model.h); 0: no dropout
 };
 
 // What recomputation writes, one block's worth shared by every micro-batch and layer (one forward
@@ -179,6 +181,7 @@ struct Activations {
   int32_t* targets;  // (B,T) copied at forward for the cross-entropy backward
   int32_t* positions;  // (B,T) a packed batch's positions, restarting per document
   bool packed = false;  // this micro-batch's forward had positions
+  uint64_t dropout_seed = 0;  // its forward's (model.h 0.19); the backward and recomputation draw the same masks
   int64_t att_saved_per_layer = 0;  // bytes
   int64_t valid_targets = 0;      // targets >= 0: the mean's denominator
   bool backward_pending = false;  // forward had targets and no backward has consumed it yet
@@ -259,11 +262,19 @@ class GptModel {
   // one) and where its gradient goes (a target's dW scratch; NULL for a frozen tensor, or with
   // `grads` NULL). prepare_weights forms them once per layer use, before any weight is read.
   Elems weight(const LayerLease& lease, BlockTensor t) const {
-    return lora_.targets(size_t(t)) ? lora_.weight(lease, size_t(t)) : qat_.weight(size_t(t), lease.param_elems(size_t(t)));
+    return lora_.merges(size_t(t)) ? lora_.weight(lease, size_t(t)) : qat_.weight(size_t(t), lease.param_elems(size_t(t)));
   }
-  void prepare_weights(const LayerLease& lease) {
+  // `dropout_seed`: the micro-batch's; with LoRA's dropout the targets compute with their base and
+  // the blocks add the adapters at each input (lora_.add_dropped).
+  void prepare_weights(const LayerLease& lease, uint64_t dropout_seed = 0) {
     if (qat_.active()) qat_.apply([&](size_t index) { return lease.param_elems(index); });
-    if (lora_.active()) lora_.merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); });
+    if (lora_.active())
+      lora_.merge(lease, [&](size_t index) { return qat_.weight(index, lease.param_elems(index)); }, dropout_seed);
+  }
+  // An input's dropout mask seed in block v.block, and where this rank's columns start in a
+  // row-parallel input (attention's output, the MLP's hidden activation).
+  uint64_t input_seed(const BlockActivations& v, keel_support::LoraInput input) const {
+    return keel_support::dropout_site_seed(v.dropout_seed, v.block, input);
   }
   float* weight_grad(const LayerLease* grads, BlockTensor t) const { return lora_.grad(grads, size_t(t)); }
   // attn.c_proj's input, attention's output (N rows): under QAT's activations its fake-quantized

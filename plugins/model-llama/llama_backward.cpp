@@ -172,13 +172,18 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   LayerLease lease(access, layer, save ? KEEL_PHASE_FORWARD : KEEL_PHASE_BACKWARD, layer_specs(layer),
                    layer_size(layer));
   const LayerLease* grads = save ? nullptr : &lease;  // INPUT part: no weight gradients
-  prepare_weights(lease, layer - 1);
+  prepare_weights(lease, layer - 1, a.dropout_seed);
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(grads, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   const BlockActivations v = block_activations(a, l);
   stack_weights(lease, !v.moe);
   recompute_block(v, residual, lease, B, T, /*for_input=*/true);
+
+  // LoRA's dropout: each input's adapters add their share of its gradient (and, with weight
+  // gradients, form theirs) from the same mask as the forward's.
+  using keel_support::kAttentionInput, keel_support::kAttentionOutput, keel_support::kMlpInput, keel_support::kMlpHidden;
+  const int64_t piece = tp_.active() ? tp_.rank() : 0;
 
   // MLP branch. dresidual holds ∂/∂residual3, also the gradient of down_proj's output.
   const Elems ddown = tp_.leave_backward(g.dresidual, g.dgathered, N);
@@ -191,9 +196,12 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
     ops_.fill_zero(g.dln, N * C);
     // down_proj's bias is replicated: ddown holds every row, so its gradient is whole on every rank.
     ops_.matmul_backward(g.dact, dw(DOWN_W), bias_grad(grads, DOWN_B), ddown, v.act, w(DOWN_W), N, F, C);
+    lora_->dropped_backward(g.dact, grads, ddown, v.act, N, F, {{DOWN_W, C}}, input_seed(v, kMlpHidden), piece * F);
     ops_.swiglu_backward(g.dgate_up, g.dact, v.gate_up, N, F);
     if (save) ops_.copy(save->gate_up + l * N * 2 * F, g.dgate_up, N * 2 * F);
     stacked_backward(gate_up_, g.dln, g.dgate_up, v.ln2, N, grads, {{GATE_W, GATE_B}, {UP_W, UP_B}});
+    lora_->dropped_backward(g.dln, grads, g.dgate_up, v.ln2, N, C, {{GATE_W, F}, {UP_W, F}}, input_seed(v, kMlpInput),
+                            0);
   }
   const Elems dln2 = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->ln2 + l * Nr * C, dln2, Nr * C);
@@ -206,10 +214,13 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   ops_.fill_zero(g.dqkv, N * QKV);
   ops_.fill_zero(g.dln, N * C);
   ops_.matmul_backward(g.datty, dw(O_W), nullptr, do_out, grads ? o_input(v.atty, N) : v.atty, w(O_W), N, Cq, C);
+  lora_->dropped_backward(g.datty, grads, do_out, v.atty, N, Cq, {{O_W, C}}, input_seed(v, kAttentionOutput),
+                          piece * Cq);
   attend_backward(v, g.dqkv, g.datty, B, T);
   turn_qk_backward(v, g.dqkv, B, T);
   if (save) ops_.copy(save->qkv + l * N * QKV, g.dqkv, N * QKV);
   stacked_backward(qkv_, g.dln, g.dqkv, v.ln1, N, grads, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
+  lora_->dropped_backward(g.dln, grads, g.dqkv, v.ln1, N, C, qkv_parts(), input_seed(v, kAttentionInput), 0);
   const Elems dln1 = tp_.enter_backward(g.dln, g.dln_rows, N);
   if (save) ops_.copy(save->ln1 + l * Nr * C, dln1, Nr * C);
   norm_backward(g.dresidual, dw(IN_NORM), dln1, residual, w(IN_NORM), v.ln1_rstd, N);
@@ -223,19 +234,30 @@ void LlamaModel::block_weight_backward(Activations& a, int64_t l, const keel_par
   const int64_t Cq = share_.q_width, QKV = share_.qkv_width, F = share_.hidden;
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_BACKWARD, layer_specs(layer), layer_size(layer));
-  prepare_weights(lease, layer - 1);
+  prepare_weights(lease, layer - 1, a.dropout_seed);
   auto w = [&](int i) { return weight(lease, BlockTensor(i)); };
   auto dw = [&](int i) { return weight_grad(&lease, BlockTensor(i)); };
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   const BlockActivations v = block_activations(a, l);
   stack_weights(lease, !v.moe);
   recompute_block(v, residual, lease, a.B, a.T, /*for_input=*/false);  // FULL: again, the INPUT part's is gone
+  // LoRA's dropout: the adapters' gradients from each input's dropped copy (Elems(): no input gradient).
+  using keel_support::kAttentionInput, keel_support::kAttentionOutput, keel_support::kMlpInput, keel_support::kMlpHidden;
+  const int64_t piece = tp_.active() ? tp_.rank() : 0;
   ops_.matmul_backward(Elems(), dw(DOWN_W), bias_grad(&lease, DOWN_B), d.down + l * N * C, v.act, w(DOWN_W), N,
                        share_.hidden, C);
+  lora_->dropped_backward(Elems(), true, d.down + l * N * C, v.act, N, F, {{DOWN_W, C}}, input_seed(v, kMlpHidden),
+                          piece * F);
   stacked_backward(gate_up_, Elems(), d.gate_up + l * N * 2 * F, v.ln2, N, &lease, {{GATE_W, GATE_B}, {UP_W, UP_B}});
+  lora_->dropped_backward(Elems(), true, d.gate_up + l * N * 2 * F, v.ln2, N, C, {{GATE_W, F}, {UP_W, F}},
+                          input_seed(v, kMlpInput), 0);
   norm_backward(scratch_.dln, dw(POST_NORM), d.ln2 + l * Nr * C, v.residual2, w(POST_NORM), v.ln2_rstd, N);
   ops_.matmul_backward(Elems(), dw(O_W), nullptr, d.o + l * N * C, o_input(v.atty, N), w(O_W), N, Cq, C);
+  lora_->dropped_backward(Elems(), true, d.o + l * N * C, v.atty, N, Cq, {{O_W, C}}, input_seed(v, kAttentionOutput),
+                          piece * Cq);
   stacked_backward(qkv_, Elems(), d.qkv + l * N * QKV, v.ln1, N, &lease, {{Q_W, Q_B}, {K_W, K_B}, {V_W, V_B}});
+  lora_->dropped_backward(Elems(), true, d.qkv + l * N * QKV, v.ln1, N, C, qkv_parts(), input_seed(v, kAttentionInput),
+                          0);
   norm_backward(scratch_.dln, dw(IN_NORM), d.ln1 + l * Nr * C, residual, w(IN_NORM), v.ln1_rstd, N);
   if (lora_->active()) lora_->fold(lease);
   lease.release(true);

@@ -46,7 +46,8 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
     for (int kind = 0; kind < 2; ++kind)
       if (!lora_targets_[kind].empty())
         lora_layers_[kind] =
-            keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_[kind]);
+            keel_support::LoraLayer(ops_, &tp_, config_.lora.r, config_.lora.scaling(), lora_targets_[kind],
+                                    float(config_.lora.dropout));
   if (config_.qat.enabled()) create_qat();
 }
 
@@ -160,6 +161,8 @@ BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) 
     BlockActivations v = recompute_block_;
     v.moe = moe;  // a sparse block's routing state is kept: recomputation stops before it
     v.positions = a.packed ? a.positions : nullptr;
+    v.block = plan_.first_block(a.chunk) + l;
+    v.dropout_seed = a.dropout_seed;
     return v;
   }
   const int64_t C = config_.d_model, N = int64_t(a.B) * a.T, Nr = tp_.norm_rows(N);
@@ -177,6 +180,8 @@ BlockActivations LlamaModel::block_activations(const Activations& a, int64_t l) 
   v.act = a.act + l * N * share_.hidden;
   v.moe = moe;
   v.positions = a.packed ? a.positions : nullptr;
+  v.block = plan_.first_block(a.chunk) + l;
+  v.dropout_seed = a.dropout_seed;
   return v;
 }
 
@@ -284,6 +289,7 @@ void LlamaModel::forward(keel_forward_args* args) {
   if (first) KEEL_OP(be, copy, a.tokens, args->tokens, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
   a.packed = call.positions != nullptr;
   if (a.packed) KEEL_OP(be, copy, a.positions, call.positions, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
+  a.dropout_seed = call.dropout_seed;
   if (args->targets && last)
     KEEL_OP(be, copy, a.targets, args->targets, N * sizeof(int32_t), KEEL_COPY_DEVICE_TO_DEVICE);
 
@@ -328,7 +334,7 @@ void LlamaModel::block_forward(Activations& a, int64_t l, const keel_param_acces
   const int64_t C = config_.d_model, Nr = tp_.norm_rows(int64_t(a.B) * a.T);
   const int32_t layer = static_cast<int32_t>(1 + plan_.first_block(a.chunk) + l);
   LayerLease lease(access, layer, KEEL_PHASE_FORWARD, layer_specs(layer), layer_size(layer));
-  prepare_weights(lease, layer - 1);
+  prepare_weights(lease, layer - 1, a.dropout_seed);
   const Elems residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * Nr * C;
   block_forward_ops(block_activations(a, l), residual, a.residual3 + l * Nr * C, lease, a.B, a.T);
   lease.release(false);
@@ -355,10 +361,15 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   ops_.rmsnorm_forward(ln_out1, v.ln1_rstd, residual, w(IN_NORM), Nr, C, config_.rms_eps);
   tp_.enter(ln_out1, v.ln1, N);
   quantize("q_proj", v.ln1, C);
+  // LoRA's dropout: the adapters' share added at each input, from its dropped copy.
+  using keel_support::kAttentionInput, keel_support::kAttentionOutput, keel_support::kMlpInput, keel_support::kMlpHidden;
+  const int64_t piece = tp_.active() ? tp_.rank() : 0;  // a row-parallel input's columns start at piece × its width
   qkv_.forward(v.qkv, v.ln1, N);
+  lora_->add_dropped(v.qkv, v.ln1, N, C, qkv_parts(), input_seed(v, kAttentionInput), 0);
   turn_qk(v, B, T);
   attend(v, v.atty, B, T);
   ops_.matmul_forward(o_out, o_input(v.atty, N), w(O_W), Elems(), N, Cq, C);
+  lora_->add_dropped(o_out, v.atty, N, Cq, {{O_W, C}}, input_seed(v, kAttentionOutput), piece * Cq);
   if (tp_.active()) tp_.leave(o_out, v.residual2, N);
   ops_.add(v.residual2, v.residual2, residual, Nr * C);
   // MLP: residual3 = residual2 + down(silu(gate(x)) · up(x)), x = norm(residual2).
@@ -372,11 +383,13 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   }
   quantize("gate_proj", v.ln2, C);
   gate_up_.forward(v.gate_up, v.ln2, N);
+  lora_->add_dropped(v.gate_up, v.ln2, N, C, {{GATE_W, F}, {UP_W, F}}, input_seed(v, kMlpInput), 0);
   ops_.swiglu_forward(v.act, v.gate_up, N, F);
   quantize("down_proj", v.act, F);
   if (!residual3) return;  // a recomputation: the backward reads nothing past SwiGLU
   const Elems down_out = tp_.active() ? s.partial : residual3;
   ops_.matmul_forward(down_out, v.act, w(DOWN_W), bias_once(bias_of(lease, DOWN_B)), N, F, C);
+  lora_->add_dropped(down_out, v.act, N, F, {{DOWN_W, C}}, input_seed(v, kMlpHidden), piece * F);
   if (tp_.active()) tp_.leave(down_out, residual3, N);
   ops_.add(residual3, residual3, v.residual2, Nr * C);
 }

@@ -87,6 +87,8 @@ struct BlockActivations {
   Elems act;        // (N,F) silu(gate)·up
   MoeBlockState* moe = nullptr;  // a sparse block's routing state (llama_moe.hpp); nullptr: a dense MLP
   const int32_t* positions = nullptr;  // (N) a packed batch's positions; nullptr: one sequence per row
+  int64_t block = 0;                   // the model's block index (its dropout masks' key)
+  uint64_t dropout_seed = 0;           // the micro-batch's (model.h); 0: no dropout
 };
 
 // What the WEIGHT part of a split backward (zero-bubble schedules) reads: the gradient of each
@@ -138,6 +140,7 @@ struct Activations {
   MoeState moe;      // the sparse blocks' routing state (config moe.n_experts > 0)
   bool backward_pending = false;
   bool packed = false;  // this micro-batch's forward had positions
+  uint64_t dropout_seed = 0;  // its forward's (model.h 0.19); the backward and recomputation draw the same masks
   bool weight_pending = false;
   SavedOutputGrads saved;
 };
@@ -205,18 +208,29 @@ class LlamaModel {
   // one) and where its gradient goes (a target's dW scratch; NULL for a frozen tensor, or with
   // `grads` NULL).
   Elems weight(const LayerLease& lease, BlockTensor t) const {
-    return lora_->targets(size_t(t)) ? lora_->weight(lease, size_t(t))
-                                     : qat_->weight(size_t(t), lease.param_elems(size_t(t)));
+    return lora_->merges(size_t(t)) ? lora_->weight(lease, size_t(t))
+                                    : qat_->weight(size_t(t), lease.param_elems(size_t(t)));
   }
   // A layer use's effective weights, before any is read: QAT's fake quantization, then LoRA's
   // adapters added to the (quantized) base, as torchtune's QAT with LoRA computes. `block`: the
-  // model's block index (a sparse block has its own adapters: its experts').
-  void prepare_weights(const LayerLease& lease, int64_t block) {
+  // model's block index (a sparse block has its own adapters: its experts'). `dropout_seed`: the
+  // micro-batch's; with LoRA's dropout the targets compute with their base and the block adds the
+  // adapters at each input (lora_->add_dropped).
+  void prepare_weights(const LayerLease& lease, int64_t block, uint64_t dropout_seed = 0) {
     const int kind = sparse_block(block) ? 1 : 0;
     lora_ = &lora_layers_[kind];
     qat_ = &qat_layers_[kind];
     if (qat_->active()) qat_->apply([&](size_t index) { return lease.param_elems(index); });
-    if (lora_->active()) lora_->merge(lease, [&](size_t index) { return qat_->weight(index, lease.param_elems(index)); });
+    if (lora_->active())
+      lora_->merge(lease, [&](size_t index) { return qat_->weight(index, lease.param_elems(index)); }, dropout_seed);
+  }
+  // q, k and v's parts of the stacked projection, for LoRA's dropout on their shared input.
+  std::vector<keel_support::LoraLayer::Part> qkv_parts() const {
+    return {{Q_W, share_.q_width}, {K_W, share_.kv_width}, {V_W, share_.kv_width}};
+  }
+  // An input's dropout mask seed in block v.block (keel_support::LoraInput).
+  uint64_t input_seed(const BlockActivations& v, keel_support::LoraInput input) const {
+    return keel_support::dropout_site_seed(v.dropout_seed, v.block, input);
   }
   bool sparse_block(int64_t block) const { return sparse_ && config_.moe.sparse(block); }
   void create_qat();

@@ -93,7 +93,7 @@ struct LayerWeights {
   const keel_support::LoraLayer* lora = nullptr;    // nullptr: no adapters
   const keel_support::QatLayer* qat = nullptr;      // nullptr: no fake quantization
   Elems weight(int32_t index) const {
-    if (lora && lora->targets(size_t(index))) return lora->weight(lease, size_t(index));
+    if (lora && lora->merges(size_t(index))) return lora->weight(lease, size_t(index));
     const Elems own = lease.param_elems(size_t(index));
     return qat ? qat->weight(size_t(index), own) : own;
   }

@@ -6,7 +6,7 @@ add_test(NAME python.lora_vs_peft
   COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_vs_peft.py
           --keel $<TARGET_FILE:keel> --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
 set_tests_properties(python.lora_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
-foreach(check layouts moe_layouts qwen2_moe_merge frozen resume qlora qlora_resume device_true)
+foreach(check layouts moe_layouts qwen2_moe_merge frozen resume qlora qlora_resume device_true dropout)
   add_test(NAME e2e.lora.${check}
     COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py ${check} --keel ${keel}
             --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json --plugins ${fixtures}/test_backends)
@@ -23,6 +23,9 @@ set_tests_properties(python.lora_moe_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESO
 add_test(NAME e2e.lora.gpt_layouts
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py gpt_layouts --keel ${keel} --config ${quickstart})
 set_tests_properties(e2e.lora.gpt_layouts PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+add_test(NAME e2e.lora.gpt_dropout
+  COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py gpt_dropout --keel ${keel} --config ${quickstart})
+set_tests_properties(e2e.lora.gpt_dropout PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 add_test(NAME e2e.qat.paths
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/lora_checks.py qat_paths --keel ${keel} --config ${quickstart})
 set_tests_properties(e2e.qat.paths PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
@@ -33,9 +36,16 @@ keel_error_test(lora_unknown_target
 keel_error_test(lora_rank_not_positive
   "model\\.lora\\.r: the adapters' rank must be an integer from 1 to 4096, found 0"
   "model={${lora_small},\"lora\":{\"r\":0}}")
-keel_error_test(lora_dropout
-  "model\\.lora\\.dropout: Keel folds each adapter into its weight"
-  "model={${lora_small},\"lora\":{\"r\":4,\"dropout\":0.05}}")
+keel_error_test(lora_dropout_bound
+  "model\\.lora\\.dropout: expected a value in \\[0\\.0, 0\\.95\\], found 1"
+  "model={${lora_small},\"lora\":{\"r\":4,\"dropout\":1}}")
+keel_error_test(lora_dropout_experts
+  "model\\.lora\\.dropout: beside experts, adapter dropout reaches the attention projections only, and target_modules names \"w1\""
+  "model={${lora_small},\"n_experts\":4,\"lora\":{\"r\":4,\"dropout\":0.1,\"target_modules\":[\"q_proj\",\"w1\"]}}")
+add_test(NAME python.lora_dropout_vs_peft
+  COMMAND ${KEEL_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/lora_dropout_vs_peft.py
+          --probe $<TARGET_FILE:keel-probe> --venv ${CMAKE_BINARY_DIR}/hf-venv-finetune)
+set_tests_properties(python.lora_dropout_vs_peft PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK hf_venv)
 keel_error_test(lora_experts_names
   "model\\.lora\\.target_modules: the model has no linear module \"gate_proj\" \\(it has: q_proj, k_proj, v_proj, o_proj, w1, w3, w2, gate\\)"
   "model={${lora_small},\"n_experts\":4,\"lora\":{\"r\":4,\"target_modules\":[\"gate_proj\"]}}")

@@ -27,6 +27,15 @@ layouts, with parallel_checks.py's helpers:
   - qwen2_moe_merge: adapters on a Qwen2-MoE llama (dense layer, experts, shared expert): the
     merged export gives the LoRA run's held-out loss.
 
+  - dropout: adapter dropout 0.1 (its masks a hash of the micro-batch's seed, the block and the
+    input, backend.h dropout_dt): tensor parallelism 2 without and with sequence parallelism (a
+    row-parallel input's mask at its columns' offset), 2 pipeline stages under 1F1B and under
+    zero-bubble's split backward, and recompute full and selective, each within 1e-5 of one rank
+    over 8 steps; 4 + resume + 4 equals 8 straight bit for bit; the poison and deferred test
+    backends equal the cpu's bit for bit; and without dropout the losses differ (the masks act).
+  - gpt_dropout (the gpt quick start's config): the same on gpt's Conv1D linears at tp 2 with
+    sequence parallelism and at pp 2 under zero-bubble.
+
 Usage: lora_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but frozen).
 """
@@ -115,6 +124,57 @@ def check_gpt_layouts(args, work):
                steps=1, check=False)
     assert p.returncode != 0 and "a token's scale spans the whole input row of c_proj" in p.stderr, p.stderr[-1500:]
     print("gpt QAT activations at tp 2 refused for the row-parallel c_proj, naming it")
+
+
+def check_dropout(args, work):
+    require_mpirun(args)
+    # Every run splits the step into the same 4 micro-batches of 3: each has its own masks.
+    dropout = ['model.lora={"r": 4, "alpha": 8, "target_modules": "all-linear", "dropout": 0.1}',
+               "lr_schedule.decay_steps=8", "train.checkpoint.every=4", "data.micro_batch=3"]
+    pc.run(args, 1, "ddp", work, "drop-single", dropout, steps=8)
+    reference = pc.losses(work, "drop-single")
+    pc.run(args, 1, "ddp", work, "no-drop", LORA + ["data.micro_batch=3"], steps=8)
+    undropped = pc.losses(work, "no-drop")
+    apart = max(abs(reference[s] - undropped[s]) / undropped[s] for s in range(2, 9))
+    print(f"without dropout the losses differ by up to {apart:.1e} (relative)")
+    assert apart > 1e-4, f"dropout barely changed the losses ({apart:.1e})"
+    pipeline = ["parallel.pp=2"]
+    layouts = [("tp2", 2, ["parallel.tp=2"]),
+               ("tp2-sp", 2, ["parallel.tp=2", "parallel.sequence_parallel=true"]),
+               ("pp2-1f1b", 2, pipeline + ['parallel.schedule={"plugin": "1f1b"}']),
+               ("pp2-zero-bubble", 2, pipeline + ['parallel.schedule={"plugin": "zero-bubble"}']),
+               ("recompute-full", 1, ['model.recompute="full"']),
+               ("recompute-selective", 1, ['model.recompute="selective"'])]
+    for tag, ranks, extra in layouts:
+        pc.run(args, ranks, "ddp", work, f"drop-{tag}", dropout + extra, steps=8)
+        pc.compare_losses(reference, pc.losses(work, f"drop-{tag}"), f"LoRA dropout {tag}", 1e-5)
+    pc.run(args, 1, "ddp", work, "drop-split", dropout, steps=4)
+    pc.run(args, 1, "ddp", work, "drop-split", dropout, steps=8, resume="latest")
+    resumed = pc.losses(work, "drop-split")
+    assert all(reference[s] == resumed[s] for s in range(1, 9)), f"resumed losses differ: {reference} vs {resumed}"
+    print("LoRA dropout: 8 steps straight == 4 + resume + 4, bit for bit")
+    if args.plugins:
+        for backend in ("poison", "deferred"):
+            pc.run(args, 1, "ddp", work, f"drop-{backend}",
+                   dropout + [f'backend={{"plugin": "{backend}", "precision": "fp32"}}'], steps=4)
+            got = pc.losses(work, f"drop-{backend}")
+            assert all(got[s] == reference[s] for s in range(1, 5)), f"{backend}: {got} vs the cpu's {reference}"
+        print("LoRA dropout: the poison and deferred backends give the cpu backend's losses, bit for bit")
+
+
+def check_gpt_dropout(args, work):
+    """The gpt model's adapter dropout (every linear targeted): tp 2 with sequence parallelism
+    (attn.c_proj's and mlp.c_proj's inputs hashed at their columns' offset) and 2 pipeline stages
+    under zero-bubble's split backward, within 1e-5 of one rank."""
+    require_mpirun(args)
+    dropout = GPT_TINY + ['model.lora={"r": 4, "alpha": 8, "target_modules": "all-linear", "dropout": 0.1}',
+                          "lr_schedule.decay_steps=8", "data.micro_batch=3", "model.n_layer=4"]
+    pc.run(args, 1, "ddp", work, "gpt-drop-single", dropout, steps=8)
+    reference = pc.losses(work, "gpt-drop-single")
+    for tag, extra in (("tp2-sp", ["parallel.tp=2", "parallel.sequence_parallel=true"]),
+                       ("pp2-zero-bubble", ["parallel.pp=2", 'parallel.schedule={"plugin": "zero-bubble"}'])):
+        pc.run(args, 2, "ddp", work, f"gpt-drop-{tag}", dropout + extra, steps=8)
+        pc.compare_losses(reference, pc.losses(work, f"gpt-drop-{tag}"), f"gpt LoRA dropout {tag}", 1e-5)
 
 
 def check_qat_paths(args, work):
@@ -352,7 +412,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         {"layouts": check_layouts, "gpt_layouts": check_gpt_layouts, "moe_layouts": check_moe_layouts, "qat_paths": check_qat_paths,
          "qwen2_moe_merge": check_qwen2_moe_merge, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
-         "qlora_resume": check_qlora_resume, "device_true": check_device_true}[args.check](args, work)
+         "qlora_resume": check_qlora_resume, "device_true": check_device_true, "dropout": check_dropout,
+         "gpt_dropout": check_gpt_dropout}[args.check](args, work)
     print("PASS")
 
 

@@ -91,6 +91,23 @@ def compare_logits_and_loss(label, tensors, logits, loss, V, atol, rtol, loss_rt
     assert abs(keel_loss - float(loss)) <= loss_rtol * abs(float(loss)), f"{label}: loss differs"
 
 
+def compare_adapter_gradients(label, tensors, adapters, keel_name, tolerance, what="adapter gradients"):
+    """Each adapter's gradient (after the caller's backward; `adapters` PEFT's name -> parameter)
+    against the probe's under Keel's name, relative to the largest |gradient| of each (reshaped:
+    Keel may declare a factor with more dimensions, the same bytes)."""
+    import numpy as np
+    failures = []
+    for name, param in adapters.items():
+        theirs = param.grad.numpy()
+        ours = tensors["grad/" + keel_name(name)].reshape(theirs.shape)
+        scale = float(np.max(np.abs(theirs)))
+        relative = float(np.max(np.abs(ours - theirs))) / scale if scale > 0 else float(np.max(np.abs(ours)))
+        if relative > tolerance:
+            failures.append(f"{name} (relative {relative:.2e})")
+    print(f"{label}: {len(adapters)} {what} compared")
+    assert not failures, f"{label}: adapter gradients differ: {failures}"
+
+
 def compare_gradients(label, tensors, model, V, tolerance, shown=lambda name, relative: True):
     """Every parameter's gradient (after the caller's backward) against the probe's, relative to
     the largest |gradient| of each; prints the rows `shown` picks; returns how many were compared."""

@@ -21,7 +21,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import FINETUNE_PINS, compare_logits_and_loss, ensure_oracle, run, train_losses  # noqa: E402
+from hf_oracle import FINETUNE_PINS, compare_adapter_gradients, compare_logits_and_loss, ensure_oracle, run, train_losses  # noqa: E402
 
 STEPS = 10
 LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL = 1e-5, 1e-5, 1e-5
@@ -71,7 +71,7 @@ def peft_model(base_dir, lora, tensors):
     targets = lora.get("target_modules", ["c_attn"])
     all_linear = ["c_attn", "c_proj", "c_fc"]
     model = get_peft_model(base_model(base_dir),
-                           LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=0.0, fan_in_fan_out=True,
+                           LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0), fan_in_fan_out=True,
                                       target_modules=all_linear if targets == "all-linear" else targets,
                                       use_rslora=lora.get("use_rslora", False)))
     adapters = {name: param for name, param in model.named_parameters() if param.requires_grad}
@@ -118,16 +118,7 @@ def check(work, probe, base_dir, label, lora):
     logits, loss = loss_of(model, tokens[0], targets[0])
     compare_logits_and_loss(label, tensors, logits, loss, SIZES["vocab_size"], LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL)
     loss.backward()
-    failures = []
-    for name, param in adapters.items():
-        theirs = param.grad.numpy()
-        ours = tensors["grad/" + keel_name(name)].reshape(theirs.shape)
-        scale = float(np.max(np.abs(theirs)))
-        relative = float(np.max(np.abs(ours - theirs))) / scale if scale > 0 else float(np.max(np.abs(ours)))
-        if relative > GRAD_REL_TO_MAX:
-            failures.append(f"{name} (relative {relative:.2e})")
-    print(f"{label}: {len(adapters)} adapter gradients compared")
-    assert not failures, f"{label}: adapter gradients differ: {failures}"
+    compare_adapter_gradients(label, tensors, adapters, keel_name, GRAD_REL_TO_MAX)
 
     model, adapters = peft_model(base_dir, lora, tensors)
     with torch.no_grad():

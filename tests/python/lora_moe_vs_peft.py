@@ -17,7 +17,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import FINETUNE_PINS, compare_logits_and_loss, ensure_oracle, load_keel_weights, run, train_losses  # noqa: E402
+from hf_oracle import (FINETUNE_PINS, compare_adapter_gradients, compare_logits_and_loss, ensure_oracle,  # noqa: E402
+                       load_keel_weights, run, train_losses)
 from lora_vs_peft import keel_name, loss_of  # noqa: E402
 from moe_vs_transformers import MIXTRAL, RUN, hf_model  # noqa: E402
 
@@ -63,15 +64,7 @@ def check(work, probe, label, lora):
     logits, loss = loss_of(model, tensors["tokens"][0], tensors["targets"][0])
     compare_logits_and_loss(label, tensors, logits, loss, V, 1e-5, 1e-5, 1e-5)
     loss.backward()
-    failures = []
-    for n, p in adapters.items():
-        theirs, ours = p.grad.numpy(), tensors["grad/" + keel_name(n)]
-        scale = float(np.max(np.abs(theirs)))
-        relative = float(np.max(np.abs(ours - theirs))) / scale if scale > 0 else float(np.max(np.abs(ours)))
-        if relative > 1e-4:
-            failures.append(f"{n} ({relative:.1e})")
-    print(f"{label}: {len(adapters)} adapter gradients compared (experts' included)")
-    assert not failures, f"{label}: adapter gradients differ: {failures}"
+    compare_adapter_gradients(label, tensors, adapters, keel_name, 1e-4, "adapter gradients (experts' included)")
 
     model, adapters = peft_model()
     optimizer = torch.optim.AdamW(list(adapters.values()), lr=RUN["optimizer"]["lr"],

@@ -23,7 +23,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import (FINETUNE_PINS, compare_logits_and_loss, ensure_oracle, load_keel_weights, run,  # noqa: E402
+from hf_oracle import (FINETUNE_PINS, compare_adapter_gradients, compare_logits_and_loss, ensure_oracle, load_keel_weights, run,  # noqa: E402
                        train_losses)
 from llama_vs_transformers import MODEL, hf_model  # noqa: E402  the llama oracle's model, its sizes
 STEPS = 10
@@ -53,7 +53,7 @@ def peft_model(tied, lora, tensors):
     base = hf_model(tied)
     load_keel_weights(base, {k: v for k, v in tensors.items() if ".lora_" not in k}, MODEL["vocab_size"])
     targets = lora.get("target_modules", ["q_proj", "v_proj"])
-    model = get_peft_model(base, LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=0.0,
+    model = get_peft_model(base, LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
                                             target_modules=ALL_LINEAR if targets == "all-linear" else targets,
                                             use_rslora=lora.get("use_rslora", False)))
     adapters = {name: param for name, param in model.named_parameters() if param.requires_grad}
@@ -102,17 +102,7 @@ def check(work, probe, label, tied, lora):
     logits, loss = loss_of(model, tokens[0], targets[0])
     compare_logits_and_loss(label, tensors, logits, loss, MODEL["vocab_size"], LOGITS_ATOL, LOGITS_RTOL, LOSS_RTOL)
     loss.backward()
-    failures = []
-    for name, param in adapters.items():
-        theirs = param.grad.numpy()
-        ours = tensors["grad/" + keel_name(name)]
-        scale = float(np.max(np.abs(theirs)))
-        error = float(np.max(np.abs(ours - theirs)))
-        relative = error / scale if scale > 0 else error
-        if relative > GRAD_REL_TO_MAX:
-            failures.append(f"{name} (relative {relative:.2e})")
-    print(f"{label}: {len(adapters)} adapter gradients compared")
-    assert not failures, f"{label}: adapter gradients differ: {failures}"
+    compare_adapter_gradients(label, tensors, adapters, keel_name, GRAD_REL_TO_MAX)
 
     # AdamW on the adapters alone, from the same start. The last batch's loss under the initial
     # adapters (the base's, B being zero) shows the steps moved the model far more than the bound.

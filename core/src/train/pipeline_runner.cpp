@@ -1,6 +1,8 @@
 // Runs a schedule's action list through the model, the strategy and the pipeline group.
 #include "train/pipeline_runner.h"
 
+#include <keel_support/common/dropout_mask.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -206,6 +208,7 @@ void PipelineRunner::forward_chunk(const keel_schedule_action& action, int32_t n
   args.tokens = device.tokens;
   args.targets = with_targets ? device.targets : nullptr;
   args.positions = device.packed ? device.positions : nullptr;
+  args.dropout_seed = with_targets ? dropout_seed_of(action.microbatch) : 0;
   args.chunk = action.chunk;
   float* input = action.chunk > 0 ? take(incoming_activations_, key, "input activation") : nullptr;
   args.input = input;
@@ -268,7 +271,13 @@ void PipelineRunner::backward_chunk(const keel_schedule_action& action, int32_t 
   if (input_grad) outgoing_gradients_[{action.microbatch, action.chunk - 1}] = input_grad;
 }
 
-double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTimes& times, std::vector<float> weights) {
+uint64_t PipelineRunner::dropout_seed_of(int32_t microbatch) const {
+  if (!dropout_seed_) return 0;
+  return keel_support::splitmix64(dropout_seed_ ^ uint64_t(uint32_t(microbatch))) | 1;  // never 0: "no dropout"
+}
+
+double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTimes& times, std::vector<float> weights,
+                             uint64_t dropout_seed) {
   const int32_t n = int32_t(micro_batches.size());
   if (n == 0) throw KeelError(KEEL_ERR_INVALID_ARGUMENT, "a training step needs at least one micro-batch");
   if (!weights.empty() && weights.size() != micro_batches.size())
@@ -286,6 +295,11 @@ double PipelineRunner::train(const std::vector<Batch>& micro_batches, PipelineTi
   }
   double loss = 0;
   clear_device_loss();
+  dropout_seed_ = dropout_seed;
+  struct ClearSeed {  // forward_only after this step draws no masks, whatever this step threw
+    uint64_t& seed;
+    ~ClearSeed() { seed = 0; }
+  } clear_seed{dropout_seed_};
   int32_t in_flight = 0;
   for (const keel_schedule_action& action : actions_for(n)) {
     const auto start = std::chrono::steady_clock::now();

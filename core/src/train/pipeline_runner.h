@@ -41,7 +41,10 @@ class PipelineRunner {
   // The schedule's forwards and backwards of the micro-batches, each backward scaled by 1/n, or
   // by weights[m] when given (one per micro-batch: some targets not learned). Returns Σ loss ×
   // that scale over the micro-batches whose last chunk ran on this rank (0 elsewhere).
-  double train(const std::vector<Batch>& micro_batches, PipelineTimes& times, std::vector<float> weights = {});
+  // `dropout_seed`: the step's (dropout_step_seed); each micro-batch's forward gets its own from it
+  // (model.h keel_forward_args.dropout_seed); 0: no dropout.
+  double train(const std::vector<Batch>& micro_batches, PipelineTimes& times, std::vector<float> weights = {},
+               uint64_t dropout_seed = 0);
   // One forward through every chunk in model order (evaluation, inference). Returns the loss on
   // the rank holding the last chunk (0 elsewhere, or without targets); *logits is that rank's
   // (B,T,Vp) in backend memory, valid until the model's next call, and NULL on other ranks.
@@ -74,6 +77,7 @@ class PipelineRunner {
   float* io_buffer();
   void give_back(float* buffer);
   int64_t io_numel() const { return io_numel_; }
+  uint64_t dropout_seed_of(int32_t microbatch) const;
   void set_shape(int32_t batch, int32_t seq_len);
   void clear_device_loss();
   double read_device_loss(double host_loss) const;
@@ -87,6 +91,7 @@ class PipelineRunner {
   std::map<int32_t, std::vector<keel_schedule_action>> lists_;  // by micro-batch count
   std::vector<DeviceBatch> device_batches_;  // one per micro-batch of a step
   std::vector<float> weights_;               // the step's per-micro-batch scales; empty: 1/n each
+  uint64_t dropout_seed_ = 0;                // the step's dropout seed; 0 outside train()
   float weight_of(int32_t microbatch, int32_t n) const {
     return weights_.empty() ? 1.0f / float(n) : weights_.at(size_t(microbatch));
   }

@@ -3,6 +3,8 @@
 // the clip factor, the scheduled learning rate and the strategy's step.
 #include "train/trainer.h"
 
+#include <keel_support/common/dropout_mask.hpp>
+
 #include <keel_support/common/piece_box.hpp>
 
 #include <algorithm>
@@ -157,7 +159,8 @@ double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, boo
   StepResult result;
   PipelineTimes times;
   // The loss lives on the stage holding the last chunk; the pipeline's sum hands it to every stage.
-  result.loss = sum_in_rank_order(mesh().pipeline, pipeline_->train(micro_batches, times, learned_weights(micro_batches)));
+  result.loss = sum_in_rank_order(mesh().pipeline, pipeline_->train(micro_batches, times, learned_weights(micro_batches),
+                                                                     dropout_step_seed()));
   result.forward_seconds = times.forward_seconds;
   result.backward_seconds = times.backward_seconds;
   result.pipeline_wait_seconds = times.receive_seconds;
@@ -365,12 +368,19 @@ double Trainer::evaluate() {
   return sum_in_rank_order(mesh().pipeline, total) / batches;
 }
 
+uint64_t Trainer::dropout_step_seed() const {
+  using keel_support::splitmix64;
+  const uint64_t step = uint64_t(independent_replicas_ ? replica_step_ : step_);
+  const uint64_t run = splitmix64(uint64_t(config_.train.seed) ^ 0x6B65656C64726F70ull);  // "keeldrop"
+  return splitmix64(splitmix64(run ^ step) ^ uint64_t(mesh().position().dp));
+}
+
 double Trainer::forward_backward(const Batch& batch) {
   pending_step_.reset();  // these gradients (loss scale 1, no reduction over dp) are not for a step
   pending_sq_norm_.reset();
   check_plugin(plugins_.strategy->zero_grads(plugins_.strategy_obj), "strategy zero_grads");
   PipelineTimes times;
-  return sum_in_rank_order(mesh().pipeline, pipeline_->train({batch}, times));
+  return sum_in_rank_order(mesh().pipeline, pipeline_->train({batch}, times, {}, dropout_step_seed()));
 }
 
 std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len) {

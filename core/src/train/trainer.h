@@ -101,6 +101,9 @@ class Trainer final {
   void resume_at(const SavedPosition& position);
   // Whether the strategy's replicas step on their own between syncs (strategy.h 0.14).
   bool independent_replicas() const { return independent_replicas_; }
+  // The seed of this step's dropout masks (model.h keel_forward_args.dropout_seed), from the run's
+  // seed, the step and the data-parallel replica: a resumed run draws the masks it would have.
+  uint64_t dropout_step_seed() const;
   // The strategy's ranges and own arrays, and its memory figures.
   StrategyState& strategy_state() { return strategy_state_; }
   const StrategyState& strategy_state() const { return strategy_state_; }

@@ -473,7 +473,8 @@ KEEL_ASSERT_OFFSET(keel_backend_api, rope_at_backward_dt, 696);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, nf4_dequantize_dt, 704);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, fake_quantize_dt, 712);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, fake_quantize_tokens_dt, 720);  /* 0.19 */
-KEEL_ASSERT_SIZE(keel_backend_api, 728);
+KEEL_ASSERT_OFFSET(keel_backend_api, dropout_dt, 728);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_backend_api, 736);
 KEEL_ASSERT_SIZE_FIRST(keel_attention_args);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_attention_args, dt, 8);
 KEEL_ASSERT_OFFSET(keel_attention_args, B, 16);
@@ -531,6 +532,7 @@ KEEL_ASSERT_OFFSET(keel_optimizer_step_args, backend_obj, 80);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_forward_args, loss_sum, 88);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_forward_args, loss_weight, 96);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_forward_args, positions, 104);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_forward_args, dropout_seed, 112);  /* 0.19 */
 
 int main(void) {
   /* The checks above ran in the compiler; this line reports the version they cover. */

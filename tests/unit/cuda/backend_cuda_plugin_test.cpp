@@ -109,6 +109,7 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_SLOT(nf4_dequantize_dt);
   EXPECT_SLOT(fake_quantize_dt);
   EXPECT_SLOT(fake_quantize_tokens_dt);
+  EXPECT_SLOT(dropout_dt);
 #undef EXPECT_SLOT
 }
 

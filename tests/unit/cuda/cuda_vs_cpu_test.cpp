@@ -1147,6 +1147,16 @@ void test_nf4(Cpu& cpu, Gpu& gpu, Elem e) {
     CALL(gpu.api->fake_quantize_tokens_dt(gpu.h, dtype(e), d_x, d_x, rows, cols, 8));
     compare(tag("fake_quantize_tokens", e), gpu.get(d_x, x.size(), e), fq, for_elem(e));
   }
+  // LoRA's adapter dropout: the same hashed mask element for element, a piece at a column offset.
+  {
+    const int64_t rows = 33, cols = 130;
+    auto x = random_values(rows * cols, e, -1.0f, 1.0f);
+    std::vector<float> dropped(x.size());
+    CALL(cpu.api->dropout_dt(cpu.h, dtype(Elem::f32), dropped.data(), x.data(), rows, cols, 64, 0xC0FFEEull, 0.25f));
+    void* d_x = gpu.put(x, e);
+    CALL(gpu.api->dropout_dt(gpu.h, dtype(e), d_x, d_x, rows, cols, 64, 0xC0FFEEull, 0.25f));
+    compare(tag("dropout", e), gpu.get(d_x, x.size(), e), dropped, for_elem(e));
+  }
 }
 
 int main(int argc, char** argv) {

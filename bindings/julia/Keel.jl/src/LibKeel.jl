@@ -304,6 +304,7 @@ struct keel_backend_api
     nf4_dequantize_dt::Ptr{Cvoid}
     fake_quantize_dt::Ptr{Cvoid}
     fake_quantize_tokens_dt::Ptr{Cvoid}
+    dropout_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)
@@ -406,6 +407,7 @@ struct keel_forward_args
     loss_sum::Ptr{Cfloat}
     loss_weight::Cfloat
     positions::Ptr{Int32}
+    dropout_seed::UInt64
 end
 
 struct keel_backward_args

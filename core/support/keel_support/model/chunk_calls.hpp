@@ -22,6 +22,7 @@ struct ForwardCall {
   int32_t B = 0, T = 0;
   bool device_loss = false;      // the caller keeps the loss in backend memory (0.8 loss_sum)
   const int32_t* positions = nullptr;  // (B,T) a packed batch's positions (0.19); nullptr: one sequence per row
+  uint64_t dropout_seed = 0;           // the micro-batch's dropout masks' seed (0.19); 0: no dropout
 };
 
 // `seq_divisor`: T must be a multiple of it (the tp size under sequence parallelism, else 1).
@@ -57,6 +58,8 @@ inline ForwardCall read_forward_call(const keel_forward_args& args, const ChunkP
   c.device_loss = args.struct_size >= offsetof(keel_forward_args, loss_weight) + sizeof(float) &&
                   args.loss_sum != nullptr;
   if (args.struct_size >= offsetof(keel_forward_args, positions) + sizeof(args.positions)) c.positions = args.positions;
+  if (args.struct_size >= offsetof(keel_forward_args, dropout_seed) + sizeof(args.dropout_seed) && args.targets)
+    c.dropout_seed = args.dropout_seed;
   return c;
 }
 

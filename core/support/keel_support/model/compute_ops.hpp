@@ -325,6 +325,14 @@ class ComputeOps {
     check(be_.api->fake_quantize_tokens_dt(be_.obj, dt_, out.get(), inp.get(), rows, cols, bits),
           "fake_quantize_tokens_dt");
   }
+  // out(rows, cols) = inp with the hashed dropout mask of `seed` at probability p (backend.h
+  // dropout_dt); `col_offset`: where a tensor-parallel piece's columns start in the whole row.
+  void dropout(Elems out, Elems inp, int64_t rows, int64_t cols, int64_t col_offset, uint64_t seed, float p) const {
+    if (!KEEL_HAS_SLOT(be_.api, dropout_dt))
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the backend does not implement dropout_dt (ABI 0.19), which "
+                                                "model.lora.dropout needs");
+    check(be_.api->dropout_dt(be_.obj, dt_, out.get(), inp.get(), rows, cols, col_offset, seed, p), "dropout_dt");
+  }
   // Packed rows (0.19, optional): attention over fused qkv rows (q: NH heads of C/NH, then NKV
   // key and NKV value heads) kept inside each document, positions (B,T) restarting per document,
   // the statistics in lse (B,NH,T); rope turning each row by its own position.

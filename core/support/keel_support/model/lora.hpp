@@ -10,7 +10,14 @@
 // Under tensor parallelism a column-parallel target (rows of W split) splits B's rows and keeps A
 // whole on every rank; a row-parallel one splits A's columns and keeps B whole. The whole factor's
 // gradient is a sum over the ranks' pieces, taken with TpRegions::sum_partial_grad.
-// Dropout on the adapters' input cannot be folded into one weight: refused (dropout 0 only).
+// PEFT's lora_dropout drops the adapters' input only, so a training forward with dropout cannot
+// use one weight: the layer computes x·Wᵀ with the base and adds drop(x)·Dᵀ, D = s·B·A, at each
+// input that targets read (add_dropped), and its backward adds drop(dy·D) to dx and forms D's
+// gradient from drop(x) (dropped_backward), which fold turns into the factors' as before. The
+// mask is backend.h dropout_dt's hash of the micro-batch's seed (model.h dropout_seed), the block
+// and the input: recomputation and a split backward draw it again. One mask per input: the
+// targets that read one input (q, k and v; gate and up) share it (PEFT draws one per module).
+// Evaluation and generation (seed 0) use the merged weight.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "keel_support/common/dropout_mask.hpp"
 #include "keel_support/common/json_parse.hpp"
 #include "keel_support/common/json_section.hpp"
 #include "keel_support/model/carver.hpp"
@@ -60,10 +68,7 @@ inline LoraConfig parse_lora_config(JsonSection& model, const std::vector<std::s
     throw ConfigError(s.path_of("r") + ": the adapters' rank must be an integer from 1 to 4096, found " + r.dump());
   c.r = r.get<int32_t>();
   c.alpha = s.get_in_range<double>("alpha", c.alpha, 1e-6, 1e6);
-  c.dropout = s.get_in_range<double>("dropout", 0.0, 0.0, 1.0);
-  if (c.dropout != 0.0)
-    throw ConfigError(s.path_of("dropout") + ": Keel folds each adapter into its weight (W + s·B·A), which dropout "
-                                             "on the adapter's input alone would break; only 0 is supported");
+  c.dropout = s.get_in_range<double>("dropout", 0.0, 0.0, 0.95);
   c.use_rslora = s.get<bool>("use_rslora", false);
   if (s.has("quantize_base")) {
     const nlohmann::json& q = s.raw("quantize_base");
@@ -103,7 +108,7 @@ inline LoraConfig parse_lora_config(JsonSection& model, const std::vector<std::s
 // The model section completed from a PEFT adapter_config.json (model.init_from naming an adapter
 // folder; a model's complete_config for the format "peft"): model.lora takes r, lora_alpha,
 // target_modules and use_rslora where it leaves them out, and must agree where it gives them.
-// The adapter's lora_dropout is not taken (Keel trains with 0; the weights are the same). Throws
+// The adapter's lora_dropout is not taken (a training choice, not the weights'). Throws
 // ConfigError naming the key and both values.
 // `fan_in_fan_out`: the model's linears are Conv1D (GPT-2), whose adapters PEFT marks so.
 inline std::string complete_lora_from_peft(const char* adapter_json, const char* config_json, const char* json_path,
@@ -207,6 +212,12 @@ inline std::string peft_adapter_config(const LoraConfig& c, bool fan_in_fan_out)
   return j.dump(2) + "\n";
 }
 
+// The inputs of a transformer block that adapters read, each with its own dropout mask: the
+// attention's input (q, k, v), its output (the output projection's input), the MLP's input and
+// its hidden activation (the down projection's input). A reference draws a block's mask with
+// dropout_site_seed(seed, block, input).
+enum LoraInput : int32_t { kAttentionInput = 0, kAttentionOutput = 1, kMlpInput = 2, kMlpHidden = 3 };
+
 // One target in a layer's specs: the frozen weight's index and its factors', with the weight's
 // local shape and which factor is whole on every tensor-parallel rank.
 struct LoraTarget {
@@ -220,8 +231,9 @@ struct LoraTarget {
 class LoraLayer {
  public:
   LoraLayer() = default;
-  LoraLayer(const ComputeOps& ops, const TpRegions* tp, int32_t r, float scaling, std::vector<LoraTarget> targets)
-      : ops_(ops), tp_(tp), r_(r), scaling_(scaling), targets_(std::move(targets)) {
+  LoraLayer(const ComputeOps& ops, const TpRegions* tp, int32_t r, float scaling, std::vector<LoraTarget> targets,
+            float dropout = 0.0f)
+      : ops_(ops), tp_(tp), r_(r), scaling_(scaling), dropout_(dropout), targets_(std::move(targets)) {
     memory_ = ops_.backend().alloc_bytes(carve(nullptr));
     carve(static_cast<char*>(memory_.get()));
     // I (r, r): one matmul with it turns B (out, r) into Bᵀ (r, out), exactly.
@@ -243,11 +255,14 @@ class LoraLayer {
   // Each target's W + s·B·A from the lease into scratch, and its dW scratch zeroed; call once per
   // layer use, before any weight is read. `base(index)`: the W to add to, the lease's own unless
   // the model computes with another (QAT's fake-quantized copy: torchtune's QAT with LoRA).
-  void merge(const LayerLease& lease) {
-    merge(lease, [&](size_t index) { return lease.param_elems(index); });
+  // `dropout_seed`: the micro-batch's (model.h); with dropout configured and a seed, the scratch
+  // holds s·B·A alone and the model adds it at each input (dropping()).
+  void merge(const LayerLease& lease, uint64_t dropout_seed = 0) {
+    merge(lease, [&](size_t index) { return lease.param_elems(index); }, dropout_seed);
   }
   template <typename Base>
-  void merge(const LayerLease& lease, const Base& base) {
+  void merge(const LayerLease& lease, const Base& base, uint64_t dropout_seed = 0) {
+    dropping_ = dropout_ > 0.0f && dropout_seed != 0;
     for (size_t t = 0; t < targets_.size(); ++t) {
       const LoraTarget& g = targets_[t];
       ops_.matmul_forward(bt_, identity_, lease.param_elems(g.b), Elems(), r_, r_, g.out);  // Bᵀ (r, out)
@@ -258,24 +273,80 @@ class LoraLayer {
                            g.in, g.out);
       ops_.backend().scale(dweight_[t], scaling_, g.out * g.in);
       from_fp32(effective_[t], dweight_[t], g.out * g.in);
-      ops_.add(effective_[t], effective_[t], base(g.weight), g.out * g.in);
+      if (!dropping_) ops_.add(effective_[t], effective_[t], base(g.weight), g.out * g.in);
       ops_.backend().fill_zero(dweight_[t], g.out * g.in);
     }
   }
 
-  // The weight the layer computes with: the merged one for a target, else the lease's own.
+  // This layer use drops the adapters' input: the model computes with the base and calls
+  // add_dropped and dropped_backward at each input its targets read.
+  bool dropping() const { return dropping_; }
+  // Whether `index` computes with the merged weight (a target, not dropping).
+  bool merges(size_t index) const { return !dropping_ && targets(index); }
+
+  // The weight the layer computes with: the merged one for a target (not dropping), else the lease's.
   Elems weight(const LayerLease& lease, size_t index) const {
-    for (size_t t = 0; t < targets_.size(); ++t)
-      if (targets_[t].weight == index) return effective_[t];
+    if (!dropping_)
+      for (size_t t = 0; t < targets_.size(); ++t)
+        if (targets_[t].weight == index) return effective_[t];
     return lease.param_elems(index);
   }
-  // Where the weight's gradient goes: a target's dW scratch; else the lease's buffer (NULL for a
-  // frozen tensor, and when `grads` is NULL: no weight gradients in this pass).
+  // Where the weight's gradient goes: a target's dW scratch (not dropping: dropped_backward fills
+  // it then); else the lease's buffer (NULL for a frozen tensor, and when `grads` is NULL: no
+  // weight gradients in this pass).
   float* grad(const LayerLease* grads, size_t index) const {
     if (!grads) return nullptr;
-    for (size_t t = 0; t < targets_.size(); ++t)
-      if (targets_[t].weight == index) return dweight_[t];
+    if (!dropping_)
+      for (size_t t = 0; t < targets_.size(); ++t)
+        if (targets_[t].weight == index) return dweight_[t];
     return grads->grad(index);
+  }
+
+  // One input of a block under dropout: `parts` are the projections that read it, in the order
+  // their outputs sit side by side in y (a stacked projection's; one for an unstacked linear),
+  // each its weight's index and output rows; `seed` the input's mask (dropout_site_seed) and
+  // `col_offset` where this rank's columns of x start in the whole row (a row-parallel input).
+  struct Part {
+    size_t index;
+    int64_t rows;
+  };
+  // y(N, Σrows) += drop(x)·Dᵀ, D the parts' s·B·A stacked (zero rows for a part without adapters).
+  void add_dropped(Elems y, Elems x, int64_t N, int64_t in, const std::vector<Part>& parts, uint64_t seed,
+                   int64_t col_offset) {
+    if (!dropping_) return;
+    const int64_t out = stack_delta(parts, in);
+    if (out == 0) return;
+    ensure_rows(N, in, out);
+    ops_.dropout(dropped_, x, N, in, col_offset, seed, dropout_);
+    ops_.matmul_forward(product_, dropped_, delta_, Elems(), N, in, out);
+    ops_.add(y, y, product_, N * out);
+  }
+  // Its backward: dx(N, in) += drop(dy·D) when dx is given; each target's dD += dyᵀ·drop(x) when
+  // `weight_grads` (fold then turns them into the factors' gradients).
+  void dropped_backward(Elems dx, bool weight_grads, Elems dy, Elems x, int64_t N, int64_t in,
+                        const std::vector<Part>& parts, uint64_t seed, int64_t col_offset) {
+    if (!dropping_ || (!dx && !weight_grads)) return;
+    const int64_t out = stack_delta(parts, in);
+    if (out == 0) return;
+    ensure_rows(N, in, out);
+    if (weight_grads) {  // dD reads the dropped input; dx alone does not
+      ops_.dropout(dropped_, x, N, in, col_offset, seed, dropout_);
+      ops_.backend().fill_zero(ddelta_, out * in);
+    }
+    if (dx) ops_.fill_zero(product_, N * in);
+    ops_.matmul_backward(dx ? product_ : Elems(), weight_grads ? ddelta_ : nullptr, nullptr, dy,
+                         weight_grads ? dropped_ : x, delta_, N, in, out);
+    if (dx) {
+      ops_.dropout(product_, product_, N, in, col_offset, seed, dropout_);
+      ops_.add(dx, dx, product_, N * in);
+    }
+    if (!weight_grads) return;
+    int64_t row = 0;
+    for (const Part& part : parts) {
+      if (const LoraTarget* g = find(part.index))
+        ops_.backend().accumulate(dweight_[size_t(g - targets_.data())], ddelta_ + row * in, part.rows * in);
+      row += part.rows;
+    }
   }
 
   // After the layer's weight gradients were formed: each target's dW into its factors' gradients
@@ -328,10 +399,70 @@ class LoraLayer {
     return take.used();
   }
 
+  const LoraTarget* find(size_t index) const {
+    for (const LoraTarget& g : targets_)
+      if (g.weight == index) return &g;
+    return nullptr;
+  }
+  // The parts' D stacked into delta_ (Σrows, in); returns Σrows, 0 when no part has adapters.
+  int64_t stack_delta(const std::vector<Part>& parts, int64_t in) {
+    int64_t out = 0;
+    bool any = false;
+    for (const Part& part : parts) out += part.rows, any = any || find(part.index);
+    if (!any) return 0;
+    ensure_stack(out * in);
+    int64_t row = 0;
+    for (const Part& part : parts) {
+      const LoraTarget* g = find(part.index);
+      if (g && (g->out != part.rows || g->in != in))
+        throw StatusError(KEEL_ERR_INTERNAL, "LoraLayer: a dropped input's part has the shape (" +
+                                                 std::to_string(part.rows) + ", " + std::to_string(in) +
+                                                 "), its adapters' weight (" + std::to_string(g->out) + ", " +
+                                                 std::to_string(g->in) + ")");
+      if (g) ops_.copy(delta_ + row * in, effective_[size_t(g - targets_.data())], part.rows * in);
+      else ops_.fill_zero(delta_ + row * in, part.rows * in);
+      row += part.rows;
+    }
+    return out;
+  }
+  // The stacked delta and its gradient, grown to `elems`.
+  void ensure_stack(int64_t elems) {
+    if (elems <= stack_elems_) return;
+    auto carve_stack = [&](char* base) {
+      Carver take(base);  // each piece aligned, whatever the compute type's width
+      delta_ = ops_.at(take.take<char>(int64_t(ops_.bytes(elems))));
+      ddelta_ = take.take<float>(elems);
+      return take.used();
+    };
+    stack_ = ops_.backend().alloc_bytes(carve_stack(nullptr));
+    carve_stack(static_cast<char*>(stack_.get()));
+    stack_elems_ = elems;
+  }
+  // The dropped input and a product, grown to N rows of the widest side.
+  void ensure_rows(int64_t N, int64_t in, int64_t out) {
+    const int64_t elems = N * std::max(in, out);
+    if (elems <= row_elems_) return;
+    auto carve_rows = [&](char* base) {
+      Carver take(base);
+      dropped_ = ops_.at(take.take<char>(int64_t(ops_.bytes(elems))));
+      product_ = ops_.at(take.take<char>(int64_t(ops_.bytes(elems))));
+      return take.used();
+    };
+    rows_ = ops_.backend().alloc_bytes(carve_rows(nullptr));
+    carve_rows(static_cast<char*>(rows_.get()));
+    row_elems_ = elems;
+  }
+
   ComputeOps ops_;
   const TpRegions* tp_ = nullptr;
   int32_t r_ = 0;
   float scaling_ = 1.0f;
+  float dropout_ = 0.0f;   // PEFT's lora_dropout
+  bool dropping_ = false;  // this layer use: merge's scratch holds s·B·A alone
+  BackendBuffer stack_, rows_;
+  int64_t stack_elems_ = 0, row_elems_ = 0;
+  Elems delta_, dropped_, product_;  // stacked D (Σrows, in); drop(x) and a product (N, widest)
+  float* ddelta_ = nullptr;          // stacked D's gradient (Σrows, in) fp32
   std::vector<LoraTarget> targets_;
   BackendBuffer memory_;
   std::vector<Elems> effective_;  // per target: W + s·B·A (out, in) at the compute type
