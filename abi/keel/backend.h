@@ -438,6 +438,16 @@ typedef struct keel_backend_api {
      columns in the whole row. 0 <= p < 1, rows and col_offset + cols below 2^32; out may be inp. */
   keel_status (*dropout_dt)(void* backend, keel_dtype dt, void* out, const void* inp, int64_t rows, int64_t cols,
                             int64_t col_offset, uint64_t seed, float p);
+  /* --- appended in 0.19: context parallelism's merge of partial attentions. Optional. --- */
+  /* Two attentions of the same queries over disjoint blocks of keys (attention_block_forward's
+     out and lse) become one: per query and head, with lse' = max + log(exp(lse - max) +
+     exp(lse_b - max)), max = max(lse, lse_b), out' = out · exp(lse - lse') + out_b · exp(lse_b -
+     lse') in fp32, written into out and lse. A side whose lse is -inf (no key seen) adds nothing;
+     both -inf leave out 0 and lse -inf. out (B,T) rows of out_stride elements and out_b (B,T) rows
+     of out_b_stride, NH·hs channels each, at dt; lse and lse_b (B,NH,T) fp32. */
+  keel_status (*attention_merge_dt)(void* backend, keel_dtype dt, void* out, int64_t out_stride, float* lse,
+                                    const void* out_b, int64_t out_b_stride, const float* lse_b, int64_t B, int64_t T,
+                                    int64_t NH, int64_t hs);
 } keel_backend_api;
 
 /* moe_route's flags (0.19). */

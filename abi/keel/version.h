@@ -63,7 +63,8 @@
         and statistics (keel_attention_args, attention_block_*) and rope_at_*; QLoRA's base:
         params.h KEEL_PARAM_NF4, backend.h nf4_dequantize_dt; quantization-aware training's
         backend.h fake_quantize_dt and fake_quantize_tokens_dt; LoRA's adapter dropout: backend.h
-        dropout_dt and model.h keel_forward_args.dropout_seed. 0.19 is the open
+        dropout_dt and model.h keel_forward_args.dropout_seed; context parallelism's backend.h
+        attention_merge_dt. 0.19 is the open
         minor (no release tag yet): this wave's appends share it. */
 #ifndef KEEL_VERSION_H
 #define KEEL_VERSION_H

@@ -188,4 +188,23 @@ void attention_block_backward(const AttentionBlock& a, const float* out, const f
   }
 }
 
+void attention_merge(float* out, int64_t out_stride, float* lse, const float* out_b, int64_t out_b_stride,
+                     const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs) {
+#pragma omp parallel for collapse(2) if (B * T * NH * hs > (1 << 16))
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        float& l = lse[(b * NH + h) * T + t];
+        const float lb = lse_b[(b * NH + h) * T + t];
+        if (lb == kNoKey) continue;  // the other block adds nothing
+        float* o = out + (b * T + t) * out_stride + h * hs;
+        const float* ob = out_b + (b * T + t) * out_b_stride + h * hs;
+        const float high = std::max(l, lb);
+        const float merged = high + std::log(std::exp(l - high) + std::exp(lb - high));
+        const float keep = l == kNoKey ? 0.0f : std::exp(l - merged), take = std::exp(lb - merged);
+        for (int64_t d = 0; d < hs; ++d) o[d] = o[d] * keep + ob[d] * take;
+        l = merged;
+      }
+}
+
 }  // namespace keel::cpu

@@ -31,4 +31,9 @@ void attention_block_forward(const AttentionBlock& a, float* out, int64_t out_st
 void attention_block_backward(const AttentionBlock& a, const float* out, const float* dout, int64_t out_stride,
                               const float* lse, float* dq, float* dkv);
 
+// Two attentions of the same queries over disjoint key blocks merged by their statistics
+// (backend.h attention_merge_dt): out and lse (B,NH,T) become the attention over both blocks.
+void attention_merge(float* out, int64_t out_stride, float* lse, const float* out_b, int64_t out_b_stride,
+                     const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs);
+
 }  // namespace keel::cpu

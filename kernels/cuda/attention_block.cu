@@ -296,4 +296,38 @@ void attention_block_backward(Elem e, const AttentionBlockShape& s, void* dq, vo
                     rowdot, stream);
 }
 
+namespace {
+
+template <typename E>
+__global__ void merge_kernel(E* out, int64_t out_stride, float* lse, const E* out_b, int64_t out_b_stride,
+                             const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, h, t) in lse's order
+  if (i >= B * NH * T) return;
+  const int64_t t = i % T, h = (i / T) % NH, b = i / (T * NH);
+  const float l = lse[i], lb = lse_b[i];
+  if (lb == -INFINITY) return;  // the other block adds nothing
+  const float high = fmaxf(l, lb);
+  const float merged = high + logf(expf(l - high) + expf(lb - high));
+  const float keep = l == -INFINITY ? 0.0f : expf(l - merged), take = expf(lb - merged);
+  E* o = out + (b * T + t) * out_stride + h * hs;
+  const E* ob = out_b + (b * T + t) * out_b_stride + h * hs;
+  for (int64_t d = 0; d < hs; ++d) store(o + d, load(o + d) * keep + load(ob + d) * take);
+  lse[i] = merged;
+}
+
+}  // namespace
+
+void attention_merge(Elem e, void* out, int64_t out_stride, float* lse, const void* out_b, int64_t out_b_stride,
+                     const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs, cudaStream_t stream) {
+  const int64_t n = B * NH * T;
+  if (n <= 0) return;
+  const unsigned threads = 256, blocks = unsigned((n + threads - 1) / threads);
+  if (e == Elem::bf16)
+    merge_kernel<<<blocks, threads, 0, stream>>>(static_cast<bf16*>(out), out_stride, lse,
+                                                 static_cast<const bf16*>(out_b), out_b_stride, lse_b, B, T, NH, hs);
+  else
+    merge_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(out), out_stride, lse,
+                                                 static_cast<const float*>(out_b), out_b_stride, lse_b, B, T, NH, hs);
+}
+
 }  // namespace keel::cuda

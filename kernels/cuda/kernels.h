@@ -66,6 +66,11 @@ void attention_block_backward(Elem e, const AttentionBlockShape& s, void* dq, vo
                               const void* out, const float* lse, const void* q, const void* kv, float* rowdot,
                               cudaStream_t stream);
 
+// Two attentions of the same queries over disjoint key blocks merged by their statistics into out
+// and lse (keel/backend.h attention_merge_dt); a thread per (row, head).
+void attention_merge(Elem e, void* out, int64_t out_stride, float* lse, const void* out_b, int64_t out_b_stride,
+                     const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs, cudaStream_t stream);
+
 // --- nf4.cu --- out(n) at e = NF4 weights dequantized (keel/backend.h nf4_dequantize_dt's layout;
 // the table comes from keel_support/common/nf4.hpp through the plugin).
 struct Nf4Table {

@@ -1,5 +1,5 @@
-// The cpu backend's 0.19 attention over blocks (keel_attention_args) and rope at given
-// positions: kernels/cpu/attention_block.h and rope.h run through the bf16 widening of
+// The cpu backend's 0.19 attention over blocks (keel_attention_args), the merge of two blocks'
+// results by their statistics (context parallelism), and rope at given positions: kernels/cpu/attention_block.h and rope.h run through the bf16 widening of
 // backend_cpu_dt.hpp. A fused qkv row and its gradient hold q and kv (dq and dkv) interleaved in
 // one buffer, so at bf16 interleaved operands are widened as one span and rounded back once.
 #include <algorithm>
@@ -96,6 +96,21 @@ keel_status attention_block_backward(void* backend, const keel_attention_args* a
   });
 }
 
+keel_status attention_merge_dt(void* backend, keel_dtype dt, void* out, int64_t out_stride, float* lse, const void* out_b,
+                              int64_t out_b_stride, const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs) {
+  return run(backend, [&] {
+    require_sizes({B, T, NH, hs}, "attention_merge_dt");
+    require(out_stride >= NH * hs && out_b_stride >= NH * hs,
+            "attention_merge_dt: a row stride is shorter than its NH·hs channels");
+    require(B * T * NH == 0 || (out && lse && out_b && lse_b), "attention_merge_dt: a pointer is NULL");
+    const bool bf = bf16_storage(dt, "attention_merge_dt");
+    const Fp32Output o(bf, out, span_of(B * T, out_stride, NH * hs), kAccumulate);
+    const Fp32Input ob(bf, out_b, span_of(B * T, out_b_stride, NH * hs));
+    cpu::attention_merge(o.get(), out_stride, lse, ob.get(), out_b_stride, lse_b, B, T, NH, hs);
+    o.store();
+  });
+}
+
 // Elements from x to the last turned one: the span a bf16 x is widened over.
 int64_t rope_at_span(const int32_t* positions, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
                      int64_t first, const char* op) {
@@ -128,6 +143,7 @@ keel_status rope_at_backward_dt(void* backend, keel_dtype dt, void* dx, const fl
 
 void fill_block_attention_slots(keel_backend_api& api) {
   KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_BLOCK_ATTENTION_SLOTS_0_19);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_ATTENTION_MERGE_SLOTS_0_19);
 }
 
 }  // namespace keel_backend_cpu

@@ -1,4 +1,5 @@
-// The cuda backend's 0.19 attention over blocks (keel_attention_args) and rope at given positions,
+// The cuda backend's 0.19 attention over blocks (keel_attention_args), their merge by statistics
+// (context parallelism) and rope at given positions,
 // over kernels/cuda/attention_block.cu and llama_ops.cu. The backward's rowdot scratch comes from
 // the caching allocator, as the whole-row attention's does.
 #include <keel_support/backend/attention_args.hpp>
@@ -26,6 +27,18 @@ keel_status attention_block_forward(void* backend, const keel_attention_args* ar
     count_flops(4.0 * s.B * s.NH * s.Tq * s.Tkv * s.hs / 2);  // about half the pairs are seen
     keel::cuda::attention_block_forward(e, s, args->out, args->lse, args->q, args->kv, b.stream);
     launched("attention_block_forward");
+  });
+}
+
+keel_status attention_merge_dt(void* backend, keel_dtype dt, void* out, int64_t out_stride, float* lse, const void* out_b,
+                              int64_t out_b_stride, const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "attention_merge");
+    require_sizes({B, T, NH, hs}, "attention_merge");
+    require(out_stride >= NH * hs && out_b_stride >= NH * hs,
+            "attention_merge: a row stride is shorter than its NH·hs channels");
+    keel::cuda::attention_merge(e, out, out_stride, lse, out_b, out_b_stride, lse_b, B, T, NH, hs, b.stream);
+    launched("attention_merge");
   });
 }
 
@@ -66,6 +79,7 @@ keel_status rope_at_backward_dt(void* backend, keel_dtype dt, void* dx, const fl
 
 void fill_block_attention_slots(keel_backend_api& api) {
   KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_BLOCK_ATTENTION_SLOTS_0_19);
+  KEEL_FILL_BACKEND_SLOTS(api, KEEL_BACKEND_ATTENTION_MERGE_SLOTS_0_19);
 }
 
 }  // namespace keel_cuda

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -1146,6 +1147,26 @@ void test_nf4(Cpu& cpu, Gpu& gpu, Elem e) {
     void* d_x = gpu.put(x, e);
     CALL(gpu.api->fake_quantize_tokens_dt(gpu.h, dtype(e), d_x, d_x, rows, cols, 8));
     compare(tag("fake_quantize_tokens", e), gpu.get(d_x, x.size(), e), fq, for_elem(e));
+  }
+  // Context parallelism's merge of two blocks' attention by their statistics, one side empty for
+  // some rows.
+  {
+    const int64_t B = 2, T = 7, NH = 3, hs = 16, C = NH * hs;
+    auto out = random_values(B * T * C, e, -1.0f, 1.0f), out_b = random_values(B * T * C, e, -1.0f, 1.0f);
+    std::vector<float> lse = random_values(B * NH * T, Elem::f32, -2.0f, 2.0f);
+    std::vector<float> lse_b = random_values(B * NH * T, Elem::f32, -2.0f, 2.0f);
+    lse_b[3] = -std::numeric_limits<float>::infinity();
+    std::vector<float> merged(out), merged_lse(lse);
+    CALL(cpu.api->attention_merge_dt(cpu.h, dtype(Elem::f32), merged.data(), C, merged_lse.data(), out_b.data(), C,
+                                     lse_b.data(), B, T, NH, hs));
+    void* d_out = gpu.put(out, e);
+    void* d_out_b = gpu.put(out_b, e);
+    void* d_lse = gpu.put(lse, Elem::f32);
+    void* d_lse_b = gpu.put(lse_b, Elem::f32);
+    CALL(gpu.api->attention_merge_dt(gpu.h, dtype(e), d_out, C, static_cast<float*>(d_lse), d_out_b, C,
+                                     static_cast<const float*>(d_lse_b), B, T, NH, hs));
+    compare(tag("attention_merge", e), gpu.get(d_out, out.size(), e), merged, for_elem(e));
+    compare(tag("attention_merge lse", e), gpu.get(d_lse, lse.size(), Elem::f32), merged_lse, for_elem(Elem::f32));
   }
   // LoRA's adapter dropout: the same hashed mask element for element, a piece at a column offset.
   {

@@ -1,8 +1,9 @@
 // The cpu backend's attention over blocks (backend.h keel_attention_args, 0.19) and rope at given
 // positions, through its table. Oracles: a naive double attention that masks each query to the
 // keys of its own document (out, lse and every gradient); the 0.9 grouped-query op on the same
-// fused rows when there are no documents; two key/value blocks merged by their statistics equal
-// one block holding both (what context parallelism does), forward and backward; rope at positions
+// fused rows when there are no documents; two key/value blocks merged by their statistics
+// (attention_merge_dt) equal one block holding both (what context parallelism does), forward and
+// backward, and a block that saw no key adds nothing to the merge; rope at positions
 // equal to rope_forward_dt per document. bf16 within one rounding of fp32 on the same inputs, with
 // q, kv, dq and dkv interleaved in one buffer. Bad arguments are refused naming the op.
 #include <cmath>
@@ -191,19 +192,15 @@ TEST_F(BackendCpuBlockAttention, BlocksMergedByStatisticsEqualOneBlock) {
     a.out = out_block[i].data(), a.out_stride = C, a.lse = lse_block[i].data();
     ASSERT_OK(api()->attention_block_forward(h(), &a));
   }
-  std::vector<float> out(half * C), lse(s.NH * half);
+  // attention_merge_dt folds the second block's result into the first's.
+  std::vector<float> out(out_block[0]), lse(lse_block[0]);
+  ASSERT_OK(api()->attention_merge_dt(h(), kFp32, out.data(), C, lse.data(), out_block[1].data(), C,
+                                      lse_block[1].data(), 1, half, s.NH, s.hs));
   std::vector<double> want_out(half * C), want_lse(s.NH * half);
   for (int64_t hd = 0; hd < s.NH; ++hd)
     for (int64_t t = 0; t < half; ++t) {
-      const double l0 = lse_block[0][hd * half + t], l1 = lse_block[1][hd * half + t];
-      const double m = std::max(l0, l1), l = m + std::log(std::exp(l0 - m) + std::exp(l1 - m));
-      lse[hd * half + t] = float(l);
       want_lse[hd * half + t] = want.lse[hd * s.T + half + t];
-      for (int64_t d = 0; d < s.hs; ++d) {
-        const int64_t at = t * C + hd * s.hs + d;
-        out[at] = float(std::exp(l0 - l) * out_block[0][at] + std::exp(l1 - l) * out_block[1][at]);
-        want_out[at] = want.out[(half + t) * C + hd * s.hs + d];
-      }
+      for (int64_t d = 0; d < s.hs; ++d) want_out[t * C + hd * s.hs + d] = want.out[(half + t) * C + hd * s.hs + d];
     }
   expect_close(out, want_out, 1e-6, 1e-5, "merged out");
   expect_close(lse, want_lse, 1e-5, 1e-6, "merged lse");
@@ -221,6 +218,59 @@ TEST_F(BackendCpuBlockAttention, BlocksMergedByStatisticsEqualOneBlock) {
     ASSERT_OK(api()->attention_block_backward(h(), &a));
   }
   expect_close(dqkv, want.dqkv, 1e-6, 1e-5, "dqkv from both blocks' backwards");
+}
+
+// A block in which a query saw no key (lse -inf) adds nothing to it; two such leave out 0 and lse
+// -inf; the order of the two blocks does not matter; bf16 rounds once.
+TEST_F(BackendCpuBlockAttention, MergeTakesNothingFromAnEmptyBlock) {
+  const int64_t T = 3, NH = 2, hs = 4, C = NH * hs;
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto a_out = random_floats(T * C, 8), b_out = random_floats(T * C, 9);
+  const std::vector<float> a_lse = {0.5f, -inf, 1.0f, -inf, 2.0f, 0.25f}, b_lse = {-inf, -inf, 0.0f, 1.5f, 2.0f, -inf};
+  std::vector<float> out(a_out), lse(a_lse);
+  for (int64_t hd = 0; hd < NH; ++hd)  // a query that saw no key has out 0
+    for (int64_t t = 0; t < T; ++t)
+      if (a_lse[hd * T + t] == -inf) std::fill_n(out.begin() + t * C + hd * hs, hs, 0.0f);
+  std::vector<float> other(b_out);
+  for (int64_t hd = 0; hd < NH; ++hd)
+    for (int64_t t = 0; t < T; ++t)
+      if (b_lse[hd * T + t] == -inf) std::fill_n(other.begin() + t * C + hd * hs, hs, 0.0f);
+  std::vector<float> swapped(other), swapped_lse(b_lse);
+  const std::vector<float> first(out);
+  ASSERT_OK(api()->attention_merge_dt(h(), kFp32, out.data(), C, lse.data(), other.data(), C, b_lse.data(), 1, T, NH, hs));
+  ASSERT_OK(api()->attention_merge_dt(h(), kFp32, swapped.data(), C, swapped_lse.data(), first.data(), C, a_lse.data(),
+                                      1, T, NH, hs));
+  for (int64_t hd = 0; hd < NH; ++hd)
+    for (int64_t t = 0; t < T; ++t) {
+      const float la = a_lse[hd * T + t], lb = b_lse[hd * T + t];
+      const double l = la == -inf ? lb : lb == -inf ? la : std::log(std::exp(double(la)) + std::exp(double(lb)));
+      if (l == -inf) {
+        EXPECT_EQ(lse[hd * T + t], -inf) << hd << "," << t;
+        EXPECT_EQ(swapped_lse[hd * T + t], -inf) << hd << "," << t;
+      } else {
+        EXPECT_NEAR(lse[hd * T + t], l, 1e-6) << hd << "," << t;
+        EXPECT_NEAR(swapped_lse[hd * T + t], l, 1e-6) << hd << "," << t;
+      }
+      for (int64_t d = 0; d < hs; ++d) {
+        const size_t at = size_t(t * C + hd * hs + d);
+        const double want = l == -inf ? 0.0
+                                      : (la == -inf ? 0.0 : std::exp(la - l) * first[at]) +
+                                            (lb == -inf ? 0.0 : std::exp(lb - l) * other[at]);
+        EXPECT_NEAR(out[at], want, 1e-6) << hd << "," << t << "," << d;
+        EXPECT_NEAR(swapped[at], want, 1e-6) << hd << "," << t << "," << d;
+      }
+    }
+  const auto b = bf16_values(size_t(T * C), 10), c = bf16_values(size_t(T * C), 11);
+  std::vector<float> out32(b.f), lse32(a_lse);
+  std::vector<uint16_t> out16(b.h);
+  std::vector<float> lse16(a_lse);
+  ASSERT_OK(api()->attention_merge_dt(h(), kFp32, out32.data(), C, lse32.data(), c.f.data(), C, b_lse.data(), 1, T, NH, hs));
+  ASSERT_OK(api()->attention_merge_dt(h(), kBf16, out16.data(), C, lse16.data(), c.h.data(), C, b_lse.data(), 1, T, NH, hs));
+  expect_close(widen(out16), to_double(out32), 0.0, 1.0 / 256, "attention_merge at bf16");
+  EXPECT_EQ(api()->attention_merge_dt(h(), kFp32, out32.data(), C - 1, lse32.data(), c.f.data(), C, b_lse.data(), 1, T,
+                                      NH, hs),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("attention_merge_dt: a row stride is shorter"), std::string::npos) << g_last_error;
 }
 
 // A query whose document lies wholly outside the key block sees nothing: out 0, lse -inf, and

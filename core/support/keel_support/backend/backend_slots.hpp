@@ -76,6 +76,9 @@
 // 0.19: LoRA's adapter dropout, a mask from a counter-based hash (optional).
 #define KEEL_BACKEND_DROPOUT_SLOTS_0_19(SLOT) SLOT(dropout_dt)
 
+// 0.19: context parallelism's merge of two partial attentions by their statistics (optional).
+#define KEEL_BACKEND_ATTENTION_MERGE_SLOTS_0_19(SLOT) SLOT(attention_merge_dt)
+
 // Sets every slot of GROUP in `table` to the function of the same name in scope.
 #define KEEL_FILL_BACKEND_SLOTS(table, GROUP)     \
   do {                                            \
@@ -93,7 +96,8 @@ constexpr size_t kListedSlots = 0 KEEL_BACKEND_SLOTS_0_1(KEEL_BACKEND_COUNT_SLOT
                 KEEL_BACKEND_MOE_SLOTS_0_19(KEEL_BACKEND_COUNT_SLOT_)
                     KEEL_BACKEND_BLOCK_ATTENTION_SLOTS_0_19(KEEL_BACKEND_COUNT_SLOT_)
                         KEEL_BACKEND_QUANT_SLOTS_0_19(KEEL_BACKEND_COUNT_SLOT_)
-                            KEEL_BACKEND_DROPOUT_SLOTS_0_19(KEEL_BACKEND_COUNT_SLOT_);
+                            KEEL_BACKEND_DROPOUT_SLOTS_0_19(KEEL_BACKEND_COUNT_SLOT_)
+                                KEEL_BACKEND_ATTENTION_MERGE_SLOTS_0_19(KEEL_BACKEND_COUNT_SLOT_);
 #undef KEEL_BACKEND_COUNT_SLOT_
 // The groups list every slot: a slot appended to keel/backend.h goes into a group here (a new
 // one for a new minor), so no backend misses it for want of a line.
