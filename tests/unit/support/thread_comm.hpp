@@ -8,6 +8,7 @@
 // output bytes, broadcast n on every rank, send n, recv n, all_to_all_v the bytes sent to the
 // other ranks; a group of one counts nothing.
 // Non-blocking forms complete at the call (recv at wait, so irecv-then-send cannot deadlock).
+// Collectives take fp32 and int32; send and recv move bf16 too.
 // abort_world records the reason and throws ThreadWorldAborted; a test can make an operation
 // fail on every rank with fail_calls().
 #pragma once
@@ -213,6 +214,13 @@ class ThreadWorld {
     return 4;
   }
 
+  // Point-to-point messages only move bytes: bf16 (pipeline activations, context parallelism's
+  // key/value chunks at that compute type) as well.
+  static size_t moved_bytes(keel_dtype dtype) {
+    if (dtype.code == KEEL_DTYPE_BFLOAT && dtype.bits == 16 && dtype.lanes == 1) return 2;
+    return element_bytes(dtype);
+  }
+
   void check_injected(int32_t kind) {
     std::lock_guard<std::mutex> lock(state_mutex_);
     auto it = failures_.find(kind);
@@ -389,7 +397,7 @@ class ThreadWorld {
                           keel_comm_request** out_request) {
     return guarded(comm, [&](Communicator& c) {
       c.world->check_injected(KEEL_COMM_SEND);
-      const size_t bytes = count * element_bytes(dtype);
+      const size_t bytes = count * moved_bytes(dtype);
       check_peer(c, peer);
       const char* data = static_cast<const char*>(buffer);
       {
@@ -419,7 +427,7 @@ class ThreadWorld {
                           keel_comm_request** out_request) {
     return guarded(comm, [&](Communicator& c) {
       c.world->check_injected(KEEL_COMM_RECV);
-      const size_t bytes = count * element_bytes(dtype);
+      const size_t bytes = count * moved_bytes(dtype);
       check_peer(c, peer);
       count_call(c, KEEL_COMM_RECV, bytes);
       Communicator* cp = &c;

@@ -352,6 +352,27 @@ class ComputeOps {
     args.dkv = (dqkv + C).get();
     check(be_.api->attention_block_backward(be_.obj, &args), "attention_block_backward");
   }
+  // One block of queries over one block of keys and values (keel_attention_args, dt set here),
+  // and the merge of two such results by their statistics: context parallelism's pieces.
+  void attention_block_forward(keel_attention_args args) const {
+    need019(KEEL_HAS_SLOT(be_.api, attention_block_forward), "attention_block_forward");
+    args.struct_size = sizeof(args);
+    args.dt = dt_;
+    check(be_.api->attention_block_forward(be_.obj, &args), "attention_block_forward");
+  }
+  void attention_block_backward(keel_attention_args args) const {
+    need019(KEEL_HAS_SLOT(be_.api, attention_block_backward), "attention_block_backward");
+    args.struct_size = sizeof(args);
+    args.dt = dt_;
+    check(be_.api->attention_block_backward(be_.obj, &args), "attention_block_backward");
+  }
+  void attention_merge(Elems out, int64_t out_stride, float* lse, Elems out_b, int64_t out_b_stride, const float* lse_b,
+                       int64_t B, int64_t T, int64_t NH, int64_t hs) const {
+    need019(KEEL_HAS_SLOT(be_.api, attention_merge_dt), "attention_merge_dt");
+    check(be_.api->attention_merge_dt(be_.obj, dt_, out.get(), out_stride, lse, out_b.get(), out_b_stride, lse_b, B, T,
+                                      NH, hs),
+          "attention_merge_dt");
+  }
   void rope_at_forward(Elems x, const float* inv_freq, const int32_t* positions, int64_t B, int64_t T, int64_t heads,
                        int64_t head_dim, int64_t stride, int64_t first) const {
     need019(KEEL_HAS_SLOT(be_.api, rope_at_forward_dt), "rope_at_forward_dt");
@@ -386,7 +407,7 @@ class ComputeOps {
     if (!present)
       throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("the backend does not implement ") + op +
                                                     " (ABI 0.19), which packed batches (documents restarting "
-                                                    "their positions inside a row) need");
+                                                    "their positions inside a row) and context parallelism need");
   }
   void check(keel_status status, const char* op) const {
     if (status != KEEL_OK) check_callee(status, (std::string("backend ") + op).c_str());
