@@ -56,6 +56,19 @@ typedef struct keel_model_create_args {
   int32_t ep_size;
   const keel_comm_api* ep_comm;
   void* ep_comm_obj;
+  /* --- appended in 0.19: context parallelism --- */
+  /* The context-parallel group (parallel.cp; docs/parallelism.md §6a): cp_size consecutive ranks of
+     the data-parallel group that split every sequence. Each holds chunks cp_rank and
+     2·cp_size−1−cp_rank of 2·cp_size equal chunks, and its forward gets them as 2·B rows of
+     T/(2·cp_size) tokens, chunk-major (the first chunk of every sequence, then the second), with
+     their true positions in keel_forward_args.positions (no document boundaries: the mask is
+     causal over the whole sequence). The model's attention sees every chunk's keys and values
+     through cp_comm (point-to-point, its backend's memory); everything else is per token. cp_comm
+     is NULL when cp_size is 1. A model that cannot split its sequences refuses cp_size > 1. */
+  int32_t cp_rank;
+  int32_t cp_size;
+  const keel_comm_api* cp_comm;
+  void* cp_comm_obj;
 } keel_model_create_args;
 
 typedef struct keel_model_info {

@@ -93,6 +93,7 @@ GptModel::GptModel(const keel_host* host, const keel_model_create_args& args)
 #undef KEEL_REQUIRE_OP
   check_tensor_parallel(args);
   plan_ = ChunkPlan(args, config_.n_layer);
+  connect_context_parallel(args);
   build_param_specs();
   external_ = gpt_external_names(config_, specs_.names());
   if (config_.lora.enabled())
@@ -171,7 +172,19 @@ int64_t GptModel::att_saved_bytes(int64_t B, int64_t T) const {
   return std::max(ops_.attention_saved_bytes(B, T, share_.channels, share_.heads), lse_bytes);
 }
 
+// Context parallelism: this rank's rows are 2·B' rows of T tokens, chunk-major (model.h cp_size);
+// q and the keys and values sit in the fused qkv rows, and the ring moves those rows.
+keel_support::RingAttention::Shape GptModel::ring_shape(int64_t B, int64_t T) const {
+  keel_support::RingAttention::Shape s;
+  const int64_t Cl = share_.channels;
+  s.B = B / 2, s.Tc = T, s.NH = share_.heads, s.NKV = share_.heads, s.hs = Cl / share_.heads;
+  s.q_stride = 3 * Cl, s.kv_stride = 3 * Cl, s.out_stride = Cl;
+  return s;
+}
+
 void GptModel::attend(const BlockActivations& v, Elems out, int64_t B, int64_t T) const {
+  if (cp_size_ > 1)
+    return ring_.forward(ring_shape(B, T), v.qkv, v.qkv + share_.channels, out, reinterpret_cast<float*>(v.att_saved));
   if (v.positions)
     return ops_.attention_documents_forward(out, reinterpret_cast<float*>(v.att_saved), v.qkv, v.positions, B, T,
                                             share_.channels, share_.heads, share_.heads);
@@ -179,6 +192,9 @@ void GptModel::attend(const BlockActivations& v, Elems out, int64_t B, int64_t T
 }
 
 void GptModel::attend_backward(const BlockActivations& v, Elems dqkv, Elems datty, int64_t B, int64_t T) const {
+  if (cp_size_ > 1)
+    return ring_.backward(ring_shape(B, T), v.qkv, v.qkv + share_.channels, v.atty,
+                          reinterpret_cast<const float*>(v.att_saved), datty, dqkv, dqkv + share_.channels);
   if (v.positions)
     return ops_.attention_documents_backward(dqkv, datty, v.qkv, v.atty, reinterpret_cast<const float*>(v.att_saved),
                                              v.positions, B, T, share_.channels, share_.heads, share_.heads);

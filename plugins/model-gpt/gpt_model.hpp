@@ -33,6 +33,7 @@
 #include <keel_support/model/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
 #include <keel_support/model/lora.hpp>            // defines: LoraConfig, LoraLayer
 #include <keel_support/model/qat.hpp>             // defines: QatConfig, QatLayer
+#include <keel_support/model/ring_attention.hpp>  // defines: RingAttention
 #include <keel_support/model/model_support.hpp>   // defines: make_spec, check_token_ids, mean_loss
 #include <keel_support/model/recompute.hpp>       // defines: Recompute, recompute_name
 #include <keel_support/model/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
@@ -319,6 +320,9 @@ class GptModel {
   void carve_activations(Activations& acts, char* base, size_t* out_bytes) const;
   void ensure_grad_scratch(int64_t rows);
   void check_tensor_parallel(const keel_model_create_args& args);
+  // The context-parallel group (model.h 0.19 cp_*), refused where the model cannot use it yet.
+  void connect_context_parallel(const keel_model_create_args& args);
+  keel_support::RingAttention::Shape ring_shape(int64_t B, int64_t T) const;
   int64_t norm_rows(int64_t rows) const { return tp_.norm_rows(rows); }
   // Rank 0 adds a row-parallel layer's replicated bias into its partial sums, so the reduction
   // adds it exactly once.
@@ -339,6 +343,9 @@ class GptModel {
   ComputeOps ops_;  // the ops at the backend's compute type
   GptConfig config_;
   ChunkPlan plan_;
+  // Context parallelism (model.h cp_size > 1): attention through the ring of key/value chunks.
+  int32_t cp_size_ = 1;
+  mutable keel_support::RingAttention ring_;
   double matmul_params_ = 0;  // the whole model's, for flops_per_token (every pipeline rank reports it)
   TpRegions tp_;
   TpShape share_;

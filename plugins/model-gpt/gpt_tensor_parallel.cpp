@@ -1,11 +1,13 @@
-// The gpt model's tensor-parallel checks at create (what its shapes need of tp) and the layernorm
-// gradients of replicated parameters; the seams themselves are keel_support/model/tp_regions.hpp. At
+// The gpt model's tensor- and context-parallel checks at create (what its shapes need of tp; what
+// cp does not combine with yet) and the layernorm gradients of replicated parameters; the seams themselves are keel_support/model/tp_regions.hpp. At
 // tp 1 each of these is what the whole model does (no copies, no communication).
 #include <keel_support/common/sized_output.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <string>
 
 #include "gpt_model.hpp"
 
@@ -40,6 +42,29 @@ void GptModel::check_tensor_parallel(const keel_model_create_args& args) {
                                         ") must be a multiple of the tensor-parallel size with "
                                         "parallel.sequence_parallel" + at + ": each rank holds seq_len/tp of it");
   tp_.connect(args, "the gpt model");
+}
+
+// Context parallelism's first cut: one stage, no tensor parallelism, no adapter dropout (its
+// masks are drawn by row, and a rank's rows are chunks of the sequences).
+void GptModel::connect_context_parallel(const keel_model_create_args& args) {
+  const bool has_cp = args.struct_size >= offsetof(keel_model_create_args, cp_comm_obj) + sizeof(args.cp_comm_obj);
+  const int32_t cp = has_cp ? args.cp_size : 1;
+  if (cp <= 1) return;
+  const std::string at = "parallel.cp " + std::to_string(cp);
+  if (!args.cp_comm || !args.cp_comm_obj || args.cp_rank < 0 || args.cp_rank >= cp)
+    refuse(KEEL_ERR_INVALID_ARGUMENT, at + ": the create args hold no context-parallel group, or rank " +
+                                          std::to_string(args.cp_rank) + " is outside it");
+  if (tp_.active() || plan_.chunks() > 1)
+    refuse(KEEL_ERR_INVALID_CONFIG, at + ": the gpt model splits sequences at tp 1 and pp 1 only, so far");
+  if (config_.lora.dropout > 0)
+    refuse(KEEL_ERR_INVALID_CONFIG, at + ": model.lora.dropout draws its masks by row, which a rank's chunks of the "
+                                         "sequences do not keep; set it to 0 or run at parallel.cp 1");
+#define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the gpt model under context parallelism");
+  KEEL_REQUIRE_OP(attention_block_forward) KEEL_REQUIRE_OP(attention_block_backward)
+  KEEL_REQUIRE_OP(attention_merge_dt) KEEL_REQUIRE_OP(embedding_rows_forward_dt)
+#undef KEEL_REQUIRE_OP
+  ring_ = keel_support::RingAttention(ops_, args.cp_comm, args.cp_comm_obj, args.cp_rank, cp);
+  cp_size_ = cp;
 }
 
 void GptModel::norm_backward(Elems dinp, float* dweight, float* dbias, Elems dout, Elems inp, Elems weight,

@@ -18,6 +18,11 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
   backend_ = {args.backend, args.backend_obj};
   ops_ = ComputeOps(backend_);
+  // model.h 0.19 cp_size: the llama model does not split its sequences yet (the gpt model does).
+  if (args.struct_size >= offsetof(keel_model_create_args, cp_size) + sizeof(args.cp_size) && args.cp_size > 1)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "parallel.cp " + std::to_string(args.cp_size) + ": the llama model does "
+                                              "not split its sequences over context-parallel ranks yet; run it at "
+                                              "parallel.cp 1 (the gpt model takes cp)");
   // Every op this model calls, so a backend missing one fails here rather than mid-step.
 #define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the llama model");
   KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)

@@ -61,6 +61,7 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
   embedding.name = "embedding group";
   model_ep.name = core_ep.name = "expert-parallel group";
   strategy_expert_dp.name = "expert-data-parallel group";
+  model_cp.name = core_cp.name = "context-parallel group";
   try {
     comm_ = static_cast<const keel_comm_api*>(PluginRegistry::instance().find(KEEL_KIND_COMM, config.comm.plugin).info.api);
   } catch (const KeelError& e) {
@@ -99,6 +100,7 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
                                            ", expected " + std::to_string(at.tp) + " of " + std::to_string(tp) + " and " +
                                            std::to_string(at.dp) + " of " + std::to_string(dp));
   split_expert_groups();
+  split_context_groups();
   if (pp == 1) return;
   pipeline = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kHost);
   stage_io = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kBackend);
@@ -133,13 +135,27 @@ void Mesh::split_expert_groups() {
                                            std::to_string(layout_.expert_dp_rank(at)) + " of " + std::to_string(blocks));
 }
 
+// A cp block is colored by its data replica (and the other axes), ordered by the place in it.
+void Mesh::split_context_groups() {
+  const int32_t cp = layout_.cp;
+  if (cp == 1) return;
+  const MeshPosition at = position_;
+  const int32_t color = (at.pp * layout_.data_replicas() + layout_.data_replica(at)) * layout_.tp + at.tp;
+  model_cp = split(color, layout_.cp_rank(at), "context-parallel group", BufferSide::kBackend);
+  core_cp = split(color, layout_.cp_rank(at), "the core's context-parallel communicator", BufferSide::kHost);
+  if (model_cp.size != cp || model_cp.rank != layout_.cp_rank(at))
+    throw KeelError(KEEL_ERR_INTERNAL, "comm split gave cp rank " + std::to_string(model_cp.rank) + " of " +
+                                           std::to_string(model_cp.size) + ", expected " +
+                                           std::to_string(layout_.cp_rank(at)) + " of " + std::to_string(cp));
+}
+
 void Mesh::abort_world(const std::string& why) const {
   if (comm_ && plugin_world_) comm_->abort_world(plugin_world_, 1, why.c_str());
 }
 
 void Mesh::destroy() {
   for (CommGroup* group :
-       {&strategy_expert_dp, &core_ep, &model_ep, &embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &checkpoint_io, &world}) {
+       {&core_cp, &model_cp, &strategy_expert_dp, &core_ep, &model_ep, &embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &checkpoint_io, &world}) {
     if (group->obj) group->comm->destroy(group->obj);
     group->obj = nullptr;
   }

@@ -62,11 +62,15 @@ class Mesh {
   CommGroup model_ep;            // this rank's ep block: the model's, for tokens to their experts
   CommGroup core_ep;             // the same ranks: the core's (the experts' share of the gradient norm)
   CommGroup strategy_expert_dp;  // the ranks holding this rank's experts: the expert half's strategy
+  // Context parallelism (cp > 1; parallelism.md §6a):
+  CommGroup model_cp;  // this rank's cp block: the model's, for the ring of key/value chunks
+  CommGroup core_cp;   // the same ranks: the core's (evaluation's loss over the block)
 
  private:
   CommGroup split(int32_t color, int32_t key, const char* name, BufferSide side);
   void create_world(const RunConfig& config);
   void split_expert_groups();
+  void split_context_groups();
 
   const keel_comm_api* comm_ = nullptr;  // the plugin's table
   void* plugin_world_ = nullptr;         // the plugin's world, which `world` bridges

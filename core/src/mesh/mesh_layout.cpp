@@ -19,6 +19,7 @@ std::string text(int64_t n) { return std::to_string(n); }
 std::string MeshLayout::describe() const {
   return plural(ranks, "rank") + " = tp " + text(tp) + " × dp " + text(dp) + " × pp " + text(pp) +
          (ep > 1 ? " (experts over ep " + text(ep) + " of the dp ranks)" : "") +
+         (cp > 1 ? " (each sequence over cp " + text(cp) + " of the dp ranks)" : "") +
          (virtual_stages > 1 ? " (" + text(virtual_stages) + " chunks per rank)" : "");
 }
 
@@ -40,11 +41,36 @@ MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks) {
                                                  " ranks / (tp " + text(tp) + " × pp " + text(pp) + ")); the experts " +
                                                  "are split over blocks of ep data-parallel ranks, so ep must divide dp");
   layout.ep = config.ep;
+  if (layout.dp % config.cp != 0)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel.cp: " + text(config.cp) + " does not divide the " +
+                                                 "data-parallel size " + text(layout.dp) + " (" + text(ranks) +
+                                                 " ranks / (tp " + text(tp) + " × pp " + text(pp) + ")); each sequence " +
+                                                 "is split over blocks of cp data-parallel ranks, so cp must divide dp");
+  layout.cp = config.cp;
+  if (layout.cp > 1) {  // context parallelism's first cut (parallelism.md §6a): what it lacks, by name
+    auto refuse = [&](const std::string& what) {
+      throw KeelError(KEEL_ERR_INVALID_CONFIG, config.file + ": parallel.cp: " + text(config.cp) +
+                                                   " splits each sequence, which does not combine with " + what +
+                                                   " yet; run at parallel.cp 1 or without it");
+    };
+    if (!config.data_plugin.plugin.empty()) refuse("a data plugin (data.plugin '" + config.data_plugin.plugin + "')");
+    if (config.data.batch_schedule.enabled) refuse("data.batch_schedule");
+    if (config.train.sample_tokens > 0)
+      refuse("sampling at the end of a run (train.sample_tokens " + text(config.train.sample_tokens) + "; set it to 0)");
+  }
   return layout;
 }
 
 void require_plugins_for_layout(const RunConfig& config, const MeshLayout& layout) {
   const uint32_t needed = layout.pp > 1 || layout.ep > 1 ? 7 : layout.tp > 1 ? 6 : 0;
+  if (layout.cp > 1) {
+    const keel_plugin_info& info = PluginRegistry::instance().find(KEEL_KIND_MODEL, config.model.plugin).info;
+    if (info.abi_minor < 19)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": " + config.model.json_path + ".plugin '" +
+                                                  config.model.plugin + "' was built against ABI 0." +
+                                                  text(info.abi_minor) + ", but parallel.cp > 1 needs a model of 0.19 "
+                                                  "(its context-parallel group). Rebuild it, or run at cp 1");
+  }
   if (needed == 0) return;
   const std::string why = layout.pp > 1   ? "parallel.pp > 1 needs 0.7 (pipeline chunks)"
                           : layout.ep > 1 ? "parallel.ep > 1 needs 0.7 (a layer with none of its parameters)"

@@ -22,6 +22,9 @@ struct MeshLayout {
   // Expert parallelism: blocks of `ep` consecutive dp ranks split the experts; the ranks at one
   // place of every block (dp / ep of them) hold the same experts: their expert-data-parallel group.
   int32_t ep = 1;
+  // Context parallelism: blocks of `cp` consecutive dp ranks split each sequence; a block reads
+  // one data replica's samples (dp / cp replicas).
+  int32_t cp = 1;
 
   MeshPosition position_of(int32_t world_rank) const {
     return {world_rank % tp, (world_rank / tp) % dp, world_rank / (tp * dp)};
@@ -29,13 +32,16 @@ struct MeshLayout {
   int32_t ep_rank(const MeshPosition& at) const { return at.dp % ep; }          // place in the ep block
   int32_t expert_dp_rank(const MeshPosition& at) const { return at.dp / ep; }   // which ep block
   int32_t expert_dp() const { return dp / ep; }
+  int32_t cp_rank(const MeshPosition& at) const { return at.dp % cp; }        // place in the cp block
+  int32_t data_replica(const MeshPosition& at) const { return at.dp / cp; }   // whose samples it reads
+  int32_t data_replicas() const { return dp / cp; }
   // "8 ranks = tp 2 × dp 2 × pp 2 (2 chunks per rank)"
   std::string describe() const;
 };
 
 // The layout of config's parallel section over `ranks` ranks; throws KeelError
-// (KEEL_ERR_INVALID_CONFIG) when the ranks do not divide into tp × pp, or ep does not divide the
-// dp they leave, naming the numbers.
+// (KEEL_ERR_INVALID_CONFIG) when the ranks do not divide into tp × pp, or ep or cp does not
+// divide the dp they leave, naming the numbers, and names what cp > 1 does not combine with yet.
 MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks);
 
 // The model and strategy plugins must be new enough for the layout: tensor-parallel pieces came

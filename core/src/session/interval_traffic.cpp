@@ -28,6 +28,7 @@ IntervalTraffic::IntervalTraffic(const Trainer& trainer)
       pp_start_(comm_counters(trainer.mesh().stage_io)),
       ep_start_(comm_counters(trainer.mesh().model_ep)),
       expert_dp_start_(comm_counters(trainer.mesh().strategy_expert_dp)),
+      cp_start_(comm_counters(trainer.mesh().model_cp)),
       offload_start_(trainer.offload_counters()) {}
 
 void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) {
@@ -53,6 +54,11 @@ void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) 
       report.extra["expert_dp_comm_bytes_per_step"] = per_step_bytes(expert_dp_now, expert_dp_start_, steps);
       ep_start_ = ep_now;
       expert_dp_start_ = expert_dp_now;
+    }
+    if (mesh.layout().cp > 1) {  // the ring of key/value chunks (and their gradients) in attention
+      const keel_comm_counters cp_now = comm_counters(mesh.model_cp);
+      report.extra["cp_comm_bytes_per_step"] = per_step_bytes(cp_now, cp_start_, steps);
+      cp_start_ = cp_now;
     }
   }
   if (offload_start_) {

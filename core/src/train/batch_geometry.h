@@ -25,7 +25,8 @@ struct BatchGeometry {
   int32_t micro_steps = 0;  // micro-batches per optimizer step on each data-parallel rank
 };
 
-// Checks the batch of `config` on `dp_size` data-parallel ranks of `tp_size` for a model whose
+// Checks the batch of `config` on `dp_size` data replicas (data-parallel ranks, less context
+// parallelism's: a cp block reads one replica's samples) of `tp_size` for a model whose
 // longest sequence is `model_max_seq_len`; throws KeelError(KEEL_ERR_INVALID_CONFIG) naming the
 // file, the JSON paths, the numbers and the bound.
 BatchGeometry check_batch_geometry(const RunConfig& config, int64_t dp_size, int32_t tp_size, int32_t model_max_seq_len);

@@ -32,7 +32,7 @@ std::string check_mesh_plan(const RunConfig& config, int32_t ranks) {
   const MeshLayout layout = plan_mesh_layout(config, ranks);
   require_plugins_for_layout(config, layout);
   const int32_t model_max_seq_len = probe_model_layout(config);
-  const BatchGeometry batches = check_batch_geometry(config, layout.dp, layout.tp, model_max_seq_len);
+  const BatchGeometry batches = check_batch_geometry(config, layout.data_replicas(), layout.tp, model_max_seq_len);
   const auto* schedule = static_cast<const keel_schedule_api*>(
       PluginRegistry::instance().find(KEEL_KIND_SCHEDULE, config.schedule.plugin).info.api);
   build_checked_schedule(config, schedule, layout.dp, batches.micro_steps);  // every stage simulated, as a run does

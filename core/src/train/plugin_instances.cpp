@@ -168,7 +168,10 @@ void PluginInstances::create_model(const RunConfig& config) {
                                     at.pp, layout.pp, layout.virtual_stages, stage_blocks,
                                     int32_t(config.layers_per_stage.size()), layout.ep_rank(at), layout.ep,
                                     layout.ep > 1 ? mesh.model_ep.comm : nullptr,  // model.h: NULL at ep 1
-                                    layout.ep > 1 ? mesh.model_ep.obj : nullptr};
+                                    layout.ep > 1 ? mesh.model_ep.obj : nullptr,
+                                    layout.cp_rank(at), layout.cp,
+                                    layout.cp > 1 ? mesh.model_cp.comm : nullptr,  // model.h: NULL at cp 1
+                                    layout.cp > 1 ? mesh.model_cp.obj : nullptr};
   check_plugin(model->create(host_table(), &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");

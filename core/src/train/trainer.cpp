@@ -20,6 +20,7 @@
 #include "host/log.h"
 #include "mesh/collectives.h"
 #include "train/batch_geometry.h"
+#include "train/context_slice.h"
 #include "train/lr_schedule.h"
 
 namespace keel {
@@ -29,7 +30,7 @@ namespace keel {
 Trainer::Trainer(RunConfig config, TrainerData data, ParameterImport import_init_from) : config_(std::move(config)) {
   plugins_.create(config_);
   const BatchGeometry batches =
-      check_batch_geometry(config_, mesh().layout().dp, mesh().layout().tp, plugins_.model_info.max_seq_len);
+      check_batch_geometry(config_, mesh().layout().data_replicas(), mesh().layout().tp, plugins_.model_info.max_seq_len);
   seq_len_ = batches.seq_len;
   accumulation_steps_ = batches.micro_steps;
   if (config_.data.batch_schedule.enabled) {
@@ -40,7 +41,7 @@ Trainer::Trainer(RunConfig config, TrainerData data, ParameterImport import_init
     batch_schedule_ = std::make_unique<BatchSchedule>(config_.data.batch_schedule, config_.data.global_batch);
     RunConfig largest = config_;
     largest.data.global_batch = batch_schedule_->largest();  // the batch it may reach must fit too
-    check_batch_geometry(largest, mesh().layout().dp, mesh().layout().tp, plugins_.model_info.max_seq_len);
+    check_batch_geometry(largest, mesh().layout().data_replicas(), mesh().layout().tp, plugins_.model_info.max_seq_len);
   }
   if (!config_.model_init_from.empty()) {  // model.init_from
     if (!import_init_from)
@@ -52,6 +53,10 @@ Trainer::Trainer(RunConfig config, TrainerData data, ParameterImport import_init
   pipeline_->check_microbatches(accumulation_steps());  // a schedule that cannot run this step fails now
   if (!plugins_.data && data == TrainerData::open) open_builtin_data();
   check_independent_replicas();
+  if (independent_replicas_ && mesh().layout().cp > 1)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, config_.file + ": parallel.cp: replicas that step on their own (" +
+                                                 config_.strategy.json_path + ".plugin '" + config_.strategy.plugin +
+                                                 "') do not combine with context parallelism yet; run at parallel.cp 1");
   check_plugin(plugins_.model->flops_per_token(plugins_.model_obj, seq_len_, &flops_per_token_), "model flops_per_token");
   check_plugin(plugins_.backend->peak_flops(plugins_.backend_obj, &peak_flops_), "backend peak_flops");
 }
@@ -68,8 +73,9 @@ void Trainer::open_builtin_data() {
     }
   }
   SamplerOptions options{seq_len_, config_.train.seed, true};
-  options.dp_rank = mesh().position().dp;  // ranks read disjoint samples
-  options.dp_size = mesh().layout().dp;
+  // Data replicas read disjoint samples; the ranks of a context-parallel block read the same ones.
+  options.dp_rank = mesh().layout().data_replica(mesh().position());
+  options.dp_size = mesh().layout().data_replicas();
   train_sampler_ = std::make_unique<BatchSampler>(data_.train, options);
 }
 
@@ -159,13 +165,16 @@ double Trainer::forward_backward_on(const std::vector<Batch>& micro_batches, boo
   StepResult result;
   PipelineTimes times;
   // The loss lives on the stage holding the last chunk; the pipeline's sum hands it to every stage.
-  result.loss = sum_in_rank_order(mesh().pipeline, pipeline_->train(micro_batches, times, learned_weights(micro_batches),
-                                                                     dropout_step_seed()));
+  // Under context parallelism each rank runs its chunks of the micro-batches; the weights count
+  // the targets it holds, against the whole group's.
+  std::vector<Batch> mine;
+  for (const Batch& batch : micro_batches) mine.push_back(my_chunks(batch));
+  result.loss = sum_in_rank_order(mesh().pipeline, pipeline_->train(mine, times, learned_weights(mine), dropout_step_seed()));
   result.forward_seconds = times.forward_seconds;
   result.backward_seconds = times.backward_seconds;
   result.pipeline_wait_seconds = times.receive_seconds;
   result.peak_in_flight = times.peak_in_flight;
-  for (const Batch& batch : micro_batches) result.tokens += int64_t(batch.batch) * batch.seq_len;
+  for (const Batch& batch : mine) result.tokens += int64_t(batch.batch) * batch.seq_len;
   // Every rank reports the same loss: the mean over the data-parallel group's samples (replicas
   // stepping on their own agree theirs at the interval's end instead).
   if (const CommGroup& dp = mesh().core_dp; !dp.alone() && !independent_replicas_) {
@@ -363,8 +372,10 @@ double Trainer::evaluate() {
   const int32_t batches = config_.data.val_batches;
   const std::vector<Batch> from_plugin = val_sampler ? std::vector<Batch>() : plugin_batches(KEEL_SPLIT_VALIDATION, batches);
   for (int32_t i = 0; i < batches; ++i)
-    total += pipeline_->forward_only(val_sampler ? val_sampler->next(config_.data.micro_batch) : from_plugin[size_t(i)],
-                                     true, nullptr);
+    total += pipeline_->forward_only(
+        my_chunks(val_sampler ? val_sampler->next(config_.data.micro_batch) : from_plugin[size_t(i)]), true, nullptr);
+  // Each rank of a cp block holds an equal share of every sequence: the block's mean is the mean of theirs.
+  if (const CommGroup& cp = mesh().core_cp; !cp.alone()) total = sum_in_rank_order(cp, total) / cp.size;
   return sum_in_rank_order(mesh().pipeline, total) / batches;
 }
 
@@ -372,7 +383,7 @@ uint64_t Trainer::dropout_step_seed() const {
   using keel_support::splitmix64;
   const uint64_t step = uint64_t(independent_replicas_ ? replica_step_ : step_);
   const uint64_t run = splitmix64(uint64_t(config_.train.seed) ^ 0x6B65656C64726F70ull);  // "keeldrop"
-  return splitmix64(splitmix64(run ^ step) ^ uint64_t(mesh().position().dp));
+  return splitmix64(splitmix64(run ^ step) ^ uint64_t(mesh().layout().data_replica(mesh().position())));
 }
 
 double Trainer::forward_backward(const Batch& batch) {
@@ -380,10 +391,18 @@ double Trainer::forward_backward(const Batch& batch) {
   pending_sq_norm_.reset();
   check_plugin(plugins_.strategy->zero_grads(plugins_.strategy_obj), "strategy zero_grads");
   PipelineTimes times;
-  return sum_in_rank_order(mesh().pipeline, pipeline_->train({batch}, times, {}, dropout_step_seed()));
+  return sum_in_rank_order(mesh().pipeline, pipeline_->train({my_chunks(batch)}, times, {}, dropout_step_seed()));
+}
+
+Batch Trainer::my_chunks(const Batch& batch) const {
+  return context_slice(batch, mesh().layout().cp_rank(mesh().position()), mesh().layout().cp);
 }
 
 std::vector<float> Trainer::logits(const std::vector<int32_t>& tokens, int32_t batch, int32_t seq_len) {
+  if (mesh().layout().cp > 1)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config_.file + ": parallel.cp: logits of whole sequences (inference, "
+                                                 "sampling, generation) are not gathered over the context-parallel "
+                                                 "ranks yet; run them at parallel.cp 1");
   Batch input;
   input.batch = batch;
   input.seq_len = seq_len;

@@ -104,6 +104,8 @@ class Trainer final {
   // The seed of this step's dropout masks (model.h keel_forward_args.dropout_seed), from the run's
   // seed, the step and the data-parallel replica: a resumed run draws the masks it would have.
   uint64_t dropout_step_seed() const;
+  // This rank's chunks of `batch` under context parallelism (context_slice.h); the batch at cp 1.
+  Batch my_chunks(const Batch& batch) const;
   // The strategy's ranges and own arrays, and its memory figures.
   StrategyState& strategy_state() { return strategy_state_; }
   const StrategyState& strategy_state() const { return strategy_state_; }

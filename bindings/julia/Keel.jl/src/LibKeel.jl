@@ -379,6 +379,10 @@ struct keel_model_create_args
     ep_size::Int32
     ep_comm::Ptr{keel_comm_api}
     ep_comm_obj::Ptr{Cvoid}
+    cp_rank::Int32
+    cp_size::Int32
+    cp_comm::Ptr{keel_comm_api}
+    cp_comm_obj::Ptr{Cvoid}
 end
 
 struct keel_model_info

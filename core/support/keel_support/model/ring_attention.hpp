@@ -6,11 +6,12 @@
 // on to the next rank and takes the previous rank's, and folds each result into its own by the
 // statistics (attention_merge_dt). The backward sends the keys and values round again, each with
 // its gradient accumulating on every rank it visits, back to its owner after a last hop.
-// Grouped-query models pass their key/value heads alone: kv is compact (its rows hold the NKV key
-// then NKV value heads and nothing else).
+// The ring moves the span of kv's rows: with compact rows (kv_stride the NKV key then NKV value
+// heads) that is the key/value heads alone, as grouped-query models want; with a fused qkv row
+// (a model's q, k, v side by side) it is those rows whole.
 //
 // Layouts, chunk-major: a rank's q, out and dout hold (2, B, Tc) rows (its first chunk's rows for
-// every sequence, then its second's), kv and dkv (2, B, Tc) compact rows, lse (2, B, NH, Tc).
+// every sequence, then its second's), kv and dkv (2, B, Tc) rows of kv_stride, lse (2, B, NH, Tc).
 #pragma once
 
 #include <keel/comm.h>
@@ -35,7 +36,9 @@ class RingAttention {
   struct Shape {
     int64_t B = 0, Tc = 0, NH = 0, NKV = 0, hs = 0;  // Tc: tokens per chunk (T / (2·cp))
     int64_t q_stride = 0, out_stride = 0;            // q's and out's (and dout's, dq's) row strides
+    int64_t kv_stride = 0;                           // kv's (and dkv's); 0: compact, kv_width()
     int64_t kv_width() const { return 2 * NKV * hs; }
+    int64_t kv_row() const { return kv_stride ? kv_stride : kv_width(); }
   };
 
   RingAttention() = default;
@@ -93,7 +96,7 @@ class RingAttention {
           a.lse = const_cast<float*>(lse + qa * stats(s));
           a.dout = (dout + qa * rows(s) * s.out_stride).get();
           a.dq = (dq + qa * rows(s) * s.q_stride).get();
-          a.dkv = (held_grad + ka * rows(s) * s.kv_width()).get();
+          a.dkv = (held_grad + ka * rows(s) * s.kv_row()).get();
           ops_.attention_block_backward(a);
         }
       if (size_ == 1) break;
@@ -107,11 +110,13 @@ class RingAttention {
       if (step + 1 < size_) held = ring_[step % 2];
       held_grad = next_grad;
     }
-    ops_.add(dkv, dkv, held_grad, n);  // this rank's chunks' gradient, home from the ring
+    // This rank's chunks' gradient, home from the ring; between a fused row's key/value heads the
+    // travelling buffers hold zeros, so the add leaves the rest of the row as it was.
+    ops_.add(dkv, dkv, held_grad, n);
   }
 
-  // Bytes a step moves per rank: the key/value chunks (and, backward, their gradient) once.
-  static int64_t step_elements(const Shape& s) { return 2 * s.B * s.Tc * s.kv_width(); }
+  // Elements a step moves per rank: the span of its key/value rows (and, backward, their gradient's).
+  static int64_t step_elements(const Shape& s) { return kv_elems(s); }
 
  private:
   // A send to the next rank and a receive from the previous one, completed by finish().
@@ -144,13 +149,13 @@ class RingAttention {
     keel_attention_args a{};
     a.B = s.B, a.Tq = s.Tc, a.Tkv = s.Tc, a.NH = s.NH, a.NKV = s.NKV, a.hs = s.hs;
     a.q = (q + qa * rows(s) * s.q_stride).get(), a.q_stride = s.q_stride;
-    a.kv = (kv + ka * rows(s) * s.kv_width()).get(), a.kv_stride = s.kv_width();
+    a.kv = (kv + ka * rows(s) * s.kv_row()).get(), a.kv_stride = s.kv_row();
     a.q_index0 = cq * s.Tc, a.kv_index0 = ck * s.Tc;
     return a;
   }
   static int64_t rows(const Shape& s) { return s.B * s.Tc; }
   static int64_t stats(const Shape& s) { return s.B * s.NH * s.Tc; }
-  static int64_t kv_elems(const Shape& s) { return 2 * rows(s) * s.kv_width(); }
+  static int64_t kv_elems(const Shape& s) { return (2 * rows(s) - 1) * s.kv_row() + s.kv_width(); }
 
   // The ring's two key/value buffers, the travelling gradients and one block's partial result.
   void ensure(const Shape& s) {

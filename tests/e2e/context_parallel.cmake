@@ -1,0 +1,9 @@
+# Context parallelism (issue 44): the gpt model's sequences split over cp ranks against one rank
+# (cp 2, 4, cp 2 × dp 2 under ZeRO-3, recompute), the ring's traffic against its formula,
+# checkpoints across cp, and the refusals (context_parallel_checks.py).
+foreach(check layouts traffic reshard refusals)
+  add_test(NAME e2e.context_parallel.${check}
+    COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/context_parallel_checks.py ${check} --keel ${keel}
+            --config ${quickstart})
+  set_tests_properties(e2e.context_parallel.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+endforeach()
