@@ -47,13 +47,9 @@ void GptModel::check_tensor_parallel(const keel_model_create_args& args) {
 // Context parallelism's first cut: one stage, no tensor parallelism, no adapter dropout (its
 // masks are drawn by row, and a rank's rows are chunks of the sequences).
 void GptModel::connect_context_parallel(const keel_model_create_args& args) {
-  const bool has_cp = args.struct_size >= offsetof(keel_model_create_args, cp_comm_obj) + sizeof(args.cp_comm_obj);
-  const int32_t cp = has_cp ? args.cp_size : 1;
-  if (cp <= 1) return;
-  const std::string at = "parallel.cp " + std::to_string(cp);
-  if (!args.cp_comm || !args.cp_comm_obj || args.cp_rank < 0 || args.cp_rank >= cp)
-    refuse(KEEL_ERR_INVALID_ARGUMENT, at + ": the create args hold no context-parallel group, or rank " +
-                                          std::to_string(args.cp_rank) + " is outside it");
+  const keel_support::ContextGroup cp = keel_support::context_group(args);
+  if (cp.size <= 1) return;
+  const std::string at = "parallel.cp " + std::to_string(cp.size);
   if (tp_.active() || plan_.chunks() > 1)
     refuse(KEEL_ERR_INVALID_CONFIG, at + ": the gpt model splits sequences at tp 1 and pp 1 only, so far");
   if (config_.lora.dropout > 0)
@@ -63,8 +59,8 @@ void GptModel::connect_context_parallel(const keel_model_create_args& args) {
   KEEL_REQUIRE_OP(attention_block_forward) KEEL_REQUIRE_OP(attention_block_backward)
   KEEL_REQUIRE_OP(attention_merge_dt) KEEL_REQUIRE_OP(embedding_rows_forward_dt)
 #undef KEEL_REQUIRE_OP
-  ring_ = keel_support::RingAttention(ops_, args.cp_comm, args.cp_comm_obj, args.cp_rank, cp);
-  cp_size_ = cp;
+  ring_ = keel_support::RingAttention(ops_, cp.comm, cp.obj, cp.rank, cp.size);
+  cp_size_ = cp.size;
 }
 
 void GptModel::norm_backward(Elems dinp, float* dweight, float* dbias, Elems dout, Elems inp, Elems weight,

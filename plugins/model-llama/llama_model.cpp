@@ -18,11 +18,6 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: backend table and object are required");
   backend_ = {args.backend, args.backend_obj};
   ops_ = ComputeOps(backend_);
-  // model.h 0.19 cp_size: the llama model does not split its sequences yet (the gpt model does).
-  if (args.struct_size >= offsetof(keel_model_create_args, cp_size) + sizeof(args.cp_size) && args.cp_size > 1)
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "parallel.cp " + std::to_string(args.cp_size) + ": the llama model does "
-                                              "not split its sequences over context-parallel ranks yet; run it at "
-                                              "parallel.cp 1 (the gpt model takes cp)");
   // Every op this model calls, so a backend missing one fails here rather than mid-step.
 #define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the llama model");
   KEEL_REQUIRE_OP(alloc) KEEL_REQUIRE_OP(free_memory) KEEL_REQUIRE_OP(copy) KEEL_REQUIRE_OP(fill_zero)
@@ -35,6 +30,7 @@ LlamaModel::LlamaModel(const keel_host* host, const keel_model_create_args& args
 #undef KEEL_REQUIRE_OP
   check_tensor_parallel(args);
   plan_ = ChunkPlan(args, config_.n_layer);
+  connect_context_parallel(args);
   if (config_.moe.enabled()) create_sparse_mlp(args);
   build_param_specs();
   external_ = llama_external_names(config_, specs_.names());
@@ -113,7 +109,40 @@ void LlamaModel::turn_qk_backward(const BlockActivations& v, Elems dqkv, int64_t
   ops_.rope_backward(dqkv, inv_freq_.floats(), B, T, heads, D, QKV, 0, 0);
 }
 
+// Context parallelism (model.h cp_size): this rank's rows are 2·B' rows of T tokens, chunk-major;
+// q (turned by rope at the tokens' true positions) and the keys and values sit in the stacked qkv
+// rows, and the ring moves those rows.
+keel_support::RingAttention::Shape LlamaModel::ring_shape(int64_t B, int64_t T) const {
+  keel_support::RingAttention::Shape s;
+  s.B = B / 2, s.Tc = T, s.NH = share_.heads, s.NKV = share_.kv_heads, s.hs = config_.head_dim();
+  s.q_stride = share_.qkv_width, s.kv_stride = share_.qkv_width, s.out_stride = share_.q_width;
+  return s;
+}
+
+// Context parallelism's first cut for llama: one stage, no tensor or expert parallelism (the core
+// refuses those), no experts, no adapter dropout (its masks are drawn by row).
+void LlamaModel::connect_context_parallel(const keel_model_create_args& args) {
+  const keel_support::ContextGroup cp = keel_support::context_group(args);
+  if (cp.size <= 1) return;
+  if (config_.moe.enabled())  // capacity and the balancing loss are taken over a micro-batch's tokens
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "parallel.cp " + std::to_string(cp.size) + ": the llama model with "
+                                              "experts does not split its sequences yet (capacity and the balancing "
+                                              "loss count a micro-batch's tokens); run it at parallel.cp 1");
+  if (config_.lora.dropout > 0)
+    throw StatusError(KEEL_ERR_INVALID_CONFIG, "parallel.cp " + std::to_string(cp.size) + ": model.lora.dropout draws "
+                                               "its masks by row, which a rank's chunks of the sequences do not keep; "
+                                               "set it to 0 or run at parallel.cp 1");
+#define KEEL_REQUIRE_OP(op) KEEL_REQUIRE_BACKEND_OP(args.backend, op, "the llama model under context parallelism");
+  KEEL_REQUIRE_OP(attention_block_forward) KEEL_REQUIRE_OP(attention_block_backward)
+  KEEL_REQUIRE_OP(attention_merge_dt) KEEL_REQUIRE_OP(rope_at_forward_dt) KEEL_REQUIRE_OP(rope_at_backward_dt)
+#undef KEEL_REQUIRE_OP
+  ring_ = keel_support::RingAttention(ops_, cp.comm, cp.obj, cp.rank, cp.size);
+  cp_size_ = cp.size;
+}
+
 void LlamaModel::attend(const BlockActivations& v, Elems out, int64_t B, int64_t T) const {
+  if (cp_size_ > 1)
+    return ring_.forward(ring_shape(B, T), v.qkv, v.qkv + share_.q_width, out, reinterpret_cast<float*>(v.att_saved));
   if (v.positions)
     return ops_.attention_documents_forward(out, reinterpret_cast<float*>(v.att_saved), v.qkv, v.positions, B, T,
                                             share_.q_width, share_.heads, share_.kv_heads);
@@ -121,6 +150,9 @@ void LlamaModel::attend(const BlockActivations& v, Elems out, int64_t B, int64_t
 }
 
 void LlamaModel::attend_backward(const BlockActivations& v, Elems dqkv, Elems datty, int64_t B, int64_t T) const {
+  if (cp_size_ > 1)
+    return ring_.backward(ring_shape(B, T), v.qkv, v.qkv + share_.q_width, v.atty,
+                          reinterpret_cast<const float*>(v.att_saved), datty, dqkv, dqkv + share_.q_width);
   if (v.positions)
     return ops_.attention_documents_backward(dqkv, datty, v.qkv, v.atty, reinterpret_cast<const float*>(v.att_saved),
                                              v.positions, B, T, share_.q_width, share_.heads, share_.kv_heads);

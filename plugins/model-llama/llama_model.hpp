@@ -36,6 +36,7 @@
 #include <keel_support/model/layer_specs.hpp>     // defines: LayerSpecs, NamedSpec, split_for_tp
 #include <keel_support/model/model_support.hpp>   // defines: make_spec, check_token_ids
 #include <keel_support/model/recompute.hpp>       // defines: Recompute
+#include <keel_support/model/ring_attention.hpp>  // defines: RingAttention, context_group
 #include <keel_support/model/stacked_linear.hpp>  // defines: StackedLinear
 #include <keel_support/model/tp_regions.hpp>      // defines: TpRegions, VocabShard, InferenceLogits
 #include "llama_config.hpp"                 // defines: LlamaConfig
@@ -199,6 +200,9 @@ class LlamaModel {
 
  private:
   void check_tensor_parallel(const keel_model_create_args& args);
+  // The context-parallel group (model.h 0.19 cp_*), and the ring's view of a block's rows.
+  void connect_context_parallel(const keel_model_create_args& args);
+  keel_support::RingAttention::Shape ring_shape(int64_t B, int64_t T) const;
   // With experts: the layouts and backends they cannot run on yet refused by name (llama_moe_model.cpp).
   void create_sparse_mlp(const keel_model_create_args& args);
   void build_param_specs();
@@ -304,6 +308,9 @@ class LlamaModel {
   ComputeOps ops_;
   LlamaConfig config_;
   ChunkPlan plan_;
+  // Context parallelism (model.h cp_size > 1): attention through the ring of key/value rows.
+  int32_t cp_size_ = 1;
+  mutable keel_support::RingAttention ring_;
   TpRegions tp_;
   TpShape share_;
   double matmul_params_ = 0;

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Context parallelism (parallel.cp, docs/parallelism.md §6a) end to end on the gpt model, real
-processes under mpirun --oversubscribe, with parallel_checks.py's helpers and the gpt quick
-start's config:
+"""Context parallelism (parallel.cp, docs/parallelism.md §6a) end to end, real processes under
+mpirun --oversubscribe, with parallel_checks.py's helpers; the gpt quick start's config (the
+llama checks: tests/e2e/llama_bytes.json, grouped-query attention 6/2):
   - layouts: cp 2 and cp 4 (each rank holding chunks r and 2·cp−1−r of every sequence), cp 2 ×
     dp 2 under ZeRO-3, and cp 2 with recompute full and selective, each within 1e-5 of one rank
     over 8 steps, validation loss included;
+  - llama_layouts: llama at cp 2 and cp 4, and cp 2 × dp 2 under ZeRO-3, likewise;
   - traffic: the metrics' cp_comm_bytes_per_step equals the ring's formula, n_layer × micro-batches
     × (3·cp − 2) × the span of a micro-batch's qkv rows from its first key to its last value;
   - reshard: a cp 4 run's checkpoint at step 4 resumed on one rank, and one rank's resumed at cp 2,
     each within 1e-5 of the run that never stopped;
   - refusals, each naming the keys: a sequence that does not divide into 2·cp chunks, cp not
-    dividing dp, cp with tp, sampling at the end, and the llama model (which does not split yet).
+    dividing dp, cp with tp, sampling at the end, and llama with experts (which does not split yet).
 
 Usage: context_parallel_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing.
@@ -60,6 +61,21 @@ def check_layouts(args, work):
         for step in val:
             assert abs(val[step] - reference_val[step]) <= 1e-5 * reference_val[step], (tag, step, val, reference_val)
         print(f"gpt {tag}: validation losses within 1e-5 of one rank's")
+
+
+def check_llama_layouts(args, work):
+    require_mpirun(args)
+    pc.run(args, 1, "ddp", work, "llama-single", CP, steps=8)
+    reference, reference_val = pc.losses(work, "llama-single"), val_losses(work, "llama-single")
+    for tag, ranks, strategy, extra in [("cp2", 2, "ddp", ["parallel.cp=2"]), ("cp4", 4, "ddp", ["parallel.cp=4"]),
+                                        ("cp2-dp2-zero3", 4, "zero3", ["parallel.cp=2"])]:
+        pc.run(args, ranks, strategy, work, f"llama-{tag}", CP + extra, steps=8)
+        pc.compare_losses(reference, pc.losses(work, f"llama-{tag}"), f"llama {tag}", 1e-5)
+        val = val_losses(work, f"llama-{tag}")
+        assert sorted(val) == sorted(reference_val) == [4, 8], f"{tag}: validation at steps {sorted(val)}"
+        for step in val:
+            assert abs(val[step] - reference_val[step]) <= 1e-5 * reference_val[step], (tag, step, val, reference_val)
+        print(f"llama {tag}: validation losses within 1e-5 of one rank's")
 
 
 def check_traffic(args, work):
@@ -123,11 +139,12 @@ def check_refusals(args, work):
     ok = validate(args, 2, ["parallel.cp=2", "data.micro_batch=6", "train.sample_tokens=0"])
     assert ok.returncode == 0 and "each sequence over cp 2 of the dp ranks" in ok.stdout, ok.stdout + ok.stderr
     if args.mpirun:
-        llama = ['model={"plugin": "llama", "n_layer": 2, "d_model": 48, "n_head": 6, "n_kv_head": 2, '
-                 '"ffn_hidden": 40, "vocab_size": 256, "seq_len": 32}', "parallel.cp=2"]
-        p = pc.run(args, 2, "ddp", work, "llama-cp2", llama, steps=1, check=False)
-        assert p.returncode != 0 and "the llama model does not split its sequences" in p.stderr, p.stderr[-1500:]
-        print("refused: the llama model at cp 2, by name")
+        experts = ['model={"plugin": "llama", "n_layer": 2, "d_model": 48, "n_head": 6, "n_kv_head": 2, '
+                   '"ffn_hidden": 40, "vocab_size": 256, "seq_len": 32, "n_experts": 4}', "parallel.cp=2"]
+        p = pc.run(args, 2, "ddp", work, "llama-experts-cp2", experts, steps=1, check=False)
+        assert p.returncode != 0 and "the llama model with experts does not split its sequences" in p.stderr, \
+            p.stderr[-1500:]
+        print("refused: the llama model with experts at cp 2, by name")
 
 
 def main():
@@ -138,7 +155,7 @@ def main():
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        {"layouts": check_layouts, "traffic": check_traffic, "reshard": check_reshard,
+        {"layouts": check_layouts, "llama_layouts": check_llama_layouts, "traffic": check_traffic, "reshard": check_reshard,
          "refusals": check_refusals}[args.check](args, work)
     print("PASS")
 

@@ -15,7 +15,9 @@
 #pragma once
 
 #include <keel/comm.h>
+#include <keel/model.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -25,6 +27,25 @@
 #include "keel_support/model/compute_ops.hpp"
 
 namespace keel_support {
+
+// A model's context-parallel group from its create args (model.h 0.19 cp_*): size 1 from a core
+// older than the fields. Throws StatusError when cp_size > 1 and the args hold no group.
+struct ContextGroup {
+  int32_t rank = 0, size = 1;
+  const keel_comm_api* comm = nullptr;
+  void* obj = nullptr;
+};
+inline ContextGroup context_group(const keel_model_create_args& args) {
+  ContextGroup g;
+  if (args.struct_size < offsetof(keel_model_create_args, cp_comm_obj) + sizeof(args.cp_comm_obj) || args.cp_size <= 1)
+    return g;
+  g = {args.cp_rank, args.cp_size, args.cp_comm, args.cp_comm_obj};
+  if (!g.comm || !g.obj || g.rank < 0 || g.rank >= g.size)
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "parallel.cp " + std::to_string(g.size) + ": the create args hold no "
+                                                     "context-parallel group, or rank " + std::to_string(g.rank) +
+                                                     " is outside it");
+  return g;
+}
 
 // The balanced split: which of the 2·cp chunks a rank holds, first and second.
 inline int64_t context_chunk(int32_t rank, int32_t size, int32_t which) {
