@@ -50,8 +50,6 @@ void GptModel::connect_context_parallel(const keel_model_create_args& args) {
   const keel_support::ContextGroup cp = keel_support::context_group(args);
   if (cp.size <= 1) return;
   const std::string at = "parallel.cp " + std::to_string(cp.size);
-  if (tp_.active() || plan_.chunks() > 1)
-    refuse(KEEL_ERR_INVALID_CONFIG, at + ": the gpt model splits sequences at tp 1 and pp 1 only, so far");
   if (config_.lora.dropout > 0)
     refuse(KEEL_ERR_INVALID_CONFIG, at + ": model.lora.dropout draws its masks by row, which a rank's chunks of the "
                                          "sequences do not keep; set it to 0 or run at parallel.cp 1");

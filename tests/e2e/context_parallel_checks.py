@@ -3,15 +3,18 @@
 mpirun --oversubscribe, with parallel_checks.py's helpers; the gpt quick start's config (the
 llama checks: tests/e2e/llama_bytes.json, grouped-query attention 6/2):
   - layouts: cp 2 and cp 4 (each rank holding chunks r and 2·cp−1−r of every sequence), cp 2 ×
-    dp 2 under ZeRO-3, and cp 2 with recompute full and selective, each within 1e-5 of one rank
+    dp 2 under ZeRO-3, cp 2 × tp 2 with sequence parallelism, cp 2 × pp 2 under zero-bubble's
+    split backward, and cp 2 with recompute full and selective, each within 1e-5 of one rank
     over 8 steps, validation loss included;
-  - llama_layouts: llama at cp 2 and cp 4, and cp 2 × dp 2 under ZeRO-3, likewise;
+  - llama_layouts: llama at cp 2 and cp 4, cp 2 × dp 2 under ZeRO-3, cp 2 × tp 2 and cp 2 × pp 2,
+    likewise;
   - traffic: the metrics' cp_comm_bytes_per_step equals the ring's formula, n_layer × micro-batches
     × (3·cp − 2) × the span of a micro-batch's qkv rows from its first key to its last value;
   - reshard: a cp 4 run's checkpoint at step 4 resumed on one rank, and one rank's resumed at cp 2,
     each within 1e-5 of the run that never stopped;
   - refusals, each naming the keys: a sequence that does not divide into 2·cp chunks, cp not
-    dividing dp, cp with tp, sampling at the end, and llama with experts (which does not split yet).
+    dividing dp, a chunk that sequence parallelism cannot split over tp, cp with ep, sampling at
+    the end, and llama with experts (which does not split yet).
 
 Usage: context_parallel_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing.
@@ -51,6 +54,9 @@ def check_layouts(args, work):
     layouts = [("cp2", 2, "ddp", ["parallel.cp=2"]),
                ("cp4", 4, "ddp", ["parallel.cp=4"]),
                ("cp2-dp2-zero3", 4, "zero3", ["parallel.cp=2"]),
+               ("cp2-tp2-sp", 4, "ddp", ["parallel.cp=2", "parallel.tp=2", "parallel.sequence_parallel=true"]),
+               ("cp2-pp2-zero-bubble", 4, "ddp", ["parallel.cp=2", "parallel.pp=2",
+                                                  'parallel.schedule={"plugin": "zero-bubble"}']),
                ("cp2-recompute-full", 2, "ddp", ["parallel.cp=2", 'model.recompute="full"']),
                ("cp2-recompute-selective", 2, "ddp", ["parallel.cp=2", 'model.recompute="selective"'])]
     for tag, ranks, strategy, extra in layouts:
@@ -68,7 +74,9 @@ def check_llama_layouts(args, work):
     pc.run(args, 1, "ddp", work, "llama-single", CP, steps=8)
     reference, reference_val = pc.losses(work, "llama-single"), val_losses(work, "llama-single")
     for tag, ranks, strategy, extra in [("cp2", 2, "ddp", ["parallel.cp=2"]), ("cp4", 4, "ddp", ["parallel.cp=4"]),
-                                        ("cp2-dp2-zero3", 4, "zero3", ["parallel.cp=2"])]:
+                                        ("cp2-dp2-zero3", 4, "zero3", ["parallel.cp=2"]),
+                                        ("cp2-tp2", 4, "ddp", ["parallel.cp=2", "parallel.tp=2"]),
+                                        ("cp2-pp2", 4, "ddp", ["parallel.cp=2", "parallel.pp=2"])]:
         pc.run(args, ranks, strategy, work, f"llama-{tag}", CP + extra, steps=8)
         pc.compare_losses(reference, pc.losses(work, f"llama-{tag}"), f"llama {tag}", 1e-5)
         val = val_losses(work, f"llama-{tag}")
@@ -129,7 +137,9 @@ def check_refusals(args, work):
         (2, ["parallel.cp=2", "data.seq_len=30", "model.seq_len=30"],
          "data.seq_len (30) must be a multiple of 2 × parallel.cp (4)"),
         (3, ["parallel.cp=2"], "parallel.cp: 2 does not divide the data-parallel size 3"),
-        (4, ["parallel.cp=2", "parallel.tp=2"], "does not combine with parallel.tp > 1 yet (found tp 2)"),
+        (4, ["parallel.cp=2", "parallel.tp=2", "parallel.sequence_parallel=true", "data.seq_len=36", "model.seq_len=36"],
+         "data.seq_len (36) must be a multiple of 2 × parallel.cp × parallel.tp (8) with parallel.sequence_parallel"),
+        (4, ["parallel.cp=2", "parallel.ep=2"], "does not combine with parallel.ep > 1 yet (found ep 2)"),
         (2, ["parallel.cp=2", "train.sample_tokens=10"], "sampling at the end of a run (train.sample_tokens 10"),
     ]
     for ranks, sets, message in cases:

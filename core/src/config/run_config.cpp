@@ -120,15 +120,9 @@ void read_parallel(const nlohmann::json& config, RunConfig& out) {
   out.pp = s.get_in_range<int32_t>("pp", 1, 1, 4096);
   out.ep = s.get_in_range<int32_t>("ep", 1, 1, 4096);
   out.cp = s.get_in_range<int32_t>("cp", 1, 1, 4096);
-  if (out.cp > 1) {  // what context parallelism does not compose with yet, by name
-    auto refuse_with = [&](const char* key, const std::string& found) {
-      throw ConfigError("parallel.cp: " + std::to_string(out.cp) + " splits each sequence, which does not combine with " +
-                        key + " yet (found " + found + "); run at parallel.cp 1 or without it");
-    };
-    if (out.tp > 1) refuse_with("parallel.tp > 1", "tp " + std::to_string(out.tp));
-    if (out.pp > 1) refuse_with("parallel.pp > 1", "pp " + std::to_string(out.pp));
-    if (out.ep > 1) refuse_with("parallel.ep > 1", "ep " + std::to_string(out.ep));
-  }
+  if (out.cp > 1 && out.ep > 1)  // both take blocks of the data-parallel ranks: not combined yet
+    throw ConfigError("parallel.cp: " + std::to_string(out.cp) + " splits each sequence, which does not combine with "
+                      "parallel.ep > 1 yet (found ep " + std::to_string(out.ep) + "); run at parallel.cp 1 or without it");
   out.sequence_parallel = s.get<bool>("sequence_parallel", false);
   out.virtual_stages = s.get_in_range<int32_t>("virtual_stages", 1, 1, 1024);
   if (out.sequence_parallel && out.tp == 1)

@@ -31,6 +31,10 @@ BatchGeometry check_batch_geometry(const RunConfig& config, int64_t dp_size, int
     refuse(config, seq_len_key + " (" + text(geometry.seq_len) + ") must be a multiple of 2 × parallel.cp (" +
                        text(2 * config.cp) + "): each of the cp " + text(config.cp) + " ranks holds two of the 2·cp "
                        "equal chunks of every sequence");
+  if (config.cp > 1 && config.sequence_parallel && geometry.seq_len % (2 * config.cp * tp_size) != 0)
+    refuse(config, seq_len_key + " (" + text(geometry.seq_len) + ") must be a multiple of 2 × parallel.cp × parallel.tp (" +
+                       text(2 * config.cp * tp_size) + ") with parallel.sequence_parallel: each chunk's tokens are "
+                       "split over the tensor-parallel ranks");
   if (config.sequence_parallel && geometry.seq_len % tp_size != 0)
     refuse(config, seq_len_key + " (" + text(geometry.seq_len) + ") must be a multiple of parallel.tp (" + text(tp_size) +
                        ") with parallel.sequence_parallel: each tensor-parallel rank holds seq_len/tp of every sequence");
