@@ -7,6 +7,12 @@ foreach(check layouts traffic reshard refusals)
             --config ${quickstart})
   set_tests_properties(e2e.context_parallel.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
 endforeach()
+if(TARGET fixture_test_backends)
+  add_test(NAME e2e.context_parallel.device_true
+    COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/context_parallel_checks.py device_true --keel ${keel}
+            --config ${quickstart} --plugins ${fixtures}/test_backends)
+  set_tests_properties(e2e.context_parallel.device_true PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+endif()
 add_test(NAME e2e.context_parallel.llama_layouts
   COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/context_parallel_checks.py llama_layouts --keel ${keel}
           --config ${CMAKE_CURRENT_SOURCE_DIR}/llama_bytes.json)

@@ -8,6 +8,8 @@ llama checks: tests/e2e/llama_bytes.json, grouped-query attention 6/2):
     over 8 steps, validation loss included;
   - llama_layouts: llama at cp 2 and cp 4, cp 2 × dp 2 under ZeRO-3, cp 2 × tp 2 and cp 2 × pp 2,
     likewise;
+  - device_true: cp 2 on the poison and deferred test backends equals the cpu backend bit for bit,
+    at fp32 and bf16;
   - traffic: the metrics' cp_comm_bytes_per_step equals the ring's formula, n_layer × micro-batches
     × (3·cp − 2) × the span of a micro-batch's qkv rows from its first key to its last value;
   - reshard: a cp 4 run's checkpoint at step 4 resumed on one rank, and one rank's resumed at cp 2,
@@ -84,6 +86,26 @@ def check_llama_layouts(args, work):
         for step in val:
             assert abs(val[step] - reference_val[step]) <= 1e-5 * reference_val[step], (tag, step, val, reference_val)
         print(f"llama {tag}: validation losses within 1e-5 of one rank's")
+
+
+def check_device_true(args, work):
+    """The ring on the poison and deferred test backends (backend memory behind handles; ops queued
+    behind the host): cp 2's losses equal the cpu backend's bit for bit, at fp32 and bf16."""
+    require_mpirun(args)
+    if not args.plugins:
+        print("skipped: no --plugins folder with the test backends")
+        sys.exit(77)
+    for precision in ("fp32", "bf16"):
+        want = None
+        for backend in ("cpu", "poison", "deferred"):
+            tag = f"{backend}-{precision}"
+            pc.run(args, 2, "ddp", work, tag,
+                   CP + ["parallel.cp=2", f'backend={{"plugin": "{backend}", "precision": "{precision}"}}'], steps=4)
+            got = pc.losses(work, tag)
+            if want is None:
+                want = got
+            assert got == want, f"cp 2 on {backend} ({precision}): {got} differ from the cpu backend's {want}"
+        print(f"cp 2 at {precision}: the poison and deferred backends give the cpu backend's losses, bit for bit")
 
 
 def check_traffic(args, work):
@@ -163,9 +185,13 @@ def main():
     parser.add_argument("--keel", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--mpirun", default=shutil.which("mpirun"))
+    parser.add_argument("--plugins", help="the folder holding libkeel-test_backends.so (poison, deferred)")
     args = parser.parse_args()
+    if args.plugins:
+        pc.ENV["KEEL_PLUGIN_PATH"] = args.plugins
     with tempfile.TemporaryDirectory() as work:
         {"layouts": check_layouts, "llama_layouts": check_llama_layouts, "traffic": check_traffic, "reshard": check_reshard,
+         "device_true": check_device_true,
          "refusals": check_refusals}[args.check](args, work)
     print("PASS")
 
