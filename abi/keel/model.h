@@ -81,6 +81,11 @@ typedef struct keel_model_info {
   int32_t max_seq_len;
   /* --- appended in 0.7 --- */
   int32_t n_blocks;              /* repeated blocks the pipeline chunks split (gpt: n_layer) */
+  /* --- appended in 0.19 --- */
+  int32_t reserved;              /* 0; keeps the field below clear of 0.7's tail padding */
+  int32_t splits_sequences;      /* 1: the model honours the create args' cp_* (context
+                                    parallelism); 0, or a model older than the field: the core
+                                    refuses parallel.cp > 1 */
 } keel_model_info;
 
 typedef struct keel_forward_args {

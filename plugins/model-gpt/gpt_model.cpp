@@ -118,7 +118,7 @@ void GptModel::create_qat() {
 
 void GptModel::describe(keel_model_info* out) const {
   keel_support::write_model_info(out, specs_.specs(), config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
-                                 config_.max_seq_len, /*n_blocks=*/config_.n_layer);
+                                 config_.max_seq_len, /*n_blocks=*/config_.n_layer, /*splits_sequences=*/true);
 }
 
 // PaLM (Chowdhery et al. 2022), appendix B: 6·N per token for the matmuls of forward and

@@ -78,7 +78,8 @@ void LlamaModel::create_qat() {
 
 void LlamaModel::describe(keel_model_info* out) const {
   keel_support::write_model_info(out, specs_.specs(), config_.n_layer + 2, config_.vocab_size, config_.padded_vocab_size,
-                                 config_.max_seq_len, /*n_blocks=*/config_.n_layer);
+                                 config_.max_seq_len, /*n_blocks=*/config_.n_layer,
+                                 /*splits_sequences=*/!config_.moe.enabled());
 }
 
 // PaLM's 6·N per token for the matmuls of forward and backward plus 12·L·(NH·head_dim)·T for

@@ -155,7 +155,11 @@ std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* f
     digest = (digest ^ uint32_t(positions[i])) * 1099511628211ull;
   }
   const keel::CommGroup& world = t.mesh().world;
-  const nlohmann::json mine = {{"dp", t.mesh().position().dp}, {"rows", batch}, {"digest", std::to_string(digest)},
+  // The ranks of one data replica pass the same rows: tensor and pipeline parallel ranks, and the
+  // ranks of a context-parallel block, which each take their chunks of those rows.
+  const nlohmann::json mine = {{"dp", t.mesh().layout().data_replica(t.mesh().position())},
+                               {"rows", batch},
+                               {"digest", std::to_string(digest)},
                                {"problem", problem}};
   const std::vector<std::string> notes = keel::gather_strings(world, mine.dump());
   for (size_t r = 0; r < notes.size(); ++r) {
@@ -170,9 +174,9 @@ std::vector<keel::Batch> own_micro_batches(const keel::Trainer& t, const char* f
                                                            ": every rank passes the same number of rows");
     if (note["dp"] == mine["dp"] && note["digest"] != mine["digest"])
       throw keel::KeelError(KEEL_ERR_INVALID_ARGUMENT, std::string(fn) + ": ranks " + std::to_string(r) + " and " +
-                                                           std::to_string(world.rank) + " hold one replica (tensor or "
-                                                           "pipeline parallel) but passed different rows: they must "
-                                                           "pass the same ones");
+                                                           std::to_string(world.rank) + " hold one replica (tensor, "
+                                                           "pipeline or context parallel) but passed different rows: "
+                                                           "they must pass the same ones");
   }
   std::vector<keel::Batch> micro_batches;
   for (int32_t first = 0; first < batch; first += micro) {

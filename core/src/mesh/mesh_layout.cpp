@@ -3,6 +3,7 @@
 
 #include <keel/keel.h>
 
+#include <cstddef>
 #include <utility>
 
 #include "host/errors.h"
@@ -59,6 +60,16 @@ MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks) {
       refuse("sampling at the end of a run (train.sample_tokens " + text(config.train.sample_tokens) + "; set it to 0)");
   }
   return layout;
+}
+
+void require_sequence_split(const RunConfig& config, const keel_model_info& info) {
+  if (config.cp <= 1) return;
+  const bool says = info.struct_size >= offsetof(keel_model_info, splits_sequences) + sizeof(info.splits_sequences);
+  if (!says || info.splits_sequences != 1)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.cp " + text(config.cp) + ": " +
+                                                config.model.json_path + ".plugin '" + config.model.plugin +
+                                                "' does not split its sequences over context-parallel ranks (its "
+                                                "keel_model_info.splits_sequences is not 1); run it at parallel.cp 1");
 }
 
 void require_plugins_for_layout(const RunConfig& config, const MeshLayout& layout) {

@@ -51,4 +51,9 @@ MeshLayout plan_mesh_layout(const RunConfig& config, int32_t ranks);
 // plugin, the ABI it was built against and the one the layout needs.
 void require_plugins_for_layout(const RunConfig& config, const MeshLayout& layout);
 
+// At parallel.cp > 1 the model must say it splits sequences (model.h keel_model_info
+// splits_sequences): a model that ignored cp_* would attend within each chunk alone. Throws
+// KeelError (KEEL_ERR_UNIMPLEMENTED) naming the plugin.
+void require_sequence_split(const RunConfig& config, const keel_model_info& info);
+
 }  // namespace keel

@@ -10,6 +10,7 @@
 #include "host/errors.h"
 #include "host/host_table.h"
 #include "loader/plugin_registry.h"
+#include "mesh/mesh_layout.h"
 #include "train/expert_split_strategy.h"
 #include "train/shape_only_comm.h"
 
@@ -24,15 +25,18 @@ int32_t probe_model_layout(const RunConfig& config) {
   void* backend_obj = nullptr;
   check_plugin(backend->create(host_table(), &backend_args, &backend_obj), "creating backend '" + config.backend.plugin + "'");
 
-  ShapeOnlyComm tp_group{0, config.tp}, ep_group{0, config.ep};
+  ShapeOnlyComm tp_group{0, config.tp}, ep_group{0, config.ep}, cp_group{0, config.cp};
   const bool split = config.tp > 1;  // model.h: no tp group at tp 1
   const bool experts_split = config.ep > 1;  // nor an ep group at ep 1
+  const bool sequences_split = config.cp > 1;  // nor a cp group at cp 1
   const int32_t* blocks = config.layers_per_stage.empty() ? nullptr : config.layers_per_stage.data();
   keel_model_create_args args{sizeof(args), model_json.c_str(), config.model.json_path.c_str(), backend, backend_obj,
                               0, config.tp, split ? shape_only_comm_api() : nullptr, split ? &tp_group : nullptr,
                               config.sequence_parallel ? 1 : 0, 0, config.pp, config.virtual_stages, blocks,
                               int32_t(config.layers_per_stage.size()), 0, config.ep,
-                              experts_split ? shape_only_comm_api() : nullptr, experts_split ? &ep_group : nullptr};
+                              experts_split ? shape_only_comm_api() : nullptr, experts_split ? &ep_group : nullptr,
+                              0, config.cp, sequences_split ? shape_only_comm_api() : nullptr,
+                              sequences_split ? &cp_group : nullptr};
   void* model_obj = nullptr;
   keel_status status = model->create(host_table(), &args, &model_obj);
   // Worded as a run words it (plugin_instances.cpp), so validate and run refuse alike.
@@ -47,6 +51,7 @@ int32_t probe_model_layout(const RunConfig& config) {
   if (status == KEEL_OK) {
     try {
       require_expert_tensors(config.file, config.ep, config.pp, info.params, info.n_params);
+      require_sequence_split(config, info);
     } catch (const KeelError&) {
       no_experts = std::current_exception();
     }

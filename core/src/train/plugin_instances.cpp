@@ -175,6 +175,7 @@ void PluginInstances::create_model(const RunConfig& config) {
   check_plugin(model->create(host_table(), &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");
+  require_sequence_split(config, model_info);
   if (schedule->splits_backward) {
     int32_t splits = 0;
     if (KEEL_HAS_SLOT(model, splits_backward)) check_plugin(model->splits_backward(model_obj, &splits), "model splits_backward");

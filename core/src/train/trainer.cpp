@@ -304,6 +304,11 @@ double Trainer::update_noise_scale(double reduced_sum_squares) {
   if (dp.alone() || (noise_scale_checked_ && !noise_scale_)) return NAN;
   if (!noise_scale_checked_) {
     noise_scale_checked_ = true;
+    if (mesh().layout().cp > 1) {  // a rank's gradient comes from chunks of sequences others also hold
+      log_info("no gradient noise scale under context parallelism: the ranks of a cp block see chunks of the same "
+               "sequences, not independent samples");
+      return NAN;
+    }
     if (!KEEL_HAS_SLOT(strategy, local_grad_sq_norm)) {
       log_info("no gradient noise scale: strategy " + config_.strategy.plugin + " does not report its local gradient "
                "norm (strategy.h local_grad_sq_norm, ABI 0.11)");
@@ -327,7 +332,8 @@ double Trainer::update_noise_scale(double reduced_sum_squares) {
 }
 
 void Trainer::set_global_batch(int32_t global_batch) {
-  const int32_t micro_steps = int32_t(global_batch / (int64_t(config_.data.micro_batch) * mesh().layout().dp));
+  const int32_t micro_steps =
+      int32_t(global_batch / (int64_t(config_.data.micro_batch) * mesh().layout().data_replicas()));
   pipeline_->check_microbatches(micro_steps);
   accumulation_steps_ = micro_steps;
 }
@@ -371,11 +377,19 @@ double Trainer::evaluate() {
   double total = 0;
   const int32_t batches = config_.data.val_batches;
   const std::vector<Batch> from_plugin = val_sampler ? std::vector<Batch>() : plugin_batches(KEEL_SPLIT_VALIDATION, batches);
-  for (int32_t i = 0; i < batches; ++i)
-    total += pipeline_->forward_only(
-        my_chunks(val_sampler ? val_sampler->next(config_.data.micro_batch) : from_plugin[size_t(i)]), true, nullptr);
-  // Each rank of a cp block holds an equal share of every sequence: the block's mean is the mean of theirs.
-  if (const CommGroup& cp = mesh().core_cp; !cp.alone()) total = sum_in_rank_order(cp, total) / cp.size;
+  const CommGroup& cp = mesh().core_cp;
+  for (int32_t i = 0; i < batches; ++i) {
+    const Batch mine = my_chunks(val_sampler ? val_sampler->next(config_.data.micro_batch) : from_plugin[size_t(i)]);
+    const double loss = pipeline_->forward_only(mine, true, nullptr);
+    if (cp.alone()) {
+      total += loss;
+      continue;
+    }
+    // A cp block's mean over every learned target: each rank's mean weighted by the targets it holds.
+    const double learned = double(std::count_if(mine.targets.begin(), mine.targets.end(), [](int32_t t) { return t >= 0; }));
+    const std::vector<double> sums = sum_in_rank_order(cp, std::vector<double>{loss * learned, learned});
+    total += sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  }
   return sum_in_rank_order(mesh().pipeline, total) / batches;
 }
 

@@ -344,6 +344,8 @@ KEEL_ASSERT_OFFSET(keel_model_create_args, virtual_stages, 76);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, stage_blocks, 80);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, n_stage_blocks, 88);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_model_info, n_blocks, 40);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_model_info, reserved, 44);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_model_info, splits_sequences, 48);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_forward_args, chunk, 64);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_forward_args, input, 72);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_forward_args, output, 80);  /* 0.7 */
@@ -528,7 +530,7 @@ KEEL_ASSERT_OFFSET(keel_model_create_args, cp_rank, 120);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, cp_size, 124);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, cp_comm, 128);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, cp_comm_obj, 136);  /* 0.19 */
-KEEL_ASSERT_SIZE(keel_model_create_args, 120);
+KEEL_ASSERT_SIZE(keel_model_create_args, 144);
 _Static_assert(KEEL_PARAM_STAGE_COPY == 8 && KEEL_PARAM_EXPERT == 16 && KEEL_PARAM_FROZEN == 32 && KEEL_PARAM_NF4 == 64, "parameter flags moved: the ABI only appends");
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_comm_api, reaches, 144);  /* 0.8 */

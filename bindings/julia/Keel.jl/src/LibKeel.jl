@@ -394,6 +394,8 @@ struct keel_model_info
     padded_vocab_size::Int32
     max_seq_len::Int32
     n_blocks::Int32
+    reserved::Int32
+    splits_sequences::Int32
 end
 
 struct keel_forward_args

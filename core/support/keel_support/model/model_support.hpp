@@ -44,8 +44,10 @@ inline void require_fp32_compute(const BackendOps& backend, const char* who) {
 
 // describe's answer, written up to the caller's struct_size. n_blocks: the repeated blocks a
 // pipeline may split (0: the model cannot run as pipeline chunks).
+// `splits_sequences`: the model honours model.h's cp_* (context parallelism).
 inline void write_model_info(keel_model_info* out, const std::vector<keel_param_spec>& specs, int32_t n_layers,
-                             int32_t vocab_size, int32_t padded_vocab_size, int32_t max_seq_len, int32_t n_blocks = 0) {
+                             int32_t vocab_size, int32_t padded_vocab_size, int32_t max_seq_len, int32_t n_blocks = 0,
+                             bool splits_sequences = false) {
   keel_model_info info{};
   info.struct_size = sizeof info;
   info.params = specs.data();
@@ -55,6 +57,7 @@ inline void write_model_info(keel_model_info* out, const std::vector<keel_param_
   info.padded_vocab_size = padded_vocab_size;
   info.max_seq_len = max_seq_len;
   info.n_blocks = n_blocks;
+  info.splits_sequences = splits_sequences ? 1 : 0;
   write_sized_output(out, info, sizeof info, "describe: out_info");
 }
 

@@ -156,13 +156,22 @@ class RingAttention {
     }
   };
 
+  // Even ranks post the send first, odd ranks the receive: a communicator that runs point-to-point
+  // operations in the order they are posted on one queue (NCCL on the backend's stream) pairs
+  // every send with a receive already in line, whatever cp is.
   Pending pass(Elems from, Elems into, int64_t n, int32_t tag) const {
     Pending p{comm_, comm_obj_};
     const int32_t next = (rank_ + 1) % size_, previous = (rank_ - 1 + size_) % size_;
-    Pending::check(comm_->recv(comm_obj_, into.get(), size_t(n), ops_.dtype(), previous, tag, &p.recv),
-                   "recv (context-parallel ring)");
-    Pending::check(comm_->send(comm_obj_, from.get(), size_t(n), ops_.dtype(), next, tag, &p.send),
-                   "send (context-parallel ring)");
+    auto post_recv = [&] {
+      Pending::check(comm_->recv(comm_obj_, into.get(), size_t(n), ops_.dtype(), previous, tag, &p.recv),
+                     "recv (context-parallel ring)");
+    };
+    auto post_send = [&] {
+      Pending::check(comm_->send(comm_obj_, from.get(), size_t(n), ops_.dtype(), next, tag, &p.send),
+                     "send (context-parallel ring)");
+    };
+    if (rank_ % 2 == 0) post_send(), post_recv();
+    else post_recv(), post_send();
     return p;
   }
 
