@@ -69,6 +69,10 @@ typedef struct keel_model_create_args {
   int32_t cp_size;
   const keel_comm_api* cp_comm;
   void* cp_comm_obj;
+  /* How the keys and values reach every rank of the group (parallel.cp_exchange): 0 round a ring
+     of point-to-point messages, 1 all gathered at once (an all_gather, the gradients
+     reduce-scattered back). */
+  int32_t cp_all_gather;
 } keel_model_create_args;
 
 typedef struct keel_model_info {

@@ -57,7 +57,8 @@ void GptModel::connect_context_parallel(const keel_model_create_args& args) {
   KEEL_REQUIRE_OP(attention_block_forward) KEEL_REQUIRE_OP(attention_block_backward)
   KEEL_REQUIRE_OP(attention_merge_dt) KEEL_REQUIRE_OP(embedding_rows_forward_dt)
 #undef KEEL_REQUIRE_OP
-  ring_ = keel_support::RingAttention(ops_, cp.comm, cp.obj, cp.rank, cp.size);
+  ring_ = keel_support::RingAttention(ops_, cp.comm, cp.obj, cp.rank, cp.size,
+                                     cp.all_gather ? keel_support::KvExchange::all_gather : keel_support::KvExchange::ring);
   cp_size_ = cp.size;
 }
 

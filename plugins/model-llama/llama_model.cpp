@@ -137,7 +137,8 @@ void LlamaModel::connect_context_parallel(const keel_model_create_args& args) {
   KEEL_REQUIRE_OP(attention_block_forward) KEEL_REQUIRE_OP(attention_block_backward)
   KEEL_REQUIRE_OP(attention_merge_dt) KEEL_REQUIRE_OP(rope_at_forward_dt) KEEL_REQUIRE_OP(rope_at_backward_dt)
 #undef KEEL_REQUIRE_OP
-  ring_ = keel_support::RingAttention(ops_, cp.comm, cp.obj, cp.rank, cp.size);
+  ring_ = keel_support::RingAttention(ops_, cp.comm, cp.obj, cp.rank, cp.size,
+                                     cp.all_gather ? keel_support::KvExchange::all_gather : keel_support::KvExchange::ring);
   cp_size_ = cp.size;
 }
 

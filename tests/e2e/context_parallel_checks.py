@@ -4,10 +4,11 @@ mpirun --oversubscribe, with parallel_checks.py's helpers; the gpt quick start's
 llama checks: tests/e2e/llama_bytes.json, grouped-query attention 6/2):
   - layouts: cp 2 and cp 4 (each rank holding chunks r and 2·cp−1−r of every sequence), cp 2 ×
     dp 2 under ZeRO-3, cp 2 × tp 2 with sequence parallelism, cp 2 × pp 2 under zero-bubble's
-    split backward, and cp 2 with recompute full and selective, each within 1e-5 of one rank
+    split backward, cp 4 with the keys and values all gathered (parallel.cp_exchange), and cp 2
+    with recompute full and selective, each within 1e-5 of one rank
     over 8 steps, validation loss included;
-  - llama_layouts: llama at cp 2 and cp 4, cp 2 × dp 2 under ZeRO-3, cp 2 × tp 2 and cp 2 × pp 2,
-    likewise;
+  - llama_layouts: llama at cp 2 and cp 4, cp 2 × dp 2 under ZeRO-3, cp 2 × tp 2, cp 2 × pp 2 and
+    cp 2 all gathered, likewise;
   - device_true: cp 2 on the poison and deferred test backends equals the cpu backend bit for bit,
     at fp32 and bf16;
   - traffic: the metrics' cp_comm_bytes_per_step equals the ring's formula, n_layer × micro-batches
@@ -60,6 +61,7 @@ def check_layouts(args, work):
                ("cp2-tp2-sp", 4, "ddp", ["parallel.cp=2", "parallel.tp=2", "parallel.sequence_parallel=true"]),
                ("cp2-pp2-zero-bubble", 4, "ddp", ["parallel.cp=2", "parallel.pp=2",
                                                   'parallel.schedule={"plugin": "zero-bubble"}']),
+               ("cp4-all-gather", 4, "ddp", ["parallel.cp=4", 'parallel.cp_exchange="all_gather"']),
                ("cp2-recompute-full", 2, "ddp", ["parallel.cp=2", 'model.recompute="full"']),
                ("cp2-recompute-selective", 2, "ddp", ["parallel.cp=2", 'model.recompute="selective"'])]
     for tag, ranks, strategy, extra in layouts:
@@ -79,7 +81,9 @@ def check_llama_layouts(args, work):
     for tag, ranks, strategy, extra in [("cp2", 2, "ddp", ["parallel.cp=2"]), ("cp4", 4, "ddp", ["parallel.cp=4"]),
                                         ("cp2-dp2-zero3", 4, "zero3", ["parallel.cp=2"]),
                                         ("cp2-tp2", 4, "ddp", ["parallel.cp=2", "parallel.tp=2"]),
-                                        ("cp2-pp2", 4, "ddp", ["parallel.cp=2", "parallel.pp=2"])]:
+                                        ("cp2-pp2", 4, "ddp", ["parallel.cp=2", "parallel.pp=2"]),
+                                        ("cp2-all-gather", 2, "ddp", ["parallel.cp=2",
+                                                                      'parallel.cp_exchange="all_gather"'])]:
         pc.run(args, ranks, strategy, work, f"llama-{tag}", CP + extra, steps=8)
         pc.compare_losses(reference, pc.losses(work, f"llama-{tag}"), f"llama {tag}", 1e-5)
         val = val_losses(work, f"llama-{tag}")

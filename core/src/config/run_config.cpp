@@ -120,6 +120,7 @@ void read_parallel(const nlohmann::json& config, RunConfig& out) {
   out.pp = s.get_in_range<int32_t>("pp", 1, 1, 4096);
   out.ep = s.get_in_range<int32_t>("ep", 1, 1, 4096);
   out.cp = s.get_in_range<int32_t>("cp", 1, 1, 4096);
+  out.cp_all_gather = s.get_choice("cp_exchange", "ring", {"ring", "all_gather"}) == "all_gather";
   if (out.cp > 1 && out.ep > 1)  // both take blocks of the data-parallel ranks: not combined yet
     throw ConfigError("parallel.cp: " + std::to_string(out.cp) + " splits each sequence, which does not combine with "
                       "parallel.ep > 1 yet (found ep " + std::to_string(out.ep) + "); run at parallel.cp 1 or without it");

@@ -110,6 +110,7 @@ struct RunConfig {
   // parallel.cp: ranks of the data-parallel group that split each sequence (context parallelism,
   // docs/parallelism.md §6a); it must divide dp, which mesh_layout.cpp checks against the world.
   int32_t cp = 1;
+  bool cp_all_gather = false;  // parallel.cp_exchange "all_gather" (else "ring")
   bool sequence_parallel = false;  // parallel.sequence_parallel (Megatron's), with tp > 1
   // Pipeline parallelism (docs/parallelism.md §5): the schedule plugin ("1f1b" by default, also at
   // pp 1, where every schedule is forward m then backward m), the chunks per rank, and an explicit

@@ -36,7 +36,7 @@ int32_t probe_model_layout(const RunConfig& config) {
                               int32_t(config.layers_per_stage.size()), 0, config.ep,
                               experts_split ? shape_only_comm_api() : nullptr, experts_split ? &ep_group : nullptr,
                               0, config.cp, sequences_split ? shape_only_comm_api() : nullptr,
-                              sequences_split ? &cp_group : nullptr};
+                              sequences_split ? &cp_group : nullptr, config.cp_all_gather ? 1 : 0};
   void* model_obj = nullptr;
   keel_status status = model->create(host_table(), &args, &model_obj);
   // Worded as a run words it (plugin_instances.cpp), so validate and run refuse alike.

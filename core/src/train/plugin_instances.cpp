@@ -171,7 +171,8 @@ void PluginInstances::create_model(const RunConfig& config) {
                                     layout.ep > 1 ? mesh.model_ep.obj : nullptr,
                                     layout.cp_rank(at), layout.cp,
                                     layout.cp > 1 ? mesh.model_cp.comm : nullptr,  // model.h: NULL at cp 1
-                                    layout.cp > 1 ? mesh.model_cp.obj : nullptr};
+                                    layout.cp > 1 ? mesh.model_cp.obj : nullptr,
+                                    config.cp_all_gather ? 1 : 0};
   check_plugin(model->create(host_table(), &model_args, &model_obj), "creating model '" + config.model.plugin + "'");
   model_info.struct_size = sizeof(model_info);
   check_plugin(model->describe(model_obj, &model_info), "model '" + config.model.plugin + "' describe");

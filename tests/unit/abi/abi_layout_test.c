@@ -530,7 +530,8 @@ KEEL_ASSERT_OFFSET(keel_model_create_args, cp_rank, 120);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, cp_size, 124);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, cp_comm, 128);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_model_create_args, cp_comm_obj, 136);  /* 0.19 */
-KEEL_ASSERT_SIZE(keel_model_create_args, 144);
+KEEL_ASSERT_OFFSET(keel_model_create_args, cp_all_gather, 144);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_model_create_args, 152);
 _Static_assert(KEEL_PARAM_STAGE_COPY == 8 && KEEL_PARAM_EXPERT == 16 && KEEL_PARAM_FROZEN == 32 && KEEL_PARAM_NF4 == 64, "parameter flags moved: the ABI only appends");
 KEEL_ASSERT_OFFSET(keel_comm_api, create_world_on, 136);  /* 0.8 */
 KEEL_ASSERT_OFFSET(keel_comm_api, reaches, 144);  /* 0.8 */

@@ -3,7 +3,8 @@
 // whole sequence (attention_block_* over every key at once, itself held to a naive reference in
 // backend_block_attention_test.cpp). Each rank holds chunks r and 2·cp−1−r of 2·cp; its out, lse,
 // dq and dkv must equal those rows of the one-rank result, at cp 1, 2 and 4, with grouped-query
-// heads, fp32 and bf16; the bytes each rank sends equal the ring's formula.
+// heads, fp32 and bf16, round the ring and (fp32: the test comm reduces fp32 only) all gathered;
+// the bytes each rank moves equal each exchange's formula.
 #include <keel_support/common/testing/recording_host.hpp>
 #include <keel_support/model/ring_attention.hpp>
 
@@ -179,6 +180,7 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
 struct Case {
   int32_t cp;
   const char* precision;
+  keel_support::KvExchange exchange = keel_support::KvExchange::ring;
 };
 
 class RingAttentionTest : public ::testing::TestWithParam<Case> {};
@@ -200,7 +202,8 @@ TEST_P(RingAttentionTest, EachRankEqualsItsRowsOfOneRanksAttention) {
   keel_test::ThreadWorld world(cp);
   world.run([&](int32_t r) {
     Backend be(precision);
-    RingAttention ring(be.ops(), world.api(), world.comm(r), r, cp);
+    RingAttention ring(be.ops(), world.api(), world.comm(r), r, cp, GetParam().exchange);
+    const bool ring_exchange = GetParam().exchange == keel_support::KvExchange::ring;
     RingAttention::Shape s;
     s.B = p.B, s.Tc = p.T / (2 * cp), s.NH = p.NH, s.NKV = p.NKV, s.hs = p.hs, s.q_stride = p.C(), s.out_stride = p.C();
     const Elems q = be.upload(local_rows(p.q, p.B, p.T, p.C(), r, cp));
@@ -227,16 +230,26 @@ TEST_P(RingAttentionTest, EachRankEqualsItsRowsOfOneRanksAttention) {
     // cp−1 times again and their gradient cp times (its last hop takes it home).
     const uint64_t block = uint64_t(RingAttention::step_elements(s)) * be.ops().bytes(1);
     const uint64_t forward_sent = after_forward.bytes[KEEL_COMM_SEND];
-    EXPECT_EQ(forward_sent, cp == 1 ? 0 : uint64_t(cp - 1) * block) << at;
-    EXPECT_EQ(after_backward.bytes[KEEL_COMM_SEND] - forward_sent, cp == 1 ? 0 : uint64_t(2 * cp - 1) * block) << at;
+    if (ring_exchange) {
+      EXPECT_EQ(forward_sent, cp == 1 ? 0 : uint64_t(cp - 1) * block) << at;
+      EXPECT_EQ(after_backward.bytes[KEEL_COMM_SEND] - forward_sent, cp == 1 ? 0 : uint64_t(2 * cp - 1) * block) << at;
+    } else {  // the test comm counts an all_gather's output and a reduce_scatter's input
+      EXPECT_EQ(after_backward.bytes[KEEL_COMM_SEND], 0u) << at;
+      EXPECT_EQ(after_forward.bytes[KEEL_COMM_ALL_GATHER], uint64_t(cp) * block) << at;
+      EXPECT_EQ(after_backward.bytes[KEEL_COMM_ALL_GATHER], 2 * uint64_t(cp) * block) << at;
+      EXPECT_EQ(after_backward.bytes[KEEL_COMM_REDUCE_SCATTER], uint64_t(cp) * block) << at;
+    }
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RingAttentionTest,
                          ::testing::Values(Case{1, "fp32"}, Case{2, "fp32"}, Case{4, "fp32"}, Case{2, "bf16"},
-                                           Case{4, "bf16"}),
+                                           Case{4, "bf16"}, Case{2, "fp32", keel_support::KvExchange::all_gather},
+                                           Case{4, "fp32", keel_support::KvExchange::all_gather}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return "cp" + std::to_string(info.param.cp) + "_" + info.param.precision;
+                           const bool gathered = info.param.exchange == keel_support::KvExchange::all_gather;
+                           return "cp" + std::to_string(info.param.cp) + "_" + info.param.precision +
+                                  (gathered ? "_all_gather" : "");
                          });
 
 }  // namespace

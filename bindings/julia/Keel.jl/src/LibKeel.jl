@@ -383,6 +383,7 @@ struct keel_model_create_args
     cp_size::Int32
     cp_comm::Ptr{keel_comm_api}
     cp_comm_obj::Ptr{Cvoid}
+    cp_all_gather::Int32
 end
 
 struct keel_model_info

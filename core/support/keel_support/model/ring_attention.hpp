@@ -34,12 +34,15 @@ struct ContextGroup {
   int32_t rank = 0, size = 1;
   const keel_comm_api* comm = nullptr;
   void* obj = nullptr;
+  bool all_gather = false;  // cp_all_gather: KvExchange::all_gather
 };
 inline ContextGroup context_group(const keel_model_create_args& args) {
   ContextGroup g;
   if (args.struct_size < offsetof(keel_model_create_args, cp_comm_obj) + sizeof(args.cp_comm_obj) || args.cp_size <= 1)
     return g;
-  g = {args.cp_rank, args.cp_size, args.cp_comm, args.cp_comm_obj};
+  g = {args.cp_rank, args.cp_size, args.cp_comm, args.cp_comm_obj, false};
+  if (args.struct_size >= offsetof(keel_model_create_args, cp_all_gather) + sizeof(args.cp_all_gather))
+    g.all_gather = args.cp_all_gather != 0;
   if (!g.comm || !g.obj || g.rank < 0 || g.rank >= g.size)
     throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "parallel.cp " + std::to_string(g.size) + ": the create args hold no "
                                                      "context-parallel group, or rank " + std::to_string(g.rank) +
@@ -51,6 +54,11 @@ inline ContextGroup context_group(const keel_model_create_args& args) {
 inline int64_t context_chunk(int32_t rank, int32_t size, int32_t which) {
   return which == 0 ? rank : 2 * int64_t(size) - 1 - rank;
 }
+
+// How the key/value rows reach every rank: round the ring (cp − 1 hops, each overlapping a block's
+// compute where the communicator allows), or all gathered at once before the compute (one
+// collective; cp times the memory), the gradient reduce-scattered back.
+enum class KvExchange { ring, all_gather };
 
 class RingAttention {
  public:
@@ -64,8 +72,9 @@ class RingAttention {
 
   RingAttention() = default;
   // `comm`, `comm_obj`: the context-parallel group, this rank `rank` of `size`.
-  RingAttention(const ComputeOps& ops, const keel_comm_api* comm, void* comm_obj, int32_t rank, int32_t size)
-      : ops_(ops), comm_(comm), comm_obj_(comm_obj), rank_(rank), size_(size) {
+  RingAttention(const ComputeOps& ops, const keel_comm_api* comm, void* comm_obj, int32_t rank, int32_t size,
+                KvExchange exchange = KvExchange::ring)
+      : ops_(ops), comm_(comm), comm_obj_(comm_obj), rank_(rank), size_(size), exchange_(exchange) {
     if (size_ < 1 || rank_ < 0 || rank_ >= size_ || (size_ > 1 && (!comm_ || !comm_obj_)))
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "RingAttention: rank " + std::to_string(rank_) + " of " +
                                                        std::to_string(size_) + " needs a communicator of that group");
@@ -74,11 +83,14 @@ class RingAttention {
   // out and lse of this rank's queries over every rank's keys and values.
   void forward(const Shape& s, Elems q, Elems kv, Elems out, float* lse) {
     ensure(s);
+    const bool gathered = exchange_ == KvExchange::all_gather && size_ > 1;
+    if (gathered) gather(kv, kv_elems(s));
     Elems held = kv;  // the chunks computed against at this step: this rank's, then the ring's
     for (int32_t step = 0; step < size_; ++step) {
       const int32_t owner = (rank_ - step + size_) % size_;
+      if (gathered) held = gathered_ + owner * kv_elems(s);
       Pending pending;
-      if (step + 1 < size_) pending = pass(held, ring_[step % 2], kv_elems(s), 2 * step);
+      if (step + 1 < size_ && !gathered) pending = pass(held, ring_[step % 2], kv_elems(s), 2 * step);
       for (int32_t qa = 0; qa < 2; ++qa)
         for (int32_t ka = 0; ka < 2; ++ka) {
           const int64_t cq = context_chunk(rank_, size_, qa), ck = context_chunk(owner, size_, ka);
@@ -94,7 +106,7 @@ class RingAttention {
                                  s.NH * s.hs, partial_lse_, s.B, s.Tc, s.NH, s.hs);
         }
       pending.finish();
-      if (step + 1 < size_) held = ring_[step % 2];
+      if (step + 1 < size_ && !gathered) held = ring_[step % 2];
     }
   }
 
@@ -102,6 +114,7 @@ class RingAttention {
   void backward(const Shape& s, Elems q, Elems kv, Elems out, const float* lse, Elems dout, Elems dq, Elems dkv) {
     ensure(s);
     const int64_t n = kv_elems(s);
+    if (exchange_ == KvExchange::all_gather && size_ > 1) return gathered_backward(s, q, kv, out, lse, dout, dq, dkv);
     // The travelling gradient of the chunks held; it reaches their owner after a last hop.
     Elems held = kv, held_grad = grad_[0];
     ops_.fill_zero(held_grad, n);
@@ -140,6 +153,36 @@ class RingAttention {
   static int64_t step_elements(const Shape& s) { return kv_elems(s); }
 
  private:
+  // The all-gather exchange's backward: every rank's rows gathered again, every block's gradient
+  // formed here in the gathered layout, and each owner's summed back to it.
+  void gathered_backward(const Shape& s, Elems q, Elems kv, Elems out, const float* lse, Elems dout, Elems dq,
+                         Elems dkv) {
+    const int64_t n = kv_elems(s);
+    gather(kv, n);
+    ops_.fill_zero(gathered_grad_, size_ * n);
+    for (int32_t owner = 0; owner < size_; ++owner)
+      for (int32_t qa = 0; qa < 2; ++qa)
+        for (int32_t ka = 0; ka < 2; ++ka) {
+          const int64_t cq = context_chunk(rank_, size_, qa), ck = context_chunk(owner, size_, ka);
+          if (ck > cq) continue;
+          keel_attention_args a = block(s, q, gathered_ + owner * n, qa, ka, cq, ck);
+          a.out = (out + qa * rows(s) * s.out_stride).get();
+          a.out_stride = s.out_stride;
+          a.lse = const_cast<float*>(lse + qa * stats(s));
+          a.dout = (dout + qa * rows(s) * s.out_stride).get();
+          a.dq = (dq + qa * rows(s) * s.q_stride).get();
+          a.dkv = (gathered_grad_ + owner * n + ka * rows(s) * s.kv_row()).get();
+          ops_.attention_block_backward(a);
+        }
+    Pending::check(comm_->reduce_scatter(comm_obj_, gathered_grad_.get(), grad_[0].get(), size_t(n), ops_.dtype(),
+                                         KEEL_REDUCE_SUM, nullptr),
+                   "reduce_scatter (context-parallel key/value gradients)");
+    ops_.add(dkv, dkv, grad_[0], n);  // zeros between a fused row's key/value heads, as the ring's
+  }
+  void gather(Elems kv, int64_t n) {
+    Pending::check(comm_->all_gather(comm_obj_, kv.get(), gathered_.get(), size_t(n), ops_.dtype(), nullptr),
+                   "all_gather (context-parallel keys and values)");
+  }
   // A send to the next rank and a receive from the previous one, completed by finish().
   struct Pending {
     const keel_comm_api* comm = nullptr;
@@ -191,11 +234,13 @@ class RingAttention {
   void ensure(const Shape& s) {
     const int64_t n = kv_elems(s), partial = rows(s) * s.NH * s.hs;
     if (n <= ring_elems_ && partial <= partial_elems_ && stats(s) <= stats_elems_) return;
+    const int64_t all = exchange_ == KvExchange::all_gather ? size_ * n : 0;
     auto carve_all = [&](char* base) {
       Carver take(base);
       auto elems = [&](int64_t count) { return ops_.at(take.take<char>(int64_t(ops_.bytes(count)))); };
       ring_[0] = elems(n), ring_[1] = elems(n);
       grad_[0] = elems(n), grad_[1] = elems(n);
+      gathered_ = elems(all), gathered_grad_ = elems(all);
       partial_out_ = elems(partial);
       partial_lse_ = take.take<float>(stats(s));
       return take.used();
@@ -210,9 +255,11 @@ class RingAttention {
   const keel_comm_api* comm_ = nullptr;
   void* comm_obj_ = nullptr;
   int32_t rank_ = 0, size_ = 1;
+  KvExchange exchange_ = KvExchange::ring;
   BackendBuffer memory_;
   int64_t ring_elems_ = 0, partial_elems_ = 0, stats_elems_ = 0;
   Elems ring_[2], grad_[2], partial_out_;
+  Elems gathered_, gathered_grad_;  // the all-gather exchange's: every rank's rows, and their gradient
   float* partial_lse_ = nullptr;
 };
 
