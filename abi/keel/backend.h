@@ -448,6 +448,12 @@ typedef struct keel_backend_api {
   keel_status (*attention_merge_dt)(void* backend, keel_dtype dt, void* out, int64_t out_stride, float* lse,
                                     const void* out_b, int64_t out_b_stride, const float* lse_b, int64_t B, int64_t T,
                                     int64_t NH, int64_t hs);
+  /* dst(rows) = src(rows), or += with `accumulate` 1 (in fp32, rounded once at bf16): `width`
+     elements of each row, rows `dst_stride` and `src_stride` elements apart (context
+     parallelism's key/value heads out of a fused qkv row and their gradient back). The two must
+     not overlap. */
+  keel_status (*copy_rows_dt)(void* backend, keel_dtype dt, void* dst, int64_t dst_stride, const void* src,
+                              int64_t src_stride, int64_t rows, int64_t width, int32_t accumulate);
 } keel_backend_api;
 
 /* moe_route's flags (0.19). */

@@ -330,4 +330,32 @@ void attention_merge(Elem e, void* out, int64_t out_stride, float* lse, const vo
                                                  static_cast<const float*>(out_b), out_b_stride, lse_b, B, T, NH, hs);
 }
 
+namespace {
+
+template <typename E>
+__global__ void copy_rows_kernel(E* dst, int64_t dst_stride, const E* src, int64_t src_stride, int64_t rows,
+                                 int64_t width, bool accumulate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * width) return;
+  const int64_t r = i / width, c = i % width;
+  E* d = dst + r * dst_stride + c;
+  const float v = load(src + r * src_stride + c);
+  store(d, accumulate ? load(d) + v : v);
+}
+
+}  // namespace
+
+void copy_rows(Elem e, void* dst, int64_t dst_stride, const void* src, int64_t src_stride, int64_t rows, int64_t width,
+               bool accumulate, cudaStream_t stream) {
+  const int64_t n = rows * width;
+  if (n <= 0) return;
+  const unsigned threads = 256, blocks = unsigned((n + threads - 1) / threads);
+  if (e == Elem::bf16)
+    copy_rows_kernel<<<blocks, threads, 0, stream>>>(static_cast<bf16*>(dst), dst_stride, static_cast<const bf16*>(src),
+                                                     src_stride, rows, width, accumulate);
+  else
+    copy_rows_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(dst), dst_stride,
+                                                     static_cast<const float*>(src), src_stride, rows, width, accumulate);
+}
+
 }  // namespace keel::cuda

@@ -71,6 +71,10 @@ void attention_block_backward(Elem e, const AttentionBlockShape& s, void* dq, vo
 void attention_merge(Elem e, void* out, int64_t out_stride, float* lse, const void* out_b, int64_t out_b_stride,
                      const float* lse_b, int64_t B, int64_t T, int64_t NH, int64_t hs, cudaStream_t stream);
 
+// dst(rows) = src(rows), or += with accumulate (keel/backend.h copy_rows_dt); a thread per element.
+void copy_rows(Elem e, void* dst, int64_t dst_stride, const void* src, int64_t src_stride, int64_t rows, int64_t width,
+               bool accumulate, cudaStream_t stream);
+
 // --- nf4.cu --- out(n) at e = NF4 weights dequantized (keel/backend.h nf4_dequantize_dt's layout;
 // the table comes from keel_support/common/nf4.hpp through the plugin).
 struct Nf4Table {

@@ -111,6 +111,25 @@ keel_status attention_merge_dt(void* backend, keel_dtype dt, void* out, int64_t 
   });
 }
 
+keel_status copy_rows_dt(void* backend, keel_dtype dt, void* dst, int64_t dst_stride, const void* src,
+                        int64_t src_stride, int64_t rows, int64_t width, int32_t accumulate) {
+  return run(backend, [&] {
+    require_sizes({rows, width}, "copy_rows_dt");
+    require(dst_stride >= width && src_stride >= width, "copy_rows_dt: a row stride is shorter than its width");
+    require(rows * width == 0 || (dst && src), "copy_rows_dt: a pointer is NULL");
+    const bool bf = bf16_storage(dt, "copy_rows_dt");
+    const Fp32Input from(bf, src, span_of(rows, src_stride, width));
+    const Fp32Output to(bf, dst, span_of(rows, dst_stride, width), kAccumulate);
+#pragma omp parallel for if (rows * width > (1 << 16))
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* s = from.get() + r * src_stride;
+      float* d = to.get() + r * dst_stride;
+      for (int64_t c = 0; c < width; ++c) d[c] = accumulate ? d[c] + s[c] : s[c];
+    }
+    to.store();
+  });
+}
+
 // Elements from x to the last turned one: the span a bf16 x is widened over.
 int64_t rope_at_span(const int32_t* positions, int64_t B, int64_t T, int64_t heads, int64_t head_dim, int64_t stride,
                      int64_t first, const char* op) {

@@ -42,6 +42,17 @@ keel_status attention_merge_dt(void* backend, keel_dtype dt, void* out, int64_t 
   });
 }
 
+keel_status copy_rows_dt(void* backend, keel_dtype dt, void* dst, int64_t dst_stride, const void* src,
+                        int64_t src_stride, int64_t rows, int64_t width, int32_t accumulate) {
+  return run(backend, [&](CudaBackend& b) {
+    const Elem e = elem_of(dt, "copy_rows");
+    require_sizes({rows, width}, "copy_rows");
+    require(dst_stride >= width && src_stride >= width, "copy_rows: a row stride is shorter than its width");
+    keel::cuda::copy_rows(e, dst, dst_stride, src, src_stride, rows, width, accumulate != 0, b.stream);
+    launched("copy_rows");
+  });
+}
+
 keel_status attention_block_backward(void* backend, const keel_attention_args* args) {
   return run(backend, [&](CudaBackend& b) {
     const keel::cuda::AttentionBlockShape s = read_args(args, true, "attention_block_backward");

@@ -169,6 +169,7 @@ void GptModel::carve_activations(Activations& a, char* base, size_t* out_bytes) 
 
 int64_t GptModel::att_saved_bytes(int64_t B, int64_t T) const {
   const int64_t lse_bytes = B * share_.heads * T * int64_t(sizeof(float));
+  if (cp_size_ > 1) return lse_bytes;  // the ring keeps the statistics alone
   return std::max(ops_.attention_saved_bytes(B, T, share_.channels, share_.heads), lse_bytes);
 }
 

@@ -94,6 +94,7 @@ double LlamaModel::flops_per_token(int32_t seq_len) const {
 // attention over documents keeps.
 int64_t LlamaModel::att_saved_bytes(int64_t B, int64_t T) const {
   const int64_t lse_bytes = B * share_.heads * T * int64_t(sizeof(float));
+  if (cp_size_ > 1) return lse_bytes;  // the ring keeps the statistics alone
   return std::max(ops_.attention_gqa_saved_bytes(B, T, share_.q_width, share_.heads, share_.kv_heads), lse_bytes);
 }
 

@@ -477,7 +477,8 @@ KEEL_ASSERT_OFFSET(keel_backend_api, fake_quantize_dt, 712);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, fake_quantize_tokens_dt, 720);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, dropout_dt, 728);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_backend_api, attention_merge_dt, 736);  /* 0.19 */
-KEEL_ASSERT_SIZE(keel_backend_api, 744);
+KEEL_ASSERT_OFFSET(keel_backend_api, copy_rows_dt, 744);  /* 0.19 */
+KEEL_ASSERT_SIZE(keel_backend_api, 752);
 KEEL_ASSERT_SIZE_FIRST(keel_attention_args);  /* 0.19 */
 KEEL_ASSERT_OFFSET(keel_attention_args, dt, 8);
 KEEL_ASSERT_OFFSET(keel_attention_args, B, 16);

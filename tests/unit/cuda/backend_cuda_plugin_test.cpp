@@ -111,6 +111,7 @@ TEST(BackendCudaPlugin, EntryDescribesABackendWithEverySlotFilled) {
   EXPECT_SLOT(fake_quantize_tokens_dt);
   EXPECT_SLOT(dropout_dt);
   EXPECT_SLOT(attention_merge_dt);
+  EXPECT_SLOT(copy_rows_dt);
 #undef EXPECT_SLOT
 }
 

@@ -1168,6 +1168,19 @@ void test_nf4(Cpu& cpu, Gpu& gpu, Elem e) {
     compare(tag("attention_merge", e), gpu.get(d_out, out.size(), e), merged, for_elem(e));
     compare(tag("attention_merge lse", e), gpu.get(d_lse, lse.size(), Elem::f32), merged_lse, for_elem(Elem::f32));
   }
+  // Context parallelism's strided rows: key/value heads out of fused rows, and added back.
+  {
+    const int64_t rows = 19, width = 24, wide = 72, offset = 24;
+    auto fused = random_values(rows * wide, e, -1.0f, 1.0f), compact = random_values(rows * width, e, -1.0f, 1.0f);
+    std::vector<float> added(fused);
+    CALL(cpu.api->copy_rows_dt(cpu.h, dtype(Elem::f32), added.data() + offset, wide, compact.data(), width, rows, width,
+                               1));
+    void* d_fused = gpu.put(fused, e);
+    void* d_compact = gpu.put(compact, e);
+    CALL(gpu.api->copy_rows_dt(gpu.h, dtype(e), static_cast<char*>(d_fused) + offset * elem_bytes(e), wide, d_compact,
+                               width, rows, width, 1));
+    compare(tag("copy_rows", e), gpu.get(d_fused, fused.size(), e), added, for_elem(e));
+  }
   // LoRA's adapter dropout: the same hashed mask element for element, a piece at a column offset.
   {
     const int64_t rows = 33, cols = 130;

@@ -273,6 +273,33 @@ TEST_F(BackendCpuBlockAttention, MergeTakesNothingFromAnEmptyBlock) {
   EXPECT_NE(g_last_error.find("attention_merge_dt: a row stride is shorter"), std::string::npos) << g_last_error;
 }
 
+// copy_rows_dt: the key/value heads out of fused rows and their gradient added back, against
+// element-by-element loops; bf16 rounds the sum once.
+TEST_F(BackendCpuBlockAttention, CopyRowsMovesAndAddsStridedRows) {
+  const int64_t rows = 7, width = 5, wide = 12, offset = 4;
+  const auto fused = random_floats(rows * wide, 12), compact = random_floats(rows * width, 13);
+  std::vector<float> out(rows * width, -1.0f);
+  ASSERT_OK(api()->copy_rows_dt(h(), kFp32, out.data(), width, fused.data() + offset, wide, rows, width, 0));
+  std::vector<float> back(fused);
+  ASSERT_OK(api()->copy_rows_dt(h(), kFp32, back.data() + offset, wide, compact.data(), width, rows, width, 1));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < wide; ++c) {
+      const size_t at = size_t(r * wide + c);
+      const bool inside = c >= offset && c < offset + width;
+      if (inside) EXPECT_EQ(out[size_t(r * width + c - offset)], fused[at]);
+      EXPECT_EQ(back[at], inside ? fused[at] + compact[size_t(r * width + c - offset)] : fused[at]) << r << "," << c;
+    }
+  const auto a = bf16_values(size_t(rows * wide), 14), b = bf16_values(size_t(rows * width), 15);
+  std::vector<uint16_t> sum16(a.h);
+  std::vector<float> sum32(a.f);
+  ASSERT_OK(api()->copy_rows_dt(h(), kBf16, sum16.data() + offset, wide, b.h.data(), width, rows, width, 1));
+  ASSERT_OK(api()->copy_rows_dt(h(), kFp32, sum32.data() + offset, wide, b.f.data(), width, rows, width, 1));
+  expect_close(widen(sum16), to_double(sum32), 0.0, 1.0 / 256, "copy_rows accumulate at bf16");
+  EXPECT_EQ(api()->copy_rows_dt(h(), kFp32, out.data(), width - 1, fused.data(), wide, rows, width, 0),
+            KEEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(g_last_error.find("copy_rows_dt: a row stride is shorter than its width"), std::string::npos) << g_last_error;
+}
+
 // A query whose document lies wholly outside the key block sees nothing: out 0, lse -inf, and
 // no gradient.
 TEST_F(BackendCpuBlockAttention, QueryWithoutVisibleKeysGetsZero) {

@@ -117,9 +117,10 @@ TEST(BackendCpuPlugin, EntryDescribesTheCpuBackendWithEverySlotFilled) {
   EXPECT_SLOT(fake_quantize_tokens_dt);
   EXPECT_SLOT(dropout_dt);
   EXPECT_SLOT(attention_merge_dt);
+  EXPECT_SLOT(copy_rows_dt);
 #undef EXPECT_SLOT
   // Every slot of this ABI minor is listed above: the table holds nothing after the last one.
-  EXPECT_EQ(offsetof(keel_backend_api, attention_merge_dt) + sizeof(table->attention_merge_dt),
+  EXPECT_EQ(offsetof(keel_backend_api, copy_rows_dt) + sizeof(table->copy_rows_dt),
             sizeof(keel_backend_api));
 }
 

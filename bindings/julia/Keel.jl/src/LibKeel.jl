@@ -306,6 +306,7 @@ struct keel_backend_api
     fake_quantize_tokens_dt::Ptr{Cvoid}
     dropout_dt::Ptr{Cvoid}
     attention_merge_dt::Ptr{Cvoid}
+    copy_rows_dt::Ptr{Cvoid}
 end
 
 const KEEL_REDUCE_SUM = Cint(0)

@@ -76,8 +76,9 @@
 // 0.19: LoRA's adapter dropout, a mask from a counter-based hash (optional).
 #define KEEL_BACKEND_DROPOUT_SLOTS_0_19(SLOT) SLOT(dropout_dt)
 
-// 0.19: context parallelism's merge of two partial attentions by their statistics (optional).
-#define KEEL_BACKEND_ATTENTION_MERGE_SLOTS_0_19(SLOT) SLOT(attention_merge_dt)
+// 0.19: context parallelism's merge of two partial attentions by their statistics, and its copy
+// of strided rows (optional).
+#define KEEL_BACKEND_ATTENTION_MERGE_SLOTS_0_19(SLOT) SLOT(attention_merge_dt) SLOT(copy_rows_dt)
 
 // Sets every slot of GROUP in `table` to the function of the same name in scope.
 #define KEEL_FILL_BACKEND_SLOTS(table, GROUP)     \

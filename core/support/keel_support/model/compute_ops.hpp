@@ -373,6 +373,13 @@ class ComputeOps {
                                       NH, hs),
           "attention_merge_dt");
   }
+  void copy_rows(Elems dst, int64_t dst_stride, Elems src, int64_t src_stride, int64_t rows, int64_t width,
+                 bool accumulate) const {
+    need019(KEEL_HAS_SLOT(be_.api, copy_rows_dt), "copy_rows_dt");
+    check(be_.api->copy_rows_dt(be_.obj, dt_, dst.get(), dst_stride, src.get(), src_stride, rows, width,
+                                accumulate ? 1 : 0),
+          "copy_rows_dt");
+  }
   void rope_at_forward(Elems x, const float* inv_freq, const int32_t* positions, int64_t B, int64_t T, int64_t heads,
                        int64_t head_dim, int64_t stride, int64_t first) const {
     need019(KEEL_HAS_SLOT(be_.api, rope_at_forward_dt), "rope_at_forward_dt");

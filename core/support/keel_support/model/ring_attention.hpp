@@ -6,9 +6,9 @@
 // on to the next rank and takes the previous rank's, and folds each result into its own by the
 // statistics (attention_merge_dt). The backward sends the keys and values round again, each with
 // its gradient accumulating on every rank it visits, back to its owner after a last hop.
-// The ring moves the span of kv's rows: with compact rows (kv_stride the NKV key then NKV value
-// heads) that is the key/value heads alone, as grouped-query models want; with a fused qkv row
-// (a model's q, k, v side by side) it is those rows whole.
+// The ring moves the key/value heads alone (a grouped-query model's few): rows given inside a fused
+// qkv row (kv_stride wider than the heads) are first copied out compact (copy_rows_dt), and their
+// gradient is added back into the caller's rows at the end.
 //
 // Layouts, chunk-major: a rank's q, out and dout hold (2, B, Tc) rows (its first chunk's rows for
 // every sequence, then its second's), kv and dkv (2, B, Tc) rows of kv_stride, lse (2, B, NH, Tc).
@@ -83,6 +83,7 @@ class RingAttention {
   // out and lse of this rank's queries over every rank's keys and values.
   void forward(const Shape& s, Elems q, Elems kv, Elems out, float* lse) {
     ensure(s);
+    kv = compact(s, kv);
     const bool gathered = exchange_ == KvExchange::all_gather && size_ > 1;
     if (gathered) gather(kv, kv_elems(s));
     Elems held = kv;  // the chunks computed against at this step: this rank's, then the ring's
@@ -114,7 +115,9 @@ class RingAttention {
   void backward(const Shape& s, Elems q, Elems kv, Elems out, const float* lse, Elems dout, Elems dq, Elems dkv) {
     ensure(s);
     const int64_t n = kv_elems(s);
-    if (exchange_ == KvExchange::all_gather && size_ > 1) return gathered_backward(s, q, kv, out, lse, dout, dq, dkv);
+    const Elems caller_dkv = dkv;
+    kv = compact(s, kv);
+    if (exchange_ == KvExchange::all_gather && size_ > 1) return gathered_backward(s, q, kv, out, lse, dout, dq, caller_dkv);
     // The travelling gradient of the chunks held; it reaches their owner after a last hop.
     Elems held = kv, held_grad = grad_[0];
     ops_.fill_zero(held_grad, n);
@@ -130,7 +133,7 @@ class RingAttention {
           a.lse = const_cast<float*>(lse + qa * stats(s));
           a.dout = (dout + qa * rows(s) * s.out_stride).get();
           a.dq = (dq + qa * rows(s) * s.q_stride).get();
-          a.dkv = (held_grad + ka * rows(s) * s.kv_row()).get();
+          a.dkv = (held_grad + ka * rows(s) * s.kv_width()).get();
           ops_.attention_block_backward(a);
         }
       if (size_ == 1) break;
@@ -144,12 +147,10 @@ class RingAttention {
       if (step + 1 < size_) held = ring_[step % 2];
       held_grad = next_grad;
     }
-    // This rank's chunks' gradient, home from the ring; between a fused row's key/value heads the
-    // travelling buffers hold zeros, so the add leaves the rest of the row as it was.
-    ops_.add(dkv, dkv, held_grad, n);
+    add_home(s, caller_dkv, held_grad);  // this rank's chunks' gradient, home from the ring
   }
 
-  // Elements a step moves per rank: the span of its key/value rows (and, backward, their gradient's).
+  // Elements a step moves per rank: its key/value heads (and, backward, their gradient).
   static int64_t step_elements(const Shape& s) { return kv_elems(s); }
 
  private:
@@ -171,13 +172,24 @@ class RingAttention {
           a.lse = const_cast<float*>(lse + qa * stats(s));
           a.dout = (dout + qa * rows(s) * s.out_stride).get();
           a.dq = (dq + qa * rows(s) * s.q_stride).get();
-          a.dkv = (gathered_grad_ + owner * n + ka * rows(s) * s.kv_row()).get();
+          a.dkv = (gathered_grad_ + owner * n + ka * rows(s) * s.kv_width()).get();
           ops_.attention_block_backward(a);
         }
     Pending::check(comm_->reduce_scatter(comm_obj_, gathered_grad_.get(), grad_[0].get(), size_t(n), ops_.dtype(),
                                          KEEL_REDUCE_SUM, nullptr),
                    "reduce_scatter (context-parallel key/value gradients)");
-    ops_.add(dkv, dkv, grad_[0], n);  // zeros between a fused row's key/value heads, as the ring's
+    add_home(s, dkv, grad_[0]);
+  }
+  // kv as the ring holds it: the caller's rows when compact, else their key/value heads copied out.
+  Elems compact(const Shape& s, Elems kv) {
+    if (s.kv_row() == s.kv_width()) return kv;
+    ops_.copy_rows(local_, s.kv_width(), kv, s.kv_row(), 2 * rows(s), s.kv_width(), false);
+    return local_;
+  }
+  // dkv (the caller's layout) += this rank's compact gradient.
+  void add_home(const Shape& s, Elems dkv, Elems grad) {
+    if (s.kv_row() == s.kv_width()) return ops_.add(dkv, dkv, grad, kv_elems(s));
+    ops_.copy_rows(dkv, s.kv_row(), grad, s.kv_width(), 2 * rows(s), s.kv_width(), true);
   }
   void gather(Elems kv, int64_t n) {
     Pending::check(comm_->all_gather(comm_obj_, kv.get(), gathered_.get(), size_t(n), ops_.dtype(), nullptr),
@@ -222,18 +234,19 @@ class RingAttention {
     keel_attention_args a{};
     a.B = s.B, a.Tq = s.Tc, a.Tkv = s.Tc, a.NH = s.NH, a.NKV = s.NKV, a.hs = s.hs;
     a.q = (q + qa * rows(s) * s.q_stride).get(), a.q_stride = s.q_stride;
-    a.kv = (kv + ka * rows(s) * s.kv_row()).get(), a.kv_stride = s.kv_row();
+    a.kv = (kv + ka * rows(s) * s.kv_width()).get(), a.kv_stride = s.kv_width();  // the ring's compact rows
     a.q_index0 = cq * s.Tc, a.kv_index0 = ck * s.Tc;
     return a;
   }
   static int64_t rows(const Shape& s) { return s.B * s.Tc; }
   static int64_t stats(const Shape& s) { return s.B * s.NH * s.Tc; }
-  static int64_t kv_elems(const Shape& s) { return (2 * rows(s) - 1) * s.kv_row() + s.kv_width(); }
+  static int64_t kv_elems(const Shape& s) { return 2 * rows(s) * s.kv_width(); }
 
   // The ring's two key/value buffers, the travelling gradients and one block's partial result.
   void ensure(const Shape& s) {
     const int64_t n = kv_elems(s), partial = rows(s) * s.NH * s.hs;
-    if (n <= ring_elems_ && partial <= partial_elems_ && stats(s) <= stats_elems_) return;
+    const int64_t local = s.kv_row() == s.kv_width() ? 0 : n;
+    if (n <= ring_elems_ && partial <= partial_elems_ && stats(s) <= stats_elems_ && local <= local_elems_) return;
     const int64_t all = exchange_ == KvExchange::all_gather ? size_ * n : 0;
     auto carve_all = [&](char* base) {
       Carver take(base);
@@ -241,6 +254,7 @@ class RingAttention {
       ring_[0] = elems(n), ring_[1] = elems(n);
       grad_[0] = elems(n), grad_[1] = elems(n);
       gathered_ = elems(all), gathered_grad_ = elems(all);
+      local_ = elems(local);
       partial_out_ = elems(partial);
       partial_lse_ = take.take<float>(stats(s));
       return take.used();
@@ -248,7 +262,7 @@ class RingAttention {
     memory_ = BackendBuffer();
     memory_ = ops_.backend().alloc_bytes(carve_all(nullptr));
     carve_all(static_cast<char*>(memory_.get()));
-    ring_elems_ = n, partial_elems_ = partial, stats_elems_ = stats(s);
+    ring_elems_ = n, partial_elems_ = partial, stats_elems_ = stats(s), local_elems_ = local;
   }
 
   ComputeOps ops_;
@@ -257,9 +271,10 @@ class RingAttention {
   int32_t rank_ = 0, size_ = 1;
   KvExchange exchange_ = KvExchange::ring;
   BackendBuffer memory_;
-  int64_t ring_elems_ = 0, partial_elems_ = 0, stats_elems_ = 0;
+  int64_t ring_elems_ = 0, partial_elems_ = 0, stats_elems_ = 0, local_elems_ = 0;
   Elems ring_[2], grad_[2], partial_out_;
   Elems gathered_, gathered_grad_;  // the all-gather exchange's: every rank's rows, and their gradient
+  Elems local_;                     // this rank's key/value heads copied out of fused rows
   float* partial_lse_ = nullptr;
 };
 
