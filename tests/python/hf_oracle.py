@@ -64,10 +64,13 @@ def load_keel_weights(model, tensors, V):
         model.tie_weights()
 
 
-def train_losses(model, optimizer, loss_of, tokens, targets, steps):
-    """`steps` optimizer steps of `model`, step s on tokens[s] and targets[s]; each step's loss."""
+def train_losses(model, optimizer, loss_of, tokens, targets, steps, before_step=None):
+    """`steps` optimizer steps of `model`, step s on tokens[s] and targets[s]; each step's loss.
+    `before_step(s)`, when given, runs first (a test's per-step state, e.g. its dropout seed)."""
     losses = []
     for step in range(steps):
+        if before_step:
+            before_step(step)
         optimizer.zero_grad(set_to_none=True)
         _, loss = loss_of(model, tokens[step], targets[step])
         loss.backward()

@@ -22,7 +22,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_oracle import FINETUNE_PINS, compare_adapter_gradients, compare_logits_and_loss, ensure_oracle, run  # noqa: E402
+from hf_oracle import (FINETUNE_PINS, compare_adapter_gradients, compare_logits_and_loss, ensure_oracle,  # noqa: E402
+                       run, train_losses)
 
 STEPS = 10
 P = 0.1
@@ -97,15 +98,10 @@ def losses_of(model, adapters, loss_of, tokens, targets, step, with_dropout):
     import torch
     optimizer = torch.optim.AdamW(list(adapters.values()), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     model.train()
-    losses = []
-    for s in range(STEPS):
+
+    def set_seed(s):
         step.seed = microbatch_seed(s) if with_dropout else None
-        optimizer.zero_grad(set_to_none=True)
-        _, loss = loss_of(model, tokens[s], targets[s])
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss))
-    return losses
+    return train_losses(model, optimizer, loss_of, tokens, targets, STEPS, set_seed)
 
 
 def check(work, probe, label, config, make_peft, keel_name, loss_of, V):

@@ -8,15 +8,15 @@
 #include <keel_support/common/testing/recording_host.hpp>
 #include <keel_support/model/stacked_linear.hpp>
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <keel/plugin.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "cpu_backend_plugin.hpp"
 
 namespace {
 
@@ -28,19 +28,7 @@ using keel_support::StackedLinear;
 
 const keel_host kHost = keel_support::testing::recording_host();
 
-const keel_backend_api* cpu_backend_api() {
-  static const keel_backend_api* api = [] () -> const keel_backend_api* {
-    void* library = dlopen(KEEL_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);  // never closed: the table lives in it
-    if (!library) return nullptr;
-    auto entry = reinterpret_cast<keel_plugin_entry_fn>(dlsym(library, KEEL_PLUGIN_ENTRY_SYMBOL));
-    const keel_plugin_list* list = entry ? entry() : nullptr;
-    for (size_t i = 0; list && i < list->count; ++i)
-      if (list->plugins[i].kind == KEEL_KIND_BACKEND && std::string(list->plugins[i].name) == "cpu")
-        return static_cast<const keel_backend_api*>(list->plugins[i].api);
-    return nullptr;
-  }();
-  return api;
-}
+using keel_test::cpu_backend_api;
 
 // Multiples of 1/64 in [-1, 1]: exact in bf16, so both precisions start from the same numbers.
 std::vector<float> values(int64_t n, uint32_t seed) {
