@@ -9,7 +9,8 @@
 # The fine-tuning oracles (tests/python/lora_vs_peft.py, bindings/python/tests/test_chat.py) pass
 # PEFT and jinja2 with transformers, as several pins in one argument (FINETUNE_PINS in
 # tests/python/hf_oracle.py: PEFT's release of that transformers, and the jinja2 that
-# apply_chat_template renders with).
+# apply_chat_template renders with). Adapter dropout on Qwen2-MoE (tests/python/lora_dropout_vs_peft.py
+# --qwen2-moe) pairs PEFT 0.13.2 with the MoE oracle's transformers 4.46.3 in a fourth venv.
 # Usage: scripts/hf-venv.sh VENV_DIR [PINS]  (default transformers==4.38.2)
 # Exits 0 when ready, 77 (ctest's skip code) when PyPI cannot be reached, 1 on other failures.
 set -uo pipefail

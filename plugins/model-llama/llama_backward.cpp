@@ -189,7 +189,7 @@ void LlamaModel::block_backward(Activations& a, int64_t l, const keel_param_acce
   const Elems ddown = tp_.leave_backward(g.dresidual, g.dgathered, N);
   if (save) ops_.copy(save->down + l * N * C, ddown, N * C);
   if (v.moe) {  // a sparse MLP (llama_moe.cpp): dln overwritten
-    sparse_->backward(g.dln, ddown, v.ln2, *v.moe, LayerWeights{lease, grads, lora_, qat_}, N);
+    sparse_->backward(g.dln, ddown, v.ln2, *v.moe, LayerWeights{lease, grads, lora_, qat_, v.dropout_seed, v.block}, N);
   } else {
     ops_.fill_zero(g.dact, N * F);
     ops_.fill_zero(g.dgate_up, N * 2 * F);

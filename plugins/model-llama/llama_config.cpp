@@ -96,12 +96,6 @@ LlamaConfig parse_llama_config(const char* config_json, const char* json_path) {
                         shared[1] + (shared.size() > 2 ? ", " + shared[2] : "") +
                         " read one input, quantized once: target all of them or none");
   }
-  if (c.lora.dropout > 0 && c.moe.enabled())
-    for (const std::string& m : c.lora.target_modules)
-      if (m != "q_proj" && m != "k_proj" && m != "v_proj" && m != "o_proj")
-        throw ConfigError(section.path_of("lora") + ".dropout: beside experts, adapter dropout reaches the attention "
-                                                    "projections only, and target_modules names \"" + m +
-                          "\" (set dropout to 0, or target q_proj, k_proj, v_proj, o_proj)");
   if (c.qat.activation_bits && c.moe.enabled())
     throw ConfigError(section.path_of("qat") + ".activations: quantized activations beside experts are not supported "
                                                "yet (quantize the weights only, or leave out " +

@@ -417,7 +417,7 @@ void LlamaModel::block_forward_ops(const BlockActivations& v, Elems residual, El
   tp_.enter(ln_out2, v.ln2, N);
   if (v.moe) {  // a sparse MLP (llama_moe.cpp); its state is kept, so a recomputation stops here
     if (!residual3) return;
-    sparse_->forward(*v.moe, residual3, v.ln2, LayerWeights{lease, nullptr, lora_, qat_}, N);
+    sparse_->forward(*v.moe, residual3, v.ln2, LayerWeights{lease, nullptr, lora_, qat_, v.dropout_seed, v.block}, N);
     ops_.add(residual3, residual3, v.residual2, Nr * C);
     return;
   }

@@ -2,7 +2,10 @@
 // moe_route, moe_permute_plan, moe_permute_dt / moe_unpermute_dt, and the grouped matmuls with
 // SwiGLU between. Qwen2-MoE's shared expert reuses the same ops for its sigmoid gate (moe_route
 // with one expert) and its per-row scale (moe_unpermute with the identity order), so no op is
-// added for it and its gradients follow from the ops' own backwards.
+// added for it and its gradients follow from the ops' own backwards. LoRA's dropout: the routers'
+// and the shared expert's adapters read token rows (LoraLayer::add_dropped, the dense MLP's masks);
+// the routed experts' read their rows in expert order, whose masks are keyed by (token, slot) pair
+// (drop_expert_rows), so a reference draws them from the routing alone.
 #include "llama_moe.hpp"
 
 #include <keel_support/common/backend_ops.hpp>  // defines: KEEL_OP
@@ -16,6 +19,11 @@ namespace keel_llama {
 
 using keel_support::Carver;
 using keel_support::LayerLease;
+
+namespace {
+// A block's (token, slot) pairs, the dropped ones (capacity) included: N·K.
+int64_t pair_rows(const MoeBlockState& st) { return std::accumulate(st.counts.begin(), st.counts.end(), int64_t(0)); }
+}  // namespace
 
 SparseMlp::SparseMlp(const keel_host* host, const LlamaConfig& config, const keel_support::BackendOps& backend,
                      const ComputeOps& ops, int32_t first_slot, int32_t shared_gate_w, int32_t shared_up_w,
@@ -157,17 +165,23 @@ void SparseMlp::ensure_scratch(int64_t N) {
   }
 }
 
-void SparseMlp::router_forward(float* logits, Elems x, Elems w, int64_t N, int64_t OC) {
-  if (keel_support::is_fp32(ops_.dtype())) return ops_.matmul_forward(ops_.at(logits), x, w, Elems(), N, C_, OC);
-  ops_.matmul_forward(scratch_.router_dt, x, w, Elems(), N, C_, OC);
-  ops_.to_fp32(logits, scratch_.router_dt, N * OC);
+void SparseMlp::router_forward(float* logits, Elems x, const LayerWeights& w, int32_t slot, int64_t N, int64_t OC) {
+  const bool fp32 = keel_support::is_fp32(ops_.dtype());
+  const Elems y = fp32 ? ops_.at(logits) : scratch_.router_dt;
+  ops_.matmul_forward(y, x, w.weight(slot), Elems(), N, C_, OC);
+  if (w.dropping()) w.lora->add_dropped(y, x, N, C_, {{size_t(slot), OC}}, w.seed(keel_support::kMlpInput), 0);
+  if (!fp32) ops_.to_fp32(logits, y, N * OC);
 }
 
-void SparseMlp::router_backward(Elems dx, float* dw, float* dlogits, Elems x, Elems w, int64_t N, int64_t OC) {
-  if (keel_support::is_fp32(ops_.dtype()))
-    return ops_.matmul_backward(dx, dw, nullptr, ops_.at(dlogits), x, w, N, C_, OC);
-  KEEL_OP(be_, convert, scratch_.router_dt.get(), ops_.dtype(), dlogits, keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, N * OC);
-  ops_.matmul_backward(dx, dw, nullptr, scratch_.router_dt, x, w, N, C_, OC);
+void SparseMlp::router_backward(Elems dx, float* dlogits, Elems x, const LayerWeights& w, int32_t slot, int64_t N,
+                                int64_t OC) {
+  const bool fp32 = keel_support::is_fp32(ops_.dtype());
+  const Elems dy = fp32 ? ops_.at(dlogits) : scratch_.router_dt;
+  if (!fp32)
+    KEEL_OP(be_, convert, dy.get(), ops_.dtype(), dlogits, keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, N * OC);
+  ops_.matmul_backward(dx, w.grad(slot), nullptr, dy, x, w.weight(slot), N, C_, OC);
+  if (w.dropping())
+    w.lora->dropped_backward(dx, w.training(), dy, x, N, C_, {{size_t(slot), OC}}, w.seed(keel_support::kMlpInput), 0);
 }
 
 void SparseMlp::stack_expert_weights(const LayerWeights& w) {
@@ -189,7 +203,7 @@ void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerWeight
   const int32_t E = int32_t(E_), K = int32_t(K_);
   ensure_scratch(N);
   // Route: logits = gate(x); the k experts of each token and their weights; the pairs in expert order.
-  router_forward(st.logits, x, w.weight(router_), N, E_);
+  router_forward(st.logits, x, w, router_, N, E_);
   KEEL_OP(be_, moe_route, st.weights, st.experts, st.scores, st.logits, bias_ ? bias_->device(st.block) : nullptr, N,
           E, K, flags_);
   KEEL_OP(be_, moe_permute_plan, st.positions, st.counts.data(), st.experts, N, E, K);
@@ -202,13 +216,13 @@ void SparseMlp::forward(MoeBlockState& st, Elems out, Elems x, const LayerWeight
   // Each expert's SwiGLU on its rows: down(silu(gate·x) ⊙ up·x), here or on the experts' ranks.
   stack_expert_weights(w);
   if (!dispatch_) {
-    experts_forward(st.xperm, st.gate_up, st.act, st.expert_out, st.kept, w);
+    experts_forward(st.xperm, st.gate_up, st.act, st.expert_out, st.kept, w, &st);
   } else {
     dispatch_->plan(st.route, st.kept);
     ensure_local(st, st.route.rows);
     ensure_ep_scratch(st.route.rows);
     dispatch_->to_experts(st.route, st.xperm, st.local_x, ep_.staging);
-    experts_forward(st.local_x, st.gate_up, st.act, ep_.rows_out, st.route.local_counts, w);
+    experts_forward(st.local_x, st.gate_up, st.act, ep_.rows_out, st.route.local_counts, w, nullptr);
     dispatch_->from_experts(st.route, ep_.rows_out, st.expert_out, ep_.staging);
   }
   // A dropped pair adds nothing: its rows of the experts' output, after the kept ones, are zero.
@@ -241,9 +255,10 @@ void SparseMlp::apply_capacity(MoeBlockState& st, int64_t N) {
 }
 
 void SparseMlp::experts_forward(Elems x, Elems gate_up, Elems act, Elems out, const std::vector<int64_t>& counts,
-                                const LayerWeights& w) {
+                                const LayerWeights& w, const MoeBlockState* pairs) {
   const keel_dtype dt = ops_.dtype();
   const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
+  const ExpertDropout drop = expert_dropout(w, pairs);
   std::vector<const void*> gate_up_w(static_cast<size_t>(El_)), down_w(static_cast<size_t>(El_));
   for (int32_t e = 0; e < El_; ++e) {
     gate_up_w[size_t(e)] = (experts_gate_up_ + e * 2 * Fe_ * C_).get();
@@ -251,8 +266,24 @@ void SparseMlp::experts_forward(Elems x, Elems gate_up, Elems act, Elems out, co
   }
   KEEL_OP(be_, grouped_matmul_forward_dt, dt, gate_up.get(), x.get(), gate_up_w.data(), counts.data(), int32_t(El_), C_,
           2 * Fe_);
+  if (drop.gate_up) {  // gate_up += drop(x)·Dᵀ, each expert's D on its rows
+    const std::vector<const void*> deltas = gate_up_deltas(w);
+    drop_expert_rows(drop_.dropped, x, *pairs, C_, w.seed(keel_support::kExpertInput), w.lora->dropout());
+    KEEL_OP(be_, grouped_matmul_forward_dt, dt, drop_.product.get(), drop_.dropped.get(), deltas.data(), counts.data(),
+            int32_t(El_), C_, 2 * Fe_);
+    ops_.add(gate_up, gate_up, drop_.product, rows * 2 * Fe_);
+  }
   ops_.swiglu_forward(act, gate_up, rows, Fe_);
   KEEL_OP(be_, grouped_matmul_forward_dt, dt, out.get(), act.get(), down_w.data(), counts.data(), int32_t(El_), Fe_, C_);
+  if (drop.down) {  // out += drop(act)·Dᵀ; the rows of dropped pairs (capacity) hold zeros, not stale values
+    const int64_t NK = pair_rows(*pairs);
+    if (rows < NK) ops_.fill_zero(act + rows * Fe_, (NK - rows) * Fe_);
+    const std::vector<const void*> deltas = down_deltas(w);
+    drop_expert_rows(drop_.dropped, act, *pairs, Fe_, w.seed(keel_support::kExpertHidden), w.lora->dropout());
+    KEEL_OP(be_, grouped_matmul_forward_dt, dt, drop_.product.get(), drop_.dropped.get(), deltas.data(), counts.data(),
+            int32_t(El_), Fe_, C_);
+    ops_.add(out, out, drop_.product, rows * C_);
+  }
 }
 
 // A block's received rows and their projections, kept for its backward: grown, never shrunk, and
@@ -298,9 +329,14 @@ void SparseMlp::shared_forward(MoeBlockState& st, Elems out, Elems x, const Laye
   const keel_dtype dt = ops_.dtype();
   stack_shared_weights(w);
   ops_.matmul_forward(st.shared_gate_up, x, shared_stack_, Elems(), N, C_, 2 * S_);
+  if (w.dropping())
+    w.lora->add_dropped(st.shared_gate_up, x, N, C_, shared_gate_up_parts(), w.seed(keel_support::kMlpInput), 0);
   ops_.swiglu_forward(st.shared_act, st.shared_gate_up, N, S_);
   ops_.matmul_forward(st.shared_out, st.shared_act, w.weight(shared_w_[2]), Elems(), N, S_, C_);
-  router_forward(st.shared_gate_logit, x, w.weight(shared_gate_), N, 1);
+  if (w.dropping())
+    w.lora->add_dropped(st.shared_out, st.shared_act, N, S_, {{size_t(shared_w_[2]), C_}},
+                        w.seed(keel_support::kMlpHidden), 0);
+  router_forward(st.shared_gate_logit, x, w, shared_gate_, N, 1);
   KEEL_OP(be_, moe_route, st.shared_gate, st.shared_choice, st.shared_gate_score, st.shared_gate_logit, nullptr, N, 1,
           1, KEEL_ROUTE_SIGMOID);
   KEEL_OP(be_, moe_unpermute_dt, dt, scratch_.shared_part.get(), st.shared_out.get(), st.shared_gate,
@@ -356,12 +392,13 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
   // gradients then take 1/ep: params.h KEEL_PARAM_EXPERT).
   stack_expert_weights(w);
   if (!dispatch_) {
-    experts_backward(s.dxperm, s.dexpert_out, st.xperm, st.gate_up, st.act, st.kept, w, 1.0f, s.dact, s.dgate_up);
+    experts_backward(s.dxperm, s.dexpert_out, st.xperm, st.gate_up, st.act, st.kept, w, 1.0f, s.dact, s.dgate_up,
+                     &st);
   } else {
     ensure_ep_scratch(st.route.rows);
     dispatch_->to_experts(st.route, s.dexpert_out, ep_.rows_out, ep_.staging);
     experts_backward(ep_.drows, ep_.rows_out, st.local_x, st.gate_up, st.act, st.route.local_counts, w,
-                     1.0f / float(dispatch_->size()), ep_.dact, ep_.dgate_up);
+                     1.0f / float(dispatch_->size()), ep_.dact, ep_.dgate_up, nullptr);
     dispatch_->from_experts(st.route, ep_.drows, s.dxperm, ep_.staging);
   }
   if (st.dropped > 0) ops_.fill_zero(s.dxperm + (NK - st.dropped) * C_, st.dropped * C_);  // no expert saw them
@@ -370,16 +407,17 @@ void SparseMlp::backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const
   // The router: the weights' gradient, plus the balancing losses', through the routing to the logits.
   KEEL_OP(be_, moe_route_backward, s.dlogits, s.dweights, st.logits, st.scores, st.experts,
           balancing_ ? expert_dscores_.floats() : nullptr, z_grad_, N, E, K, flags_);
-  router_backward(dx, w.grad(router_), s.dlogits, x, w.weight(router_), N, E_);
+  router_backward(dx, s.dlogits, x, w, router_, N, E_);
   if (S_ > 0) shared_backward(dx, dout, x, st, w, N);
 }
 
 void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, Elems act,
                                  const std::vector<int64_t>& counts, const LayerWeights& w, float grad_scale, Elems dact,
-                                 Elems dgate_up) {
+                                 Elems dgate_up, const MoeBlockState* pairs) {
   const keel_dtype dt = ops_.dtype();
   const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t(0));
   const bool scaled = grad_scale != 1.0f;
+  const ExpertDropout drop = expert_dropout(w, pairs);
   // Which weight gradients to form: none in an INPUT part, nor for frozen experts (a LoRA run's
   // that targets none of their modules; a module's target takes every expert's).
   bool train_gate_up = false, train_down = false;
@@ -406,12 +444,43 @@ void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, E
   ops_.fill_zero(dact, rows * Fe_);
   KEEL_OP(be_, grouped_matmul_backward_dt, dt, dact.get(), train_down ? ddown_w.data() : nullptr, dout.get(),
           act.get(), down_w.data(), counts.data(), int32_t(El_), Fe_, C_);
+  if (drop.down) {  // dact += drop(dout·D); dD += doutᵀ·drop(act)
+    const int64_t NK = pair_rows(*pairs);
+    const std::vector<const void*> deltas = down_deltas(w);
+    std::vector<float*> ddeltas(static_cast<size_t>(El_));
+    for (int32_t e = 0; e < El_; ++e) ddeltas[size_t(e)] = w.delta_grad(expert_slot(e, 2));
+    const uint64_t seed = w.seed(keel_support::kExpertHidden);
+    drop_expert_rows(drop_.dropped, act, *pairs, Fe_, seed, w.lora->dropout());
+    ops_.fill_zero(drop_.product, NK * Fe_);
+    KEEL_OP(be_, grouped_matmul_backward_dt, dt, drop_.product.get(), w.training() ? ddeltas.data() : nullptr,
+            dout.get(), drop_.dropped.get(), deltas.data(), counts.data(), int32_t(El_), Fe_, C_);
+    drop_expert_rows(drop_.product, drop_.product, *pairs, Fe_, seed, w.lora->dropout());
+    ops_.add(dact, dact, drop_.product, rows * Fe_);
+  }
   ops_.fill_zero(dgate_up, rows * 2 * Fe_);
   ops_.swiglu_backward(dgate_up, dact, gate_up, rows, Fe_);
   ops_.fill_zero(dx, rows * C_);
   if (train_gate_up) KEEL_OP(be_, fill_zero, dexperts_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
   KEEL_OP(be_, grouped_matmul_backward_dt, dt, dx.get(), train_gate_up ? dgate_up_w.data() : nullptr, dgate_up.get(),
           x.get(), gate_up_w.data(), counts.data(), int32_t(El_), C_, 2 * Fe_);
+  if (drop.gate_up) {  // dx += drop(dgate_up·D); dD += dgate_upᵀ·drop(x), split into gate's and up's
+    const int64_t NK = pair_rows(*pairs);
+    const std::vector<const void*> deltas = gate_up_deltas(w);
+    std::vector<float*> ddeltas(static_cast<size_t>(El_));
+    for (int32_t e = 0; e < El_; ++e) ddeltas[size_t(e)] = ddeltas_gate_up_ + e * 2 * Fe_ * C_;
+    const uint64_t seed = w.seed(keel_support::kExpertInput);
+    drop_expert_rows(drop_.dropped, x, *pairs, C_, seed, w.lora->dropout());
+    ops_.fill_zero(drop_.product, NK * C_);
+    if (w.training()) KEEL_OP(be_, fill_zero, ddeltas_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
+    KEEL_OP(be_, grouped_matmul_backward_dt, dt, drop_.product.get(), w.training() ? ddeltas.data() : nullptr,
+            dgate_up.get(), drop_.dropped.get(), deltas.data(), counts.data(), int32_t(El_), C_, 2 * Fe_);
+    drop_expert_rows(drop_.product, drop_.product, *pairs, C_, seed, w.lora->dropout());
+    ops_.add(dx, dx, drop_.product, rows * C_);
+    for (int32_t e = 0; e < El_ && w.training(); ++e)
+      for (int32_t part = 0; part < 2; ++part)
+        if (float* to = w.delta_grad(expert_slot(e, part)))
+          KEEL_OP(be_, accumulate, to, ddeltas_gate_up_ + (e * 2 + part) * Fe_ * C_, Fe_ * C_);
+  }
   if (scaled && train_gate_up) KEEL_OP(be_, scale, dexperts_gate_up_, grad_scale, El_ * 2 * Fe_ * C_);
   if (scaled && train_down) KEEL_OP(be_, scale, ddown_scratch, grad_scale, El_ * C_ * Fe_);
   auto add = [&](int32_t slot, const float* from, int64_t n) {
@@ -434,6 +503,9 @@ void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st
   ops_.fill_zero(s.dshared_act, N * S_);
   ops_.matmul_backward(s.dshared_act, w.grad(shared_w_[2]), nullptr, s.dshared_out, st.shared_act,
                        w.weight(shared_w_[2]), N, S_, C_);
+  if (w.dropping())
+    w.lora->dropped_backward(s.dshared_act, w.training(), s.dshared_out, st.shared_act, N, S_,
+                             {{size_t(shared_w_[2]), C_}}, w.seed(keel_support::kMlpHidden), 0);
   ops_.fill_zero(s.dshared_gate_up, N * 2 * S_);
   ops_.swiglu_backward(s.dshared_gate_up, s.dshared_act, st.shared_gate_up, N, S_);
   stack_shared_weights(w);
@@ -443,9 +515,80 @@ void SparseMlp::shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st
                        2 * S_);
   for (int part = 0; part < 2 && training; ++part)
     if (float* to = w.grad(shared_w_[part])) KEEL_OP(be_, accumulate, to, dshared_stack_ + part * S_ * C_, S_ * C_);
+  if (w.dropping())
+    w.lora->dropped_backward(dx, w.training(), s.dshared_gate_up, x, N, C_, shared_gate_up_parts(),
+                             w.seed(keel_support::kMlpInput), 0);
   KEEL_OP(be_, moe_route_backward, s.dshared_logit, s.dshared_gate, st.shared_gate_logit, st.shared_gate_score,
           st.shared_choice, nullptr, 0.0f, N, 1, 1, KEEL_ROUTE_SIGMOID);
-  router_backward(dx, w.grad(shared_gate_), s.dshared_logit, x, w.weight(shared_gate_), N, 1);
+  router_backward(dx, s.dshared_logit, x, w, shared_gate_, N, 1);
+}
+
+SparseMlp::ExpertDropout SparseMlp::expert_dropout(const LayerWeights& w, const MoeBlockState* pairs) {
+  ExpertDropout drop;
+  if (!w.dropping()) return drop;
+  drop.gate_up = bool(w.delta(expert_slot(0, 0))) || bool(w.delta(expert_slot(0, 1)));
+  drop.down = bool(w.delta(expert_slot(0, 2)));
+  if ((drop.gate_up || drop.down) && !pairs)
+    throw std::logic_error("SparseMlp: adapter dropout on experts at ep > 1 (the model refuses it at create)");
+  if (drop.gate_up || drop.down) ensure_drop_scratch(pair_rows(*pairs));
+  return drop;
+}
+
+// Rows in expert order go to pair order (moe_unpermute with one slot: row i ← positions[i]), take
+// the mask there (row i is pair i = token·K + slot), and come back (moe_permute with one slot).
+void SparseMlp::drop_expert_rows(Elems dst, Elems src, const MoeBlockState& st, int64_t cols, uint64_t seed, float p) {
+  const keel_dtype dt = ops_.dtype();
+  const int64_t NK = pair_rows(st);
+  KEEL_OP(be_, moe_unpermute_dt, dt, drop_.in_pairs.get(), src.get(), nullptr, st.positions, NK, 1, cols);
+  ops_.dropout(drop_.in_pairs, drop_.in_pairs, NK, cols, 0, seed, p);
+  KEEL_OP(be_, moe_permute_dt, dt, dst.get(), drop_.in_pairs.get(), nullptr, st.positions, NK, 1, cols);
+}
+
+std::vector<const void*> SparseMlp::gate_up_deltas(const LayerWeights& w) {
+  if (!delta_memory_.get()) {
+    auto carve_all = [&](char* base) {
+      Carver carve(base);
+      deltas_gate_up_ = ops_.at(carve.take<char>(int64_t(ops_.bytes(El_ * 2 * Fe_ * C_))));
+      ddeltas_gate_up_ = carve.take<float>(El_ * 2 * Fe_ * C_);
+      return carve.used();
+    };
+    delta_memory_ = be_.alloc_bytes(carve_all(nullptr));
+    carve_all(static_cast<char*>(delta_memory_.get()));
+  }
+  std::vector<const void*> out(static_cast<size_t>(El_));
+  for (int32_t e = 0; e < El_; ++e) {
+    const Elems stacked = deltas_gate_up_ + e * 2 * Fe_ * C_;
+    for (int32_t part = 0; part < 2; ++part) {
+      const Elems d = w.delta(expert_slot(e, part));
+      if (d) ops_.copy(stacked + part * Fe_ * C_, d, Fe_ * C_);
+      else ops_.fill_zero(stacked + part * Fe_ * C_, Fe_ * C_);
+    }
+    out[size_t(e)] = stacked.get();
+  }
+  return out;
+}
+
+std::vector<const void*> SparseMlp::down_deltas(const LayerWeights& w) const {
+  std::vector<const void*> out(static_cast<size_t>(El_));
+  for (int32_t e = 0; e < El_; ++e) out[size_t(e)] = w.delta(expert_slot(e, 2)).get();
+  return out;
+}
+
+void SparseMlp::ensure_drop_scratch(int64_t pairs) {
+  if (pairs <= drop_.pairs && drop_.pairs > 0) return;
+  const int64_t capacity = std::max<int64_t>(pairs, 1);
+  auto carve_all = [&](char* base) {
+    Carver carve(base);
+    auto elems = [&](int64_t n) { return ops_.at(carve.take<char>(int64_t(ops_.bytes(n)))); };
+    drop_.in_pairs = elems(capacity * std::max(C_, Fe_));
+    drop_.dropped = elems(capacity * std::max(C_, Fe_));
+    drop_.product = elems(capacity * std::max(2 * Fe_, C_));
+    return carve.used();
+  };
+  drop_.memory = keel_support::BackendBuffer();
+  drop_.memory = be_.alloc_bytes(carve_all(nullptr));
+  carve_all(static_cast<char*>(drop_.memory.get()));
+  drop_.pairs = capacity;
 }
 
 }  // namespace keel_llama

@@ -86,12 +86,22 @@ struct MoeTensor {
 
 // The weights a sparse layer computes with and where their gradients go: the lease's, a LoRA
 // target's merged weight and its dW scratch, or a QAT target's fake-quantized weight (the block in
-// use's LoraLayer and QatLayer; the gradient of a QAT target goes to the weight itself).
+// use's LoraLayer and QatLayer; the gradient of a QAT target goes to the weight itself). Under
+// LoRA's dropout the targets compute with the base and the adapters' D = s·B·A is added from each
+// input's dropped copy (delta, delta_grad; the masks' seeds from the micro-batch's and the block).
 struct LayerWeights {
   const keel_support::LayerLease& lease;
   const keel_support::LayerLease* grads = nullptr;  // nullptr: no weight gradients in this pass
-  const keel_support::LoraLayer* lora = nullptr;    // nullptr: no adapters
+  keel_support::LoraLayer* lora = nullptr;          // nullptr: no adapters
   const keel_support::QatLayer* qat = nullptr;      // nullptr: no fake quantization
+  uint64_t dropout_seed = 0;                        // the micro-batch's (model.h); 0: no dropout
+  int64_t block = 0;                                // the model's block index
+  bool dropping() const { return lora && lora->dropping(); }
+  Elems delta(int32_t index) const { return dropping() ? lora->delta(size_t(index)) : Elems(); }
+  float* delta_grad(int32_t index) const { return dropping() && grads ? lora->delta_grad(size_t(index)) : nullptr; }
+  uint64_t seed(keel_support::LoraInput input) const {
+    return keel_support::dropout_site_seed(dropout_seed, block, input);
+  }
   Elems weight(int32_t index) const {
     if (lora && lora->merges(size_t(index))) return lora->weight(lease, size_t(index));
     const Elems own = lease.param_elems(size_t(index));
@@ -139,12 +149,28 @@ class SparseMlp {
   // Local expert e's tensor (0 w1/gate, 1 w3/up, 2 w2/down).
   int32_t expert_slot(int32_t e, int32_t which) const { return expert_first_ + 3 * e + which; }
   // The local experts' SwiGLU on R rows in local-expert order (`counts` per local expert), out (R,C).
+  // `pairs`: at ep 1 the block's permuted (token, slot) pairs, which LoRA's dropout keys its
+  // masks by (nullptr at ep > 1, where the model refuses dropout on the experts).
   void experts_forward(Elems x, Elems gate_up, Elems act, Elems out, const std::vector<int64_t>& counts,
-                       const LayerWeights& w);
+                       const LayerWeights& w, const MoeBlockState* pairs);
   // Its backward from dout (R,C): dx (R,C) overwritten; when w is training each local expert's
   // weight gradients, times grad_scale, added. dact and dgate_up are scratch of R rows.
   void experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, Elems act, const std::vector<int64_t>& counts,
-                        const LayerWeights& w, float grad_scale, Elems dact, Elems dgate_up);
+                        const LayerWeights& w, float grad_scale, Elems dact, Elems dgate_up,
+                        const MoeBlockState* pairs);
+  // LoRA's dropout on the routed experts: which of gate|up and down have adapters (every expert's
+  // alike: a module's target takes them all), checked against `pairs` (ep 1 only).
+  struct ExpertDropout {
+    bool gate_up = false, down = false;
+  };
+  ExpertDropout expert_dropout(const LayerWeights& w, const MoeBlockState* pairs);
+  // dst = src (NK rows of `cols` in expert order) with the mask of `seed` keyed by each row's
+  // (token, slot) pair: through pair order and back (dst may be src).
+  void drop_expert_rows(Elems dst, Elems src, const MoeBlockState& st, int64_t cols, uint64_t seed, float p);
+  // The local experts' D pointers: gate|up stacked (zero rows for a module without adapters) and down.
+  std::vector<const void*> gate_up_deltas(const LayerWeights& w);
+  std::vector<const void*> down_deltas(const LayerWeights& w) const;
+  void ensure_drop_scratch(int64_t pairs);
   void ensure_local(MoeBlockState& st, int64_t rows) const;
   // Rewrites st.positions so each expert's first pairs (by token, then slot) up to its capacity
   // come first in expert order and the rest after them; sets st.kept and st.dropped.
@@ -155,11 +181,16 @@ class SparseMlp {
   void ensure_scratch(int64_t N);
   // A router's product x(N,C)·w(OC,C)ᵀ as fp32 logits (moe_route reads fp32), and its backward
   // from fp32 dlogits; under bf16 through a compute-type copy, converted.
-  void router_forward(float* logits, Elems x, Elems w, int64_t N, int64_t OC);
-  void router_backward(Elems dx, float* dw, float* dlogits, Elems x, Elems w, int64_t N, int64_t OC);
+  // `slot`: the router's tensor; under LoRA's dropout its adapters read the MLP input's mask.
+  void router_forward(float* logits, Elems x, const LayerWeights& w, int32_t slot, int64_t N, int64_t OC);
+  void router_backward(Elems dx, float* dlogits, Elems x, const LayerWeights& w, int32_t slot, int64_t N, int64_t OC);
   void carve_block(MoeBlockState& st, keel_support::Carver& carve, int64_t N) const;
   void shared_forward(MoeBlockState& st, Elems out, Elems x, const LayerWeights& w, int64_t N);
   void shared_backward(Elems dx, Elems dout, Elems x, MoeBlockState& st, const LayerWeights& w, int64_t N);
+  // The shared expert's gate and up as LoRA's dropped input sees them, stacked.
+  std::vector<keel_support::LoraLayer::Part> shared_gate_up_parts() const {
+    return {{size_t(shared_w_[0]), S_}, {size_t(shared_w_[1]), S_}};
+  }
 
   const keel_host* host_;
   keel_support::BackendOps be_;
@@ -210,6 +241,18 @@ class SparseMlp {
     Elems dact;      // (R,Fe)
     Elems dgate_up;  // (R,2Fe)
   } ep_;
+  // LoRA's dropout on the routed experts, sized for the most pairs seen: a block's rows in pair
+  // order, their dropped copy in expert order, a grouped product; the stacked gate|up D and dD.
+  struct DropScratch {
+    int64_t pairs = 0;
+    keel_support::BackendBuffer memory;
+    Elems in_pairs;  // (NK, max(C,Fe))
+    Elems dropped;   // (NK, max(C,Fe))
+    Elems product;   // (NK, max(2Fe,C))
+  } drop_;
+  keel_support::BackendBuffer delta_memory_;
+  Elems deltas_gate_up_;              // (El,2Fe,C)
+  float* ddeltas_gate_up_ = nullptr;  // (El,2Fe,C) fp32
   keel_support::BackendBuffer ddown_memory_;   // (El,C,Fe) fp32, ep > 1 only
   keel_support::BackendBuffer expert_dscores_;  // (E) the balancing loss's gradient per expert's score
   std::vector<float> expert_dscores_host_;

@@ -1,6 +1,6 @@
 // The llama model's side of its experts at create: what they cannot run on yet is refused by
 // name (tensor parallelism, transformers' balancing loss across pipeline stages, a backend without
-// the routing ops, an ep that does not divide the experts), and the sparse MLP is made with its tensors' slots and, at ep > 1, the
+// the routing ops, an ep that does not divide the experts, adapter dropout on experts at ep > 1), and the sparse MLP is made with its tensors' slots and, at ep > 1, the
 // exchange over the expert-parallel group (model.h 0.19).
 #include "llama_model.hpp"
 
@@ -44,6 +44,18 @@ void LlamaModel::create_sparse_mlp(const keel_model_create_args& args) {
       throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "parallel.ep " + std::to_string(ep) + ": the create args hold no "
                                                        "expert-parallel group, or rank " + std::to_string(args.ep_rank) +
                                                        " outside it");
+    // The routed experts' dropout masks are keyed by the (token, slot) pairs of the replica that
+    // sent the rows, which the rows received from other replicas do not carry.
+    const std::vector<std::string> expert_modules = config_.attention_bias  // Qwen2-MoE's names, else Mixtral's
+                                                        ? std::vector<std::string>{"gate_proj", "up_proj", "down_proj"}
+                                                        : std::vector<std::string>{"w1", "w3", "w2"};
+    for (const std::string& module : expert_modules)
+      if (config_.lora.dropout > 0 && config_.lora.targets(module))
+        throw StatusError(KEEL_ERR_INVALID_CONFIG,
+                          "model.lora.dropout (" + std::to_string(config_.lora.dropout) + ") on the routed experts (" +
+                              "target_modules names \"" + module + "\") with parallel.ep " + std::to_string(ep) +
+                              " is refused: the experts' masks are keyed by the tokens of the replica that sent "
+                              "their rows; use ep 1, dropout 0, or leave the experts' modules out of target_modules");
     dispatch = std::make_unique<ExpertDispatch>(backend_, ops_, args.ep_comm, args.ep_comm_obj, args.ep_rank, ep,
                                                 config_.moe.n_experts, config_.d_model);
   }

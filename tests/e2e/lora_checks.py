@@ -35,6 +35,11 @@ layouts, with parallel_checks.py's helpers:
     backends equal the cpu's bit for bit; and without dropout the losses differ (the masks act).
   - gpt_dropout (the gpt quick start's config): the same on gpt's Conv1D linears at tp 2 with
     sequence parallelism and at pp 2 under zero-bubble.
+  - moe_dropout: adapter dropout on a mixture-of-experts llama (the routed experts' masks keyed by
+    (token, slot) pair), Mixtral's names and Qwen2-MoE's (a shared expert and its gate): recompute
+    full and selective and 2 pipeline stages within 1e-5 of one rank, 4 + resume + 4 equal to 8
+    straight bit for bit, a capacity factor that drops pairs, the poison and deferred backends
+    bit for bit, and dropout on the experts at ep 2 refused by name.
 
 Usage: lora_checks.py CHECK --keel KEEL --config CONFIG
 Exits 77 where mpirun is missing (every check but frozen).
@@ -175,6 +180,53 @@ def check_gpt_dropout(args, work):
                        ("pp2-zero-bubble", ["parallel.pp=2", 'parallel.schedule={"plugin": "zero-bubble"}'])):
         pc.run(args, 2, "ddp", work, f"gpt-drop-{tag}", dropout + extra, steps=8)
         pc.compare_losses(reference, pc.losses(work, f"gpt-drop-{tag}"), f"gpt LoRA dropout {tag}", 1e-5)
+
+
+def check_moe_dropout(args, work):
+    require_mpirun(args)
+    lora = ['model.lora={"r": 4, "alpha": 8, "target_modules": "all-linear", "dropout": 0.1}',
+            "lr_schedule.decay_steps=8", "train.checkpoint.every=4", "data.micro_batch=3"]
+    mixtral = ["model.n_experts=4", "model.n_experts_per_token=2"]
+    qwen2 = ["model.attention_bias=true", "model.n_experts=4", "model.n_experts_per_token=2",
+             "model.expert_ffn_hidden=24", "model.shared_expert_ffn_hidden=40", "model.mlp_only_layers=[1]"]
+    pipeline = ["parallel.pp=2", 'parallel.schedule={"plugin": "1f1b"}']
+    for name, model in (("mixtral", mixtral), ("qwen2", qwen2)):
+        dropout = model + lora
+        pc.run(args, 1, "ddp", work, f"{name}-drop", dropout, steps=8)
+        reference = pc.losses(work, f"{name}-drop")
+        pc.run(args, 1, "ddp", work, f"{name}-no-drop", model + LORA + ["data.micro_batch=3"], steps=8)
+        undropped = pc.losses(work, f"{name}-no-drop")
+        apart = max(abs(reference[s] - undropped[s]) / undropped[s] for s in range(2, 9))
+        print(f"{name}: without dropout the losses differ by up to {apart:.1e} (relative)")
+        assert apart > 1e-4, f"{name}: dropout barely changed the losses ({apart:.1e})"
+        for tag, ranks, extra in (("recompute-full", 1, ['model.recompute="full"']),
+                                  ("recompute-selective", 1, ['model.recompute="selective"']),
+                                  ("pp2-1f1b", 2, pipeline)):
+            pc.run(args, ranks, "ddp", work, f"{name}-drop-{tag}", dropout + extra, steps=8)
+            pc.compare_losses(reference, pc.losses(work, f"{name}-drop-{tag}"), f"{name} LoRA dropout {tag}", 1e-5)
+        pc.run(args, 1, "ddp", work, f"{name}-drop-split", dropout, steps=4)
+        pc.run(args, 1, "ddp", work, f"{name}-drop-split", dropout, steps=8, resume="latest")
+        resumed = pc.losses(work, f"{name}-drop-split")
+        assert all(reference[s] == resumed[s] for s in range(1, 9)), f"{name}: resumed {resumed} vs {reference}"
+        print(f"{name} LoRA dropout: 8 steps straight == 4 + resume + 4, bit for bit")
+    # A capacity factor drops pairs: their rows sit past the kept ones, and the masks skip them.
+    capacity = mixtral + lora + ["model.capacity_factor=0.75"]
+    pc.run(args, 1, "ddp", work, "capacity-drop", capacity, steps=4)
+    kept = pc.losses(work, "capacity-drop")
+    assert all(v == v and v < 20 for v in kept.values()), kept
+    if args.plugins:
+        for backend in ("poison", "deferred"):
+            for name, extra in (("mixtral", mixtral + lora), ("capacity", capacity)):
+                pc.run(args, 1, "ddp", work, f"{name}-drop-{backend}",
+                       extra + [f'backend={{"plugin": "{backend}", "precision": "fp32"}}'], steps=4)
+                got = pc.losses(work, f"{name}-drop-{backend}")
+                want = kept if name == "capacity" else pc.losses(work, "mixtral-drop")
+                assert all(got[s] == want[s] for s in range(1, 5)), f"{name} {backend}: {got} vs the cpu's {want}"
+        print("LoRA dropout with experts: the poison and deferred backends give the cpu's losses, bit for bit")
+    p = pc.run(args, 2, "ddp", work, "drop-ep2", mixtral + lora + ["parallel.ep=2"], steps=1, check=False)
+    assert p.returncode != 0 and "on the routed experts (target_modules names \"w1\") with parallel.ep 2" in p.stderr, \
+        p.stderr[-1500:]
+    print("dropout on the experts at ep 2 refused, naming the module")
 
 
 def check_qat_paths(args, work):
@@ -413,7 +465,7 @@ def main():
         {"layouts": check_layouts, "gpt_layouts": check_gpt_layouts, "moe_layouts": check_moe_layouts, "qat_paths": check_qat_paths,
          "qwen2_moe_merge": check_qwen2_moe_merge, "frozen": check_frozen, "resume": check_resume, "qlora": check_qlora,
          "qlora_resume": check_qlora_resume, "device_true": check_device_true, "dropout": check_dropout,
-         "gpt_dropout": check_gpt_dropout}[args.check](args, work)
+         "gpt_dropout": check_gpt_dropout, "moe_dropout": check_moe_dropout}[args.check](args, work)
     print("PASS")
 
 

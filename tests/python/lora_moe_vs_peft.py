@@ -30,10 +30,28 @@ CASES = [
 ]
 
 
+def peft_mixtral(lora, tensors, label):
+    """transformers' Mixtral with Keel's base weights and PEFT's adapters on the modules `lora` names
+    (Keel's "all-linear" spelled out), Keel's initial adapters copied in: (model, adapters)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    targets = ALL_LINEAR if lora["target_modules"] == "all-linear" else lora["target_modules"]
+    per_layer = sum(MIXTRAL["n_experts"] if t in ("w1", "w3", "w2") else 1 for t in targets)
+    base = hf_model(MIXTRAL, False, 0.0)
+    load_keel_weights(base, {k: v for k, v in tensors.items() if ".lora_" not in k}, MIXTRAL["vocab_size"])
+    model = get_peft_model(base, LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
+                                            target_modules=targets, use_rslora=lora.get("use_rslora", False)))
+    adapters = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert len(adapters) == MIXTRAL["n_layer"] * 2 * per_layer, f"{label}: PEFT made {len(adapters)} adapters"
+    with torch.no_grad():
+        for n, p in adapters.items():
+            p.copy_(torch.tensor(tensors["param/" + keel_name(n)]))
+    return model, adapters
+
+
 def check(work, probe, label, lora):
     import numpy as np
     import torch
-    from peft import LoraConfig, get_peft_model
     from test_gpt_vs_torch import read_safetensors
     config = dict(RUN, model=dict(MIXTRAL, tie_embeddings=False, lora=lora))
     path, out = os.path.join(work, label + ".json"), os.path.join(work, label + ".safetensors")
@@ -44,29 +62,15 @@ def check(work, probe, label, lora):
     for name, value in tensors.items():
         if name.startswith("grad/") and ".lora_" not in name:
             assert not value.any(), f"{label}: frozen {name} has a gradient"
-    targets = ALL_LINEAR if lora["target_modules"] == "all-linear" else lora["target_modules"]
-    per_layer = sum(MIXTRAL["n_experts"] if t in ("w1", "w3", "w2") else 1 for t in targets)
     V = MIXTRAL["vocab_size"]
 
-    def peft_model():
-        base = hf_model(MIXTRAL, False, 0.0)
-        load_keel_weights(base, {k: v for k, v in tensors.items() if ".lora_" not in k}, V)
-        model = get_peft_model(base, LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=0.0,
-                                                target_modules=targets, use_rslora=lora.get("use_rslora", False)))
-        adapters = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        assert len(adapters) == MIXTRAL["n_layer"] * 2 * per_layer, f"{label}: PEFT made {len(adapters)} adapters"
-        with torch.no_grad():
-            for n, p in adapters.items():
-                p.copy_(torch.tensor(tensors["param/" + keel_name(n)]))
-        return model, adapters
-
-    model, adapters = peft_model()
+    model, adapters = peft_mixtral(lora, tensors, label)
     logits, loss = loss_of(model, tensors["tokens"][0], tensors["targets"][0])
     compare_logits_and_loss(label, tensors, logits, loss, V, 1e-5, 1e-5, 1e-5)
     loss.backward()
     compare_adapter_gradients(label, tensors, adapters, keel_name, 1e-4, "adapter gradients (experts' included)")
 
-    model, adapters = peft_model()
+    model, adapters = peft_mixtral(lora, tensors, label)
     optimizer = torch.optim.AdamW(list(adapters.values()), lr=RUN["optimizer"]["lr"],
                                   betas=tuple(RUN["optimizer"]["betas"]), eps=RUN["optimizer"]["eps"],
                                   weight_decay=RUN["optimizer"]["weight_decay"])

@@ -214,9 +214,18 @@ inline std::string peft_adapter_config(const LoraConfig& c, bool fan_in_fan_out)
 
 // The inputs of a transformer block that adapters read, each with its own dropout mask: the
 // attention's input (q, k, v), its output (the output projection's input), the MLP's input and
-// its hidden activation (the down projection's input). A reference draws a block's mask with
-// dropout_site_seed(seed, block, input).
-enum LoraInput : int32_t { kAttentionInput = 0, kAttentionOutput = 1, kMlpInput = 2, kMlpHidden = 3 };
+// its hidden activation (the down projection's input); in a sparse MLP, the routers and a shared
+// expert read the MLP's input and hidden too, and the routed experts read theirs as (token, slot)
+// pairs: row t·K + k of the expert input's and the expert hidden's masks is token t's k-th choice.
+// A reference draws a block's mask with dropout_site_seed(seed, block, input).
+enum LoraInput : int32_t {
+  kAttentionInput = 0,
+  kAttentionOutput = 1,
+  kMlpInput = 2,
+  kMlpHidden = 3,
+  kExpertInput = 4,
+  kExpertHidden = 5,
+};
 
 // One target in a layer's specs: the frozen weight's index and its factors', with the weight's
 // local shape and which factor is whole on every tensor-parallel rank.
@@ -281,6 +290,18 @@ class LoraLayer {
   // This layer use drops the adapters' input: the model computes with the base and calls
   // add_dropped and dropped_backward at each input its targets read.
   bool dropping() const { return dropping_; }
+  float dropout() const { return dropout_; }
+  // While dropping, for a model that applies the adapters itself (a sparse MLP's grouped
+  // matmuls): a target's D = s·B·A (out, in) at the compute type, and its gradient dD (fp32,
+  // ADDED to; fold turns it into the factors'). Empty and nullptr for a tensor without adapters.
+  Elems delta(size_t index) const {
+    const LoraTarget* g = dropping_ ? find(index) : nullptr;
+    return g ? effective_[size_t(g - targets_.data())] : Elems();
+  }
+  float* delta_grad(size_t index) const {
+    const LoraTarget* g = dropping_ ? find(index) : nullptr;
+    return g ? dweight_[size_t(g - targets_.data())] : nullptr;
+  }
   // Whether `index` computes with the merged weight (a target, not dropping).
   bool merges(size_t index) const { return !dropping_ && targets(index); }
 
