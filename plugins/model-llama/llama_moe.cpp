@@ -450,10 +450,10 @@ void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, E
     std::vector<float*> ddeltas(static_cast<size_t>(El_));
     for (int32_t e = 0; e < El_; ++e) ddeltas[size_t(e)] = w.delta_grad(expert_slot(e, 2));
     const uint64_t seed = w.seed(keel_support::kExpertHidden);
-    drop_expert_rows(drop_.dropped, act, *pairs, Fe_, seed, w.lora->dropout());
+    if (w.training()) drop_expert_rows(drop_.dropped, act, *pairs, Fe_, seed, w.lora->dropout());  // dD's input alone
     ops_.fill_zero(drop_.product, NK * Fe_);
     KEEL_OP(be_, grouped_matmul_backward_dt, dt, drop_.product.get(), w.training() ? ddeltas.data() : nullptr,
-            dout.get(), drop_.dropped.get(), deltas.data(), counts.data(), int32_t(El_), Fe_, C_);
+            dout.get(), (w.training() ? drop_.dropped : act).get(), deltas.data(), counts.data(), int32_t(El_), Fe_, C_);
     drop_expert_rows(drop_.product, drop_.product, *pairs, Fe_, seed, w.lora->dropout());
     ops_.add(dact, dact, drop_.product, rows * Fe_);
   }
@@ -469,11 +469,14 @@ void SparseMlp::experts_backward(Elems dx, Elems dout, Elems x, Elems gate_up, E
     std::vector<float*> ddeltas(static_cast<size_t>(El_));
     for (int32_t e = 0; e < El_; ++e) ddeltas[size_t(e)] = ddeltas_gate_up_ + e * 2 * Fe_ * C_;
     const uint64_t seed = w.seed(keel_support::kExpertInput);
-    drop_expert_rows(drop_.dropped, x, *pairs, C_, seed, w.lora->dropout());
+    if (w.training()) {  // dD's input alone
+      drop_expert_rows(drop_.dropped, x, *pairs, C_, seed, w.lora->dropout());
+      KEEL_OP(be_, fill_zero, ddeltas_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
+    }
     ops_.fill_zero(drop_.product, NK * C_);
-    if (w.training()) KEEL_OP(be_, fill_zero, ddeltas_gate_up_, size_t(El_ * 2 * Fe_ * C_) * sizeof(float));
     KEEL_OP(be_, grouped_matmul_backward_dt, dt, drop_.product.get(), w.training() ? ddeltas.data() : nullptr,
-            dgate_up.get(), drop_.dropped.get(), deltas.data(), counts.data(), int32_t(El_), C_, 2 * Fe_);
+            dgate_up.get(), (w.training() ? drop_.dropped : x).get(), deltas.data(), counts.data(), int32_t(El_), C_,
+            2 * Fe_);
     drop_expert_rows(drop_.product, drop_.product, *pairs, C_, seed, w.lora->dropout());
     ops_.add(dx, dx, drop_.product, rows * C_);
     for (int32_t e = 0; e < El_ && w.training(); ++e)

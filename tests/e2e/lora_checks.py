@@ -209,7 +209,8 @@ def check_moe_dropout(args, work):
         resumed = pc.losses(work, f"{name}-drop-split")
         assert all(reference[s] == resumed[s] for s in range(1, 9)), f"{name}: resumed {resumed} vs {reference}"
         print(f"{name} LoRA dropout: 8 steps straight == 4 + resume + 4, bit for bit")
-    # A capacity factor drops pairs: their rows sit past the kept ones, and the masks skip them.
+    # A capacity factor drops pairs: their rows sit past the kept ones and never reach an expert
+    # (checked here for finite losses, and against the poison and deferred backends below).
     capacity = mixtral + lora + ["model.capacity_factor=0.75"]
     pc.run(args, 1, "ddp", work, "capacity-drop", capacity, steps=4)
     kept = pc.losses(work, "capacity-drop")
