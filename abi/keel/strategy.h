@@ -105,6 +105,27 @@ typedef struct keel_strategy_create_args {
   const keel_offload_api* offload;
   void* offload_obj;
   uint32_t offload_arrays;
+  /* --- appended in 0.19: the data-parallel group's levels (parallel.dp_groups) --- */
+  uint32_t reserved_0_19;              /* 0 */
+  /* The dp group split in two levels: dp_inner holds the ranks of this rank's inner group (one
+     host's, one site's, or N consecutive dp ranks'), dp_outer the ranks at this rank's place in
+     every inner group; dp_inner_size * dp_outer_size == dp_size, and dp rank = (the inner
+     group's index) * dp_inner_size + dp_inner_rank only when the groups are consecutive (not in
+     general: a host may hold dp ranks 0 and 2). The strategy works inside a group and exchanges
+     across (ddp reduces hierarchically, zero shards inside and replicates across). The groups
+     are replicas of each other: after a step every group holds the same parameters and state,
+     so a checkpoint takes its slices from the ranks of outer rank 0 alone. Both comms
+     NULL and both sizes 1 at one level: the strategy works flat, as before. Each is the
+     strategy's alone, under dp_comm's thread rules; the core reads their counters (the bytes
+     that cross groups). The core refuses parallel.dp_groups for a strategy built before 0.19. */
+  const keel_comm_api* dp_inner_comm;
+  void* dp_inner_comm_obj;
+  int32_t dp_inner_rank;
+  int32_t dp_inner_size;
+  const keel_comm_api* dp_outer_comm;
+  void* dp_outer_comm_obj;
+  int32_t dp_outer_rank;
+  int32_t dp_outer_size;
 } keel_strategy_create_args;
 
 typedef struct keel_strategy_info {

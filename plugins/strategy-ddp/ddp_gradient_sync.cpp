@@ -7,6 +7,7 @@
 #include <keel/plugin.h>
 #include <keel_support/common/abi_guard.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "ddp_strategy.hpp"
@@ -52,6 +53,12 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
                           "apart; it runs at parallel.tp 1 and parallel.pp 1 (found tp " +
                           std::to_string(store_.tp().size) + ", pp " +
                           std::to_string(keel_support::pipeline_position(args).size) + ")");
+  const bool levelled = args.struct_size >= KEEL_STRUCT_SIZE(keel_strategy_create_args, dp_outer_size) &&
+                        args.dp_inner_comm_obj != nullptr;
+  if (levelled && config.compression != DdpConfig::Compression::none)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "create: parallel.dp_groups splits the data-parallel group in two levels, "
+                                              "which the compressing strategies do not use yet; use \"ddp\", or "
+                                              "dp_groups \"flat\"");
   if (config.compression == DdpConfig::Compression::topk)
     compressor_ = std::make_unique<TopkCompressor>(config.topk_ratio, store_.grad_elements());
   if (config.compression == DdpConfig::Compression::powersgd)
@@ -64,6 +71,17 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
     // The compressed messages are formed after the backward, on the training thread: no reducer.
     start_accumulation();
     return;
+  }
+  if (levelled) {
+    int64_t largest = 0;
+    for (const GradientBucket& bucket : buckets_.buckets)
+      for (const keel_support::ElementRange& region : bucket.regions) largest = std::max(largest, region.count());
+    levels_ = std::make_unique<LevelAllReduce>(args, store_.backend(), largest, config.hierarchical_min_bytes);
+    const std::string line = "two-level all-reduce: reduce-scatter inside groups of " +
+                             std::to_string(levels_->inner_size()) + " ranks, all-reduce across " +
+                             std::to_string(levels_->outer_size()) + " groups, gather inside; regions under " +
+                             std::to_string(config.hierarchical_min_bytes >> 10) + " KiB flat";
+    store_.host()->log(KEEL_LOG_INFO, kSource, line.c_str());
   }
   for (const GradientBucket& bucket : buckets_.buckets) {
     char waits = 0;
@@ -118,7 +136,8 @@ void DdpStrategy::submit_bucket(size_t index) {
     float* data = store_.grads() + region.begin;
     const size_t count = static_cast<size_t>(region.count());
     reducer_->submit(
-        [data, count](const keel_comm_api* comm, void* comm_obj) {
+        [data, count, levels = levels_.get()](const keel_comm_api* comm, void* comm_obj) {
+          if (levels) return levels->all_reduce(comm, comm_obj, data, count);
           return comm->all_reduce(comm_obj, data, data, count, keel_dtype{KEEL_DTYPE_FLOAT, 32, 1}, KEEL_REDUCE_SUM,
                                   nullptr);
         },

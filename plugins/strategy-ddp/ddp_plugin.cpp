@@ -42,6 +42,11 @@ DdpConfig parse_config(const char* config_json, const char* json_path, DdpConfig
   }
   if (compression == DdpConfig::Compression::powersgd)
     config.powersgd_rank = section.get_in_range<int32_t>("rank", config.powersgd_rank, 1, 1024);
+  if (compression == DdpConfig::Compression::none)
+    config.hierarchical_min_bytes =
+        uint64_t(section.get_in_range<int64_t>("hierarchical_min_kb", int64_t(config.hierarchical_min_bytes >> 10), 0,
+                                               int64_t(1) << 30))
+        << 10;
   section.finish();
   return config;
 }

@@ -44,6 +44,10 @@ const keel_strategy_create_args& checked(const keel_strategy_create_args& args) 
                                                   ", but diloco supports no pipeline parallelism (pp 1 only)");
   if (keel_support::offload_request(args).api)
     throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: diloco keeps every array resident; remove the offload section");
+  if (args.struct_size >= KEEL_STRUCT_SIZE(keel_strategy_create_args, dp_outer_size) && args.dp_inner_comm_obj)
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "create: parallel.dp_groups splits the data-parallel group in two levels, "
+                                              "which diloco does not use yet (each rank is its own worker); use "
+                                              "dp_groups \"flat\"");
   return args;
 }
 

@@ -62,6 +62,32 @@ void* DataParallelGroup::split_communicator() {
   return part;
 }
 
+void DataParallelGroup::set_replicas(const keel_comm_api* comm, void* comm_obj, int32_t replicas) {
+  if (replicas < 1 || (replicas > 1 && (!comm || !comm_obj)))
+    throw StatusError(KEEL_ERR_INVALID_ARGUMENT, "create: " + std::to_string(replicas) +
+                                                     " replica groups without a communicator across them");
+  if (replicas > 1 && (!KEEL_HAS_SLOT(comm, all_reduce) || !KEEL_HAS_SLOT(comm, split)))
+    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "the outer data-parallel communicator lacks the \"all_reduce\" or "
+                                              "\"split\" slot hybrid sharding needs");
+  replicas_comm_ = replicas > 1 ? comm : nullptr;
+  replicas_obj_ = replicas > 1 ? comm_obj : nullptr;
+  replicas_ = replicas;
+}
+
+void DataParallelGroup::sum_across_replicas(float* chunk, int64_t n) {
+  if (replicas_ == 1 || n == 0) return;
+  keel_support::check_callee(
+      replicas_comm_->all_reduce(replicas_obj_, chunk, chunk, size_t(n), kFloat32, KEEL_REDUCE_SUM, nullptr),
+      "comm all_reduce across the data-parallel groups");
+}
+
+void* DataParallelGroup::split_replicas_communicator() {
+  if (replicas_ == 1) return nullptr;
+  void* part = nullptr;
+  keel_support::check_callee(replicas_comm_->split(replicas_obj_, 0, 0, &part), "comm split (across the groups)");
+  return part;
+}
+
 void DataParallelGroup::reduce_scatter_sum(const float* send, float* recv, int64_t chunk) {
   if (chunk == 0) return;
   if (size_ == 1) return backend_.copy(recv, send, chunk);

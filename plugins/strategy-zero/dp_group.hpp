@@ -43,6 +43,19 @@ class DataParallelGroup {
   // A working buffer of scratch_elements for the callers' per-layer staging (one user at a time).
   float* scratch() const { return scratch_.floats(); }
 
+  // Hybrid sharding (strategy.h 0.19, parallel.dp_groups): this group is one of `replicas`
+  // groups that hold the same shards; a reduced chunk is summed across them over `comm` (the
+  // ranks at this rank's place in every group). Without it the group stands alone.
+  void set_replicas(const keel_comm_api* comm, void* comm_obj, int32_t replicas);
+  int32_t replicas() const { return replicas_; }
+  int32_t total_size() const { return size_ * replicas_; }  // the ranks the mean is over
+  // chunk (n fp32, backend memory) = its sum across the replicas, in place, on the calling thread.
+  void sum_across_replicas(float* chunk, int64_t n);
+  // A new communicator over the replicas (collective across them), for a thread of the caller's
+  // own; the caller destroys it through replicas_api(). NULL without replicas.
+  void* split_replicas_communicator();
+  const keel_comm_api* replicas_api() const { return replicas_comm_; }
+
  private:
   const keel_comm_api* comm_;
   void* comm_obj_;
@@ -51,6 +64,9 @@ class DataParallelGroup {
   keel_support::BackendOps backend_;
   keel_support::BackendBuffer scratch_;
   keel_support::BackendBuffer sum_words_;  // sum_over_ranks' send and receive words
+  const keel_comm_api* replicas_comm_ = nullptr;
+  void* replicas_obj_ = nullptr;
+  int32_t replicas_ = 1;
 };
 
 }  // namespace keel_zero

@@ -65,6 +65,7 @@ int64_t GradReduction::max_chunk_elements() const {
 // (tests create every rank's on one thread), while every rank reaches its first final release.
 void GradReduction::start_worker() {
   worker_comm_ = group_.split_communicator();
+  worker_replicas_ = group_.split_replicas_communicator();
   worker_ = std::make_unique<keel_support::CommWorker>(host_, group_.comm_api(), worker_comm_);
 }
 
@@ -72,6 +73,7 @@ GradReduction::~GradReduction() {
   worker_.reset();  // joined: nothing reads the buffers or the communicator any more
   in_flight_.clear();
   if (worker_comm_) group_.comm_api()->destroy(worker_comm_);
+  if (worker_replicas_) group_.replicas_api()->destroy(worker_replicas_);
 }
 
 float* GradReduction::open_layer(int32_t layer) {
@@ -93,7 +95,7 @@ void GradReduction::close_layer(int32_t layer) {
   keel_support::BackendBuffer buffer = std::move(transient_[size_t(layer)]);
   const int64_t chunk = layout_.layers[size_t(layer)].chunk;
   if (chunk == 0) return;
-  if (group_.size() == 1 || !overlap_) {
+  if (group_.size() == 1 || !overlap_) {  // (one rank per group: the replicas' sum on this thread)
     reduce_now(layer, buffer.floats());
     return;
   }
@@ -103,9 +105,13 @@ void GradReduction::close_layer(int32_t layer) {
   const float* send = job.full.floats();
   float* recv = job.reduced.floats();
   job.ticket = worker_->submit(
-      [send, recv, chunk](const keel_comm_api* comm, void* comm_obj) {
-        return comm->reduce_scatter(comm_obj, send, recv, size_t(chunk), keel_dtype{KEEL_DTYPE_FLOAT, 32, 1},
-                                    KEEL_REDUCE_SUM, nullptr);
+      [send, recv, chunk, replicas = group_.replicas_api(), across = worker_replicas_](const keel_comm_api* comm,
+                                                                                       void* comm_obj) {
+        const keel_dtype fp32{KEEL_DTYPE_FLOAT, 32, 1};
+        const keel_status status = comm->reduce_scatter(comm_obj, send, recv, size_t(chunk), fp32, KEEL_REDUCE_SUM,
+                                                        nullptr);
+        if (status != KEEL_OK || !across) return status;
+        return replicas->all_reduce(across, recv, recv, size_t(chunk), fp32, KEEL_REDUCE_SUM, nullptr);
       },
       "data-parallel reduce_scatter of layer " + std::to_string(layer) + "'s gradients");
   in_flight_.push_back(std::move(job));
@@ -121,7 +127,7 @@ void GradReduction::add_finished(bool wait) {
   while (!in_flight_.empty() && in_flight_.front().ticket <= finished) {
     InFlight& job = in_flight_.front();
     const int64_t chunk = layout_.layers[size_t(job.layer)].chunk;
-    backend_.scale(job.reduced.floats(), 1.0f / float(group_.size()), chunk);
+    backend_.scale(job.reduced.floats(), 1.0f / float(group_.total_size()), chunk);
     add_to_chunk(job.layer, job.reduced.floats());
     in_flight_.pop_front();
   }
@@ -135,12 +141,13 @@ void GradReduction::settle() {
 void GradReduction::reduce_now(int32_t layer, const float* full) {
   const int64_t chunk = layout_.layers[size_t(layer)].chunk;
   if (chunk == 0) return;
-  if (group_.size() == 1) {  // its own sum is the mean
+  if (group_.total_size() == 1) {  // its own sum is the mean
     add_to_chunk(layer, full + layout_.owned_chunk(layer).begin);
     return;
   }
   group_.reduce_scatter_sum(full, group_.scratch(), chunk);
-  backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
+  group_.sum_across_replicas(group_.scratch(), chunk);
+  backend_.scale(group_.scratch(), 1.0f / float(group_.total_size()), chunk);
   add_to_chunk(layer, group_.scratch());
 }
 
@@ -201,13 +208,14 @@ void GradReduction::finish_reduction() {
       if ((*local_counted_)[index]) sum.add(persistent_ + layout_.full_position(index, 0), layout_.params[index].numel);
     local_before_ = sum.total();
   }
-  if (stage_ != 1 || group_.size() == 1) return;  // stages 2/3 reduced at each final release
+  if (stage_ != 1 || group_.total_size() == 1) return;  // stages 2/3 reduced at each final release
   for (size_t l = 0; l < layout_.layers.size(); ++l) {
     const int32_t layer = int32_t(l);
     const int64_t chunk = layout_.layers[l].chunk;
     if (chunk == 0) continue;
     group_.reduce_scatter_sum(resident_layer(layer), group_.scratch(), chunk);
-    backend_.scale(group_.scratch(), 1.0f / float(group_.size()), chunk);
+    group_.sum_across_replicas(group_.scratch(), chunk);
+    backend_.scale(group_.scratch(), 1.0f / float(group_.total_size()), chunk);
     backend_.copy(owned_chunk(layer), group_.scratch(), chunk);
   }
 }

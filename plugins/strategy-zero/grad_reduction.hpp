@@ -1,5 +1,7 @@
 // Gradient memory and its data-parallel reduction, for every stage. After the reduction this
-// rank's chunk of each layer holds the MEAN over ranks of the gradients accumulated there:
+// rank's chunk of each layer holds the MEAN over ranks of the gradients accumulated there (with
+// hybrid sharding, over every group's ranks: each reduced chunk is also summed across the
+// replica groups, on the thread that reduced it, before it is scaled):
 //   stage 1: the model accumulates into a persistent full buffer; finish_reduction (the first
 //            grad_sq_norm or step of the accumulation) reduce_scatters each layer into this
 //            rank's chunk of that buffer, scaled by 1/dp_size.
@@ -125,7 +127,8 @@ class GradReduction {
                          keel_support::SumSquaresBatch& sum, keel_support::BackendBuffer& staging) const;
   int64_t max_chunk_elements() const;
   void start_worker();
-  void* worker_comm_ = nullptr;  // split from the group; destroyed last
+  void* worker_comm_ = nullptr;      // split from the group; destroyed last
+  void* worker_replicas_ = nullptr;  // split from the replicas' communicator (hybrid sharding), likewise
   std::deque<InFlight> in_flight_;
   std::unique_ptr<keel_support::CommWorker> worker_;  // declared last: joined before the buffers it reads go
 };

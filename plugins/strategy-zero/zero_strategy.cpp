@@ -22,7 +22,13 @@ constexpr int32_t kParamsOffloadStage = 3;
 constexpr int32_t kGradsOffloadStage = 2;
 
 // The data-parallel fields of the create args; args from before ABI 0.4 mean a single rank,
-// and a zero-initialised dp_size with no communicator means one too.
+// and a zero-initialised dp_size with no communicator means one too. With the dp group's levels
+// (0.19, parallel.dp_groups) the shards span the inner group (hybrid sharding) and the outer
+// group holds the replicas.
+bool has_levels(const keel_strategy_create_args& args) {
+  return args.struct_size >= KEEL_STRUCT_SIZE(keel_strategy_create_args, dp_outer_size) && args.dp_inner_comm_obj;
+}
+
 struct DpArgs {
   const keel_comm_api* comm = nullptr;
   void* comm_obj = nullptr;
@@ -33,6 +39,7 @@ struct DpArgs {
 DpArgs dp_args(const keel_strategy_create_args& args) {
   DpArgs dp;
   if (args.struct_size < offsetof(keel_strategy_create_args, dp_size) + sizeof(args.dp_size)) return dp;
+  if (has_levels(args)) return {args.dp_inner_comm, args.dp_inner_comm_obj, args.dp_inner_rank, args.dp_inner_size};
   dp.comm = args.dp_comm;
   dp.comm_obj = args.dp_comm_obj;
   dp.rank = args.dp_rank;
@@ -95,6 +102,13 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
     shard_ = std::make_unique<ParamShard>(store_.layout(), store_.backend(), store_.backend().device(),
                                           store_.params_tier() ? nullptr : store_.params(), store_.params_tier());
     gather_ = std::make_unique<ParamGather>(store_.layout(), group_, store_.backend(), *shard_);
+  }
+  if (has_levels(args)) {
+    group_.set_replicas(args.dp_outer_comm, args.dp_outer_comm_obj, args.dp_outer_size);
+    const std::string line = "hybrid sharding: ZeRO stage " + std::to_string(config.stage) + " shards over " +
+                             std::to_string(group_.size()) + " ranks, replicated across " +
+                             std::to_string(group_.replicas()) + " groups";
+    host->log(KEEL_LOG_INFO, kSource, line.c_str());
   }
   for (size_t i = 0; i < store_.n_params(); ++i)
     counted_in_norm_.push_back(keel_support::counts_in_grad_norm(store_.spec(i), store_.tp()) ? 1 : 0);

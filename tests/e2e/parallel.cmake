@@ -41,3 +41,13 @@ if(TARGET keel-zero)
             --config ${quickstart} --fixtures ${fixtures})
   set_tests_properties(e2e.pipeline.broken_schedules PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi TIMEOUT 600)
 endif()
+# The data-parallel group's two levels (dp_levels_checks.py, parallel.dp_groups): ddp's two-level
+# all-reduce and hybrid ZeRO against the flat runs, checkpoints between the layouts, refusals.
+if(TARGET keel-zero)
+  foreach(check parity reshard refusals)
+    add_test(NAME e2e.dp_levels.${check}
+      COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/dp_levels_checks.py ${check} --keel ${keel}
+              --config ${quickstart})
+    set_tests_properties(e2e.dp_levels.${check} PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi RUN_SERIAL TRUE)
+  endforeach()
+endif()

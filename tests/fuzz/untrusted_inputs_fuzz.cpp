@@ -553,8 +553,10 @@ int fuzz_hosts_file(Mutator& mutate, int64_t count, const std::string& work, Tal
     const bool ok = try_input("hosts_file", i, input, work, [&] {
       for (const keel::LaunchHost& host : keel::read_host_file(path))
         if (host.name.empty() || host.name[0] == '-' || host.name.find_first_of(" \t\n,;:'\"$`") != std::string::npos ||
-            host.slots < 1 || host.slots > 4096)
-          throw std::runtime_error("accepted host '" + host.name + "' with " + std::to_string(host.slots) + " slots");
+            host.slots < 1 || host.slots > 4096 ||
+            (!host.site.empty() && (host.site[0] == '-' || host.site.find_first_of(" \t\n,;:'\"$`{}[]") != std::string::npos)))
+          throw std::runtime_error("accepted host '" + host.name + "' with " + std::to_string(host.slots) +
+                                   " slots, site '" + host.site + "'");
     }, tally);
     if (!ok) return 1;
   }

@@ -104,8 +104,9 @@ bool first_whole_holder(const keel_param_spec& spec, const MeshLayout& layout, c
 
 // The ranges this rank owns of its pieces (boxes of the tensors). A piece every rank holding it
 // has whole is written by the first data-parallel rank holding it alone, a tensor replicated over tensor-parallel
-// ranks by tp rank 0 alone, and a pipeline stage's copy of a tied tensor (STAGE_COPY) not at
-// all, so each element is saved once.
+// ranks by tp rank 0 alone, a pipeline stage's copy of a tied tensor (STAGE_COPY) not at
+// all, and with the dp group's levels (parallel.dp_groups: the groups are replicas of each
+// other, strategy.h) by the first group's ranks alone, so each element is saved once.
 void collect_slices(const RunStateView& view, const std::string& rank_file, int64_t step, RankPart& part) {
   const keel_model_info& info = view.model;
   const std::map<std::string, bool> replicated = replicated_tensors(view);
@@ -121,7 +122,7 @@ void collect_slices(const RunStateView& view, const std::string& rank_file, int6
     for (int32_t kind = -1; kind < view.state_slots; ++kind) {
       const auto [begin, end] = view.strategy.owned_range(kind, i);
       if (end <= begin || (replicated.at(flag_key(spec, kind)) && !first_whole_holder(spec, view.mesh.layout(), at)) ||
-          (spec.tp_dim < 0 && at.tp != 0))
+          (spec.tp_dim < 0 && at.tp != 0) || view.mesh.strategy_dp_outer.rank != 0)
         continue;
       const std::string kind_name = kind < 0 ? "param" : "state" + std::to_string(kind);
       const std::string key = kind_name + "/" + spec.name + "/" + std::to_string(begin);

@@ -9,10 +9,12 @@
 #include <keel_support/common/json_section.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <sstream>
 
 #include "host/errors.h"
+#include "launch/host_file.h"
 #include "io/regular_file.h"
 
 namespace keel {
@@ -112,6 +114,52 @@ void read_train(JsonSection s, TrainConfig& out) {
   s.finish();
 }
 
+void read_dp_groups(JsonSection& s, RunConfig& out) {
+  if (s.has("dp_groups")) {
+    const nlohmann::json& v = s.raw("dp_groups");
+    if (v.is_number_integer()) {
+      out.dp_groups = RunConfig::DpGroups::kRanks;
+      out.dp_group_ranks = s.get_in_range<int32_t>("dp_groups", 0, 1, 1 << 20);
+    } else {
+      const std::string level = s.get_choice("dp_groups", std::string("flat"), {"flat", "host", "site"});
+      out.dp_groups = level == "host"   ? RunConfig::DpGroups::kHost
+                      : level == "site" ? RunConfig::DpGroups::kSite
+                                        : RunConfig::DpGroups::kFlat;
+    }
+  }
+  if (!s.has("sites")) {
+    if (out.dp_groups == RunConfig::DpGroups::kSite)
+      throw ConfigError("parallel.dp_groups: \"site\" needs parallel.sites (which hosts make each site)");
+    return;
+  }
+  const nlohmann::json& sites = s.raw("sites");
+  if (!sites.is_object())
+    throw ConfigError("parallel.sites: expected an object of site names, each with a list of its hosts, found " +
+                      keel_support::json_type_name(sites));
+  constexpr size_t kMaxHosts = 65536;
+  for (const auto& [site, hosts] : sites.items()) {
+    const std::string where = "parallel.sites." + site.substr(0, 64);
+    if (!plain_host_name(site))
+      throw ConfigError(where + ": a site name is letters, digits, . - _ (not starting with -), at most 253 characters");
+    if (!hosts.is_array() || hosts.empty())
+      throw ConfigError(where + ": expected a non-empty list of host names, found " + hosts.dump().substr(0, 64));
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      const std::string at = where + "[" + std::to_string(i) + "]";
+      if (!hosts[i].is_string() || !plain_host_name(hosts[i].get<std::string>()))
+        throw ConfigError(at + ": expected a host name (letters, digits, . - _), found " + hosts[i].dump().substr(0, 64));
+      const std::string host = hosts[i].get<std::string>();
+      for (const auto& [seen, in] : out.site_of_host)
+        if (seen == host)
+          throw ConfigError(at + ": host " + host + " is already in site " + in + "; a host is in one site");
+      if (out.site_of_host.size() == kMaxHosts)
+        throw ConfigError(at + ": more than " + std::to_string(kMaxHosts) + " hosts");
+      out.site_of_host.emplace_back(host, site);
+    }
+  }
+  if (out.site_of_host.empty())
+    throw ConfigError("parallel.sites: names no host; list each site's hosts, or leave parallel.sites out");
+}
+
 void read_parallel(const nlohmann::json& config, RunConfig& out) {
   JsonSection s(config.contains("parallel") ? config.at("parallel") : nlohmann::json::object(), "parallel");
   s.allow("strategy");
@@ -146,6 +194,7 @@ void read_parallel(const nlohmann::json& config, RunConfig& out) {
       out.layers_per_stage.push_back(list[i].get<int32_t>());
     }
   }
+  read_dp_groups(s, out);
   s.finish();
   nlohmann::json parallel = config.contains("parallel") ? config.at("parallel") : nlohmann::json::object();
   out.strategy = read_plugin_section(parallel, "strategy", "parallel.strategy", "ddp");

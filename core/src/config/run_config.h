@@ -112,6 +112,16 @@ struct RunConfig {
   int32_t cp = 1;
   bool cp_all_gather = false;  // parallel.cp_exchange "all_gather" (else "ring")
   bool sequence_parallel = false;  // parallel.sequence_parallel (Megatron's), with tp > 1
+  // parallel.dp_groups: the data-parallel group's inner level (docs/parallelism.md §7): the ranks of
+  // one host, of one site, or N consecutive dp ranks; the core splits the dp group into those
+  // groups and the groups across them, and the strategy reduces (ddp), shards (zero) or
+  // synchronises (diloco) inside and exchanges across. kFlat: one level, as before.
+  enum class DpGroups { kFlat, kHost, kSite, kRanks };
+  DpGroups dp_groups = DpGroups::kFlat;
+  int32_t dp_group_ranks = 0;  // kRanks: N
+  // parallel.sites: {"site": ["host", ...]}: which site each host is in (keel launch writes it from
+  // its hosts file's site= labels). Empty: every host in one site.
+  std::vector<std::pair<std::string, std::string>> site_of_host;  // (host, site)
   // Pipeline parallelism (docs/parallelism.md §5): the schedule plugin ("1f1b" by default, also at
   // pp 1, where every schedule is forward m then backward m), the chunks per rank, and an explicit
   // placement of the model's blocks (pp · virtual_stages counts; empty: an even split).

@@ -156,8 +156,10 @@ bool has_checkpoint(const RunConfig& config) {
 }  // namespace
 
 int run_elastic_launch(const LaunchRequest& options, std::ostream& out) {
-  const RunConfig config = RunConfig::from_file(options.config, options.overrides);
   const std::vector<LaunchHost> hosts = read_host_file(options.hosts_file);
+  std::vector<std::string> overrides = options.overrides;  // and the hosts file's sites, which win
+  if (const std::string sites = sites_override(hosts, options.hosts_file); !sites.empty()) overrides.push_back(sites);
+  const RunConfig config = RunConfig::from_file(options.config, overrides);
   const std::string keel = this_executable();
   signal(SIGINT, forward_signal);
   signal(SIGTERM, forward_signal);
@@ -175,7 +177,7 @@ int run_elastic_launch(const LaunchRequest& options, std::ostream& out) {
     std::vector<std::string> argv = options.launcher;
     argv.insert(argv.end(), {"--host", host_list(alive, plan.ranks), "-np", std::to_string(plan.ranks), keel, "run",
                              options.config});
-    for (const std::string& set : options.overrides) argv.insert(argv.end(), {"--set", set});
+    for (const std::string& set : overrides) argv.insert(argv.end(), {"--set", set});
     if (resume) argv.insert(argv.end(), {"--resume", "latest"});
     out << "keel launch: " << (attempt == 0 ? "start" : "restart " + std::to_string(attempt) + " of " +
                                                            std::to_string(options.max_restarts))

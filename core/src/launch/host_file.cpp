@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "host/errors.h"
 #include "io/regular_file.h"
 
@@ -17,14 +19,14 @@ constexpr size_t kMaxFileBytes = 16 << 20;
 constexpr int32_t kMaxSlots = 4096;
 constexpr size_t kMaxNameLength = 253;  // a DNS name's limit
 
+}  // namespace
+
 bool plain_host_name(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameLength || name[0] == '-') return false;
   for (char c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') return false;
   return true;
 }
-
-}  // namespace
 
 std::vector<LaunchHost> read_host_file(const std::string& path) {
   const std::vector<unsigned char> bytes = read_regular_file(path, "the hosts file", Symlinks::follow, kMaxFileBytes);
@@ -41,8 +43,15 @@ std::vector<LaunchHost> read_host_file(const std::string& path) {
       throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "expected a host name or IPv4 address (letters, digits, . - _, "
                                                        "not starting with -; slots go in slots=N), found '" + host.name.substr(0, 64) + "'");
     for (std::string word; words >> word;) {
+      if (word.rfind("site=", 0) == 0) {
+        host.site = word.substr(5);
+        if (!plain_host_name(host.site))
+          throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "expected a site name after site= (letters, digits, . - _, "
+                                                           "not starting with -), found '" + host.site.substr(0, 64) + "'");
+        continue;
+      }
       if (word.rfind("slots=", 0) != 0)
-        throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "expected slots=N after the host name, found '" +
+        throw KeelError(KEEL_ERR_INVALID_CONFIG, where + "expected slots=N or site=NAME after the host name, found '" +
                                                      word.substr(0, 64) + "'");
       const std::string count = word.substr(6);
       char* end = nullptr;
@@ -67,6 +76,23 @@ std::vector<LaunchHost> read_host_file(const std::string& path) {
   }
   if (hosts.empty()) throw KeelError(KEEL_ERR_INVALID_CONFIG, path + ": the hosts file names no host");
   return hosts;
+}
+
+std::string sites_override(const std::vector<LaunchHost>& hosts, const std::string& path) {
+  nlohmann::json sites = nlohmann::json::object();
+  const LaunchHost* unlabelled = nullptr;
+  for (const LaunchHost& host : hosts) {
+    if (host.site.empty()) {
+      unlabelled = unlabelled ? unlabelled : &host;
+      continue;
+    }
+    sites[host.site].push_back(host.name);
+  }
+  if (sites.empty()) return "";
+  if (unlabelled)
+    throw KeelError(KEEL_ERR_INVALID_CONFIG, path + ": host " + unlabelled->name + " names no site= while others do; "
+                                                    "give every host its site, or none");
+  return "parallel.sites=" + sites.dump();
 }
 
 std::string host_list(const std::vector<LaunchHost>& hosts, int32_t ranks) {

@@ -62,6 +62,8 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
   model_ep.name = core_ep.name = "expert-parallel group";
   strategy_expert_dp.name = "expert-data-parallel group";
   model_cp.name = core_cp.name = "context-parallel group";
+  strategy_dp_inner.name = "inner data-parallel group";
+  strategy_dp_outer.name = "outer data-parallel group";
   try {
     comm_ = static_cast<const keel_comm_api*>(PluginRegistry::instance().find(KEEL_KIND_COMM, config.comm.plugin).info.api);
   } catch (const KeelError& e) {
@@ -72,6 +74,7 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
                                                    "plugin is installed (" + e.what() + ")");
     check_launched_world(launcher(), 0, 1, "");  // several processes launched, each alone
     layout_ = plan_mesh_layout(config, 1);
+    topology_ = topology_of({this_host_name()}, config);
     return;  // one process: every group is this rank alone
   }
   create_world(config);
@@ -101,6 +104,7 @@ void Mesh::create(const RunConfig& config, keel_support::BackendOps backend) {
                                            std::to_string(at.dp) + " of " + std::to_string(dp));
   split_expert_groups();
   split_context_groups();
+  split_dp_levels(config);
   if (pp == 1) return;
   pipeline = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kHost);
   stage_io = split(at.dp * tp + at.tp, at.pp, "pipeline group", BufferSide::kBackend);
@@ -149,13 +153,47 @@ void Mesh::split_context_groups() {
                                            std::to_string(layout_.cp_rank(at)) + " of " + std::to_string(cp));
 }
 
+// Every rank learns every rank's host; each dp group (one per pp × tp place) is split by level.
+// Every dp group's plan is checked on every rank, so an uneven one fails everywhere at once.
+void Mesh::split_dp_levels(const RunConfig& config) {
+  topology_ = gather_topology(world, config);
+  const int32_t tp = layout_.tp, dp = layout_.dp;
+  auto members_of = [&](int32_t pp_index, int32_t tp_index) {
+    std::vector<int32_t> members;
+    for (int32_t d = 0; d < dp; ++d) members.push_back((pp_index * dp + d) * tp + tp_index);
+    return members;
+  };
+  if (world.rank == 0) log_info("topology: " + topology_.describe());
+  if (config.dp_groups == RunConfig::DpGroups::kFlat) return;
+  check_dp_levels(config, layout_);
+  DpGroupPlan mine;
+  for (int32_t p = 0; p < layout_.pp; ++p)
+    for (int32_t t = 0; t < tp; ++t) {
+      DpGroupPlan plan = plan_dp_groups(config, topology_, members_of(p, t));
+      if (p == position_.pp && t == position_.tp) mine = std::move(plan);
+    }
+  const int32_t base = (position_.pp * tp + position_.tp) * dp;
+  const int32_t group = mine.group_of[size_t(position_.dp)], place = mine.place_of[size_t(position_.dp)];
+  strategy_dp_inner = split(base + group, place, "inner data-parallel group", BufferSide::kBackend);
+  strategy_dp_outer = split(base + place, group, "outer data-parallel group", BufferSide::kBackend);
+  if (strategy_dp_inner.size != mine.group_size || strategy_dp_outer.size != mine.groups)
+    throw KeelError(KEEL_ERR_INTERNAL, "comm split gave inner and outer data-parallel groups of " +
+                                           std::to_string(strategy_dp_inner.size) + " and " +
+                                           std::to_string(strategy_dp_outer.size) + " ranks, expected " +
+                                           std::to_string(mine.group_size) + " and " + std::to_string(mine.groups));
+  if (world.rank == 0)
+    log_info("data-parallel groups by " + describe_dp_groups(config) + ": " + std::to_string(mine.groups) +
+             " groups of " + std::to_string(mine.group_size) + " ranks (the strategy works inside each and exchanges "
+             "across)");
+}
+
 void Mesh::abort_world(const std::string& why) const {
   if (comm_ && plugin_world_) comm_->abort_world(plugin_world_, 1, why.c_str());
 }
 
 void Mesh::destroy() {
   for (CommGroup* group :
-       {&core_cp, &model_cp, &strategy_expert_dp, &core_ep, &model_ep, &embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &checkpoint_io, &world}) {
+       {&strategy_dp_outer, &strategy_dp_inner, &core_cp, &model_cp, &strategy_expert_dp, &core_ep, &model_ep, &embedding, &stage_io, &pipeline, &core_tp, &model_tp, &core_dp, &strategy_dp, &checkpoint_io, &world}) {
     if (group->obj) group->comm->destroy(group->obj);
     group->obj = nullptr;
   }

@@ -13,6 +13,7 @@
 #include "config/run_config.h"
 #include "mesh/comm_bridge.h"
 #include "mesh/mesh_layout.h"
+#include "mesh/topology.h"
 
 namespace keel {
 
@@ -44,6 +45,8 @@ class Mesh {
 
   const MeshLayout& layout() const { return layout_; }
   const MeshPosition& position() const { return position_; }
+  // Every rank's host and site (topology.h); this process alone without a comm plugin.
+  const Topology& topology() const { return topology_; }
 
   // Ends every rank (comm abort_world); returns only without a world to end.
   void abort_world(const std::string& why) const;
@@ -62,6 +65,9 @@ class Mesh {
   CommGroup model_ep;            // this rank's ep block: the model's, for tokens to their experts
   CommGroup core_ep;             // the same ranks: the core's (the experts' share of the gradient norm)
   CommGroup strategy_expert_dp;  // the ranks holding this rank's experts: the expert half's strategy
+  // The data-parallel group's two levels (parallel.dp_groups, parallelism.md §7; both alone when flat):
+  CommGroup strategy_dp_inner;  // the ranks of this rank's inner group (host, site, N dp ranks): the strategy's
+  CommGroup strategy_dp_outer;  // the ranks at this rank's place in every inner group: the strategy's
   // Context parallelism (cp > 1; parallelism.md §6a):
   CommGroup model_cp;  // this rank's cp block: the model's, for the ring of key/value chunks
   CommGroup core_cp;   // the same ranks: the core's (evaluation's loss over the block)
@@ -71,12 +77,14 @@ class Mesh {
   void create_world(const RunConfig& config);
   void split_expert_groups();
   void split_context_groups();
+  void split_dp_levels(const RunConfig& config);
 
   const keel_comm_api* comm_ = nullptr;  // the plugin's table
   void* plugin_world_ = nullptr;         // the plugin's world, which `world` bridges
   keel_support::BackendOps backend_;
   MeshLayout layout_;
   MeshPosition position_;
+  Topology topology_;
 };
 
 }  // namespace keel

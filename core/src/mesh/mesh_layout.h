@@ -4,6 +4,8 @@
 // for the launcher's world, both through plan_mesh_layout, so they agree on every refusal.
 #pragma once
 
+#include <keel/model.h>
+
 #include <cstdint>
 #include <string>
 

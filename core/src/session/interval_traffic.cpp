@@ -19,24 +19,46 @@ nlohmann::json per_step_bytes(const keel_comm_counters& now, const keel_comm_cou
   return per_step;
 }
 
+// The data-parallel traffic of every level together (each op's bytes summed).
+keel_comm_counters dp_total(const Mesh& mesh) {
+  keel_comm_counters total = comm_counters(mesh.strategy_dp);
+  for (const CommGroup* level : {&mesh.strategy_dp_inner, &mesh.strategy_dp_outer}) {
+    const keel_comm_counters part = comm_counters(*level);
+    for (int op = 0; op < KEEL_COMM_OP_COUNT; ++op) total.calls[op] += part.calls[op], total.bytes[op] += part.bytes[op];
+    total.all_to_all_calls += part.all_to_all_calls;
+    total.all_to_all_bytes += part.all_to_all_bytes;
+  }
+  return total;
+}
+
 }  // namespace
 
 IntervalTraffic::IntervalTraffic(const Trainer& trainer)
     : trainer_(trainer),
-      dp_start_(comm_counters(trainer.mesh().strategy_dp)),
+      dp_start_(dp_total(trainer.mesh())),
       tp_start_(comm_counters(trainer.mesh().model_tp)),
       pp_start_(comm_counters(trainer.mesh().stage_io)),
       ep_start_(comm_counters(trainer.mesh().model_ep)),
       expert_dp_start_(comm_counters(trainer.mesh().strategy_expert_dp)),
       cp_start_(comm_counters(trainer.mesh().model_cp)),
+      dp_inner_start_(comm_counters(trainer.mesh().strategy_dp_inner)),
+      dp_outer_start_(comm_counters(trainer.mesh().strategy_dp_outer)),
       offload_start_(trainer.offload_counters()) {}
 
 void IntervalTraffic::report(StepReport& report, int64_t steps, double seconds) {
   const Mesh& mesh = trainer_.mesh();
   if (!mesh.world.alone()) {
-    const keel_comm_counters dp_now = comm_counters(mesh.strategy_dp);
+    const keel_comm_counters dp_now = dp_total(mesh);
     report.extra["comm_bytes_per_step"] = per_step_bytes(dp_now, dp_start_, steps);
     dp_start_ = dp_now;
+    if (mesh.strategy_dp_inner.obj) {  // parallel.dp_groups: inside the groups, and across them
+      const keel_comm_counters inner_now = comm_counters(mesh.strategy_dp_inner);
+      const keel_comm_counters outer_now = comm_counters(mesh.strategy_dp_outer);
+      report.extra["dp_inner_comm_bytes_per_step"] = per_step_bytes(inner_now, dp_inner_start_, steps);
+      report.extra["dp_outer_comm_bytes_per_step"] = per_step_bytes(outer_now, dp_outer_start_, steps);
+      dp_inner_start_ = inner_now;
+      dp_outer_start_ = outer_now;
+    }
     if (mesh.layout().tp > 1) {  // the model's tensor-parallel mappings
       const keel_comm_counters tp_now = comm_counters(mesh.model_tp);
       report.extra["tp_comm_bytes_per_step"] = per_step_bytes(tp_now, tp_start_, steps);

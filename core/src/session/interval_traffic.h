@@ -30,6 +30,7 @@ class IntervalTraffic {
  private:
   const Trainer& trainer_;
   keel_comm_counters dp_start_{}, tp_start_{}, pp_start_{}, ep_start_{}, expert_dp_start_{}, cp_start_{};
+  keel_comm_counters dp_inner_start_{}, dp_outer_start_{};  // parallel.dp_groups' levels
   std::optional<keel_offload_counters> offload_start_;
 };
 

@@ -11,6 +11,7 @@
 #include "loader/plugin_registry.h"
 #include "mesh/launcher_check.h"
 #include "mesh/mesh_layout.h"
+#include "mesh/topology.h"
 #include "train/batch_geometry.h"
 #include "train/model_probe.h"
 #include "train/schedule_lists.h"
@@ -36,8 +37,9 @@ std::string check_mesh_plan(const RunConfig& config, int32_t ranks) {
   const auto* schedule = static_cast<const keel_schedule_api*>(
       PluginRegistry::instance().find(KEEL_KIND_SCHEDULE, config.schedule.plugin).info.api);
   build_checked_schedule(config, schedule, layout.dp, batches.micro_steps);  // every stage simulated, as a run does
+  const std::string levels = check_dp_levels(config, layout);
   return layout.describe() + ", schedule " + config.schedule.plugin + " with " + plural(batches.micro_steps, "micro-batch", "micro-batches") +
-         " per step";
+         " per step" + (levels.empty() ? "" : ", " + levels);
 }
 
 }  // namespace keel

@@ -206,6 +206,22 @@ void PluginInstances::create_strategy(const RunConfig& config) {
                                           at.dp, layout.dp, at.tp, layout.tp, at.pp, layout.pp,
                                           mesh.embedding.obj ? mesh.embedding.comm : nullptr, mesh.embedding.obj,
                                           offload, offload_obj, offload ? config.offload.arrays() : 0u};
+  // The dp group's levels (strategy.h 0.19): NULL at one level.
+  const CommGroup& inner = mesh.strategy_dp_inner;
+  const CommGroup& outer = mesh.strategy_dp_outer;
+  strategy_args.dp_inner_comm = inner.obj ? inner.comm : nullptr;
+  strategy_args.dp_inner_comm_obj = inner.obj;
+  strategy_args.dp_inner_rank = inner.rank;
+  strategy_args.dp_inner_size = inner.size;
+  strategy_args.dp_outer_comm = outer.obj ? outer.comm : nullptr;
+  strategy_args.dp_outer_comm_obj = outer.obj;
+  strategy_args.dp_outer_rank = outer.rank;
+  strategy_args.dp_outer_size = outer.size;
+  if (mesh.strategy_dp_inner.obj &&
+      PluginRegistry::instance().find(KEEL_KIND_STRATEGY, config.strategy.plugin).info.abi_minor < 19)
+    throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.dp_groups: strategy '" + config.strategy.plugin +
+                                                "' was built before ABI 0.19 and knows nothing of the data-parallel "
+                                                "group's levels; use dp_groups \"flat\" or rebuild it against this Keel");
   if (layout.dp > 1 && !KEEL_HAS_SLOT(strategy, owned_range))
     throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.strategy.plugin: strategy '" + config.strategy.plugin +
                                                 "' was built for an ABI older than 0.4 and knows nothing of data "

@@ -381,6 +381,16 @@ KEEL_ASSERT_OFFSET(keel_schedule_api, splits_backward, 32);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, offload, 144);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, offload_obj, 152);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_strategy_create_args, offload_arrays, 160);  /* 0.7 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, reserved_0_19, 164);  /* 0.19 */
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_inner_comm, 168);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_inner_comm_obj, 176);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_inner_rank, 184);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_inner_size, 188);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_outer_comm, 192);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_outer_comm_obj, 200);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_outer_rank, 208);
+KEEL_ASSERT_OFFSET(keel_strategy_create_args, dp_outer_size, 212);
+KEEL_ASSERT_SIZE(keel_strategy_create_args, 216);
 KEEL_ASSERT_SIZE(keel_offload_create_args, 32);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_offload_create_args, struct_size, 0);  /* 0.7 */
 KEEL_ASSERT_OFFSET(keel_offload_create_args, config_json, 8);  /* 0.7 */

@@ -600,6 +600,15 @@ struct keel_strategy_create_args
     offload::Ptr{keel_offload_api}
     offload_obj::Ptr{Cvoid}
     offload_arrays::UInt32
+    reserved_0_19::UInt32
+    dp_inner_comm::Ptr{keel_comm_api}
+    dp_inner_comm_obj::Ptr{Cvoid}
+    dp_inner_rank::Int32
+    dp_inner_size::Int32
+    dp_outer_comm::Ptr{keel_comm_api}
+    dp_outer_comm_obj::Ptr{Cvoid}
+    dp_outer_rank::Int32
+    dp_outer_size::Int32
 end
 
 struct keel_strategy_info
