@@ -117,7 +117,8 @@ typedef struct keel_strategy_create_args {
      so a checkpoint takes its slices from the ranks of outer rank 0 alone. Both comms
      NULL and both sizes 1 at one level: the strategy works flat, as before. Each is the
      strategy's alone, under dp_comm's thread rules; the core reads their counters (the bytes
-     that cross groups). The core refuses parallel.dp_groups for a strategy built before 0.19. */
+     that cross groups). A strategy that uses them says so (keel_strategy_info.dp_levels); the
+     core refuses parallel.dp_groups for one that does not, or one built before 0.19. */
   const keel_comm_api* dp_inner_comm;
   void* dp_inner_comm_obj;
   int32_t dp_inner_rank;
@@ -145,7 +146,10 @@ typedef struct keel_strategy_info {
      the core and the bindings read and write whole tensors on each rank with no collective only
      where the strategy says so (Hugging Face export and import, read_grad). */
   uint32_t holds_whole;
-  uint32_t reserved_0_19;  /* 0 */
+  /* 1: given the data-parallel group's levels (create_args dp_inner_*, dp_outer_*), this strategy
+     works in them and its groups are replicas of each other, as a checkpoint assumes; 0 (and from
+     a strategy that says nothing): the core refuses parallel.dp_groups for it. */
+  uint32_t dp_levels;
 } keel_strategy_info;
 
 #define KEEL_STRATEGY_INFO_SIZE(m) \

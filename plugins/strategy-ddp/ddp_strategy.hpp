@@ -48,6 +48,8 @@ class DdpStrategy {
   int32_t params_resident() const { return 1; }
   // Every rank keeps the whole model; the gradient read_grad gives is the dp mean only without a
   // compressor (topk and powersgd keep a compressed one and an error-feedback residual).
+  // With the dp group's levels: the two-level all-reduce (every rank whole: the groups are replicas).
+  bool dp_levels() const { return levels_ != nullptr; }
   uint32_t holds_whole() const {
     return KEEL_STRATEGY_HOLDS_WHOLE_PARAMS | (compressor_ ? 0u : KEEL_STRATEGY_HOLDS_WHOLE_GRADS);
   }

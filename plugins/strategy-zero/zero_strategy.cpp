@@ -47,10 +47,15 @@ DpArgs dp_args(const keel_strategy_create_args& args) {
   return dp;
 }
 
+// Every rank the mean runs over: both levels' (hybrid sharding), else the group's.
+int32_t data_parallel_ranks(const keel_strategy_create_args& args) {
+  return has_levels(args) ? args.dp_inner_size * args.dp_outer_size : dp_args(args).size;
+}
+
 const keel_strategy_create_args& checked_create_args(const keel_strategy_create_args& args, const ZeroConfig& config) {
   const keel_backend_api* backend = args.backend;
   keel_support::check_strategy_tables(args, {{"accumulate", config.stage < 2 || KEEL_HAS_SLOT(backend, accumulate)},
-                                             {"scale", dp_args(args).size <= 1 || KEEL_HAS_SLOT(backend, scale)}});
+                                             {"scale", data_parallel_ranks(args) <= 1 || KEEL_HAS_SLOT(backend, scale)}});
   return args;
 }
 
@@ -104,6 +109,7 @@ ZeroStrategy::ZeroStrategy(const keel_host* host, const ZeroConfig& config, cons
     gather_ = std::make_unique<ParamGather>(store_.layout(), group_, store_.backend(), *shard_);
   }
   if (has_levels(args)) {
+    levelled_ = true;
     group_.set_replicas(args.dp_outer_comm, args.dp_outer_comm_obj, args.dp_outer_size);
     const std::string line = "hybrid sharding: ZeRO stage " + std::to_string(config.stage) + " shards over " +
                              std::to_string(group_.size()) + " ranks, replicated across " +
@@ -173,7 +179,7 @@ void ZeroStrategy::zero_grads() { grads_.zero(); }
 // its backward finishes (a one-rank group's own gradients are the mean).
 double ZeroStrategy::local_grad_sq_norm() {
   grads_.finish_reduction();
-  if (group_.size() == 1) return grads_.local_sum_squares(counted_in_norm_);
+  if (group_.total_size() == 1) return grads_.local_sum_squares(counted_in_norm_);
   const double local = grads_.local_before_reduction();
   if (local != local)
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "local_grad_sq_norm: ZeRO stage " + std::to_string(config_.stage) +

@@ -38,6 +38,8 @@ class ZeroStrategy {
   // Below stage 3 the full parameters stay resident; stage 3 gathers them on acquire. (describe
   // counts the store's persistent arrays: gathered layers, per-layer gradients and scratch are transient.)
   int32_t params_resident() const { return config_.stage < 3 ? 1 : 0; }
+  // With the dp group's levels: hybrid sharding (shards inside a group, the groups replicas).
+  bool dp_levels() const { return levelled_; }
 
   // keel_param_access, see params.h.
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n);
@@ -64,6 +66,7 @@ class ZeroStrategy {
   std::unique_ptr<ParamShard> shard_;    // stage 3 only: where each layer's own chunk comes from
   std::unique_ptr<ParamGather> gather_;  // stage 3 only; after shard_, which it reads
   std::vector<char> counted_in_norm_;    // per parameter: grad_sq_norm counts it on this tp rank
+  bool levelled_ = false;                // shards over the inner group, replicated across (hybrid)
 };
 
 }  // namespace keel_zero

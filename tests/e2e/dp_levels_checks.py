@@ -1,4 +1,4 @@
-"""The data-parallel group's two levels (parallel.dp_groups; docs/parallelism.md §7), on 4 ranks of
+"""The data-parallel group's two levels (parallel.dp_groups; docs/parallelism.md §8), on 4 ranks of
 this machine, with parallel_checks.py's helpers. Hosts are named per rank through KEEL_HOST (a
 wrapper puts ranks 0, 2 on node0 and 1, 3 on node1), so a host grouping differs from the
 consecutive one.
@@ -85,7 +85,7 @@ def check_parity(args, work):
     p = run(args, work, "ddp-host", [ddp(FLAT_BELOW_0), 'parallel.dp_groups="host"'])
     out = p.stdout + p.stderr
     assert "topology: 2 hosts (node0: ranks 0, 2; node1: ranks 1, 3)" in out, out[-2000:]
-    assert "data-parallel groups by host: 2 groups of 2 ranks" in out, out[-2000:]
+    assert "data-parallel groups (host): 2 groups of 2 ranks" in out, out[-2000:]
     p = run(args, work, "ddp-site", [ddp(FLAT_BELOW_0), 'parallel.dp_groups="site"',
                                      'parallel.sites={"east": ["node0"], "west": ["node1"]}'])
     out = p.stdout + p.stderr

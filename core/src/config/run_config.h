@@ -112,7 +112,7 @@ struct RunConfig {
   int32_t cp = 1;
   bool cp_all_gather = false;  // parallel.cp_exchange "all_gather" (else "ring")
   bool sequence_parallel = false;  // parallel.sequence_parallel (Megatron's), with tp > 1
-  // parallel.dp_groups: the data-parallel group's inner level (docs/parallelism.md §7): the ranks of
+  // parallel.dp_groups: the data-parallel group's inner level (docs/parallelism.md §8): the ranks of
   // one host, of one site, or N consecutive dp ranks; the core splits the dp group into those
   // groups and the groups across them, and the strategy reduces (ddp), shards (zero) or
   // synchronises (diloco) inside and exchanges across. kFlat: one level, as before.

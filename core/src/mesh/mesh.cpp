@@ -182,7 +182,7 @@ void Mesh::split_dp_levels(const RunConfig& config) {
                                            std::to_string(strategy_dp_outer.size) + " ranks, expected " +
                                            std::to_string(mine.group_size) + " and " + std::to_string(mine.groups));
   if (world.rank == 0)
-    log_info("data-parallel groups by " + describe_dp_groups(config) + ": " + std::to_string(mine.groups) +
+    log_info("data-parallel groups (" + describe_dp_groups(config) + "): " + std::to_string(mine.groups) +
              " groups of " + std::to_string(mine.group_size) + " ranks (the strategy works inside each and exchanges "
              "across)");
 }

@@ -65,7 +65,7 @@ class Mesh {
   CommGroup model_ep;            // this rank's ep block: the model's, for tokens to their experts
   CommGroup core_ep;             // the same ranks: the core's (the experts' share of the gradient norm)
   CommGroup strategy_expert_dp;  // the ranks holding this rank's experts: the expert half's strategy
-  // The data-parallel group's two levels (parallel.dp_groups, parallelism.md §7; both alone when flat):
+  // The data-parallel group's two levels (parallel.dp_groups, parallelism.md §8; both alone when flat):
   CommGroup strategy_dp_inner;  // the ranks of this rank's inner group (host, site, N dp ranks): the strategy's
   CommGroup strategy_dp_outer;  // the ranks at this rank's place in every inner group: the strategy's
   // Context parallelism (cp > 1; parallelism.md §6a):

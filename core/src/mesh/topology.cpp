@@ -55,6 +55,10 @@ Topology topology_of(const std::vector<std::string>& host_of_rank, const RunConf
     const std::string* site = nullptr;
     for (const auto& [listed, in] : config.site_of_host)
       if (listed == host) site = &in;
+    if (!site && config.dp_groups != RunConfig::DpGroups::kSite) {  // shown as unsited; only "site" needs it
+      site_of_host.push_back(index_of(t.sites, "(no site)"));
+      continue;
+    }
     if (!site) {
       std::vector<int32_t> ranks;
       for (size_t r = 0; r < host_of_rank.size(); ++r)
@@ -122,8 +126,11 @@ std::string check_dp_levels(const RunConfig& config, const MeshLayout& layout) {
   if (config.dp_groups == RunConfig::DpGroups::kRanks) {
     std::vector<int32_t> members(size_t(layout.dp));
     for (int32_t d = 0; d < layout.dp; ++d) members[size_t(d)] = d;
-    const DpGroupPlan plan = plan_dp_groups(config, topology_of(std::vector<std::string>(size_t(layout.dp), "h"), config),
-                                            members);
+    Topology one_host;  // N consecutive dp ranks: no host or site enters the plan
+    one_host.hosts = {"h"};
+    one_host.host_of.assign(size_t(layout.dp), 0);
+    one_host.site_of.assign(size_t(layout.dp), 0);
+    const DpGroupPlan plan = plan_dp_groups(config, one_host, members);
     return "data-parallel groups of " + std::to_string(plan.group_size) + " ranks (" + std::to_string(plan.groups) +
            " groups)";
   }

@@ -1,4 +1,4 @@
-// Where a run's ranks sit in the network (docs/parallelism.md §7): each rank's host, from its
+// Where a run's ranks sit in the network (docs/parallelism.md §8): each rank's host, from its
 // hostname (or KEEL_HOST, for a launcher or container that names hosts itself), and each host's
 // site, from parallel.sites. Every rank learns every rank's host at start-up (one gather over the
 // world), so the mesh can split the data-parallel group by level and the start-up line can show
@@ -30,7 +30,9 @@ struct Topology {
 std::string this_host_name();
 
 // Every rank's host over `world` (collective), and the sites config gives them; throws KeelError
-// naming parallel.sites when a host of the run is in no site.
+// naming parallel.sites when a host of the run is in no site and dp_groups is "site" (else that
+// host shows as "(no site)"). The names are the ranks' own (hostname or KEEL_HOST), which the
+// labels must match.
 Topology gather_topology(const CommGroup& world, const RunConfig& config);
 
 // The topology from host names alone (one per world rank), for tests and gather_topology.

@@ -263,6 +263,7 @@ struct FrozenSlots {
     for (size_t i = 0; i < f.numel_.size(); ++i)
       info.param_bytes += f.is_nf4(i) ? uint64_t(f.nf4_.at(i).bytes) : uint64_t(f.numel_[i]) * uint64_t(f.dtype_.bits / 8);
     info.holds_whole = KEEL_STRATEGY_HOLDS_WHOLE_PARAMS | KEEL_STRATEGY_HOLDS_WHOLE_GRADS;
+    info.dp_levels = 1;  // whole on every rank: every group a replica
     std::memcpy(out, &info, std::min(size_t(out->struct_size), sizeof(info)));
     return KEEL_OK;
   }

@@ -262,6 +262,15 @@ void PluginInstances::create_strategy(const RunConfig& config) {
   } else {
     std::tie(strategy, strategy_obj) = create_configured(strategy_args);
   }
+  if (mesh.strategy_dp_inner.obj) {  // given the levels: it must say it works in them (strategy.h 0.19)
+    keel_strategy_info info{};
+    info.struct_size = sizeof(info);
+    check_plugin(strategy->describe(strategy_obj, &info), "strategy '" + config.strategy.plugin + "' describe");
+    if (!info.dp_levels)
+      throw KeelError(KEEL_ERR_UNIMPLEMENTED, config.file + ": parallel.dp_groups: strategy '" + config.strategy.plugin +
+                                                  "' does not say it works in the data-parallel group's levels "
+                                                  "(keel_strategy_info.dp_levels); use dp_groups \"flat\"");
+  }
   access.struct_size = sizeof(access);
   check_plugin(strategy->param_access(strategy_obj, &access), "strategy '" + config.strategy.plugin + "' param_access");
 }

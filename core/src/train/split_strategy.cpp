@@ -199,6 +199,7 @@ struct SplitSlots {
     total.struct_size = size;
     total.params_resident = 1;
     total.holds_whole = static_cast<SplitStrategy*>(s)->holds_whole_mask_;
+    total.dp_levels = 1;  // every part's, below
     const keel_status status = each(h, [&](SplitPart& half) -> keel_status {
       keel_strategy_info info{};
       info.struct_size = sizeof(info);
@@ -208,6 +209,7 @@ struct SplitSlots {
       total.grad_bytes += info.grad_bytes;
       total.state_bytes += info.state_bytes;
       total.holds_whole &= info.holds_whole;
+      total.dp_levels &= info.dp_levels;
       return KEEL_OK;
     });
     if (status != KEEL_OK) return status;

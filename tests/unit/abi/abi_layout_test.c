@@ -236,7 +236,7 @@ KEEL_ASSERT_OFFSET(keel_strategy_info, param_bytes, 16);
 KEEL_ASSERT_OFFSET(keel_strategy_info, grad_bytes, 24);
 KEEL_ASSERT_OFFSET(keel_strategy_info, state_bytes, 32);
 KEEL_ASSERT_OFFSET(keel_strategy_info, holds_whole, 40);  /* 0.19 */
-KEEL_ASSERT_OFFSET(keel_strategy_info, reserved_0_19, 44);
+KEEL_ASSERT_OFFSET(keel_strategy_info, dp_levels, 44);
 KEEL_ASSERT_SIZE(keel_strategy_step_args, 24);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, struct_size, 0);
 KEEL_ASSERT_OFFSET(keel_strategy_step_args, lr, 8);

@@ -38,10 +38,17 @@ TEST(Topology, HostsAndSitesInRankOrder) {
   EXPECT_EQ(keel::topology_of({"a", "a"}, config_of("{}")).describe(), "1 host (a: ranks 0, 1)");
 }
 
-TEST(Topology, AHostInNoSiteIsNamed) {
-  const keel::RunConfig c = config_of(R"({"sites": {"east": ["h1"]}})");
-  EXPECT_EQ(error_of([&] { keel::topology_of({"h1", "h9", "h9"}, c); }),
+TEST(Topology, AHostInNoSiteIsNamedWhereSitesMakeTheGroups) {
+  const keel::RunConfig by_site = config_of(R"({"dp_groups": "site", "sites": {"east": ["h1"]}})");
+  EXPECT_EQ(error_of([&] { keel::topology_of({"h1", "h9", "h9"}, by_site); }),
             "test.json: parallel.sites: host h9 (ranks 1, 2) is in no site; list it under one");
+  // Elsewhere it is shown unsited, and groups of N consecutive ranks ignore the sites.
+  const keel::RunConfig by_count = config_of(R"({"dp_groups": 2, "sites": {"east": ["h1"]}})");
+  EXPECT_EQ(keel::topology_of({"h1", "h9"}, by_count).describe(),
+            "2 sites, 2 hosts: site east (h1: rank 0), site (no site) (h9: rank 1)");
+  keel::MeshLayout layout;
+  layout.ranks = layout.dp = 4;
+  EXPECT_EQ(keel::check_dp_levels(by_count, layout), "data-parallel groups of 2 ranks (2 groups)");
 }
 
 TEST(Topology, GroupsByHostSiteOrCount) {

@@ -619,7 +619,7 @@ struct keel_strategy_info
     grad_bytes::UInt64
     state_bytes::UInt64
     holds_whole::UInt32
-    reserved_0_19::UInt32
+    dp_levels::UInt32
 end
 
 struct keel_strategy_step_args

@@ -8,7 +8,8 @@
 // The strategy class provides: static constexpr const char* kSource ("strategy ddp", the
 // messages' prefix); host(); store(); params_resident(); acquire, release, begin_microbatch,
 // zero_grads, grad_sq_norm and step as in param_access/strategy.h, throwing keel_support errors.
-// Optionally holds_whole(): the KEEL_STRATEGY_HOLDS_* bits describe reports (0.19; 0 without it).
+// Optionally holds_whole(): the KEEL_STRATEGY_HOLDS_* bits describe reports (0.19; 0 without it),
+// and dp_levels(): whether it works in the data-parallel group's levels (0.19; false without it).
 #pragma once
 
 #include <keel/strategy.h>
@@ -26,6 +27,13 @@ template <typename Strategy, typename = void>
 struct SaysWhatItHoldsWhole : std::false_type {};
 template <typename Strategy>
 struct SaysWhatItHoldsWhole<Strategy, std::void_t<decltype(std::declval<const Strategy&>().holds_whole())>>
+    : std::true_type {};
+
+// Whether a strategy class says it works in the data-parallel group's levels (0 without it).
+template <typename Strategy, typename = void>
+struct SaysItUsesDpLevels : std::false_type {};
+template <typename Strategy>
+struct SaysItUsesDpLevels<Strategy, std::void_t<decltype(std::declval<const Strategy&>().dp_levels())>>
     : std::true_type {};
 
 template <typename Strategy>
@@ -100,6 +108,7 @@ struct StrategySlots {
     return with(handle, [&](Strategy& s) {
       keel_strategy_info info = s.store().describe(s.params_resident());
       if constexpr (SaysWhatItHoldsWhole<Strategy>::value) info.holds_whole = s.holds_whole();
+      if constexpr (SaysItUsesDpLevels<Strategy>::value) info.dp_levels = s.dp_levels() ? 1u : 0u;
       write_sized_output(out, info, sizeof(keel_strategy_info), "describe: out");
     });
   }
