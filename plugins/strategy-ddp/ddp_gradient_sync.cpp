@@ -53,8 +53,7 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
                           "apart; it runs at parallel.tp 1 and parallel.pp 1 (found tp " +
                           std::to_string(store_.tp().size) + ", pp " +
                           std::to_string(keel_support::pipeline_position(args).size) + ")");
-  const bool levelled = args.struct_size >= KEEL_STRUCT_SIZE(keel_strategy_create_args, dp_outer_size) &&
-                        args.dp_inner_comm_obj != nullptr;
+  const bool levelled = keel_support::LevelAllReduce::given(args);
   if (levelled && config.compression != DdpConfig::Compression::none)
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "create: parallel.dp_groups splits the data-parallel group in two levels, "
                                               "which the compressing strategies do not use yet; use \"ddp\", or "
@@ -76,7 +75,7 @@ void DdpStrategy::setup_data_parallel(const keel_strategy_create_args& args, con
     int64_t largest = 0;
     for (const GradientBucket& bucket : buckets_.buckets)
       for (const keel_support::ElementRange& region : bucket.regions) largest = std::max(largest, region.count());
-    levels_ = std::make_unique<LevelAllReduce>(args, store_.backend(), largest, config.hierarchical_min_bytes);
+    levels_ = std::make_unique<keel_support::LevelAllReduce>(args, store_.backend(), largest, config.hierarchical_min_bytes);
     const std::string line = "two-level all-reduce: reduce-scatter inside groups of " +
                              std::to_string(levels_->inner_size()) + " ranks, all-reduce across " +
                              std::to_string(levels_->outer_size()) + " groups, gather inside; regions under " +

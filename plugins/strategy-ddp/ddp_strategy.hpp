@@ -13,12 +13,12 @@
 #include <vector>
 
 #include <keel_support/strategy/comm_worker.hpp>
+#include <keel_support/strategy/level_all_reduce.hpp>
 #include <keel_support/strategy/param_store.hpp>
 #include <keel_support/strategy/sum_squares_batch.hpp>
 
 #include "gradient_buckets.hpp"
 #include "gradient_compressor.hpp"
-#include "level_all_reduce.hpp"
 
 namespace keel_ddp {
 
@@ -31,7 +31,7 @@ struct DdpConfig {
   double topk_ratio = 0.01;             // topk "ratio": the share of each bucket sent, (0, 1]
   int32_t powersgd_rank = 4;            // powersgd "rank": the factors' columns, ≥ 1
   // "hierarchical_min_kb": with the dp group's levels (parallel.dp_groups), bucket regions below
-  // this go through the flat all-reduce (level_all_reduce.hpp).
+  // this go through the flat all-reduce (keel_support/strategy/level_all_reduce.hpp).
   uint64_t hierarchical_min_bytes = 64ull << 10;
 };
 
@@ -93,7 +93,7 @@ class DdpStrategy {
   std::unique_ptr<GradientCompressor> compressor_;  // topk, powersgd: the mean is formed after the backward
   std::vector<CompressorArray> own_arrays_;         // the compressor's, named for the strategy's life
   std::unique_ptr<keel_support::StatusError> reduction_failure_;  // rethrown until the next accumulation
-  std::unique_ptr<LevelAllReduce> levels_;  // the dp group's two levels (parallel.dp_groups); null: flat
+  std::unique_ptr<keel_support::LevelAllReduce> levels_;  // the dp group's two levels (parallel.dp_groups); null: flat
   std::unique_ptr<keel_support::CommWorker> reducer_;  // after store_ and levels_: joined before the memory it reduces is freed
 };
 

@@ -44,10 +44,6 @@ const keel_strategy_create_args& checked(const keel_strategy_create_args& args) 
                                                   ", but diloco supports no pipeline parallelism (pp 1 only)");
   if (keel_support::offload_request(args).api)
     throw StatusError(KEEL_ERR_INVALID_CONFIG, "offload: diloco keeps every array resident; remove the offload section");
-  if (args.struct_size >= KEEL_STRUCT_SIZE(keel_strategy_create_args, dp_outer_size) && args.dp_inner_comm_obj)
-    throw StatusError(KEEL_ERR_UNIMPLEMENTED, "create: parallel.dp_groups splits the data-parallel group in two levels, "
-                                              "which diloco does not use yet (each rank is its own worker); use "
-                                              "dp_groups \"flat\"");
   return args;
 }
 
@@ -69,6 +65,19 @@ Diloco::Diloco(const keel_host* host, const keel_strategy_create_args& args, Con
     throw StatusError(KEEL_ERR_UNIMPLEMENTED, "sync_seconds on the clock needs parallel.tp 1 (this run has " +
                                                   std::to_string(args.tp_size) + "): the tensor-parallel ranks of a "
                                                   "replica would each close their intervals after different steps");
+  // With the dp group's levels (parallel.dp_groups): each inner group (a site) is one worker whose
+  // ranks average their gradients every step, and the outer step averages the workers across.
+  if (keel_support::LevelAllReduce::given(args)) {
+    if (config_.edit || independent_replicas())
+      throw StatusError(KEEL_ERR_UNIMPLEMENTED, std::string("create: parallel.dp_groups makes each group one worker, "
+                                                            "which ") + (config_.edit ? "edit's layer-wise syncs" :
+                                                            "A-EDiT's sync_seconds") + " do not take yet; use "
+                                                            "\"diloco\" with sync_every, or dp_groups \"flat\"");
+    levels_ = std::make_unique<keel_support::LevelAllReduce>(args, store_.backend(), store_.layout().full_elements, 0);
+    keel_logf(host, KEEL_LOG_INFO, kSource, "workers are the %d data-parallel groups of %d ranks, each averaging its "
+              "gradients every step; the outer step averages the groups' parameters through the two levels",
+              int(levels_->outer_size()), int(levels_->inner_size()));
+  }
   own_state_names_.push_back("params");
   for (int32_t slot = 0; slot < store_.n_state_slots(); ++slot)
     own_state_names_.push_back("optimizer_state." + std::to_string(slot));
@@ -106,12 +115,14 @@ void Diloco::begin_microbatch(int32_t index, int32_t /*is_last*/) const {
 void Diloco::zero_grads() {
   step_started_ = std::chrono::steady_clock::now();  // a step begins here (the core's first call)
   sync_seconds_in_step_ = 0;
+  grads_averaged_ = false;
   store_.backend().fill_zero(store_.grads(), store_.grad_elements());
 }
 
 // The dp-mean of the local sums of squares, so every rank clips alike and logs the same norm;
 // A-EDiT's replicas, which do not step together, each their own.
 double Diloco::grad_sq_norm() {
+  average_gradients_in_group();
   double sum_squares = store_.counted_grad_sum_squares();
   if (dp_size_ == 1 || independent_replicas()) return sum_squares;
   const keel_support::BackendOps& backend = store_.backend();
@@ -133,6 +144,7 @@ void Diloco::step(const keel_strategy_step_args& args) {
   keel_support::ParamStore::check_step(args);
   if (!started_) remember_start();
   if (config_.edit) sync_pending_layers();  // a layer the forward never used (none in gpt or llama)
+  average_gradients_in_group();
   store_.step_owned(args);
   // By steps, the cadence follows the global step count, so a resumed run syncs on the same
   // steps; by time (A-EDiT), sync_reached decides.
@@ -168,15 +180,29 @@ void Diloco::outer_step() {
   const int64_t total = store_.layout().full_elements;
   if (total == 0) return;
   const keel_support::BackendOps& backend = store_.backend();
-  if (dp_size_ > 1) {
-    check_callee(dp_comm_->all_reduce(dp_comm_obj_, store_.params(), store_.params(), size_t(total), kFloat32,
-                                      KEEL_REDUCE_SUM, nullptr), "comm all_reduce of the parameters");
+  if (dp_size_ > 1) {  // with levels, a group's ranks hold the same parameters: the mean over ranks is the groups'
+    check_callee(levels_ ? levels_->all_reduce(dp_comm_, dp_comm_obj_, store_.params(), size_t(total))
+                         : dp_comm_->all_reduce(dp_comm_obj_, store_.params(), store_.params(), size_t(total), kFloat32,
+                                                KEEL_REDUCE_SUM, nullptr),
+                 "comm all_reduce of the parameters");
     backend.scale(store_.params(), 1.0f / float(dp_size_), total);
   }
   std::vector<float> delta(static_cast<size_t>(total));
   backend.copy(delta.data(), store_.params(), total, KEEL_COPY_DEVICE_TO_HOST);
   for (size_t e = 0; e < delta.size(); ++e) delta[e] = start_[e] - delta[e];
   outer_update(0, total, delta.data());
+}
+
+// With levels: the group's mean gradient, once per step, before the norm and the inner step.
+void Diloco::average_gradients_in_group() {
+  if (!levels_ || grads_averaged_) return;
+  grads_averaged_ = true;
+  const int64_t n = store_.grad_elements();
+  if (levels_->inner_size() == 1 || n == 0) return;
+  check_callee(levels_->inner_comm()->all_reduce(levels_->inner_obj(), store_.grads(), store_.grads(), size_t(n),
+                                                 kFloat32, KEEL_REDUCE_SUM, nullptr),
+               "comm all_reduce of the gradients inside the group");
+  store_.backend().scale(store_.grads(), 1.0f / float(levels_->inner_size()), n);
 }
 
 void Diloco::outer_update(int64_t begin, int64_t end, const float* delta) {

@@ -15,12 +15,14 @@
 #include <keel/strategy.h>
 
 #include <keel_support/common/backend_buffer.hpp>
+#include <keel_support/strategy/level_all_reduce.hpp>
 #include <keel_support/strategy/param_store.hpp>
 
 #include "pseudo_gradient_penalty.hpp"
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,8 @@ class Diloco {
   int32_t params_resident() const { return 1; }
   // Each replica keeps a whole model and reads its own last gradient (describe, ABI 0.19).
   uint32_t holds_whole() const { return KEEL_STRATEGY_HOLDS_WHOLE_PARAMS | KEEL_STRATEGY_HOLDS_WHOLE_GRADS; }
+  // With the dp group's levels: each group one worker, averaging inside every step (describe, 0.19).
+  bool dp_levels() const { return levels_ != nullptr; }
 
   void acquire(int32_t layer, int32_t phase, keel_tensor* params, keel_tensor* grads, size_t n);
   void release(int32_t layer, int32_t phase, int32_t grads_final) const;
@@ -81,6 +85,7 @@ class Diloco {
  private:
   void remember_start();
   void outer_step();
+  void average_gradients_in_group();
   // edit (edit_sync.cpp): the penalised, weighted pseudo-gradient of one layer, its outer step.
   void sync_layer(int32_t layer);
   void sync_pending_layers();
@@ -94,6 +99,8 @@ class Diloco {
   int32_t dp_rank_;
   Config config_;
   keel_support::BackendBuffer norm_scalar_;  // one double: grad_sq_norm's all_reduce
+  std::unique_ptr<keel_support::LevelAllReduce> levels_;  // parallel.dp_groups: each group one worker
+  bool grads_averaged_ = false;                           // this step's gradients are the group's mean
   bool started_ = false;                     // start_ holds the interval's starting parameters
   std::vector<float> start_;                 // the parameters every rank began the interval from
   std::vector<float> momentum_;              // the outer optimizer's buffer

@@ -5,6 +5,7 @@
 
 #include <keel/plugin.h>
 #include <keel_support/common/abi_guard.hpp>
+#include <keel_support/strategy/level_all_reduce.hpp>
 #include <keel_support/strategy/offload_tier.hpp>
 
 #include <algorithm>
@@ -25,9 +26,7 @@ constexpr int32_t kGradsOffloadStage = 2;
 // and a zero-initialised dp_size with no communicator means one too. With the dp group's levels
 // (0.19, parallel.dp_groups) the shards span the inner group (hybrid sharding) and the outer
 // group holds the replicas.
-bool has_levels(const keel_strategy_create_args& args) {
-  return args.struct_size >= KEEL_STRUCT_SIZE(keel_strategy_create_args, dp_outer_size) && args.dp_inner_comm_obj;
-}
+bool has_levels(const keel_strategy_create_args& args) { return keel_support::LevelAllReduce::given(args); }
 
 struct DpArgs {
   const keel_comm_api* comm = nullptr;

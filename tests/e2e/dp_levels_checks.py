@@ -10,7 +10,12 @@ consecutive one.
     sites and the groups.
   - reshard: a hybrid ZeRO-3 checkpoint resumed flat, and a flat one resumed hybrid, equal the
     run that never stopped (losses 1e-6, weights 5e-5).
-  - refusals: uneven hosts, groups that do not divide dp, dp_groups with topk or diloco, a host in
+  - diloco: DiLoCo with each host's ranks one worker (parallel.dp_groups "host": the gradients
+    averaged inside every step, the outer step across through the two levels) against DiLoCo
+    flat on 2 ranks, each rank then taking what one host's ranks take together: losses within
+    1e-6 over 12 steps (3 outer steps); the bytes across groups are the outer steps' alone, 2·P/S
+    at each (P the parameter bytes); 4 + resume + 4 equal 8 straight bit for bit; edit refused.
+  - refusals: uneven hosts, groups that do not divide dp, dp_groups with topk or edit, a host in
     no site, a bad KEEL_HOST: each names the key and the numbers; keel validate shows the groups.
 
 Usage: dp_levels_checks.py CHECK --keel KEEL --config CONFIG
@@ -125,6 +130,33 @@ def check_reshard(args, work):
                           pc.final_params(f"{work}/{tag}/step-00000008"), f"ZeRO-3 resumed {tag}", PARAM_ATOL)
 
 
+def check_diloco(args, work):
+    diloco = 'parallel.strategy={"plugin": "diloco", "sync_every": 4}'
+    steps = 12
+    pc.run(args, 2, "ddp", work, "diloco-flat2", [diloco, "data.micro_batch=6"], steps=steps)
+    mpirun = args.mpirun
+    args.mpirun = host_launcher(work, ["node0", "node1", "node0", "node1"])
+    pc.run(args, RANKS, "ddp", work, "diloco-hosts", [diloco, "data.micro_batch=3", 'parallel.dp_groups="host"'],
+           steps=steps)
+    # Each host's ranks read the samples one flat rank reads (the sampler deals them round-robin).
+    pc.compare_losses(pc.losses(work, "diloco-flat2"), pc.losses(work, "diloco-hosts"),
+                      "DiLoCo with each host one worker against DiLoCo on 2 ranks", TOL)
+    crossed = [r.get("dp_outer_comm_bytes_per_step", {}).get("all_reduce", 0.0) for r in records(work, "diloco-hosts")]
+    param_bytes = records(work, "diloco-hosts")[-1]["strategy_bytes"]["params"]
+    want = [2 * param_bytes / 2 if step % 4 == 0 else 0.0 for step in range(1, steps + 1)]
+    assert crossed == want, f"bytes across groups per step {crossed}, expected the outer steps' {want}"
+    print(f"DiLoCo by host: {param_bytes} bytes across at each outer step (2·P/S), none between")
+    common = [diloco, "data.micro_batch=3", 'parallel.dp_groups="host"', "lr_schedule.decay_steps=8",
+              "train.checkpoint.every=2"]
+    pc.run(args, RANKS, "ddp", work, "diloco-straight", common, steps=8)
+    pc.run(args, RANKS, "ddp", work, "diloco-split", common, steps=6)
+    pc.run(args, RANKS, "ddp", work, "diloco-split", common, steps=8, resume="latest")
+    args.mpirun = mpirun
+    straight, resumed = pc.losses(work, "diloco-straight"), pc.losses(work, "diloco-split")
+    assert all(straight[s] == resumed[s] for s in range(1, 9)), f"resumed {resumed} vs {straight}"
+    print("DiLoCo by host: 8 steps straight == 6 + resume (mid-interval) + 2, bit for bit")
+
+
 def refused(args, work, tag, sets, expected, mpirun=None):
     saved, args.mpirun = args.mpirun, mpirun or args.mpirun
     p = run(args, work, tag, sets, steps=1, check=False)
@@ -144,8 +176,8 @@ def check_refusals(args, work):
             host_launcher(work, ["-x", "h1", "h1", "h2"]))
     refused(args, work, "topk", ['parallel.strategy={"plugin": "topk"}', "parallel.dp_groups=2"],
             "parallel.dp_groups splits the data-parallel group in two levels, which the compressing strategies do not use yet")
-    refused(args, work, "diloco", ['parallel.strategy={"plugin": "diloco"}', "parallel.dp_groups=2"],
-            "which diloco does not use yet")
+    refused(args, work, "edit", ['parallel.strategy={"plugin": "edit"}', "parallel.dp_groups=2"],
+            "parallel.dp_groups makes each group one worker, which edit's layer-wise syncs do not take yet")
     refused(args, work, "indivisible", [ddp(), "parallel.dp_groups=3"],
             "parallel.dp_groups: groups of 3 dp ranks do not divide the data-parallel group of 4")
     validate = [args.keel, "validate", args.config, "--ranks", "4"] + \
@@ -166,7 +198,8 @@ def main():
         print("SKIPPED: mpirun is not installed")
         sys.exit(77)
     with tempfile.TemporaryDirectory() as work:
-        {"parity": check_parity, "reshard": check_reshard, "refusals": check_refusals}[args.check](args, work)
+        {"parity": check_parity, "reshard": check_reshard, "diloco": check_diloco,
+         "refusals": check_refusals}[args.check](args, work)
     print("PASS")
 
 

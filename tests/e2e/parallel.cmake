@@ -44,7 +44,7 @@ endif()
 # The data-parallel group's two levels (dp_levels_checks.py, parallel.dp_groups): ddp's two-level
 # all-reduce and hybrid ZeRO against the flat runs, checkpoints between the layouts, refusals.
 if(TARGET keel-zero)
-  foreach(check parity reshard refusals)
+  foreach(check parity reshard diloco refusals)
     add_test(NAME e2e.dp_levels.${check}
       COMMAND ${KEEL_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/dp_levels_checks.py ${check} --keel ${keel}
               --config ${quickstart})
