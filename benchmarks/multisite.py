@@ -5,13 +5,17 @@ sites from tc's tbf, 20 ms each way from wan_relay.py; veth bridges inside a sit
 on the same 8 ranks: flat ddp, ddp in two levels (parallel.dp_groups "site": reduce-scatter inside
 each site, all-reduce across on the pieces, gather inside) and hybrid ZeRO-3 (shards inside a
 site, replicated across) and DiLoCo across the sites (each site one worker whose ranks average
-their gradients every step; the outer step every 10 steps through the two levels); each
+their gradients every step; the outer step every 15 steps through the two levels); each
 repeated, the median step time reported, with the bytes that crossed between the sites per step
 (the wan's counters: IP packets, both directions) and the validation loss at the end against the
 tokens trained, every layout on the same tokens.
 8 ranks share this machine's cores, so a step's compute is slow; the ratio is what the levels buy
 on the link. Needs root. Run after scripts/build.sh:
     /usr/bin/python3 benchmarks/multisite.py [--keel build/bin/keel] [--steps 12] [--repeats 3]
+With --crossover it measures instead where the two levels start to pay for small messages: ddp
+with its gradients cut into buckets of 16 KiB to 1 MiB (bucket_mb), flat against two levels with
+no size floor (hierarchical_min_kb 0), the median step time of each, which sets
+hierarchical_min_kb's default.
 The last line reads `... flat F ms ... hierarchical H ms ... ratio R` (R = F / H)."""
 import argparse
 import json
@@ -24,20 +28,19 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
-import netns_cluster  # noqa: E402
 import netns_sites  # noqa: E402
 
 # A model whose gradients (3.4 MB) take the link a while, on few tokens per rank, so a step is
 # mostly its reduction, as where compute is fast and sites are far apart.
 MODEL = ["model.n_layer=4", "model.n_head=4", "model.d_model=128", "data.seq_len=16", "model.seq_len=64",
          "data.global_batch=8", "data.micro_batch=1", "data.text_max_bytes=1048576", "data.val_batches=2",
-         "train.log_every=1", "train.sample_tokens=0", 'train.tensorboard_dir="none"', "lr_schedule.warmup_steps=2",
-         "optimizer.lr=3e-3", "train.checkpoint.every=0", "comm.timeout_s=120"]
+         "train.log_every=1", "train.sample_tokens=0", 'train.tensorboard_dir="none"', "lr_schedule.warmup_steps=5",
+         "optimizer.lr=1e-3", "train.checkpoint.every=0", "comm.timeout_s=120"]
 LAYOUTS = [  # label, settings
     ("flat ddp", ['parallel.strategy={"plugin": "ddp"}']),
     ("hierarchical ddp", ['parallel.strategy={"plugin": "ddp"}', 'parallel.dp_groups="site"']),
     ("hybrid ZeRO-3", ['parallel.strategy={"plugin": "zero", "stage": 3}', 'parallel.dp_groups="site"']),
-    ("DiLoCo across", ['parallel.strategy={"plugin": "diloco", "sync_every": 10}', 'parallel.dp_groups="site"']),
+    ("DiLoCo across", ['parallel.strategy={"plugin": "diloco", "sync_every": 15}', 'parallel.dp_groups="site"']),
 ]
 
 
@@ -61,22 +64,42 @@ def run(args, sites, work, tag, settings):
     return statistics.median(timed), crossed / args.steps, val[-1] if val else float("nan"), steps[-1]["tokens"] * args.steps
 
 
+def crossover(args, sites, work):
+    sizes_kb = [16, 64, 256, 1024]
+    times = {}
+    for repeat in range(args.repeats):
+        for kb in sizes_kb:
+            for label, extra in (("flat", []), ("two levels", ['parallel.dp_groups="site"'])):
+                tag = f"x{kb}-{label.replace(' ', '-')}-{repeat}"
+                strategy = f'parallel.strategy={{"plugin": "ddp", "bucket_mb": {kb / 1024}, "hierarchical_min_kb": 0}}'
+                times.setdefault((kb, label), []).append(run(args, sites, work, tag, [strategy] + extra)[0])
+    print(f"ddp step time by bucket size, 8 ranks on 2 sites, {args.steps} steps, median of {args.repeats} runs")
+    print(f"{'bucket':>8} {'flat ms':>9} {'two levels ms':>14} {'ratio':>6}")
+    for kb in sizes_kb:
+        flat = statistics.median(times[(kb, "flat")])
+        levels = statistics.median(times[(kb, "two levels")])
+        print(f"{kb:>5} KiB {flat:>9.1f} {levels:>14.1f} {flat / levels:>6.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--keel", default=os.path.join(ROOT, "build", "bin", "keel"))
     parser.add_argument("--config", default=os.path.join(ROOT, "examples", "quickstart.json"))
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--crossover", action="store_true", help="the small-message sweep instead")
     parser.add_argument("--map-by", default="node", choices=["node", "slot"],
                         help="rank placement: node (round-robin over hosts, Slurm's cyclic) or slot (each host's "
                              "ranks consecutive)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the namespaces are taken down
-    reason = netns_cluster.unavailable()
+    reason = netns_sites.unavailable()
     if reason:
         sys.exit(f"no namespace cluster here: {reason}")
     results = {}
     with netns_sites.Sites(2, 2, rate="100mbit", delay_ms=20) as sites, tempfile.TemporaryDirectory() as work:
+        if args.crossover:
+            return crossover(args, sites, work)
         for repeat in range(args.repeats):  # interleaved, so drift on this machine hits every layout alike
             for label, settings in LAYOUTS:
                 tag = f"{label.replace(' ', '-')}-{repeat}"

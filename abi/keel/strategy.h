@@ -113,8 +113,8 @@ typedef struct keel_strategy_create_args {
      group's index) * dp_inner_size + dp_inner_rank only when the groups are consecutive (not in
      general: a host may hold dp ranks 0 and 2). The strategy works inside a group and exchanges
      across (ddp reduces hierarchically, zero shards inside and replicates across). The groups
-     are replicas of each other: after a step every group holds the same parameters and state,
-     so a checkpoint takes its slices from the ranks of outer rank 0 alone. Both comms
+     hold the same owned ranges (keel_strategy_info.dp_levels), so a checkpoint takes its slices
+     from the ranks of outer rank 0 alone. Both comms
      NULL and both sizes 1 at one level: the strategy works flat, as before. Each is the
      strategy's alone, under dp_comm's thread rules; the core reads their counters (the bytes
      that cross groups). A strategy that uses them says so (keel_strategy_info.dp_levels); the
@@ -147,8 +147,10 @@ typedef struct keel_strategy_info {
      where the strategy says so (Hugging Face export and import, read_grad). */
   uint32_t holds_whole;
   /* 1: given the data-parallel group's levels (create_args dp_inner_*, dp_outer_*), this strategy
-     works in them and its groups are replicas of each other, as a checkpoint assumes; 0 (and from
-     a strategy that says nothing): the core refuses parallel.dp_groups for it. */
+     works in them: what it reports by owned_range is the same in every group, as a checkpoint
+     assumes (state that differs between groups, such as diloco's workers' parameters between
+     outer steps, goes in its own per-rank state); 0 (and from a strategy that says nothing): the
+     core refuses parallel.dp_groups for it. */
   uint32_t dp_levels;
 } keel_strategy_info;
 

@@ -54,7 +54,8 @@ class Diloco {
   const keel_host* host() const { return store_.host(); }
   keel_support::ParamStore& store() { return store_; }
   int32_t params_resident() const { return 1; }
-  // Each replica keeps a whole model and reads its own last gradient (describe, ABI 0.19).
+  // Each replica keeps a whole model and reads its own last gradient (describe, ABI 0.19; with the
+  // dp group's levels, after a step its group's mean).
   uint32_t holds_whole() const { return KEEL_STRATEGY_HOLDS_WHOLE_PARAMS | KEEL_STRATEGY_HOLDS_WHOLE_GRADS; }
   // With the dp group's levels: each group one worker, averaging inside every step (describe, 0.19).
   bool dp_levels() const { return levels_ != nullptr; }

@@ -7,13 +7,12 @@ from wan_relay.py, a TUN device that holds every crossing packet for the one-way
 site the links are veth pairs on a bridge (as fast as this machine's memory). OpenMPI reaches a
 host through an rsh agent and moves bytes over TCP only.
 
-Needs root; `netns_cluster.unavailable()` says why not. Everything made is removed on exit."""
+Needs root; `unavailable()` says why not. Everything made is removed on exit."""
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -26,9 +25,23 @@ def _ip(*args, check=True):
     return _run("ip", *args, check=check)
 
 
+def unavailable():
+    """None where the two sites can be made here (netns_cluster's needs, tc, a TUN device); else why not."""
+    import netns_cluster
+    reason = netns_cluster.unavailable()
+    if reason:
+        return reason
+    if not shutil.which("tc"):
+        return "tc is not installed"
+    if not os.path.exists("/dev/net/tun"):
+        return "no /dev/net/tun for the relay between the sites"
+    return None
+
+
 class Sites:
     """`with Sites(2, 2) as c:` c.hosts[i] = (name, address, site); c.mpirun takes mpirun's own
-    arguments; c.wan_bytes() is what crossed between the sites (both directions, IP packets)."""
+    arguments; c.wan_bytes() is what crossed between the sites (both directions: Ethernet frames,
+    ARP and neighbour discovery included)."""
 
     def __init__(self, n_sites=2, hosts_per_site=2, rate="100mbit", delay_ms=20, prefix="10.78"):
         tag = os.getpid() % 10000
@@ -80,7 +93,10 @@ class Sites:
         for site in self.sites:
             _ip("-n", self.wan, "rule", "add", "iif", f"site{site}", "lookup", "100")
         self._relay = subprocess.Popen(["ip", "netns", "exec", self.wan, sys.executable,
-                                        os.path.join(HERE, "wan_relay.py"), "delay", str(self.delay_ms)])
+                                        os.path.join(HERE, "wan_relay.py"), "delay", str(self.delay_ms)],
+                                       stdout=subprocess.PIPE, text=True)
+        if self._relay.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"wan_relay.py did not attach to its TUN device (exit {self._relay.poll()})")
         for name, addr, site in self.hosts + [self.head]:
             s = self.sites.index(site)
             ns, veth = self._ns[name], f"kh{self.tag}{name[5:]}"
@@ -108,9 +124,6 @@ class Sites:
                     f"--mca btl tcp,self --mca btl_tcp_if_include {self.prefix}.0.0/16 "
                     f"--mca oob_tcp_if_include {self.prefix}.0.0/16 --mca plm_rsh_no_tree_spawn 1 \"$@\"\n")
         os.chmod(self.mpirun, 0o755)
-        time.sleep(0.2)  # the relay has opened its device
-        if self._relay.poll() is not None:
-            raise RuntimeError(f"wan_relay.py exited {self._relay.returncode}")
 
     def host_list(self, slots):
         """mpirun's --host value: every host with `slots` slots, site by site."""
@@ -122,7 +135,9 @@ class Sites:
         return json.dumps({site: [name for name, _, s in self.hosts if s == site] for site in self.sites})
 
     def wan_bytes(self):
-        """Bytes the wan sent towards the sites so far (tbf's counters: every packet that crossed)."""
+        """Bytes the wan sent towards the sites so far (tbf's counters: every frame that crossed)."""
+        if self._relay.poll() is not None:
+            raise RuntimeError(f"wan_relay.py exited {self._relay.returncode}: nothing crosses between the sites")
         total = 0
         for site in self.sites:
             out = self._wan("tc", "-s", "qdisc", "show", "dev", f"site{site}").stdout

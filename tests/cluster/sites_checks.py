@@ -24,7 +24,6 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-import netns_cluster  # noqa: E402
 import netns_sites  # noqa: E402
 import parallel_checks as pc  # noqa: E402
 
@@ -54,12 +53,12 @@ def main():
     parser.add_argument("--config", required=True)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the namespaces are taken down
-    reason = netns_cluster.unavailable()
+    reason = netns_sites.unavailable()
     if reason:
         print(f"SKIPPED: {reason}")
         sys.exit(77)
     with netns_sites.Sites(2, 2, rate="100mbit", delay_ms=20) as sites, tempfile.TemporaryDirectory() as work:
-        ddp = ['parallel.strategy={"plugin": "ddp"}']
+        ddp = ['parallel.strategy={"plugin": "ddp", "hierarchical_min_kb": 0}']  # every region through the levels
         _, flat, flat_bytes = run(args, sites, work, "flat", ddp)
         out, levels, level_bytes = run(args, sites, work, "levels", ddp + ['parallel.dp_groups="site"'])
         line = re.search(r"topology: 2 sites, 4 hosts: site a \(keel-a1: ranks 0, 4; keel-a2: ranks 1, 5\), "

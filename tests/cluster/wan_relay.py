@@ -21,11 +21,15 @@ def main():
     fd = os.open("/dev/net/tun", os.O_RDWR)
     fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI))
     os.set_blocking(fd, False)
+    print("ready", flush=True)  # attached: netns_sites.py waits for this line
     held = collections.deque()  # (due, packet), due ascending
     while True:
         now = time.monotonic()
         while held and held[0][0] <= now:
-            os.write(fd, held.popleft()[1])
+            try:
+                os.write(fd, held.popleft()[1])
+            except OSError as e:  # one packet refused (as a lossy link would drop it): TCP resends
+                print(f"wan_relay: dropped a packet: {e}", file=sys.stderr, flush=True)
         timeout = max(0.0, held[0][0] - now) if held else 1.0
         ready, _, _ = select.select([fd], [], [], timeout)
         if not ready:

@@ -14,7 +14,7 @@ consecutive one.
     averaged inside every step, the outer step across through the two levels) against DiLoCo
     flat on 2 ranks, each rank then taking what one host's ranks take together: losses within
     1e-6 over 12 steps (3 outer steps); the bytes across groups are the outer steps' alone, 2·P/S
-    at each (P the parameter bytes); 4 + resume + 4 equal 8 straight bit for bit; edit refused.
+    at each (P the parameter bytes); 6 + resume (mid-interval) + 2 equal 8 straight bit for bit.
   - refusals: uneven hosts, groups that do not divide dp, dp_groups with topk or edit, a host in
     no site, a bad KEEL_HOST: each names the key and the numbers; keel validate shows the groups.
 

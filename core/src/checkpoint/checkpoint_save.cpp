@@ -23,6 +23,7 @@
 #include "checkpoint/model_own_state.h"
 #include "checkpoint/strategy_own_state.h"
 #include "host/errors.h"
+#include "mesh/topology.h"
 #include "io/crc32c.h"
 #include "io/durable_files.h"
 #include "io/safetensors.h"
@@ -217,6 +218,7 @@ nlohmann::json manifest_header(const RunStateView& view, const RunPosition& posi
           {"rng", {{"seed", config.train.seed}, {"note", "sampling order is a pure function of seed and data_state"}}},
           {"mesh", {{"dp", view.mesh.layout().dp}, {"tp", config.tp}, {"pp", config.pp},
                     {"virtual_stages", config.virtual_stages}, {"ep", view.mesh.layout().ep},
+                    {"dp_groups", describe_dp_groups(config)}, {"dp_inner", view.mesh.strategy_dp_inner.size},
                     {"world_size", view.mesh.world.size}}},
           {"strategy", config.strategy.json},
           {"config", config.json},

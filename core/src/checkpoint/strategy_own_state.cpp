@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "host/errors.h"
+#include "mesh/topology.h"
 #include "host/log.h"
 #include "train/run_state_view.h"
 
@@ -36,16 +37,20 @@ bool restore_strategy_own_state(const RunStateView& view, const nlohmann::json& 
   const std::string saved_strategy = manifest.value("strategy", nlohmann::json::object()).value("plugin", "");
   const nlohmann::json mesh = manifest.value("mesh", nlohmann::json::object());
   const int64_t saved_dp = mesh.value("dp", int64_t(-1)), saved_tp = mesh.value("tp", int64_t(1));
+  // The dp group's levels too (0.19): a rank's state belongs to its group's worker (diloco by site).
   const bool same_ranks = saved_strategy == view.config.strategy.plugin && saved_dp == layout.dp && saved_tp == layout.tp &&
-                          mesh.value("ep", int64_t(1)) == layout.ep;
+                          mesh.value("ep", int64_t(1)) == layout.ep &&
+                          mesh.value("dp_groups", std::string("flat")) == describe_dp_groups(view.config) &&
+                          mesh.value("dp_inner", int64_t(1)) == int64_t(view.mesh.strategy_dp_inner.size);
   if (arrays.empty() && saved.empty()) return same_ranks;
   if (!saved.is_array()) throw KeelError(KEEL_ERR_IO, where + ": strategy_own_state: expected an array");
   if (!same_ranks) {
     // Per-rank state has no meaning on other ranks: the strategy starts it afresh.
     log_warn("the checkpoint's per-rank state of strategy '" + saved_strategy + "' at data-parallel size " +
-             std::to_string(saved_dp) + ", tp " + std::to_string(saved_tp) + " is not restored into strategy '" +
+             std::to_string(saved_dp) + ", tp " + std::to_string(saved_tp) + ", dp_groups " +
+             mesh.value("dp_groups", std::string("flat")) + " is not restored into strategy '" +
              view.config.strategy.plugin + "' at size " + std::to_string(layout.dp) + ", tp " +
-             std::to_string(layout.tp) + "; it starts afresh");
+             std::to_string(layout.tp) + ", dp_groups " + describe_dp_groups(view.config) + "; it starts afresh");
     return false;
   }
   for (size_t i = 0; i < arrays.size(); ++i) {
