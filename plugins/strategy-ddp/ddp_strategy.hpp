@@ -32,7 +32,9 @@ struct DdpConfig {
   int32_t powersgd_rank = 4;            // powersgd "rank": the factors' columns, ≥ 1
   // "hierarchical_min_kb": with the dp group's levels (parallel.dp_groups), bucket regions below
   // this go through the flat all-reduce (keel_support/strategy/level_all_reduce.hpp).
-  uint64_t hierarchical_min_bytes = 64ull << 10;
+  // 16 KiB: on the two-site testbed the two levels won at every bucket size measured, down to 16
+  // KiB (benchmarks/multisite.py --crossover; docs/parallelism.md §8).
+  uint64_t hierarchical_min_bytes = 16ull << 10;
 };
 
 class DdpStrategy {
