@@ -138,7 +138,9 @@ def check_refusals(args, work):
     for text, expected in (("node1 slots=0\n", r"hosts:1: slots must be a whole number from 1 to 4096, found '0'"),
                            ("node1\n-x\n", r"hosts:2: expected a host name or IPv4 address .* found '-x'"),
                            ("node1:64\n", r"hosts:1: expected a host name or IPv4 address .*slots=N\), found 'node1:64'"),
-                           ("node1 cpus=2\n", r"hosts:1: expected slots=N after the host name, found 'cpus=2'"),
+                           ("node1 cpus=2\n", r"hosts:1: expected slots=N or site=NAME after the host name, found 'cpus=2'"),
+                           ("node1 site=-x\n", r"hosts:1: expected a site name after site="),
+                           ("node1 site=a\nnode2\n", r"host node2 names no site= while others do"),
                            ("a\na\n", r"hosts:2: host a is listed twice"),
                            ("localhost\nLOCALHOST\n", r"hosts:2: host LOCALHOST is listed twice \(as localhost before; "
                                                         r"host names ignore case\)"),
