@@ -43,6 +43,28 @@ def unavailable():
     return None
 
 
+def write_launch_scripts(directory, hosts, head_ns, network):
+    """mpirun's rsh agent and an mpirun that uses it, in `directory`: `hosts` are (name, address,
+    namespace). mpirun calls the agent as `AGENT [options] HOST COMMAND...`; it runs the command
+    inside HOST's network namespace under a UTS namespace whose hostname is HOST. The mpirun runs
+    in `head_ns` and moves bytes over TCP on `network` only (no shared memory). Returns both paths."""
+    agent, mpirun = os.path.join(directory, "enter-host"), os.path.join(directory, "cluster-mpirun")
+    cases = "".join(f"    {addr}|{name}) ns={ns}; host={name} ;;\n" for name, addr, ns in hosts)
+    with open(agent, "w") as f:
+        f.write("#!/bin/sh\n# mpirun's rsh agent for the namespace cluster\n"
+                "while [ $# -gt 0 ]; do case \"$1\" in -*) shift ;; *) break ;; esac; done\n"
+                f"case \"$1\" in\n{cases}    *) echo \"enter-host: no host $1\" >&2; exit 255 ;;\nesac\nshift\n"
+                "exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\"; exec sh -c \"$1\"' \"$host\" \"$*\"\n")
+    with open(mpirun, "w") as f:
+        f.write("#!/bin/sh\n# mpirun across the namespace cluster, TCP between hosts only\n"
+                f"exec ip netns exec {head_ns} mpirun --mca plm_rsh_agent {agent} --mca btl tcp,self "
+                f"--mca btl_tcp_if_include {network} --mca oob_tcp_if_include {network} "
+                "--mca plm_rsh_no_tree_spawn 1 \"$@\"\n")
+    for path in (agent, mpirun):
+        os.chmod(path, 0o755)
+    return agent, mpirun
+
+
 class Cluster:
     """`with Cluster(2) as c:` hosts c.hosts[i] = (name, address); c.mpirun is a script taking
     mpirun's own arguments that places ranks on the hosts (--map-by node unless told)."""
@@ -82,23 +104,9 @@ class Cluster:
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
             subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_retries2=4"], check=True)
-        # The rsh agent: mpirun calls it as `AGENT [options] HOST COMMAND...`; it runs the command
-        # inside HOST's network namespace under a UTS namespace whose hostname is HOST.
-        self.agent = os.path.join(self._dir, "enter-host")
-        cases = "".join(f"    {addr}|{name}) ns={self._ns[name]}; host={name} ;;\n" for name, addr in self.hosts)
-        with open(self.agent, "w") as f:
-            f.write("#!/bin/sh\n# mpirun's rsh agent for the namespace cluster\n"
-                    "while [ $# -gt 0 ]; do case \"$1\" in -*) shift ;; *) break ;; esac; done\n"
-                    f"case \"$1\" in\n{cases}    *) echo \"enter-host: no host $1\" >&2; exit 255 ;;\nesac\nshift\n"
-                    "exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\"; exec sh -c \"$1\"' \"$host\" \"$*\"\n")
-        os.chmod(self.agent, 0o755)
-        self.mpirun = os.path.join(self._dir, "cluster-mpirun")
-        with open(self.mpirun, "w") as f:
-            f.write("#!/bin/sh\n# mpirun across the namespace cluster, TCP between hosts only\n"
-                    f"exec ip netns exec {self._ns[self.head[0]]} mpirun --mca plm_rsh_agent {self.agent} --mca btl tcp,self "
-                    f"--mca btl_tcp_if_include {self.subnet}.0/24 --mca oob_tcp_if_include {self.subnet}.0/24 "
-                    "--mca plm_rsh_no_tree_spawn 1 \"$@\"\n")
-        os.chmod(self.mpirun, 0o755)
+        self.agent, self.mpirun = write_launch_scripts(
+            self._dir, [(name, addr, self._ns[name]) for name, addr in self.hosts], self._ns[self.head[0]],
+            f"{self.subnet}.0/24")
 
     def host_list(self, slots):
         """mpirun's --host value: every host with `slots` slots, by address."""

@@ -15,6 +15,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import netns_cluster  # noqa: E402
 
 
 def _run(*args, check=True):
@@ -27,7 +29,6 @@ def _ip(*args, check=True):
 
 def unavailable():
     """None where the two sites can be made here (netns_cluster's needs, tc, a TUN device); else why not."""
-    import netns_cluster
     reason = netns_cluster.unavailable()
     if reason:
         return reason
@@ -109,21 +110,9 @@ class Sites:
             _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "route", "add", "default", "via", f"{self.prefix}.{s}.1")
             _run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_retries2=4")
-        self.agent = os.path.join(self._dir, "enter-host")
-        cases = "".join(f"    {addr}|{name}) ns={self._ns[name]}; host={name} ;;\n" for name, addr, _ in self.hosts)
-        with open(self.agent, "w") as f:
-            f.write("#!/bin/sh\n# mpirun's rsh agent for the two-site cluster\n"
-                    "while [ $# -gt 0 ]; do case \"$1\" in -*) shift ;; *) break ;; esac; done\n"
-                    f"case \"$1\" in\n{cases}    *) echo \"enter-host: no host $1\" >&2; exit 255 ;;\nesac\nshift\n"
-                    "exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\"; exec sh -c \"$1\"' \"$host\" \"$*\"\n")
-        os.chmod(self.agent, 0o755)
-        self.mpirun = os.path.join(self._dir, "sites-mpirun")
-        with open(self.mpirun, "w") as f:
-            f.write("#!/bin/sh\n# mpirun across the two sites, TCP only\n"
-                    f"exec ip netns exec {self._ns[self.head[0]]} mpirun --mca plm_rsh_agent {self.agent} "
-                    f"--mca btl tcp,self --mca btl_tcp_if_include {self.prefix}.0.0/16 "
-                    f"--mca oob_tcp_if_include {self.prefix}.0.0/16 --mca plm_rsh_no_tree_spawn 1 \"$@\"\n")
-        os.chmod(self.mpirun, 0o755)
+        self.agent, self.mpirun = netns_cluster.write_launch_scripts(
+            self._dir, [(name, addr, self._ns[name]) for name, addr, _ in self.hosts], self._ns[self.head[0]],
+            f"{self.prefix}.0.0/16")
 
     def host_list(self, slots):
         """mpirun's --host value: every host with `slots` slots, site by site."""
